@@ -1,0 +1,184 @@
+// Package ops holds attnrun's op semantics: for each ONNX op and opset range,
+// how to infer output types and shapes, and a reference CPU kernel. Each op
+// family lives in its own file and registers its Schemas in init; the
+// registry, not a switch, is how the rest of attnrun finds an op.
+package ops
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/attnrun/attnrun/ir"
+)
+
+// MinOpset and MaxOpset bound the default-domain opsets attnrun supports.
+const (
+	MinOpset = 7
+	MaxOpset = 18
+)
+
+// Domain names.
+const (
+	// DomainONNX is the default ai.onnx domain, spelled "" in models.
+	DomainONNX = ""
+	// DomainAttnrun holds attnrun's own ops (fused kernels made by graph rewrites).
+	DomainAttnrun = "com.attnrun"
+)
+
+// Errors returned (wrapped) by Lookup.
+var (
+	ErrUnknownOp     = errors.New("unknown op")
+	ErrUnknownDomain = errors.New("unknown op domain")
+	ErrOpset         = errors.New("unsupported opset version")
+)
+
+// Value is what shape inference knows about one tensor: its type and shape,
+// and, when known before running, its contents. Const is set for
+// initializers, Constant outputs and folded subgraphs. Sym is set for small
+// 1-D integer tensors whose elements are known symbolically, such as the
+// output of Shape on a tensor of shape [batch, seq, 64]; ops that move shape
+// values around (Gather, Concat, Unsqueeze, Slice, Cast) propagate it.
+type Value struct {
+	Type  ir.TypeInfo
+	Const *ir.Tensor
+	Sym   ir.Shape
+}
+
+// Present reports whether the optional input was given (its name non-empty).
+func (v Value) Present() bool { return v.Type.DType != ir.Undefined }
+
+// InferFunc checks a node's attributes and input types and returns its
+// outputs' types. in has one entry per node input; an omitted optional input
+// has Type.DType == ir.Undefined. It must not fail merely because a dim is
+// unknown: unknown in, unknown out.
+type InferFunc func(n *ir.Node, opset int, in []Value) ([]Value, error)
+
+// RunFunc is the reference CPU kernel. in has one entry per node input (nil
+// for an omitted optional input). It returns one tensor per node output.
+type RunFunc func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error)
+
+// Context carries what a kernel may need beyond its inputs.
+type Context struct {
+	// Opset is the version of the node's domain the model imports.
+	Opset int
+	// Threads is the number of compute threads the kernel may use (≥ 1).
+	Threads int
+}
+
+// Schema describes one op over a range of opset versions.
+type Schema struct {
+	Domain string // DomainONNX or DomainAttnrun
+	OpType string
+	// Since and Until bound the opset versions covered, inclusive.
+	Since, Until int
+	// MinInputs and MaxInputs bound the number of node inputs.
+	MinInputs, MaxInputs int
+	// TypeInput is the index of the input whose element type must be one of
+	// DTypes; -1 when the op takes any type.
+	TypeInput int
+	// DTypes lists the element types the kernel takes at TypeInput.
+	DTypes []ir.DType
+	// Infer computes output types; Run computes output values.
+	Infer InferFunc
+	Run   RunFunc
+	// Doc is a one-line description for `attnrun ops`.
+	Doc string
+}
+
+// Key names the schema: "Add", "com.attnrun:FusedAttention".
+func (s *Schema) Key() string {
+	if s.Domain == "" {
+		return s.OpType
+	}
+	return s.Domain + ":" + s.OpType
+}
+
+// TakesDType reports whether the kernel accepts dt at TypeInput.
+func (s *Schema) TakesDType(dt ir.DType) bool {
+	if s.TypeInput < 0 {
+		return true
+	}
+	for _, d := range s.DTypes {
+		if d == dt {
+			return true
+		}
+	}
+	return false
+}
+
+type registry struct {
+	byKey map[string][]*Schema
+}
+
+var reg = registry{byKey: map[string][]*Schema{}}
+
+// Register adds a schema. It panics (at init time) on a malformed schema or
+// an opset range overlapping one already registered for the same op.
+func Register(s *Schema) {
+	if s.OpType == "" || s.Since <= 0 || s.Until < s.Since || s.Infer == nil || s.Run == nil {
+		panic(fmt.Sprintf("ops.Register: malformed schema %+v", s))
+	}
+	for _, o := range reg.byKey[s.Key()] {
+		if s.Since <= o.Until && o.Since <= s.Until {
+			panic(fmt.Sprintf("ops.Register: %s opsets %d-%d overlap %d-%d", s.Key(), s.Since, s.Until, o.Since, o.Until))
+		}
+	}
+	reg.byKey[s.Key()] = append(reg.byKey[s.Key()], s)
+}
+
+// Lookup finds the schema for an op at the opset version its domain is
+// imported with.
+func Lookup(domain, opType string, opset int) (*Schema, error) {
+	if domain == "ai.onnx" {
+		domain = ""
+	}
+	if domain != DomainONNX && domain != DomainAttnrun {
+		return nil, fmt.Errorf("%w %q (op %s)", ErrUnknownDomain, domain, opType)
+	}
+	key := opType
+	if domain != "" {
+		key = domain + ":" + opType
+	}
+	list := reg.byKey[key]
+	if len(list) == 0 {
+		return nil, fmt.Errorf("%w %s", ErrUnknownOp, key)
+	}
+	for _, s := range list {
+		if opset >= s.Since && opset <= s.Until {
+			return s, nil
+		}
+	}
+	lo, hi := list[0].Since, list[0].Until
+	for _, s := range list {
+		lo, hi = min(lo, s.Since), max(hi, s.Until)
+	}
+	return nil, fmt.Errorf("%w: %s at opset %d (attnrun covers opsets %d to %d)", ErrOpset, key, opset, lo, hi)
+}
+
+// Schemas returns every registered schema sorted by key and opset.
+func Schemas() []*Schema {
+	var all []*Schema
+	for _, l := range reg.byKey {
+		all = append(all, l...)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].Key() != all[j].Key() {
+			return all[i].Key() < all[j].Key()
+		}
+		return all[i].Since < all[j].Since
+	})
+	return all
+}
+
+// CheckArity verifies a node's input count against the schema.
+func (s *Schema) CheckArity(n *ir.Node) error {
+	k := len(n.Inputs)
+	if k < s.MinInputs || (s.MaxInputs >= 0 && k > s.MaxInputs) {
+		if s.MinInputs == s.MaxInputs {
+			return fmt.Errorf("takes %d inputs, got %d", s.MinInputs, k)
+		}
+		return fmt.Errorf("takes %d to %d inputs, got %d", s.MinInputs, s.MaxInputs, k)
+	}
+	return nil
+}
