@@ -1,0 +1,679 @@
+#!/usr/bin/python3
+"""Export the seed attention modules to ONNX with reference test data.
+
+Usage (from the repository root):
+
+    /usr/bin/python3 models/export.py              # writes models/<name>/...
+    /usr/bin/python3 models/export.py --bench DIR  # big seed-000 models, no test data
+
+Needs Debian's PyTorch and ONNX for the system Python:
+    apt-get install python3-torch python3-onnx python3-numpy
+(torch 1.13, onnx 1.12, numpy).
+
+For every model it writes
+
+    models/<name>/model.onnx
+    models/<name>/test_data_set_N/input_K.pb, output_0.pb
+
+in the layout of ONNX's backend test data: each .pb is a serialized
+TensorProto whose name is the graph input/output name, holding the PyTorch
+eager result. Data set 0 uses the export shapes; the others use other batch
+and sequence sizes wherever those axes are dynamic.
+
+After exporting, each model is checked with onnx.checker, reloaded, and run
+through a small numpy interpreter of the ONNX ops it uses (onnx 1.12 has no
+onnx.reference); the result must match PyTorch. models/README.md is
+regenerated from the exported graphs.
+"""
+
+import argparse
+import collections
+import os
+import shutil
+import sys
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # keep models/ free of __pycache__
+sys.path.insert(0, HERE)
+
+import attention_modules as am  # noqa: E402
+
+OPSET = 17
+
+
+# ---------------------------------------------------------------------------
+# input generators: each takes (rng, shape) and returns a numpy array
+# ---------------------------------------------------------------------------
+
+
+def randn(rng, shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _lengths(rng, b, s):
+    """Valid lengths per batch row, in [1, s]; at least one row is padded when s > 1."""
+    lens = rng.integers(1, s + 1, size=b)
+    if s > 1 and (lens == s).all():
+        lens[0] = max(1, s // 2)
+    return lens
+
+
+def pad_mask_bool(rng, shape):
+    """(B, S) bool, True = padding; right-padded, never fully masked."""
+    b, s = shape
+    lens = _lengths(rng, b, s)
+    return np.arange(s)[None, :] >= lens[:, None]
+
+
+def keep_mask_int_2d(rng, shape):
+    """(B, S) int64, 1 = keep, 0 = padding (seed 002 SelfAttention_Final)."""
+    return (~pad_mask_bool(rng, shape)).astype(np.int64)
+
+
+def keep_mask_int_bss(rng, shape):
+    """(B, S, S) int64 from a (B, S) padding mask, unsqueeze(1).repeat(1, S, 1) as in seed 002."""
+    b, s, s2 = shape
+    assert s == s2
+    keep = (~pad_mask_bool(rng, (b, s))).astype(np.int64)
+    return np.repeat(keep[:, None, :], s, axis=1)
+
+
+def keep_mask_int_b1ss(rng, shape):
+    """(B, 1, S, S) int64: padding mask broadcast over heads (seed 002 MultiHeadAttention)."""
+    b, one, s, s2 = shape
+    return keep_mask_int_bss(rng, (b, s, s2))[:, None, :, :]
+
+
+def causal_mask_bool(rng, shape):
+    """(S, S) bool, True above the diagonal (seed 003: tril(ones) == 0)."""
+    s, s2 = shape
+    return np.triu(np.ones((s, s2), dtype=bool), k=1)
+
+
+def random_mask_bool(rng, shape):
+    """(Tq, Tk) bool, True = masked, about 30% masked, column 0 never masked."""
+    m = rng.random(shape) < 0.3
+    m[:, 0] = False
+    return m
+
+
+# ---------------------------------------------------------------------------
+# model specs
+# ---------------------------------------------------------------------------
+
+C = 32      # hidden size for most models
+H = 4       # heads
+CTX = 64    # context size for seed 000 CausalAttention
+
+Spec = collections.namedtuple(
+    "Spec", "name seed module build inputs outputs datasets notes")
+# inputs: list of (name, shape (ints or axis names), generator, dtype label)
+# outputs: list of (name, shape)
+# datasets: list of {axis name: size}; the first is the export shape
+
+
+def _std_sets(**extra):
+    sets = [dict(batch=2, seq=7), dict(batch=3, seq=12), dict(batch=1, seq=1)]
+    for s in sets:
+        s.update(extra)
+    return sets
+
+
+SPECS = [
+    # seed 000
+    Spec("s000_single_head", "000", "SingleHeadAttention(hidden_size=32)",
+         lambda: am.SingleHeadAttention(C),
+         [("x", ("batch", "seq", C), randn)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "fused Wqkv, head size C/4 = 8; unbind exports as Split + Squeeze"),
+    Spec("s000_multi_head", "000", "MultiHeadAttention(hidden_size=32, num_heads=4)",
+         lambda: am.S000MultiHeadAttention(C, H),
+         [("x", ("batch", "seq", C), randn)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "fused Wqkv, reshape (B,S,3,NH,HS) + transpose(3,1)"),
+    Spec("s000_causal", "000", "CausalAttention(hidden_size=32, num_heads=4, context_size=64)",
+         lambda: am.CausalAttention(C, H, CTX),
+         [("x", ("batch", "seq", C), randn), ("mask", ("batch", "seq"), pad_mask_bool)],
+         [("y", ("batch", "seq", C))],
+         [dict(batch=2, seq=7), dict(batch=3, seq=12), dict(batch=2, seq=CTX)],
+         "mask: True = padding. `causal_mask + mask` is an ONNX Add on tensor(bool) "
+         "(logical or in PyTorch), which ONNX Runtime refuses to load. The causal_mask "
+         "buffer is a (1,1,64,64) bool initializer (raw_data, 1 byte per bool), "
+         "sliced to S with Slice; seq must be <= 64"),
+    Spec("s000_causal_or", "000*", "CausalAttention with `|` instead of `+` (not in seed)",
+         lambda: am.CausalAttentionOr(C, H, CTX),
+         [("x", ("batch", "seq", C), randn), ("mask", ("batch", "seq"), pad_mask_bool)],
+         [("y", ("batch", "seq", C))],
+         [dict(batch=2, seq=7), dict(batch=3, seq=12), dict(batch=2, seq=CTX)],
+         "same weights and outputs as s000_causal, but exports Or, so ONNX Runtime loads it"),
+    # seed 002
+    Spec("s002_self_attention_v1", "002", "SelfAttention_V1(hidden_dim=32)",
+         lambda: am.SelfAttention_V1(C),
+         [("x", ("batch", "seq", C), randn)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "separate q/k/v Linear, no output projection"),
+    Spec("s002_self_attention_v2", "002", "SelfAttention_V2(hidden_dim=32)",
+         lambda: am.SelfAttention_V2(C),
+         [("x", ("batch", "seq", C), randn)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "fused qkv Linear + torch.split (Split with a split input)"),
+    Spec("s002_self_attention_v3", "002", "SelfAttention_V3(dim=32)",
+         lambda: am.SelfAttention_V3(C),
+         [("x", ("batch", "seq", C), randn), ("mask", ("batch", "seq", "seq"), keep_mask_int_bss)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "mask: int64 (B,S,S), 0 = masked; masked_fill(mask==0, -1e20) -> Equal + Where"),
+    Spec("s002_self_attention_final", "002", "SelfAttention_Final(dim=32)",
+         lambda: am.SelfAttention_Final(C),
+         [("x", ("batch", "seq", C), randn), ("mask", ("batch", "seq"), keep_mask_int_2d)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "mask: int64 (B,S), 0 = padding; unsqueeze(1).repeat(1,S,1) -> Unsqueeze + Tile; fill -inf"),
+    Spec("s002_multi_head", "002", "MultiHeadAttention(dim=32, num_head=4)",
+         lambda: am.S002MultiHeadAttention(C, H),
+         [("query", ("batch", "seq", C), randn), ("key", ("batch", "seq", C), randn),
+          ("value", ("batch", "seq", C), randn),
+          ("mask", ("batch", 1, "seq", "seq"), keep_mask_int_b1ss)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "mask: int64 (B,1,S,S), 0 = masked (the seed's (B,S,S) mask only broadcasts when B == heads). "
+         "Seed quirks: scale 1/sqrt(num_head); key/value reshaped with the query length"),
+    # seed 003 (2-D inputs: (seq, d_model))
+    Spec("s003_self_attention", "003", "SelfAttention(d_model=32, row_dim=0, col_dim=1)",
+         lambda: am.S003SelfAttention(C, 0, 1),
+         [("x", ("seq", C), randn)],
+         [("y", ("seq", C))],
+         [dict(seq=7), dict(seq=12), dict(seq=1)],
+         "2-D input (no batch), Linear without bias -> MatMul with a transposed initializer"),
+    Spec("s003_masked_self_attention", "003", "MaskedSelfAttention(d_model=32, row_dim=0, col_dim=1)",
+         lambda: am.MaskedSelfAttention(C, 0, 1),
+         [("x", ("seq", C), randn), ("mask", ("seq", "seq"), causal_mask_bool)],
+         [("y", ("seq", C))],
+         [dict(seq=7), dict(seq=12), dict(seq=1)],
+         "mask: bool (S,S), True = masked (causal: tril(ones)==0); fill -1e9"),
+    Spec("s003_attention", "003", "Attention(d_model=32, row_dim=0, col_dim=1)",
+         lambda: am.Attention(C, 0, 1),
+         [("query", ("seq_q", C), randn), ("key", ("seq_kv", C), randn),
+          ("value", ("seq_kv", C), randn), ("mask", ("seq_q", "seq_kv"), random_mask_bool)],
+         [("y", ("seq_q", C))],
+         [dict(seq_q=5, seq_kv=9), dict(seq_q=11, seq_kv=3), dict(seq_q=1, seq_kv=1)],
+         "separate q/k/v encodings (query length may differ from key/value length); "
+         "mask: bool (Tq,Tk), True = masked, fill -1e9"),
+    Spec("s003_multi_head_modulelist", "003", "MultiHeadAttention(d_model=16, row_dim=0, col_dim=1, num_heads=4)",
+         lambda: am.S003MultiHeadAttention(16, 0, 1, num_heads=4),
+         [("query", ("seq_q", 16), randn), ("key", ("seq_kv", 16), randn),
+          ("value", ("seq_kv", 16), randn)],
+         [("y", ("seq_q", 64))],
+         [dict(seq_q=5, seq_kv=9), dict(seq_q=11, seq_kv=3), dict(seq_q=1, seq_kv=1)],
+         "4 independent heads of width d_model=16 (not split), concatenated: output width 64, no output projection"),
+    # seed 004
+    Spec("s004_param_free", "004", "softmax(bmm(x, xᵀ)) x (no parameters)",
+         lambda: am.ParamFreeSelfAttention(),
+         [("x", ("batch", "seq", C), randn)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "no initializers; x feeds Transpose and both MatMuls; no scaling"),
+    Spec("s004_multi_head_bmm", "004", "SelfAttention(k=32, heads=4, mask=False)",
+         lambda: am.S004SelfAttention(C, 4, mask=False),
+         [("x", ("batch", "seq", C), randn)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "heads folded into the batch: view(b*h, t, s) + bmm; scale 1/sqrt(k) (full width)"),
+    Spec("s004_multi_head_bmm_causal", "004*", "SelfAttention(k=32, heads=4, mask=True) (mask path not in seed)",
+         lambda: am.S004SelfAttention(C, 4, mask=True),
+         [("x", ("batch", "seq", C), randn)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "the seed's forward ignores `mask`; this variant adds the reference's causal mask "
+         "(triu of ones built at run time -> ConstantOfShape + Trilu)"),
+    # seed 001
+    Spec("s001_cross_attention", "001", "CrossAttention(hidden_size=32, num_heads=4)",
+         lambda: am.CrossAttention(C, H),
+         [("x", ("batch", "seq", C), randn), ("enc", ("batch", "enc_seq", C), randn),
+          ("enc_mask", ("batch", "enc_seq"), pad_mask_bool)],
+         [("y", ("batch", "seq", C))],
+         [dict(batch=2, seq=5, enc_seq=9), dict(batch=3, seq=11, enc_seq=4), dict(batch=1, seq=1, enc_seq=1)],
+         "decoder queries (B,T,C) attend to encoder keys/values (B,S,C); enc_mask: bool, True = padding, fill -inf"),
+    Spec("s001_cross_attention_nomask", "001", "CrossAttention(hidden_size=32, num_heads=4), no mask",
+         lambda: am.CrossAttention(C, H),
+         [("x", ("batch", "seq", C), randn), ("enc", ("batch", "enc_seq", C), randn)],
+         [("y", ("batch", "seq", C))],
+         [dict(batch=2, seq=5, enc_seq=9), dict(batch=3, seq=11, enc_seq=4), dict(batch=1, seq=1, enc_seq=1)],
+         "as s001_cross_attention without the key padding mask"),
+    Spec("s001_decoder_self_attention", "001", "DecoderSelfAttention(hidden_size=32, num_heads=4)",
+         lambda: am.DecoderSelfAttention(C, H),
+         [("x", ("batch", "seq", C), randn)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "masked (causal) decoder self-attention, mask built from the run-time length (Trilu); no context limit"),
+]
+
+
+# ---------------------------------------------------------------------------
+# export
+# ---------------------------------------------------------------------------
+
+
+def concrete(shape, sizes):
+    return tuple(sizes[d] if isinstance(d, str) else d for d in shape)
+
+
+def dyn_axes(items):
+    out = {}
+    for name, shape, *_ in items:
+        ax = {i: d for i, d in enumerate(shape) if isinstance(d, str)}
+        if ax:
+            out[name] = ax
+    return out
+
+
+def make_inputs(spec, sizes, seed):
+    rng = np.random.default_rng(seed)
+    return [gen(rng, concrete(shape, sizes)) for _, shape, gen in spec.inputs]
+
+
+def build(spec):
+    torch.manual_seed(0)
+    m = spec.build()
+    m.eval()
+    return m
+
+
+def run_torch(model, arrays):
+    with torch.no_grad():
+        y = model(*[torch.from_numpy(a) for a in arrays])
+    return y.numpy()
+
+
+def export_model(model, spec, arrays, path):
+    args = tuple(torch.from_numpy(a) for a in arrays)
+    with torch.no_grad():
+        torch.onnx.export(
+            model, args, path,
+            input_names=[n for n, *_ in spec.inputs],
+            output_names=[n for n, *_ in spec.outputs],
+            dynamic_axes={**dyn_axes(spec.inputs), **dyn_axes(spec.outputs)},
+            opset_version=OPSET,
+            do_constant_folding=True,
+        )
+
+
+def write_tensor(path, arr, name):
+    t = numpy_helper.from_array(arr, name)
+    with open(path, "wb") as f:
+        f.write(t.SerializeToString())
+
+
+# ---------------------------------------------------------------------------
+# a small numpy interpreter of the ONNX ops the exports use (check only)
+# ---------------------------------------------------------------------------
+
+
+def _attrs(node):
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _np_softmax(x, axis):
+    m = np.max(x, axis=axis, keepdims=True)
+    e = np.exp(x - m)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def run_numpy(model, feeds):
+    env = dict(feeds)
+    for init in model.graph.initializer:
+        env[init.name] = numpy_helper.to_array(init)
+    for node in model.graph.node:
+        a = _attrs(node)
+        x = [env[i] if i else None for i in node.input]
+        op = node.op_type
+        if op == "Constant":
+            out = [numpy_helper.to_array(a["value"])]
+        elif op == "Identity":
+            out = [x[0]]
+        elif op == "Shape":
+            out = [np.array(x[0].shape, dtype=np.int64)]
+        elif op == "Gather":
+            out = [np.take(x[0], x[1], axis=a.get("axis", 0))]
+        elif op == "MatMul":
+            out = [np.matmul(x[0], x[1])]
+        elif op == "Gemm":
+            A = x[0].T if a.get("transA", 0) else x[0]
+            B = x[1].T if a.get("transB", 0) else x[1]
+            y = a.get("alpha", 1.0) * (A @ B)
+            if len(x) > 2 and x[2] is not None:
+                y = y + a.get("beta", 1.0) * x[2]
+            out = [y.astype(np.float32)]
+        elif op == "Add":
+            out = [x[0] + x[1]]  # numpy: bool + bool is logical or, like PyTorch
+        elif op == "Sub":
+            out = [x[0] - x[1]]
+        elif op == "Mul":
+            out = [x[0] * x[1]]
+        elif op == "Div":
+            if np.issubdtype(x[0].dtype, np.integer):
+                out = [(x[0] // x[1]).astype(x[0].dtype)]
+            else:
+                out = [(x[0] / x[1]).astype(x[0].dtype)]
+        elif op == "Pow":
+            out = [np.power(x[0], x[1]).astype(x[0].dtype)]
+        elif op == "Sqrt":
+            out = [np.sqrt(x[0])]
+        elif op == "Or":
+            out = [np.logical_or(x[0], x[1])]
+        elif op == "Not":
+            out = [np.logical_not(x[0])]
+        elif op == "Equal":
+            out = [np.equal(x[0], x[1])]
+        elif op == "Where":
+            out = [np.where(x[0], x[1], x[2])]
+        elif op == "Cast":
+            dt = onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[a["to"]]
+            out = [x[0].astype(dt)]
+        elif op == "Unsqueeze":
+            y = x[0]
+            axes = sorted(int(v) % (y.ndim + len(x[1])) for v in x[1])
+            for ax in axes:
+                y = np.expand_dims(y, ax)
+            out = [y]
+        elif op == "Squeeze":
+            out = [np.squeeze(x[0], axis=tuple(int(v) for v in x[1])) if len(x) > 1 and x[1] is not None
+                   else np.squeeze(x[0])]
+        elif op == "Concat":
+            out = [np.concatenate(x, axis=a["axis"])]
+        elif op == "Reshape":
+            shape = [int(v) for v in x[1]]
+            if not a.get("allowzero", 0):
+                shape = [x[0].shape[i] if v == 0 else v for i, v in enumerate(shape)]
+            out = [x[0].reshape(shape)]
+        elif op == "Split":
+            axis = a.get("axis", 0)
+            if len(x) > 1 and x[1] is not None:
+                parts = [int(v) for v in x[1]]
+            else:
+                n = len(node.output)
+                parts = [x[0].shape[axis] // n] * n
+            out = np.split(x[0], np.cumsum(parts)[:-1], axis=axis)
+        elif op == "Transpose":
+            out = [np.transpose(x[0], a.get("perm"))]
+        elif op == "Softmax":
+            out = [_np_softmax(x[0], a.get("axis", -1))]
+        elif op == "Slice":
+            data = x[0]
+            starts, ends = x[1], x[2]
+            axes = x[3] if len(x) > 3 and x[3] is not None else range(len(starts))
+            steps = x[4] if len(x) > 4 and x[4] is not None else [1] * len(starts)
+            sl = [slice(None)] * data.ndim
+            for s, e, ax, st in zip(starts, ends, axes, steps):
+                sl[int(ax)] = slice(int(s), int(e), int(st))
+            out = [data[tuple(sl)]]
+        elif op == "ConstantOfShape":
+            v = numpy_helper.to_array(a["value"]) if "value" in a else np.zeros(1, np.float32)
+            out = [np.full(tuple(int(d) for d in x[0]), v.reshape(-1)[0], dtype=v.dtype)]
+        elif op == "Expand":
+            shape = np.broadcast_shapes(x[0].shape, tuple(int(d) for d in x[1]))
+            out = [np.broadcast_to(x[0], shape).copy()]
+        elif op == "Tile":
+            out = [np.tile(x[0], tuple(int(d) for d in x[1]))]
+        elif op == "Trilu":
+            k = int(x[1]) if len(x) > 1 and x[1] is not None else 0
+            out = [np.triu(x[0], k) if a.get("upper", 1) else np.tril(x[0], k)]
+        elif op == "Range":
+            out = [np.arange(x[0], x[1], x[2]).astype(x[0].dtype)]
+        else:
+            raise NotImplementedError("numpy check: op %s (node %s)" % (op, node.name))
+        for name, v in zip(node.output, out):
+            env[name] = np.asarray(v)
+    return [env[o.name] for o in model.graph.output]
+
+
+# ---------------------------------------------------------------------------
+# graph summaries
+# ---------------------------------------------------------------------------
+
+
+def op_histogram(model):
+    return collections.Counter(n.op_type for n in model.graph.node)
+
+
+DTYPE = {v: k for k, v in onnx.TensorProto.DataType.items()}
+
+
+def value_info_str(vi):
+    t = vi.type.tensor_type
+    dims = [d.dim_param if d.HasField("dim_param") else str(d.dim_value) for d in t.shape.dim]
+    return "%s: %s[%s]" % (vi.name, DTYPE[t.elem_type].lower(), ", ".join(dims))
+
+
+def quirks(model):
+    q = []
+    types = {}
+    for vi in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output):
+        types[vi.name] = vi.type.tensor_type.elem_type
+    for init in model.graph.initializer:
+        types[init.name] = init.data_type
+        if init.data_type == onnx.TensorProto.BOOL:
+            q.append("bool initializer %s %s (%s)" % (
+                init.name, list(init.dims), "raw_data" if init.raw_data else "int32_data"))
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except onnx.shape_inference.InferenceError:
+        inferred = model
+    for vi in inferred.graph.value_info:
+        types.setdefault(vi.name, vi.type.tensor_type.elem_type)
+    for n in model.graph.node:
+        if n.op_type == "Add" and all(types.get(i) == onnx.TensorProto.BOOL for i in n.input):
+            q.append("Add on tensor(bool) (%s)" % n.name)
+    return q
+
+
+# ---------------------------------------------------------------------------
+# main
+# ---------------------------------------------------------------------------
+
+
+def export_all(outdir, readme):
+    rows = []
+    failures = []
+    for spec in SPECS:
+        d = os.path.join(outdir, spec.name)
+        if os.path.isdir(d):
+            shutil.rmtree(d)
+        os.makedirs(d)
+        model = build(spec)
+        export_inputs = make_inputs(spec, spec.datasets[0], seed=1000)
+        path = os.path.join(d, "model.onnx")
+        export_model(model, spec, export_inputs, path)
+
+        onnx.checker.check_model(path)
+        om = onnx.load(path)
+        extra_quirks = []
+        try:
+            onnx.checker.check_model(om, full_check=True)
+        except onnx.shape_inference.InferenceError as e:
+            # s000_causal: strict shape inference rejects the bool Add
+            extra_quirks.append("onnx.checker full_check (strict shape inference) fails: %s"
+                                % str(e).strip().splitlines()[0])
+
+        worst = 0.0
+        for i, sizes in enumerate(spec.datasets):
+            arrays = make_inputs(spec, sizes, seed=100 * (i + 1) + len(spec.name))
+            y = run_torch(model, arrays)
+            assert np.isfinite(y).all(), (spec.name, i, "non-finite PyTorch output")
+            sd = os.path.join(d, "test_data_set_%d" % i)
+            os.makedirs(sd)
+            for k, ((name, *_), arr) in enumerate(zip(spec.inputs, arrays)):
+                write_tensor(os.path.join(sd, "input_%d.pb" % k), arr, name)
+            write_tensor(os.path.join(sd, "output_0.pb"), y, spec.outputs[0][0])
+
+            # reload what was written and check the graph against it
+            feeds = {}
+            for k, (name, *_) in enumerate(spec.inputs):
+                t = onnx.TensorProto()
+                with open(os.path.join(sd, "input_%d.pb" % k), "rb") as f:
+                    t.ParseFromString(f.read())
+                assert t.name == name
+                feeds[name] = numpy_helper.to_array(t)
+            (got,) = run_numpy(om, feeds)
+            if got.shape != y.shape:
+                failures.append("%s set %d: shape %s != %s" % (spec.name, i, got.shape, y.shape))
+                continue
+            err = float(np.max(np.abs(got - y))) if y.size else 0.0
+            worst = max(worst, err)
+            if not err <= 1e-4:
+                failures.append("%s set %d: max abs err %g" % (spec.name, i, err))
+
+        hist = op_histogram(om)
+        rows.append(dict(
+            spec=spec,
+            inputs=[value_info_str(v) for v in om.graph.input],
+            outputs=[value_info_str(v) for v in om.graph.output],
+            hist=hist,
+            n_init=len(om.graph.initializer),
+            n_const=hist.get("Constant", 0),
+            quirks=quirks(om) + extra_quirks,
+            opset=[(o.domain or "ai.onnx", o.version) for o in om.opset_import],
+            size=os.path.getsize(path),
+            err=worst,
+        ))
+        print("%-30s opset %s  err %.2e  %s" % (spec.name, rows[-1]["opset"], worst, dict(sorted(hist.items()))))
+        for line in rows[-1]["inputs"]:
+            print("    in  " + line)
+        for line in rows[-1]["outputs"]:
+            print("    out " + line)
+        for line in rows[-1]["quirks"]:
+            print("    quirk: " + line)
+
+    if readme:
+        write_readme(os.path.join(outdir, "README.md"), rows)
+    if failures:
+        print("\nFAILURES:\n  " + "\n  ".join(failures))
+        sys.exit(1)
+    print("\n%d models exported and checked" % len(rows))
+
+
+def write_readme(path, rows):
+    L = []
+    L.append("# Reference attention models\n")
+    L.append("ONNX exports of the attention modules in the seed documents "
+             "(`/work/shared/seeds/`), with PyTorch reference outputs. "
+             "Generated by `models/export.py` (`make models`); do not edit by hand.\n")
+    L.append("- Source modules: `models/attention_modules.py` (forward() as in the seeds; "
+             "typos fixed, debug prints dropped).")
+    L.append("- Exporter: torch %s, `torch.onnx.export(opset_version=%d, do_constant_folding=True)`, "
+             "onnx %s; fp32; `torch.manual_seed(0)` before building each module; eval mode "
+             "(dropout is Identity and is removed from the graph)." % (torch.__version__, OPSET, onnx.__version__))
+    L.append("- Layout: `<name>/model.onnx`, `<name>/test_data_set_N/input_K.pb` and `output_0.pb` "
+             "(serialized TensorProto named after the graph input/output), as in ONNX's backend tests. "
+             "Data set 0 uses the export shapes; sets 1 and 2 use other batch and sequence sizes "
+             "(set 2 mostly batch 1, length 1).")
+    L.append("- Dynamic axes appear as `dim_param` names: `batch`, `seq`, `enc_seq`, `seq_q`, `seq_kv`.")
+    L.append("- Masks: `bool` masks are True = masked; `int64` masks (seed 002) are 0 = masked. "
+             "Test masks are right-padding style (or column 0 kept), so no softmax row is fully masked "
+             "and the outputs are NaN-free.")
+    L.append("- Checked at export time: `onnx.checker.check_model(full_check=True)`, and every data set "
+             "re-run through a numpy interpreter of the graph (max abs error vs PyTorch in the table).")
+    L.append("- Seed `000*`/`004*`: variants not in the seed text (see notes).\n")
+    L.append("| name | seed | module | inputs | output | ops | init | max err | notes |")
+    L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        s = r["spec"]
+        ops = ", ".join("%s×%d" % (k, v) for k, v in sorted(r["hist"].items()))
+        L.append("| `%s` | %s | %s | %s | %s | %s | %d | %.1e | %s |" % (
+            s.name, s.seed, s.module.replace("|", "\\|"),
+            "<br>".join("`%s`" % i for i in r["inputs"]),
+            "<br>".join("`%s`" % o for o in r["outputs"]),
+            ops, r["n_init"], r["err"], s.notes.replace("|", "\\|")))
+    allops = collections.Counter()
+    for r in rows:
+        allops.update(r["hist"].keys())
+    L.append("\n## Op types (number of models using each)\n")
+    L.append(", ".join("%s (%d)" % (k, v) for k, v in sorted(allops.items())))
+    L.append("\n## Export quirks\n")
+    for r in rows:
+        for q in r["quirks"]:
+            L.append("- `%s`: %s" % (r["spec"].name, q))
+    L.append("- Opset import: %s for every model." % ", ".join("%s %d" % o for o in rows[0]["opset"]))
+    L.append("- `nn.Linear` on 3-D input exports as `MatMul` with a pre-transposed weight initializer "
+             "followed by `Add` of the bias (no `Gemm`); without bias it is a bare `MatMul`.")
+    L.append("- Shapes read in forward() (`B, S, C = x.shape`) become `Shape` + `Gather` (+ `Unsqueeze`, "
+             "`Concat` to rebuild Reshape targets); Python-constant scales become `Constant` scalars, "
+             "so `Constant` nodes carry the scalars and shape pieces, while weights and the causal "
+             "buffer are initializers.")
+    L.append("- Shape arithmetic is done on int64 scalars: `C//nh` is an int64 `Div` (positive operands, so "
+             "truncation equals floor), followed by `Cast(to=INT64)` pairs; `b*h` is an int64 `Mul`. "
+             "`k ** (1/2)` and seed 003's `torch.tensor(k.size(1)**0.5)` are computed at run time "
+             "(`Cast` to float + `Pow`).")
+    L.append("- Many `Constant` nodes are rank-0 (scalar) tensors: Gather indices, the 1/sqrt(d) divisor, "
+             "the -inf / -1e9 / -1e20 fill values.")
+    L.append("- Opset-13+ forms: `Split` takes the split sizes as its second input, `Squeeze`/`Unsqueeze` "
+             "take axes as an input, `Softmax` has a single `axis` (-1, or 1 for the 2-D seed 003 models), "
+             "`Reshape` carries `allowzero=0`.")
+    L.append("- `Linear` biases are added as `Add(bias, MatMul_out)` (bias first). Weight initializers are "
+             "named `onnx::MatMul_NN` (already transposed to (in, out)); biases keep their PyTorch names.")
+    L.append("- `masked_fill(mask, v)` exports as `Where(mask, v, scores)`; with an int mask it is "
+             "`Equal(mask, 0)` first. In `s000_causal` the bool `Add` result is `Cast` to bool before `Where`.")
+    L.append("- Dropout modules are present in the PyTorch modules but absent from the graphs (eval mode).")
+    L.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(L))
+
+
+def export_bench(outdir):
+    torch.manual_seed(0)
+    items = [
+        ("s000_multi_head_c768", am.S000MultiHeadAttention(768, 12), ["x"]),
+        ("s000_causal_c768", am.CausalAttention(768, 12, 4096), ["x", "mask"]),
+        ("s000_causal_or_c768", am.CausalAttentionOr(768, 12, 4096), ["x", "mask"]),
+    ]
+    for name, m, inames in items:
+        m.eval()
+        d = os.path.join(outdir, name)
+        os.makedirs(d, exist_ok=True)
+        x = torch.randn(2, 16, 768)
+        args = (x,) if len(inames) == 1 else (x, torch.zeros(2, 16, dtype=torch.bool))
+        axes = {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}}
+        if "mask" in inames:
+            axes["mask"] = {0: "batch", 1: "seq"}
+        path = os.path.join(d, "model.onnx")
+        with torch.no_grad():
+            torch.onnx.export(m, args, path, input_names=inames, output_names=["y"],
+                              dynamic_axes=axes, opset_version=OPSET)
+        onnx.checker.check_model(path)
+        om = onnx.load(path)
+        # quick check at another shape with the numpy interpreter
+        rng = np.random.default_rng(7)
+        feeds = [randn(rng, (1, 100, 768))]
+        if "mask" in inames:
+            feeds.append(pad_mask_bool(rng, (1, 100)))
+        want = run_torch(m, feeds)
+        (got,) = run_numpy(om, dict(zip(inames, feeds)))
+        err = float(np.max(np.abs(got - want)))
+        assert err < 1e-4, (name, err)
+        print("%-24s %8.1f MiB  %s  (B=1,S=100 max err %.1e)" % (
+            name, os.path.getsize(path) / 2**20,
+            ", ".join(value_info_str(v) for v in om.graph.input), err))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=HERE, help="output directory (default: models/)")
+    ap.add_argument("--bench", metavar="DIR", help="export the large seed-000 benchmark models into DIR instead")
+    args = ap.parse_args()
+    if args.bench:
+        export_bench(args.bench)
+        return
+    export_all(args.out, readme=True)
+
+
+if __name__ == "__main__":
+    main()
