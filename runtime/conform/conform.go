@@ -1,0 +1,290 @@
+// Package conform checks a runtime against test cases in ONNX's backend-test
+// layout: a directory holding model.onnx and test_data_set_N/ folders of
+// input_K.pb / output_K.pb TensorProtos. It is what `attnrun conform` runs.
+package conform
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/onnx"
+)
+
+// Case is one test-case directory.
+type Case struct {
+	Name     string   // the directory's base name
+	Dir      string   // path to the directory
+	DataSets []string // test_data_set_N directories, sorted
+}
+
+// Find returns the cases at or under each path: a directory holding
+// model.onnx is a case; any other directory is searched recursively.
+func Find(paths []string) ([]Case, error) {
+	var cases []Case
+	seen := map[string]bool{}
+	for _, root := range paths {
+		st, err := os.Stat(root)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			return nil, fmt.Errorf("%s: not a directory (conform takes test-case directories or their parents)", root)
+		}
+		err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() {
+				return nil
+			}
+			if _, err := os.Stat(filepath.Join(path, "model.onnx")); err != nil {
+				return nil
+			}
+			if !seen[path] {
+				seen[path] = true
+				c, err := caseAt(path)
+				if err != nil {
+					return err
+				}
+				cases = append(cases, c)
+			}
+			return filepath.SkipDir
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(cases) == 0 {
+		return nil, fmt.Errorf("no test cases (directories with model.onnx) under %s", strings.Join(paths, ", "))
+	}
+	sort.Slice(cases, func(i, j int) bool { return cases[i].Dir < cases[j].Dir })
+	return cases, nil
+}
+
+func caseAt(dir string) (Case, error) {
+	sets, err := filepath.Glob(filepath.Join(dir, "test_data_set_*"))
+	if err != nil {
+		return Case{}, err
+	}
+	sort.Strings(sets)
+	return Case{Name: filepath.Base(dir), Dir: dir, DataSets: sets}, nil
+}
+
+// Tolerance is numpy's assert_allclose rule: |got-want| ≤ Atol + Rtol·|want|.
+type Tolerance struct {
+	Rtol, Atol float64
+}
+
+// Runner runs one loaded model.
+type Runner interface {
+	// InputNames and OutputNames list the graph's inputs and outputs in order.
+	InputNames() []string
+	OutputNames() []string
+	Run(ctx context.Context, inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, error)
+	Close() error
+}
+
+// Opener loads a model for running.
+type Opener func(ctx context.Context, modelPath string) (Runner, error)
+
+// Result is the outcome of one case over all its data sets.
+type Result struct {
+	Case   Case
+	Pass   bool
+	MaxAbs float64 // largest |got - want| over all outputs and data sets
+	MaxRel float64 // largest |got - want| / |want| (where want ≠ 0)
+	Err    error   // why it failed: a load or run error, or the first mismatch
+}
+
+// Run checks one case: it loads the model once and runs every data set.
+func Run(ctx context.Context, c Case, open Opener, tol Tolerance) Result {
+	res := Result{Case: c}
+	if len(c.DataSets) == 0 {
+		res.Err = fmt.Errorf("no test_data_set_* directories")
+		return res
+	}
+	r, err := open(ctx, filepath.Join(c.Dir, "model.onnx"))
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	defer r.Close()
+	for _, ds := range c.DataSets {
+		inputs, err := readTensors(ds, "input", r.InputNames())
+		if err != nil {
+			res.Err = err
+			return res
+		}
+		wants, err := readTensors(ds, "output", r.OutputNames())
+		if err != nil {
+			res.Err = err
+			return res
+		}
+		got, err := r.Run(ctx, inputs)
+		if err != nil {
+			res.Err = fmt.Errorf("%s: %w", filepath.Base(ds), err)
+			return res
+		}
+		for name, want := range wants {
+			g, ok := got[name]
+			if !ok {
+				res.Err = fmt.Errorf("%s: output %q missing", filepath.Base(ds), name)
+				return res
+			}
+			a, rel, err := Compare(g, want, tol)
+			res.MaxAbs, res.MaxRel = math.Max(res.MaxAbs, a), math.Max(res.MaxRel, rel)
+			if err != nil && res.Err == nil {
+				res.Err = fmt.Errorf("%s: output %q: %w", filepath.Base(ds), name, err)
+			}
+		}
+	}
+	res.Pass = res.Err == nil
+	return res
+}
+
+// readTensors reads <prefix>_K.pb files, naming them by names[K] (or by the
+// name stored in the file when it has one).
+func readTensors(dir, prefix string, names []string) (map[string]*ir.Tensor, error) {
+	files, err := filepath.Glob(filepath.Join(dir, prefix+"_*.pb"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*ir.Tensor{}
+	for _, f := range files {
+		var k int
+		if _, err := fmt.Sscanf(filepath.Base(f), prefix+"_%d.pb", &k); err != nil {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		name, t, err := onnx.DecodeTensor(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		if k < len(names) {
+			name = names[k]
+		} else if name == "" {
+			return nil, fmt.Errorf("%s: the model has only %d %ss", f, len(names), prefix)
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+// Compare checks got against want: same dtype and shape, and every element
+// within tolerance (NaN matches NaN, ±Inf must match exactly). It returns
+// the largest absolute and relative errors.
+func Compare(got, want *ir.Tensor, tol Tolerance) (maxAbs, maxRel float64, err error) {
+	if got.DType != want.DType {
+		return 0, 0, fmt.Errorf("dtype %v, want %v", got.DType, want.DType)
+	}
+	if ir.ShapeString(got.Shape) != ir.ShapeString(want.Shape) {
+		return 0, 0, fmt.Errorf("shape [%s], want [%s]", ir.ShapeString(got.Shape), ir.ShapeString(want.Shape))
+	}
+	if !got.DType.IsFloat() {
+		gi, err1 := got.AsInt64s()
+		wi, err2 := want.AsInt64s()
+		if err1 == nil && err2 == nil {
+			for i := range gi {
+				if gi[i] != wi[i] {
+					return math.Abs(float64(gi[i] - wi[i])), 0, fmt.Errorf("element %d is %d, want %d", i, gi[i], wi[i])
+				}
+			}
+			return 0, 0, nil
+		}
+	}
+	g, w := asFloat64s(got), asFloat64s(want)
+	if g == nil || w == nil {
+		if fmt.Sprint(got.Data) != fmt.Sprint(want.Data) {
+			return 0, 0, fmt.Errorf("values differ")
+		}
+		return 0, 0, nil
+	}
+	bad := -1
+	for i := range g {
+		a, b := g[i], w[i]
+		if math.IsNaN(a) || math.IsNaN(b) {
+			if math.IsNaN(a) != math.IsNaN(b) && bad < 0 {
+				bad = i
+			}
+			continue
+		}
+		if math.IsInf(a, 0) || math.IsInf(b, 0) {
+			if a != b && bad < 0 {
+				bad = i
+			}
+			continue
+		}
+		d := math.Abs(a - b)
+		maxAbs = math.Max(maxAbs, d)
+		if b != 0 {
+			maxRel = math.Max(maxRel, d/math.Abs(b))
+		}
+		if d > tol.Atol+tol.Rtol*math.Abs(b) && bad < 0 {
+			bad = i
+		}
+	}
+	if bad >= 0 {
+		err = fmt.Errorf("element %d is %.8g, want %.8g (atol %g, rtol %g)", bad, g[bad], w[bad], tol.Atol, tol.Rtol)
+	}
+	return maxAbs, maxRel, err
+}
+
+// asFloat64s widens numeric data for comparison; nil for strings.
+func asFloat64s(t *ir.Tensor) []float64 {
+	switch d := t.Data.(type) {
+	case []float32:
+		return widen(d)
+	case []float64:
+		return d
+	case []uint16:
+		if t.DType == ir.Float16 {
+			out := make([]float64, len(d))
+			for i, v := range d {
+				out[i] = float64(ir.Float16ToFloat32(v))
+			}
+			return out
+		}
+		return widen(d)
+	case []int64:
+		return widen(d)
+	case []int32:
+		return widen(d)
+	case []int16:
+		return widen(d)
+	case []int8:
+		return widen(d)
+	case []uint8:
+		return widen(d)
+	case []uint32:
+		return widen(d)
+	case []uint64:
+		return widen(d)
+	case []bool:
+		out := make([]float64, len(d))
+		for i, v := range d {
+			if v {
+				out[i] = 1
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+func widen[T float32 | int64 | int32 | int16 | int8 | uint8 | uint16 | uint32 | uint64](s []T) []float64 {
+	out := make([]float64, len(s))
+	for i, v := range s {
+		out[i] = float64(v)
+	}
+	return out
+}

@@ -1,0 +1,285 @@
+// Package graph turns a decoded model into a runnable program: it validates
+// and schedules the op DAG, binds every node to its op schema at the model's
+// opset, infers element types and symbolic shapes, folds what is constant,
+// and executes the graph with per-input-shape plans (see plan.go).
+package graph
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
+)
+
+// DefaultMaxTensorBytes bounds any single tensor the program may create.
+const DefaultMaxTensorBytes int64 = 4 << 30
+
+// maxFoldElements bounds the tensors computed at compile or plan time.
+const maxFoldElements = 1 << 22
+
+// Options tune compilation and execution.
+type Options struct {
+	// Threads is the number of compute threads kernels may use (default 1).
+	Threads int
+	// MaxTensorBytes bounds any single tensor the program creates; a plan
+	// that would exceed it fails before running (default DefaultMaxTensorBytes).
+	MaxTensorBytes int64
+}
+
+// Program is a validated, scheduled and type-inferred graph.
+type Program struct {
+	Model *ir.Model
+	// Order is the topological execution order.
+	Order []*ir.Node
+	// Types holds the inferred (symbolic) type of every tensor by name, with
+	// Const set for initializers and tensors folded at compile time.
+	Types map[string]ops.Value
+	// Schemas binds each node to the op schema it runs with.
+	Schemas map[*ir.Node]*ops.Schema
+	// Opsets holds each node's domain opset version.
+	Opsets map[*ir.Node]int
+	// Index maps each node to its position in Order.
+	Index map[*ir.Node]int
+
+	opts Options
+
+	mu    sync.Mutex
+	plans map[string]*plan
+}
+
+// Compile validates m's graph, binds its nodes to op schemas and infers
+// symbolic types. Every error names the node and op it concerns.
+func Compile(m *ir.Model, opts Options) (*Program, error) {
+	if m == nil || m.Graph == nil {
+		return nil, errors.New("model has no graph")
+	}
+	if opts.Threads <= 0 {
+		opts.Threads = 1
+	}
+	if opts.MaxTensorBytes <= 0 {
+		opts.MaxTensorBytes = DefaultMaxTensorBytes
+	}
+	order, err := m.Graph.Schedule()
+	if err != nil {
+		return nil, err
+	}
+	p := &Program{
+		Model:   m,
+		Order:   order,
+		Types:   make(map[string]ops.Value),
+		Schemas: make(map[*ir.Node]*ops.Schema, len(order)),
+		Opsets:  make(map[*ir.Node]int, len(order)),
+		Index:   make(map[*ir.Node]int, len(order)),
+		opts:    opts,
+		plans:   make(map[string]*plan),
+	}
+	for _, in := range m.Graph.Inputs {
+		if !in.Type.DType.Known() {
+			return nil, fmt.Errorf("graph input %q has unsupported element type %v", in.Name, in.Type.DType)
+		}
+		for _, d := range in.Type.Shape {
+			if d.Param == "" && d.Value < -1 {
+				return nil, fmt.Errorf("graph input %q has a negative dim in %v", in.Name, in.Type.Shape)
+			}
+		}
+		p.Types[in.Name] = ops.Value{Type: in.Type}
+	}
+	for name, t := range m.Graph.Initializers {
+		p.Types[name] = ops.Value{Type: ops.Known(t.DType, t.Shape), Const: t}
+	}
+	for _, n := range order {
+		s, opset, err := bindSchema(m, n)
+		if err != nil {
+			return nil, err
+		}
+		p.Schemas[n] = s
+		p.Opsets[n] = opset
+		p.Index[n] = len(p.Index)
+	}
+	if err := p.infer(p.Types); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// bindSchema finds the schema a node runs with.
+func bindSchema(m *ir.Model, n *ir.Node) (*ops.Schema, int, error) {
+	opset, ok := m.OpsetFor(n.Domain)
+	if !ok {
+		return nil, 0, n.Errorf("domain %q is not imported by the model (opset_import lists %v)", n.Domain, opsetList(m))
+	}
+	s, err := ops.Lookup(n.Domain, n.OpType, int(opset))
+	if err != nil {
+		return nil, 0, n.Errorf("%w", err)
+	}
+	if err := s.CheckArity(n); err != nil {
+		return nil, 0, n.Errorf("%w", err)
+	}
+	return s, int(opset), nil
+}
+
+func opsetList(m *ir.Model) []string {
+	var out []string
+	for d, v := range m.Opsets {
+		if d == "" {
+			d = "ai.onnx"
+		}
+		out = append(out, fmt.Sprintf("%s:%d", d, v))
+	}
+	return out
+}
+
+// infer runs shape inference over the whole order, filling types and
+// folding what is computable ahead of time. With concrete input shapes in
+// types, every shape subgraph folds away.
+func (p *Program) infer(types map[string]ops.Value) error {
+	for _, n := range p.Order {
+		in := make([]ops.Value, len(n.Inputs))
+		for i, name := range n.Inputs {
+			if name == "" {
+				continue
+			}
+			v, ok := types[name]
+			if !ok {
+				return n.Errorf("input %q has no inferred type", name)
+			}
+			in[i] = v
+		}
+		s := p.Schemas[n]
+		if s.TypeInput >= 0 && s.TypeInput < len(in) && in[s.TypeInput].Present() && !s.TakesDType(in[s.TypeInput].Type.DType) {
+			return n.Errorf("input %d has element type %v, which this op does not take (it takes %v)", s.TypeInput, in[s.TypeInput].Type.DType, s.DTypes)
+		}
+		out, err := s.Infer(n, p.Opsets[n], in)
+		if err != nil {
+			return nodeError(n, err)
+		}
+		if len(out) < len(n.Outputs) {
+			return n.Errorf("internal error: inference gave %d outputs for %d", len(out), len(n.Outputs))
+		}
+		if consts, ok, err := p.fold(n, in, out); err != nil {
+			return err
+		} else if ok {
+			for i := range out {
+				out[i].Const = consts[i]
+				out[i].Type = ops.Known(consts[i].DType, consts[i].Shape)
+			}
+		}
+		for i, name := range n.Outputs {
+			if name == "" {
+				continue
+			}
+			if err := p.checkSize(n, name, out[i].Type); err != nil {
+				return err
+			}
+			types[name] = out[i]
+		}
+	}
+	return nil
+}
+
+// checkSize rejects a known tensor size above the memory limit.
+func (p *Program) checkSize(n *ir.Node, name string, t ir.TypeInfo) error {
+	dims, ok := t.Shape.Concrete()
+	if !ok || !t.RankKnown {
+		return nil
+	}
+	elems := ir.NumElements(dims)
+	if elems < 0 || (t.DType.Size() > 0 && elems > p.opts.MaxTensorBytes/int64(t.DType.Size())) {
+		return n.Errorf("output %q of shape %v would exceed the tensor size limit of %d bytes", name, dims, p.opts.MaxTensorBytes)
+	}
+	return nil
+}
+
+// fold computes a node's outputs ahead of time when they depend only on
+// constants, or when inference already knows them as concrete shape values
+// (Shape of a tensor whose shape is known, and what is computed from it).
+func (p *Program) fold(n *ir.Node, in, out []ops.Value) ([]*ir.Tensor, bool, error) {
+	if consts, ok := constsFromSym(out[:len(n.Outputs)]); ok {
+		return consts, true, nil
+	}
+	if n.Domain != "" {
+		return nil, false, nil
+	}
+	args := make([]*ir.Tensor, len(in))
+	for i, v := range in {
+		if !v.Present() {
+			continue
+		}
+		if v.Const == nil {
+			return nil, false, nil
+		}
+		if v.Const.Len() > maxFoldElements {
+			return nil, false, nil
+		}
+		args[i] = v.Const
+	}
+	for _, o := range out {
+		if dims, ok := o.Type.Shape.Concrete(); o.Type.RankKnown && ok && ir.NumElements(dims) > maxFoldElements {
+			return nil, false, nil
+		}
+	}
+	res, err := runKernel(p.Schemas[n], &ops.Context{Opset: p.Opsets[n], Threads: 1}, n, args)
+	if err != nil {
+		return nil, false, err
+	}
+	return res, true, nil
+}
+
+// constsFromSym turns outputs whose symbolic contents are fully known into
+// int64 constants.
+func constsFromSym(out []ops.Value) ([]*ir.Tensor, bool) {
+	if len(out) == 0 {
+		return nil, false
+	}
+	res := make([]*ir.Tensor, len(out))
+	for i, o := range out {
+		if o.Sym == nil || o.Type.DType != ir.Int64 || !o.Type.RankKnown || len(o.Type.Shape) > 1 {
+			return nil, false
+		}
+		vals, ok := o.Sym.Concrete()
+		if !ok {
+			return nil, false
+		}
+		var shape []int
+		if len(o.Type.Shape) == 1 {
+			shape = []int{len(vals)}
+		} else if len(vals) != 1 {
+			return nil, false
+		}
+		data := make([]int64, len(vals))
+		for k, v := range vals {
+			data[k] = int64(v)
+		}
+		res[i] = &ir.Tensor{DType: ir.Int64, Shape: shape, Data: data}
+	}
+	return res, true
+}
+
+// runKernel calls a kernel, turning a panic into an error naming the node,
+// and checks the number of results.
+func runKernel(s *ops.Schema, ctx *ops.Context, n *ir.Node, args []*ir.Tensor) (res []*ir.Tensor, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = n.Errorf("internal error in the %s kernel: %v", s.Key(), r)
+		}
+	}()
+	res, err = s.Run(ctx, n, args)
+	if err != nil {
+		return nil, nodeError(n, err)
+	}
+	if len(res) < len(n.Outputs) {
+		return nil, n.Errorf("internal error: kernel returned %d outputs for %d", len(res), len(n.Outputs))
+	}
+	return res, nil
+}
+
+// nodeError wraps err with the node's name and op unless it already names them.
+func nodeError(n *ir.Node, err error) error {
+	if strings.HasPrefix(err.Error(), fmt.Sprintf("node %q", n.Label())) {
+		return err
+	}
+	return n.Errorf("%w", err)
+}

@@ -1,0 +1,208 @@
+package graph
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/onnx"
+	"github.com/attnrun/attnrun/runtime/conform"
+)
+
+// inProcess runs a Program directly, so this package's tests exercise the
+// planner and executor without a backend process.
+type inProcess struct{ p *Program }
+
+func (r inProcess) InputNames() []string  { return names(r.p.Model.Graph.Inputs) }
+func (r inProcess) OutputNames() []string { return names(r.p.Model.Graph.Outputs) }
+func (r inProcess) Close() error          { return nil }
+func (r inProcess) Run(ctx context.Context, in map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
+	return r.p.Run(ctx, in, RunOptions{})
+}
+
+func names(vs []*ir.ValueInfo) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.Name
+	}
+	return out
+}
+
+func openInProcess(_ context.Context, path string) (conform.Runner, error) {
+	m, err := onnx.Load(path, onnx.Options{})
+	if err != nil {
+		return nil, err
+	}
+	p, err := Compile(m, Options{})
+	if err != nil {
+		return nil, err
+	}
+	return inProcess{p}, nil
+}
+
+// TestModelsInProcess runs every bundled model's data sets through the
+// executor and compares with PyTorch's outputs.
+func TestModelsInProcess(t *testing.T) {
+	cases, err := conform.Find([]string{"../../models"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) < 15 {
+		t.Fatalf("found %d model cases, want at least 15", len(cases))
+	}
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			r := conform.Run(context.Background(), c, openInProcess, conform.Tolerance{Rtol: 1e-4, Atol: 1e-5})
+			if !r.Pass {
+				t.Fatalf("%v (max abs %g)", r.Err, r.MaxAbs)
+			}
+		})
+	}
+}
+
+// TestPlanFoldsShapeSubgraph checks that, once input shapes are concrete,
+// PyTorch's Shape→Gather→Unsqueeze→Concat→Reshape chains are folded away
+// and only compute nodes remain, and that the plan is cached per shape.
+func TestPlanFoldsShapeSubgraph(t *testing.T) {
+	m, err := onnx.Load("../../models/s000_multi_head/model.onnx", onnx.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := ir.NewTensor(ir.Float, []int{2, 5, 32})
+	pl, err := p.planFor(map[string]*ir.Tensor{"x": x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range pl.steps {
+		switch st.node.OpType {
+		case "Shape", "Gather", "Unsqueeze", "Concat", "Constant", "Cast":
+			t.Errorf("node %q (%s) was not folded", st.node.Label(), st.node.OpType)
+		}
+	}
+	again, _ := p.planFor(map[string]*ir.Tensor{"x": ir.NewTensor(ir.Float, []int{2, 5, 32})})
+	if again != pl {
+		t.Error("same shapes built a second plan")
+	}
+	other, _ := p.planFor(map[string]*ir.Tensor{"x": ir.NewTensor(ir.Float, []int{1, 7, 32})})
+	if other == pl {
+		t.Error("different shapes reused a plan")
+	}
+	// Symbolic inference at compile time keeps the dim names.
+	out := p.Types[m.Graph.Outputs[0].Name].Type
+	if got := out.Shape.String(); got != "[batch, seq, 32]" {
+		t.Errorf("inferred output shape %s, want [batch, seq, 32]", got)
+	}
+}
+
+// TestIntermediatesReleased checks the last-use bookkeeping: every
+// intermediate is freed by some step, and graph outputs never are.
+func TestIntermediatesReleased(t *testing.T) {
+	m, err := onnx.Load("../../models/s002_self_attention_v1/model.onnx", onnx.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := p.planFor(map[string]*ir.Tensor{"x": ir.NewTensor(ir.Float, []int{1, 3, 32})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	freed := map[int]bool{}
+	for _, st := range pl.steps {
+		for _, s := range st.free {
+			freed[s] = true
+		}
+	}
+	for _, s := range pl.outputs {
+		if freed[s] {
+			t.Errorf("graph output slot %d is freed", s)
+		}
+	}
+	for _, st := range pl.steps[:len(pl.steps)-1] {
+		for _, s := range st.outs {
+			isOut := false
+			for _, o := range pl.outputs {
+				isOut = isOut || o == s
+			}
+			if !isOut && !freed[s] {
+				t.Errorf("intermediate of %q is never freed", st.node.Label())
+			}
+		}
+	}
+}
+
+func TestInputErrors(t *testing.T) {
+	m, err := onnx.Load("../../models/s000_causal/model.onnx", onnx.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := ir.NewTensor(ir.Float, []int{2, 4, 32})
+	mask := ir.NewTensor(ir.Bool, []int{2, 4})
+	cases := []struct {
+		name string
+		in   map[string]*ir.Tensor
+		want string
+	}{
+		{"missing", map[string]*ir.Tensor{"x": x}, `missing input "mask" (bool[batch, seq])`},
+		{"extra", map[string]*ir.Tensor{"x": x, "mask": mask, "y": x}, `unexpected input "y": the model's inputs are x, mask`},
+		{"dtype", map[string]*ir.Tensor{"x": x, "mask": ir.NewTensor(ir.Float, []int{2, 4})}, `input "mask" has element type float32, the model expects bool`},
+		{"rank", map[string]*ir.Tensor{"x": ir.NewTensor(ir.Float, []int{8, 32}), "mask": mask}, `input "x" has shape [8x32], the model expects rank 3 [batch, seq, 32]`},
+		{"fixed dim", map[string]*ir.Tensor{"x": ir.NewTensor(ir.Float, []int{2, 4, 16}), "mask": mask}, `dim 2 must be 32`},
+		{"symbol bound twice", map[string]*ir.Tensor{"x": x, "mask": ir.NewTensor(ir.Bool, []int{2, 5})}, `input "mask" dim 1 (seq) is 5, but x dim 1 set seq=4`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := p.Run(context.Background(), c.in, RunOptions{})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v\nwant it to contain %s", err, c.want)
+			}
+		})
+	}
+}
+
+// TestCompileErrors covers the graph-level malformed corpus: each error
+// names the node and op.
+func TestCompileErrors(t *testing.T) {
+	cases := []struct{ file, want string }{
+		{"cycle.onnx", "cycle"},
+		{"undefined_input.onnx", "is not a graph input, an initializer, or any node's output"},
+		{"unknown_op.onnx", "unknown op FooBar"},
+		{"unknown_domain.onnx", `unknown op domain "com.example"`},
+		{"duplicate_output.onnx", "is already produced by node"},
+		{"unproduced_output.onnx", "is produced by no node"},
+		{"matmul_mismatch.onnx", "(MatMul)"},
+		{"bad_perm.onnx", "(Transpose)"},
+		{"softmax_axis.onnx", "(Softmax)"},
+		{"reshape_count.onnx", "(Reshape)"},
+		{"opset99.onnx", "opset 99"},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			path := filepath.Join("../../onnx/testdata/malformed", c.file)
+			if _, err := os.Stat(path); err != nil {
+				t.Fatal(err)
+			}
+			m, err := onnx.Load(path, onnx.Options{})
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			_, err = Compile(m, Options{})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,318 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
+)
+
+// maxCachedPlans bounds the per-shape plan cache; beyond it the cache is
+// cleared (inputs of ever-changing shapes should not grow memory forever).
+const maxCachedPlans = 32
+
+// RunOptions customize one Run.
+type RunOptions struct {
+	// OnNode, when set, is called before each executed node with its index
+	// in Program.Order. Folded nodes are not executed and not reported.
+	OnNode func(i int, n *ir.Node)
+}
+
+// plan is the execution recipe for one set of concrete input shapes: the
+// nodes left after folding, the slot each tensor lives in, and which slots
+// to free after each step.
+type plan struct {
+	steps   []step
+	nslots  int
+	inputs  map[string]int       // graph input name → slot
+	consts  map[int]*ir.Tensor   // slot → constant (initializers, folded)
+	outputs []int                // graph outputs' slots, in order
+	types   map[string]ops.Value // concrete types of every tensor
+}
+
+type step struct {
+	index  int // position in Program.Order
+	node   *ir.Node
+	schema *ops.Schema
+	ctx    ops.Context
+	args   []int // slot per input; -1 for omitted
+	outs   []int // slot per output; -1 for omitted
+	free   []int // slots whose last use is this step
+	want   []ir.TypeInfo
+}
+
+// CheckInputs validates named inputs against the graph's declared inputs:
+// none missing, none extra, element types equal, ranks equal, known dims
+// equal, and each symbolic dim bound to one size across all inputs.
+func (p *Program) CheckInputs(inputs map[string]*ir.Tensor) error {
+	g := p.Model.Graph
+	declared := make(map[string]bool, len(g.Inputs))
+	bound := map[string]string{} // symbol → "input[dim]=size"
+	sizes := map[string]int{}
+	for _, vi := range g.Inputs {
+		declared[vi.Name] = true
+		t, ok := inputs[vi.Name]
+		if !ok || t == nil {
+			return fmt.Errorf("missing input %q (%v)", vi.Name, vi.Type)
+		}
+		if err := t.Check(); err != nil {
+			return fmt.Errorf("input %q: %w", vi.Name, err)
+		}
+		if t.DType != vi.Type.DType {
+			return fmt.Errorf("input %q has element type %v, the model expects %v", vi.Name, t.DType, vi.Type.DType)
+		}
+		if !vi.Type.RankKnown {
+			continue
+		}
+		if len(t.Shape) != len(vi.Type.Shape) {
+			return fmt.Errorf("input %q has shape [%s], the model expects rank %d %v", vi.Name, ir.ShapeString(t.Shape), len(vi.Type.Shape), vi.Type.Shape)
+		}
+		for i, d := range vi.Type.Shape {
+			got := t.Shape[i]
+			switch {
+			case d.Param != "":
+				where := fmt.Sprintf("%s dim %d", vi.Name, i)
+				if prev, ok := sizes[d.Param]; ok && prev != got {
+					return fmt.Errorf("input %q dim %d (%s) is %d, but %s set %s=%d", vi.Name, i, d.Param, got, bound[d.Param], d.Param, prev)
+				}
+				sizes[d.Param], bound[d.Param] = got, where
+			case d.Value >= 0 && int64(got) != d.Value:
+				return fmt.Errorf("input %q has shape [%s], the model expects %v (dim %d must be %d)", vi.Name, ir.ShapeString(t.Shape), vi.Type.Shape, i, d.Value)
+			}
+		}
+	}
+	var extra []string
+	for name := range inputs {
+		if !declared[name] {
+			extra = append(extra, name)
+		}
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		var names []string
+		for _, vi := range g.Inputs {
+			names = append(names, vi.Name)
+		}
+		return fmt.Errorf("unexpected input %q: the model's inputs are %s", extra[0], strings.Join(names, ", "))
+	}
+	return nil
+}
+
+// planKey identifies a set of concrete input shapes.
+func (p *Program) planKey(inputs map[string]*ir.Tensor) string {
+	var b strings.Builder
+	for _, vi := range p.Model.Graph.Inputs {
+		b.WriteString(ir.ShapeString(inputs[vi.Name].Shape))
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
+// Plan returns the concrete types of every tensor for the given inputs'
+// shapes (building and caching the plan). It is what `inspect --shapes`
+// and backends use to see shapes before running.
+func (p *Program) Plan(inputs map[string]*ir.Tensor) (map[string]ops.Value, error) {
+	pl, err := p.planFor(inputs)
+	if err != nil {
+		return nil, err
+	}
+	return pl.types, nil
+}
+
+func (p *Program) planFor(inputs map[string]*ir.Tensor) (*plan, error) {
+	if err := p.CheckInputs(inputs); err != nil {
+		return nil, err
+	}
+	key := p.planKey(inputs)
+	p.mu.Lock()
+	pl := p.plans[key]
+	p.mu.Unlock()
+	if pl != nil {
+		return pl, nil
+	}
+	pl, err := p.buildPlan(inputs)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	if len(p.plans) >= maxCachedPlans {
+		p.plans = make(map[string]*plan)
+	}
+	p.plans[key] = pl
+	p.mu.Unlock()
+	return pl, nil
+}
+
+// buildPlan infers concrete types for the inputs' shapes, folds every node
+// computable ahead of time, assigns slots and computes last uses.
+func (p *Program) buildPlan(inputs map[string]*ir.Tensor) (*plan, error) {
+	types := make(map[string]ops.Value, len(p.Types))
+	for name, v := range p.Types {
+		if v.Const != nil {
+			types[name] = v
+		}
+	}
+	for _, vi := range p.Model.Graph.Inputs {
+		t := inputs[vi.Name]
+		types[vi.Name] = ops.Value{Type: ops.Known(t.DType, t.Shape)}
+	}
+	if err := p.infer(types); err != nil {
+		return nil, err
+	}
+	pl := &plan{inputs: map[string]int{}, consts: map[int]*ir.Tensor{}, types: types}
+	slots := map[string]int{}
+	slotOf := func(name string) int {
+		if s, ok := slots[name]; ok {
+			return s
+		}
+		s := pl.nslots
+		pl.nslots++
+		slots[name] = s
+		return s
+	}
+	for _, vi := range p.Model.Graph.Inputs {
+		pl.inputs[vi.Name] = slotOf(vi.Name)
+	}
+	lastUse := map[int]int{} // slot → step index of last read
+	for _, n := range p.Order {
+		if allConst(n, types) {
+			continue
+		}
+		st := step{index: p.Index[n], node: n, schema: p.Schemas[n], ctx: ops.Context{Opset: p.Opsets[n], Threads: p.opts.Threads}}
+		for _, name := range n.Inputs {
+			if name == "" {
+				st.args = append(st.args, -1)
+				continue
+			}
+			s := slotOf(name)
+			if v := types[name]; v.Const != nil {
+				pl.consts[s] = v.Const
+			}
+			st.args = append(st.args, s)
+			lastUse[s] = len(pl.steps)
+		}
+		for _, name := range n.Outputs {
+			if name == "" {
+				st.outs = append(st.outs, -1)
+				st.want = append(st.want, ir.TypeInfo{})
+				continue
+			}
+			st.outs = append(st.outs, slotOf(name))
+			st.want = append(st.want, types[name].Type)
+		}
+		pl.steps = append(pl.steps, st)
+	}
+	keep := map[int]bool{}
+	for _, out := range p.Model.Graph.Outputs {
+		s := slotOf(out.Name)
+		if v := types[out.Name]; v.Const != nil {
+			pl.consts[s] = v.Const
+		}
+		pl.outputs = append(pl.outputs, s)
+		keep[s] = true
+	}
+	for s, k := range lastUse {
+		if !keep[s] && pl.consts[s] == nil {
+			pl.steps[k].free = append(pl.steps[k].free, s)
+		}
+	}
+	return pl, nil
+}
+
+// allConst reports whether every output of n was folded.
+func allConst(n *ir.Node, types map[string]ops.Value) bool {
+	for _, o := range n.Outputs {
+		if o != "" && types[o].Const == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Run executes the program on named inputs and returns the graph outputs by
+// name. The inputs are validated first; the plan for their shapes is built
+// once and cached; intermediates are released after their last use.
+func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunOptions) (map[string]*ir.Tensor, error) {
+	pl, err := p.planFor(inputs)
+	if err != nil {
+		return nil, err
+	}
+	vals := make([]*ir.Tensor, pl.nslots)
+	for name, s := range pl.inputs {
+		vals[s] = inputs[name]
+	}
+	for s, t := range pl.consts {
+		vals[s] = t
+	}
+	args := make([]*ir.Tensor, 0, 8)
+	for i := range pl.steps {
+		st := &pl.steps[i]
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("run cancelled before node %q (%s): %w", st.node.Label(), st.node.QualifiedOp(), err)
+		}
+		if ro.OnNode != nil {
+			ro.OnNode(st.index, st.node)
+		}
+		args = args[:0]
+		for _, s := range st.args {
+			if s < 0 {
+				args = append(args, nil)
+			} else {
+				args = append(args, vals[s])
+			}
+		}
+		res, err := runKernel(st.schema, &st.ctx, st.node, args)
+		if err != nil {
+			return nil, err
+		}
+		for k, s := range st.outs {
+			if s < 0 {
+				continue
+			}
+			if err := checkResult(st.node, k, res[k], st.want[k]); err != nil {
+				return nil, err
+			}
+			vals[s] = res[k]
+		}
+		for _, s := range st.free {
+			vals[s] = nil
+		}
+	}
+	out := make(map[string]*ir.Tensor, len(pl.outputs))
+	for i, s := range pl.outputs {
+		out[p.Model.Graph.Outputs[i].Name] = vals[s]
+	}
+	return out, nil
+}
+
+// checkResult verifies a kernel's output against the plan's inferred type,
+// so that an inference/kernel disagreement is an error, not silent garbage.
+func checkResult(n *ir.Node, k int, t *ir.Tensor, want ir.TypeInfo) error {
+	if t == nil {
+		return n.Errorf("internal error: kernel returned no tensor for output %d", k)
+	}
+	if want.DType != ir.Undefined && t.DType != want.DType {
+		return n.Errorf("internal error: output %d is %v, inference said %v", k, t.DType, want.DType)
+	}
+	if dims, ok := want.Shape.Concrete(); want.RankKnown && ok {
+		if !equalInts(dims, t.Shape) {
+			return n.Errorf("internal error: output %d has shape [%s], inference said [%s]", k, ir.ShapeString(t.Shape), ir.ShapeString(dims))
+		}
+	}
+	return nil
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
