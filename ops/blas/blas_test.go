@@ -1,0 +1,301 @@
+package blas
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/attnrun/attnrun/ops/internal/kernel"
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// naiveGemm is the reference: a plain triple loop in float64.
+func naiveGemm(transA, transB bool, m, n, k int, alpha float64, a []float32, lda int, b []float32, ldb int, beta float64, c []float32, ldc int) []float32 {
+	out := append([]float32(nil), c...)
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s float64
+			for p := 0; p < k; p++ {
+				var av, bv float32
+				if transA {
+					av = a[p*lda+i]
+				} else {
+					av = a[i*lda+p]
+				}
+				if transB {
+					bv = b[j*ldb+p]
+				} else {
+					bv = b[p*ldb+j]
+				}
+				s += float64(av) * float64(bv)
+			}
+			old := float64(c[i*ldc+j])
+			if beta == 0 {
+				old = 0
+			}
+			out[i*ldc+j] = float32(alpha*s + beta*old)
+		}
+	}
+	return out
+}
+
+func randSlice(r *rand.Rand, n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = r.Float32()*2 - 1
+	}
+	return s
+}
+
+func TestSgemmSmallByHand(t *testing.T) {
+	// A = [[1 2 3] [4 5 6]], B = [[7 8] [9 10] [11 12]].
+	a := []float32{1, 2, 3, 4, 5, 6}
+	b := []float32{7, 8, 9, 10, 11, 12}
+	aT := []float32{1, 4, 2, 5, 3, 6}    // Aᵀ stored 3×2
+	bT := []float32{7, 9, 11, 8, 10, 12} // Bᵀ stored 2×3
+	tests := []struct {
+		name           string
+		transA, transB bool
+		a, b           []float32
+		lda, ldb       int
+		alpha, beta    float32
+		c, want        []float32
+	}{
+		{"plain", false, false, a, b, 3, 2, 1, 0, []float32{9, 9, 9, 9}, []float32{58, 64, 139, 154}},
+		{"alpha beta", false, false, a, b, 3, 2, 2, 1, []float32{1, 2, 3, 4}, []float32{117, 130, 281, 312}},
+		{"transA", true, false, aT, b, 2, 2, 1, 0, []float32{0, 0, 0, 0}, []float32{58, 64, 139, 154}},
+		{"transB", false, true, a, bT, 3, 3, 1, 0, []float32{0, 0, 0, 0}, []float32{58, 64, 139, 154}},
+		{"both", true, true, aT, bT, 2, 3, 1, -1, []float32{1, 1, 1, 1}, []float32{57, 63, 138, 153}},
+		{"beta zero clears NaN", false, false, a, b, 3, 2, 1, 0, []float32{float32(math.NaN()), 0, 0, 0}, []float32{58, 64, 139, 154}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, impl := range impls() {
+				c := append([]float32(nil), tc.c...)
+				impl.f(tc.transA, tc.transB, 2, 2, 3, tc.alpha, tc.a, tc.lda, tc.b, tc.ldb, tc.beta, c, 2)
+				for i := range c {
+					if c[i] != tc.want[i] {
+						t.Fatalf("%s: C = %v, want %v", impl.name, c, tc.want)
+					}
+				}
+			}
+		})
+	}
+}
+
+type sgemmFunc func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
+
+// impls lists Sgemm (whichever build is live) and each pure-Go variant.
+func impls() []struct {
+	name string
+	f    sgemmFunc
+} {
+	list := []struct {
+		name string
+		f    sgemmFunc
+	}{
+		{"Sgemm(" + Name() + ")", Sgemm},
+		{"go-kernel-1thread", func(ta, tb bool, m, n, k int, al float32, a []float32, lda int, b []float32, ldb int, be float32, c []float32, ldc int) {
+			sgemmGo(ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc, 1, false)
+		}},
+		{"go-kernel-3threads", func(ta, tb bool, m, n, k int, al float32, a []float32, lda int, b []float32, ldb int, be float32, c []float32, ldc int) {
+			sgemmGo(ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc, 3, false)
+		}},
+	}
+	if kernel.Available {
+		list = append(list, struct {
+			name string
+			f    sgemmFunc
+		}{"asm-kernel-4threads", func(ta, tb bool, m, n, k int, al float32, a []float32, lda int, b []float32, ldb int, be float32, c []float32, ldc int) {
+			sgemmGo(ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc, 4, true)
+		}})
+	}
+	return list
+}
+
+func TestSgemmRandomVsNaive(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	sizes := [][3]int{{1, 1, 1}, {7, 5, 3}, {6, 16, 9}, {13, 17, 300}, {50, 70, 40}, {97, 33, 129}, {1, 300, 64}, {200, 3, 260}, {64, 2100, 5}, {130, 40, 520}}
+	for _, sz := range sizes {
+		m, n, k := sz[0], sz[1], sz[2]
+		for _, ta := range []bool{false, true} {
+			for _, tb := range []bool{false, true} {
+				// Odd leading dimensions: pad every row by a few elements.
+				ar, ac := m, k
+				if ta {
+					ar, ac = k, m
+				}
+				br, bc := k, n
+				if tb {
+					br, bc = n, k
+				}
+				lda, ldb, ldc := ac+3, bc+1, n+5
+				a := randSlice(r, ar*lda)
+				b := randSlice(r, br*ldb)
+				for _, beta := range []float32{-0.5, 0, 1} {
+					c0 := randSlice(r, m*ldc)
+					if beta == 0 {
+						// beta 0 must ignore C, NaNs included.
+						for i := range c0 {
+							c0[i] = float32(math.NaN())
+						}
+					}
+					alpha := float32(0.75)
+					want := naiveGemm(ta, tb, m, n, k, float64(alpha), a, lda, b, ldb, float64(beta), c0, ldc)
+					for _, impl := range impls() {
+						c := append([]float32(nil), c0...)
+						impl.f(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+						tol := 1e-5 * float64(k+1)
+						for i := range c {
+							if i%ldc >= n {
+								// Padding between rows must be left alone.
+								if math.Float32bits(c[i]) != math.Float32bits(c0[i]) {
+									t.Fatalf("%s: padding C[%d] changed", impl.name, i)
+								}
+								continue
+							}
+							if d := math.Abs(float64(c[i] - want[i])); !(d <= tol) {
+								t.Fatalf("%s m=%d n=%d k=%d tA=%v tB=%v beta=%g: C[%d]=%g, want %g", impl.name, m, n, k, ta, tb, beta, i, c[i], want[i])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestSgemmZeroSizes(t *testing.T) {
+	tests := []struct {
+		name    string
+		m, n, k int
+		beta    float32
+		want    []float32
+	}{
+		{"k=0 scales C", 2, 2, 0, 3, []float32{3, 6, 9, 12}},
+		{"k=0 beta 0", 2, 2, 0, 0, []float32{0, 0, 0, 0}},
+		{"m=0 leaves C", 0, 2, 3, 0, []float32{1, 2, 3, 4}},
+	}
+	for _, tc := range tests {
+		for _, impl := range impls() {
+			c := []float32{1, 2, 3, 4}
+			impl.f(false, false, tc.m, tc.n, tc.k, 1, nil, 1, nil, 2, tc.beta, c, 2)
+			for i := range c {
+				if c[i] != tc.want[i] {
+					t.Errorf("%s %s: C = %v, want %v", tc.name, impl.name, c, tc.want)
+					break
+				}
+			}
+		}
+	}
+}
+
+func TestSgemmPanicsOnShortSlices(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil {
+			t.Fatal("Sgemm accepted a too-short A")
+		}
+	}()
+	Sgemm(false, false, 2, 2, 2, 1, make([]float32, 3), 2, make([]float32, 4), 2, 0, make([]float32, 4), 2)
+}
+
+func TestDgemm(t *testing.T) {
+	a := []float64{1, 2, 3, 4, 5, 6}
+	b := []float64{7, 8, 9, 10, 11, 12}
+	c := []float64{1, 1, 1, 1}
+	Dgemm(false, false, 2, 2, 3, 1, a, 3, b, 2, 1, c, 2)
+	want := []float64{59, 65, 140, 155}
+	for i := range c {
+		if c[i] != want[i] {
+			t.Fatalf("Dgemm C = %v, want %v", c, want)
+		}
+	}
+	// Aᵀ·Bᵀ with Aᵀ stored 3×2 (it is A) and Bᵀ stored 2×3: (BA)ᵀ.
+	c = make([]float64, 9)
+	Dgemm(true, true, 3, 3, 2, 1, a, 3, b, 2, 0, c, 3)
+	want = []float64{39, 49, 59, 54, 68, 82, 69, 87, 105}
+	for i := range c {
+		if c[i] != want[i] {
+			t.Fatalf("Dgemm tA tB C = %v, want %v", c, want)
+		}
+	}
+}
+
+func TestSetThreads(t *testing.T) {
+	defer SetThreads(0)
+	SetThreads(3)
+	if Threads() != 3 {
+		t.Fatalf("Threads() = %d after SetThreads(3)", Threads())
+	}
+	SetThreads(-1)
+	if Threads() < 1 {
+		t.Fatalf("Threads() = %d after reset", Threads())
+	}
+}
+
+func benchGemm(b *testing.B, size int, f sgemmFunc) {
+	r := rand.New(rand.NewSource(1))
+	a, bb, c := randSlice(r, size*size), randSlice(r, size*size), make([]float32, size*size)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f(false, false, size, size, size, 1, a, size, bb, size, 0, c, size)
+	}
+	b.ReportMetric(2*float64(size*size*size)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+func gonumSgemm(ta, tb bool, m, n, k int, al float32, a []float32, lda int, b []float32, ldb int, be float32, c []float32, ldc int) {
+	gonum.Implementation{}.Sgemm(trans(ta), trans(tb), m, n, k, al, a, lda, b, ldb, be, c, ldc)
+}
+
+func BenchmarkSgemm(b *testing.B) {
+	for _, size := range []int{64, 128, 256, 512, 1024} {
+		b.Run(fmt.Sprintf("%s/%d", Name(), size), func(b *testing.B) { benchGemm(b, size, Sgemm) })
+	}
+}
+
+// BenchmarkSgemm512 is the headline number: 512³ through the live Sgemm.
+func BenchmarkSgemm512(b *testing.B) { benchGemm(b, 512, Sgemm) }
+
+// BenchmarkSgemmImpls compares the pure-Go variants and gonum at 512³.
+func BenchmarkSgemmImpls(b *testing.B) {
+	th := Threads()
+	b.Run("gonum", func(b *testing.B) { benchGemm(b, 512, gonumSgemm) })
+	b.Run("go-kernel", func(b *testing.B) {
+		benchGemm(b, 512, func(ta, tb bool, m, n, k int, al float32, a []float32, lda int, bb []float32, ldb int, be float32, c []float32, ldc int) {
+			sgemmGo(ta, tb, m, n, k, al, a, lda, bb, ldb, be, c, ldc, th, false)
+		})
+	})
+	if kernel.Available {
+		b.Run("asm-kernel", func(b *testing.B) {
+			benchGemm(b, 512, func(ta, tb bool, m, n, k int, al float32, a []float32, lda int, bb []float32, ldb int, be float32, c []float32, ldc int) {
+				sgemmGo(ta, tb, m, n, k, al, a, lda, bb, ldb, be, c, ldc, th, true)
+			})
+		})
+	}
+}
+
+// BenchmarkSgemmAttention covers the shapes of one attention head at S=512,
+// D=64: scores Q·Kᵀ (512×512×64, B transposed) and context P·V (512×64×512).
+func BenchmarkSgemmAttention(b *testing.B) {
+	r := rand.New(rand.NewSource(1))
+	for _, c := range []struct {
+		name    string
+		m, n, k int
+		transB  bool
+	}{{"scores", 512, 512, 64, true}, {"context", 512, 64, 512, false}} {
+		a := randSlice(r, c.m*c.k)
+		bb := randSlice(r, c.k*c.n)
+		out := make([]float32, c.m*c.n)
+		ldb := c.n
+		if c.transB {
+			ldb = c.k
+		}
+		b.Run(Name()+"/"+c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				Sgemm(false, c.transB, c.m, c.n, c.k, 1, a, c.k, bb, ldb, 0, out, c.n)
+			}
+			b.ReportMetric(2*float64(c.m*c.n*c.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

@@ -1,0 +1,312 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/attnrun/attnrun/ir"
+)
+
+// BroadcastStrides returns the strides with which an input of shape in is
+// read when broadcast (numpy rules) to the shape out: one stride per output
+// dim, the input's row-major stride where it has that dim, and 0 where the
+// input is broadcast (a missing leading dim or a dim of size 1). It fails
+// when in does not broadcast to out.
+func BroadcastStrides(out, in []int) ([]int, error) {
+	if len(in) > len(out) {
+		return nil, fmt.Errorf("shape %v has a higher rank than the broadcast shape %v", in, out)
+	}
+	st := make([]int, len(out))
+	off := len(out) - len(in)
+	s := 1
+	for i := len(in) - 1; i >= 0; i-- {
+		d := in[i]
+		switch {
+		case d == 1:
+			st[off+i] = 0
+		case d == out[off+i]:
+			st[off+i] = s
+		default:
+			return nil, fmt.Errorf("shape %v does not broadcast to %v", in, out)
+		}
+		s *= d
+	}
+	return st, nil
+}
+
+// SameShape reports whether two concrete shapes are equal.
+func SameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Broadcaster walks an output shape in contiguous rows, giving for each row
+// the offset of its first element in every broadcast input. Dims are
+// collapsed first (size-1 dims dropped, adjacent dims merged where every
+// input is contiguous or broadcast across both), so rows are as long as the
+// inputs' layouts allow. Within a row, input k advances by InnerStride(k),
+// which is 0 (broadcast) or 1 (contiguous).
+type Broadcaster struct {
+	dims    []int   // collapsed output dims, outermost first; never empty
+	strides [][]int // strides[k][d]: input k's stride along collapsed dim d
+	total   int
+}
+
+// NewBroadcaster plans the iteration of out (which must be the broadcast
+// of the input shapes, or a shape they all broadcast to).
+func NewBroadcaster(out []int, ins ...[]int) (*Broadcaster, error) {
+	n := ir.NumElements(out)
+	if n < 0 {
+		return nil, fmt.Errorf("invalid broadcast shape %v", out)
+	}
+	full := make([][]int, len(ins))
+	for k, s := range ins {
+		st, err := BroadcastStrides(out, s)
+		if err != nil {
+			return nil, err
+		}
+		full[k] = st
+	}
+	b := &Broadcaster{strides: make([][]int, len(ins)), total: int(n)}
+	// Keep dims of size > 1, merging each into the previous kept dim when
+	// every input's strides allow it.
+	for d, size := range out {
+		if size == 1 {
+			continue
+		}
+		last := len(b.dims) - 1
+		if last >= 0 {
+			merge := true
+			for k := range ins {
+				if b.strides[k][last] != full[k][d]*size {
+					merge = false
+					break
+				}
+			}
+			if merge {
+				b.dims[last] *= size
+				for k := range ins {
+					b.strides[k][last] = full[k][d]
+				}
+				continue
+			}
+		}
+		b.dims = append(b.dims, size)
+		for k := range ins {
+			b.strides[k] = append(b.strides[k], full[k][d])
+		}
+	}
+	if len(b.dims) == 0 { // every dim is 1: a single element
+		b.dims = []int{1}
+		for k := range ins {
+			b.strides[k] = []int{0}
+		}
+	}
+	return b, nil
+}
+
+// Row is the length of each row ForEachRow visits.
+func (b *Broadcaster) Row() int { return b.dims[len(b.dims)-1] }
+
+// InnerStride is input k's step between consecutive elements of a row: 0 or 1.
+func (b *Broadcaster) InnerStride(k int) int { return b.strides[k][len(b.dims)-1] }
+
+// ForEachRow calls f for each row of the output in order, with the row's
+// output offset and each input's offset of the row's first element. f must
+// not modify or keep inOffs. Nothing is allocated per row.
+func (b *Broadcaster) ForEachRow(f func(outOff int, inOffs []int)) {
+	if b.total == 0 {
+		return
+	}
+	row := b.Row()
+	outer := len(b.dims) - 1
+	idx := make([]int, outer)
+	offs := make([]int, len(b.strides))
+	for out := 0; out < b.total; out += row {
+		f(out, offs)
+		for d := outer - 1; d >= 0; d-- {
+			idx[d]++
+			for k := range offs {
+				offs[k] += b.strides[k][d]
+			}
+			if idx[d] < b.dims[d] {
+				break
+			}
+			idx[d] = 0
+			for k := range offs {
+				offs[k] -= b.strides[k][d] * b.dims[d]
+			}
+		}
+	}
+}
+
+// binLoops holds the three inner loops of a binary elementwise kernel:
+// vector-vector, vector-scalar and scalar-vector. The output may alias a
+// (the loops read element i before writing element i).
+type binLoops[A, B, O any] struct {
+	vv func(o []O, a []A, b []B)
+	vs func(o []O, a []A, b B)
+	sv func(o []O, a A, b []B)
+}
+
+// elemLoops builds binLoops from a per-element function (one indirect
+// call per element; hot ops write their loops out instead).
+func elemLoops[A, B, O any](f func(A, B) O) binLoops[A, B, O] {
+	return binLoops[A, B, O]{
+		vv: func(o []O, a []A, b []B) {
+			b = b[:len(o)]
+			a = a[:len(o)]
+			for i := range o {
+				o[i] = f(a[i], b[i])
+			}
+		},
+		vs: func(o []O, a []A, b B) {
+			a = a[:len(o)]
+			for i := range o {
+				o[i] = f(a[i], b)
+			}
+		},
+		sv: func(o []O, a A, b []B) {
+			b = b[:len(o)]
+			for i := range o {
+				o[i] = f(a, b[i])
+			}
+		},
+	}
+}
+
+// applyBinary computes o = op(a, b) with numpy broadcasting, where oShape
+// is the broadcast of aShape and bShape (already validated) and the slices
+// hold exactly as many elements as their shapes. Same-shape and scalar
+// operands take single-loop fast paths; anything else goes row by row.
+func applyBinary[A, B, O any](o []O, oShape []int, a []A, aShape []int, b []B, bShape []int, l binLoops[A, B, O]) error {
+	if len(o) == 0 {
+		return nil
+	}
+	// An input holding as many elements as the output has the output's
+	// layout: broadcasting only ever grows dims.
+	switch {
+	case len(a) == len(o) && len(b) == len(o):
+		l.vv(o, a, b)
+		return nil
+	case len(a) == len(o) && len(b) == 1:
+		l.vs(o, a, b[0])
+		return nil
+	case len(a) == 1 && len(b) == len(o):
+		l.sv(o, a[0], b)
+		return nil
+	}
+	br, err := NewBroadcaster(oShape, aShape, bShape)
+	if err != nil {
+		return err
+	}
+	row := br.Row()
+	sa, sb := br.InnerStride(0), br.InnerStride(1)
+	br.ForEachRow(func(off int, offs []int) {
+		or := o[off : off+row]
+		ia, ib := offs[0], offs[1]
+		switch {
+		case sa == 1 && sb == 1:
+			l.vv(or, a[ia:ia+row], b[ib:ib+row])
+		case sa == 1:
+			l.vs(or, a[ia:ia+row], b[ib])
+		case sb == 1:
+			l.sv(or, a[ia], b[ib:ib+row])
+		default:
+			l.vs(or[:1], a[ia:ia+1], b[ib])
+			for i := 1; i < row; i++ {
+				or[i] = or[0]
+			}
+		}
+	})
+	return nil
+}
+
+// BroadcastTo returns t broadcast (numpy rules) to shape as a new dense
+// tensor. It is the kernel of Expand-like ops.
+func BroadcastTo(t *ir.Tensor, shape []int) (*ir.Tensor, error) {
+	if err := t.Check(); err != nil {
+		return nil, err
+	}
+	if _, err := BroadcastStrides(shape, t.Shape); err != nil {
+		return nil, err
+	}
+	out, err := newOutput(t.DType, shape)
+	if err != nil {
+		return nil, err
+	}
+	switch src := t.Data.(type) {
+	case []float32:
+		err = broadcastCopy(out.Data.([]float32), shape, src, t.Shape)
+	case []float64:
+		err = broadcastCopy(out.Data.([]float64), shape, src, t.Shape)
+	case []int64:
+		err = broadcastCopy(out.Data.([]int64), shape, src, t.Shape)
+	case []int32:
+		err = broadcastCopy(out.Data.([]int32), shape, src, t.Shape)
+	case []int16:
+		err = broadcastCopy(out.Data.([]int16), shape, src, t.Shape)
+	case []int8:
+		err = broadcastCopy(out.Data.([]int8), shape, src, t.Shape)
+	case []uint8:
+		err = broadcastCopy(out.Data.([]uint8), shape, src, t.Shape)
+	case []uint16:
+		err = broadcastCopy(out.Data.([]uint16), shape, src, t.Shape)
+	case []uint32:
+		err = broadcastCopy(out.Data.([]uint32), shape, src, t.Shape)
+	case []uint64:
+		err = broadcastCopy(out.Data.([]uint64), shape, src, t.Shape)
+	case []bool:
+		err = broadcastCopy(out.Data.([]bool), shape, src, t.Shape)
+	case []string:
+		err = broadcastCopy(out.Data.([]string), shape, src, t.Shape)
+	default:
+		return nil, fmt.Errorf("cannot broadcast a %v tensor", t.DType)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// broadcastCopy fills o (of shape oShape) with src broadcast to it.
+func broadcastCopy[T any](o []T, oShape []int, src []T, sShape []int) error {
+	if len(o) == 0 {
+		return nil
+	}
+	if len(src) == len(o) {
+		copy(o, src)
+		return nil
+	}
+	if len(src) == 1 {
+		v := src[0]
+		for i := range o {
+			o[i] = v
+		}
+		return nil
+	}
+	br, err := NewBroadcaster(oShape, sShape)
+	if err != nil {
+		return err
+	}
+	row := br.Row()
+	contiguous := br.InnerStride(0) == 1
+	br.ForEachRow(func(off int, offs []int) {
+		if contiguous {
+			copy(o[off:off+row], src[offs[0]:offs[0]+row])
+			return
+		}
+		v := src[offs[0]]
+		or := o[off : off+row]
+		for i := range or {
+			or[i] = v
+		}
+	})
+	return nil
+}

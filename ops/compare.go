@@ -1,0 +1,130 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/attnrun/attnrun/ir"
+)
+
+// Comparisons: Equal, Less, Greater, LessOrEqual, GreaterOrEqual. Both
+// inputs share one element type and broadcast; the output is bool. NaN
+// compares unequal and unordered to everything, as in IEEE 754.
+
+type cmpOp int
+
+const (
+	cmpEq cmpOp = iota
+	cmpLt
+	cmpGt
+	cmpLe
+	cmpGe
+)
+
+func init() {
+	eq7 := []ir.DType{ir.Bool, ir.Int32, ir.Int64}
+	for _, c := range []struct {
+		name   string
+		op     cmpOp
+		doc    string
+		ranges []opRange
+	}{
+		{"Equal", cmpEq, "elementwise a == b with broadcasting", []opRange{{7, 10, eq7}, {11, 18, numericBool}}},
+		{"Less", cmpLt, "elementwise a < b with broadcasting", []opRange{{7, 8, FloatTypes}, {9, 18, NumericTypes}}},
+		{"Greater", cmpGt, "elementwise a > b with broadcasting", []opRange{{7, 8, FloatTypes}, {9, 18, NumericTypes}}},
+		{"LessOrEqual", cmpLe, "elementwise a <= b with broadcasting", []opRange{{12, 18, NumericTypes}}},
+		{"GreaterOrEqual", cmpGe, "elementwise a >= b with broadcasting", []opRange{{12, 18, NumericTypes}}},
+	} {
+		for _, r := range c.ranges {
+			Register(&Schema{
+				OpType: c.name, Since: r.since, Until: r.until,
+				MinInputs: 2, MaxInputs: 2, TypeInput: 0, DTypes: r.types,
+				Infer: inferSameTypeBroadcast(r.types, ir.Bool),
+				Run:   runCompare(c.op, r.types),
+				Doc:   c.doc,
+			})
+		}
+	}
+}
+
+func runCompare(op cmpOp, allowed []ir.DType) RunFunc {
+	return func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
+		if err := checkTensors(n, in, 2); err != nil {
+			return nil, err
+		}
+		dt, err := sameTensorTypes(n, in[:2])
+		if err != nil {
+			return nil, err
+		}
+		if err := checkType(n, "input", dt, allowed); err != nil {
+			return nil, err
+		}
+		shape, err := broadcastOf(n, in[0], in[1])
+		if err != nil {
+			return nil, err
+		}
+		out, err := newOutput(ir.Bool, shape)
+		if err != nil {
+			return nil, n.Errorf("%w", err)
+		}
+		if err := compare(op, out, in[0], in[1]); err != nil {
+			return nil, n.Errorf("%w", err)
+		}
+		return []*ir.Tensor{out}, nil
+	}
+}
+
+// compare fills the bool tensor o with a op b.
+func compare(op cmpOp, o, a, b *ir.Tensor) error {
+	ob := o.Data.([]bool)
+	switch ad := a.Data.(type) {
+	case []float32:
+		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]float32), b.Shape)
+	case []float64:
+		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]float64), b.Shape)
+	case []int64:
+		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]int64), b.Shape)
+	case []int32:
+		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]int32), b.Shape)
+	case []int16:
+		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]int16), b.Shape)
+	case []int8:
+		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]int8), b.Shape)
+	case []uint8:
+		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]uint8), b.Shape)
+	case []uint16:
+		if a.DType == ir.Float16 {
+			return compareT(op, ob, o.Shape, halfToFloat32(ad), a.Shape, halfToFloat32(b.Data.([]uint16)), b.Shape)
+		}
+		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]uint16), b.Shape)
+	case []uint32:
+		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]uint32), b.Shape)
+	case []uint64:
+		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]uint64), b.Shape)
+	case []bool:
+		if op != cmpEq {
+			return fmt.Errorf("bool tensors can only be compared for equality")
+		}
+		return applyBinary(ob, o.Shape, ad, a.Shape, b.Data.([]bool), b.Shape,
+			elemLoops(func(x, y bool) bool { return x == y }))
+	}
+	return fmt.Errorf("cannot compare %v tensors", a.DType)
+}
+
+func compareT[T numElem](op cmpOp, o []bool, oShape []int, a []T, aShape []int, b []T, bShape []int) error {
+	var f func(x, y T) bool
+	switch op {
+	case cmpEq:
+		f = func(x, y T) bool { return x == y }
+	case cmpLt:
+		f = func(x, y T) bool { return x < y }
+	case cmpGt:
+		f = func(x, y T) bool { return x > y }
+	case cmpLe:
+		f = func(x, y T) bool { return x <= y }
+	case cmpGe:
+		f = func(x, y T) bool { return x >= y }
+	default:
+		return fmt.Errorf("unknown comparison %d", op)
+	}
+	return applyBinary(o, oShape, a, aShape, b, bShape, elemLoops(f))
+}

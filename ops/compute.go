@@ -1,0 +1,138 @@
+package ops
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/attnrun/attnrun/ir"
+)
+
+// Shared plumbing of the compute-heavy op families (matmul.go, softmax.go,
+// layernorm.go, reduce.go, dropout.go).
+
+// computeThreads returns the kernel thread budget of ctx (≥ 1).
+func computeThreads(ctx *Context) int {
+	if ctx == nil || ctx.Threads < 1 {
+		return 1
+	}
+	return ctx.Threads
+}
+
+// computeParallel splits [0, count) into at most threads contiguous chunks of
+// at least minChunk items and runs f on each, concurrently when there is more
+// than one chunk.
+func computeParallel(threads, count, minChunk int, f func(lo, hi int)) {
+	if count <= 0 {
+		return
+	}
+	chunks := min(threads, max(1, count/max(1, minChunk)))
+	if chunks <= 1 {
+		f(0, count)
+		return
+	}
+	var wg sync.WaitGroup
+	for c := 0; c < chunks; c++ {
+		lo, hi := c*count/chunks, (c+1)*count/chunks
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(lo, hi)
+		}()
+	}
+	wg.Wait()
+}
+
+// checkComputeInputs verifies, for Run, that the inputs up to required are
+// present and that every present input is well formed and fits MaxInputs.
+func checkComputeInputs(n *ir.Node, in []*ir.Tensor, required int) error {
+	if len(in) < required {
+		return n.Errorf("needs %d inputs, got %d", required, len(in))
+	}
+	for i, t := range in {
+		if t == nil {
+			if i < required {
+				return n.Errorf("input %d is missing", i)
+			}
+			continue
+		}
+		if err := t.Check(); err != nil {
+			return n.Errorf("input %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// checkComputeValues verifies, for Infer, that the inputs up to required are
+// present.
+func checkComputeValues(n *ir.Node, in []Value, required int) error {
+	if len(in) < required {
+		return n.Errorf("needs %d inputs, got %d", required, len(in))
+	}
+	for i := 0; i < required; i++ {
+		if !in[i].Present() {
+			return n.Errorf("input %d is missing", i)
+		}
+	}
+	return nil
+}
+
+// checkComputeDType fails unless dt is one of allowed.
+func checkComputeDType(n *ir.Node, what string, dt ir.DType, allowed []ir.DType) error {
+	for _, a := range allowed {
+		if a == dt {
+			return nil
+		}
+	}
+	return n.Errorf("%s has element type %v, which this op does not take (takes %v)", what, dt, allowed)
+}
+
+// halfToFloat32s widens float16 bit patterns to float32.
+func halfToFloat32s(h []uint16) []float32 {
+	out := make([]float32, len(h))
+	for i, v := range h {
+		out[i] = ir.Float16ToFloat32(v)
+	}
+	return out
+}
+
+// float32sToHalf narrows float32 values to float16 bit patterns.
+func float32sToHalf(f []float32) []uint16 {
+	out := make([]uint16, len(f))
+	for i, v := range f {
+		out[i] = ir.Float32ToFloat16(v)
+	}
+	return out
+}
+
+// float32View returns a float32 or float16 tensor's elements as float32
+// (float16 is widened into a copy).
+func float32View(t *ir.Tensor) ([]float32, error) {
+	switch t.DType {
+	case ir.Float:
+		return t.Float32s(), nil
+	case ir.Float16:
+		return halfToFloat32s(t.Data.([]uint16)), nil
+	}
+	return nil, fmt.Errorf("expected float32 or float16, got %v", t.DType)
+}
+
+// shapeText prints a shape the way Go prints []int ("[2 3]") when it is
+// fully known, and symbolically ("[batch, 3]") otherwise.
+func shapeText(s ir.Shape) string {
+	if c, ok := s.Concrete(); ok {
+		return fmt.Sprint(c)
+	}
+	return s.String()
+}
+
+// checkedElements returns the element count of an output shape, or an error
+// when it is invalid or above MaxOutputElements (an output computed from
+// inputs with zero-size dims, e.g. MatMul of [n, 0] by [0, n], can be far
+// larger than the inputs).
+func checkedElements(shape []int) (int, error) {
+	n := ir.NumElements(shape)
+	if n < 0 || n > MaxOutputElements {
+		return 0, fmt.Errorf("output shape %v has too many elements (limit %d)", shape, int64(MaxOutputElements))
+	}
+	return int(n), nil
+}

@@ -1,0 +1,189 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/attnrun/attnrun/ir"
+)
+
+func init() {
+	for _, r := range [][2]int{{7, 10}, {11, 12}, {13, 18}} {
+		neg := r[0] >= 11
+		Register(&Schema{
+			Domain: DomainONNX, OpType: "Concat", Since: r[0], Until: r[1],
+			MinInputs: 1, MaxInputs: -1, TypeInput: 0, DTypes: AllTypes,
+			Infer: func(n *ir.Node, opset int, in []Value) ([]Value, error) { return inferConcat(n, in, neg) },
+			Run: func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
+				return runConcat(n, in, neg)
+			},
+			Doc: "joins tensors along an axis",
+		})
+	}
+}
+
+// concatAxis reads and normalizes the required axis attribute.
+func concatAxis(n *ir.Node, rank int, neg bool) (int, error) {
+	if n.Attr("axis") == nil {
+		return 0, n.Errorf("attribute axis is required")
+	}
+	a, err := n.AttrInt("axis", 0)
+	if err != nil {
+		return 0, n.Errorf("%w", err)
+	}
+	if a < 0 && !neg {
+		return 0, n.Errorf("negative axis %d needs opset 11 or later", a)
+	}
+	if rank == 0 {
+		return 0, n.Errorf("cannot concatenate scalars")
+	}
+	ax, err := NormAxis(a, rank)
+	if err != nil {
+		return 0, n.Errorf("%w", err)
+	}
+	return ax, nil
+}
+
+func inferConcat(n *ir.Node, in []Value, neg bool) ([]Value, error) {
+	if len(in) == 0 {
+		return nil, n.Errorf("needs at least one input")
+	}
+	dt := in[0].Type.DType
+	rank := -1
+	for i, v := range in {
+		if !v.Present() {
+			return nil, n.Errorf("input %d is missing", i)
+		}
+		if v.Type.DType != dt {
+			return nil, n.Errorf("input %d is %v, input 0 is %v", i, v.Type.DType, dt)
+		}
+		if v.Type.RankKnown {
+			if rank >= 0 && len(v.Type.Shape) != rank {
+				return nil, n.Errorf("input %d has rank %d, want %d", i, len(v.Type.Shape), rank)
+			}
+			rank = len(v.Type.Shape)
+		}
+	}
+	if rank < 0 {
+		if _, err := concatAxis(n, 1, neg); err != nil {
+			return nil, err
+		}
+		return []Value{UnknownRank(dt)}, nil
+	}
+	axis, err := concatAxis(n, rank, neg)
+	if err != nil {
+		return nil, err
+	}
+	out := unknownDims(rank)
+	sum := ir.Dim{Value: 0}
+	allRanks := true
+	for i, v := range in {
+		if !v.Type.RankKnown {
+			allRanks = false
+			continue
+		}
+		for k, d := range v.Type.Shape {
+			if k == axis {
+				continue
+			}
+			o := out[k]
+			switch {
+			case d.Known() && o.Known() && d.Value != o.Value:
+				return nil, n.Errorf("input %d has shape %v, which does not match %v off axis %d", i, v.Type.Shape, out, axis)
+			case d.Known(), o == ir.UnknownDim:
+				out[k] = d
+			}
+		}
+		d := v.Type.Shape[axis]
+		switch {
+		case d.Known() && sum.Known():
+			sum.Value += d.Value
+		case d.Known() && d.Value == 0:
+		case sum.Known() && sum.Value == 0:
+			sum = d
+		default:
+			sum = ir.UnknownDim
+		}
+	}
+	if allRanks {
+		out[axis] = sum
+	}
+	if rank == 1 && (dt == ir.Int64 || dt == ir.Int32) {
+		// Inputs of known length but unknown contents contribute unknown
+		// elements, so that one computed dim (say batch*heads) does not
+		// hide the others.
+		var sym ir.Shape
+		ok, some := true, false
+		for _, v := range in {
+			if s, has := SymOf(v); has {
+				sym = append(sym, s...)
+				some = true
+			} else if l, known := vectorLen(v); known {
+				sym = append(sym, unknownDims(l)...)
+			} else {
+				ok = false
+				break
+			}
+		}
+		if ok && some && len(sym) <= maxSymLen {
+			return []Value{symValue(dt, sym, false)}, nil
+		}
+	}
+	return []Value{Typed(dt, out)}, nil
+}
+
+func runConcat(n *ir.Node, in []*ir.Tensor, neg bool) ([]*ir.Tensor, error) {
+	if len(in) == 0 {
+		return nil, n.Errorf("needs at least one input")
+	}
+	if err := checkRunInputs(n, in, len(in)); err != nil {
+		return nil, err
+	}
+	first := in[0]
+	axis, err := concatAxis(n, first.Rank(), neg)
+	if err != nil {
+		return nil, err
+	}
+	shape := append([]int{}, first.Shape...)
+	shape[axis] = 0
+	for i, t := range in {
+		if t.DType != first.DType {
+			return nil, n.Errorf("input %d is %v, input 0 is %v", i, t.DType, first.DType)
+		}
+		if err := sameOffAxis(first.Shape, t.Shape, axis); err != nil {
+			return nil, n.Errorf("input %d: %w", i, err)
+		}
+		shape[axis] += t.Shape[axis]
+	}
+	out := newLike(first, shape)
+	if shapeProd(shape) == 0 {
+		return []*ir.Tensor{out}, nil
+	}
+	k, err := kernelsOf(first.Data)
+	if err != nil {
+		return nil, n.Errorf("%w", err)
+	}
+	outer, inner := shapeProd(shape[:axis]), shapeProd(shape[axis+1:])
+	dStride := shape[axis] * inner
+	off := 0
+	for _, t := range in {
+		l := t.Shape[axis] * inner
+		if l > 0 {
+			k.blocks(out.Data, off, dStride, t.Data, 0, l, outer, l)
+		}
+		off += l
+	}
+	return []*ir.Tensor{out}, nil
+}
+
+// sameOffAxis checks that two shapes agree in rank and in every dim but axis.
+func sameOffAxis(a, b []int, axis int) error {
+	if len(a) != len(b) {
+		return fmt.Errorf("shape %v has rank %d, want %d like %v", b, len(b), len(a), a)
+	}
+	for i := range a {
+		if i != axis && a[i] != b[i] {
+			return fmt.Errorf("shape %v does not match %v off axis %d", b, a, axis)
+		}
+	}
+	return nil
+}

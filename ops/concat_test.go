@@ -1,0 +1,78 @@
+package ops
+
+import (
+	"testing"
+
+	"github.com/attnrun/attnrun/ir"
+)
+
+func TestConcatRun(t *testing.T) {
+	a := mvF32([]int{2, 2}, 1, 2, 3, 4)
+	b := mvF32([]int{2, 1}, 5, 6)
+	c := mvF32([]int{1, 2}, 7, 8)
+	cases := []struct {
+		name  string
+		opset int
+		axis  int64
+		in    []*ir.Tensor
+		shape []int
+		want  any
+	}{
+		{"axis1", 13, 1, []*ir.Tensor{a, b}, []int{2, 3}, []float32{1, 2, 5, 3, 4, 6}},
+		{"axis-1", 11, -1, []*ir.Tensor{b, a}, []int{2, 3}, []float32{5, 1, 2, 6, 3, 4}},
+		{"axis0", 7, 0, []*ir.Tensor{a, c}, []int{3, 2}, []float32{1, 2, 3, 4, 7, 8}},
+		{"axis-2 three", 13, -2, []*ir.Tensor{c, a, c}, []int{4, 2}, []float32{7, 8, 1, 2, 3, 4, 7, 8}},
+		{"1d int64 with empty", 13, 0, []*ir.Tensor{mvI64(1, 2), ir.FromSlice([]int{0}, []int64{}), mvI64(3)}, []int{3}, []int64{1, 2, 3}},
+		{"bool 3d", 13, 2, []*ir.Tensor{ir.FromSlice([]int{1, 2, 1}, []bool{true, false}), ir.FromSlice([]int{1, 2, 1}, []bool{false, true})}, []int{1, 2, 2}, []bool{true, false, false, true}},
+		{"single", 13, 0, []*ir.Tensor{c}, []int{1, 2}, []float32{7, 8}},
+	}
+	for _, cs := range cases {
+		t.Run(cs.name, func(t *testing.T) {
+			out := mvRun(t, cs.opset, mvNode("Concat", len(cs.in), 1, mvInt("axis", cs.axis)), cs.in...)
+			mvWant(t, out[0], cs.shape, cs.want)
+		})
+	}
+}
+
+func TestConcatErrors(t *testing.T) {
+	a := mvF32([]int{2, 2}, 1, 2, 3, 4)
+	mvErr(t, 13, mvNode("Concat", 2, 1, mvInt("axis", 0)), "does not match", a, mvF32([]int{1, 3}, 1, 2, 3))
+	mvErr(t, 13, mvNode("Concat", 2, 1, mvInt("axis", 0)), "is int64, input 0 is float32", a, mvI64(1, 2))
+	mvErr(t, 13, mvNode("Concat", 1, 1), "attribute axis is required", a)
+	mvErr(t, 7, mvNode("Concat", 1, 1, mvInt("axis", -1)), "needs opset 11", a)
+	mvErr(t, 13, mvNode("Concat", 1, 1, mvInt("axis", 2)), "out of range", a)
+	_, err := mvInfer(t, 13, mvNode("Concat", 2, 1, mvInt("axis", 0)), Typed(ir.Float, mvShape("b", 3)), Typed(ir.Float, mvShape("c", 4)))
+	if err == nil {
+		t.Error("Infer should reject mismatched dims off the axis")
+	}
+}
+
+func TestConcatInfer(t *testing.T) {
+	n := mvNode("Concat", 2, 1, mvInt("axis", 1))
+	out, err := mvInfer(t, 13, n, Typed(ir.Float, mvShape("b", "s", nil)), Typed(ir.Float, mvShape(nil, 5, 64)))
+	if err != nil || out[0].Type.String() != "float32[b, ?, 64]" {
+		t.Fatalf("got %v %v", out, err)
+	}
+	out, err = mvInfer(t, 13, n, Typed(ir.Float, mvShape("b", 3)), Typed(ir.Float, mvShape("b", 5)))
+	if err != nil || out[0].Type.String() != "float32[b, 8]" {
+		t.Fatalf("got %v %v", out, err)
+	}
+	// Sym vectors and Const vectors concatenate.
+	n0 := mvNode("Concat", 3, 1, mvInt("axis", 0))
+	out, err = mvInfer(t, 13, n0, symValue(ir.Int64, mvShape("batch"), false), mvConst(mvI64(-1)), mvConst(mvI64(4, 16)))
+	if err != nil || out[0].Sym.String() != "[batch, -1, 4, 16]" || out[0].Type.String() != "int64[4]" {
+		t.Fatalf("got %v %v", out, err)
+	}
+	if out[0].Const != nil {
+		t.Error("Const set for a symbolic vector")
+	}
+	// An input of known length but unknown contents leaves unknown elements.
+	out, err = mvInfer(t, 13, n0, Typed(ir.Int64, mvShape(1)), symValue(ir.Int64, mvShape("seq"), false), mvConst(mvI64(8)))
+	if err != nil || out[0].Sym.String() != "[?, seq, 8]" {
+		t.Fatalf("got %v %v", out, err)
+	}
+	r, err := mvInfer(t, 13, mvNode("Reshape", 2, 1), Typed(ir.Float, mvShape("b", 4, "seq", 8)), out[0])
+	if err != nil || r[0].Type.String() != "float32[?, seq, 8]" {
+		t.Fatalf("reshape: %v %v", r, err)
+	}
+}

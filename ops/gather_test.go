@@ -1,0 +1,84 @@
+package ops
+
+import (
+	"testing"
+
+	"github.com/attnrun/attnrun/ir"
+)
+
+func TestGatherRun(t *testing.T) {
+	x32 := mvF32([]int{3, 2}, 1, 2, 3, 4, 5, 6)
+	x23 := mvF32([]int{2, 3}, 1, 2, 3, 4, 5, 6)
+	cases := []struct {
+		name  string
+		opset int
+		axis  int64
+		data  *ir.Tensor
+		idx   *ir.Tensor
+		shape []int
+		want  any
+	}{
+		{"axis0 2d indices", 13, 0, x32, ir.FromSlice([]int{2, 2}, []int64{0, 1, 1, 2}), []int{2, 2, 2}, []float32{1, 2, 3, 4, 3, 4, 5, 6}},
+		{"axis1 negative", 13, 1, x23, mvI64(0, -1), []int{2, 2}, []float32{1, 3, 4, 6}},
+		{"axis -1 scalar", 11, -1, x23, ir.Scalar(int64(2)), []int{2}, []float32{3, 6}},
+		{"int32 indices", 7, 0, x32, ir.FromSlice([]int{1}, []int32{2}), []int{1, 2}, []float32{5, 6}},
+		{"strings", 13, 0, ir.FromSlice([]int{3}, []string{"a", "b", "c"}), mvI64(2, 0, 2), []int{3}, []string{"c", "a", "c"}},
+		{"empty indices", 13, 0, x32, ir.FromSlice([]int{0}, []int64{}), []int{0, 2}, []float32{}},
+		{"int64 data", 13, 0, mvI64(10, 20, 30), ir.Scalar(int64(-3)), []int{}, []int64{10}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := mvRun(t, c.opset, mvNode("Gather", 2, 1, mvInt("axis", c.axis)), c.data, c.idx)
+			mvWant(t, out[0], c.shape, c.want)
+		})
+	}
+}
+
+func TestGatherErrors(t *testing.T) {
+	x := mvF32([]int{3, 2}, 1, 2, 3, 4, 5, 6)
+	n := mvNode("Gather", 2, 1)
+	mvErr(t, 13, n, "index 3 is out of range for a dimension of size 3", x, mvI64(0, 3))
+	mvErr(t, 13, n, "index -4 is out of range", x, mvI64(-4))
+	mvErr(t, 13, n, "indices must be int32 or int64", x, mvF32([]int{1}, 0))
+	mvErr(t, 13, mvNode("Gather", 2, 1, mvInt("axis", 2)), "axis 2 is out of range for rank 2", x, mvI64(0))
+	mvErr(t, 13, n, "input 1 is missing", x, nil)
+	// Infer validates constant indices against a known dim.
+	_, err := mvInfer(t, 13, n, Typed(ir.Float, mvShape("batch", 3)), mvConst(mvI64(5)))
+	if err != nil {
+		t.Errorf("axis 0 is symbolic, no bound check expected: %v", err)
+	}
+	_, err = mvInfer(t, 13, mvNode("Gather", 2, 1, mvInt("axis", 1)), Typed(ir.Float, mvShape("batch", 3)), mvConst(mvI64(5)))
+	if err == nil {
+		t.Error("want an out-of-range error from Infer")
+	}
+}
+
+func TestGatherInfer(t *testing.T) {
+	n := mvNode("Gather", 2, 1, mvInt("axis", 1))
+	out, err := mvInfer(t, 13, n, Typed(ir.Float, mvShape("batch", 10, 64)), Typed(ir.Int64, mvShape("b2", "s2")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out[0].Type.String(); got != "float32[batch, b2, s2, 64]" {
+		t.Errorf("got %s", got)
+	}
+	// Gather from a Sym shape vector: scalar and vector indices.
+	shape := symValue(ir.Int64, mvShape("batch", "seq", 64), false)
+	out, err = mvInfer(t, 13, mvNode("Gather", 2, 1), shape, mvConst(ir.Scalar(int64(-2))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0].Type.String() != "int64[]" || out[0].Sym.String() != "[seq]" {
+		t.Errorf("scalar gather: %v sym %v", out[0].Type, out[0].Sym)
+	}
+	out, err = mvInfer(t, 13, mvNode("Gather", 2, 1), shape, mvConst(mvI64(2, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0].Type.String() != "int64[2]" || out[0].Sym.String() != "[64, batch]" {
+		t.Errorf("vector gather: %v sym %v", out[0].Type, out[0].Sym)
+	}
+	if _, err := mvInfer(t, 13, mvNode("Gather", 2, 1), shape, mvConst(mvI64(3))); err == nil {
+		t.Error("want an out-of-range error for the Sym vector")
+	}
+}

@@ -1,0 +1,305 @@
+package ops
+
+import (
+	"math"
+
+	"github.com/attnrun/attnrun/ir"
+)
+
+// LayerNormalization (opset 17): normalize X over its dims from axis on,
+// then scale and shift. The optional Mean and InvStdDev outputs are float32
+// (stash_type 1, the only stash type attnrun takes) of shape
+// X.shape[:axis] followed by ones.
+
+func init() {
+	Register(&Schema{
+		Domain: DomainONNX, OpType: "LayerNormalization", Since: 17, Until: 18,
+		MinInputs: 2, MaxInputs: 3, TypeInput: 0, DTypes: FloatTypes,
+		Infer: inferLayerNorm, Run: runLayerNorm,
+		Doc: "(x - mean) / sqrt(var + epsilon) * scale + bias over dims from axis",
+	})
+}
+
+// layerNormAttrs are LayerNormalization's attributes.
+type layerNormAttrs struct {
+	axis    int64
+	epsilon float32
+}
+
+func parseLayerNorm(n *ir.Node) (layerNormAttrs, error) {
+	var a layerNormAttrs
+	var err error
+	if a.axis, err = n.AttrInt("axis", -1); err != nil {
+		return a, n.Errorf("%w", err)
+	}
+	if a.epsilon, err = n.AttrFloat("epsilon", 1e-5); err != nil {
+		return a, n.Errorf("%w", err)
+	}
+	stash, err := n.AttrInt("stash_type", 1)
+	if err != nil {
+		return a, n.Errorf("%w", err)
+	}
+	if stash != int64(ir.Float) {
+		return a, n.Errorf("stash_type %d is not supported (only 1, float32)", stash)
+	}
+	if len(n.Outputs) > 3 {
+		return a, n.Errorf("has %d outputs, at most 3 (Y, Mean, InvStdDev)", len(n.Outputs))
+	}
+	return a, nil
+}
+
+func inferLayerNorm(n *ir.Node, opset int, in []Value) ([]Value, error) {
+	if err := checkComputeValues(n, in, 2); err != nil {
+		return nil, err
+	}
+	attrs, err := parseLayerNorm(n)
+	if err != nil {
+		return nil, err
+	}
+	x := in[0].Type
+	if err := checkComputeDType(n, "input X", x.DType, FloatTypes); err != nil {
+		return nil, err
+	}
+	for i := 1; i < len(in) && i < 3; i++ {
+		if in[i].Present() && in[i].Type.DType != x.DType {
+			return nil, n.Errorf("input %s has element type %v, X has %v", []string{"", "Scale", "B"}[i], in[i].Type.DType, x.DType)
+		}
+	}
+	nOut := max(1, len(n.Outputs))
+	out := make([]Value, nOut)
+	if !x.RankKnown {
+		out[0] = UnknownRank(x.DType)
+		for i := 1; i < nOut; i++ {
+			out[i] = UnknownRank(ir.Float)
+		}
+		return out, nil
+	}
+	axis, err := NormAxis(attrs.axis, len(x.Shape))
+	if err != nil {
+		return nil, n.Errorf("%w", err)
+	}
+	norm := x.Shape[axis:]
+	for i := 1; i < len(in) && i < 3; i++ {
+		p := in[i].Type
+		if !in[i].Present() || !p.RankKnown {
+			continue
+		}
+		if !dimsBroadcastTo(p.Shape, norm) {
+			return nil, n.Errorf("%s of shape %s does not broadcast to the normalized shape %s (X %s, axis %d)",
+				[]string{"", "Scale", "B"}[i], shapeText(p.Shape), shapeText(norm), shapeText(x.Shape), attrs.axis)
+		}
+	}
+	out[0] = Typed(x.DType, append(ir.Shape{}, x.Shape...))
+	stat := append(ir.Shape{}, x.Shape[:axis]...)
+	for range norm {
+		stat = append(stat, ir.Dim{Value: 1})
+	}
+	for i := 1; i < nOut; i++ {
+		out[i] = Typed(ir.Float, append(ir.Shape{}, stat...))
+	}
+	return out, nil
+}
+
+// dimsBroadcastTo reports whether shape s may broadcast unidirectionally to
+// target, as far as known dims tell.
+func dimsBroadcastTo(s, target ir.Shape) bool {
+	if len(s) > len(target) {
+		return false
+	}
+	off := len(target) - len(s)
+	for i, d := range s {
+		t := target[off+i]
+		if d.Known() && t.Known() && d.Value != 1 && d.Value != t.Value {
+			return false
+		}
+	}
+	return true
+}
+
+// expandTo broadcasts src (of shape srcShape) unidirectionally to shape
+// target, returning src itself when the shapes already match in size.
+func expandTo[T any](src []T, srcShape, target []int) ([]T, bool) {
+	if len(srcShape) > len(target) {
+		return nil, false
+	}
+	off := len(target) - len(srcShape)
+	strides := make([]int, len(target))
+	s := 1
+	same := true
+	for i := len(srcShape) - 1; i >= 0; i-- {
+		d, t := srcShape[i], target[off+i]
+		switch {
+		case d == t:
+			strides[off+i] = s
+		case d == 1:
+			same = false
+		default:
+			return nil, false
+		}
+		s *= d
+	}
+	total := int(ir.NumElements(target))
+	if same {
+		return src, true
+	}
+	out := make([]T, total)
+	idx := make([]int, len(target))
+	p := 0
+	for o := range out {
+		out[o] = src[p]
+		for d := len(target) - 1; d >= 0; d-- {
+			idx[d]++
+			p += strides[d]
+			if idx[d] < target[d] {
+				break
+			}
+			p -= strides[d] * idx[d]
+			idx[d] = 0
+		}
+	}
+	return out, true
+}
+
+func runLayerNorm(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
+	if err := checkComputeInputs(n, in, 2); err != nil {
+		return nil, err
+	}
+	attrs, err := parseLayerNorm(n)
+	if err != nil {
+		return nil, err
+	}
+	x := in[0]
+	if err := checkComputeDType(n, "input X", x.DType, FloatTypes); err != nil {
+		return nil, err
+	}
+	axis, err := NormAxis(attrs.axis, x.Rank())
+	if err != nil {
+		return nil, n.Errorf("%w", err)
+	}
+	norm := x.Shape[axis:]
+	size := int(ir.NumElements(norm))
+	rows := int(ir.NumElements(x.Shape[:axis]))
+	var params [2][]float64 // scale, bias expanded to the normalized shape
+	for i := 1; i < len(in) && i < 3; i++ {
+		p := in[i]
+		if p == nil {
+			continue
+		}
+		name := []string{"", "Scale", "B"}[i]
+		if p.DType != x.DType {
+			return nil, n.Errorf("input %s has element type %v, X has %v", name, p.DType, x.DType)
+		}
+		vals := layerNormFloat64s(p)
+		e, ok := expandTo(vals, p.Shape, norm)
+		if !ok {
+			return nil, n.Errorf("%s of shape %v does not broadcast to the normalized shape %v (X %v, axis %d)", name, p.Shape, norm, x.Shape, attrs.axis)
+		}
+		params[i-1] = e
+	}
+	scale, bias := params[0], params[1]
+
+	stat := append([]int{}, x.Shape[:axis]...)
+	for range norm {
+		stat = append(stat, 1)
+	}
+	mean := ir.NewTensor(ir.Float, stat)
+	invStd := ir.NewTensor(ir.Float, stat)
+	ms, is := mean.Float32s(), invStd.Float32s()
+	y := ir.NewTensor(x.DType, x.Shape)
+	eps := float64(attrs.epsilon)
+
+	rowStats := func(xr []float64, r int) (float64, float64) {
+		var s float64
+		for _, v := range xr {
+			s += v
+		}
+		mu := s / float64(size)
+		var q float64
+		for _, v := range xr {
+			d := v - mu
+			q += d * d
+		}
+		inv := 1 / math.Sqrt(q/float64(size)+eps)
+		ms[r], is[r] = float32(mu), float32(inv)
+		return mu, inv
+	}
+	threads := computeThreads(ctx)
+	minChunk := max(1, 1<<14/max(1, size))
+	switch x.DType {
+	case ir.Float:
+		xs, ys := x.Float32s(), y.Float32s()
+		computeParallel(threads, rows, minChunk, func(lo, hi int) {
+			buf := make([]float64, size)
+			for r := lo; r < hi; r++ {
+				xr := xs[r*size : (r+1)*size]
+				for i, v := range xr {
+					buf[i] = float64(v)
+				}
+				mu, inv := rowStats(buf, r)
+				layerNormRow(buf, ys[r*size:(r+1)*size], mu, inv, scale, bias)
+			}
+		})
+	case ir.Double:
+		xs, ys := x.Data.([]float64), y.Data.([]float64)
+		computeParallel(threads, rows, minChunk, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				xr := xs[r*size : (r+1)*size]
+				mu, inv := rowStats(xr, r)
+				layerNormRow(xr, ys[r*size:(r+1)*size], mu, inv, scale, bias)
+			}
+		})
+	case ir.Float16:
+		xs, ys := x.Data.([]uint16), y.Data.([]uint16)
+		computeParallel(threads, rows, minChunk, func(lo, hi int) {
+			buf := make([]float64, size)
+			out := make([]float32, size)
+			for r := lo; r < hi; r++ {
+				for i, v := range xs[r*size : (r+1)*size] {
+					buf[i] = float64(ir.Float16ToFloat32(v))
+				}
+				mu, inv := rowStats(buf, r)
+				layerNormRow(buf, out, mu, inv, scale, bias)
+				for i, v := range out {
+					ys[r*size+i] = ir.Float32ToFloat16(v)
+				}
+			}
+		})
+	}
+	outs := []*ir.Tensor{y, mean, invStd}
+	return outs[:max(1, len(n.Outputs))], nil
+}
+
+// layerNormRow writes (x - mu) * inv * scale + bias into y.
+func layerNormRow[T float32 | float64](x []float64, y []T, mu, inv float64, scale, bias []float64) {
+	for i, v := range x {
+		z := (v - mu) * inv
+		if scale != nil {
+			z *= scale[i]
+		}
+		if bias != nil {
+			z += bias[i]
+		}
+		y[i] = T(z)
+	}
+}
+
+// layerNormFloat64s widens a float tensor's elements to float64.
+func layerNormFloat64s(t *ir.Tensor) []float64 {
+	switch d := t.Data.(type) {
+	case []float64:
+		return d
+	case []float32:
+		out := make([]float64, len(d))
+		for i, v := range d {
+			out[i] = float64(v)
+		}
+		return out
+	case []uint16:
+		out := make([]float64, len(d))
+		for i, v := range d {
+			out[i] = float64(ir.Float16ToFloat32(v))
+		}
+		return out
+	}
+	return nil
+}

@@ -1,0 +1,504 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops/blas"
+)
+
+// MatMul and Gemm. Float32 runs through blas.Sgemm directly on the tensors'
+// backing slices (one call per batch matrix, or one call for the whole batch
+// when the right operand is a single shared matrix); float64 through
+// blas.Dgemm; float16 is widened to float32 and back; integer types use a
+// plain loop.
+
+// matmulIntTypes are the types MatMul and Gemm take from opset 9.
+var matmulIntTypes = []ir.DType{ir.Float, ir.Double, ir.Float16, ir.Int32, ir.Int64, ir.Uint32, ir.Uint64}
+
+func init() {
+	for _, r := range []struct {
+		since, until int
+		types        []ir.DType
+	}{{7, 8, FloatTypes}, {9, 12, matmulIntTypes}, {13, 18, matmulIntTypes}} {
+		Register(&Schema{
+			Domain: DomainONNX, OpType: "MatMul", Since: r.since, Until: r.until,
+			MinInputs: 2, MaxInputs: 2, TypeInput: 0, DTypes: r.types,
+			Infer: inferMatMul, Run: runMatMul,
+			Doc: "numpy matmul: 1-D promotion, broadcast batch dims",
+		})
+	}
+	for _, r := range []struct {
+		since, until, minIn int
+		types               []ir.DType
+	}{{7, 8, 3, FloatTypes}, {9, 10, 3, matmulIntTypes}, {11, 12, 2, matmulIntTypes}, {13, 18, 2, matmulIntTypes}} {
+		Register(&Schema{
+			Domain: DomainONNX, OpType: "Gemm", Since: r.since, Until: r.until,
+			MinInputs: r.minIn, MaxInputs: 3, TypeInput: 0, DTypes: r.types,
+			Infer: inferGemm, Run: runGemm,
+			Doc: "Y = alpha*op(A)*op(B) + beta*C, C broadcast to [M, N]",
+		})
+	}
+}
+
+// matmulDims splits MatMul operand shapes (of any dim type) after 1-D
+// promotion: batch dims, and the matrix dims m×k and k2×n.
+func matmulDims[D any](a, b []D, one D) (aBatch, bBatch []D, m, k, k2, n D) {
+	if len(a) == 1 {
+		a = []D{one, a[0]}
+	}
+	if len(b) == 1 {
+		b = []D{b[0], one}
+	}
+	ra, rb := len(a), len(b)
+	return a[:ra-2], b[:rb-2], a[ra-2], a[ra-1], b[rb-2], b[rb-1]
+}
+
+func inferMatMul(n *ir.Node, opset int, in []Value) ([]Value, error) {
+	if err := checkComputeValues(n, in, 2); err != nil {
+		return nil, err
+	}
+	a, b := in[0].Type, in[1].Type
+	if a.DType != b.DType {
+		return nil, n.Errorf("inputs have different element types %v and %v", a.DType, b.DType)
+	}
+	if !a.RankKnown || !b.RankKnown {
+		return []Value{UnknownRank(a.DType)}, nil
+	}
+	if len(a.Shape) == 0 || len(b.Shape) == 0 {
+		return nil, n.Errorf("MatMul does not take scalars: %s x %s", shapeText(a.Shape), shapeText(b.Shape))
+	}
+	aB, bB, m, k, k2, nn := matmulDims(a.Shape, b.Shape, ir.Dim{Value: 1})
+	if k.Known() && k2.Known() && k.Value != k2.Value {
+		return nil, n.Errorf("MatMul inner dimensions differ: %s x %s", shapeText(a.Shape), shapeText(b.Shape))
+	}
+	batch, err := BroadcastDims(aB, bB)
+	if err != nil {
+		return nil, n.Errorf("MatMul batch dimensions do not broadcast: %s x %s", shapeText(a.Shape), shapeText(b.Shape))
+	}
+	out := append(ir.Shape{}, batch...)
+	if len(a.Shape) > 1 {
+		out = append(out, m)
+	}
+	if len(b.Shape) > 1 {
+		out = append(out, nn)
+	}
+	return []Value{Typed(a.DType, out)}, nil
+}
+
+// matmulPlan is a concrete MatMul: the output shape and, per batch matrix,
+// where its operands start.
+type matmulPlan struct {
+	out     []int
+	m, k, n int
+	batches int
+	// aOff and bOff give the matrix index into A and B of output matrix i
+	// (0 for a broadcast operand); nil when folded is set.
+	aOff, bOff []int
+	// folded: B is one matrix shared by every batch and A is not
+	// broadcast, so the whole product is one (batches*m)×k by k×n GEMM.
+	folded bool
+}
+
+func planMatMul(a, b []int) (*matmulPlan, error) {
+	if len(a) == 0 || len(b) == 0 {
+		return nil, fmt.Errorf("MatMul does not take scalars: %v x %v", a, b)
+	}
+	aB, bB, m, k, k2, n := matmulDims(a, b, 1)
+	if k != k2 {
+		return nil, fmt.Errorf("MatMul inner dimensions differ: %v x %v", a, b)
+	}
+	batch, err := BroadcastShapes(aB, bB)
+	if err != nil {
+		return nil, fmt.Errorf("MatMul batch dimensions do not broadcast: %v x %v", a, b)
+	}
+	p := &matmulPlan{m: m, k: k, n: n}
+	p.out = append([]int{}, batch...)
+	if len(a) > 1 {
+		p.out = append(p.out, m)
+	}
+	if len(b) > 1 {
+		p.out = append(p.out, n)
+	}
+	if _, err := checkedElements(p.out); err != nil {
+		return nil, err
+	}
+	if m == 0 || n == 0 {
+		return p, nil // nothing to compute (batches stays 0)
+	}
+	p.batches = int(ir.NumElements(batch)) // ≤ output elements
+	bCount := int(ir.NumElements(bB))
+	if bCount == 1 && SameShape(padOnes(aB, len(batch)), batch) {
+		p.folded = true
+		return p, nil
+	}
+	p.aOff = batchOffsets(batch, aB)
+	p.bOff = batchOffsets(batch, bB)
+	return p, nil
+}
+
+// padOnes left-pads s with 1s to rank r.
+func padOnes(s []int, r int) []int {
+	out := make([]int, r)
+	for i := range out {
+		out[i] = 1
+	}
+	copy(out[r-len(s):], s)
+	return out
+}
+
+// batchOffsets returns, for every index of the broadcast batch shape, the
+// matrix index into an operand with batch dims in (right-aligned; size-1
+// dims broadcast).
+func batchOffsets(batch, in []int) []int {
+	count := int(ir.NumElements(batch))
+	r := len(batch)
+	strides := make([]int, r)
+	s := 1
+	for i := len(in) - 1; i >= 0; i-- {
+		if in[i] != 1 {
+			strides[r-len(in)+i] = s
+		}
+		s *= in[i]
+	}
+	offs := make([]int, count)
+	idx := make([]int, r)
+	off := 0
+	for c := 0; c < count; c++ {
+		offs[c] = off
+		for d := r - 1; d >= 0; d-- {
+			idx[d]++
+			off += strides[d]
+			if idx[d] < batch[d] {
+				break
+			}
+			off -= strides[d] * idx[d]
+			idx[d] = 0
+		}
+	}
+	return offs
+}
+
+// each calls f for every GEMM of the plan with element offsets into A, B
+// and C and the row count of that GEMM.
+func (p *matmulPlan) each(f func(aOff, bOff, cOff, rows int)) {
+	if p.folded {
+		f(0, 0, 0, p.batches*p.m)
+		return
+	}
+	for i := 0; i < p.batches; i++ {
+		f(p.aOff[i]*p.m*p.k, p.bOff[i]*p.k*p.n, i*p.m*p.n, p.m)
+	}
+}
+
+func runMatMul(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
+	if err := checkComputeInputs(n, in, 2); err != nil {
+		return nil, err
+	}
+	a, b := in[0], in[1]
+	if a.DType != b.DType {
+		return nil, n.Errorf("inputs have different element types %v and %v", a.DType, b.DType)
+	}
+	if err := checkComputeDType(n, "input A", a.DType, matmulIntTypes); err != nil {
+		return nil, err
+	}
+	p, err := planMatMul(a.Shape, b.Shape)
+	if err != nil {
+		return nil, n.Errorf("%w", err)
+	}
+	out := ir.NewTensor(a.DType, p.out)
+	k, nn := p.k, p.n
+	switch a.DType {
+	case ir.Float, ir.Float16:
+		av, err := float32View(a)
+		if err != nil {
+			return nil, n.Errorf("%w", err)
+		}
+		bv, err := float32View(b)
+		if err != nil {
+			return nil, n.Errorf("%w", err)
+		}
+		cv := out.Float32s()
+		if a.DType == ir.Float16 {
+			cv = make([]float32, out.Len())
+		}
+		p.each(func(aOff, bOff, cOff, rows int) {
+			blas.Sgemm(false, false, rows, nn, k, 1, av[aOff:aOff+rows*k], max(1, k), bv[bOff:bOff+k*nn], max(1, nn), 0, cv[cOff:cOff+rows*nn], max(1, nn))
+		})
+		if a.DType == ir.Float16 {
+			out.Data = float32sToHalf(cv)
+		}
+	case ir.Double:
+		av, bv, cv := a.Data.([]float64), b.Data.([]float64), out.Data.([]float64)
+		p.each(func(aOff, bOff, cOff, rows int) {
+			blas.Dgemm(false, false, rows, nn, k, 1, av[aOff:aOff+rows*k], max(1, k), bv[bOff:bOff+k*nn], max(1, nn), 0, cv[cOff:cOff+rows*nn], max(1, nn))
+		})
+	case ir.Int32:
+		matmulLoop(p, a.Data.([]int32), b.Data.([]int32), out.Data.([]int32))
+	case ir.Int64:
+		matmulLoop(p, a.Data.([]int64), b.Data.([]int64), out.Data.([]int64))
+	case ir.Uint32:
+		matmulLoop(p, a.Data.([]uint32), b.Data.([]uint32), out.Data.([]uint32))
+	case ir.Uint64:
+		matmulLoop(p, a.Data.([]uint64), b.Data.([]uint64), out.Data.([]uint64))
+	}
+	return []*ir.Tensor{out}, nil
+}
+
+// matmulLoop is MatMul for integer types (C must be zeroed).
+func matmulLoop[T int32 | int64 | uint32 | uint64](p *matmulPlan, a, b, c []T) {
+	k, n := p.k, p.n
+	p.each(func(aOff, bOff, cOff, rows int) {
+		for i := 0; i < rows; i++ {
+			crow := c[cOff+i*n : cOff+(i+1)*n]
+			for q := 0; q < k; q++ {
+				av := a[aOff+i*k+q]
+				brow := b[bOff+q*n : bOff+(q+1)*n]
+				for j, bv := range brow {
+					crow[j] += av * bv
+				}
+			}
+		}
+	})
+}
+
+// gemmAttrs are Gemm's attributes.
+type gemmAttrs struct {
+	alpha, beta    float32
+	transA, transB bool
+}
+
+func parseGemmAttrs(n *ir.Node) (gemmAttrs, error) {
+	var g gemmAttrs
+	var err error
+	if g.alpha, err = n.AttrFloat("alpha", 1); err != nil {
+		return g, n.Errorf("%w", err)
+	}
+	if g.beta, err = n.AttrFloat("beta", 1); err != nil {
+		return g, n.Errorf("%w", err)
+	}
+	ta, err := n.AttrInt("transA", 0)
+	if err != nil {
+		return g, n.Errorf("%w", err)
+	}
+	tb, err := n.AttrInt("transB", 0)
+	if err != nil {
+		return g, n.Errorf("%w", err)
+	}
+	g.transA, g.transB = ta != 0, tb != 0
+	return g, nil
+}
+
+// gemmMNK returns M, K (from A) and K2, N (from B) given the transposes.
+func gemmMNK[D any](a, b []D, g gemmAttrs) (m, k, k2, n D) {
+	m, k = a[0], a[1]
+	if g.transA {
+		m, k = k, m
+	}
+	k2, n = b[0], b[1]
+	if g.transB {
+		k2, n = n, k2
+	}
+	return
+}
+
+func inferGemm(n *ir.Node, opset int, in []Value) ([]Value, error) {
+	minIn := 2
+	if opset < 11 {
+		minIn = 3
+	}
+	if err := checkComputeValues(n, in, minIn); err != nil {
+		return nil, err
+	}
+	g, err := parseGemmAttrs(n)
+	if err != nil {
+		return nil, err
+	}
+	a, b := in[0].Type, in[1].Type
+	if a.DType != b.DType {
+		return nil, n.Errorf("inputs A and B have different element types %v and %v", a.DType, b.DType)
+	}
+	var c ir.TypeInfo
+	if len(in) > 2 && in[2].Present() {
+		c = in[2].Type
+		if c.DType != a.DType {
+			return nil, n.Errorf("input C has element type %v, A has %v", c.DType, a.DType)
+		}
+		if c.RankKnown && len(c.Shape) > 2 {
+			return nil, n.Errorf("input C must have rank ≤ 2, got shape %s", shapeText(c.Shape))
+		}
+	}
+	for i, t := range []ir.TypeInfo{a, b} {
+		if t.RankKnown && len(t.Shape) != 2 {
+			return nil, n.Errorf("input %c must be 2-D, got shape %s", "AB"[i], shapeText(t.Shape))
+		}
+	}
+	if !a.RankKnown || !b.RankKnown {
+		out := ir.Shape{ir.UnknownDim, ir.UnknownDim}
+		if a.RankKnown {
+			out[0], _, _, _ = gemmMNK(a.Shape, ir.Shape{ir.UnknownDim, ir.UnknownDim}, g)
+		}
+		if b.RankKnown {
+			_, _, _, out[1] = gemmMNK(ir.Shape{ir.UnknownDim, ir.UnknownDim}, b.Shape, g)
+		}
+		return []Value{Typed(a.DType, out)}, nil
+	}
+	m, k, k2, nn := gemmMNK(a.Shape, b.Shape, g)
+	if k.Known() && k2.Known() && k.Value != k2.Value {
+		return nil, n.Errorf("Gemm inner dimensions differ: A %s (transA=%v) x B %s (transB=%v)", shapeText(a.Shape), g.transA, shapeText(b.Shape), g.transB)
+	}
+	if c.RankKnown {
+		want := ir.Shape{m, nn}
+		off := 2 - len(c.Shape)
+		for i, d := range c.Shape {
+			w := want[off+i]
+			if d.Known() && w.Known() && d.Value != 1 && d.Value != w.Value {
+				return nil, n.Errorf("input C of shape %s does not broadcast to [M, N] = %s", shapeText(c.Shape), shapeText(want))
+			}
+		}
+	}
+	return []Value{Typed(a.DType, ir.Shape{m, nn})}, nil
+}
+
+func runGemm(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
+	minIn := 2
+	if ctx != nil && ctx.Opset > 0 && ctx.Opset < 11 {
+		minIn = 3
+	}
+	if err := checkComputeInputs(n, in, minIn); err != nil {
+		return nil, err
+	}
+	g, err := parseGemmAttrs(n)
+	if err != nil {
+		return nil, err
+	}
+	a, b := in[0], in[1]
+	var c *ir.Tensor
+	if len(in) > 2 {
+		c = in[2]
+	}
+	if a.DType != b.DType || (c != nil && c.DType != a.DType) {
+		return nil, n.Errorf("inputs have different element types")
+	}
+	if err := checkComputeDType(n, "input A", a.DType, matmulIntTypes); err != nil {
+		return nil, err
+	}
+	if a.Rank() != 2 || b.Rank() != 2 {
+		return nil, n.Errorf("inputs A and B must be 2-D, got shapes %v and %v", a.Shape, b.Shape)
+	}
+	m, k, k2, nn := gemmMNK(a.Shape, b.Shape, g)
+	if k != k2 {
+		return nil, n.Errorf("Gemm inner dimensions differ: A %v (transA=%v) x B %v (transB=%v)", a.Shape, g.transA, b.Shape, g.transB)
+	}
+	beta := g.beta
+	var cRows, cCols int
+	if c == nil {
+		beta = 0
+	} else {
+		if c.Rank() > 2 {
+			return nil, n.Errorf("input C must have rank ≤ 2, got shape %v", c.Shape)
+		}
+		cs := padOnes(c.Shape, 2)
+		cRows, cCols = cs[0], cs[1]
+		if (cRows != 1 && cRows != m) || (cCols != 1 && cCols != nn) {
+			return nil, n.Errorf("input C of shape %v does not broadcast to [M, N] = [%d %d]", c.Shape, m, nn)
+		}
+	}
+	if _, err := checkedElements([]int{m, nn}); err != nil {
+		return nil, n.Errorf("%w", err)
+	}
+	out := ir.NewTensor(a.DType, []int{m, nn})
+	lda, ldb := max(1, a.Shape[1]), max(1, b.Shape[1])
+	switch a.DType {
+	case ir.Float, ir.Float16:
+		av, _ := float32View(a)
+		bv, _ := float32View(b)
+		yv := out.Float32s()
+		if a.DType == ir.Float16 {
+			yv = make([]float32, m*nn)
+		}
+		if beta != 0 {
+			cv, _ := float32View(c)
+			gemmFillC(yv, m, nn, cv, cRows, cCols)
+		}
+		blas.Sgemm(g.transA, g.transB, m, nn, k, g.alpha, av, lda, bv, ldb, beta, yv, max(1, nn))
+		if a.DType == ir.Float16 {
+			out.Data = float32sToHalf(yv)
+		}
+	case ir.Double:
+		yv := out.Data.([]float64)
+		if beta != 0 {
+			gemmFillC(yv, m, nn, c.Data.([]float64), cRows, cCols)
+		}
+		blas.Dgemm(g.transA, g.transB, m, nn, k, float64(g.alpha), a.Data.([]float64), lda, b.Data.([]float64), ldb, float64(beta), yv, max(1, nn))
+	case ir.Int32:
+		gemmLoop(g, beta, m, nn, k, a.Data.([]int32), b.Data.([]int32), c, cRows, cCols, out.Data.([]int32))
+	case ir.Int64:
+		gemmLoop(g, beta, m, nn, k, a.Data.([]int64), b.Data.([]int64), c, cRows, cCols, out.Data.([]int64))
+	case ir.Uint32:
+		gemmLoop(g, beta, m, nn, k, a.Data.([]uint32), b.Data.([]uint32), c, cRows, cCols, out.Data.([]uint32))
+	case ir.Uint64:
+		gemmLoop(g, beta, m, nn, k, a.Data.([]uint64), b.Data.([]uint64), c, cRows, cCols, out.Data.([]uint64))
+	}
+	return []*ir.Tensor{out}, nil
+}
+
+// gemmFillC writes C, of shape cRows×cCols broadcast to m×n, into y.
+func gemmFillC[T any](y []T, m, n int, c []T, cRows, cCols int) {
+	for i := 0; i < m; i++ {
+		ci := 0
+		if cRows > 1 {
+			ci = i
+		}
+		row := y[i*n : (i+1)*n]
+		if cCols == 1 {
+			v := c[ci]
+			for j := range row {
+				row[j] = v
+			}
+			continue
+		}
+		copy(row, c[ci*cCols:(ci+1)*cCols])
+	}
+}
+
+// gemmLoop is Gemm for integer types: the product is exact in T, then
+// alpha and beta apply in float64 and the result is truncated to T.
+func gemmLoop[T int32 | int64 | uint32 | uint64](g gemmAttrs, beta float32, m, n, k int, a, b []T, c *ir.Tensor, cRows, cCols int, y []T) {
+	at := func(i, q int) T {
+		if g.transA {
+			return a[q*m+i]
+		}
+		return a[i*k+q]
+	}
+	bt := func(q, j int) T {
+		if g.transB {
+			return b[j*k+q]
+		}
+		return b[q*n+j]
+	}
+	var cv []T
+	if c != nil && beta != 0 {
+		cv = c.Data.([]T)
+	}
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s T
+			for q := 0; q < k; q++ {
+				s += at(i, q) * bt(q, j)
+			}
+			v := float64(g.alpha) * float64(s)
+			if cv != nil {
+				ci, cj := 0, 0
+				if cRows > 1 {
+					ci = i
+				}
+				if cCols > 1 {
+					cj = j
+				}
+				v += float64(beta) * float64(cv[ci*cCols+cj])
+			}
+			y[i*n+j] = T(v)
+		}
+	}
+}

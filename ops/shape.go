@@ -1,0 +1,74 @@
+package ops
+
+import "github.com/attnrun/attnrun/ir"
+
+func init() {
+	for _, r := range [][2]int{{7, 12}, {13, 14}, {15, 18}} {
+		withRange := r[0] >= 15
+		Register(&Schema{
+			Domain: DomainONNX, OpType: "Shape", Since: r[0], Until: r[1],
+			MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: AllTypes,
+			Infer: func(n *ir.Node, opset int, in []Value) ([]Value, error) { return inferShape(n, in, withRange) },
+			Run: func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
+				return runShape(n, in, withRange)
+			},
+			Doc: "the shape of a tensor as a 1-D int64 tensor",
+		})
+	}
+}
+
+// shapeRange returns the [start, end) slice of a rank-r shape that Shape-15
+// returns, clamped as the spec says.
+func shapeRange(n *ir.Node, rank int, withRange bool) (int, int, error) {
+	if !withRange {
+		return 0, rank, nil
+	}
+	start, err := n.AttrInt("start", 0)
+	if err != nil {
+		return 0, 0, n.Errorf("%w", err)
+	}
+	end, err := n.AttrInt("end", int64(rank))
+	if err != nil {
+		return 0, 0, n.Errorf("%w", err)
+	}
+	clampAxis := func(a int64) int {
+		if a < 0 {
+			a += int64(rank)
+		}
+		return int(min(max(a, 0), int64(rank)))
+	}
+	s, e := clampAxis(start), clampAxis(end)
+	if e < s {
+		e = s
+	}
+	return s, e, nil
+}
+
+func inferShape(n *ir.Node, in []Value, withRange bool) ([]Value, error) {
+	if err := checkInferInputs(n, in, 1); err != nil {
+		return nil, err
+	}
+	x := in[0]
+	if !x.Type.RankKnown {
+		if _, _, err := shapeRange(n, 0, withRange); err != nil {
+			return nil, err
+		}
+		return []Value{Typed(ir.Int64, ir.Shape{ir.UnknownDim})}, nil
+	}
+	s, e, err := shapeRange(n, len(x.Type.Shape), withRange)
+	if err != nil {
+		return nil, err
+	}
+	return []Value{symValue(ir.Int64, x.Type.Shape[s:e], false)}, nil
+}
+
+func runShape(n *ir.Node, in []*ir.Tensor, withRange bool) ([]*ir.Tensor, error) {
+	if err := checkRunInputs(n, in, 1); err != nil {
+		return nil, err
+	}
+	s, e, err := shapeRange(n, in[0].Rank(), withRange)
+	if err != nil {
+		return nil, err
+	}
+	return []*ir.Tensor{ir.FromSlice([]int{e - s}, int64sOf(in[0].Shape[s:e]))}, nil
+}

@@ -1,0 +1,282 @@
+package ops
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/attnrun/attnrun/ir"
+)
+
+// Unary elementwise math: Sqrt, Neg, Erf, Abs, Exp, Log, Reciprocal, Relu,
+// Sigmoid, Tanh. Float functions are evaluated in float64 and rounded to
+// the tensor's type (float16 goes through float32).
+
+// unaryOp describes one unary op.
+type unaryOp struct {
+	name string
+	doc  string
+	// ranges are the registered opset ranges with their types.
+	ranges []opRange
+	// float computes the op on a float value.
+	float func(float64) float64
+	// direct, when set, is the kernel for every type the op takes: a loop
+	// with the operator inlined (Neg, Abs, Relu). Otherwise floats use
+	// float and integers (Erf) go through float64.
+	direct func(o, a *ir.Tensor) error
+}
+
+// opRange is an opset range and the types it takes.
+type opRange struct {
+	since, until int
+	types        []ir.DType
+}
+
+var unaryOps = []unaryOp{
+	{name: "Sqrt", doc: "elementwise square root", ranges: []opRange{{7, 18, FloatTypes}}, float: math.Sqrt},
+	{name: "Neg", doc: "elementwise negation", ranges: []opRange{{7, 18, floatSigned}}, direct: negTensor},
+	{name: "Erf", doc: "elementwise error function", ranges: []opRange{{9, 18, NumericTypes}}, float: math.Erf},
+	{name: "Abs", doc: "elementwise absolute value", ranges: []opRange{{7, 18, NumericTypes}}, direct: absTensor},
+	{name: "Exp", doc: "elementwise e^x", ranges: []opRange{{7, 18, FloatTypes}}, float: math.Exp},
+	{name: "Log", doc: "elementwise natural logarithm", ranges: []opRange{{7, 18, FloatTypes}}, float: math.Log},
+	{name: "Reciprocal", doc: "elementwise 1/x", ranges: []opRange{{7, 18, FloatTypes}}, float: func(x float64) float64 { return 1 / x }},
+	{name: "Relu", doc: "elementwise max(x, 0)", ranges: []opRange{{7, 13, FloatTypes}, {14, 18, floatSigned}}, direct: reluTensor},
+	{name: "Sigmoid", doc: "elementwise logistic function 1/(1+e^-x)", ranges: []opRange{{7, 18, FloatTypes}}, float: sigmoid},
+	{name: "Tanh", doc: "elementwise hyperbolic tangent", ranges: []opRange{{7, 18, FloatTypes}}, float: math.Tanh},
+}
+
+func init() {
+	for i := range unaryOps {
+		u := &unaryOps[i]
+		for _, r := range u.ranges {
+			Register(&Schema{
+				OpType: u.name, Since: r.since, Until: r.until,
+				MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: r.types,
+				Infer: inferUnary(r.types),
+				Run:   u.run(r.types),
+				Doc:   u.doc,
+			})
+		}
+	}
+}
+
+// sigmoid is 1/(1+e^-x), evaluated without overflow for large |x|.
+func sigmoid(x float64) float64 {
+	if x >= 0 {
+		return 1 / (1 + math.Exp(-x))
+	}
+	e := math.Exp(x)
+	return e / (1 + e)
+}
+
+// inferUnary is the Infer of a same-type, same-shape op of one input.
+func inferUnary(allowed []ir.DType) InferFunc {
+	return func(n *ir.Node, opset int, in []Value) ([]Value, error) {
+		if err := needValues(n, in, 1); err != nil {
+			return nil, err
+		}
+		if err := checkType(n, "input", in[0].Type.DType, allowed); err != nil {
+			return nil, err
+		}
+		t := in[0].Type
+		t.Shape = slices.Clone(t.Shape)
+		return []Value{{Type: t}}, nil
+	}
+}
+
+func (u *unaryOp) run(allowed []ir.DType) RunFunc {
+	return func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
+		if err := checkTensors(n, in, 1); err != nil {
+			return nil, err
+		}
+		x := in[0]
+		if err := checkType(n, "input", x.DType, allowed); err != nil {
+			return nil, err
+		}
+		out, err := newOutput(x.DType, x.Shape)
+		if err != nil {
+			return nil, n.Errorf("%w", err)
+		}
+		if u.direct != nil {
+			err = u.direct(out, x)
+		} else {
+			err = unaryFloat(u.float, out, x)
+		}
+		if err != nil {
+			return nil, n.Errorf("%w", err)
+		}
+		return []*ir.Tensor{out}, nil
+	}
+}
+
+// unaryFloat applies f elementwise; integer tensors go through float64 and
+// back (truncating).
+func unaryFloat(f func(float64) float64, o, x *ir.Tensor) error {
+	switch a := x.Data.(type) {
+	case []float32:
+		mapSlice(o.Data.([]float32), a, func(v float32) float32 { return float32(f(float64(v))) })
+	case []float64:
+		mapSlice(o.Data.([]float64), a, f)
+	case []uint16:
+		if x.DType == ir.Float16 {
+			mapSlice(o.Data.([]uint16), a, func(v uint16) uint16 {
+				return ir.Float32ToFloat16(float32(f(float64(ir.Float16ToFloat32(v)))))
+			})
+			return nil
+		}
+		mapSlice(o.Data.([]uint16), a, viaFloat[uint16](f))
+	case []int64:
+		mapSlice(o.Data.([]int64), a, viaFloat[int64](f))
+	case []int32:
+		mapSlice(o.Data.([]int32), a, viaFloat[int32](f))
+	case []int16:
+		mapSlice(o.Data.([]int16), a, viaFloat[int16](f))
+	case []int8:
+		mapSlice(o.Data.([]int8), a, viaFloat[int8](f))
+	case []uint8:
+		mapSlice(o.Data.([]uint8), a, viaFloat[uint8](f))
+	case []uint32:
+		mapSlice(o.Data.([]uint32), a, viaFloat[uint32](f))
+	case []uint64:
+		mapSlice(o.Data.([]uint64), a, viaFloat[uint64](f))
+	default:
+		return fmt.Errorf("unsupported element type %v", x.DType)
+	}
+	return nil
+}
+
+func viaFloat[T intElem](f func(float64) float64) func(T) T {
+	return func(v T) T { return T(f(float64(v))) }
+}
+
+// mapSlice sets o[i] = f(a[i]).
+func mapSlice[A, O any](o []O, a []A, f func(A) O) {
+	a = a[:len(o)]
+	for i := range o {
+		o[i] = f(a[i])
+	}
+}
+
+// negTensor negates floats and signed integers (integers wrap: -MinInt = MinInt).
+func negTensor(o, x *ir.Tensor) error {
+	switch a := x.Data.(type) {
+	case []float32:
+		negLoop(o.Data.([]float32), a)
+	case []float64:
+		negLoop(o.Data.([]float64), a)
+	case []int64:
+		negLoop(o.Data.([]int64), a)
+	case []int32:
+		negLoop(o.Data.([]int32), a)
+	case []int16:
+		negLoop(o.Data.([]int16), a)
+	case []int8:
+		negLoop(o.Data.([]int8), a)
+	case []uint16:
+		if x.DType != ir.Float16 {
+			return fmt.Errorf("unsupported element type %v", x.DType)
+		}
+		od := o.Data.([]uint16)
+		for i, v := range a {
+			od[i] = v ^ 0x8000 // flip the sign bit
+		}
+	default:
+		return fmt.Errorf("unsupported element type %v", x.DType)
+	}
+	return nil
+}
+
+func negLoop[T signedElem | floatElem](o, a []T) {
+	a = a[:len(o)]
+	for i := range o {
+		o[i] = -a[i]
+	}
+}
+
+// absTensor takes the absolute value of any numeric type.
+func absTensor(o, x *ir.Tensor) error {
+	switch a := x.Data.(type) {
+	case []float32:
+		mapSlice(o.Data.([]float32), a, func(v float32) float32 {
+			return math.Float32frombits(math.Float32bits(v) &^ (1 << 31))
+		})
+	case []float64:
+		mapSlice(o.Data.([]float64), a, math.Abs)
+	case []int64:
+		absLoop(o.Data.([]int64), a)
+	case []int32:
+		absLoop(o.Data.([]int32), a)
+	case []int16:
+		absLoop(o.Data.([]int16), a)
+	case []int8:
+		absLoop(o.Data.([]int8), a)
+	case []uint16:
+		if x.DType == ir.Float16 {
+			mapSlice(o.Data.([]uint16), a, func(v uint16) uint16 { return v &^ 0x8000 })
+			return nil
+		}
+		copy(o.Data.([]uint16), a)
+	case []uint8:
+		copy(o.Data.([]uint8), a)
+	case []uint32:
+		copy(o.Data.([]uint32), a)
+	case []uint64:
+		copy(o.Data.([]uint64), a)
+	default:
+		return fmt.Errorf("unsupported element type %v", x.DType)
+	}
+	return nil
+}
+
+func absLoop[T signedElem](o, a []T) {
+	a = a[:len(o)]
+	for i := range o {
+		if v := a[i]; v < 0 {
+			o[i] = -v
+		} else {
+			o[i] = v
+		}
+	}
+}
+
+// reluTensor computes max(x, 0) for floats and signed integers; NaN stays NaN.
+func reluTensor(o, x *ir.Tensor) error {
+	switch a := x.Data.(type) {
+	case []float32:
+		reluLoop(o.Data.([]float32), a)
+	case []float64:
+		reluLoop(o.Data.([]float64), a)
+	case []int64:
+		reluLoop(o.Data.([]int64), a)
+	case []int32:
+		reluLoop(o.Data.([]int32), a)
+	case []int16:
+		reluLoop(o.Data.([]int16), a)
+	case []int8:
+		reluLoop(o.Data.([]int8), a)
+	case []uint16:
+		if x.DType != ir.Float16 {
+			return fmt.Errorf("unsupported element type %v", x.DType)
+		}
+		mapSlice(o.Data.([]uint16), a, func(v uint16) uint16 {
+			if v&0x8000 != 0 && v&0x7fff != 0 && v&0x7fff <= 0x7c00 { // negative, not NaN
+				return 0
+			}
+			return v
+		})
+	default:
+		return fmt.Errorf("unsupported element type %v", x.DType)
+	}
+	return nil
+}
+
+func reluLoop[T signedElem | floatElem](o, a []T) {
+	a = a[:len(o)]
+	for i := range o {
+		if v := a[i]; v < 0 {
+			o[i] = 0
+		} else {
+			o[i] = v
+		}
+	}
+}

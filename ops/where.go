@@ -1,0 +1,148 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/attnrun/attnrun/ir"
+)
+
+// Where(condition, X, Y) picks X where condition is true and Y elsewhere,
+// broadcasting all three. Where-16 only adds bfloat16, which attnrun does
+// not hold, so one schema covers opsets 9 to 18.
+
+func init() {
+	Register(&Schema{
+		OpType: "Where", Since: 9, Until: 18, MinInputs: 3, MaxInputs: 3,
+		TypeInput: 1, DTypes: AllTypes,
+		Infer: inferWhere,
+		Run:   runWhere,
+		Doc:   "elementwise select: condition ? X : Y, with three-way broadcasting",
+	})
+}
+
+func inferWhere(n *ir.Node, opset int, in []Value) ([]Value, error) {
+	if err := needValues(n, in, 3); err != nil {
+		return nil, err
+	}
+	if dt := in[0].Type.DType; dt != ir.Bool {
+		return nil, n.Errorf("condition has element type %v, want bool", dt)
+	}
+	dt, err := sameValueTypes(n, in[1:3])
+	if err != nil {
+		return nil, err
+	}
+	if err := checkType(n, "X", dt, AllTypes); err != nil {
+		return nil, err
+	}
+	v, err := broadcastValue(n, dt, in[:3])
+	if err != nil {
+		return nil, err
+	}
+	return []Value{v}, nil
+}
+
+func runWhere(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
+	if err := checkTensors(n, in, 3); err != nil {
+		return nil, err
+	}
+	c, x, y := in[0], in[1], in[2]
+	if c.DType != ir.Bool {
+		return nil, n.Errorf("condition has element type %v, want bool", c.DType)
+	}
+	dt, err := sameTensorTypes(n, in[1:3])
+	if err != nil {
+		return nil, err
+	}
+	shape, err := broadcastOf(n, c, x, y)
+	if err != nil {
+		return nil, err
+	}
+	out, err := newOutput(dt, shape)
+	if err != nil {
+		return nil, n.Errorf("%w", err)
+	}
+	cond := c.Data.([]bool)
+	switch o := out.Data.(type) {
+	case []float32:
+		err = where(o, shape, cond, c.Shape, x.Data.([]float32), x.Shape, y.Data.([]float32), y.Shape)
+	case []float64:
+		err = where(o, shape, cond, c.Shape, x.Data.([]float64), x.Shape, y.Data.([]float64), y.Shape)
+	case []int64:
+		err = where(o, shape, cond, c.Shape, x.Data.([]int64), x.Shape, y.Data.([]int64), y.Shape)
+	case []int32:
+		err = where(o, shape, cond, c.Shape, x.Data.([]int32), x.Shape, y.Data.([]int32), y.Shape)
+	case []int16:
+		err = where(o, shape, cond, c.Shape, x.Data.([]int16), x.Shape, y.Data.([]int16), y.Shape)
+	case []int8:
+		err = where(o, shape, cond, c.Shape, x.Data.([]int8), x.Shape, y.Data.([]int8), y.Shape)
+	case []uint8:
+		err = where(o, shape, cond, c.Shape, x.Data.([]uint8), x.Shape, y.Data.([]uint8), y.Shape)
+	case []uint16: // uint16 and float16
+		err = where(o, shape, cond, c.Shape, x.Data.([]uint16), x.Shape, y.Data.([]uint16), y.Shape)
+	case []uint32:
+		err = where(o, shape, cond, c.Shape, x.Data.([]uint32), x.Shape, y.Data.([]uint32), y.Shape)
+	case []uint64:
+		err = where(o, shape, cond, c.Shape, x.Data.([]uint64), x.Shape, y.Data.([]uint64), y.Shape)
+	case []bool:
+		err = where(o, shape, cond, c.Shape, x.Data.([]bool), x.Shape, y.Data.([]bool), y.Shape)
+	case []string:
+		err = where(o, shape, cond, c.Shape, x.Data.([]string), x.Shape, y.Data.([]string), y.Shape)
+	default:
+		err = fmt.Errorf("unsupported element type %v", dt)
+	}
+	if err != nil {
+		return nil, n.Errorf("%w", err)
+	}
+	return []*ir.Tensor{out}, nil
+}
+
+// where fills o (of shape oShape, the broadcast of the three input shapes).
+func where[T any](o []T, oShape []int, c []bool, cShape []int, x []T, xShape []int, y []T, yShape []int) error {
+	if len(o) == 0 {
+		return nil
+	}
+	if len(c) == len(o) && len(x) == len(o) && len(y) == len(o) {
+		c, x, y = c[:len(o)], x[:len(o)], y[:len(o)]
+		for i := range o {
+			if c[i] {
+				o[i] = x[i]
+			} else {
+				o[i] = y[i]
+			}
+		}
+		return nil
+	}
+	br, err := NewBroadcaster(oShape, cShape, xShape, yShape)
+	if err != nil {
+		return err
+	}
+	row := br.Row()
+	sc, sx, sy := br.InnerStride(0), br.InnerStride(1), br.InnerStride(2)
+	br.ForEachRow(func(off int, offs []int) {
+		or := o[off : off+row]
+		ic, ix, iy := offs[0], offs[1], offs[2]
+		if sc == 0 { // one condition for the whole row: copy or fill
+			src, s, i := y, sy, iy
+			if c[ic] {
+				src, s, i = x, sx, ix
+			}
+			if s == 1 {
+				copy(or, src[i:i+row])
+			} else {
+				v := src[i]
+				for j := range or {
+					or[j] = v
+				}
+			}
+			return
+		}
+		for j := range or {
+			if c[ic+j] {
+				or[j] = x[ix+j*sx]
+			} else {
+				or[j] = y[iy+j*sy]
+			}
+		}
+	})
+	return nil
+}
