@@ -27,6 +27,10 @@ type Options struct {
 	// MaxTensorBytes bounds any single tensor the program creates; a plan
 	// that would exceed it fails before running (default DefaultMaxTensorBytes).
 	MaxTensorBytes int64
+	// NoFuse turns off the plan-time attention fusion (fuse.go), which
+	// replaces each MatMul → scale → mask → Softmax → MatMul chain by one
+	// com.attnrun:FusedAttention step.
+	NoFuse bool
 }
 
 // Program is a validated, scheduled and type-inferred graph.

@@ -13,14 +13,26 @@ import (
 )
 
 // inProcess runs a Program directly, so this package's tests exercise the
-// planner and executor without a backend process.
-type inProcess struct{ p *Program }
+// planner and executor without a backend process. fusions, when set,
+// records the most fused regions any run's plan had.
+type inProcess struct {
+	p       *Program
+	fusions *int
+}
 
 func (r inProcess) InputNames() []string  { return names(r.p.Model.Graph.Inputs) }
 func (r inProcess) OutputNames() []string { return names(r.p.Model.Graph.Outputs) }
 func (r inProcess) Close() error          { return nil }
 func (r inProcess) Run(ctx context.Context, in map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
-	return r.p.Run(ctx, in, RunOptions{})
+	out, err := r.p.Run(ctx, in, RunOptions{})
+	if err == nil && r.fusions != nil {
+		f, ferr := r.p.Fusions(in)
+		if ferr != nil {
+			return nil, ferr
+		}
+		*r.fusions = max(*r.fusions, len(f))
+	}
+	return out, err
 }
 
 func names(vs []*ir.ValueInfo) []string {
@@ -31,20 +43,25 @@ func names(vs []*ir.ValueInfo) []string {
 	return out
 }
 
-func openInProcess(_ context.Context, path string) (conform.Runner, error) {
-	m, err := onnx.Load(path, onnx.Options{})
-	if err != nil {
-		return nil, err
+// opener compiles models with opts; fusions (may be nil) receives the
+// largest fusion count of any run.
+func opener(opts Options, fusions *int) conform.Opener {
+	return func(_ context.Context, path string) (conform.Runner, error) {
+		m, err := onnx.Load(path, onnx.Options{})
+		if err != nil {
+			return nil, err
+		}
+		p, err := Compile(m, opts)
+		if err != nil {
+			return nil, err
+		}
+		return inProcess{p: p, fusions: fusions}, nil
 	}
-	p, err := Compile(m, Options{})
-	if err != nil {
-		return nil, err
-	}
-	return inProcess{p}, nil
 }
 
 // TestModelsInProcess runs every bundled model's data sets through the
-// executor and compares with PyTorch's outputs.
+// executor, with attention fusion on and off, and compares with PyTorch's
+// outputs. With fusion on, every model must have its attention fused.
 func TestModelsInProcess(t *testing.T) {
 	cases, err := conform.Find([]string{"../../models"})
 	if err != nil {
@@ -53,13 +70,25 @@ func TestModelsInProcess(t *testing.T) {
 	if len(cases) < 15 {
 		t.Fatalf("found %d model cases, want at least 15", len(cases))
 	}
-	for _, c := range cases {
-		t.Run(c.Name, func(t *testing.T) {
-			r := conform.Run(context.Background(), c, openInProcess, conform.Tolerance{Rtol: 1e-4, Atol: 1e-5})
-			if !r.Pass {
-				t.Fatalf("%v (max abs %g)", r.Err, r.MaxAbs)
-			}
-		})
+	for _, mode := range []struct {
+		name string
+		opts Options
+	}{{"fused", Options{Threads: 2}}, {"unfused", Options{Threads: 2, NoFuse: true}}} {
+		for _, c := range cases {
+			t.Run(mode.name+"/"+c.Name, func(t *testing.T) {
+				fusions := 0
+				r := conform.Run(context.Background(), c, opener(mode.opts, &fusions), conform.Tolerance{Rtol: 1e-4, Atol: 1e-5})
+				if !r.Pass {
+					t.Fatalf("%v (max abs %g)", r.Err, r.MaxAbs)
+				}
+				if mode.opts.NoFuse && fusions != 0 {
+					t.Errorf("NoFuse plan has %d fusions", fusions)
+				}
+				if !mode.opts.NoFuse && fusions < 1 {
+					t.Errorf("no attention fused")
+				}
+			})
+		}
 	}
 }
 

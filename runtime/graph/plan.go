@@ -31,6 +31,7 @@ type plan struct {
 	consts  map[int]*ir.Tensor   // slot → constant (initializers, folded)
 	outputs []int                // graph outputs' slots, in order
 	types   map[string]ops.Value // concrete types of every tensor
+	fusions []Fusion             // fused regions (fuse.go), in step order
 }
 
 type step struct {
@@ -204,6 +205,11 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor) (*plan, error) {
 			st.want = append(st.want, types[name].Type)
 		}
 		pl.steps = append(pl.steps, st)
+	}
+	// Attention fusion (fuse.go) rewrites the steps; last uses follow.
+	if !p.opts.NoFuse {
+		p.fuseAttention(pl, types)
+		lastUse = stepLastUses(pl.steps)
 	}
 	keep := map[int]bool{}
 	for _, out := range p.Model.Graph.Outputs {

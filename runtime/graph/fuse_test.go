@@ -1,0 +1,352 @@
+package graph
+
+import (
+	"context"
+	"math"
+	"math/rand"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/onnx"
+	"github.com/attnrun/attnrun/ops"
+)
+
+// zeroInputs makes inputs of the graph's declared shapes with symbolic dims
+// bound by sizes.
+func zeroInputs(t *testing.T, g *ir.Graph, sizes map[string]int) map[string]*ir.Tensor {
+	t.Helper()
+	in := map[string]*ir.Tensor{}
+	for _, vi := range g.Inputs {
+		dims := make([]int, len(vi.Type.Shape))
+		for i, d := range vi.Type.Shape {
+			if d.Param != "" {
+				s, ok := sizes[d.Param]
+				if !ok {
+					t.Fatalf("no size for %s", d.Param)
+				}
+				dims[i] = s
+			} else {
+				dims[i] = int(d.Value)
+			}
+		}
+		in[vi.Name] = ir.NewTensor(vi.Type.DType, dims)
+	}
+	return in
+}
+
+// TestModelFusions checks what the rewrite does on every bundled model:
+// how many regions fuse, which ops they replace, and the fused attributes;
+// and that none of the replaced nodes is still a plan step.
+func TestModelFusions(t *testing.T) {
+	const scale8 = 0.35355338 // 1/sqrt(8)
+	const scale32 = 0.17677669
+	inf := math.Inf(-1)
+	cases := []struct {
+		model   string
+		count   int
+		ops     string // replaced op types of the first fusion
+		scale   float64
+		kT      bool
+		kind    string
+		fill    float64
+		nomasks bool
+	}{
+		{"s000_single_head", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
+		{"s000_multi_head", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
+		{"s000_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s000_causal_or", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s001_cross_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s001_cross_attention_nomask", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
+		{"s001_decoder_self_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		// Seed 002's MultiHeadAttention transposes K before the head split.
+		{"s002_multi_head", 1, "MatMul Div Where Softmax MatMul", 0.5, true, ops.MaskBoolTrueMasks, inf, false},
+		{"s002_self_attention_v1", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
+		{"s002_self_attention_v2", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
+		{"s002_self_attention_v3", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, -1e20, false},
+		{"s002_self_attention_final", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s003_self_attention", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
+		{"s003_masked_self_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, -1e9, false},
+		{"s003_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, -1e9, false},
+		{"s003_multi_head_modulelist", 4, "Transpose MatMul Div Softmax MatMul", 0.25, false, "", 0, true},
+		{"s004_param_free", 1, "Transpose MatMul Softmax MatMul", 1, false, "", 0, true},
+		{"s004_multi_head_bmm", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
+		{"s004_multi_head_bmm_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, inf, false},
+	}
+	all, _ := filepath.Glob("../../models/s0*/model.onnx")
+	if len(all) != len(cases) {
+		t.Errorf("%d models, %d cases: add the new model here", len(all), len(cases))
+	}
+	for _, c := range cases {
+		t.Run(c.model, func(t *testing.T) {
+			m, err := onnx.Load(filepath.Join("../../models", c.model, "model.onnx"), onnx.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := Compile(m, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := zeroInputs(t, m.Graph, map[string]int{"batch": 2, "seq": 5, "enc_seq": 7, "seq_q": 5, "seq_kv": 7})
+			fs, err := p.Fusions(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(fs) != c.count {
+				t.Fatalf("%d fusions, want %d", len(fs), c.count)
+			}
+			var got []string
+			for _, n := range fs[0].Replaced {
+				got = append(got, n.OpType)
+			}
+			if g := strings.Join(got, " "); g != c.ops {
+				t.Errorf("replaced %s, want %s", g, c.ops)
+			}
+			n := fs[0].Node
+			if n.QualifiedOp() != "com.attnrun:FusedAttention" {
+				t.Errorf("fused op %s", n.QualifiedOp())
+			}
+			if s, _ := n.AttrFloat("scale", 0); math.Abs(float64(s)-c.scale) > 1e-6 {
+				t.Errorf("scale %g, want %g", s, c.scale)
+			}
+			if kt, _ := n.AttrInt("k_transposed", 0); (kt == 1) != c.kT {
+				t.Errorf("k_transposed %d, want %v", kt, c.kT)
+			}
+			kind, _ := n.AttrString("mask_kind", "")
+			if kind != c.kind || (len(n.Inputs) == 4) == c.nomasks {
+				t.Errorf("mask_kind %q with %d inputs, want %q", kind, len(n.Inputs), c.kind)
+			}
+			if c.kind != "" {
+				if f, _ := n.AttrFloat("mask_fill", 0); float64(f) != float64(float32(c.fill)) {
+					t.Errorf("mask_fill %g, want %g", f, c.fill)
+				}
+			}
+			pl, err := p.planFor(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			replaced := map[*ir.Node]bool{}
+			for _, f := range fs {
+				for _, n := range f.Replaced {
+					replaced[n] = true
+				}
+			}
+			fused := 0
+			for _, st := range pl.steps {
+				if replaced[st.node] {
+					t.Errorf("replaced node %q is still a step", st.node.Label())
+				}
+				if st.node.OpType == "FusedAttention" {
+					fused++
+				}
+			}
+			if fused != c.count {
+				t.Errorf("%d fused steps, want %d", fused, c.count)
+			}
+		})
+	}
+}
+
+// synth builds a one-graph model from nodes over float inputs.
+type synth struct {
+	inputs  []*ir.ValueInfo
+	inits   map[string]*ir.Tensor
+	nodes   []*ir.Node
+	outputs []string
+}
+
+func (s synth) model() *ir.Model {
+	g := &ir.Graph{Name: "t", Inputs: s.inputs, Nodes: s.nodes, Initializers: map[string]*ir.Tensor{}}
+	for name, t := range s.inits {
+		g.Initializers[name] = t
+		g.InitializerOrder = append(g.InitializerOrder, name)
+	}
+	for _, o := range s.outputs {
+		g.Outputs = append(g.Outputs, &ir.ValueInfo{Name: o})
+	}
+	return &ir.Model{IRVersion: 8, Opsets: map[string]int64{"": 17}, Graph: g}
+}
+
+func vi(name string, dt ir.DType, dims ...int) *ir.ValueInfo {
+	return &ir.ValueInfo{Name: name, Type: ops.Known(dt, dims)}
+}
+
+func node(op string, in, out []string, attrs ...*ir.Attribute) *ir.Node {
+	return &ir.Node{Name: "/" + out[0], OpType: op, Inputs: in, Outputs: out, Attrs: attrs}
+}
+
+func sc(v float32) *ir.Tensor { return ir.Scalar(v) }
+
+// runBoth runs a model fused and unfused and returns both outputs and the
+// fused plan's fusions.
+func runBoth(t *testing.T, m *ir.Model, in map[string]*ir.Tensor) (fused, unfused *ir.Tensor, fs []Fusion) {
+	t.Helper()
+	var outs [2]*ir.Tensor
+	for k, noFuse := range []bool{false, true} {
+		p, err := Compile(m, Options{Threads: 2, NoFuse: noFuse})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Run(context.Background(), in, RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs[k] = res[m.Graph.Outputs[0].Name]
+		if !noFuse {
+			if fs, err = p.Fusions(in); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return outs[0], outs[1], fs
+}
+
+func sameOutputs(t *testing.T, got, want *ir.Tensor) {
+	t.Helper()
+	if !equalInts(got.Shape, want.Shape) {
+		t.Fatalf("fused shape %v, unfused %v", got.Shape, want.Shape)
+	}
+	for i, w := range want.Float32s() {
+		g := got.Float32s()[i]
+		if math.IsNaN(float64(w)) != math.IsNaN(float64(g)) || math.Abs(float64(g-w)) > 1e-5+1e-4*math.Abs(float64(w)) {
+			t.Fatalf("element %d: fused %g, unfused %g", i, g, w)
+		}
+	}
+}
+
+func randT(r *rand.Rand, dims ...int) *ir.Tensor {
+	t := ir.NewTensor(ir.Float, dims)
+	for i := range t.Float32s() {
+		t.Float32s()[i] = float32(r.NormFloat64())
+	}
+	return t
+}
+
+// TestFusePatterns covers chain forms the seed exports do not all use:
+// Mul scales on either side, a scale after the mask, Where with the fill
+// second, additive masks on either side of Add, K given transposed, and
+// fully masked rows with -inf (NaN, as unfused) and -1e9 (uniform).
+func TestFusePatterns(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	const b, h, s, d = 2, 2, 6, 4
+	qkv := []*ir.ValueInfo{vi("q", ir.Float, b, h, s, d), vi("k", ir.Float, b, h, s, d), vi("v", ir.Float, b, h, s, d)}
+	perm := &ir.Attribute{Name: "perm", Type: ir.AttrInts, Ints: []int64{0, 1, 3, 2}}
+	axis := &ir.Attribute{Name: "axis", Type: ir.AttrInt, Int: -1}
+	head := []*ir.Node{node("Transpose", []string{"k"}, []string{"kt"}, perm), node("MatMul", []string{"q", "kt"}, []string{"s0"})}
+	tail := func(x string) []*ir.Node {
+		return []*ir.Node{node("Softmax", []string{x}, []string{"p"}, axis), node("MatMul", []string{"p", "v"}, []string{"y"})}
+	}
+	chain := func(mid ...*ir.Node) []*ir.Node {
+		out := append(append([]*ir.Node{}, head...), mid...)
+		return append(out, tail(mid[len(mid)-1].Outputs[0])...)
+	}
+	boolMask := ir.NewTensor(ir.Bool, []int{b, 1, s, s})
+	for i := range boolMask.Bools() {
+		boolMask.Bools()[i] = r.Intn(3) == 0
+	}
+	for j := 0; j < s; j++ { // query row 2 of batch 0 fully masked
+		boolMask.Bools()[2*s+j] = true
+	}
+	addMask := randT(r, 1, 1, s, s)
+	addMask.Float32s()[3] = float32(math.Inf(-1))
+	mvi := vi("m", ir.Bool, b, 1, s, s)
+	avi := vi("m", ir.Float, 1, 1, s, s)
+	cases := []struct {
+		name     string
+		syn      synth
+		mask     *ir.Tensor
+		ops      string
+		attrs    map[string]float32 // float attributes to check
+		kind     string
+		kT       bool
+		wantNaN  bool
+		wantNone bool
+	}{
+		{name: "Mul scale before and after", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"c1": sc(0.5), "c2": sc(3)},
+			nodes: chain(node("Mul", []string{"c1", "s0"}, []string{"s1"}), node("Div", []string{"s1", "c2"}, []string{"s2"}))},
+			ops: "Transpose MatMul Mul Div Softmax MatMul", attrs: map[string]float32{"scale": 0.5 / 3.0}},
+		{name: "scale after -inf mask, full row NaN", syn: synth{inputs: append(qkv, mvi), inits: map[string]*ir.Tensor{"fill": sc(float32(math.Inf(-1))), "c": sc(2)},
+			nodes: chain(node("Where", []string{"m", "fill", "s0"}, []string{"s1"}), node("Div", []string{"s1", "c"}, []string{"s2"}))},
+			mask: boolMask, ops: "Transpose MatMul Where Div Softmax MatMul", kind: ops.MaskBoolTrueMasks,
+			attrs: map[string]float32{"scale": 0.5, "mask_fill": float32(math.Inf(-1))}, wantNaN: true},
+		{name: "-1e9 fill then scale, full row uniform", syn: synth{inputs: append(qkv, mvi), inits: map[string]*ir.Tensor{"fill": sc(-1e9), "c": sc(4)},
+			nodes: chain(node("Where", []string{"m", "fill", "s0"}, []string{"s1"}), node("Mul", []string{"s1", "c"}, []string{"s2"}))},
+			mask: boolMask, ops: "Transpose MatMul Where Mul Softmax MatMul", kind: ops.MaskBoolTrueMasks,
+			attrs: map[string]float32{"scale": 4, "mask_fill": -4e9}},
+		{name: "Where keeps on true", syn: synth{inputs: append(qkv, mvi), inits: map[string]*ir.Tensor{"fill": sc(-1e9), "c": sc(2)},
+			nodes: chain(node("Div", []string{"s0", "c"}, []string{"s1"}), node("Where", []string{"m", "s1", "fill"}, []string{"s2"}))},
+			mask: boolMask, ops: "Transpose MatMul Div Where Softmax MatMul", kind: ops.MaskBoolFalseMasks,
+			attrs: map[string]float32{"scale": 0.5, "mask_fill": -1e9}},
+		{name: "additive mask first operand, scale after", syn: synth{inputs: append(qkv, avi), inits: map[string]*ir.Tensor{"c": sc(0.5)},
+			nodes: chain(node("Add", []string{"m", "s0"}, []string{"s1"}), node("Mul", []string{"s1", "c"}, []string{"s2"}))},
+			mask: addMask, ops: "Transpose MatMul Add Mul Softmax MatMul", kind: ops.MaskAdditive,
+			attrs: map[string]float32{"scale": 0.5, "mask_scale": 0.5}},
+		{name: "K given transposed", syn: synth{inputs: []*ir.ValueInfo{vi("q", ir.Float, b, h, s, d), vi("kt", ir.Float, b, h, d, s), vi("v", ir.Float, b, h, s, d)},
+			nodes: append([]*ir.Node{node("MatMul", []string{"q", "kt"}, []string{"s0"})}, tail("s0")...)},
+			ops: "MatMul Softmax MatMul", kT: true, attrs: map[string]float32{"scale": 1}},
+		{name: "scores also a graph output: not fused", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"c": sc(2)},
+			nodes: chain(node("Div", []string{"s0", "c"}, []string{"s1"})), outputs: []string{"s1"}}, wantNone: true},
+		{name: "probabilities read twice: not fused", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"c": sc(2)},
+			nodes: append(chain(node("Div", []string{"s0", "c"}, []string{"s1"})), node("MatMul", []string{"p", "v"}, []string{"y2"})), outputs: []string{"y2"}}, wantNone: true},
+		{name: "softmax not on the last axis: not fused", syn: synth{inputs: qkv,
+			nodes: append(append([]*ir.Node{}, head...), node("Softmax", []string{"s0"}, []string{"p"}, &ir.Attribute{Name: "axis", Type: ir.AttrInt, Int: 2}), node("MatMul", []string{"p", "v"}, []string{"y"}))}, wantNone: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.syn.outputs = append([]string{"y"}, c.syn.outputs...)
+			m := c.syn.model()
+			in := map[string]*ir.Tensor{}
+			for _, v := range m.Graph.Inputs {
+				if v.Name == "m" {
+					in["m"] = c.mask
+				} else {
+					dims, _ := v.Type.Shape.Concrete()
+					in[v.Name] = randT(r, dims...)
+				}
+			}
+			fused, unfused, fs := runBoth(t, m, in)
+			sameOutputs(t, fused, unfused)
+			if c.wantNone {
+				if len(fs) != 0 {
+					t.Fatalf("%d fusions, want none", len(fs))
+				}
+				return
+			}
+			if len(fs) != 1 {
+				t.Fatalf("%d fusions, want 1", len(fs))
+			}
+			var got []string
+			for _, n := range fs[0].Replaced {
+				got = append(got, n.OpType)
+			}
+			if g := strings.Join(got, " "); g != c.ops {
+				t.Errorf("replaced %s, want %s", g, c.ops)
+			}
+			n := fs[0].Node
+			for name, want := range c.attrs {
+				if g, _ := n.AttrFloat(name, float32(math.NaN())); g != want && math.Abs(float64(g-want)) > 1e-6*math.Abs(float64(want)) {
+					t.Errorf("%s = %g, want %g", name, g, want)
+				}
+			}
+			if kind, _ := n.AttrString("mask_kind", ""); kind != c.kind {
+				t.Errorf("mask_kind %q, want %q", kind, c.kind)
+			}
+			if kt, _ := n.AttrInt("k_transposed", 0); (kt == 1) != c.kT {
+				t.Errorf("k_transposed %d, want %v", kt, c.kT)
+			}
+			nans := 0
+			for _, v := range fused.Float32s() {
+				if math.IsNaN(float64(v)) {
+					nans++
+				}
+			}
+			if c.wantNaN && nans != h*d {
+				t.Errorf("%d NaN outputs, want the %d of the fully masked row (in each head)", nans, h*d)
+			}
+			if !c.wantNaN && nans != 0 {
+				t.Errorf("%d NaN outputs, want none", nans)
+			}
+		})
+	}
+}
