@@ -1,0 +1,268 @@
+// Package cpu is attnrun's CPU backend: a backend process (see package
+// plugins) that runs partitions with the reference kernels of package ops
+// through runtime/graph. The attnrun binary serves it when re-executed with
+// ATTNRUN_SERVE_BACKEND=cpu; its main (and any test binary that starts
+// backends) calls ServeIfRequested first.
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/onnx"
+	"github.com/attnrun/attnrun/ops"
+	"github.com/attnrun/attnrun/ops/blas"
+	"github.com/attnrun/attnrun/plugins"
+	"github.com/attnrun/attnrun/runtime/graph"
+)
+
+// Name is the backend's name.
+const Name = "cpu"
+
+// Version is the CPU backend's version, reported by Info.
+const Version = "0.1.0"
+
+// ServeEnv names the environment variable that turns the attnrun binary into
+// a backend process: ATTNRUN_SERVE_BACKEND=cpu.
+const ServeEnv = "ATTNRUN_SERVE_BACKEND"
+
+// FaultEnv names the CPU backend's fault-injection hooks, read once at
+// start, for testing the host's crash reporting and partitioning with real
+// processes. Its value is a ';'-separated list of:
+//
+//	exit-before:<OpType>   exit with status 2 just before the first node of that op runs
+//	kill-before:<OpType>   send SIGKILL to itself just before that node runs
+//	refuse:<OpType>[,...]  answer Capability with "refused" for those op types
+//
+// Nothing else in attnrun sets or reads it.
+const FaultEnv = "ATTNRUN_CPU_FAULT"
+
+// faults are the parsed FaultEnv hooks.
+type faults struct {
+	exitBefore, killBefore string
+	refuse                 map[string]bool
+}
+
+func parseFaults(v string) (faults, error) {
+	f := faults{refuse: map[string]bool{}}
+	for _, item := range strings.Split(v, ";") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		kind, arg, ok := strings.Cut(item, ":")
+		if !ok || arg == "" {
+			return f, fmt.Errorf("%s: %q is not kind:argument", FaultEnv, item)
+		}
+		switch kind {
+		case "exit-before":
+			f.exitBefore = arg
+		case "kill-before":
+			f.killBefore = arg
+		case "refuse":
+			for _, op := range strings.Split(arg, ",") {
+				f.refuse[op] = true
+			}
+		default:
+			return f, fmt.Errorf("%s: unknown hook %q (want exit-before, kill-before or refuse)", FaultEnv, kind)
+		}
+	}
+	return f, nil
+}
+
+// ServeIfRequested serves the CPU backend and exits the process when
+// ATTNRUN_SERVE_BACKEND=cpu; otherwise it returns at once.
+func ServeIfRequested() {
+	if os.Getenv(ServeEnv) != Name {
+		return
+	}
+	s, err := NewServer()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "attnrun cpu backend: %v\n", err)
+		os.Exit(1)
+	}
+	plugins.Serve(s)
+	os.Exit(0)
+}
+
+// Server implements plugins.Server on the CPU.
+type Server struct {
+	status *plugins.StatusWriter
+	faults faults
+	// onNode is set only when a fault hook needs to see every node.
+	onNode func(n *ir.Node)
+
+	mu    sync.Mutex
+	next  plugins.PartitionID
+	parts map[plugins.PartitionID]*partition
+	runs  atomic.Uint64
+}
+
+// partition is one compiled partition.
+type partition struct {
+	mu   sync.Mutex // graph.Program runs one call at a time here
+	prog *graph.Program
+}
+
+var _ plugins.Server = (*Server)(nil)
+
+// NewServer makes a CPU backend, mapping the host's status page when one was
+// passed (see plugins.StatusWriterFromEnv).
+func NewServer() (*Server, error) {
+	st, err := plugins.StatusWriterFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	f, err := parseFaults(os.Getenv(FaultEnv))
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{status: st, faults: f, parts: map[plugins.PartitionID]*partition{}}
+	if f.exitBefore != "" || f.killBefore != "" {
+		s.onNode = func(n *ir.Node) {
+			switch n.OpType {
+			case f.exitBefore:
+				os.Exit(2)
+			case f.killBefore:
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // wait for the signal
+			}
+		}
+	}
+	return s, nil
+}
+
+// Info describes the backend: every op schema registered in package ops.
+func (s *Server) Info(context.Context) (*plugins.Info, error) {
+	info := &plugins.Info{
+		Name:    Name,
+		Version: Version,
+		Pid:     os.Getpid(),
+		Details: map[string]string{
+			"blas":          blas.Name(),
+			"go":            runtime.Version(),
+			"gomaxprocs":    strconv.Itoa(runtime.GOMAXPROCS(0)),
+			"max_rss_bytes": strconv.FormatInt(maxRSS(), 10),
+		},
+		ProtocolVersion: plugins.ProtocolVersion,
+	}
+	for _, sc := range ops.Schemas() {
+		op := plugins.OpSupport{Domain: sc.Domain, OpType: sc.OpType, Since: sc.Since, Until: sc.Until}
+		if sc.TypeInput >= 0 {
+			op.DTypes = append([]ir.DType(nil), sc.DTypes...)
+		}
+		info.Ops = append(info.Ops, op)
+	}
+	return info, nil
+}
+
+// Capability accepts a node whose op has a schema at the node's opset and
+// whose kernel takes the element type at the schema's type input.
+func (s *Server) Capability(_ context.Context, nodes []plugins.NodeQuery) ([]plugins.Verdict, error) {
+	out := make([]plugins.Verdict, len(nodes))
+	for i, q := range nodes {
+		if s.faults.refuse[q.OpType] {
+			out[i] = plugins.Verdict{Reason: "refused by " + FaultEnv}
+			continue
+		}
+		out[i] = verdict(q)
+	}
+	return out, nil
+}
+
+func verdict(q plugins.NodeQuery) plugins.Verdict {
+	sc, err := ops.Lookup(q.Domain, q.OpType, int(q.Opset))
+	if err != nil {
+		return plugins.Verdict{Reason: err.Error()}
+	}
+	if sc.TypeInput >= 0 && sc.TypeInput < len(q.InputDTypes) {
+		if dt := q.InputDTypes[sc.TypeInput]; dt != ir.Undefined && !sc.TakesDType(dt) {
+			return plugins.Verdict{Reason: fmt.Sprintf("%s does not take %v at input %d", sc.Key(), dt, sc.TypeInput)}
+		}
+	}
+	return plugins.Verdict{Accepted: true}
+}
+
+// Compile decodes a partition and compiles it with runtime/graph.
+func (s *Server) Compile(_ context.Context, model []byte, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
+	m, err := onnx.Decode(model, onnx.Options{MaxTensorBytes: opts.MaxTensorBytes})
+	if err != nil {
+		return 0, nil, fmt.Errorf("cpu backend: decoding partition: %w", err)
+	}
+	threads := opts.Threads
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	prog, err := graph.Compile(m, graph.Options{Threads: threads, MaxTensorBytes: opts.MaxTensorBytes})
+	if err != nil {
+		return 0, nil, fmt.Errorf("cpu backend: %w", err)
+	}
+	nodes := make([]plugins.NodeRef, len(prog.Order))
+	for i, n := range prog.Order {
+		nodes[i] = plugins.NodeRef{Name: n.Label(), OpType: n.OpType, Domain: n.Domain}
+	}
+	s.mu.Lock()
+	id := s.next
+	s.next++
+	s.parts[id] = &partition{prog: prog}
+	s.mu.Unlock()
+	return id, nodes, nil
+}
+
+// Run executes a partition, recording each node in the status page.
+func (s *Server) Run(ctx context.Context, id plugins.PartitionID, inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
+	s.mu.Lock()
+	p := s.parts[id]
+	s.mu.Unlock()
+	if p == nil {
+		return nil, fmt.Errorf("cpu backend: no partition %d", id)
+	}
+	s.runs.Add(1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ro := graph.RunOptions{OnNode: func(i int, n *ir.Node) {
+		s.status.Running(id, i)
+		if s.onNode != nil {
+			s.onNode(n)
+		}
+	}}
+	out, err := p.prog.Run(ctx, inputs, ro)
+	s.status.Idle(id)
+	return out, err
+}
+
+// Release drops a compiled partition.
+func (s *Server) Release(_ context.Context, id plugins.PartitionID) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.parts[id]; !ok {
+		return fmt.Errorf("cpu backend: no partition %d", id)
+	}
+	delete(s.parts, id)
+	return nil
+}
+
+// Stats reports the process's peak RSS and counters.
+func (s *Server) Stats(context.Context) (*plugins.Stats, error) {
+	s.mu.Lock()
+	n := len(s.parts)
+	s.mu.Unlock()
+	return &plugins.Stats{MaxRSSBytes: maxRSS(), Partitions: n, Runs: s.runs.Load()}, nil
+}
+
+// maxRSS is the process's peak resident set size in bytes (Linux reports
+// ru_maxrss in KiB), or -1 when unknown.
+func maxRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return -1
+	}
+	return int64(ru.Maxrss) * 1024
+}

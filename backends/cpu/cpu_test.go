@@ -1,0 +1,174 @@
+package cpu
+
+import (
+	"context"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/onnx"
+	"github.com/attnrun/attnrun/plugins"
+)
+
+func newServer(t *testing.T) *Server {
+	t.Helper()
+	t.Setenv(plugins.StatusFDEnv, "")
+	t.Setenv(FaultEnv, "")
+	s, err := NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestCapability(t *testing.T) {
+	s := newServer(t)
+	qs := []plugins.NodeQuery{
+		{Name: "a", OpType: "MatMul", Opset: 17, InputDTypes: []ir.DType{ir.Float, ir.Float}},
+		{Name: "b", OpType: "MatMul", Opset: 17, InputDTypes: []ir.DType{ir.Bool, ir.Bool}},
+		{Name: "c", OpType: "NoSuchOp", Opset: 17},
+		{Name: "d", OpType: "MatMul", Opset: 99, InputDTypes: []ir.DType{ir.Float, ir.Float}},
+		{Name: "e", OpType: "X", Domain: "com.example", Opset: 1},
+		{Name: "f", OpType: "Shape", Opset: 17, InputDTypes: []ir.DType{ir.String}},
+		{Name: "g", OpType: "MatMul", Opset: 17, InputDTypes: []ir.DType{ir.Undefined, ir.Float}},
+	}
+	want := []plugins.Verdict{
+		{Accepted: true},
+		{Reason: "MatMul does not take bool at input 0"},
+		{Reason: "unknown op NoSuchOp"},
+		{Reason: "unsupported opset version: MatMul at opset 99 (attnrun covers opsets 7 to 18)"},
+		{Reason: `unknown op domain "com.example" (op X)`},
+		{Accepted: true},
+		{Accepted: true},
+	}
+	got, err := s.Capability(context.Background(), qs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("verdicts\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+func TestFaults(t *testing.T) {
+	cases := []struct {
+		in   string
+		want faults
+		err  string
+	}{
+		{"", faults{refuse: map[string]bool{}}, ""},
+		{"exit-before:Softmax", faults{exitBefore: "Softmax", refuse: map[string]bool{}}, ""},
+		{"kill-before:MatMul; refuse:Add,Mul", faults{killBefore: "MatMul", refuse: map[string]bool{"Add": true, "Mul": true}}, ""},
+		{"refuse", faults{}, `ATTNRUN_CPU_FAULT: "refuse" is not kind:argument`},
+		{"explode:Add", faults{}, `ATTNRUN_CPU_FAULT: unknown hook "explode" (want exit-before, kill-before or refuse)`},
+	}
+	for _, c := range cases {
+		got, err := parseFaults(c.in)
+		if c.err != "" {
+			if err == nil || err.Error() != c.err {
+				t.Errorf("%q: error %v, want %q", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%q: got %+v, %v; want %+v", c.in, got, err, c.want)
+		}
+	}
+	t.Setenv(FaultEnv, "refuse:Softmax")
+	s, err := NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := s.Capability(context.Background(), []plugins.NodeQuery{{OpType: "Softmax", Opset: 17, InputDTypes: []ir.DType{ir.Float}}})
+	if v[0].Accepted || v[0].Reason != "refused by ATTNRUN_CPU_FAULT" {
+		t.Errorf("refuse hook: %+v", v[0])
+	}
+}
+
+func TestInfo(t *testing.T) {
+	s := newServer(t)
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Name != "cpu" || info.Version != Version || info.ProtocolVersion != plugins.ProtocolVersion {
+		t.Errorf("info %+v", info)
+	}
+	if rss := info.Details["max_rss_bytes"]; rss == "" || rss == "0" || strings.HasPrefix(rss, "-") {
+		t.Errorf("max_rss_bytes %q", rss)
+	}
+	if b := info.Details["blas"]; b != "go" && b != "openblas" {
+		t.Errorf("blas %q", b)
+	}
+	found := false
+	for _, op := range info.Ops {
+		if op.OpType == "MatMul" && op.Since <= 17 && 17 <= op.Until {
+			found = true
+			if !reflect.DeepEqual(op.DTypes, []ir.DType{ir.Float, ir.Double, ir.Float16, ir.Int32, ir.Int64, ir.Uint32, ir.Uint64}) {
+				t.Errorf("MatMul dtypes %v", op.DTypes)
+			}
+		}
+	}
+	if !found {
+		t.Error("MatMul at opset 17 not listed")
+	}
+}
+
+func TestCompileRunRelease(t *testing.T) {
+	s := newServer(t)
+	ctx := context.Background()
+	m := &ir.Model{
+		IRVersion: 8,
+		Opsets:    map[string]int64{"": 17},
+		Graph: &ir.Graph{
+			Nodes: []*ir.Node{
+				{OpType: "MatMul", Inputs: []string{"x", "W"}, Outputs: []string{"m"}},
+				{Name: "sm", OpType: "Softmax", Inputs: []string{"m"}, Outputs: []string{"y"}},
+			},
+			Inputs:           []*ir.ValueInfo{{Name: "x", Type: ir.TypeInfo{DType: ir.Float, Shape: ir.Shape{{Param: "n"}, {Value: 2}}, RankKnown: true}}},
+			Outputs:          []*ir.ValueInfo{{Name: "y", Type: ir.TypeInfo{DType: ir.Float, Shape: ir.Shape{{Param: "n"}, {Value: 2}}, RankKnown: true}}},
+			Initializers:     map[string]*ir.Tensor{"W": ir.FromSlice([]int{2, 2}, []float32{1, 0, 0, 2})},
+			InitializerOrder: []string{"W"},
+		},
+	}
+	data, err := onnx.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, nodes, err := s.Compile(ctx, data, plugins.CompileOptions{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNodes := []plugins.NodeRef{{Name: "MatMul→m", OpType: "MatMul"}, {Name: "sm", OpType: "Softmax"}}
+	if !reflect.DeepEqual(nodes, wantNodes) {
+		t.Errorf("nodes %+v, want %+v", nodes, wantNodes)
+	}
+	out, err := s.Run(ctx, id, map[string]*ir.Tensor{"x": ir.FromSlice([]int{1, 2}, []float32{1, 1})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// softmax([1, 2]) = [1/(1+e), e/(1+e)]
+	e := math.E
+	y := out["y"].Float32s()
+	if len(y) != 2 || math.Abs(float64(y[0])-1/(1+e)) > 1e-6 || math.Abs(float64(y[1])-e/(1+e)) > 1e-6 {
+		t.Errorf("y = %v", y)
+	}
+	st, _ := s.Stats(ctx)
+	if st.Runs != 1 || st.Partitions != 1 || st.MaxRSSBytes <= 0 {
+		t.Errorf("stats %+v", st)
+	}
+	if err := s.Release(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, id); err == nil || err.Error() != "cpu backend: no partition 0" {
+		t.Errorf("second release: %v", err)
+	}
+	if _, err := s.Run(ctx, id, nil); err == nil || err.Error() != "cpu backend: no partition 0" {
+		t.Errorf("run after release: %v", err)
+	}
+	if _, _, err := s.Compile(ctx, []byte("garbage"), plugins.CompileOptions{}); err == nil || !strings.HasPrefix(err.Error(), "cpu backend: decoding partition: ") {
+		t.Errorf("garbage partition: %v", err)
+	}
+}

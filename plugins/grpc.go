@@ -1,0 +1,328 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/onnx"
+	"github.com/attnrun/attnrun/plugins/backendpb"
+	plugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"gorgonia.org/tensor"
+)
+
+// grpcPlugin binds the Backend service into go-plugin. On the backend side
+// impl is set; on the host side it is nil.
+type grpcPlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	impl Server
+}
+
+// GRPCServer registers the service (backend side).
+func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
+	if p.impl == nil {
+		return errors.New("no backend implementation to serve")
+	}
+	backendpb.RegisterBackendServer(s, &grpcServer{impl: p.impl})
+	return nil
+}
+
+// GRPCClient returns the host's client.
+func (p *grpcPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	return &client{rpc: backendpb.NewBackendClient(c), parts: map[PartitionID]*partMeta{}}, nil
+}
+
+// ---- backend side ----
+
+// grpcServer adapts a Server to the generated service.
+type grpcServer struct {
+	backendpb.UnimplementedBackendServer
+	impl Server
+}
+
+func (s *grpcServer) Info(ctx context.Context, _ *backendpb.InfoRequest) (*backendpb.InfoResponse, error) {
+	info, err := s.impl.Info(ctx)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	r := &backendpb.InfoResponse{
+		Name: info.Name, Version: info.Version, Pid: int64(info.Pid),
+		Details: info.Details, ProtocolVersion: ProtocolVersion,
+	}
+	if r.Pid == 0 {
+		r.Pid = int64(os.Getpid())
+	}
+	for _, op := range info.Ops {
+		o := &backendpb.OpSupport{Domain: op.Domain, OpType: op.OpType, Since: int32(op.Since), Until: int32(op.Until)}
+		for _, d := range op.DTypes {
+			o.Dtypes = append(o.Dtypes, int32(d))
+		}
+		r.Ops = append(r.Ops, o)
+	}
+	return r, nil
+}
+
+func (s *grpcServer) Capability(ctx context.Context, req *backendpb.CapabilityRequest) (*backendpb.CapabilityResponse, error) {
+	qs := make([]NodeQuery, len(req.Nodes))
+	for i, n := range req.Nodes {
+		q := NodeQuery{Name: n.Name, OpType: n.OpType, Domain: n.Domain, Opset: n.Opset}
+		for _, d := range n.InputDtypes {
+			q.InputDTypes = append(q.InputDTypes, ir.DType(d))
+		}
+		qs[i] = q
+	}
+	vs, err := s.impl.Capability(ctx, qs)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if len(vs) != len(qs) {
+		return nil, status.Errorf(codes.Internal, "backend answered %d verdicts for %d nodes", len(vs), len(qs))
+	}
+	r := &backendpb.CapabilityResponse{Verdicts: make([]*backendpb.Verdict, len(vs))}
+	for i, v := range vs {
+		r.Verdicts[i] = &backendpb.Verdict{Accepted: v.Accepted, Reason: v.Reason}
+	}
+	return r, nil
+}
+
+func (s *grpcServer) Compile(ctx context.Context, req *backendpb.CompileRequest) (*backendpb.CompileResponse, error) {
+	id, nodes, err := s.impl.Compile(ctx, req.Model, CompileOptions{Threads: int(req.Threads), MaxTensorBytes: req.MaxTensorBytes})
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	r := &backendpb.CompileResponse{PartitionId: uint64(id), Nodes: make([]*backendpb.NodeRef, len(nodes))}
+	for i, n := range nodes {
+		r.Nodes[i] = &backendpb.NodeRef{Name: n.Name, OpType: n.OpType, Domain: n.Domain}
+	}
+	return r, nil
+}
+
+func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backendpb.RunResponse, error) {
+	in := make(map[string]*ir.Tensor, len(req.Inputs))
+	for _, nt := range req.Inputs {
+		if _, dup := in[nt.Name]; dup {
+			return nil, status.Errorf(codes.InvalidArgument, "input %q given twice", nt.Name)
+		}
+		t, err := fromWire(nt.Tensor, 0)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "input %q: %v", nt.Name, err)
+		}
+		in[nt.Name] = t
+	}
+	out, err := s.impl.Run(ctx, PartitionID(req.PartitionId), in)
+	if err != nil {
+		return nil, status.Error(codes.Unknown, err.Error())
+	}
+	r := &backendpb.RunResponse{Outputs: make([]*backendpb.NamedTensor, 0, len(out))}
+	for name, t := range out {
+		w, err := toWire(t)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "output %q: %v", name, err)
+		}
+		r.Outputs = append(r.Outputs, &backendpb.NamedTensor{Name: name, Tensor: w})
+	}
+	return r, nil
+}
+
+func (s *grpcServer) Release(ctx context.Context, req *backendpb.ReleaseRequest) (*backendpb.ReleaseResponse, error) {
+	if err := s.impl.Release(ctx, PartitionID(req.PartitionId)); err != nil {
+		return nil, status.Error(codes.NotFound, err.Error())
+	}
+	return &backendpb.ReleaseResponse{}, nil
+}
+
+func (s *grpcServer) Stats(ctx context.Context, _ *backendpb.StatsRequest) (*backendpb.StatsResponse, error) {
+	st, err := s.impl.Stats(ctx)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &backendpb.StatsResponse{MaxRssBytes: st.MaxRSSBytes, Partitions: int64(st.Partitions), Runs: st.Runs}, nil
+}
+
+// ---- host side ----
+
+// partMeta is what the host client remembers about a compiled partition.
+type partMeta struct {
+	inputs  map[string]ir.DType
+	outputs map[string]ir.DType
+	nodes   []NodeRef
+}
+
+// client implements Backend over gRPC.
+type client struct {
+	rpc backendpb.BackendClient
+
+	mu    sync.Mutex
+	parts map[PartitionID]*partMeta
+}
+
+// rpcError turns a gRPC status from the backend into a plain error carrying
+// the backend's message; transport failures keep their status so that the
+// caller can tell a dead backend (codes.Unavailable) apart.
+func rpcError(what string, err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	switch st.Code() {
+	case codes.Unavailable, codes.Canceled, codes.DeadlineExceeded:
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return &RemoteError{Op: what, Msg: st.Message()}
+}
+
+// RemoteError is an error the backend returned (as opposed to a transport
+// failure): Msg is the backend's own message.
+type RemoteError struct {
+	Op  string
+	Msg string
+}
+
+// Error returns the backend's message.
+func (e *RemoteError) Error() string { return e.Msg }
+
+func (c *client) Info(ctx context.Context) (*Info, error) {
+	r, err := c.rpc.Info(ctx, &backendpb.InfoRequest{})
+	if err != nil {
+		return nil, rpcError("info", err)
+	}
+	info := &Info{Name: r.Name, Version: r.Version, Pid: int(r.Pid), Details: r.Details, ProtocolVersion: int(r.ProtocolVersion)}
+	if info.Details == nil {
+		info.Details = map[string]string{}
+	}
+	for _, o := range r.Ops {
+		op := OpSupport{Domain: o.Domain, OpType: o.OpType, Since: int(o.Since), Until: int(o.Until)}
+		for _, d := range o.Dtypes {
+			op.DTypes = append(op.DTypes, ir.DType(d))
+		}
+		info.Ops = append(info.Ops, op)
+	}
+	return info, nil
+}
+
+func (c *client) Capability(ctx context.Context, nodes []NodeQuery) ([]Verdict, error) {
+	req := &backendpb.CapabilityRequest{Nodes: make([]*backendpb.NodeQuery, len(nodes))}
+	for i, n := range nodes {
+		q := &backendpb.NodeQuery{Name: n.Name, OpType: n.OpType, Domain: n.Domain, Opset: n.Opset}
+		for _, d := range n.InputDTypes {
+			q.InputDtypes = append(q.InputDtypes, int32(d))
+		}
+		req.Nodes[i] = q
+	}
+	r, err := c.rpc.Capability(ctx, req)
+	if err != nil {
+		return nil, rpcError("capability", err)
+	}
+	if len(r.Verdicts) != len(nodes) {
+		return nil, fmt.Errorf("capability: backend answered %d verdicts for %d nodes", len(r.Verdicts), len(nodes))
+	}
+	vs := make([]Verdict, len(r.Verdicts))
+	for i, v := range r.Verdicts {
+		vs[i] = Verdict{Accepted: v.Accepted, Reason: v.Reason}
+	}
+	return vs, nil
+}
+
+func (c *client) Compile(ctx context.Context, m *ir.Model, opts CompileOptions) (PartitionID, error) {
+	if m == nil || m.Graph == nil {
+		return 0, errors.New("compile: partition has no graph")
+	}
+	data, err := onnx.Encode(m)
+	if err != nil {
+		return 0, fmt.Errorf("compile: encoding partition: %w", err)
+	}
+	r, err := c.rpc.Compile(ctx, &backendpb.CompileRequest{Model: data, Threads: int32(opts.Threads), MaxTensorBytes: opts.MaxTensorBytes})
+	if err != nil {
+		return 0, rpcError("compile", err)
+	}
+	meta := &partMeta{inputs: map[string]ir.DType{}, outputs: map[string]ir.DType{}, nodes: make([]NodeRef, len(r.Nodes))}
+	for _, vi := range m.Graph.Inputs {
+		meta.inputs[vi.Name] = vi.Type.DType
+	}
+	for _, vi := range m.Graph.Outputs {
+		meta.outputs[vi.Name] = vi.Type.DType
+	}
+	for i, n := range r.Nodes {
+		meta.nodes[i] = NodeRef{Name: n.Name, OpType: n.OpType, Domain: n.Domain}
+	}
+	id := PartitionID(r.PartitionId)
+	c.mu.Lock()
+	c.parts[id] = meta
+	c.mu.Unlock()
+	return id, nil
+}
+
+func (c *client) meta(id PartitionID) *partMeta {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.parts[id]
+}
+
+func (c *client) Run(ctx context.Context, id PartitionID, inputs map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
+	meta := c.meta(id)
+	if meta == nil {
+		return nil, fmt.Errorf("run: unknown partition %d", id)
+	}
+	req := &backendpb.RunRequest{PartitionId: uint64(id), Inputs: make([]*backendpb.NamedTensor, 0, len(inputs))}
+	for name, d := range inputs {
+		t, err := denseToIR(d, meta.inputs[name])
+		if err != nil {
+			return nil, fmt.Errorf("run: input %q: %w", name, err)
+		}
+		w, err := toWire(t)
+		if err != nil {
+			return nil, fmt.Errorf("run: input %q: %w", name, err)
+		}
+		req.Inputs = append(req.Inputs, &backendpb.NamedTensor{Name: name, Tensor: w})
+	}
+	r, err := c.rpc.Run(ctx, req)
+	if err != nil {
+		return nil, rpcError("run", err)
+	}
+	out := make(map[string]*tensor.Dense, len(r.Outputs))
+	for _, nt := range r.Outputs {
+		t, err := fromWire(nt.Tensor, 0)
+		if err != nil {
+			return nil, fmt.Errorf("run: output %q: %w", nt.Name, err)
+		}
+		d, err := ir.ToDense(t)
+		if err != nil {
+			return nil, fmt.Errorf("run: output %q: %w", nt.Name, err)
+		}
+		out[nt.Name] = d
+	}
+	return out, nil
+}
+
+// denseToIR converts a Dense, reading a uint16 Dense as float16 or bfloat16
+// when the partition declares the input so.
+func denseToIR(d *tensor.Dense, declared ir.DType) (*ir.Tensor, error) {
+	if (declared == ir.Float16 || declared == ir.BFloat16) && d != nil && d.Dtype() == tensor.Uint16 {
+		return ir.FromDenseAs(d, declared)
+	}
+	return ir.FromDense(d)
+}
+
+func (c *client) Release(ctx context.Context, id PartitionID) error {
+	if _, err := c.rpc.Release(ctx, &backendpb.ReleaseRequest{PartitionId: uint64(id)}); err != nil {
+		return rpcError("release", err)
+	}
+	c.mu.Lock()
+	delete(c.parts, id)
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *client) Stats(ctx context.Context) (*Stats, error) {
+	r, err := c.rpc.Stats(ctx, &backendpb.StatsRequest{})
+	if err != nil {
+		return nil, rpcError("stats", err)
+	}
+	return &Stats{MaxRSSBytes: r.MaxRssBytes, Partitions: int(r.Partitions), Runs: r.Runs}, nil
+}

@@ -1,0 +1,146 @@
+package plugins
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// StatusFDEnv names the environment variable that tells a backend which file
+// descriptor holds the status page (3: the first of exec.Cmd.ExtraFiles).
+const StatusFDEnv = "ATTNRUN_STATUS_FD"
+
+// The status page: one page of shared memory, written by the backend before
+// each node and read by the host after the backend died.
+//
+//	[0:8)   magic "ATNSTAT1"
+//	[8:16)  sequence number, incremented by every write (uint64)
+//	[16:24) partition id (uint64)
+//	[24:32) node index + 1 in the partition's execution order; 0 when idle (uint64)
+//
+// Words are written with atomic stores, so a reader never sees a torn word;
+// the sequence number is odd while the two other words are being updated.
+const (
+	statusPageSize = 4096
+	statusMagic    = "ATNSTAT1"
+	offSeq         = 8
+	offPartition   = 16
+	offNode        = 24
+)
+
+// statusPage is a mapped status page.
+type statusPage struct {
+	mem []byte
+}
+
+func (p *statusPage) word(off int) *uint64 {
+	return (*uint64)(unsafe.Pointer(&p.mem[off]))
+}
+
+// newHostStatusPage creates the page for one backend process: a memfd (or,
+// where memfds are missing, an unlinked temporary file) mapped shared. The
+// returned file is handed to the child as fd 3.
+func newHostStatusPage() (*os.File, *statusPage, error) {
+	var f *os.File
+	fd, err := unix.MemfdCreate("attnrun-backend-status", unix.MFD_CLOEXEC)
+	if err == nil {
+		f = os.NewFile(uintptr(fd), "attnrun-backend-status")
+	} else {
+		f, err = os.CreateTemp("", "attnrun-backend-status-*")
+		if err != nil {
+			return nil, nil, fmt.Errorf("status page: %w", err)
+		}
+		_ = os.Remove(f.Name())
+	}
+	if err := f.Truncate(statusPageSize); err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("status page: %w", err)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, statusPageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("status page: mmap: %w", err)
+	}
+	copy(mem, statusMagic)
+	return f, &statusPage{mem: mem}, nil
+}
+
+// close unmaps the page.
+func (p *statusPage) close() {
+	if p != nil && p.mem != nil {
+		_ = unix.Munmap(p.mem)
+		p.mem = nil
+	}
+}
+
+// read returns the last state the backend recorded: running is false when
+// it was between nodes (or never started one).
+func (p *statusPage) read() (partition PartitionID, node int, running bool, seq uint64) {
+	if p == nil || p.mem == nil || string(p.mem[:8]) != statusMagic {
+		return 0, 0, false, 0
+	}
+	seq = atomic.LoadUint64(p.word(offSeq))
+	partition = PartitionID(atomic.LoadUint64(p.word(offPartition)))
+	n := atomic.LoadUint64(p.word(offNode))
+	if n == 0 {
+		return partition, 0, false, seq
+	}
+	return partition, int(n - 1), true, seq
+}
+
+// StatusWriter records what a backend is running in the host's status page.
+// A nil *StatusWriter (no page was passed) ignores every call. Its methods
+// are cheap (a few atomic stores) and safe to call before every node.
+type StatusWriter struct {
+	page *statusPage
+}
+
+// StatusWriterFromEnv maps the status page the host passed (see StatusFDEnv).
+// It returns a nil writer and no error when the backend was started without
+// one, e.g. by hand.
+func StatusWriterFromEnv() (*StatusWriter, error) {
+	v := os.Getenv(StatusFDEnv)
+	if v == "" {
+		return nil, nil
+	}
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 0 {
+		return nil, fmt.Errorf("%s=%q is not a file descriptor", StatusFDEnv, v)
+	}
+	mem, err := unix.Mmap(fd, 0, statusPageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("status page (fd %d): mmap: %w", fd, err)
+	}
+	if string(mem[:8]) != statusMagic {
+		_ = unix.Munmap(mem)
+		return nil, fmt.Errorf("status page (fd %d): bad magic %q", fd, mem[:8])
+	}
+	_ = unix.Close(fd) // the mapping stays valid
+	return &StatusWriter{page: &statusPage{mem: mem}}, nil
+}
+
+func (w *StatusWriter) set(partition PartitionID, nodePlusOne uint64) {
+	if w == nil {
+		return
+	}
+	seq := w.page.word(offSeq)
+	atomic.AddUint64(seq, 1)
+	atomic.StoreUint64(w.page.word(offPartition), uint64(partition))
+	atomic.StoreUint64(w.page.word(offNode), nodePlusOne)
+	atomic.AddUint64(seq, 1)
+}
+
+// Running records that node (an index into the partition's execution order,
+// as returned by Compile) of partition is about to run.
+func (w *StatusWriter) Running(partition PartitionID, node int) {
+	w.set(partition, uint64(node)+1)
+}
+
+// Idle records that no node is running (a Run finished).
+func (w *StatusWriter) Idle(partition PartitionID) {
+	w.set(partition, 0)
+}
