@@ -94,6 +94,8 @@ type CompileOptions struct {
 	Threads int
 	// MaxTensorBytes bounds any one tensor (0: the backend's default).
 	MaxTensorBytes int64
+	// NoFuse turns off graph rewrites such as attention fusion.
+	NoFuse bool
 }
 
 // NodeRef names a node of a compiled partition; Compile returns them in

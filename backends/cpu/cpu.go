@@ -200,7 +200,7 @@ func (s *Server) Compile(_ context.Context, model []byte, opts plugins.CompileOp
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	prog, err := graph.Compile(m, graph.Options{Threads: threads, MaxTensorBytes: opts.MaxTensorBytes})
+	prog, err := graph.Compile(m, graph.Options{Threads: threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse})
 	if err != nil {
 		return 0, nil, fmt.Errorf("cpu backend: %w", err)
 	}

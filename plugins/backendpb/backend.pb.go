@@ -572,8 +572,10 @@ type CompileRequest struct {
 	Model          []byte                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
 	Threads        int32                  `protobuf:"varint,2,opt,name=threads,proto3" json:"threads,omitempty"`
 	MaxTensorBytes int64                  `protobuf:"varint,3,opt,name=max_tensor_bytes,json=maxTensorBytes,proto3" json:"max_tensor_bytes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// no_fuse turns off graph rewrites such as attention fusion.
+	NoFuse        bool `protobuf:"varint,4,opt,name=no_fuse,json=noFuse,proto3" json:"no_fuse,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CompileRequest) Reset() {
@@ -625,6 +627,13 @@ func (x *CompileRequest) GetMaxTensorBytes() int64 {
 		return x.MaxTensorBytes
 	}
 	return 0
+}
+
+func (x *CompileRequest) GetNoFuse() bool {
+	if x != nil {
+		return x.NoFuse
+	}
+	return false
 }
 
 // NodeRef names a node of a compiled partition in execution order; the
@@ -1056,11 +1065,12 @@ const file_backend_proto_rawDesc = "" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"M\n" +
 	"\x12CapabilityResponse\x127\n" +
-	"\bverdicts\x18\x01 \x03(\v2\x1b.attnrun.backend.v1.VerdictR\bverdicts\"j\n" +
+	"\bverdicts\x18\x01 \x03(\v2\x1b.attnrun.backend.v1.VerdictR\bverdicts\"\x83\x01\n" +
 	"\x0eCompileRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\fR\x05model\x12\x18\n" +
 	"\athreads\x18\x02 \x01(\x05R\athreads\x12(\n" +
-	"\x10max_tensor_bytes\x18\x03 \x01(\x03R\x0emaxTensorBytes\"N\n" +
+	"\x10max_tensor_bytes\x18\x03 \x01(\x03R\x0emaxTensorBytes\x12\x17\n" +
+	"\ano_fuse\x18\x04 \x01(\bR\x06noFuse\"N\n" +
 	"\aNodeRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\aop_type\x18\x02 \x01(\tR\x06opType\x12\x16\n" +

@@ -52,6 +52,8 @@ type Options struct {
 	Threads int
 	// MaxTensorBytes bounds any one tensor (0: the default, 4 GiB).
 	MaxTensorBytes int64
+	// NoFuse turns off attention fusion in every backend.
+	NoFuse bool
 	// Logf receives fallback and lifecycle lines (default: stderr).
 	Logf func(format string, args ...any)
 	// SelfExe is the executable re-executed as the CPU backend (default
@@ -200,7 +202,7 @@ func OpenModel(ctx context.Context, m *ir.Model, opts Options) (*Session, error)
 }
 
 func openModel(ctx context.Context, m *ir.Model, opts Options) (*Session, error) {
-	prog, err := graph.Compile(m, graph.Options{Threads: opts.Threads, MaxTensorBytes: opts.MaxTensorBytes})
+	prog, err := graph.Compile(m, graph.Options{Threads: opts.Threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse})
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +236,7 @@ func (s *Session) start(ctx context.Context) error {
 }
 
 func (s *Session) compileOptions() plugins.CompileOptions {
-	return plugins.CompileOptions{Threads: s.opts.Threads, MaxTensorBytes: s.opts.MaxTensorBytes}
+	return plugins.CompileOptions{Threads: s.opts.Threads, MaxTensorBytes: s.opts.MaxTensorBytes, NoFuse: s.opts.NoFuse}
 }
 
 // startBackend launches the named backend and adds it to the session.

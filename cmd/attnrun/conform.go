@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/attnrun/attnrun/runtime/conform"
+)
+
+func newConformCmd(g *globalFlags) *cobra.Command {
+	var tol conform.Tolerance
+	var quiet bool
+	cmd := &cobra.Command{
+		Use:   "conform DIR...",
+		Short: "Check models against reference outputs (ONNX backend-test layout)",
+		Long: `conform runs every test case found in or under each DIR: a directory with
+model.onnx and test_data_set_N/{input,output}_K.pb. It prints one line per case,
+PASS or FAIL, the case name, and the largest absolute and relative errors, then
+"N passed, N failed". It exits 1 if any case fails.`,
+		Example: "  attnrun conform models/\n  attnrun conform --backend cpu --rtol 1e-3 /usr/share/libonnx-testdata/data/node/test_softmax_axis_0",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if tol.Rtol < 0 || tol.Atol < 0 {
+				return usageErrorf("--rtol and --atol must be ≥ 0")
+			}
+			cases, err := conform.Find(args)
+			if err != nil {
+				return err
+			}
+			open := func(ctx context.Context, path string) (conform.Runner, error) {
+				s, err := g.open(ctx, path)
+				if err != nil {
+					return nil, err
+				}
+				return sessionRunner{s}, nil
+			}
+			w := cmd.OutOrStdout()
+			passed, failed := 0, 0
+			for _, c := range cases {
+				if err := cmd.Context().Err(); err != nil {
+					return err
+				}
+				r := conform.Run(cmd.Context(), c, open, tol)
+				if r.Pass {
+					passed++
+					if !quiet {
+						fmt.Fprintf(w, "PASS %s max_abs=%.3g max_rel=%.3g\n", c.Name, r.MaxAbs, r.MaxRel)
+					}
+				} else {
+					failed++
+					fmt.Fprintf(w, "FAIL %s max_abs=%.3g max_rel=%.3g: %v\n", c.Name, r.MaxAbs, r.MaxRel, r.Err)
+				}
+			}
+			fmt.Fprintf(w, "%d passed, %d failed\n", passed, failed)
+			if failed > 0 {
+				return exitError{fmt.Errorf("%d of %d cases failed", failed, len(cases)), 1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().Float64Var(&tol.Rtol, "rtol", 1e-4, "relative tolerance")
+	cmd.Flags().Float64Var(&tol.Atol, "atol", 1e-5, "absolute tolerance")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only failures and the summary")
+	return cmd
+}

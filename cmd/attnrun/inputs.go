@@ -1,0 +1,211 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/npy"
+	"github.com/attnrun/attnrun/onnx"
+)
+
+// inputSpec is one --input NAME=SOURCE flag.
+type inputSpec struct {
+	name, source string
+}
+
+func parseInputSpecs(flags []string) ([]inputSpec, error) {
+	var specs []inputSpec
+	seen := map[string]bool{}
+	for _, f := range flags {
+		name, src, ok := strings.Cut(f, "=")
+		if !ok || name == "" || src == "" {
+			return nil, usageErrorf("--input %q: want NAME=file.npy, NAME=file.pb or NAME=random[:1x512x768]", f)
+		}
+		if seen[name] {
+			return nil, usageErrorf("--input %q is given twice", name)
+		}
+		seen[name] = true
+		specs = append(specs, inputSpec{name, src})
+	}
+	return specs, nil
+}
+
+// parseDims parses --dim NAME=SIZE flags binding symbolic dims.
+func parseDims(flags []string) (map[string]int, error) {
+	dims := map[string]int{}
+	for _, f := range flags {
+		name, v, ok := strings.Cut(f, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || name == "" || err != nil || n < 0 {
+			return nil, usageErrorf("--dim %q: want NAME=SIZE with SIZE ≥ 0", f)
+		}
+		dims[name] = n
+	}
+	return dims, nil
+}
+
+// inputLoader turns input specs into tensors for a model's declared inputs.
+type inputLoader struct {
+	declared []*ir.ValueInfo
+	dims     map[string]int
+	maxBytes int64
+	seed     uint64
+}
+
+// load reads every spec. Inputs the user did not give are left out: the
+// session reports them as missing by name.
+func (l *inputLoader) load(specs []inputSpec) (map[string]*ir.Tensor, error) {
+	out := make(map[string]*ir.Tensor, len(specs))
+	for i, s := range specs {
+		var vi *ir.ValueInfo
+		for _, d := range l.declared {
+			if d.Name == s.name {
+				vi = d
+			}
+		}
+		t, err := l.loadOne(s, vi, l.seed+uint64(i))
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", s.name, err)
+		}
+		out[s.name] = t
+	}
+	return out, nil
+}
+
+func (l *inputLoader) loadOne(s inputSpec, vi *ir.ValueInfo, seed uint64) (*ir.Tensor, error) {
+	if s.source == "random" || strings.HasPrefix(s.source, "random:") {
+		if vi == nil {
+			return nil, fmt.Errorf("the model has no input of that name")
+		}
+		shape, err := l.randomShape(strings.TrimPrefix(strings.TrimPrefix(s.source, "random"), ":"), vi)
+		if err != nil {
+			return nil, err
+		}
+		n := ir.NumElements(shape)
+		if n < 0 || (vi.Type.DType.Size() > 0 && n > l.maxBytes/int64(vi.Type.DType.Size())) {
+			return nil, fmt.Errorf("random shape %s is larger than the tensor size limit of %d bytes (--max-tensor-bytes)", ir.ShapeString(shape), l.maxBytes)
+		}
+		return randomTensor(vi.Type.DType, shape, seed)
+	}
+	path := s.source
+	if st, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if st.Size() > l.maxBytes+1<<20 {
+		return nil, fmt.Errorf("%s is %d bytes, above the tensor size limit of %d bytes (--max-tensor-bytes)", path, st.Size(), l.maxBytes)
+	}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".npy":
+		return npy.ReadFile(path)
+	case ".pb":
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		_, t, err := onnx.DecodeTensor(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return t, nil
+	}
+	return nil, fmt.Errorf("%s: unknown input format (want .npy, .pb or random[:DIMS])", path)
+}
+
+// randomShape parses "1x512x768", or takes the declared shape when dims is
+// empty, binding symbolic dims from --dim.
+func (l *inputLoader) randomShape(dims string, vi *ir.ValueInfo) ([]int, error) {
+	if dims != "" {
+		var shape []int
+		if dims == "scalar" {
+			return shape, nil
+		}
+		for _, p := range strings.Split(dims, "x") {
+			d, err := strconv.Atoi(p)
+			if err != nil || d < 0 {
+				return nil, fmt.Errorf("bad random shape %q: want sizes ≥ 0 joined by x, e.g. 1x512x768", dims)
+			}
+			shape = append(shape, d)
+		}
+		return shape, nil
+	}
+	if !vi.Type.RankKnown {
+		return nil, fmt.Errorf("the model declares no shape for it: give one, e.g. %s=random:1x16", vi.Name)
+	}
+	shape := make([]int, len(vi.Type.Shape))
+	for i, d := range vi.Type.Shape {
+		switch {
+		case d.Known():
+			shape[i] = int(d.Value)
+		case d.Param != "":
+			v, ok := l.dims[d.Param]
+			if !ok {
+				return nil, fmt.Errorf("dim %d is symbolic (%s): bind it with --dim %s=N or give a shape (%s=random:…)", i, d.Param, d.Param, vi.Name)
+			}
+			shape[i] = v
+		default:
+			return nil, fmt.Errorf("dim %d is unknown: give a shape (%s=random:…)", i, vi.Name)
+		}
+	}
+	return shape, nil
+}
+
+// randomTensor fills a tensor from a seeded generator: floats uniform in
+// [-1, 1); integers 0 or 1 (1 three times in four, the "keep" value of
+// 0/1 masks); bools true one time in four (True means "masked" in the
+// PyTorch masks these models take).
+func randomTensor(dt ir.DType, shape []int, seed uint64) (*ir.Tensor, error) {
+	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	if !dt.Known() || dt == ir.String {
+		return nil, fmt.Errorf("cannot make random %v data", dt)
+	}
+	t := ir.NewTensor(dt, shape)
+	switch d := t.Data.(type) {
+	case []float32:
+		for i := range d {
+			d[i] = r.Float32()*2 - 1
+		}
+	case []float64:
+		for i := range d {
+			d[i] = r.Float64()*2 - 1
+		}
+	case []bool:
+		for i := range d {
+			d[i] = r.IntN(4) == 0
+		}
+	case []uint16:
+		if dt == ir.Float16 {
+			for i := range d {
+				d[i] = ir.Float32ToFloat16(r.Float32()*2 - 1)
+			}
+			return t, nil
+		}
+		fillInts(d, r)
+	case []int64:
+		fillInts(d, r)
+	case []int32:
+		fillInts(d, r)
+	case []int16:
+		fillInts(d, r)
+	case []int8:
+		fillInts(d, r)
+	case []uint8:
+		fillInts(d, r)
+	case []uint32:
+		fillInts(d, r)
+	case []uint64:
+		fillInts(d, r)
+	}
+	return t, nil
+}
+
+func fillInts[T int64 | int32 | int16 | int8 | uint8 | uint16 | uint32 | uint64](d []T, r *rand.Rand) {
+	for i := range d {
+		if r.IntN(4) != 0 {
+			d[i] = 1
+		}
+	}
+}

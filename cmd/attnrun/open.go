@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/runtime/session"
+)
+
+// sessionOptions maps the global flags to session options.
+func (g *globalFlags) sessionOptions() session.Options {
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "attnrun: "+format+"\n", args...) }
+	return session.Options{
+		Backend:        g.backend,
+		PluginDir:      g.pluginDir,
+		NoFallback:     g.noFallback,
+		Threads:        g.threads,
+		MaxTensorBytes: g.maxTensorBytes,
+		NoFuse:         g.noFuse,
+		Logf:           logf,
+	}
+}
+
+// open starts a session on a model.
+func (g *globalFlags) open(ctx context.Context, path string) (*session.Session, error) {
+	if g.maxTensorBytes <= 0 {
+		return nil, usageErrorf("--max-tensor-bytes must be positive")
+	}
+	if g.threads < 0 {
+		return nil, usageErrorf("--threads must be ≥ 0")
+	}
+	return session.Open(ctx, path, g.sessionOptions())
+}
+
+// runIR runs a session on ir tensors (the session API takes gorgonia Dense
+// values; the conversion shares memory).
+func runIR(ctx context.Context, s *session.Session, in map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
+	dense := make(map[string]*tensor.Dense, len(in))
+	for name, t := range in {
+		d, err := ir.ToDense(t)
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", name, err)
+		}
+		dense[name] = d
+	}
+	out, err := s.Run(ctx, dense)
+	if err != nil {
+		return nil, err
+	}
+	res := make(map[string]*ir.Tensor, len(out))
+	for _, vi := range s.Outputs() {
+		d, ok := out[vi.Name]
+		if !ok {
+			return nil, fmt.Errorf("output %q missing from the backend's reply", vi.Name)
+		}
+		t, err := ir.FromDenseAs(d, vi.Type.DType)
+		if err != nil {
+			return nil, fmt.Errorf("output %q: %w", vi.Name, err)
+		}
+		res[vi.Name] = t
+	}
+	return res, nil
+}
+
+// sessionRunner adapts a session to conform.Runner.
+type sessionRunner struct{ s *session.Session }
+
+func (r sessionRunner) InputNames() []string  { return valueNames(r.s.Inputs()) }
+func (r sessionRunner) OutputNames() []string { return valueNames(r.s.Outputs()) }
+func (r sessionRunner) Close() error          { return r.s.Close() }
+func (r sessionRunner) Run(ctx context.Context, in map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
+	return runIR(ctx, r.s, in)
+}
+
+func valueNames(vs []*ir.ValueInfo) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.Name
+	}
+	return out
+}
