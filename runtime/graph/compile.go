@@ -117,7 +117,14 @@ func bindSchema(m *ir.Model, n *ir.Node) (*ops.Schema, int, error) {
 	}
 	s, err := ops.Lookup(n.Domain, n.OpType, int(opset))
 	if err != nil {
-		return nil, 0, n.Errorf("%w", err)
+		if errors.Is(err, ops.ErrOpset) {
+			return nil, 0, n.Errorf("%w", err) // already names the opset
+		}
+		domain := n.Domain
+		if domain == "" {
+			domain = "ai.onnx"
+		}
+		return nil, 0, n.Errorf("%w (model imports opset %s %d)", err, domain, opset)
 	}
 	if err := s.CheckArity(n); err != nil {
 		return nil, 0, n.Errorf("%w", err)
@@ -220,8 +227,14 @@ func (p *Program) fold(n *ir.Node, in, out []ops.Value) ([]*ir.Tensor, bool, err
 		}
 		args[i] = v.Const
 	}
-	for _, o := range out {
-		if dims, ok := o.Type.Shape.Concrete(); o.Type.RankKnown && ok && ir.NumElements(dims) > maxFoldElements {
+	// Fold only when inference says how big every result is, and it is
+	// small: folding must never be the way a hostile model allocates.
+	for _, o := range out[:len(n.Outputs)] {
+		dims, ok := o.Type.Shape.Concrete()
+		if !o.Type.RankKnown || !ok {
+			return nil, false, nil
+		}
+		if e := ir.NumElements(dims); e < 0 || e > maxFoldElements {
 			return nil, false, nil
 		}
 	}
