@@ -1,3 +1,25 @@
+# attnrun's make targets. The two that set up a fresh machine (see README):
+#   make demo   build attnrun and run every bundled model through the CPU backend
+#   make test   install test dependencies, then vet, format-check and test everything
+.PHONY: demo test build test-deps
+
+build:
+	go build -o bin/attnrun ./cmd/attnrun
+
+demo: build
+	./bin/attnrun conform models/
+
+test-deps:
+	./scripts/install-test-deps.sh
+
+test: test-deps
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	go vet ./...
+	go build ./...
+	go test -count=1 ./...
+	go test -count=1 -tags openblas ./ops/blas/
+
 .PHONY: models
 
 # Regenerate the reference ONNX models and test data in models/ (committed;
@@ -6,3 +28,46 @@
 # Large benchmark exports (not committed): /usr/bin/python3 models/export.py --bench /tmp/bench_models
 models:
 	/usr/bin/python3 models/export.py
+
+# ---- ONNX Runtime, the peer to beat (tools/ort: Node.js, outside the Go module) ----
+# ort-install   install onnxruntime-node 1.30.0 from tools/ort/package-lock.json (install script skipped:
+#               it downloads from a host that is unreachable; the CPU library ships in the package)
+# ort-check     ONNX Runtime vs the PyTorch outputs committed in models/ (no attnrun needed)
+# ort-diff      build bin/attnrun, then cross-check attnrun against ONNX Runtime over models/
+# bench-models  export the large seed-000 C=768 benchmark models into $(BENCH_MODELS) if missing
+#               (needs python3-torch python3-onnx python3-numpy for /usr/bin/python3; not committed)
+# bench-compare attnrun vs ONNX Runtime latency / peak RSS table (THREADS=2 by default)
+ORT_DIR ?= tools/ort
+ORT_STAMP := $(ORT_DIR)/node_modules/.package-lock.json
+THREADS ?= 2
+BENCH_MODELS ?= bench/models
+ATTNRUN ?= bin/attnrun
+
+.PHONY: ort-install ort-check ort-diff bench-models bench-compare
+
+ort-install:
+	cd $(ORT_DIR) && npm ci --ignore-scripts
+
+$(ORT_STAMP): $(ORT_DIR)/package.json $(ORT_DIR)/package-lock.json
+	cd $(ORT_DIR) && npm ci --ignore-scripts
+	touch $@
+
+ort-check: $(ORT_STAMP)
+	node $(ORT_DIR)/diff.js --ort-only models
+
+ort-diff: $(ORT_STAMP)
+	if [ "$(ATTNRUN)" = bin/attnrun ]; then go build -o bin/attnrun ./cmd/attnrun; fi
+	ATTNRUN=$(abspath $(ATTNRUN)) node $(ORT_DIR)/diff.js models
+
+bench-models:
+	@if [ -f $(BENCH_MODELS)/s000_multi_head_c768/model.onnx ] && \
+	    [ -f $(BENCH_MODELS)/s000_causal_c768/model.onnx ] && \
+	    [ -f $(BENCH_MODELS)/s000_causal_or_c768/model.onnx ]; then \
+		echo "bench models present in $(BENCH_MODELS)"; \
+	else \
+		/usr/bin/python3 models/export.py --bench $(BENCH_MODELS); \
+	fi
+
+bench-compare: $(ORT_STAMP) bench-models
+	if [ "$(ATTNRUN)" = bin/attnrun ]; then go build -o bin/attnrun ./cmd/attnrun; fi
+	node $(ORT_DIR)/bench.js --threads $(THREADS) --bench-models $(BENCH_MODELS) --attnrun $(ATTNRUN)

@@ -1,0 +1,197 @@
+#!/usr/bin/env node
+'use strict';
+// bench: attnrun vs ONNX Runtime side by side ("beat ONNX Runtime on CPU").
+//
+// For each workload of a JSON file (model + input shapes), runs
+//   node ortrun.js MODEL --input NAME=random:DIMS ... --threads N --iters N --warmup N --json
+// and
+//   attnrun bench MODEL --input NAME=random:DIMS ... --threads N --iters N --warmup N --json
+// each in a fresh process (so peak RSS is per workload), one after the other,
+// and prints a markdown table of median latency and peak RSS.
+
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { spawnSync } = require('child_process');
+
+const REPO = path.resolve(__dirname, '..', '..');
+
+const USAGE = `usage: node bench.js [--workloads FILE] [--threads N] [--iters N] [--warmup N]
+       [--bench-models DIR] [--attnrun PATH] [--only REGEX] [--ort-only] [--attnrun-only] [--json-out FILE]
+
+  --workloads FILE    workload list (default: tools/ort/workloads.json)
+  --threads N         intra-op threads for both runtimes (default 2)
+  --iters, --warmup   override every workload's counts
+  --bench-models DIR  where {bench} points (default: $BENCH_MODELS, else <repo>/bench/models)
+  --attnrun PATH      attnrun binary (default: $ATTNRUN, else <repo>/bin/attnrun)
+  --only REGEX        only workloads whose name matches
+  --ort-only          do not run attnrun;  --attnrun-only: do not run ORT
+  --json-out FILE     also write the raw results as JSON`;
+
+function usage(msg) {
+  process.stderr.write(`bench: ${msg}\n${USAGE}\n`);
+  process.exit(2);
+}
+
+function parseArgs(argv) {
+  const o = {
+    workloads: path.join(__dirname, 'workloads.json'),
+    threads: 2, iters: null, warmup: null,
+    benchModels: process.env.BENCH_MODELS || path.join(REPO, 'bench', 'models'),
+    attnrun: process.env.ATTNRUN || path.join(REPO, 'bin', 'attnrun'),
+    only: null, ort: true, ours: true, jsonOut: null,
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const next = () => {
+      if (i + 1 >= argv.length) usage(`${a} needs a value`);
+      return argv[++i];
+    };
+    const int = (v, min) => {
+      const n = Number(v);
+      if (!Number.isSafeInteger(n) || n < min) usage(`${a} wants an integer >= ${min}, got ${JSON.stringify(v)}`);
+      return n;
+    };
+    switch (a) {
+      case '--workloads': o.workloads = path.resolve(next()); break;
+      case '--threads': o.threads = int(next(), 1); break;
+      case '--iters': o.iters = int(next(), 1); break;
+      case '--warmup': o.warmup = int(next(), 0); break;
+      case '--bench-models': o.benchModels = path.resolve(next()); break;
+      case '--attnrun': o.attnrun = path.resolve(next()); break;
+      case '--only': o.only = new RegExp(next()); break;
+      case '--ort-only': o.ours = false; break;
+      case '--attnrun-only': o.ort = false; break;
+      case '--json-out': o.jsonOut = path.resolve(next()); break;
+      case '--help': case '-h': process.stdout.write(USAGE + '\n'); process.exit(0); break;
+      default: usage(`unknown argument ${a}`);
+    }
+  }
+  return o;
+}
+
+// lastJSON returns the last stdout line that parses as a JSON object.
+function lastJSON(stdout) {
+  const lines = stdout.trim().split('\n').reverse();
+  for (const l of lines) {
+    const s = l.trim();
+    if (!s.startsWith('{')) continue;
+    try {
+      return JSON.parse(s);
+    } catch (_) { /* keep looking */ }
+  }
+  return null;
+}
+
+function tail(s, n = 2) {
+  return (s || '').trim().split('\n').slice(-n).join(' | ');
+}
+
+// run spawns one timed process and returns {stats} or {refused|error: message}.
+function run(cmd, args, refusedCode) {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 20 * 60 * 1000, maxBuffer: 64 << 20 });
+  if (r.error) return { error: `cannot run ${path.basename(cmd)}: ${r.error.message}` };
+  if (refusedCode !== undefined && r.status === refusedCode) {
+    return { refused: tail(r.stderr, 1).replace(/^ORT refuses \S+: (Load model from \S+ failed:)?/, '') };
+  }
+  if (r.status !== 0) return { error: `exit ${r.status === null ? r.signal : r.status}: ${tail(r.stderr || r.stdout)}` };
+  const stats = lastJSON(r.stdout);
+  if (!stats || typeof stats.p50_ms !== 'number') return { error: `no JSON stats line in output: ${tail(r.stdout)}` };
+  return { stats };
+}
+
+// displayPath shows a path relative to the repository when it lies inside it.
+function displayPath(p) {
+  const rel = path.relative(REPO, p);
+  return rel.startsWith('..') || path.isAbsolute(rel) ? p : rel;
+}
+
+const fmtMs = (x) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x >= 1 ? x.toFixed(2) : x.toFixed(3));
+const fmtMiB = (b) => (b / 2 ** 20).toFixed(0);
+const fmtRatio = (x) => (Number.isFinite(x) ? x.toFixed(2) + '×' : '–');
+
+function cell(res, f) {
+  if (!res) return '–';
+  if (res.refused !== undefined) return 'ORT refuses';
+  if (res.error) return 'error';
+  return f(res.stats);
+}
+
+function main() {
+  const o = parseArgs(process.argv.slice(2));
+  let spec;
+  try {
+    spec = JSON.parse(fs.readFileSync(o.workloads, 'utf8'));
+  } catch (e) {
+    usage(`cannot read workloads ${o.workloads}: ${e.message}`);
+  }
+  if (!Array.isArray(spec.workloads)) usage(`${o.workloads}: no "workloads" list`);
+  const defaults = { iters: 10, warmup: 2, ...(spec.defaults || {}) };
+  if (o.ours && !fs.existsSync(o.attnrun)) {
+    usage(`attnrun binary ${o.attnrun} not found: build it (go build -o bin/attnrun ./cmd/attnrun), set ATTNRUN, or use --ort-only`);
+  }
+  const ortrun = path.join(__dirname, 'ortrun.js');
+  const results = [];
+  const notes = [];
+  const refusedModels = new Set();
+  for (const w of spec.workloads) {
+    if (o.only && !o.only.test(w.name)) continue;
+    const model = path.resolve(REPO, w.model.replace('{bench}', o.benchModels));
+    const iters = o.iters ?? w.iters ?? defaults.iters;
+    const warmup = o.warmup ?? w.warmup ?? defaults.warmup;
+    const inputs = Object.entries(w.inputs || {}).map(([n, dims]) => `${n}=random:${dims.join('x')}`);
+    const common = [];
+    for (const s of inputs) common.push('--input', s);
+    common.push('--threads', String(o.threads), '--iters', String(iters), '--warmup', String(warmup), '--json');
+    const row = { name: w.name, model, iters, warmup, threads: o.threads, ours: null, ort: null };
+    if (!fs.existsSync(model)) {
+      row.missing = true;
+      results.push(row);
+      process.stderr.write(`bench: ${w.name}: missing ${model} (make bench-models)\n`);
+      continue;
+    }
+    process.stderr.write(`bench: ${w.name} (${iters} iters, ${warmup} warmup, ${o.threads} threads) ...\n`);
+    if (o.ours) {
+      row.ours = run(o.attnrun, ['bench', model, ...common]);
+      if (row.ours.error) notes.push(`${w.name}: attnrun ${row.ours.error}`);
+    }
+    if (o.ort) {
+      row.ort = run(process.execPath, [ortrun, model, ...common, '--quiet'], 3);
+      if (row.ort.error) notes.push(`${w.name}: ORT ${row.ort.error}`);
+      if (row.ort.refused !== undefined && !refusedModels.has(model)) {
+        refusedModels.add(model);
+        notes.push(`${displayPath(model)}: ORT refuses the model: ${row.ort.refused}`);
+      }
+    }
+    results.push(row);
+  }
+
+  const ortVersion = results.map((r) => r.ort && r.ort.stats && r.ort.stats.ort_version).find(Boolean);
+  const cpus = os.cpus();
+  const out = [];
+  out.push(`attnrun vs ONNX Runtime${ortVersion ? ' ' + ortVersion : ''} (CPU EP, graph optimization all, sequential, inter-op 1), ` +
+    `${o.threads} intra-op threads, batch 1 fp32; ${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : 'cpu'}; median of the timed runs.`);
+  out.push('');
+  out.push('| workload | attnrun p50 ms | ORT p50 ms | latency ratio (attnrun/ORT) | attnrun peak RSS MiB | ORT peak RSS MiB | RSS ratio |');
+  out.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+  for (const r of results) {
+    if (r.missing) {
+      out.push(`| ${r.name} | missing model | | | | | |`);
+      continue;
+    }
+    const ok = (x) => x && x.stats;
+    const lat = ok(r.ours) && ok(r.ort) ? r.ours.stats.p50_ms / r.ort.stats.p50_ms : NaN;
+    const rss = ok(r.ours) && ok(r.ort) && r.ort.stats.peak_rss_bytes ? r.ours.stats.peak_rss_bytes / r.ort.stats.peak_rss_bytes : NaN;
+    out.push(`| ${r.name} | ${cell(r.ours, (s) => fmtMs(s.p50_ms))} | ${cell(r.ort, (s) => fmtMs(s.p50_ms))} | ${fmtRatio(lat)} | ` +
+      `${cell(r.ours, (s) => fmtMiB(s.peak_rss_bytes))} | ${cell(r.ort, (s) => fmtMiB(s.peak_rss_bytes))} | ${fmtRatio(rss)} |`);
+  }
+  out.push('');
+  const base = results.map((r) => r.ort && r.ort.stats && r.ort.stats.base_rss_bytes).filter(Boolean);
+  out.push(`Latency ratio < 1: attnrun is faster. ORT peak RSS is the whole Node.js process` +
+    (base.length ? ` (about ${fmtMiB(Math.min(...base))} MiB before the session is created)` : '') + '.');
+  for (const n of notes) out.push(`- ${n}`);
+  process.stdout.write(out.join('\n') + '\n');
+  if (o.jsonOut) fs.writeFileSync(o.jsonOut, JSON.stringify(results, null, 2) + '\n');
+}
+
+main();
