@@ -8,9 +8,12 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/npy"
 	"github.com/attnrun/attnrun/onnx"
+	"github.com/attnrun/attnrun/onnx/onnxpb"
 )
 
 // inputSpec is one --input NAME=SOURCE flag.
@@ -60,14 +63,21 @@ type inputLoader struct {
 // load reads every spec. Inputs the user did not give are left out: the
 // session reports them as missing by name.
 func (l *inputLoader) load(specs []inputSpec) (map[string]*ir.Tensor, error) {
+	byName := make(map[string]*ir.ValueInfo, len(l.declared))
+	names := make([]string, len(l.declared))
+	for i, d := range l.declared {
+		byName[d.Name] = d
+		names[i] = d.Name
+	}
+	// Reject names the model does not take before reading any file.
+	for _, s := range specs {
+		if byName[s.name] == nil {
+			return nil, fmt.Errorf("unexpected input %q: the model's inputs are %s", s.name, strings.Join(names, ", "))
+		}
+	}
 	out := make(map[string]*ir.Tensor, len(specs))
 	for i, s := range specs {
-		var vi *ir.ValueInfo
-		for _, d := range l.declared {
-			if d.Name == s.name {
-				vi = d
-			}
-		}
+		vi := byName[s.name]
 		t, err := l.loadOne(s, vi, l.seed+uint64(i))
 		if err != nil {
 			return nil, fmt.Errorf("input %q: %w", s.name, err)
@@ -79,9 +89,6 @@ func (l *inputLoader) load(specs []inputSpec) (map[string]*ir.Tensor, error) {
 
 func (l *inputLoader) loadOne(s inputSpec, vi *ir.ValueInfo, seed uint64) (*ir.Tensor, error) {
 	if s.source == "random" || strings.HasPrefix(s.source, "random:") {
-		if vi == nil {
-			return nil, fmt.Errorf("the model has no input of that name")
-		}
 		shape, err := l.randomShape(strings.TrimPrefix(strings.TrimPrefix(s.source, "random"), ":"), vi)
 		if err != nil {
 			return nil, err
@@ -102,17 +109,31 @@ func (l *inputLoader) loadOne(s inputSpec, vi *ir.ValueInfo, seed uint64) (*ir.T
 	case ".npy":
 		return npy.ReadFile(path)
 	case ".pb":
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil, err
-		}
-		_, t, err := onnx.DecodeTensor(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		return t, nil
+		return l.readTensorProto(path)
 	}
 	return nil, fmt.Errorf("%s: unknown input format (want .npy, .pb or random[:DIMS])", path)
+}
+
+// readTensorProto reads a serialized ONNX TensorProto (the input_K.pb files
+// of ONNX test cases), with the tensor size limit, resolving external data
+// next to the file.
+func (l *inputLoader) readTensorProto(path string) (*ir.Tensor, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) == 0 {
+		return nil, fmt.Errorf("%s: not a serialized ONNX tensor: empty file", path)
+	}
+	var tp onnxpb.TensorProto
+	if err := proto.Unmarshal(data, &tp); err != nil {
+		return nil, fmt.Errorf("%s: not a serialized ONNX tensor: %v", path, err)
+	}
+	t, err := onnx.TensorFromProto(&tp, onnx.Options{MaxTensorBytes: l.maxBytes, BaseDir: filepath.Dir(path)})
+	if err != nil {
+		return nil, cliError(fmt.Errorf("%s: %w", path, err))
+	}
+	return t, nil
 }
 
 // randomShape parses "1x512x768", or takes the declared shape when dims is
@@ -156,7 +177,9 @@ func (l *inputLoader) randomShape(dims string, vi *ir.ValueInfo) ([]int, error) 
 // randomTensor fills a tensor from a seeded generator: floats uniform in
 // [-1, 1); integers 0 or 1 (1 three times in four, the "keep" value of
 // 0/1 masks); bools true one time in four (True means "masked" in the
-// PyTorch masks these models take).
+// PyTorch masks these models take). Masks must leave every attention row
+// something to attend to, so index 0 of the last axis is always "keep"
+// (integer 1, bool false).
 func randomTensor(dt ir.DType, shape []int, seed uint64) (*ir.Tensor, error) {
 	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	if !dt.Known() || dt == ir.String {
@@ -174,7 +197,7 @@ func randomTensor(dt ir.DType, shape []int, seed uint64) (*ir.Tensor, error) {
 		}
 	case []bool:
 		for i := range d {
-			d[i] = r.IntN(4) == 0
+			d[i] = r.IntN(4) == 0 && !firstOfRow(i, shape)
 		}
 	case []uint16:
 		if dt == ir.Float16 {
@@ -183,29 +206,37 @@ func randomTensor(dt ir.DType, shape []int, seed uint64) (*ir.Tensor, error) {
 			}
 			return t, nil
 		}
-		fillInts(d, r)
+		fillInts(d, shape, r)
 	case []int64:
-		fillInts(d, r)
+		fillInts(d, shape, r)
 	case []int32:
-		fillInts(d, r)
+		fillInts(d, shape, r)
 	case []int16:
-		fillInts(d, r)
+		fillInts(d, shape, r)
 	case []int8:
-		fillInts(d, r)
+		fillInts(d, shape, r)
 	case []uint8:
-		fillInts(d, r)
+		fillInts(d, shape, r)
 	case []uint32:
-		fillInts(d, r)
+		fillInts(d, shape, r)
 	case []uint64:
-		fillInts(d, r)
+		fillInts(d, shape, r)
 	}
 	return t, nil
 }
 
-func fillInts[T int64 | int32 | int16 | int8 | uint8 | uint16 | uint32 | uint64](d []T, r *rand.Rand) {
+func fillInts[T int64 | int32 | int16 | int8 | uint8 | uint16 | uint32 | uint64](d []T, shape []int, r *rand.Rand) {
 	for i := range d {
-		if r.IntN(4) != 0 {
+		if r.IntN(4) != 0 || firstOfRow(i, shape) {
 			d[i] = 1
 		}
 	}
+}
+
+// firstOfRow reports whether flat index i is at position 0 of the last axis.
+func firstOfRow(i int, shape []int) bool {
+	if len(shape) == 0 || shape[len(shape)-1] == 0 {
+		return true
+	}
+	return i%shape[len(shape)-1] == 0
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -51,9 +52,9 @@ func run(args []string) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(os.Stderr, "attnrun: "+err.Error())
-	var ue usageError
-	if errors.As(err, &ue) {
+	msg, usage := describe(err)
+	fmt.Fprintln(os.Stderr, "attnrun: "+msg)
+	if usage {
 		return 2
 	}
 	var ee exitError
@@ -61,6 +62,37 @@ func run(args []string) int {
 		return ee.code
 	}
 	return 1
+}
+
+// describe renders err as the one line attnrun prints, and reports whether
+// it is a usage error (exit status 2). Cobra's "unknown command" error is
+// not typed and spans several lines (with "Did you mean this?"
+// suggestions); it is folded into one line and counted as a usage error.
+func describe(err error) (string, bool) {
+	msg := err.Error()
+	var ue usageError
+	usage := errors.As(err, &ue)
+	if strings.HasPrefix(msg, "unknown command ") {
+		usage = true
+		first, rest, _ := strings.Cut(msg, "\n")
+		if _, sugg, ok := strings.Cut(rest, "Did you mean this?"); ok {
+			if s := strings.Fields(sugg); len(s) > 0 {
+				first += "; did you mean " + strings.Join(s, " or ") + "?"
+			}
+		}
+		msg = first + " (see attnrun --help)"
+	}
+	// Every error is one line on stderr.
+	if strings.ContainsAny(msg, "\r\n") {
+		var parts []string
+		for _, l := range strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }) {
+			if l = strings.TrimSpace(l); l != "" {
+				parts = append(parts, l)
+			}
+		}
+		msg = strings.Join(parts, "; ")
+	}
+	return msg, usage
 }
 
 // exitError carries a specific exit status (conform failures).
@@ -79,13 +111,13 @@ func newRootCmd() *cobra.Command {
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.backend, "backend", "cpu", "backend to run on (see `attnrun backends`)")
+	pf.StringVar(&g.backend, "backend", "cpu", "backend to run on (list them with: attnrun backends)")
 	pf.StringVar(&g.pluginDir, "plugin-dir", "", "directory of attnrun-backend-* plugins (default $ATTNRUN_PLUGIN_DIR)")
 	pf.BoolVar(&g.noFallback, "no-fallback", false, "fail instead of falling back to the cpu backend for nodes the chosen backend does not take")
 	pf.IntVar(&g.threads, "threads", 0, "compute threads in the backend (default: number of CPUs)")
 	pf.Int64Var(&g.maxTensorBytes, "max-tensor-bytes", graph.DefaultMaxTensorBytes, "largest tensor (in bytes) attnrun will load or create")
 	pf.BoolVar(&g.noFuse, "no-fuse", false, "turn off attention fusion (run the exported graph node by node)")
-	root.AddCommand(newRunCmd(g), newConformCmd(g), newInspectCmd(g), newBackendsCmd(g))
+	root.AddCommand(newRunCmd(g), newConformCmd(g), newInspectCmd(g), newBackendsCmd(g), newBenchCmd(g))
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}

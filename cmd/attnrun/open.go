@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"gorgonia.org/tensor"
 
@@ -33,7 +35,40 @@ func (g *globalFlags) open(ctx context.Context, path string) (*session.Session, 
 	if g.threads < 0 {
 		return nil, usageErrorf("--threads must be ≥ 0")
 	}
-	return session.Open(ctx, path, g.sessionOptions())
+	if st, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if st.IsDir() {
+		hint := ""
+		if _, err := os.Stat(filepath.Join(path, "model.onnx")); err == nil {
+			hint = fmt.Sprintf(" (did you mean %s?)", filepath.Join(path, "model.onnx"))
+		}
+		return nil, fmt.Errorf("%s is a directory, not an ONNX model file%s", path, hint)
+	}
+	s, err := session.Open(ctx, path, g.sessionOptions())
+	if err != nil {
+		return nil, cliError(err)
+	}
+	return s, nil
+}
+
+// flagError is an error whose message names the CLI flag instead of the
+// library option it maps to; it unwraps to the original error.
+type flagError struct {
+	msg string
+	err error
+}
+
+func (e flagError) Error() string { return e.msg }
+func (e flagError) Unwrap() error { return e.err }
+
+// cliError rewrites library option names in err's message to the flags
+// that set them.
+func cliError(err error) error {
+	msg := err.Error()
+	if !strings.Contains(msg, "(Options.MaxTensorBytes)") {
+		return err
+	}
+	return flagError{strings.ReplaceAll(msg, "(Options.MaxTensorBytes)", "(--max-tensor-bytes)"), err}
 }
 
 // runIR runs a session on ir tensors (the session API takes gorgonia Dense

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/runtime/session"
+)
+
+// benchResult is what `attnrun bench --json` prints, as one line.
+type benchResult struct {
+	Model   string `json:"model"`
+	Backend string `json:"backend"`
+	BLAS    string `json:"blas"`
+	Threads int    `json:"threads"`
+	// Transport is "shm" (tensors through the shared region) or "inline"
+	// (tensor bytes inside the gRPC messages, --no-shm).
+	Transport string            `json:"transport"`
+	Inputs    map[string]string `json:"inputs"`
+	Iters     int               `json:"iters"`
+	Warmup    int               `json:"warmup"`
+	P50ms     float64           `json:"p50_ms"`
+	P90ms     float64           `json:"p90_ms"`
+	Minms     float64           `json:"min_ms"`
+	Maxms     float64           `json:"max_ms"`
+	Meanms    float64           `json:"mean_ms"`
+	RunsSec   float64           `json:"runs_per_sec"`
+	// PeakRSS is the preferred backend process's peak resident set size;
+	// BackendRSS has every backend's.
+	PeakRSS    int64            `json:"peak_rss_bytes"`
+	BackendRSS map[string]int64 `json:"backend_peak_rss_bytes"`
+}
+
+func newBenchCmd(g *globalFlags) *cobra.Command {
+	var in inputFlags
+	var iters, warmup int
+	var asJSON, noShm bool
+	cmd := &cobra.Command{
+		Use:   "bench MODEL.onnx --input NAME=SOURCE ... [--iters N] [--warmup N]",
+		Short: "Time repeated runs of a model: latency percentiles, throughput, backend peak memory",
+		Long: `bench opens a session, runs the model --warmup times untimed, then --iters
+times, timing each whole run as a caller sees it (host → backend process →
+host). It prints p50, p90, min, max and mean latency, runs per second and the
+backend process's peak resident set size. A progress bar goes to stderr;
+with --json, stdout holds one JSON object on its last line.`,
+		Example: `  attnrun bench models/s000_multi_head/model.onnx --input x=random:1x128x32
+  attnrun bench model.onnx -i x=random:1x512x768 --iters 200 --threads 2 --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if iters < 1 {
+				return usageErrorf("--iters must be ≥ 1")
+			}
+			if warmup < 0 {
+				return usageErrorf("--warmup must be ≥ 0")
+			}
+			if g.maxTensorBytes <= 0 {
+				return usageErrorf("--max-tensor-bytes must be positive")
+			}
+			if g.threads < 0 {
+				return usageErrorf("--threads must be ≥ 0")
+			}
+			ctx := cmd.Context()
+			opts := g.sessionOptions()
+			opts.NoSharedMemory = noShm
+			s, err := session.Open(ctx, args[0], opts)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			loaded, err := in.load(s.Inputs(), g.maxTensorBytes)
+			if err != nil {
+				return err
+			}
+			inputs := make(map[string]*tensor.Dense, len(loaded))
+			shapes := make(map[string]string, len(loaded))
+			for name, t := range loaded {
+				d, err := ir.ToDense(t)
+				if err != nil {
+					return fmt.Errorf("input %q: %w", name, err)
+				}
+				inputs[name] = d
+				shapes[name] = fmt.Sprintf("%v[%s]", t.DType, ir.ShapeString(t.Shape))
+			}
+			bar := newProgress(cmd.ErrOrStderr(), warmup+iters)
+			times, err := benchLoop(ctx, s, inputs, warmup, iters, bar)
+			bar.finish()
+			if err != nil {
+				return err
+			}
+			res := summarize(times)
+			res.Model, res.Inputs, res.Iters, res.Warmup = args[0], shapes, iters, warmup
+			res.Backend, res.Transport = g.backend, "shm"
+			if noShm {
+				res.Transport = "inline"
+			}
+			if bs := s.Backends(); len(bs) > 0 {
+				res.BLAS = bs[0].Details["blas"]
+				res.Threads = g.threads
+				if res.Threads == 0 {
+					res.Threads, _ = strconv.Atoi(bs[0].Details["gomaxprocs"])
+				}
+			}
+			stats, err := s.Stats(ctx)
+			if err != nil {
+				return fmt.Errorf("reading backend stats: %w", err)
+			}
+			res.BackendRSS = map[string]int64{}
+			for name, st := range stats {
+				res.BackendRSS[name] = st.MaxRSSBytes
+			}
+			res.PeakRSS = res.BackendRSS[g.backend]
+			w := cmd.OutOrStdout()
+			if asJSON {
+				b, err := json.Marshal(res)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(w, "%s\n", b)
+				return err
+			}
+			printBench(w, &res)
+			return nil
+		},
+	}
+	in.register(cmd)
+	cmd.Flags().IntVarP(&iters, "iters", "n", 100, "timed runs")
+	cmd.Flags().IntVar(&warmup, "warmup", 10, "untimed runs before timing")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as one JSON object (the last line of stdout)")
+	cmd.Flags().BoolVar(&noShm, "no-shm", false, "send tensors as bytes inside the gRPC messages instead of through shared memory")
+	return cmd
+}
+
+// benchLoop runs warmup untimed runs and then iters timed ones, returning
+// each timed run's duration.
+func benchLoop(ctx context.Context, s *session.Session, inputs map[string]*tensor.Dense, warmup, iters int, bar *progress) ([]time.Duration, error) {
+	times := make([]time.Duration, 0, iters)
+	for i := 0; i < warmup+iters; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		if _, err := s.Run(ctx, inputs); err != nil {
+			return nil, fmt.Errorf("run %d: %w", i+1, err)
+		}
+		d := time.Since(start)
+		if i >= warmup {
+			times = append(times, d)
+		}
+		bar.step(d)
+	}
+	return times, nil
+}
+
+// summarize computes the latency statistics of times (not empty).
+func summarize(times []time.Duration) benchResult {
+	sorted := append([]time.Duration(nil), times...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	var total time.Duration
+	for _, d := range sorted {
+		total += d
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+	r := benchResult{
+		P50ms:  ms(percentile(sorted, 50)),
+		P90ms:  ms(percentile(sorted, 90)),
+		Minms:  ms(sorted[0]),
+		Maxms:  ms(sorted[len(sorted)-1]),
+		Meanms: ms(total) / float64(len(sorted)),
+	}
+	if total > 0 {
+		r.RunsSec = float64(len(sorted)) / total.Seconds()
+	}
+	return r
+}
+
+// percentile is the nearest-rank percentile of sorted durations.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+func printBench(w io.Writer, r *benchResult) {
+	names := make([]string, 0, len(r.Inputs))
+	for n := range r.Inputs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var ins []string
+	for _, n := range names {
+		ins = append(ins, n+" "+r.Inputs[n])
+	}
+	fmt.Fprintf(w, "model:      %s\n", r.Model)
+	fmt.Fprintf(w, "inputs:     %s\n", strings.Join(ins, ", "))
+	fmt.Fprintf(w, "backend:    %s (blas %s, %d threads, tensors via %s)\n", r.Backend, r.BLAS, r.Threads, r.Transport)
+	fmt.Fprintf(w, "runs:       %d timed after %d warmup\n", r.Iters, r.Warmup)
+	fmt.Fprintf(w, "latency:    p50 %.3f ms  p90 %.3f ms  min %.3f ms  max %.3f ms  mean %.3f ms\n", r.P50ms, r.P90ms, r.Minms, r.Maxms, r.Meanms)
+	fmt.Fprintf(w, "throughput: %.1f runs/s\n", r.RunsSec)
+	fmt.Fprintf(w, "peak RSS:   %s (backend %q process)\n", humanBytes(r.PeakRSS), r.Backend)
+	for name, rss := range r.BackendRSS {
+		if name != r.Backend {
+			fmt.Fprintf(w, "            %s (backend %q process)\n", humanBytes(rss), name)
+		}
+	}
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n < 0:
+		return "unknown"
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+}
+
+// progress is a one-line progress bar redrawn in place with \r, at most
+// every progressEvery, on w (stderr: stdout stays clean for --json).
+type progress struct {
+	w       io.Writer
+	total   int
+	done    int
+	last    time.Time
+	recent  time.Duration
+	started bool
+}
+
+const progressEvery = 100 * time.Millisecond
+
+func newProgress(w io.Writer, total int) *progress {
+	return &progress{w: w, total: total}
+}
+
+// step records one finished run taking d.
+func (p *progress) step(d time.Duration) {
+	p.done++
+	p.recent = d
+	if now := time.Now(); !p.started || now.Sub(p.last) >= progressEvery || p.done == p.total {
+		p.started, p.last = true, now
+		p.draw()
+	}
+}
+
+func (p *progress) draw() {
+	const width = 30
+	filled := width * p.done / max(p.total, 1)
+	fmt.Fprintf(p.w, "\rbench [%s%s] %d/%d  last %.3f ms ", strings.Repeat("#", filled), strings.Repeat(".", width-filled), p.done, p.total, float64(p.recent.Nanoseconds())/1e6)
+}
+
+// finish ends the bar's line.
+func (p *progress) finish() {
+	if p.started {
+		fmt.Fprintln(p.w)
+	}
+}
