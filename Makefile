@@ -71,3 +71,22 @@ bench-models:
 bench-compare: $(ORT_STAMP) bench-models
 	if [ "$(ATTNRUN)" = bin/attnrun ]; then go build -o bin/attnrun ./cmd/attnrun; fi
 	node $(ORT_DIR)/bench.js --threads $(THREADS) --bench-models $(BENCH_MODELS) --attnrun $(ATTNRUN)
+
+# ---- Conformance: ONNX's node tests and the op table ----
+# node-suite  run ONNX's backend node tests (libonnx-testdata: apt-get install libonnx-testdata) for every op
+#             the backend claims, against conformance/expectations/$(BACKEND).txt (BACKEND=cpu by default;
+#             NODE_SUITE overrides the suite directory). `go test ./conformance/` runs the same check.
+# ops-table   regenerate docs/ops.md from the op registry (`attnrun ops --markdown`, built-in backends only);
+#             TestOpsTableMatchesDocs in cmd/attnrun fails when docs/ops.md is stale.
+BACKEND ?= cpu
+NODE_SUITE ?= /usr/share/libonnx-testdata/data/node
+
+.PHONY: node-suite ops-table
+
+node-suite: build
+	go run ./conformance/nodesuite --attnrun bin/attnrun --backend $(BACKEND) --suite $(NODE_SUITE)
+
+ops-table: build
+	mkdir -p docs
+	ATTNRUN_PLUGIN_DIR= ./bin/attnrun ops --markdown > docs/ops.md.tmp
+	mv docs/ops.md.tmp docs/ops.md

@@ -72,7 +72,7 @@ func (d DType) Size() int {
 }
 
 // Known reports whether attnrun can hold tensors of this type.
-func (d DType) Known() bool { return d != Undefined && d != BFloat16 && dtypeNames[d] != "" }
+func (d DType) Known() bool { return d != Undefined && dtypeNames[d] != "" }
 
 // IsFloat reports whether d is a floating-point type.
 func (d DType) IsFloat() bool { return d == Float || d == Double || d == Float16 || d == BFloat16 }

@@ -62,3 +62,17 @@ func Float32ToFloat16(f float32) uint16 {
 	}
 	return sign | uint16(r)
 }
+
+// BFloat16ToFloat32 converts bfloat16 bits (the top half of a float32) to float32.
+func BFloat16ToFloat32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// Float32ToBFloat16 converts a float32 to bfloat16 bits, rounding to
+// nearest even and keeping NaNs NaN.
+func Float32ToBFloat16(f float32) uint16 {
+	b := math.Float32bits(f)
+	if f != f {
+		return uint16(b>>16) | 0x40
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}

@@ -127,7 +127,7 @@ func fromRaw(dt ir.DType, shape []int, raw []byte) *ir.Tensor {
 			s[i] = math.Float64frombits(le.Uint64(raw[8*i:]))
 		}
 		t.Data = s
-	case ir.Float16, ir.Uint16:
+	case ir.Float16, ir.BFloat16, ir.Uint16:
 		s := make([]uint16, n)
 		for i := range s {
 			s[i] = le.Uint16(raw[2*i:])
@@ -252,7 +252,7 @@ func fromTyped(tp *onnxpb.TensorProto, dt ir.DType, shape []int, n int64) (*ir.T
 			s[i] = uint8(v)
 		}
 		t.Data = s
-	case ir.Uint16, ir.Float16:
+	case ir.Uint16, ir.Float16, ir.BFloat16:
 		s := make([]uint16, n)
 		for i, v := range tp.Int32Data {
 			if v < 0 || v > math.MaxUint16 {

@@ -108,7 +108,7 @@ func TestTensorErrors(t *testing.T) {
 		want string
 	}{
 		{"complex64", &onnxpb.TensorProto{DataType: ptr32(14), Dims: []int64{1}}, Options{}, "unsupported data type COMPLEX64 (14)"},
-		{"bfloat16", &onnxpb.TensorProto{DataType: ptr32(16), Dims: []int64{1}}, Options{}, "unsupported data type BFLOAT16 (16)"},
+		{"bfloat16 beyond 16 bits", &onnxpb.TensorProto{DataType: ptr32(16), Dims: []int64{1}, Int32Data: []int32{70000}}, Options{}, "does not fit in 16 bits"},
 		{"undefined", &onnxpb.TensorProto{Dims: []int64{1}}, Options{}, "unsupported data type UNDEFINED (0)"},
 		{"type 99", &onnxpb.TensorProto{DataType: ptr32(99)}, Options{}, "unsupported data type 99"},
 		{"negative dim", &onnxpb.TensorProto{DataType: &f, Dims: []int64{3, -1}}, Options{}, "dims [3 -1]: dim 1 is negative"},

@@ -15,25 +15,34 @@ import (
 // (and numpy): float to integer truncates toward zero, integer narrowing
 // wraps, anything to bool is `!= 0` (NaN is true), bool to a number is 0 or
 // 1, and float16 converts through float32. String conversions (Cast-9+)
-// parse and print numbers; bfloat16 and Cast-19's `saturate` are not
-// supported.
+// parse and print numbers; bfloat16 (Cast-13+) converts through float32
+// with round-to-nearest-even. Cast-19's `saturate` is not supported.
+
+// castTypes13 are the types Cast takes from opset 13 on: bfloat16 joins.
+var castTypes13 = append(append([]ir.DType{}, AllTypes...), ir.BFloat16)
 
 func init() {
 	Register(&Schema{
-		OpType: "Cast", Since: 7, Until: 8, MinInputs: 1, MaxInputs: 1,
+		OpType: "Cast", Since: 6, Until: 8, MinInputs: 1, MaxInputs: 1,
 		TypeInput: 0, DTypes: plainTypes,
 		Infer: inferCast(plainTypes), Run: runCast(plainTypes),
 		Doc: "elementwise type conversion to attribute `to` (numeric and bool types)",
 	})
 	Register(&Schema{
-		OpType: "Cast", Since: 9, Until: 18, MinInputs: 1, MaxInputs: 1,
+		OpType: "Cast", Since: 9, Until: 12, MinInputs: 1, MaxInputs: 1,
 		TypeInput: 0, DTypes: AllTypes,
 		Infer: inferCast(AllTypes), Run: runCast(AllTypes),
 		Doc: "elementwise type conversion to attribute `to` (numeric, bool and string types)",
 	})
 	Register(&Schema{
+		OpType: "Cast", Since: 13, Until: 18, MinInputs: 1, MaxInputs: 1,
+		TypeInput: 0, DTypes: castTypes13,
+		Infer: inferCast(castTypes13), Run: runCast(castTypes13),
+		Doc: "elementwise type conversion to attribute `to` (numeric incl. bfloat16, bool and string types)",
+	})
+	Register(&Schema{
 		OpType: "CastLike", Since: 15, Until: 18, MinInputs: 2, MaxInputs: 2,
-		TypeInput: 0, DTypes: AllTypes,
+		TypeInput: 0, DTypes: castTypes13,
 		Infer: inferCastLike, Run: runCastLike,
 		Doc: "elementwise type conversion to the type of the second input",
 	})
@@ -109,7 +118,7 @@ func inferCastLike(n *ir.Node, opset int, in []Value) ([]Value, error) {
 		return nil, err
 	}
 	for i, what := range []string{"input", "target_type"} {
-		if err := checkType(n, what, in[i].Type.DType, AllTypes); err != nil {
+		if err := checkType(n, what, in[i].Type.DType, castTypes13); err != nil {
 			return nil, err
 		}
 	}
@@ -121,7 +130,7 @@ func runCastLike(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error
 		return nil, err
 	}
 	for i, what := range []string{"input", "target_type"} {
-		if err := checkType(n, what, in[i].DType, AllTypes); err != nil {
+		if err := checkType(n, what, in[i].DType, castTypes13); err != nil {
 			return nil, err
 		}
 	}
@@ -162,6 +171,21 @@ func CastTensor(t *ir.Tensor, to ir.DType) (*ir.Tensor, error) {
 		}
 	case t.DType == ir.Float16:
 		err = castNumeric(out, halfToFloat32(t.Data.([]uint16)))
+	case to == ir.BFloat16:
+		var f *ir.Tensor
+		if f, err = CastTensor(t, ir.Float); err == nil {
+			dst := out.Data.([]uint16)
+			for i, v := range f.Data.([]float32) {
+				dst[i] = ir.Float32ToBFloat16(v)
+			}
+		}
+	case t.DType == ir.BFloat16:
+		src := t.Data.([]uint16)
+		f := make([]float32, len(src))
+		for i, v := range src {
+			f[i] = ir.BFloat16ToFloat32(v)
+		}
+		err = castNumeric(out, f)
 	default:
 		err = castNumeric(out, t.Data)
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 func init() {
-	for _, r := range [][2]int{{7, 10}, {11, 12}, {13, 18}} {
+	for _, r := range [][2]int{{4, 10}, {11, 12}, {13, 18}} {
 		neg := r[0] >= 11
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Concat", Since: r[0], Until: r[1],

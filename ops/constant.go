@@ -8,7 +8,7 @@ import (
 )
 
 func init() {
-	for _, r := range [][2]int{{7, 8}, {9, 10}, {11, 11}, {12, 12}, {13, 18}} {
+	for _, r := range [][2]int{{1, 8}, {9, 10}, {11, 11}, {12, 12}, {13, 18}} {
 		valueAttrs := r[0] >= 12
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Constant", Since: r[0], Until: r[1],
@@ -36,7 +36,7 @@ func init() {
 		Infer: inferConstantOfShape, Run: runConstantOfShape,
 		Doc: "a tensor of the given shape filled with one value (default float32 0)",
 	})
-	for _, r := range [][2]int{{7, 12}, {13, 13}, {14, 15}, {16, 18}} {
+	for _, r := range [][2]int{{1, 12}, {13, 13}, {14, 15}, {16, 18}} {
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Identity", Since: r[0], Until: r[1],
 			MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: AllTypes,

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -50,11 +51,44 @@ func TestDropout(t *testing.T) {
 	}
 }
 
-func TestDropoutTrainingRefused(t *testing.T) {
+// numpy: np.random.seed(0); np.random.uniform(0, 1, 6) =
+// [0.5488135, 0.71518937, 0.60276338, 0.54488318, 0.4236548, 0.64589411].
+func TestMT19937MatchesNumpy(t *testing.T) {
+	want := []float64{0.5488135039273248, 0.7151893663724195, 0.6027633760716439, 0.5448831829968969, 0.4236547993389047, 0.6458941130666561}
+	rng := newMT19937(0)
+	for i, w := range want {
+		if got := rng.float64(); math.Abs(got-w) > 1e-15 {
+			t.Fatalf("draw %d = %.17g, want %.17g", i, got, w)
+		}
+	}
+}
+
+func TestDropoutTraining(t *testing.T) {
+	x := cF32([]int{2, 3}, 1, -2, 3, 0.5, 2, 4)
+	tests := []struct {
+		ratio    float32
+		want     []float64
+		wantMask []bool
+	}{
+		{0.5, []float64{2, -4, 6, 1, 0, 8}, []bool{true, true, true, true, false, true}},
+		{0.6, []float64{0, -5, 7.5, 0, 0, 10}, []bool{false, true, true, false, false, true}},
+	}
 	s, _ := Lookup("", "Dropout", 13)
-	_, err := s.Run(&Context{Opset: 13}, cNode("Dropout", 3, 1), []*ir.Tensor{cF32([]int{1}, 1), cF32(nil, 0.5), ir.Scalar(true)})
-	if err == nil || !strings.Contains(err.Error(), "training mode with ratio 0.5 is not supported") {
-		t.Errorf("error %v", err)
+	for _, tc := range tests {
+		out, err := s.Run(&Context{Opset: 13}, cNode("Dropout", 3, 2, cAttrInt("seed", 0)), []*ir.Tensor{x, cF32(nil, tc.ratio), ir.Scalar(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cClose(t, "output", out[0], x.Shape, tc.want, 1e-6)
+		for i, v := range out[1].Bools() {
+			if v != tc.wantMask[i] {
+				t.Fatalf("ratio %g: mask %v, want %v", tc.ratio, out[1].Bools(), tc.wantMask)
+			}
+		}
+	}
+	_, err := s.Run(&Context{Opset: 13}, cNode("Dropout", 3, 1), []*ir.Tensor{x, cF32(nil, 1), ir.Scalar(true)})
+	if err == nil || !strings.Contains(err.Error(), "ratio must be in [0, 1)") {
+		t.Errorf("ratio 1: error %v", err)
 	}
 	_, err = s.Run(&Context{Opset: 13}, cNode("Dropout", 1, 1), []*ir.Tensor{ir.FromSlice([]int{1}, []int64{1})})
 	if err == nil {

@@ -15,7 +15,7 @@ func init() {
 			Doc: "broadcasts a tensor against a shape (numpy rules, both ways)",
 		})
 	}
-	for _, r := range [][2]int{{7, 12}, {13, 18}} {
+	for _, r := range [][2]int{{6, 12}, {13, 18}} {
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Tile", Since: r[0], Until: r[1],
 			MinInputs: 2, MaxInputs: 2, TypeInput: 0, DTypes: AllTypes,

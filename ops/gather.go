@@ -7,7 +7,7 @@ import (
 )
 
 func init() {
-	for _, r := range [][2]int{{7, 10}, {11, 12}, {13, 18}} {
+	for _, r := range [][2]int{{1, 10}, {11, 12}, {13, 18}} {
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Gather", Since: r[0], Until: r[1],
 			MinInputs: 2, MaxInputs: 2, TypeInput: 0, DTypes: AllTypes,

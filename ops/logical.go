@@ -11,7 +11,7 @@ import (
 
 func init() {
 	Register(&Schema{
-		OpType: "Not", Since: 7, Until: 18, MinInputs: 1, MaxInputs: 1,
+		OpType: "Not", Since: 1, Until: 18, MinInputs: 1, MaxInputs: 1,
 		TypeInput: 0, DTypes: boolOnly,
 		Infer: inferUnary(boolOnly),
 		Run:   runNot,

@@ -26,10 +26,10 @@ func init() {
 		doc    string
 		ranges []opRange
 	}{
-		{"Max", foldMax, "elementwise maximum of 1..N broadcast inputs (NaN propagates)", []opRange{{7, 11, FloatTypes}, {12, 18, NumericTypes}}},
-		{"Min", foldMin, "elementwise minimum of 1..N broadcast inputs (NaN propagates)", []opRange{{7, 11, FloatTypes}, {12, 18, NumericTypes}}},
-		{"Sum", foldSum, "elementwise sum of 1..N broadcast inputs", []opRange{{7, 18, FloatTypes}}},
-		{"Mean", foldMean, "elementwise mean of 1..N broadcast inputs", []opRange{{7, 18, FloatTypes}}},
+		{"Max", foldMax, "elementwise maximum of 1..N broadcast inputs (NaN propagates)", []opRange{{6, 11, FloatTypes}, {12, 18, NumericTypes}}},
+		{"Min", foldMin, "elementwise minimum of 1..N broadcast inputs (NaN propagates)", []opRange{{6, 11, FloatTypes}, {12, 18, NumericTypes}}},
+		{"Sum", foldSum, "elementwise sum of 1..N broadcast inputs", []opRange{{6, 18, FloatTypes}}},
+		{"Mean", foldMean, "elementwise mean of 1..N broadcast inputs", []opRange{{6, 18, FloatTypes}}},
 	} {
 		for _, r := range f.ranges {
 			Register(&Schema{

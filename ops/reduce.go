@@ -42,9 +42,9 @@ func init() {
 		{"ReduceProd", reduceProd, 18, "product over axes"},
 		{"ReduceSumSquare", reduceSumSquare, 18, "sum of squares over axes"},
 	} {
-		ranges := [][2]int{{7, 10}, {11, 12}, {13, 17}, {18, 18}}
+		ranges := [][2]int{{1, 10}, {11, 12}, {13, 17}, {18, 18}}
 		if op.axesInput == 13 {
-			ranges = [][2]int{{7, 10}, {11, 12}, {13, 18}}
+			ranges = [][2]int{{1, 10}, {11, 12}, {13, 18}}
 		}
 		for _, r := range ranges {
 			maxIn := 1

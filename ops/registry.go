@@ -14,7 +14,7 @@ import (
 
 // MinOpset and MaxOpset bound the default-domain opsets attnrun supports.
 const (
-	MinOpset = 7
+	MinOpset = 1
 	MaxOpset = 18
 )
 
@@ -58,6 +58,17 @@ type InferFunc func(n *ir.Node, opset int, in []Value) ([]Value, error)
 // for an omitted optional input). It returns one tensor per node output.
 type RunFunc func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error)
 
+// RunIntoFunc is the optional output-into form of a kernel, for executors
+// with a memory plan (runtime/graph reuses intermediate buffers across the
+// steps of a run and across runs). out has one entry per node output (nil
+// for an omitted output), each preallocated with the dtype and concrete
+// shape inference gave and a Data slice of exactly that many elements,
+// whose contents are undefined (not necessarily zero). The kernel must
+// write every element of each output, must not keep in or out after it
+// returns, and must validate its inputs as Run does. An output shares
+// memory with an input only where Schema.InPlace allows it.
+type RunIntoFunc func(ctx *Context, n *ir.Node, in []*ir.Tensor, out []*ir.Tensor) error
+
 // Context carries what a kernel may need beyond its inputs.
 type Context struct {
 	// Opset is the version of the node's domain the model imports.
@@ -82,6 +93,14 @@ type Schema struct {
 	// Infer computes output types; Run computes output values.
 	Infer InferFunc
 	Run   RunFunc
+	// RunInto, when set, computes the same outputs as Run into buffers the
+	// caller provides (see RunIntoFunc). Run stays the reference.
+	RunInto RunIntoFunc
+	// InPlace lists the inputs whose buffer RunInto may also be given as
+	// output 0 when that input has output 0's dtype and shape (an
+	// elementwise kernel reads element i of such an input before writing
+	// element i of the output, and never reads it afterwards).
+	InPlace []int
 	// Doc is a one-line description for `attnrun ops`.
 	Doc string
 }

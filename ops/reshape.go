@@ -8,7 +8,7 @@ import (
 )
 
 func init() {
-	for _, r := range [][2]int{{7, 12}, {13, 13}, {14, 18}} {
+	for _, r := range [][2]int{{5, 12}, {13, 13}, {14, 18}} {
 		allowZeroAttr := r[0] >= 14
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Reshape", Since: r[0], Until: r[1],
@@ -20,7 +20,7 @@ func init() {
 			Doc: "gives a tensor a new shape of the same size (0 copies a dim, -1 is inferred)",
 		})
 	}
-	for _, r := range [][2]int{{7, 8}, {9, 10}, {11, 12}, {13, 18}} {
+	for _, r := range [][2]int{{1, 8}, {9, 10}, {11, 12}, {13, 18}} {
 		neg := r[0] >= 11
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Flatten", Since: r[0], Until: r[1],

@@ -3,7 +3,7 @@ package ops
 import "github.com/attnrun/attnrun/ir"
 
 func init() {
-	for _, r := range [][2]int{{7, 12}, {13, 14}, {15, 18}} {
+	for _, r := range [][2]int{{1, 12}, {13, 14}, {15, 18}} {
 		withRange := r[0] >= 15
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Shape", Since: r[0], Until: r[1],
@@ -15,6 +15,34 @@ func init() {
 			Doc: "the shape of a tensor as a 1-D int64 tensor",
 		})
 	}
+	for _, r := range [][2]int{{1, 12}, {13, 18}} {
+		Register(&Schema{
+			Domain: DomainONNX, OpType: "Size", Since: r[0], Until: r[1],
+			MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: AllTypes,
+			Infer: inferSize, Run: runSize,
+			Doc: "the number of elements of a tensor as an int64 scalar",
+		})
+	}
+}
+
+// inferSize gives Size's int64 scalar, known (as Sym, and Const when it is a
+// number) when the input's shape is.
+func inferSize(n *ir.Node, opset int, in []Value) ([]Value, error) {
+	if err := checkInferInputs(n, in, 1); err != nil {
+		return nil, err
+	}
+	x := in[0].Type
+	if !x.RankKnown {
+		return []Value{Typed(ir.Int64, ir.Shape{})}, nil
+	}
+	return []Value{symValue(ir.Int64, ir.Shape{productOf(x.Shape).dim()}, true)}, nil
+}
+
+func runSize(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
+	if err := checkRunInputs(n, in, 1); err != nil {
+		return nil, err
+	}
+	return []*ir.Tensor{ir.Scalar(int64(in[0].Len()))}, nil
 }
 
 // shapeRange returns the [start, end) slice of a rank-r shape that Shape-15

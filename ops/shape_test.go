@@ -59,3 +59,37 @@ func TestShapeInferSym(t *testing.T) {
 		t.Errorf("unknown rank: %v %v", out, err)
 	}
 }
+
+func TestSize(t *testing.T) {
+	cases := []struct {
+		name  string
+		opset int
+		x     *ir.Tensor
+		want  int64
+	}{
+		{"3x4x5", 13, mvIota(3, 4, 5), 60},
+		{"opset 1", 1, mvIota(2, 3), 6},
+		{"scalar", 13, ir.Scalar(float32(1)), 1},
+		{"empty", 13, ir.FromSlice([]int{2, 0}, []bool{}), 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := mvRun(t, c.opset, mvNode("Size", 1, 1), c.x)
+			mvWant(t, out[0], []int{}, []int64{c.want})
+		})
+	}
+	out, err := mvInfer(t, 13, mvNode("Size", 1, 1), Typed(ir.Float, mvShape(2, 3, 4)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0].Const == nil || out[0].Const.Int64s()[0] != 24 || out[0].Type.String() != "int64[]" {
+		t.Errorf("known shape: Const %v type %s, want 24 int64[]", out[0].Const, out[0].Type)
+	}
+	out, err = mvInfer(t, 13, mvNode("Size", 1, 1), Typed(ir.Float, mvShape("n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0].Const != nil || out[0].Sym.String() != "[n]" {
+		t.Errorf("symbolic shape: Const %v Sym %s, want no Const and [n]", out[0].Const, out[0].Sym)
+	}
+}

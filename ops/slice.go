@@ -18,7 +18,7 @@ func init() {
 		since, until int
 		v            sliceVariant
 	}{
-		{7, 9, sliceVariant{}},
+		{1, 9, sliceVariant{}},
 		{10, 10, sliceVariant{inputs: true}},
 		{11, 12, sliceVariant{inputs: true, neg: true}},
 		{13, 18, sliceVariant{inputs: true, neg: true}},

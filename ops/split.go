@@ -14,7 +14,7 @@ func init() {
 		since, until int
 		v            splitVariant
 	}{
-		{7, 10, splitVariant{}},
+		{2, 10, splitVariant{}},
 		{11, 12, splitVariant{neg: true}},
 		{13, 17, splitVariant{neg: true, splitInput: true}},
 		{18, 18, splitVariant{neg: true, splitInput: true, numOutputs: true}},

@@ -7,7 +7,7 @@ import (
 )
 
 func init() {
-	for _, r := range [][2]int{{7, 10}, {11, 12}, {13, 18}} {
+	for _, r := range [][2]int{{1, 10}, {11, 12}, {13, 18}} {
 		neg, attr := r[0] >= 11, r[0] < 13
 		maxIn := 1
 		if !attr {

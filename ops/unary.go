@@ -9,7 +9,7 @@ import (
 )
 
 // Unary elementwise math: Sqrt, Neg, Erf, Abs, Exp, Log, Reciprocal, Relu,
-// Sigmoid, Tanh. Float functions are evaluated in float64 and rounded to
+// Sigmoid, Tanh, Ceil, Floor. Float functions are evaluated in float64 and rounded to
 // the tensor's type (float16 goes through float32).
 
 // unaryOp describes one unary op.
@@ -33,16 +33,18 @@ type opRange struct {
 }
 
 var unaryOps = []unaryOp{
-	{name: "Sqrt", doc: "elementwise square root", ranges: []opRange{{7, 18, FloatTypes}}, float: math.Sqrt},
-	{name: "Neg", doc: "elementwise negation", ranges: []opRange{{7, 18, floatSigned}}, direct: negTensor},
+	{name: "Sqrt", doc: "elementwise square root", ranges: []opRange{{6, 18, FloatTypes}}, float: math.Sqrt},
+	{name: "Neg", doc: "elementwise negation", ranges: []opRange{{6, 18, floatSigned}}, direct: negTensor},
 	{name: "Erf", doc: "elementwise error function", ranges: []opRange{{9, 18, NumericTypes}}, float: math.Erf},
-	{name: "Abs", doc: "elementwise absolute value", ranges: []opRange{{7, 18, NumericTypes}}, direct: absTensor},
-	{name: "Exp", doc: "elementwise e^x", ranges: []opRange{{7, 18, FloatTypes}}, float: math.Exp},
-	{name: "Log", doc: "elementwise natural logarithm", ranges: []opRange{{7, 18, FloatTypes}}, float: math.Log},
-	{name: "Reciprocal", doc: "elementwise 1/x", ranges: []opRange{{7, 18, FloatTypes}}, float: func(x float64) float64 { return 1 / x }},
-	{name: "Relu", doc: "elementwise max(x, 0)", ranges: []opRange{{7, 13, FloatTypes}, {14, 18, floatSigned}}, direct: reluTensor},
-	{name: "Sigmoid", doc: "elementwise logistic function 1/(1+e^-x)", ranges: []opRange{{7, 18, FloatTypes}}, float: sigmoid},
-	{name: "Tanh", doc: "elementwise hyperbolic tangent", ranges: []opRange{{7, 18, FloatTypes}}, float: math.Tanh},
+	{name: "Abs", doc: "elementwise absolute value", ranges: []opRange{{6, 18, NumericTypes}}, direct: absTensor},
+	{name: "Exp", doc: "elementwise e^x", ranges: []opRange{{6, 18, FloatTypes}}, float: math.Exp},
+	{name: "Log", doc: "elementwise natural logarithm", ranges: []opRange{{6, 18, FloatTypes}}, float: math.Log},
+	{name: "Reciprocal", doc: "elementwise 1/x", ranges: []opRange{{6, 18, FloatTypes}}, float: func(x float64) float64 { return 1 / x }},
+	{name: "Relu", doc: "elementwise max(x, 0)", ranges: []opRange{{6, 13, FloatTypes}, {14, 18, floatSigned}}, direct: reluTensor},
+	{name: "Sigmoid", doc: "elementwise logistic function 1/(1+e^-x)", ranges: []opRange{{6, 18, FloatTypes}}, float: sigmoid},
+	{name: "Tanh", doc: "elementwise hyperbolic tangent", ranges: []opRange{{6, 18, FloatTypes}}, float: math.Tanh},
+	{name: "Ceil", doc: "elementwise ceiling (round toward +inf)", ranges: []opRange{{6, 18, FloatTypes}}, float: math.Ceil},
+	{name: "Floor", doc: "elementwise floor (round toward -inf)", ranges: []opRange{{6, 18, FloatTypes}}, float: math.Floor},
 }
 
 func init() {

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
+	"github.com/attnrun/attnrun/plugins"
+	"github.com/attnrun/attnrun/runtime/session"
+)
+
+func newOpsCmd(g *globalFlags) *cobra.Command {
+	var markdown bool
+	cmd := &cobra.Command{
+		Use:   "ops",
+		Short: "List the ops attnrun knows: opset ranges, element types, and the backends that take them",
+		Long: `ops prints every op in attnrun's registry with the opset ranges it covers,
+the element types its kernels take, and which of the available backends take
+it (each backend is started and asked, as in "attnrun backends"). With
+--markdown it prints the table docs/ops.md holds (make ops-table).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			list, err := session.ListBackends(cmd.Context(), g.sessionOptions())
+			if err != nil {
+				return err
+			}
+			var backends []opsBackend
+			for _, b := range list {
+				if b.Available {
+					backends = append(backends, opsBackend{b.Name, b.Ops})
+				}
+			}
+			rows := opsRows(ops.Schemas(), backends)
+			if markdown {
+				return writeOpsMarkdown(cmd.OutOrStdout(), rows)
+			}
+			return writeOpsText(cmd.OutOrStdout(), rows)
+		},
+	}
+	cmd.Flags().BoolVar(&markdown, "markdown", false, "print a Markdown table (the one in docs/ops.md)")
+	return cmd
+}
+
+// opsBackend is a backend's name and the ops it reports.
+type opsBackend struct {
+	name string
+	ops  []plugins.OpSupport
+}
+
+// opsRange is one registered opset range of an op.
+type opsRange struct {
+	since, until int
+	types        string
+	doc          string
+}
+
+// opsRow is one op: its ranges and the backends taking each.
+type opsRow struct {
+	key    string
+	ranges []opsRange
+	// backends lists, for each backend taking some range, "name" or
+	// "name (since-until, ...)" when it takes only some of the ranges.
+	backends []string
+}
+
+// opsRows groups schemas by op and works out which backends take them: a
+// backend takes a range when one of its reported ops has the same domain and
+// type and an opset range covering it.
+func opsRows(schemas []*ops.Schema, backends []opsBackend) []opsRow {
+	var rows []opsRow
+	idx := map[string]int{}
+	for _, s := range schemas {
+		i, ok := idx[s.Key()]
+		if !ok {
+			i = len(rows)
+			idx[s.Key()] = i
+			rows = append(rows, opsRow{key: s.Key()})
+		}
+		types := "any"
+		if s.TypeInput >= 0 {
+			types = describeDTypes(s.DTypes)
+		}
+		rows[i].ranges = append(rows[i].ranges, opsRange{since: s.Since, until: s.Until, types: types, doc: s.Doc})
+	}
+	for i := range rows {
+		r := &rows[i]
+		domain, opType, ok := strings.Cut(r.key, ":")
+		if !ok {
+			domain, opType = "", r.key
+		}
+		for _, b := range backends {
+			var taken []string
+			for _, rg := range r.ranges {
+				if backendTakes(b.ops, domain, opType, rg.since, rg.until) {
+					taken = append(taken, opsetText(rg.since, rg.until))
+				}
+			}
+			switch {
+			case len(taken) == len(r.ranges):
+				r.backends = append(r.backends, b.name)
+			case len(taken) > 0:
+				r.backends = append(r.backends, fmt.Sprintf("%s (%s)", b.name, strings.Join(taken, ", ")))
+			}
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		// Default-domain ops first, then the others by domain.
+		ci, cj := strings.Contains(rows[i].key, ":"), strings.Contains(rows[j].key, ":")
+		if ci != cj {
+			return !ci
+		}
+		return rows[i].key < rows[j].key
+	})
+	return rows
+}
+
+func backendTakes(list []plugins.OpSupport, domain, opType string, since, until int) bool {
+	for _, op := range list {
+		d := op.Domain
+		if d == "ai.onnx" {
+			d = ""
+		}
+		if d == domain && op.OpType == opType && op.Since <= since && until <= op.Until {
+			return true
+		}
+	}
+	return false
+}
+
+func opsetText(since, until int) string {
+	if since == until {
+		return fmt.Sprint(since)
+	}
+	return fmt.Sprintf("%d-%d", since, until)
+}
+
+// dtypeGroups name families of element types, so that a type list reads
+// "float, int, uint, bool" instead of eleven names.
+var dtypeGroups = []struct {
+	name  string
+	types []ir.DType
+}{
+	{"float", []ir.DType{ir.Float, ir.Double, ir.Float16}},
+	{"int", []ir.DType{ir.Int8, ir.Int16, ir.Int32, ir.Int64}},
+	{"uint", []ir.DType{ir.Uint8, ir.Uint16, ir.Uint32, ir.Uint64}},
+}
+
+// describeDTypes writes a dtype list compactly: "float" for float32,
+// float64 and float16 together, "int" for int8..int64, "uint" for
+// uint8..uint64, other types by name.
+func describeDTypes(dts []ir.DType) string {
+	have := map[ir.DType]bool{}
+	for _, d := range dts {
+		have[d] = true
+	}
+	var parts []string
+	used := map[ir.DType]bool{}
+	for _, g := range dtypeGroups {
+		all := true
+		for _, d := range g.types {
+			all = all && have[d]
+		}
+		if all {
+			parts = append(parts, g.name)
+			for _, d := range g.types {
+				used[d] = true
+			}
+		}
+	}
+	for _, d := range dts {
+		if !used[d] {
+			parts = append(parts, d.String())
+			used[d] = true
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// opsets and types render a row's ranges: "7-13, 14-18" and, when the types
+// differ between ranges, "7-13: float; 14-18: float, int".
+func (r opsRow) opsets() string {
+	parts := make([]string, len(r.ranges))
+	for i, rg := range r.ranges {
+		parts[i] = opsetText(rg.since, rg.until)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (r opsRow) types() string {
+	same := true
+	for _, rg := range r.ranges[1:] {
+		same = same && rg.types == r.ranges[0].types
+	}
+	if same {
+		return r.ranges[0].types
+	}
+	parts := make([]string, len(r.ranges))
+	for i, rg := range r.ranges {
+		parts[i] = opsetText(rg.since, rg.until) + ": " + rg.types
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (r opsRow) doc() string { return r.ranges[len(r.ranges)-1].doc }
+
+func (r opsRow) backendList() string {
+	if len(r.backends) == 0 {
+		return "none"
+	}
+	return strings.Join(r.backends, ", ")
+}
+
+func writeOpsText(w io.Writer, rows []opsRow) error {
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\n  opsets:   %s\n  types:    %s\n  backends: %s\n", r.key, r.opsets(), r.types(), r.backendList())
+		if d := r.doc(); d != "" {
+			fmt.Fprintf(w, "  %s\n", d)
+		}
+	}
+	_, err := fmt.Fprintf(w, "%d ops\n", len(rows))
+	return err
+}
+
+// writeOpsMarkdown writes the docs/ops.md table.
+func writeOpsMarkdown(w io.Writer, rows []opsRow) error {
+	esc := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+	var b strings.Builder
+	b.WriteString("<!-- Generated by `make ops-table` (attnrun ops --markdown). Do not edit by hand. -->\n")
+	fmt.Fprintf(&b, "# Supported ops\n\nattnrun's op registry: %d ops. Opsets are the default ONNX domain's versions each kernel covers\n", len(rows))
+	b.WriteString("(attnrun reads models importing opsets " + opsetText(ops.MinOpset, ops.MaxOpset) + "); types are the element types the kernel takes\n")
+	b.WriteString("(float = float32, float64, float16; int = int8..int64; uint = uint8..uint64); backends are those that take the op.\n\n")
+	b.WriteString("| Op | Opsets | Types | Backends | Notes |\n|---|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", esc(r.key), r.opsets(), esc(r.types()), esc(r.backendList()), esc(r.doc()))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
