@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"sync"
 
 	"github.com/attnrun/attnrun/ir"
@@ -22,6 +23,9 @@ import (
 type grpcPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
 	impl Server
+	// shm is the backend's mapping of the host's tensor region (nil: none
+	// was passed).
+	shm *backendShm
 }
 
 // GRPCServer registers the service (backend side).
@@ -29,7 +33,7 @@ func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 	if p.impl == nil {
 		return errors.New("no backend implementation to serve")
 	}
-	backendpb.RegisterBackendServer(s, &grpcServer{impl: p.impl})
+	backendpb.RegisterBackendServer(s, &grpcServer{impl: p.impl, shm: p.shm})
 	return nil
 }
 
@@ -44,6 +48,7 @@ func (p *grpcPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc
 type grpcServer struct {
 	backendpb.UnimplementedBackendServer
 	impl Server
+	shm  *backendShm
 }
 
 func (s *grpcServer) Info(ctx context.Context, _ *backendpb.InfoRequest) (*backendpb.InfoResponse, error) {
@@ -54,6 +59,7 @@ func (s *grpcServer) Info(ctx context.Context, _ *backendpb.InfoRequest) (*backe
 	r := &backendpb.InfoResponse{
 		Name: info.Name, Version: info.Version, Pid: int64(info.Pid),
 		Details: info.Details, ProtocolVersion: ProtocolVersion,
+		UnavailableReason: info.UnavailableReason,
 	}
 	if r.Pid == 0 {
 		r.Pid = int64(os.Getpid())
@@ -103,13 +109,44 @@ func (s *grpcServer) Compile(ctx context.Context, req *backendpb.CompileRequest)
 	return r, nil
 }
 
+// Run decodes the inputs (those in the shared region are used in place),
+// runs the partition and encodes the outputs: into the request's output area
+// while they fit, inline otherwise.
 func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backendpb.RunResponse, error) {
+	var region []byte // this Run's view of the tensor region
+	var outOff, outEnd uint64
+	if sr := req.Shm; sr != nil {
+		if s.shm == nil {
+			return nil, status.Error(codes.FailedPrecondition, "the host sent shared-memory tensors, but this backend was given no tensor region")
+		}
+		// Held until the response is built: a later Run cannot remap the
+		// region while this one reads or writes it.
+		s.shm.mu.Lock()
+		defer s.shm.mu.Unlock()
+		if err := s.shm.ensure(sr.Size); err != nil {
+			return nil, status.Error(codes.FailedPrecondition, err.Error())
+		}
+		region = s.shm.mem[:sr.Size:sr.Size]
+		if sr.OutOffset > sr.Size || sr.OutLength > sr.Size-sr.OutOffset {
+			return nil, status.Errorf(codes.InvalidArgument, "output area [%d, +%d) lies outside the %d-byte region", sr.OutOffset, sr.OutLength, sr.Size)
+		}
+		outOff, outEnd = sr.OutOffset, sr.OutOffset+sr.OutLength
+	}
 	in := make(map[string]*ir.Tensor, len(req.Inputs))
 	for _, nt := range req.Inputs {
 		if _, dup := in[nt.Name]; dup {
 			return nil, status.Errorf(codes.InvalidArgument, "input %q given twice", nt.Name)
 		}
-		t, err := fromWire(nt.Tensor, 0)
+		var t *ir.Tensor
+		var err error
+		switch {
+		case nt.Tensor != nil && nt.Tensor.Shm != nil && region == nil:
+			err = errors.New("refers to the shared region, but the request has none")
+		case nt.Tensor != nil && nt.Tensor.Shm != nil:
+			t, err = shmTensor(nt.Tensor, region, false)
+		default:
+			t, err = fromWire(nt.Tensor, 0)
+		}
 		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "input %q: %v", nt.Name, err)
 		}
@@ -121,6 +158,33 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 	}
 	r := &backendpb.RunResponse{Outputs: make([]*backendpb.NamedTensor, 0, len(out))}
 	for name, t := range out {
+		if t == nil {
+			return nil, status.Errorf(codes.Internal, "output %q: no tensor", name)
+		}
+		if err := t.Check(); err != nil {
+			return nil, status.Errorf(codes.Internal, "output %q: %v", name, err)
+		}
+		if shmEligible(t) {
+			if off, ok := within(bytesOf(t.Data), region); ok {
+				// A view of an input in the region (Identity, Reshape):
+				// described in place, no copy. The host copies it out
+				// before the region is written again.
+				r.Outputs = append(r.Outputs, &backendpb.NamedTensor{Name: name, Tensor: shmRef(t, off)})
+				continue
+			}
+			need := uint64(alignUp(t.Bytes()))
+			r.OutputBytes += need
+			if region != nil && need <= outEnd-outOff {
+				r.Outputs = append(r.Outputs, &backendpb.NamedTensor{Name: name, Tensor: putShm(region, int64(outOff), t)})
+				outOff += need
+				continue
+			}
+			if overlaps(bytesOf(t.Data), region) {
+				// Inline bytes are marshalled after this handler returns
+				// and the region's lock is released: detach them.
+				t = t.Clone()
+			}
+		}
 		w, err := toWire(t)
 		if err != nil {
 			return nil, status.Errorf(codes.Internal, "output %q: %v", name, err)
@@ -157,6 +221,9 @@ type partMeta struct {
 // client implements Backend over gRPC.
 type client struct {
 	rpc backendpb.BackendClient
+	// shm is the tensor region shared with the backend (nil: tensors travel
+	// inline). Launch sets it.
+	shm *hostShm
 
 	mu    sync.Mutex
 	parts map[PartitionID]*partMeta
@@ -192,7 +259,7 @@ func (c *client) Info(ctx context.Context) (*Info, error) {
 	if err != nil {
 		return nil, rpcError("info", err)
 	}
-	info := &Info{Name: r.Name, Version: r.Version, Pid: int(r.Pid), Details: r.Details, ProtocolVersion: int(r.ProtocolVersion)}
+	info := &Info{Name: r.Name, Version: r.Version, Pid: int(r.Pid), Details: r.Details, ProtocolVersion: int(r.ProtocolVersion), UnavailableReason: r.UnavailableReason}
 	if info.Details == nil {
 		info.Details = map[string]string{}
 	}
@@ -269,25 +336,84 @@ func (c *client) Run(ctx context.Context, id PartitionID, inputs map[string]*ten
 	if meta == nil {
 		return nil, fmt.Errorf("run: unknown partition %d", id)
 	}
-	req := &backendpb.RunRequest{PartitionId: uint64(id), Inputs: make([]*backendpb.NamedTensor, 0, len(inputs))}
-	for name, d := range inputs {
-		t, err := denseToIR(d, meta.inputs[name])
+	names := make([]string, 0, len(inputs))
+	for name := range inputs {
+		names = append(names, name)
+	}
+	sort.Strings(names) // a stable layout in the region
+	ts := make([]*ir.Tensor, len(names))
+	var inBytes int64
+	for i, name := range names {
+		t, err := denseToIR(inputs[name], meta.inputs[name])
 		if err != nil {
 			return nil, fmt.Errorf("run: input %q: %w", name, err)
+		}
+		if err := t.Check(); err != nil {
+			return nil, fmt.Errorf("run: input %q: %w", name, err)
+		}
+		ts[i] = t
+		if shmEligible(t) {
+			inBytes += alignUp(t.Bytes())
+		}
+	}
+	req := &backendpb.RunRequest{PartitionId: uint64(id), Inputs: make([]*backendpb.NamedTensor, 0, len(inputs))}
+	var region []byte
+	if h := c.shm; h != nil {
+		// One Run at a time owns the region, from writing the inputs to
+		// copying the outputs out.
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.mem == nil {
+			return nil, errors.New("run: the backend's tensor region is closed")
+		}
+		want, ok := h.outBytes[id]
+		if !ok {
+			want = inBytes // first Run: guess outputs as large as inputs
+		}
+		size := h.reserve(inBytes + want)
+		region = h.mem[:size:size]
+	}
+	var off int64
+	for i, t := range ts {
+		if region != nil && shmEligible(t) {
+			if need := alignUp(t.Bytes()); need <= int64(len(region))-off {
+				req.Inputs = append(req.Inputs, &backendpb.NamedTensor{Name: names[i], Tensor: putShm(region, off, t)})
+				off += need
+				continue
+			}
+			// Too large for the region even after growing: this tensor
+			// falls back to inline bytes in the message.
 		}
 		w, err := toWire(t)
 		if err != nil {
-			return nil, fmt.Errorf("run: input %q: %w", name, err)
+			return nil, fmt.Errorf("run: input %q: %w", names[i], err)
 		}
-		req.Inputs = append(req.Inputs, &backendpb.NamedTensor{Name: name, Tensor: w})
+		req.Inputs = append(req.Inputs, &backendpb.NamedTensor{Name: names[i], Tensor: w})
+	}
+	if region != nil {
+		size := uint64(len(region))
+		req.Shm = &backendpb.SharedRun{Size: size, OutOffset: uint64(off), OutLength: size - uint64(off)}
 	}
 	r, err := c.rpc.Run(ctx, req)
 	if err != nil {
 		return nil, rpcError("run", err)
 	}
+	if region != nil {
+		c.shm.outBytes[id] = int64(min(r.OutputBytes, uint64(c.shm.max)))
+	}
 	out := make(map[string]*tensor.Dense, len(r.Outputs))
 	for _, nt := range r.Outputs {
-		t, err := fromWire(nt.Tensor, 0)
+		var t *ir.Tensor
+		var err error
+		switch {
+		case nt.Tensor != nil && nt.Tensor.Shm != nil && region == nil:
+			err = errors.New("the backend answered with a shared-memory tensor, but this Run has no region")
+		case nt.Tensor != nil && nt.Tensor.Shm != nil:
+			// Copied out: the result must outlive the region's next Run.
+			t, err = shmTensor(nt.Tensor, region, true)
+		default:
+			t, err = fromWire(nt.Tensor, 0)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("run: output %q: %w", nt.Name, err)
 		}
@@ -316,6 +442,11 @@ func (c *client) Release(ctx context.Context, id PartitionID) error {
 	c.mu.Lock()
 	delete(c.parts, id)
 	c.mu.Unlock()
+	if h := c.shm; h != nil {
+		h.mu.Lock()
+		delete(h.outBytes, id)
+		h.mu.Unlock()
+	}
 	return nil
 }
 

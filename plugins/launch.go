@@ -45,6 +45,14 @@ type LaunchSpec struct {
 	// Logger receives go-plugin's and the backend's log lines (nil: Warn
 	// level and above to stderr).
 	Logger hclog.Logger
+	// SharedBytes is the initial size of the tensor region shared with the
+	// backend (0: DefaultSharedBytes); negative passes no region, and
+	// tensors travel as bytes inside the gRPC messages. Setting
+	// NoSharedMemoryEnv=1 in the host's environment does the same.
+	SharedBytes int64
+	// SharedMaxBytes bounds the region's growth (0: DefaultSharedMaxBytes,
+	// raised to SharedBytes if smaller).
+	SharedMaxBytes int64
 }
 
 // Process is a running backend process. It implements Backend; when a call
@@ -57,6 +65,7 @@ type Process struct {
 	rpc    *client
 	run    *procRunner
 	page   *statusPage
+	shm    *hostShm // nil: tensors travel inline
 	parent *os.File // write end of the parent pipe
 	stderr *tailBuffer
 
@@ -110,12 +119,35 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Process, error) {
 	}
 	defer parentR.Close()
 
+	// The tensor region (see shm.go), unless turned off.
+	var shm *hostShm
+	if spec.SharedBytes >= 0 && os.Getenv(NoSharedMemoryEnv) != "1" {
+		size, limit := spec.SharedBytes, spec.SharedMaxBytes
+		if size == 0 {
+			size = DefaultSharedBytes
+		}
+		if limit == 0 {
+			limit = DefaultSharedMaxBytes
+		}
+		if shm, err = newHostShm(size, max(size, limit)); err != nil {
+			page.close()
+			parentR.Close()
+			parentW.Close()
+			return nil, fmt.Errorf("launch backend %q: %w", spec.Name, err)
+		}
+	}
+
 	cmd := spec.Cmd
 	fd := 3 + len(cmd.ExtraFiles)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, pageFile, parentR)
+	shmEnv := SharedFDEnv + "=" // none: also hides a value inherited from the host
+	if shm != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, shm.f)
+		shmEnv += strconv.Itoa(fd + 2)
+	}
 	// The host environment goes first so that the spec's and ours win.
 	cmd.Env = append(append(os.Environ(), cmd.Env...),
-		StatusFDEnv+"="+strconv.Itoa(fd), ParentFDEnv+"="+strconv.Itoa(fd+1))
+		StatusFDEnv+"="+strconv.Itoa(fd), ParentFDEnv+"="+strconv.Itoa(fd+1), shmEnv)
 
 	tail := &tailBuffer{max: 8 << 10}
 	pr := &procRunner{cmd: cmd, done: make(chan struct{})}
@@ -156,6 +188,7 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Process, error) {
 		}
 		c.Kill()
 		page.close()
+		shm.close()
 		parentW.Close()
 		return nil, fmt.Errorf("launch backend %q (%s): %s", spec.Name, cmd.Path, msg)
 	}
@@ -174,7 +207,8 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Process, error) {
 	if !ok {
 		return fail(fmt.Errorf("dispensed %T, not a backend client", raw))
 	}
-	return &Process{name: spec.Name, pid: pr.pid, client: c, rpc: cl, run: pr, page: page, parent: parentW, stderr: tail}, nil
+	cl.shm = shm
+	return &Process{name: spec.Name, pid: pr.pid, client: c, rpc: cl, run: pr, page: page, shm: shm, parent: parentW, stderr: tail}, nil
 }
 
 // noHandshake replaces go-plugin's message for a backend that closed its
@@ -206,6 +240,18 @@ func (p *Process) Name() string { return p.name }
 // Pid is the backend process's id.
 func (p *Process) Pid() int { return p.pid }
 
+// SharedBytes is the current size of the tensor region shared with the
+// backend, 0 when tensors travel inline (see shm.go). It waits for a Run in
+// flight.
+func (p *Process) SharedBytes() int64 {
+	if p.shm == nil {
+		return 0
+	}
+	p.shm.mu.Lock()
+	defer p.shm.mu.Unlock()
+	return int64(len(p.shm.mem))
+}
+
 // Exited reports whether the process has ended.
 func (p *Process) Exited() bool {
 	select {
@@ -231,6 +277,9 @@ func (p *Process) Kill() {
 	p.killOnce.Do(func() {
 		p.client.Kill()
 		p.page.close()
+		// After the process is gone: a Run in flight fails and releases
+		// the region, which close waits for.
+		p.shm.close()
 		p.parent.Close()
 	})
 }
@@ -254,7 +303,9 @@ func (p *Process) Compile(ctx context.Context, m *ir.Model, opts CompileOptions)
 }
 
 // Run runs a compiled partition. If the backend dies meanwhile, the error is
-// a *DiedError naming the node that was running.
+// a *DiedError naming the node that was running. Tensors travel through the
+// shared region (see shm.go), which one Run uses at a time: concurrent Runs
+// on one Process are serialized. Outputs are fresh tensors the caller owns.
 func (p *Process) Run(ctx context.Context, id PartitionID, inputs map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
 	out, err := p.rpc.Run(ctx, id, inputs)
 	return out, p.check(err)

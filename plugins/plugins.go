@@ -13,6 +13,11 @@
 // node the backend records the partition and node index there
 // (StatusWriter.Running); when a Run fails because the process died, the host
 // reads the page and the error (*DiedError) names the node that was running.
+//
+// Tensors: the host also shares a tensor region with every backend (a second
+// memfd, named by ATTNRUN_SHM_FD). Run writes the inputs there and the
+// backend its outputs, so gRPC carries only descriptors; tensors that do not
+// fit travel as bytes in the messages. See shm.go.
 package plugins
 
 import (
@@ -23,8 +28,9 @@ import (
 )
 
 // ProtocolVersion is the backend protocol version; the host and a backend
-// must agree on it during the go-plugin handshake.
-const ProtocolVersion = 1
+// must agree on it during the go-plugin handshake. Version 2 added tensors
+// in the shared region (shm.go).
+const ProtocolVersion = 2
 
 // Handshake values shared by host and backends. The cookie is not a security
 // measure: it keeps a backend executable from being run by hand by mistake.
@@ -67,6 +73,9 @@ type Info struct {
 	Ops     []OpSupport
 	// ProtocolVersion is the protocol the backend speaks.
 	ProtocolVersion int
+	// UnavailableReason, when set, says why the backend cannot compute on
+	// this machine (no driver, no device); the host must not use it.
+	UnavailableReason string
 }
 
 // NodeQuery describes one node for Capability.

@@ -22,6 +22,7 @@ func TestWireRoundTrip(t *testing.T) {
 		ir.FromSlice([]int{2, 3}, []float32{1, -2, 3.5, 4, 5, 6}),
 		ir.FromSlice([]int{2}, []float64{1e300, -0.5}),
 		{DType: ir.Float16, Shape: []int{2}, Data: []uint16{ir.Float32ToFloat16(1.5), ir.Float32ToFloat16(-2)}},
+		{DType: ir.BFloat16, Shape: []int{2}, Data: []uint16{0x3fc0, 0xc000}}, // 1.5, -2
 		ir.FromSlice([]int{3}, []int64{-1, 0, 1 << 40}),
 		ir.FromSlice([]int{2}, []int32{-7, 7}),
 		ir.FromSlice([]int{2}, []int16{-7, 7}),
@@ -98,7 +99,7 @@ func TestWireRejects(t *testing.T) {
 	}{
 		{"nil", nil, 0, "missing tensor"},
 		{"dtype", &backendpb.Tensor{Dtype: 99}, 0, "unsupported dtype dtype(99)"},
-		{"bfloat16", &backendpb.Tensor{Dtype: int32(ir.BFloat16)}, 0, "unsupported dtype bfloat16"},
+		{"bfloat16 short", &backendpb.Tensor{Dtype: int32(ir.BFloat16)}, 0, "bfloat16 dims [] need 2 bytes, got 0"},
 		{"negative dim", &backendpb.Tensor{Dtype: 1, Dims: []int64{2, -1}}, 0, "invalid dims [2 -1]"},
 		{"overflow", &backendpb.Tensor{Dtype: 1, Dims: []int64{1 << 40, 1 << 40}}, 0, "dims [1099511627776 1099511627776] overflow"},
 		{"short raw", &backendpb.Tensor{Dtype: 1, Dims: []int64{2, 2}, Raw: make([]byte, 12)}, 0, "float32 dims [2 2] need 16 bytes, got 12"},

@@ -24,6 +24,9 @@ var Handshake = plugin.HandshakeConfig{
 // Launch (the handshake cookie is in its environment), otherwise go-plugin
 // prints a notice and exits with status 1.
 //
+// When the host passed a tensor region (SharedFDEnv), Run requests may carry
+// tensors in it (see shm.go); the Server sees ordinary tensors either way.
+//
 // When the host passed a parent pipe (ParentFDEnv), the backend exits as soon
 // as the host process is gone, so that a crashed host leaves no backends
 // behind.
@@ -32,9 +35,14 @@ func Serve(impl Server) {
 		fmt.Fprintf(os.Stderr, "attnrun backend: %v\n", err)
 		os.Exit(1)
 	}
+	shm, err := backendShmFromEnv()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "attnrun backend: %v\n", err)
+		os.Exit(1)
+	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
-		Plugins:         plugin.PluginSet{PluginName: &grpcPlugin{impl: impl}},
+		Plugins:         plugin.PluginSet{PluginName: &grpcPlugin{impl: impl, shm: shm}},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			opts = append(opts, grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))
 			return grpc.NewServer(opts...)

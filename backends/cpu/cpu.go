@@ -149,6 +149,7 @@ func (s *Server) Info(context.Context) (*plugins.Info, error) {
 			"blas":          blas.Name(),
 			"go":            runtime.Version(),
 			"gomaxprocs":    strconv.Itoa(runtime.GOMAXPROCS(0)),
+			"blas_threads":  strconv.Itoa(blas.Threads()),
 			"max_rss_bytes": strconv.FormatInt(maxRSS(), 10),
 		},
 		ProtocolVersion: plugins.ProtocolVersion,
@@ -199,6 +200,11 @@ func (s *Server) Compile(_ context.Context, model []byte, opts plugins.CompileOp
 	threads := opts.Threads
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
+	} else {
+		// GEMM's thread count is process wide (ops/blas): the last
+		// Compile that sets one wins, which is what a host asking every
+		// partition for the same count wants.
+		blas.SetThreads(threads)
 	}
 	prog, err := graph.Compile(m, graph.Options{Threads: threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
+	"github.com/attnrun/attnrun/ops/blas"
 	"github.com/attnrun/attnrun/plugins"
 )
 
@@ -170,5 +171,33 @@ func TestCompileRunRelease(t *testing.T) {
 	}
 	if _, _, err := s.Compile(ctx, []byte("garbage"), plugins.CompileOptions{}); err == nil || !strings.HasPrefix(err.Error(), "cpu backend: decoding partition: ") {
 		t.Errorf("garbage partition: %v", err)
+	}
+}
+
+// TestCompileSetsThreads checks that CompileOptions.Threads (attnrun
+// --threads) reaches the process-wide GEMM thread count; 0 leaves it as is.
+func TestCompileSetsThreads(t *testing.T) {
+	defer blas.SetThreads(0)
+	s := newServer(t)
+	m := &ir.Model{
+		IRVersion: 8,
+		Opsets:    map[string]int64{"": 17},
+		Graph: &ir.Graph{
+			Nodes:   []*ir.Node{{Name: "neg", OpType: "Neg", Inputs: []string{"x"}, Outputs: []string{"y"}}},
+			Inputs:  []*ir.ValueInfo{{Name: "x", Type: ir.TypeInfo{DType: ir.Float, Shape: ir.Shape{{Value: 2}}, RankKnown: true}}},
+			Outputs: []*ir.ValueInfo{{Name: "y", Type: ir.TypeInfo{DType: ir.Float, Shape: ir.Shape{{Value: 2}}, RankKnown: true}}},
+		},
+	}
+	data, err := onnx.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ threads, want int }{{3, 3}, {0, 3}, {1, 1}} {
+		if _, _, err := s.Compile(context.Background(), data, plugins.CompileOptions{Threads: c.threads}); err != nil {
+			t.Fatal(err)
+		}
+		if got := blas.Threads(); got != c.want {
+			t.Errorf("after Compile with Threads %d: blas.Threads() = %d, want %d", c.threads, got, c.want)
+		}
 	}
 }

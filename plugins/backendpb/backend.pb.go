@@ -29,12 +29,18 @@ const (
 // Tensor is a dense row-major tensor. dtype is ONNX's TensorProto.DataType
 // number; raw holds the elements as little-endian bytes (1 byte per bool,
 // float16 as its IEEE half bits). String tensors use strings instead of raw.
+//
+// In a Run, a tensor may instead lie in the shared tensor region the host
+// passed at launch (see plugins/shm.go): then shm is set, raw is empty, and
+// its bytes (native byte order: both processes run on one machine) are at
+// [shm.offset, shm.offset + shm.length) of the region.
 type Tensor struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Dtype         int32                  `protobuf:"varint,1,opt,name=dtype,proto3" json:"dtype,omitempty"`
 	Dims          []int64                `protobuf:"varint,2,rep,packed,name=dims,proto3" json:"dims,omitempty"`
 	Raw           []byte                 `protobuf:"bytes,3,opt,name=raw,proto3" json:"raw,omitempty"`
 	Strings       [][]byte               `protobuf:"bytes,4,rep,name=strings,proto3" json:"strings,omitempty"`
+	Shm           *ShmRef                `protobuf:"bytes,5,opt,name=shm,proto3" json:"shm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -97,6 +103,129 @@ func (x *Tensor) GetStrings() [][]byte {
 	return nil
 }
 
+func (x *Tensor) GetShm() *ShmRef {
+	if x != nil {
+		return x.Shm
+	}
+	return nil
+}
+
+// ShmRef locates a tensor's bytes in the shared tensor region.
+type ShmRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Offset        uint64                 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	Length        uint64                 `protobuf:"varint,2,opt,name=length,proto3" json:"length,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShmRef) Reset() {
+	*x = ShmRef{}
+	mi := &file_backend_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShmRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShmRef) ProtoMessage() {}
+
+func (x *ShmRef) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShmRef.ProtoReflect.Descriptor instead.
+func (*ShmRef) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ShmRef) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ShmRef) GetLength() uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+// SharedRun describes the shared tensor region for one Run: its current
+// size (the backend remaps when its mapping is smaller) and the output area
+// [out_offset, out_offset + out_length) the backend may write outputs into.
+type SharedRun struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Size          uint64                 `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`
+	OutOffset     uint64                 `protobuf:"varint,2,opt,name=out_offset,json=outOffset,proto3" json:"out_offset,omitempty"`
+	OutLength     uint64                 `protobuf:"varint,3,opt,name=out_length,json=outLength,proto3" json:"out_length,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedRun) Reset() {
+	*x = SharedRun{}
+	mi := &file_backend_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedRun) ProtoMessage() {}
+
+func (x *SharedRun) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedRun.ProtoReflect.Descriptor instead.
+func (*SharedRun) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SharedRun) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *SharedRun) GetOutOffset() uint64 {
+	if x != nil {
+		return x.OutOffset
+	}
+	return 0
+}
+
+func (x *SharedRun) GetOutLength() uint64 {
+	if x != nil {
+		return x.OutLength
+	}
+	return 0
+}
+
 // NamedTensor is a tensor with the graph value name it binds.
 type NamedTensor struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -108,7 +237,7 @@ type NamedTensor struct {
 
 func (x *NamedTensor) Reset() {
 	*x = NamedTensor{}
-	mi := &file_backend_proto_msgTypes[1]
+	mi := &file_backend_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -120,7 +249,7 @@ func (x *NamedTensor) String() string {
 func (*NamedTensor) ProtoMessage() {}
 
 func (x *NamedTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[1]
+	mi := &file_backend_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -133,7 +262,7 @@ func (x *NamedTensor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamedTensor.ProtoReflect.Descriptor instead.
 func (*NamedTensor) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{1}
+	return file_backend_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *NamedTensor) GetName() string {
@@ -158,7 +287,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_backend_proto_msgTypes[2]
+	mi := &file_backend_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -170,7 +299,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[2]
+	mi := &file_backend_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -183,7 +312,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{2}
+	return file_backend_proto_rawDescGZIP(), []int{4}
 }
 
 // OpSupport is one op over a range of opset versions that a backend runs.
@@ -201,7 +330,7 @@ type OpSupport struct {
 
 func (x *OpSupport) Reset() {
 	*x = OpSupport{}
-	mi := &file_backend_proto_msgTypes[3]
+	mi := &file_backend_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -213,7 +342,7 @@ func (x *OpSupport) String() string {
 func (*OpSupport) ProtoMessage() {}
 
 func (x *OpSupport) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[3]
+	mi := &file_backend_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -226,7 +355,7 @@ func (x *OpSupport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpSupport.ProtoReflect.Descriptor instead.
 func (*OpSupport) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{3}
+	return file_backend_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *OpSupport) GetDomain() string {
@@ -272,13 +401,17 @@ type InfoResponse struct {
 	Details         map[string]string      `protobuf:"bytes,4,rep,name=details,proto3" json:"details,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Ops             []*OpSupport           `protobuf:"bytes,5,rep,name=ops,proto3" json:"ops,omitempty"`
 	ProtocolVersion int32                  `protobuf:"varint,6,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// unavailable_reason is set by a backend that started but cannot compute
+	// on this machine (e.g. "libcuda.so.1 not found: ..."); the host then
+	// treats it as unavailable and reports the reason.
+	UnavailableReason string `protobuf:"bytes,7,opt,name=unavailable_reason,json=unavailableReason,proto3" json:"unavailable_reason,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_backend_proto_msgTypes[4]
+	mi := &file_backend_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -290,7 +423,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[4]
+	mi := &file_backend_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -303,7 +436,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{4}
+	return file_backend_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *InfoResponse) GetName() string {
@@ -348,6 +481,13 @@ func (x *InfoResponse) GetProtocolVersion() int32 {
 	return 0
 }
 
+func (x *InfoResponse) GetUnavailableReason() string {
+	if x != nil {
+		return x.UnavailableReason
+	}
+	return ""
+}
+
 // NodeQuery describes one node for a capability question.
 type NodeQuery struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -362,7 +502,7 @@ type NodeQuery struct {
 
 func (x *NodeQuery) Reset() {
 	*x = NodeQuery{}
-	mi := &file_backend_proto_msgTypes[5]
+	mi := &file_backend_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -374,7 +514,7 @@ func (x *NodeQuery) String() string {
 func (*NodeQuery) ProtoMessage() {}
 
 func (x *NodeQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[5]
+	mi := &file_backend_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -387,7 +527,7 @@ func (x *NodeQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeQuery.ProtoReflect.Descriptor instead.
 func (*NodeQuery) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{5}
+	return file_backend_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *NodeQuery) GetName() string {
@@ -434,7 +574,7 @@ type CapabilityRequest struct {
 
 func (x *CapabilityRequest) Reset() {
 	*x = CapabilityRequest{}
-	mi := &file_backend_proto_msgTypes[6]
+	mi := &file_backend_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -446,7 +586,7 @@ func (x *CapabilityRequest) String() string {
 func (*CapabilityRequest) ProtoMessage() {}
 
 func (x *CapabilityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[6]
+	mi := &file_backend_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -459,7 +599,7 @@ func (x *CapabilityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilityRequest.ProtoReflect.Descriptor instead.
 func (*CapabilityRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{6}
+	return file_backend_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CapabilityRequest) GetNodes() []*NodeQuery {
@@ -480,7 +620,7 @@ type Verdict struct {
 
 func (x *Verdict) Reset() {
 	*x = Verdict{}
-	mi := &file_backend_proto_msgTypes[7]
+	mi := &file_backend_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +632,7 @@ func (x *Verdict) String() string {
 func (*Verdict) ProtoMessage() {}
 
 func (x *Verdict) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[7]
+	mi := &file_backend_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +645,7 @@ func (x *Verdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Verdict.ProtoReflect.Descriptor instead.
 func (*Verdict) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{7}
+	return file_backend_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Verdict) GetAccepted() bool {
@@ -531,7 +671,7 @@ type CapabilityResponse struct {
 
 func (x *CapabilityResponse) Reset() {
 	*x = CapabilityResponse{}
-	mi := &file_backend_proto_msgTypes[8]
+	mi := &file_backend_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +683,7 @@ func (x *CapabilityResponse) String() string {
 func (*CapabilityResponse) ProtoMessage() {}
 
 func (x *CapabilityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[8]
+	mi := &file_backend_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +696,7 @@ func (x *CapabilityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilityResponse.ProtoReflect.Descriptor instead.
 func (*CapabilityResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{8}
+	return file_backend_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CapabilityResponse) GetVerdicts() []*Verdict {
@@ -580,7 +720,7 @@ type CompileRequest struct {
 
 func (x *CompileRequest) Reset() {
 	*x = CompileRequest{}
-	mi := &file_backend_proto_msgTypes[9]
+	mi := &file_backend_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +732,7 @@ func (x *CompileRequest) String() string {
 func (*CompileRequest) ProtoMessage() {}
 
 func (x *CompileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[9]
+	mi := &file_backend_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +745,7 @@ func (x *CompileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompileRequest.ProtoReflect.Descriptor instead.
 func (*CompileRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{9}
+	return file_backend_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CompileRequest) GetModel() []byte {
@@ -649,7 +789,7 @@ type NodeRef struct {
 
 func (x *NodeRef) Reset() {
 	*x = NodeRef{}
-	mi := &file_backend_proto_msgTypes[10]
+	mi := &file_backend_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +801,7 @@ func (x *NodeRef) String() string {
 func (*NodeRef) ProtoMessage() {}
 
 func (x *NodeRef) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[10]
+	mi := &file_backend_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +814,7 @@ func (x *NodeRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRef.ProtoReflect.Descriptor instead.
 func (*NodeRef) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{10}
+	return file_backend_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NodeRef) GetName() string {
@@ -708,7 +848,7 @@ type CompileResponse struct {
 
 func (x *CompileResponse) Reset() {
 	*x = CompileResponse{}
-	mi := &file_backend_proto_msgTypes[11]
+	mi := &file_backend_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +860,7 @@ func (x *CompileResponse) String() string {
 func (*CompileResponse) ProtoMessage() {}
 
 func (x *CompileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[11]
+	mi := &file_backend_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +873,7 @@ func (x *CompileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompileResponse.ProtoReflect.Descriptor instead.
 func (*CompileResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{11}
+	return file_backend_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CompileResponse) GetPartitionId() uint64 {
@@ -751,16 +891,18 @@ func (x *CompileResponse) GetNodes() []*NodeRef {
 }
 
 type RunRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PartitionId   uint64                 `protobuf:"varint,1,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
-	Inputs        []*NamedTensor         `protobuf:"bytes,2,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	PartitionId uint64                 `protobuf:"varint,1,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Inputs      []*NamedTensor         `protobuf:"bytes,2,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	// shm is set when the host uses the shared tensor region for this Run.
+	Shm           *SharedRun `protobuf:"bytes,3,opt,name=shm,proto3" json:"shm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunRequest) Reset() {
 	*x = RunRequest{}
-	mi := &file_backend_proto_msgTypes[12]
+	mi := &file_backend_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +914,7 @@ func (x *RunRequest) String() string {
 func (*RunRequest) ProtoMessage() {}
 
 func (x *RunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[12]
+	mi := &file_backend_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +927,7 @@ func (x *RunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunRequest.ProtoReflect.Descriptor instead.
 func (*RunRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{12}
+	return file_backend_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RunRequest) GetPartitionId() uint64 {
@@ -802,16 +944,27 @@ func (x *RunRequest) GetInputs() []*NamedTensor {
 	return nil
 }
 
+func (x *RunRequest) GetShm() *SharedRun {
+	if x != nil {
+		return x.Shm
+	}
+	return nil
+}
+
 type RunResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Outputs       []*NamedTensor         `protobuf:"bytes,1,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Outputs []*NamedTensor         `protobuf:"bytes,1,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	// output_bytes is what all outputs (but string ones) need in the shared
+	// region, 64-byte aligned each, whether or not they were sent through it;
+	// the host reserves that much for the partition's next Run.
+	OutputBytes   uint64 `protobuf:"varint,2,opt,name=output_bytes,json=outputBytes,proto3" json:"output_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunResponse) Reset() {
 	*x = RunResponse{}
-	mi := &file_backend_proto_msgTypes[13]
+	mi := &file_backend_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +976,7 @@ func (x *RunResponse) String() string {
 func (*RunResponse) ProtoMessage() {}
 
 func (x *RunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[13]
+	mi := &file_backend_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +989,7 @@ func (x *RunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResponse.ProtoReflect.Descriptor instead.
 func (*RunResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{13}
+	return file_backend_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RunResponse) GetOutputs() []*NamedTensor {
@@ -844,6 +997,13 @@ func (x *RunResponse) GetOutputs() []*NamedTensor {
 		return x.Outputs
 	}
 	return nil
+}
+
+func (x *RunResponse) GetOutputBytes() uint64 {
+	if x != nil {
+		return x.OutputBytes
+	}
+	return 0
 }
 
 type ReleaseRequest struct {
@@ -855,7 +1015,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_backend_proto_msgTypes[14]
+	mi := &file_backend_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +1027,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[14]
+	mi := &file_backend_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +1040,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{14}
+	return file_backend_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReleaseRequest) GetPartitionId() uint64 {
@@ -898,7 +1058,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_backend_proto_msgTypes[15]
+	mi := &file_backend_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1070,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[15]
+	mi := &file_backend_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1083,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{15}
+	return file_backend_proto_rawDescGZIP(), []int{17}
 }
 
 type StatsRequest struct {
@@ -934,7 +1094,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_backend_proto_msgTypes[16]
+	mi := &file_backend_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1106,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[16]
+	mi := &file_backend_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1119,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{16}
+	return file_backend_proto_rawDescGZIP(), []int{18}
 }
 
 type StatsResponse struct {
@@ -974,7 +1134,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_backend_proto_msgTypes[17]
+	mi := &file_backend_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1146,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[17]
+	mi := &file_backend_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1159,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{17}
+	return file_backend_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StatsResponse) GetMaxRssBytes() int64 {
@@ -1027,12 +1187,22 @@ var File_backend_proto protoreflect.FileDescriptor
 
 const file_backend_proto_rawDesc = "" +
 	"\n" +
-	"\rbackend.proto\x12\x12attnrun.backend.v1\"^\n" +
+	"\rbackend.proto\x12\x12attnrun.backend.v1\"\x8c\x01\n" +
 	"\x06Tensor\x12\x14\n" +
 	"\x05dtype\x18\x01 \x01(\x05R\x05dtype\x12\x12\n" +
 	"\x04dims\x18\x02 \x03(\x03R\x04dims\x12\x10\n" +
 	"\x03raw\x18\x03 \x01(\fR\x03raw\x12\x18\n" +
-	"\astrings\x18\x04 \x03(\fR\astrings\"U\n" +
+	"\astrings\x18\x04 \x03(\fR\astrings\x12,\n" +
+	"\x03shm\x18\x05 \x01(\v2\x1a.attnrun.backend.v1.ShmRefR\x03shm\"8\n" +
+	"\x06ShmRef\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x16\n" +
+	"\x06length\x18\x02 \x01(\x04R\x06length\"]\n" +
+	"\tSharedRun\x12\x12\n" +
+	"\x04size\x18\x01 \x01(\x04R\x04size\x12\x1d\n" +
+	"\n" +
+	"out_offset\x18\x02 \x01(\x04R\toutOffset\x12\x1d\n" +
+	"\n" +
+	"out_length\x18\x03 \x01(\x04R\toutLength\"U\n" +
 	"\vNamedTensor\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x06tensor\x18\x02 \x01(\v2\x1a.attnrun.backend.v1.TensorR\x06tensor\"\r\n" +
@@ -1042,14 +1212,15 @@ const file_backend_proto_rawDesc = "" +
 	"\aop_type\x18\x02 \x01(\tR\x06opType\x12\x14\n" +
 	"\x05since\x18\x03 \x01(\x05R\x05since\x12\x14\n" +
 	"\x05until\x18\x04 \x01(\x05R\x05until\x12\x16\n" +
-	"\x06dtypes\x18\x05 \x03(\x05R\x06dtypes\"\xaf\x02\n" +
+	"\x06dtypes\x18\x05 \x03(\x05R\x06dtypes\"\xde\x02\n" +
 	"\fInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x10\n" +
 	"\x03pid\x18\x03 \x01(\x03R\x03pid\x12G\n" +
 	"\adetails\x18\x04 \x03(\v2-.attnrun.backend.v1.InfoResponse.DetailsEntryR\adetails\x12/\n" +
 	"\x03ops\x18\x05 \x03(\v2\x1d.attnrun.backend.v1.OpSupportR\x03ops\x12)\n" +
-	"\x10protocol_version\x18\x06 \x01(\x05R\x0fprotocolVersion\x1a:\n" +
+	"\x10protocol_version\x18\x06 \x01(\x05R\x0fprotocolVersion\x12-\n" +
+	"\x12unavailable_reason\x18\a \x01(\tR\x11unavailableReason\x1a:\n" +
 	"\fDetailsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x01\n" +
@@ -1077,13 +1248,15 @@ const file_backend_proto_rawDesc = "" +
 	"\x06domain\x18\x03 \x01(\tR\x06domain\"g\n" +
 	"\x0fCompileResponse\x12!\n" +
 	"\fpartition_id\x18\x01 \x01(\x04R\vpartitionId\x121\n" +
-	"\x05nodes\x18\x02 \x03(\v2\x1b.attnrun.backend.v1.NodeRefR\x05nodes\"h\n" +
+	"\x05nodes\x18\x02 \x03(\v2\x1b.attnrun.backend.v1.NodeRefR\x05nodes\"\x99\x01\n" +
 	"\n" +
 	"RunRequest\x12!\n" +
 	"\fpartition_id\x18\x01 \x01(\x04R\vpartitionId\x127\n" +
-	"\x06inputs\x18\x02 \x03(\v2\x1f.attnrun.backend.v1.NamedTensorR\x06inputs\"H\n" +
+	"\x06inputs\x18\x02 \x03(\v2\x1f.attnrun.backend.v1.NamedTensorR\x06inputs\x12/\n" +
+	"\x03shm\x18\x03 \x01(\v2\x1d.attnrun.backend.v1.SharedRunR\x03shm\"k\n" +
 	"\vRunResponse\x129\n" +
-	"\aoutputs\x18\x01 \x03(\v2\x1f.attnrun.backend.v1.NamedTensorR\aoutputs\"3\n" +
+	"\aoutputs\x18\x01 \x03(\v2\x1f.attnrun.backend.v1.NamedTensorR\aoutputs\x12!\n" +
+	"\foutput_bytes\x18\x02 \x01(\x04R\voutputBytes\"3\n" +
 	"\x0eReleaseRequest\x12!\n" +
 	"\fpartition_id\x18\x01 \x01(\x04R\vpartitionId\"\x11\n" +
 	"\x0fReleaseResponse\"\x0e\n" +
@@ -1115,54 +1288,58 @@ func file_backend_proto_rawDescGZIP() []byte {
 	return file_backend_proto_rawDescData
 }
 
-var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_backend_proto_goTypes = []any{
 	(*Tensor)(nil),             // 0: attnrun.backend.v1.Tensor
-	(*NamedTensor)(nil),        // 1: attnrun.backend.v1.NamedTensor
-	(*InfoRequest)(nil),        // 2: attnrun.backend.v1.InfoRequest
-	(*OpSupport)(nil),          // 3: attnrun.backend.v1.OpSupport
-	(*InfoResponse)(nil),       // 4: attnrun.backend.v1.InfoResponse
-	(*NodeQuery)(nil),          // 5: attnrun.backend.v1.NodeQuery
-	(*CapabilityRequest)(nil),  // 6: attnrun.backend.v1.CapabilityRequest
-	(*Verdict)(nil),            // 7: attnrun.backend.v1.Verdict
-	(*CapabilityResponse)(nil), // 8: attnrun.backend.v1.CapabilityResponse
-	(*CompileRequest)(nil),     // 9: attnrun.backend.v1.CompileRequest
-	(*NodeRef)(nil),            // 10: attnrun.backend.v1.NodeRef
-	(*CompileResponse)(nil),    // 11: attnrun.backend.v1.CompileResponse
-	(*RunRequest)(nil),         // 12: attnrun.backend.v1.RunRequest
-	(*RunResponse)(nil),        // 13: attnrun.backend.v1.RunResponse
-	(*ReleaseRequest)(nil),     // 14: attnrun.backend.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),    // 15: attnrun.backend.v1.ReleaseResponse
-	(*StatsRequest)(nil),       // 16: attnrun.backend.v1.StatsRequest
-	(*StatsResponse)(nil),      // 17: attnrun.backend.v1.StatsResponse
-	nil,                        // 18: attnrun.backend.v1.InfoResponse.DetailsEntry
+	(*ShmRef)(nil),             // 1: attnrun.backend.v1.ShmRef
+	(*SharedRun)(nil),          // 2: attnrun.backend.v1.SharedRun
+	(*NamedTensor)(nil),        // 3: attnrun.backend.v1.NamedTensor
+	(*InfoRequest)(nil),        // 4: attnrun.backend.v1.InfoRequest
+	(*OpSupport)(nil),          // 5: attnrun.backend.v1.OpSupport
+	(*InfoResponse)(nil),       // 6: attnrun.backend.v1.InfoResponse
+	(*NodeQuery)(nil),          // 7: attnrun.backend.v1.NodeQuery
+	(*CapabilityRequest)(nil),  // 8: attnrun.backend.v1.CapabilityRequest
+	(*Verdict)(nil),            // 9: attnrun.backend.v1.Verdict
+	(*CapabilityResponse)(nil), // 10: attnrun.backend.v1.CapabilityResponse
+	(*CompileRequest)(nil),     // 11: attnrun.backend.v1.CompileRequest
+	(*NodeRef)(nil),            // 12: attnrun.backend.v1.NodeRef
+	(*CompileResponse)(nil),    // 13: attnrun.backend.v1.CompileResponse
+	(*RunRequest)(nil),         // 14: attnrun.backend.v1.RunRequest
+	(*RunResponse)(nil),        // 15: attnrun.backend.v1.RunResponse
+	(*ReleaseRequest)(nil),     // 16: attnrun.backend.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),    // 17: attnrun.backend.v1.ReleaseResponse
+	(*StatsRequest)(nil),       // 18: attnrun.backend.v1.StatsRequest
+	(*StatsResponse)(nil),      // 19: attnrun.backend.v1.StatsResponse
+	nil,                        // 20: attnrun.backend.v1.InfoResponse.DetailsEntry
 }
 var file_backend_proto_depIdxs = []int32{
-	0,  // 0: attnrun.backend.v1.NamedTensor.tensor:type_name -> attnrun.backend.v1.Tensor
-	18, // 1: attnrun.backend.v1.InfoResponse.details:type_name -> attnrun.backend.v1.InfoResponse.DetailsEntry
-	3,  // 2: attnrun.backend.v1.InfoResponse.ops:type_name -> attnrun.backend.v1.OpSupport
-	5,  // 3: attnrun.backend.v1.CapabilityRequest.nodes:type_name -> attnrun.backend.v1.NodeQuery
-	7,  // 4: attnrun.backend.v1.CapabilityResponse.verdicts:type_name -> attnrun.backend.v1.Verdict
-	10, // 5: attnrun.backend.v1.CompileResponse.nodes:type_name -> attnrun.backend.v1.NodeRef
-	1,  // 6: attnrun.backend.v1.RunRequest.inputs:type_name -> attnrun.backend.v1.NamedTensor
-	1,  // 7: attnrun.backend.v1.RunResponse.outputs:type_name -> attnrun.backend.v1.NamedTensor
-	2,  // 8: attnrun.backend.v1.Backend.Info:input_type -> attnrun.backend.v1.InfoRequest
-	6,  // 9: attnrun.backend.v1.Backend.Capability:input_type -> attnrun.backend.v1.CapabilityRequest
-	9,  // 10: attnrun.backend.v1.Backend.Compile:input_type -> attnrun.backend.v1.CompileRequest
-	12, // 11: attnrun.backend.v1.Backend.Run:input_type -> attnrun.backend.v1.RunRequest
-	14, // 12: attnrun.backend.v1.Backend.Release:input_type -> attnrun.backend.v1.ReleaseRequest
-	16, // 13: attnrun.backend.v1.Backend.Stats:input_type -> attnrun.backend.v1.StatsRequest
-	4,  // 14: attnrun.backend.v1.Backend.Info:output_type -> attnrun.backend.v1.InfoResponse
-	8,  // 15: attnrun.backend.v1.Backend.Capability:output_type -> attnrun.backend.v1.CapabilityResponse
-	11, // 16: attnrun.backend.v1.Backend.Compile:output_type -> attnrun.backend.v1.CompileResponse
-	13, // 17: attnrun.backend.v1.Backend.Run:output_type -> attnrun.backend.v1.RunResponse
-	15, // 18: attnrun.backend.v1.Backend.Release:output_type -> attnrun.backend.v1.ReleaseResponse
-	17, // 19: attnrun.backend.v1.Backend.Stats:output_type -> attnrun.backend.v1.StatsResponse
-	14, // [14:20] is the sub-list for method output_type
-	8,  // [8:14] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	1,  // 0: attnrun.backend.v1.Tensor.shm:type_name -> attnrun.backend.v1.ShmRef
+	0,  // 1: attnrun.backend.v1.NamedTensor.tensor:type_name -> attnrun.backend.v1.Tensor
+	20, // 2: attnrun.backend.v1.InfoResponse.details:type_name -> attnrun.backend.v1.InfoResponse.DetailsEntry
+	5,  // 3: attnrun.backend.v1.InfoResponse.ops:type_name -> attnrun.backend.v1.OpSupport
+	7,  // 4: attnrun.backend.v1.CapabilityRequest.nodes:type_name -> attnrun.backend.v1.NodeQuery
+	9,  // 5: attnrun.backend.v1.CapabilityResponse.verdicts:type_name -> attnrun.backend.v1.Verdict
+	12, // 6: attnrun.backend.v1.CompileResponse.nodes:type_name -> attnrun.backend.v1.NodeRef
+	3,  // 7: attnrun.backend.v1.RunRequest.inputs:type_name -> attnrun.backend.v1.NamedTensor
+	2,  // 8: attnrun.backend.v1.RunRequest.shm:type_name -> attnrun.backend.v1.SharedRun
+	3,  // 9: attnrun.backend.v1.RunResponse.outputs:type_name -> attnrun.backend.v1.NamedTensor
+	4,  // 10: attnrun.backend.v1.Backend.Info:input_type -> attnrun.backend.v1.InfoRequest
+	8,  // 11: attnrun.backend.v1.Backend.Capability:input_type -> attnrun.backend.v1.CapabilityRequest
+	11, // 12: attnrun.backend.v1.Backend.Compile:input_type -> attnrun.backend.v1.CompileRequest
+	14, // 13: attnrun.backend.v1.Backend.Run:input_type -> attnrun.backend.v1.RunRequest
+	16, // 14: attnrun.backend.v1.Backend.Release:input_type -> attnrun.backend.v1.ReleaseRequest
+	18, // 15: attnrun.backend.v1.Backend.Stats:input_type -> attnrun.backend.v1.StatsRequest
+	6,  // 16: attnrun.backend.v1.Backend.Info:output_type -> attnrun.backend.v1.InfoResponse
+	10, // 17: attnrun.backend.v1.Backend.Capability:output_type -> attnrun.backend.v1.CapabilityResponse
+	13, // 18: attnrun.backend.v1.Backend.Compile:output_type -> attnrun.backend.v1.CompileResponse
+	15, // 19: attnrun.backend.v1.Backend.Run:output_type -> attnrun.backend.v1.RunResponse
+	17, // 20: attnrun.backend.v1.Backend.Release:output_type -> attnrun.backend.v1.ReleaseResponse
+	19, // 21: attnrun.backend.v1.Backend.Stats:output_type -> attnrun.backend.v1.StatsResponse
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_backend_proto_init() }
@@ -1176,7 +1353,7 @@ func file_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_backend_proto_rawDesc), len(file_backend_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,6 +55,10 @@ type Options struct {
 	MaxTensorBytes int64
 	// NoFuse turns off attention fusion in every backend.
 	NoFuse bool
+	// NoSharedMemory makes tensors travel as bytes inside the gRPC messages
+	// instead of through the memory region shared with each backend
+	// process (see package plugins); for measurement and diagnosis.
+	NoSharedMemory bool
 	// Logf receives fallback and lifecycle lines (default: stderr).
 	Logf func(format string, args ...any)
 	// SelfExe is the executable re-executed as the CPU backend (default
@@ -98,6 +103,9 @@ func (w logWriter) Write(p []byte) (int, error) {
 // launchSpec says how to start the named backend.
 func launchSpec(name string, opts *Options) (plugins.LaunchSpec, error) {
 	spec := plugins.LaunchSpec{Name: name, Logger: plugins.NewLogger(logWriter{opts.Logf})}
+	if opts.NoSharedMemory {
+		spec.SharedBytes = -1
+	}
 	if name == CPU {
 		cmd := exec.Command(opts.SelfExe)
 		cmd.Env = []string{ServeBackendEnv + "=" + CPU}
@@ -105,10 +113,13 @@ func launchSpec(name string, opts *Options) (plugins.LaunchSpec, error) {
 		return spec, nil
 	}
 	if opts.PluginDir == "" {
-		return spec, fmt.Errorf("backend %q: no plugin directory (set --plugin-dir or %s)", name, plugins.PluginDirEnv)
+		return spec, fmt.Errorf("unknown backend %q: available backends: %s (no plugin directory is set: --plugin-dir or %s)", name, availableBackends(""), plugins.PluginDirEnv)
 	}
 	path := filepath.Join(opts.PluginDir, plugins.ExecutablePrefix+name)
 	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return spec, fmt.Errorf("unknown backend %q: available backends: %s (no %s)", name, availableBackends(opts.PluginDir), path)
+	}
 	if err != nil {
 		return spec, fmt.Errorf("backend %q: %w", name, err)
 	}
@@ -121,6 +132,20 @@ func launchSpec(name string, opts *Options) (plugins.LaunchSpec, error) {
 	return spec, nil
 }
 
+// availableBackends lists the backends attnrun could start, for errors about
+// an unknown backend name: cpu, then every attnrun-backend-* executable in
+// the plugin directory.
+func availableBackends(pluginDir string) string {
+	names := []string{CPU}
+	cands, _ := plugins.Discover(pluginDir) // a bad plugin dir lists just cpu
+	for _, c := range cands {
+		if c.Reason == "" {
+			names = append(names, c.Name)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
 // BackendInfo describes a backend for `attnrun backends` and Session.Backends.
 type BackendInfo struct {
 	Name    string
@@ -130,10 +155,24 @@ type BackendInfo struct {
 	Path    string
 	Details map[string]string
 	Ops     []plugins.OpSupport
-	// Available is false when the backend could not be started or is not a
-	// backend; Reason says why.
+	// Available is false when the backend could not be started, is not a
+	// backend, or reports that it cannot compute here (no GPU); Reason says
+	// why.
 	Available bool
 	Reason    string
+}
+
+// UnavailableError reports a backend that started but cannot compute on
+// this machine (plugins.Info.UnavailableReason), e.g. a GPU backend without
+// a driver or device.
+type UnavailableError struct {
+	Backend string
+	Reason  string
+}
+
+// Error reads `backend "gpu" is unavailable: libcuda.so.1 not found: ...`.
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("backend %q is unavailable: %s", e.Backend, e.Reason)
 }
 
 // backendState is one backend process the session uses.
@@ -271,6 +310,12 @@ func (b *backendState) launch(ctx context.Context, spec plugins.LaunchSpec) erro
 	if info.ProtocolVersion != plugins.ProtocolVersion {
 		proc.Kill()
 		return fmt.Errorf("backend %q speaks protocol %d, attnrun speaks %d", b.name, info.ProtocolVersion, plugins.ProtocolVersion)
+	}
+	if info.UnavailableReason != "" {
+		// A backend that cannot compute here is an error, never a silent
+		// fallback: the user asked for it by name.
+		proc.Kill()
+		return &UnavailableError{Backend: b.name, Reason: info.UnavailableReason}
 	}
 	b.proc, b.info = proc, info
 	return nil
@@ -741,9 +786,13 @@ func ListBackends(ctx context.Context, opts Options) ([]BackendInfo, error) {
 				return
 			}
 			bi.Available, bi.Version, bi.Pid, bi.Details, bi.Ops = true, info.Version, info.Pid, info.Details, info.Ops
-			if info.ProtocolVersion != plugins.ProtocolVersion {
+			switch {
+			case info.ProtocolVersion != plugins.ProtocolVersion:
 				bi.Available = false
 				bi.Reason = fmt.Sprintf("speaks protocol %d, attnrun speaks %d", info.ProtocolVersion, plugins.ProtocolVersion)
+			case info.UnavailableReason != "":
+				bi.Available = false
+				bi.Reason = info.UnavailableReason
 			}
 		}(&out[i])
 	}

@@ -1,0 +1,279 @@
+package plugins
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"unsafe"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/plugins/backendpb"
+	"golang.org/x/sys/unix"
+)
+
+// Shared-memory tensors.
+//
+// Launch creates a second memfd besides the status page, the tensor region,
+// and passes it to the backend (SharedFDEnv names the fd). The host owns the
+// region; both processes map it MAP_SHARED, and gRPC then carries only
+// descriptors (dtype, dims, offset, length) instead of tensor bytes.
+//
+// One Run uses the region like this (Run calls on one Process are
+// serialized by the region's lock, so a Run owns the whole region):
+//
+//	[0, in)          inputs, written by the host, each at a 64-byte aligned offset
+//	[in, size)       the output area, offered to the backend in RunRequest.shm
+//
+// The backend reads inputs in place (zero copy: its kernels see slices over
+// the mapping; they keep no references after the Run, see below), runs, and
+// copies each output into the output area while it fits, returning its
+// descriptor; outputs that do not fit travel inline as bytes. The response
+// reports the bytes all outputs needed (output_bytes); the host remembers it
+// per partition so that the next Run reserves enough room.
+//
+// Outputs are copied out of the region by the host into fresh tensors before
+// Run returns, so results stay valid whatever later Runs write: safer than
+// handing out views, for one memcpy per output.
+//
+// Growth: when a Run's inputs plus its expected outputs exceed the region,
+// the host grows the memfd with ftruncate (doubling its size until they fit,
+// at most to the LaunchSpec's SharedMaxBytes) and remaps it; RunRequest.shm.size
+// tells the backend, which remaps its side when its mapping is smaller. The
+// region never shrinks while the process lives. A tensor that does not fit
+// even then (or a string tensor, or an empty one) falls back to inline bytes
+// in the gRPC message.
+//
+// Lifetime of input views in the backend: graph.Program.Run keeps input
+// tensors only in its per-run slots, and plans are built from shapes alone,
+// so nothing refers to the region once Run returns. A backend Server that
+// caches input tensors must copy them.
+
+// SharedFDEnv names the environment variable that tells a backend which file
+// descriptor holds the shared tensor region.
+const SharedFDEnv = "ATTNRUN_SHM_FD"
+
+// NoSharedMemoryEnv, set to 1 in the host's environment, makes Launch pass no
+// tensor region: tensors then travel as bytes inside the gRPC messages (the
+// protocol's fallback; useful for measuring the difference).
+const NoSharedMemoryEnv = "ATTNRUN_NO_SHM"
+
+// DefaultSharedBytes is the tensor region's initial size.
+const DefaultSharedBytes = 64 << 20
+
+// DefaultSharedMaxBytes bounds the region's growth; tensors beyond it travel
+// inline (up to MaxMessageBytes per message).
+const DefaultSharedMaxBytes = 2 << 30
+
+// shmAlign aligns every tensor in the region (cache line; covers every
+// element size).
+const shmAlign = 64
+
+func alignUp(n int64) int64 { return (n + shmAlign - 1) &^ (shmAlign - 1) }
+
+// hostShm is the host's side of a tensor region.
+type hostShm struct {
+	mu  sync.Mutex // held for a whole Run: one Run at a time uses the region
+	f   *os.File
+	mem []byte
+	max int64
+	// outBytes remembers the output bytes each partition's last Run needed.
+	outBytes map[PartitionID]int64
+}
+
+// newHostShm creates a region of size bytes (a memfd mapped shared) that may
+// grow to max bytes.
+func newHostShm(size, max int64) (*hostShm, error) {
+	if size <= 0 || max < size {
+		return nil, fmt.Errorf("tensor region: bad size %d (max %d)", size, max)
+	}
+	fd, err := unix.MemfdCreate("attnrun-tensors", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("tensor region: memfd_create: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "attnrun-tensors")
+	h := &hostShm{f: f, max: max, outBytes: map[PartitionID]int64{}}
+	if err := h.resize(size); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// resize sets the memfd's size and maps it whole (the caller holds mu or
+// owns h alone).
+func (h *hostShm) resize(size int64) error {
+	if size > int64(^uint(0)>>1) {
+		return fmt.Errorf("tensor region: %d bytes do not fit in the address space", size)
+	}
+	if err := h.f.Truncate(size); err != nil {
+		return fmt.Errorf("tensor region: growing to %d bytes: %w", size, err)
+	}
+	mem, err := unix.Mmap(int(h.f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("tensor region: mmap %d bytes: %w", size, err)
+	}
+	if h.mem != nil {
+		_ = unix.Munmap(h.mem)
+	}
+	h.mem = mem
+	return nil
+}
+
+// reserve makes the region hold at least need bytes when the limit allows,
+// doubling its size until need fits, capped at h.max. It reports the
+// region's size afterwards; a failed growth leaves the region as it was (the
+// caller then sends what does not fit inline).
+func (h *hostShm) reserve(need int64) int64 {
+	size := int64(len(h.mem))
+	if need <= size || size >= h.max {
+		return size
+	}
+	grown := size
+	for grown < need && grown < h.max {
+		grown *= 2
+	}
+	grown = min(grown, h.max)
+	if err := h.resize(grown); err != nil {
+		return int64(len(h.mem))
+	}
+	return grown
+}
+
+// close unmaps the region and closes the memfd, waiting for a Run in flight.
+func (h *hostShm) close() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mem != nil {
+		_ = unix.Munmap(h.mem)
+		h.mem = nil
+	}
+	if h.f != nil {
+		h.f.Close()
+		h.f = nil
+	}
+}
+
+// shmEligible reports whether a tensor can travel through the region.
+func shmEligible(t *ir.Tensor) bool {
+	return t.DType != ir.String && t.Len() > 0
+}
+
+// putShm copies t's bytes into mem at off and returns its descriptor.
+func putShm(mem []byte, off int64, t *ir.Tensor) *backendpb.Tensor {
+	raw := bytesOf(t.Data)
+	copy(mem[off:off+int64(len(raw))], raw)
+	return shmRef(t, off)
+}
+
+// shmRef describes t as lying at off in the region.
+func shmRef(t *ir.Tensor, off int64) *backendpb.Tensor {
+	w := &backendpb.Tensor{Dtype: int32(t.DType), Dims: make([]int64, len(t.Shape)), Shm: &backendpb.ShmRef{Offset: uint64(off), Length: uint64(t.Bytes())}}
+	for i, d := range t.Shape {
+		w.Dims[i] = int64(d)
+	}
+	return w
+}
+
+// within reports whether b lies wholly inside mem, and at which offset.
+func within(b, mem []byte) (int64, bool) {
+	if len(b) == 0 || len(mem) == 0 {
+		return 0, false
+	}
+	b0 := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	m0 := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
+	if b0 < m0 || b0-m0 > uintptr(len(mem)) || uintptr(len(b)) > uintptr(len(mem))-(b0-m0) {
+		return 0, false
+	}
+	return int64(b0 - m0), true
+}
+
+// shmTensor decodes a tensor whose bytes lie in the region mem. With copyOut
+// the data is copied into a fresh slice; otherwise it aliases mem (bools are
+// always copied, normalized to 0 and 1).
+func shmTensor(w *backendpb.Tensor, mem []byte, copyOut bool) (*ir.Tensor, error) {
+	ref := w.Shm
+	size := uint64(len(mem))
+	if ref.Offset > size || ref.Length > size-ref.Offset {
+		return nil, fmt.Errorf("shared-memory slice [%d, +%d) lies outside the %d-byte region", ref.Offset, ref.Length, size)
+	}
+	hdr := &backendpb.Tensor{Dtype: w.Dtype, Dims: w.Dims}
+	raw := mem[ref.Offset : ref.Offset+ref.Length : ref.Offset+ref.Length]
+	if copyOut {
+		dt := ir.DType(w.Dtype)
+		if dt.Known() && dt != ir.String && dt != ir.Bool && ref.Length%uint64(dt.Size()) == 0 {
+			data := ir.MakeSlice(dt, int(ref.Length/uint64(dt.Size())))
+			copy(bytesOf(data), raw)
+			raw = bytesOf(data)
+		}
+	}
+	hdr.Raw = raw
+	return fromWire(hdr, 0)
+}
+
+// overlaps reports whether b lies (partly) inside mem.
+func overlaps(b, mem []byte) bool {
+	if len(b) == 0 || len(mem) == 0 {
+		return false
+	}
+	b0 := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	m0 := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
+	return b0 < m0+uintptr(len(mem)) && m0 < b0+uintptr(len(b))
+}
+
+// backendShm is a backend's mapping of the host's tensor region.
+type backendShm struct {
+	mu  sync.Mutex // held while a Run uses mem
+	fd  int
+	mem []byte
+}
+
+// backendShmFromEnv opens the region the host passed (SharedFDEnv); nil
+// without error when none was passed.
+func backendShmFromEnv() (*backendShm, error) {
+	v := os.Getenv(SharedFDEnv)
+	if v == "" {
+		return nil, nil
+	}
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 0 {
+		return nil, fmt.Errorf("%s=%q is not a file descriptor", SharedFDEnv, v)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("tensor region (fd %d): %w", fd, err)
+	}
+	unix.CloseOnExec(fd)
+	b := &backendShm{fd: fd}
+	if err := b.ensure(uint64(st.Size)); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// ensure maps at least size bytes of the region, remapping after the host
+// grew it (the caller holds mu, or owns b alone).
+func (b *backendShm) ensure(size uint64) error {
+	if size <= uint64(len(b.mem)) {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(b.fd, &st); err != nil {
+		return fmt.Errorf("tensor region: %w", err)
+	}
+	if st.Size < 0 || size > uint64(st.Size) || size > uint64(^uint(0)>>1) {
+		return fmt.Errorf("tensor region: the host announced %d bytes, the memfd has %d", size, st.Size)
+	}
+	mem, err := unix.Mmap(b.fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("tensor region: mmap %d bytes: %w", size, err)
+	}
+	if b.mem != nil {
+		_ = unix.Munmap(b.mem)
+	}
+	b.mem = mem
+	return nil
+}

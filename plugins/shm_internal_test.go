@@ -1,0 +1,109 @@
+package plugins
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/plugins/backendpb"
+)
+
+func TestShmTensor(t *testing.T) {
+	mem := make([]byte, 256)
+	in := ir.FromSlice([]int{2, 2}, []float32{1, -2, 3.5, 4})
+	w := putShm(mem, 64, in)
+	if w.Shm.Offset != 64 || w.Shm.Length != 16 || len(w.Raw) != 0 || !reflect.DeepEqual(w.Dims, []int64{2, 2}) {
+		t.Fatalf("descriptor %v", w)
+	}
+	for _, copyOut := range []bool{false, true} {
+		got, err := shmTensor(w, mem, copyOut)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.Data, in.Data) || !reflect.DeepEqual(got.Shape, in.Shape) {
+			t.Errorf("copyOut=%v: got %v %v", copyOut, got.Shape, got.Data)
+		}
+		if aliased := overlaps(bytesOf(got.Data), mem); aliased == copyOut {
+			t.Errorf("copyOut=%v: tensor aliases the region: %v", copyOut, aliased)
+		}
+	}
+	b, err := shmTensor(putShm(mem, 128, ir.FromSlice([]int{3}, []bool{true, false, true})), mem, false)
+	if err != nil || !reflect.DeepEqual(b.Data, []bool{true, false, true}) {
+		t.Errorf("bools: %v, %v", b, err)
+	}
+
+	bad := []struct {
+		name string
+		w    *backendpb.Tensor
+		want string
+	}{
+		{"past end", &backendpb.Tensor{Dtype: 1, Dims: []int64{4}, Shm: &backendpb.ShmRef{Offset: 250, Length: 16}}, "shared-memory slice [250, +16) lies outside the 256-byte region"},
+		{"offset past end", &backendpb.Tensor{Dtype: 1, Dims: []int64{0}, Shm: &backendpb.ShmRef{Offset: 1 << 40}}, "shared-memory slice [1099511627776, +0) lies outside the 256-byte region"},
+		{"wrapping length", &backendpb.Tensor{Dtype: 1, Dims: []int64{4}, Shm: &backendpb.ShmRef{Offset: 8, Length: 1<<64 - 4}}, "shared-memory slice [8, +18446744073709551612) lies outside the 256-byte region"},
+		{"length disagrees", &backendpb.Tensor{Dtype: 1, Dims: []int64{4}, Shm: &backendpb.ShmRef{Offset: 0, Length: 12}}, "float32 dims [4] need 16 bytes, got 12"},
+		{"dtype", &backendpb.Tensor{Dtype: 99, Dims: []int64{4}, Shm: &backendpb.ShmRef{Offset: 0, Length: 16}}, "unsupported dtype dtype(99)"},
+	}
+	for _, c := range bad {
+		for _, copyOut := range []bool{false, true} {
+			if _, err := shmTensor(c.w, mem, copyOut); err == nil || err.Error() != c.want {
+				t.Errorf("%s (copyOut=%v): error %v, want %q", c.name, copyOut, err, c.want)
+			}
+		}
+	}
+}
+
+func TestHostShmReserve(t *testing.T) {
+	h, err := newHostShm(1<<20, 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.close()
+	copy(h.mem, "kept")
+	steps := []struct{ need, want int64 }{
+		{100, 1 << 20}, {1 << 20, 1 << 20}, {1<<20 + 1, 2 << 20}, {5 << 20, 8 << 20}, {100 << 20, 8 << 20},
+	}
+	for _, s := range steps {
+		if got := h.reserve(s.need); got != s.want || int64(len(h.mem)) != s.want {
+			t.Errorf("reserve(%d) = %d (mapped %d), want %d", s.need, got, len(h.mem), s.want)
+		}
+	}
+	if string(h.mem[:4]) != "kept" {
+		t.Errorf("growth lost the region's contents: %q", h.mem[:4])
+	}
+	if _, err := newHostShm(0, 1); err == nil {
+		t.Error("a zero-byte region was accepted")
+	}
+}
+
+func TestWithin(t *testing.T) {
+	mem := make([]byte, 100)
+	other := make([]byte, 10)
+	cases := []struct {
+		name string
+		b    []byte
+		off  int64
+		ok   bool
+	}{
+		{"whole", mem, 0, true},
+		{"middle", mem[10:20], 10, true},
+		{"tail", mem[99:], 99, true},
+		{"empty", mem[5:5], 0, false},
+		{"other", other, 0, false},
+		{"past end", mem[90:100:100][:10], 90, true},
+	}
+	for _, c := range cases {
+		off, ok := within(c.b, mem)
+		if off != c.off || ok != c.ok {
+			t.Errorf("%s: within = %d, %v; want %d, %v", c.name, off, ok, c.off, c.ok)
+		}
+		if ok != overlaps(c.b, mem) {
+			t.Errorf("%s: overlaps disagrees", c.name)
+		}
+	}
+	if _, ok := within(mem[50:60], mem[:55]); ok {
+		t.Error("a slice sticking out of the region counted as inside")
+	}
+	if !overlaps(mem[50:60], mem[:55]) {
+		t.Error("a partly overlapping slice does not overlap")
+	}
+}

@@ -1,0 +1,441 @@
+package plugins_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/attnrun/attnrun/backends/cpu"
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/plugins"
+	"gorgonia.org/tensor"
+)
+
+// TestMain lets this test binary serve as the CPU backend (launchCPU
+// re-executes it with ATTNRUN_SERVE_BACKEND=cpu) or as the echo backend.
+func TestMain(m *testing.M) {
+	cpu.ServeIfRequested()
+	if os.Getenv(echoEnv) == "1" {
+		plugins.Serve(echoServer{})
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// echoEnv makes this test binary serve echoServer.
+const echoEnv = "ATTNRUN_TEST_ECHO_BACKEND"
+
+// echoServer is a backend whose Run returns its inputs themselves as
+// outputs: the output tensors are the backend's views of the shared region.
+type echoServer struct{}
+
+func (echoServer) Info(context.Context) (*plugins.Info, error) {
+	return &plugins.Info{Name: "echo", ProtocolVersion: plugins.ProtocolVersion}, nil
+}
+func (echoServer) Capability(_ context.Context, q []plugins.NodeQuery) ([]plugins.Verdict, error) {
+	return make([]plugins.Verdict, len(q)), nil
+}
+func (echoServer) Compile(context.Context, []byte, plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
+	return 7, nil, nil
+}
+func (echoServer) Run(_ context.Context, _ plugins.PartitionID, in map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
+	return in, nil
+}
+func (echoServer) Release(context.Context, plugins.PartitionID) error { return nil }
+func (echoServer) Stats(context.Context) (*plugins.Stats, error)      { return &plugins.Stats{}, nil }
+
+// launchCPU starts this test binary as the CPU backend.
+func launchCPU(t testing.TB, spec plugins.LaunchSpec, env ...string) *plugins.Process {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append([]string{cpu.ServeEnv + "=" + cpu.Name}, env...)
+	spec.Name, spec.Cmd = "cpu", cmd
+	p, err := plugins.Launch(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Kill)
+	return p
+}
+
+func vi(name string, dt ir.DType, dims ...string) *ir.ValueInfo {
+	shape := make(ir.Shape, len(dims))
+	for i, d := range dims {
+		shape[i] = ir.Dim{Param: d}
+	}
+	return &ir.ValueInfo{Name: name, Type: ir.TypeInfo{DType: dt, Shape: shape, RankKnown: true}}
+}
+
+// mixedModel has three inputs of different element types and four outputs,
+// two of which (Identity) alias an input inside the backend:
+//
+//	y  = x + 1      float32[n]
+//	xi = x          float32[n]
+//	nb = not b      bool[m]
+//	ii = i          int64[k]
+func mixedModel() *ir.Model {
+	return &ir.Model{
+		IRVersion: 8,
+		Opsets:    map[string]int64{"": 17},
+		Graph: &ir.Graph{
+			Name: "mixed",
+			Nodes: []*ir.Node{
+				{Name: "/Add", OpType: "Add", Inputs: []string{"x", "one"}, Outputs: []string{"y"}},
+				{Name: "/IdX", OpType: "Identity", Inputs: []string{"x"}, Outputs: []string{"xi"}},
+				{Name: "/Not", OpType: "Not", Inputs: []string{"b"}, Outputs: []string{"nb"}},
+				{Name: "/IdI", OpType: "Identity", Inputs: []string{"i"}, Outputs: []string{"ii"}},
+			},
+			Inputs:           []*ir.ValueInfo{vi("x", ir.Float, "n"), vi("b", ir.Bool, "m"), vi("i", ir.Int64, "k")},
+			Outputs:          []*ir.ValueInfo{vi("y", ir.Float, "n"), vi("xi", ir.Float, "n"), vi("nb", ir.Bool, "m"), vi("ii", ir.Int64, "k")},
+			Initializers:     map[string]*ir.Tensor{"one": ir.Scalar(float32(1))},
+			InitializerOrder: []string{"one"},
+		},
+	}
+}
+
+// mixedCase holds inputs for mixedModel and the outputs it must give.
+type mixedCase struct {
+	in   map[string]*tensor.Dense
+	want map[string]any
+}
+
+func newMixedCase(n, m, k int, seed float32) mixedCase {
+	x, y := make([]float32, n), make([]float32, n)
+	for j := range x {
+		x[j] = seed + float32(j%1000)*0.5
+		y[j] = x[j] + 1
+	}
+	b, nb := make([]bool, m), make([]bool, m)
+	for j := range b {
+		b[j] = j%3 == 0
+		nb[j] = !b[j]
+	}
+	i := make([]int64, k)
+	for j := range i {
+		i[j] = int64(j)*7 - 1<<40
+	}
+	d := func(data any, n int) *tensor.Dense {
+		return tensor.New(tensor.WithShape(n), tensor.WithBacking(data))
+	}
+	return mixedCase{
+		in:   map[string]*tensor.Dense{"x": d(x, n), "b": d(b, m), "i": d(i, k)},
+		want: map[string]any{"y": y, "xi": slices.Clone(x), "nb": nb, "ii": slices.Clone(i)},
+	}
+}
+
+func (c mixedCase) check(t testing.TB, out map[string]*tensor.Dense) {
+	t.Helper()
+	if len(out) != len(c.want) {
+		t.Fatalf("%d outputs, want %d", len(out), len(c.want))
+	}
+	for name, want := range c.want {
+		d := out[name]
+		if d == nil {
+			t.Fatalf("no output %q", name)
+		}
+		if got := data(t, d); !equal(got, want) {
+			t.Fatalf("output %q = %.200s…, want %.200s…", name, fmt.Sprint(got), fmt.Sprint(want))
+		}
+	}
+}
+
+// data is d's backing slice (gorgonia's Data panics on empty tensors).
+func data(t testing.TB, d *tensor.Dense) any {
+	if d == nil {
+		return nil
+	}
+	it, err := ir.FromDense(d)
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	return it.Data
+}
+
+// equal compares backing slices (faster than reflect.DeepEqual on big ones).
+func equal(got, want any) bool {
+	switch w := want.(type) {
+	case []float32:
+		g, ok := got.([]float32)
+		return ok && slices.Equal(g, w)
+	case []int64:
+		g, ok := got.([]int64)
+		return ok && slices.Equal(g, w)
+	case []bool:
+		g, ok := got.([]bool)
+		return ok && slices.Equal(g, w)
+	}
+	return false
+}
+
+// compile compiles m in p.
+func compile(t testing.TB, p *plugins.Process, m *ir.Model) plugins.PartitionID {
+	t.Helper()
+	id, err := p.Compile(context.Background(), m, plugins.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+const (
+	kib = 1 << 10
+	mib = 1 << 20
+)
+
+func TestSharedTensors(t *testing.T) {
+	cases := []struct {
+		name    string
+		spec    plugins.LaunchSpec
+		n, m, k int
+		// wantShared is the region's size after the runs (0: no region).
+		wantShared int64
+	}{
+		{"shared", plugins.LaunchSpec{}, 1000, 77, 13, plugins.DefaultSharedBytes},
+		{"inline", plugins.LaunchSpec{SharedBytes: -1}, 1000, 77, 13, 0},
+		{"empty tensors", plugins.LaunchSpec{}, 0, 0, 0, plugins.DefaultSharedBytes},
+		// x is 192 KiB: the 64 KiB region grows to 512 KiB for the first
+		// run (which guesses outputs as large as inputs: 387 KiB in all),
+		// then to 1 MiB once the backend said the outputs need 385 KiB.
+		{"growth", plugins.LaunchSpec{SharedBytes: 64 * kib, SharedMaxBytes: 64 * mib}, 48 * kib, 100, 100, mib},
+		// The region may not grow past 64 KiB: x, y and xi travel inline,
+		// b, nb, i and ii through the region.
+		{"fallback", plugins.LaunchSpec{SharedBytes: 32 * kib, SharedMaxBytes: 64 * kib}, 48 * kib, 100, 100, 64 * kib},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := launchCPU(t, c.spec)
+			id := compile(t, p, mixedModel())
+			for run := 0; run < 3; run++ { // inputs and region reused
+				mc := newMixedCase(c.n, c.m, c.k, float32(run))
+				out, err := p.Run(context.Background(), id, mc.in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mc.check(t, out)
+			}
+			if got := p.SharedBytes(); got != c.wantShared {
+				t.Errorf("region is %d bytes, want %d", got, c.wantShared)
+			}
+		})
+	}
+}
+
+// TestOutputViewsOfInputs runs a backend whose outputs are its inputs (views
+// of the region): they are described in place, need no output room, and
+// arrive intact.
+func TestOutputViewsOfInputs(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = []string{echoEnv + "=1"}
+	p, err := plugins.Launch(context.Background(), plugins.LaunchSpec{Name: "echo", Cmd: cmd, SharedBytes: 64 * kib, SharedMaxBytes: 64 * mib})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	id := compile(t, p, mixedModel())
+	for run := 0; run < 3; run++ {
+		mc := newMixedCase(48*kib, 100, 100, float32(run))
+		out, err := p.Run(context.Background(), id, mc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"x", "b", "i"} {
+			if got, want := data(t, out[name]), data(t, mc.in[name]); !equal(got, want) {
+				t.Fatalf("run %d: output %q differs from the input", run, name)
+			}
+		}
+	}
+	// 193.5 KiB in, as much guessed out: 512 KiB; afterwards the outputs
+	// need no room (cf. 1 MiB in TestSharedTensors/growth).
+	if got := p.SharedBytes(); got != 512*kib {
+		t.Errorf("region is %d bytes, want 512 KiB", got)
+	}
+}
+
+// TestSharedTensorOver64MiB sends a tensor of 64 MiB and 4 KiB through
+// Identity with the default region (64 MiB): the region grows and the values
+// survive the trip.
+func TestSharedTensorOver64MiB(t *testing.T) {
+	p := launchCPU(t, plugins.LaunchSpec{})
+	id := compile(t, p, identityModel())
+	x := make([]float32, 16*mib+1024)
+	for i := range x {
+		x[i] = float32(i%4093) - 2000
+	}
+	out, err := p.Run(context.Background(), id, map[string]*tensor.Dense{"x": tensor.New(tensor.WithShape(len(x)), tensor.WithBacking(x))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := data(t, out["y"]); !equal(got, x) {
+		t.Fatal("y differs from x")
+	}
+	// The first Run guesses its outputs as large as its inputs: 128 MiB and
+	// 8 KiB do not fit in 128 MiB, so 64 MiB doubles twice.
+	if got := p.SharedBytes(); got != 256*mib {
+		t.Errorf("region is %d bytes, want 256 MiB", got)
+	}
+}
+
+// TestConcurrentRuns runs from several goroutines on one process: the region
+// serializes them, and each gets its own results.
+func TestConcurrentRuns(t *testing.T) {
+	p := launchCPU(t, plugins.LaunchSpec{})
+	id := compile(t, p, mixedModel())
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for r := 0; r < 10; r++ {
+				mc := newMixedCase(5000+g*100, 10+g, 3+g, float32(g*100+r))
+				out, err := p.Run(context.Background(), id, mc.in)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for name, want := range mc.want {
+					if !equal(data(t, out[name]), want) {
+						errs <- fmt.Errorf("goroutine %d run %d: output %q differs", g, r, name)
+						return
+					}
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestSharedDiedError kills the backend mid-run, with inputs in the region:
+// the error still names the node, and the host's region is released.
+func TestSharedDiedError(t *testing.T) {
+	p := launchCPU(t, plugins.LaunchSpec{}, cpu.FaultEnv+"=kill-before:Not")
+	id := compile(t, p, mixedModel())
+	mc := newMixedCase(100, 10, 10, 1)
+	_, err := p.Run(context.Background(), id, mc.in)
+	var died *plugins.DiedError
+	if !errors.As(err, &died) {
+		t.Fatalf("error %v (%T), want a *DiedError", err, err)
+	}
+	want := fmt.Sprintf(`backend "cpu" (pid %d) died while running node "/Not" (Not) of partition %d: signal: killed`, p.Pid(), id)
+	if err.Error() != want {
+		t.Fatalf("error %q\nwant      %q", err, want)
+	}
+	done := make(chan struct{})
+	go func() { p.Kill(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Kill hangs after a failed Run")
+	}
+	if _, err := p.Run(context.Background(), id, mc.in); err == nil {
+		t.Fatal("Run after Kill succeeded")
+	}
+}
+
+// TestNoSharedMemoryEnv checks that ATTNRUN_NO_SHM=1 turns the region off.
+func TestNoSharedMemoryEnv(t *testing.T) {
+	t.Setenv(plugins.NoSharedMemoryEnv, "1")
+	p := launchCPU(t, plugins.LaunchSpec{})
+	if got := p.SharedBytes(); got != 0 {
+		t.Fatalf("region is %d bytes with %s=1", got, plugins.NoSharedMemoryEnv)
+	}
+	id := compile(t, p, mixedModel())
+	mc := newMixedCase(10, 10, 10, 1)
+	out, err := p.Run(context.Background(), id, mc.in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc.check(t, out)
+}
+
+// identityModel is y = Identity(x) for float32 x of any length.
+func identityModel() *ir.Model {
+	return &ir.Model{
+		IRVersion: 8,
+		Opsets:    map[string]int64{"": 17},
+		Graph: &ir.Graph{
+			Name:    "identity",
+			Nodes:   []*ir.Node{{Name: "/Identity", OpType: "Identity", Inputs: []string{"x"}, Outputs: []string{"y"}}},
+			Inputs:  []*ir.ValueInfo{vi("x", ir.Float, "n")},
+			Outputs: []*ir.ValueInfo{vi("y", ir.Float, "n")},
+		},
+	}
+}
+
+// BenchmarkRoundTrip4MiB sends a 4 MiB float32 tensor to the backend and
+// back (Identity), through the shared region and inline in the gRPC
+// messages. It reports the median round trip as p50-ms.
+func BenchmarkRoundTrip4MiB(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		spec plugins.LaunchSpec
+	}{{"shm", plugins.LaunchSpec{}}, {"inline", plugins.LaunchSpec{SharedBytes: -1}}} {
+		b.Run(c.name, func(b *testing.B) {
+			p := launchCPU(b, c.spec)
+			id := compile(b, p, identityModel())
+			x := make([]float32, mib)
+			for i := range x {
+				x[i] = float32(i)
+			}
+			in := map[string]*tensor.Dense{"x": tensor.New(tensor.WithShape(len(x)), tensor.WithBacking(x))}
+			ctx := context.Background()
+			for i := 0; i < 3; i++ { // warm up: region pages, plan
+				if _, err := p.Run(ctx, id, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+			times := make([]time.Duration, 0, b.N)
+			b.SetBytes(8 * mib)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				out, err := p.Run(ctx, id, in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				times = append(times, time.Since(start))
+				if y := out["y"].Data().([]float32); y[len(y)-1] != x[len(x)-1] {
+					b.Fatalf("y[-1] = %v", y[len(y)-1])
+				}
+			}
+			b.StopTimer()
+			sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+			b.ReportMetric(float64(times[len(times)/2].Nanoseconds())/1e6, "p50-ms")
+		})
+	}
+}
+
+func TestSharedRegionEnvErrors(t *testing.T) {
+	// A backend handed a bad region fd refuses to start, saying why.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), cpu.ServeEnv+"="+cpu.Name, plugins.MagicCookieKey+"="+plugins.MagicCookieValue, plugins.SharedFDEnv+"=x")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `ATTNRUN_SHM_FD="x" is not a file descriptor`) {
+		t.Errorf("bad fd: %v, output %q", err, out)
+	}
+}
