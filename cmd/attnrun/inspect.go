@@ -16,6 +16,10 @@ import (
 // builds a plan to show fusions.
 const defaultInspectDim = 8
 
+// inspectInputBudget bounds the bytes of the zero input tensors inspect
+// builds to plan the model and show its fusions.
+const inspectInputBudget = 64 << 20
+
 func newInspectCmd(g *globalFlags) *cobra.Command {
 	var dimFlags []string
 	cmd := &cobra.Command{
@@ -135,6 +139,7 @@ func modelNotes(s *session.Session) []string {
 func printFusions(w io.Writer, s *session.Session, dims map[string]int) {
 	inputs := map[string]*ir.Tensor{}
 	var shapes []string
+	var budgetUsed int64
 	for _, vi := range s.Inputs() {
 		if !vi.Type.RankKnown {
 			fmt.Fprintf(w, "fusions:  not shown (input %q has no declared shape)\n", vi.Name)
@@ -151,8 +156,16 @@ func printFusions(w io.Writer, s *session.Session, dims map[string]int) {
 				shape[i] = defaultInspectDim
 			}
 		}
-		inputs[vi.Name] = ir.NewTensor(vi.Type.DType, shape)
 		shapes = append(shapes, fmt.Sprintf("%s=[%s]", vi.Name, ir.ShapeString(shape)))
+		// The plan needs real (zero) input tensors: never build big ones
+		// just to show fusions.
+		n, size := ir.NumElements(shape), int64(vi.Type.DType.Size())
+		if n < 0 || size <= 0 || n > (inspectInputBudget-budgetUsed)/size {
+			fmt.Fprintf(w, "fusions:  not shown (input %q at [%s] would need more than the %d bytes inspect allocates for this)\n", vi.Name, ir.ShapeString(shape), inspectInputBudget)
+			return
+		}
+		budgetUsed += n * size
+		inputs[vi.Name] = ir.NewTensor(vi.Type.DType, shape)
 	}
 	fusions, err := s.Program().Fusions(inputs)
 	if err != nil {

@@ -124,7 +124,7 @@ func bindSchema(m *ir.Model, n *ir.Node) (*ops.Schema, int, error) {
 		if domain == "" {
 			domain = "ai.onnx"
 		}
-		return nil, 0, n.Errorf("%w (model imports opset %s %d)", err, domain, opset)
+		return nil, 0, n.Errorf("%w at opset %s %d", err, domain, opset)
 	}
 	if err := s.CheckArity(n); err != nil {
 		return nil, 0, n.Errorf("%w", err)
