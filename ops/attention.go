@@ -3,11 +3,8 @@ package ops
 import (
 	"fmt"
 	"math"
-	"sync"
-	"sync/atomic"
 
 	"github.com/attnrun/attnrun/ir"
-	"github.com/attnrun/attnrun/ops/blas"
 )
 
 // FusedAttention (com.attnrun, opset 1) is scaled dot-product attention in
@@ -43,20 +40,37 @@ import (
 //	mask_scale   float, default 1: factor on an additive mask (the scale the
 //	             export applied after adding the mask).
 //
-// Output: softmax(scores, last axis) · V, shape broadcast(...) + [Sq, Dv].
+//	q_view, k_view, v_view
+//	             ints, optional: read the operand through a strided view of
+//	             the input's data (ops.View's encoding: offset, dims,
+//	             strides); the view's dims are the operand's logical shape.
+//	             The attention rewrite uses them to read Q, K and V straight
+//	             from a fused QKV projection ([B, S, 3·H·D] seen as
+//	             [B, H, S, D]) instead of materializing the head split.
+//	out_shape, out_view
+//	             ints, optional, together: the output tensor has shape
+//	             out_shape, and the logical result [..., Sq, Dv] is written
+//	             through out_view, which must cover it exactly once (so the
+//	             head merge Transpose+Reshape after attention is free).
+//
+// Output: softmax(scores, last axis) · V, shape broadcast(...) + [Sq, Dv]
+// (or out_shape).
 //
 // Semantics follow the unfused ONNX graph exactly in the edge cases: a row
 // whose scores are all -inf (fully masked with a -inf fill) gives NaN, as
 // Softmax does; a row fully masked with a finite fill (-1e9) gives uniform
 // weights; Sk = 0 gives zeros, as MatMul over an empty inner dim does.
 //
-// The CPU kernel works on blocks of attnQBlock query rows and attnKBlock
-// keys with a streaming (online) softmax: per block of keys it computes the
-// scores with blas.Sgemm, applies the mask, updates each row's running max
-// and sum, rescales the accumulator and adds P·V_block with Sgemm; the
-// accumulator is divided by the sum at the end. Scratch memory per worker is
-// O(attnQBlock·(attnKBlock + Dv)). Work items (one per batch matrix and
-// query block) are spread over ctx.Threads goroutines.
+// The CPU kernel (attention_cpu.go) packs scale·Q, K and V once per batch
+// matrix, then works on items of attnQBlock query rows with a streaming
+// (online) softmax over blocks of attnKBlock keys. It computes scores
+// transposed (keys × queries) with the GEMM micro-kernel, so that the scores
+// block is already the packed operand of the P·V product and the softmax
+// runs down columns of 16 or 32 queries with vector max/exp kernels; blocks
+// whose keys a -inf bool mask hides from every row of an item are skipped.
+// The packed operands and the workers' scratch (O(attnQBlock·(attnKBlock +
+// Dv)) each) come from ctx.Scratch when the executor provides it; items are
+// spread over ctx.Threads goroutines, each multiplying on its own goroutine.
 
 // Mask kinds of FusedAttention's mask_kind attribute.
 const (
@@ -69,19 +83,20 @@ const (
 // DomainAttnrun, opset 1).
 const FusedAttentionOp = "FusedAttention"
 
-// Block sizes of the FusedAttention kernel: query rows per work item (the
-// blas row block, a multiple of its 6-row micro-tile) and keys per step of
-// the streaming softmax. Measured best of 32–128 × 128–512 on 2 cores.
-const (
-	attnQBlock = 96
-	attnKBlock = 384
-)
+// Block sizes of the FusedAttention kernel: query rows per work item (a
+// multiple of the micro-kernel's 16 or 32 columns) and keys per step of the
+// streaming softmax (64 micro-kernel rows: 512 keys with the 8×32 tile, 384
+// with 6×16). Measured on a 2-core Zen 5 VM in seed 000's model: 32 rows
+// per item beat 64 (by 5%) and 96 (by 8%); the key block matters little.
+const attnQBlock = 32
+
+var attnKBlock = 64 * attnMR
 
 func init() {
 	Register(&Schema{
 		Domain: DomainAttnrun, OpType: FusedAttentionOp, Since: 1, Until: 1,
 		MinInputs: 3, MaxInputs: 4, TypeInput: 0, DTypes: []ir.DType{ir.Float},
-		Infer: inferFusedAttention, Run: runFusedAttention,
+		Infer: inferFusedAttention, Run: runFusedAttention, RunInto: runFusedAttentionInto,
 		Doc: "softmax(scale·Q·Kᵀ masked) · V, blocked with a streaming softmax (no Sq×Sk scores)",
 	})
 }
@@ -93,6 +108,10 @@ type attnAttrs struct {
 	maskKind  string // "" when there is no mask
 	fill      float32
 	maskScale float32
+	// views of Q, K, V (nil: the input as is) and of the output.
+	views    [3]*View
+	outShape []int
+	outView  *View
 }
 
 func parseAttnAttrs(n *ir.Node, hasMask bool) (attnAttrs, error) {
@@ -126,7 +145,63 @@ func parseAttnAttrs(n *ir.Node, hasMask bool) (attnAttrs, error) {
 	if a.maskScale, err = n.AttrFloat("mask_scale", 1); err != nil {
 		return a, n.Errorf("%w", err)
 	}
+	for i, name := range []string{"q_view", "k_view", "v_view"} {
+		ints, ok, err := n.AttrInts(name)
+		if err != nil {
+			return a, n.Errorf("%w", err)
+		}
+		if !ok {
+			continue
+		}
+		v, err := ParseView(ints)
+		if err != nil {
+			return a, n.Errorf("attribute %s: %w", name, err)
+		}
+		if len(v.Shape) < 2 {
+			return a, n.Errorf("attribute %s has rank %d, FusedAttention needs rank ≥ 2", name, len(v.Shape))
+		}
+		a.views[i] = &v
+	}
+	shape, okShape, err := n.AttrInts("out_shape")
+	if err != nil {
+		return a, n.Errorf("%w", err)
+	}
+	ov, okView, err := n.AttrInts("out_view")
+	if err != nil {
+		return a, n.Errorf("%w", err)
+	}
+	if okShape != okView {
+		return a, n.Errorf("attributes out_shape and out_view go together")
+	}
+	if okView {
+		v, err := ParseView(ov)
+		if err != nil {
+			return a, n.Errorf("attribute out_view: %w", err)
+		}
+		if len(shape) > maxViewRank {
+			return a, n.Errorf("attribute out_shape has rank %d", len(shape))
+		}
+		for _, d := range shape {
+			if d < 0 || d > math.MaxInt32 {
+				return a, n.Errorf("attribute out_shape %v has a dim out of range", shape)
+			}
+			a.outShape = append(a.outShape, int(d))
+		}
+		if _, err := checkedElements(a.outShape); err != nil {
+			return a, n.Errorf("attribute out_shape: %w", err)
+		}
+		a.outView = &v
+	}
 	return a, nil
+}
+
+// logicalShape returns operand i's shape as the kernel sees it: the view's
+// when one is given, else the input's.
+func (a *attnAttrs) logicalShape(i int, s ir.Shape) ir.Shape {
+	if a.views[i] != nil {
+		return ir.ShapeOf(a.views[i].Shape)
+	}
+	return s
 }
 
 // attnMaskDType is the mask element type a mask kind takes.
@@ -196,7 +271,15 @@ func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 	if hasMask {
 		m = in[3].Type.Shape
 	}
-	s, err := splitAttn(in[0].Type.Shape, in[1].Type.Shape, in[2].Type.Shape, m, a.kT, hasMask, ir.Dim{Value: 1})
+	for i, what := range []string{"Q", "K", "V"} {
+		if a.views[i] == nil {
+			continue
+		}
+		if dims, ok := in[i].Type.Shape.Concrete(); ok && !a.views[i].Fits(ShapeElems(dims)) {
+			return nil, n.Errorf("%s view %v does not fit the input of shape %v", what, a.views[i].Ints(), dims)
+		}
+	}
+	s, err := splitAttn(a.logicalShape(0, in[0].Type.Shape), a.logicalShape(1, in[1].Type.Shape), a.logicalShape(2, in[2].Type.Shape), m, a.kT, hasMask, ir.Dim{Value: 1})
 	if err != nil {
 		return nil, n.Errorf("%w", err)
 	}
@@ -217,259 +300,20 @@ func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 	if err != nil {
 		return nil, n.Errorf("batch dims of Q %s, K %s, V %s and mask do not broadcast", shapeText(in[0].Type.Shape), shapeText(in[1].Type.Shape), shapeText(in[2].Type.Shape))
 	}
-	return []Value{Typed(ir.Float, append(batch, s.sq, s.dv))}, nil
-}
-
-// attnPlan is a FusedAttention call on concrete shapes.
-type attnPlan struct {
-	attnAttrs
-	out                 []int
-	batches             int
-	sq, d, sk, dv       int
-	qOff, kOff, vOff    []int // matrix index per output batch
-	mOff                []int
-	mRowStep, mColStep  int // mask element steps along Sq and Sk (0 when broadcast)
-	mMatrix             int // elements per mask matrix
-	maskBools           []bool
-	maskFloats          []float32
-	maskedVal           bool // the bool value that masks a score
-	qData, kData, vData []float32
-}
-
-func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
-	if err := checkComputeInputs(n, in, 3); err != nil {
-		return nil, err
-	}
-	hasMask := len(in) > 3 && in[3] != nil
-	a, err := parseAttnAttrs(n, hasMask)
-	if err != nil {
-		return nil, err
-	}
-	for i, what := range []string{"Q", "K", "V"} {
-		if in[i].DType != ir.Float {
-			return nil, n.Errorf("%s has element type %v, FusedAttention takes float32", what, in[i].DType)
+	out := append(batch, s.sq, s.dv)
+	if a.outView != nil {
+		if len(a.outView.Shape) != len(out) {
+			return nil, n.Errorf("out_view has rank %d, the result has rank %d", len(a.outView.Shape), len(out))
 		}
-	}
-	var mshape []int
-	if hasMask {
-		if in[3].DType != attnMaskDType(a.maskKind) {
-			return nil, n.Errorf("mask has element type %v, mask_kind %q takes %v", in[3].DType, a.maskKind, attnMaskDType(a.maskKind))
-		}
-		mshape = in[3].Shape
-	}
-	s, err := splitAttn(in[0].Shape, in[1].Shape, in[2].Shape, mshape, a.kT, hasMask, 1)
-	if err != nil {
-		return nil, n.Errorf("%w", err)
-	}
-	if s.d != s.kd {
-		return nil, n.Errorf("Q %v has head size %d but K %v has %d", in[0].Shape, s.d, in[1].Shape, s.kd)
-	}
-	if s.sk != s.vsk {
-		return nil, n.Errorf("K %v has %d keys but V %v has %d", in[1].Shape, s.sk, in[2].Shape, s.vsk)
-	}
-	if hasMask && ((s.msq != 1 && s.msq != s.sq) || (s.msk != 1 && s.msk != s.sk)) {
-		return nil, n.Errorf("mask %v does not broadcast to the scores [%d %d]", in[3].Shape, s.sq, s.sk)
-	}
-	batch, err := BroadcastShapes(s.qB, s.kB, s.vB, s.mB)
-	if err != nil {
-		return nil, n.Errorf("batch dims of Q %v, K %v, V %v and mask %v do not broadcast", in[0].Shape, in[1].Shape, in[2].Shape, mshape)
-	}
-	p := &attnPlan{attnAttrs: a, sq: s.sq, d: s.d, sk: s.sk, dv: s.dv}
-	p.out = append(append([]int{}, batch...), s.sq, s.dv)
-	if _, err := checkedElements(p.out); err != nil {
-		return nil, n.Errorf("%w", err)
-	}
-	p.batches = int(ir.NumElements(batch))
-	p.qOff, p.kOff, p.vOff = batchOffsets(batch, s.qB), batchOffsets(batch, s.kB), batchOffsets(batch, s.vB)
-	p.qData, p.kData, p.vData = in[0].Float32s(), in[1].Float32s(), in[2].Float32s()
-	if hasMask {
-		p.mOff = batchOffsets(batch, s.mB)
-		p.mMatrix = s.msq * s.msk
-		if s.msq != 1 {
-			p.mRowStep = s.msk
-		}
-		if s.msk != 1 {
-			p.mColStep = 1
-		}
-		switch a.maskKind {
-		case MaskAdditive:
-			p.maskFloats = in[3].Float32s()
-		default:
-			p.maskBools = in[3].Bools()
-			p.maskedVal = a.maskKind == MaskBoolTrueMasks
-		}
-	}
-	return p, nil
-}
-
-func runFusedAttention(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
-	p, err := planFusedAttention(n, in)
-	if err != nil {
-		return nil, err
-	}
-	out := ir.NewTensor(ir.Float, p.out)
-	if out.Len() == 0 || p.sk == 0 {
-		// Sk = 0: softmax over nothing times an empty V is MatMul's zero sum.
-		return []*ir.Tensor{out}, nil
-	}
-	p.run(computeThreads(ctx), out.Float32s())
-	return []*ir.Tensor{out}, nil
-}
-
-// attnScratch is one worker's memory: a block of scores, the accumulator
-// and the per-row running max and sum.
-type attnScratch struct {
-	s   []float32
-	acc []float32
-	m   []float32
-	l   []float64
-}
-
-// run computes every (batch, query block) work item on up to threads goroutines.
-func (p *attnPlan) run(threads int, out []float32) {
-	qBlocks := (p.sq + attnQBlock - 1) / attnQBlock
-	items := p.batches * qBlocks
-	workers := max(1, min(threads, items))
-	qb, kb := min(attnQBlock, p.sq), min(attnKBlock, p.sk)
-	newScratch := func() *attnScratch {
-		return &attnScratch{s: make([]float32, qb*kb), acc: make([]float32, qb*p.dv), m: make([]float32, qb), l: make([]float64, qb)}
-	}
-	if workers == 1 {
-		sc := newScratch()
-		for it := 0; it < items; it++ {
-			p.item(it/qBlocks, (it%qBlocks)*attnQBlock, sc, out)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sc := newScratch()
-			for {
-				it := int(next.Add(1) - 1)
-				if it >= items {
-					return
-				}
-				p.item(it/qBlocks, (it%qBlocks)*attnQBlock, sc, out)
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// item computes output rows [i0, i0+attnQBlock) of batch matrix b.
-func (p *attnPlan) item(b, i0 int, sc *attnScratch, out []float32) {
-	rows := min(attnQBlock, p.sq-i0)
-	d, dv, sk := p.d, p.dv, p.sk
-	q := p.qData[(p.qOff[b]*p.sq+i0)*d:]
-	kBase := p.kOff[b] * sk * d
-	vBase := p.vOff[b] * sk * dv
-	acc := sc.acc[:rows*dv]
-	clear(acc)
-	mrun, lrun := sc.m[:rows], sc.l[:rows]
-	negInf := float32(math.Inf(-1))
-	for r := range mrun {
-		mrun[r], lrun[r] = negInf, 0
-	}
-	for j0 := 0; j0 < sk; j0 += attnKBlock {
-		cols := min(attnKBlock, sk-j0)
-		s := sc.s[:rows*cols]
-		if p.kT {
-			blas.Sgemm(false, false, rows, cols, d, p.scale, q, max(1, d), p.kData[kBase+j0:], sk, 0, s, cols)
-		} else {
-			blas.Sgemm(false, true, rows, cols, d, p.scale, q, max(1, d), p.kData[kBase+j0*d:], max(1, d), 0, s, cols)
-		}
-		used := false
-		for r := 0; r < rows; r++ {
-			row := s[r*cols : (r+1)*cols]
-			if p.maskKind != "" {
-				p.applyMask(row, b, i0+r, j0)
-			}
-			mx := negInf
-			for _, v := range row {
-				if v > mx {
-					mx = v
-				}
-			}
-			mNew := max(mrun[r], mx)
-			if mNew == negInf {
-				// Every score so far is -inf: nothing to add yet.
-				clear(row)
-				continue
-			}
-			used = true
-			sum := expShiftSum32(row, row, mNew)
-			if mNew != mrun[r] && lrun[r] != 0 {
-				corr := fastExp32(mrun[r] - mNew)
-				lrun[r] *= float64(corr)
-				ar := acc[r*dv : (r+1)*dv]
-				for c := range ar {
-					ar[c] *= corr
-				}
-			}
-			lrun[r] += sum
-			mrun[r] = mNew
-		}
-		if used {
-			blas.Sgemm(false, false, rows, dv, cols, 1, s, cols, p.vData[vBase+j0*dv:], max(1, dv), 1, acc, max(1, dv))
-		}
-	}
-	o := out[(b*p.sq+i0)*dv:]
-	nan := float32(math.NaN())
-	for r := 0; r < rows; r++ {
-		or, ar := o[r*dv:(r+1)*dv], acc[r*dv:(r+1)*dv]
-		if mrun[r] == negInf {
-			// Softmax of an all -inf row is NaN (-inf - -inf).
-			for c := range or {
-				or[c] = nan
-			}
-			continue
-		}
-		inv := float32(1 / lrun[r])
-		for c, v := range ar {
-			or[c] = v * inv
-		}
-	}
-}
-
-// applyMask masks one row of scores: query row i, keys [j0, j0+len(row)).
-func (p *attnPlan) applyMask(row []float32, b, i, j0 int) {
-	off := p.mOff[b]*p.mMatrix + i*p.mRowStep + j0*p.mColStep
-	if p.maskFloats != nil {
-		if p.mColStep == 0 {
-			add := p.maskFloats[off] * p.maskScale
-			for c := range row {
-				row[c] += add
-			}
-			return
-		}
-		mk := p.maskFloats[off : off+len(row)]
-		if p.maskScale == 1 {
-			for c, v := range mk {
-				row[c] += v
-			}
-			return
-		}
-		for c, v := range mk {
-			row[c] += v * p.maskScale
-		}
-		return
-	}
-	if p.mColStep == 0 {
-		if p.maskBools[off] == p.maskedVal {
-			for c := range row {
-				row[c] = p.fill
+		for i, d := range out {
+			if d.Known() && d.Value != int64(a.outView.Shape[i]) {
+				return nil, n.Errorf("out_view dims %v differ from the result's %s", a.outView.Shape, shapeText(out))
 			}
 		}
-		return
-	}
-	mk := p.maskBools[off : off+len(row)]
-	for c, v := range mk {
-		if v == p.maskedVal {
-			row[c] = p.fill
+		if !a.outView.Bijective(ShapeElems(a.outShape)) {
+			return nil, n.Errorf("out_view %v does not cover out_shape %v exactly once", a.outView.Ints(), a.outShape)
 		}
+		return []Value{Typed(ir.Float, ir.ShapeOf(a.outShape))}, nil
 	}
+	return []Value{Typed(ir.Float, out)}, nil
 }

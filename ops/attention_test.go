@@ -264,7 +264,7 @@ func TestFusedAttentionVsReference(t *testing.T) {
 // TestFusedAttentionOnlineRescale puts the row maximum in the last key
 // block, far above the earlier ones, so the accumulator is rescaled.
 func TestFusedAttentionOnlineRescale(t *testing.T) {
-	const sk = 2*attnKBlock + 5
+	sk := 2*attnKBlock + 5
 	q := ir.FromSlice([]int{1, 1}, []float32{1})
 	k := ir.NewTensor(ir.Float, []int{sk, 1})
 	v := ir.NewTensor(ir.Float, []int{sk, 1})
@@ -426,6 +426,159 @@ func BenchmarkFusedAttention(b *testing.B) {
 				}
 			}
 			report(b)
+		})
+	}
+}
+
+func intsAttr(name string, v []int64) *ir.Attribute {
+	return &ir.Attribute{Name: name, Type: ir.AttrInts, Ints: v}
+}
+
+// TestFusedAttentionViews reads Q, K and V straight from a fused QKV
+// projection [B, S, 3·H·D] and writes the heads merged, [B, S, H·D], the
+// way the attention rewrite uses the op; the reference materializes the
+// head split and merge. It also runs the output-into form on a buffer
+// full of garbage, and the causal mask path that skips fully masked
+// key blocks.
+func TestFusedAttentionViews(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	const b, h, d = 2, 3, 8
+	s := 2*attnKBlock + 70
+	qkv := randTensor(r, b, s, 3*h*d)
+	split := func(which int) *ir.Tensor { // [B, H, S, D] copy
+		out := ir.NewTensor(ir.Float, []int{b, h, s, d})
+		for bi := 0; bi < b; bi++ {
+			for hi := 0; hi < h; hi++ {
+				for si := 0; si < s; si++ {
+					for di := 0; di < d; di++ {
+						out.Float32s()[((bi*h+hi)*s+si)*d+di] = qkv.Float32s()[(bi*s+si)*3*h*d+which*h*d+hi*d+di]
+					}
+				}
+			}
+		}
+		return out
+	}
+	view := func(which int) []int64 {
+		return View{Offset: which * h * d, Shape: []int{b, h, s, d}, Strides: []int{s * 3 * h * d, d, 3 * h * d, 1}}.Ints()
+	}
+	causal := ir.NewTensor(ir.Bool, []int{1, 1, s, s})
+	for i := 0; i < s; i++ {
+		for j := i + 1; j < s; j++ {
+			causal.Bools()[i*s+j] = true
+		}
+	}
+	outView := View{Shape: []int{b, h, s, d}, Strides: []int{s * h * d, d, h * d, 1}}
+	for _, masked := range []bool{false, true} {
+		q, k, v := split(0), split(1), split(2)
+		attrs := []*ir.Attribute{fAttr("scale", 0.3), intsAttr("q_view", view(0)), intsAttr("k_view", view(1)), intsAttr("v_view", view(2)),
+			intsAttr("out_shape", []int64{b, int64(s), h * d}), intsAttr("out_view", outView.Ints())}
+		in := []*ir.Tensor{qkv, qkv, qkv}
+		var mask *ir.Tensor
+		if masked {
+			mask = causal
+			in = append(in, mask)
+			attrs = append(attrs, sAttr("mask_kind", MaskBoolTrueMasks))
+		}
+		kind := ""
+		if masked {
+			kind = MaskBoolTrueMasks
+		}
+		ref := refAttention(t, q, k, v, mask, 0.3, false, kind, float32(math.Inf(-1)), 1) // [B, H, S, D]
+		n := attnNode(attrs...)
+		vals, err := inferFusedAttention(n, 1, []Value{{Type: Known(ir.Float, qkv.Shape)}, {Type: Known(ir.Float, qkv.Shape)}, {Type: Known(ir.Float, qkv.Shape)}, maskValue(mask)})
+		if err != nil || !SameShape(mustConcrete(t, vals[0].Type.Shape), []int{b, s, h * d}) {
+			t.Fatalf("infer %v, %v", vals, err)
+		}
+		for _, threads := range []int{1, 3} {
+			out := ir.NewTensor(ir.Float, []int{b, s, h * d})
+			for i := range out.Float32s() {
+				out.Float32s()[i] = float32(math.NaN()) // garbage the kernel must overwrite
+			}
+			if err := runFusedAttentionInto(&Context{Threads: threads}, n, in, []*ir.Tensor{out}); err != nil {
+				t.Fatal(err)
+			}
+			for bi := 0; bi < b; bi++ {
+				for hi := 0; hi < h; hi++ {
+					for si := 0; si < s; si++ {
+						for di := 0; di < d; di++ {
+							g := out.Float32s()[(bi*s+si)*h*d+hi*d+di]
+							w := ref.Float32s()[((bi*h+hi)*s+si)*d+di]
+							if !closeF32(g, w) {
+								t.Fatalf("masked %v threads %d: [%d %d %d %d] = %g, want %g", masked, threads, bi, hi, si, di, g, w)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func maskValue(m *ir.Tensor) Value {
+	if m == nil {
+		return Value{}
+	}
+	return Value{Type: Known(m.DType, m.Shape)}
+}
+
+func mustConcrete(t *testing.T, s ir.Shape) []int {
+	t.Helper()
+	dims, ok := s.Concrete()
+	if !ok {
+		t.Fatalf("shape %v not concrete", s)
+	}
+	return dims
+}
+
+func TestFusedAttentionViewErrors(t *testing.T) {
+	x := randTensor(rand.New(rand.NewSource(1)), 2, 4)
+	cases := []struct {
+		name  string
+		attrs []*ir.Attribute
+		want  string
+	}{
+		{"view past the data", []*ir.Attribute{intsAttr("q_view", View{Offset: 1, Shape: []int{2, 4}, Strides: []int{4, 1}}.Ints())}, "does not fit"},
+		{"view rank 1", []*ir.Attribute{intsAttr("q_view", []int64{0, 8, 1})}, "rank 1"},
+		{"out_view without out_shape", []*ir.Attribute{intsAttr("out_view", Contiguous([]int{2, 4}).Ints())}, "go together"},
+		{"out_view overlapping", []*ir.Attribute{intsAttr("out_shape", []int64{2, 4}), intsAttr("out_view", View{Shape: []int{2, 4}, Strides: []int{1, 1}}.Ints())}, "exactly once"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := runFusedAttention(&Context{Threads: 1}, attnNode(c.attrs...), []*ir.Tensor{x, x, x})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+// BenchmarkFusedAttentionThreads runs seed 000's attention at S=2048 (12
+// heads of 64) on 1 and 2 threads.
+func BenchmarkFusedAttentionThreads(b *testing.B) {
+	const s, h, d = 2048, 12, 64
+	r := rand.New(rand.NewSource(1))
+	q, k, v := randTensor(r, 1, h, s, d), randTensor(r, 1, h, s, d), randTensor(r, 1, h, s, d)
+	out := ir.NewTensor(ir.Float, []int{1, h, s, d})
+	n := attnNode(fAttr("scale", 0.125))
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			// Scratch reused across runs, as the executor's arena does.
+			var bufs [][]float32
+			used := 0
+			ctx := &Context{Threads: threads, Scratch: func(n int) []float32 {
+				if used == len(bufs) {
+					bufs = append(bufs, make([]float32, n))
+				}
+				used++
+				return bufs[used-1][:n]
+			}}
+			for i := 0; i < b.N; i++ {
+				used = 0
+				if err := runFusedAttentionInto(ctx, n, []*ir.Tensor{q, k, v}, []*ir.Tensor{out}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(4*float64(h*s*s*d)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
 	}
 }

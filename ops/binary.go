@@ -416,3 +416,41 @@ func convertSlice[S, D numElem](s []S) []D {
 	}
 	return d
 }
+
+// Output-into forms of Add, Sub, Mul and Div for executors with a memory
+// plan (see RunIntoFunc). The result may overwrite either operand when that
+// operand has the output's shape: element i of the output depends only on
+// element i of such an operand.
+func init() {
+	for op, name := range arithNames {
+		for _, s := range registered(DomainONNX, name) {
+			s.RunInto, s.InPlace = runArithInto(arithOp(op), s.DTypes), []int{0, 1}
+		}
+	}
+}
+
+func runArithInto(op arithOp, allowed []ir.DType) RunIntoFunc {
+	return func(ctx *Context, n *ir.Node, in []*ir.Tensor, out []*ir.Tensor) error {
+		if err := checkTensors(n, in, 2); err != nil {
+			return err
+		}
+		dt, err := sameTensorTypes(n, in[:2])
+		if err != nil {
+			return err
+		}
+		if err := checkType(n, "input", dt, allowed); err != nil {
+			return err
+		}
+		shape, err := broadcastOf(n, in[0], in[1])
+		if err != nil {
+			return err
+		}
+		if err := checkIntoOutput(n, out, dt, shape); err != nil {
+			return err
+		}
+		if err := arith(op, out[0], in[0], in[1]); err != nil {
+			return n.Errorf("%w", err)
+		}
+		return nil
+	}
+}

@@ -24,7 +24,7 @@ func init() {
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "MatMul", Since: r.since, Until: r.until,
 			MinInputs: 2, MaxInputs: 2, TypeInput: 0, DTypes: r.types,
-			Infer: inferMatMul, Run: runMatMul,
+			Infer: inferMatMul, Run: runMatMul, RunInto: runMatMulInto,
 			Doc: "numpy matmul: 1-D promotion, broadcast batch dims",
 		})
 	}
@@ -192,6 +192,30 @@ func (p *matmulPlan) each(f func(aOff, bOff, cOff, rows int)) {
 }
 
 func runMatMul(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
+	p, err := planMatMulNode(n, in)
+	if err != nil {
+		return nil, err
+	}
+	out := ir.NewTensor(in[0].DType, p.out)
+	if err := matmulInto(ctx, n, p, in[0], in[1], out, true); err != nil {
+		return nil, err
+	}
+	return []*ir.Tensor{out}, nil
+}
+
+func runMatMulInto(ctx *Context, n *ir.Node, in []*ir.Tensor, out []*ir.Tensor) error {
+	p, err := planMatMulNode(n, in)
+	if err != nil {
+		return err
+	}
+	if err := checkIntoOutput(n, out, in[0].DType, p.out); err != nil {
+		return err
+	}
+	return matmulInto(ctx, n, p, in[0], in[1], out[0], false)
+}
+
+// planMatMulNode validates MatMul's inputs and plans the product.
+func planMatMulNode(n *ir.Node, in []*ir.Tensor) (*matmulPlan, error) {
 	if err := checkComputeInputs(n, in, 2); err != nil {
 		return nil, err
 	}
@@ -206,27 +230,39 @@ func runMatMul(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) 
 	if err != nil {
 		return nil, n.Errorf("%w", err)
 	}
-	out := ir.NewTensor(a.DType, p.out)
+	return p, nil
+}
+
+// matmulInto computes a·b into out; zeroed tells whether out is known to
+// hold zeros (the integer loops accumulate into it).
+func matmulInto(ctx *Context, n *ir.Node, p *matmulPlan, a, b, out *ir.Tensor, zeroed bool) error {
 	k, nn := p.k, p.n
+	threads := computeThreads(ctx)
+	if !zeroed && a.DType != ir.Float && a.DType != ir.Float16 && a.DType != ir.Double {
+		clearTensor(out)
+	}
+	if p.batches == 0 && !zeroed {
+		clearTensor(out) // an empty inner product: zeros
+	}
 	switch a.DType {
 	case ir.Float, ir.Float16:
 		av, err := float32View(a)
 		if err != nil {
-			return nil, n.Errorf("%w", err)
+			return n.Errorf("%w", err)
 		}
 		bv, err := float32View(b)
 		if err != nil {
-			return nil, n.Errorf("%w", err)
+			return n.Errorf("%w", err)
 		}
 		cv := out.Float32s()
 		if a.DType == ir.Float16 {
 			cv = make([]float32, out.Len())
 		}
 		p.each(func(aOff, bOff, cOff, rows int) {
-			blas.Sgemm(false, false, rows, nn, k, 1, av[aOff:aOff+rows*k], max(1, k), bv[bOff:bOff+k*nn], max(1, nn), 0, cv[cOff:cOff+rows*nn], max(1, nn))
+			blas.SgemmThreads(threads, false, false, rows, nn, k, 1, av[aOff:aOff+rows*k], max(1, k), bv[bOff:bOff+k*nn], max(1, nn), 0, cv[cOff:cOff+rows*nn], max(1, nn))
 		})
 		if a.DType == ir.Float16 {
-			out.Data = float32sToHalf(cv)
+			copy(out.Data.([]uint16), float32sToHalf(cv))
 		}
 	case ir.Double:
 		av, bv, cv := a.Data.([]float64), b.Data.([]float64), out.Data.([]float64)
@@ -242,7 +278,27 @@ func runMatMul(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) 
 	case ir.Uint64:
 		matmulLoop(p, a.Data.([]uint64), b.Data.([]uint64), out.Data.([]uint64))
 	}
-	return []*ir.Tensor{out}, nil
+	return nil
+}
+
+// clearTensor zeroes a tensor's elements.
+func clearTensor(t *ir.Tensor) {
+	switch d := t.Data.(type) {
+	case []float32:
+		clear(d)
+	case []float64:
+		clear(d)
+	case []uint16:
+		clear(d)
+	case []int32:
+		clear(d)
+	case []int64:
+		clear(d)
+	case []uint32:
+		clear(d)
+	case []uint64:
+		clear(d)
+	}
 }
 
 // matmulLoop is MatMul for integer types (C must be zeroed).
@@ -421,7 +477,7 @@ func runGemm(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 			cv, _ := float32View(c)
 			gemmFillC(yv, m, nn, cv, cRows, cCols)
 		}
-		blas.Sgemm(g.transA, g.transB, m, nn, k, g.alpha, av, lda, bv, ldb, beta, yv, max(1, nn))
+		blas.SgemmThreads(computeThreads(ctx), g.transA, g.transB, m, nn, k, g.alpha, av, lda, bv, ldb, beta, yv, max(1, nn))
 		if a.DType == ir.Float16 {
 			out.Data = float32sToHalf(yv)
 		}
@@ -500,5 +556,270 @@ func gemmLoop[T int32 | int64 | uint32 | uint64](g gemmAttrs, beta float32, m, n
 			}
 			y[i*n+j] = T(v)
 		}
+	}
+}
+
+// FusedMatMulOp is the op type of attnrun's MatMul with strided operands
+// and a fused bias (domain DomainAttnrun, opset 1), made by the plan-time
+// MatMul rewrite in runtime/graph.
+//
+// Inputs: A and B (float32, logical rank ≥ 2) and an optional bias of N
+// elements (every dim 1 but the last, which is N). Attributes a_view and
+// b_view (ints, ops.View encoding, optional) make the kernel read A or B
+// through a strided view of the input's data: a Transpose swapping the last
+// two axes becomes a transposed GEMM operand, and a head split
+// (Reshape+Transpose) becomes per-batch offsets and a row stride. Output:
+// numpy matmul of the logical A and B (batch dims broadcast) plus the bias
+// broadcast over the rows, row-major.
+const FusedMatMulOp = "FusedMatMul"
+
+func init() {
+	Register(&Schema{
+		Domain: DomainAttnrun, OpType: FusedMatMulOp, Since: 1, Until: 1,
+		MinInputs: 2, MaxInputs: 3, TypeInput: 0, DTypes: []ir.DType{ir.Float},
+		Infer: inferFusedMatMul, Run: runFusedMatMul, RunInto: runFusedMatMulInto,
+		Doc: "MatMul reading A and B through strided views (transposes, head splits) with an optional bias over the last axis",
+	})
+}
+
+// fusedMatMulViews parses a_view and b_view (nil when absent).
+func fusedMatMulViews(n *ir.Node) ([2]*View, error) {
+	var vs [2]*View
+	for i, name := range []string{"a_view", "b_view"} {
+		ints, ok, err := n.AttrInts(name)
+		if err != nil {
+			return vs, n.Errorf("%w", err)
+		}
+		if !ok {
+			continue
+		}
+		v, err := ParseView(ints)
+		if err != nil {
+			return vs, n.Errorf("attribute %s: %w", name, err)
+		}
+		if len(v.Shape) < 2 {
+			return vs, n.Errorf("attribute %s has rank %d, FusedMatMul needs rank ≥ 2", name, len(v.Shape))
+		}
+		vs[i] = &v
+	}
+	return vs, nil
+}
+
+func inferFusedMatMul(n *ir.Node, _ int, in []Value) ([]Value, error) {
+	if err := checkComputeValues(n, in, 2); err != nil {
+		return nil, err
+	}
+	vs, err := fusedMatMulViews(n)
+	if err != nil {
+		return nil, err
+	}
+	var shapes [2]ir.Shape
+	for i, what := range []string{"A", "B"} {
+		t := in[i].Type
+		if t.DType != ir.Float {
+			return nil, n.Errorf("%s has element type %v, FusedMatMul takes float32", what, t.DType)
+		}
+		if vs[i] != nil {
+			if dims, ok := t.Shape.Concrete(); t.RankKnown && ok && !vs[i].Fits(ShapeElems(dims)) {
+				return nil, n.Errorf("%s view %v does not fit the input of shape %v", what, vs[i].Ints(), dims)
+			}
+			shapes[i] = ir.ShapeOf(vs[i].Shape)
+			continue
+		}
+		if !t.RankKnown {
+			return []Value{UnknownRank(ir.Float)}, nil
+		}
+		if len(t.Shape) < 2 {
+			return nil, n.Errorf("%s has rank %d, FusedMatMul needs rank ≥ 2", what, len(t.Shape))
+		}
+		shapes[i] = t.Shape
+	}
+	a, b := shapes[0], shapes[1]
+	k, k2 := a[len(a)-1], b[len(b)-2]
+	if k.Known() && k2.Known() && k.Value != k2.Value {
+		return nil, n.Errorf("inner dimensions differ: %s x %s", shapeText(a), shapeText(b))
+	}
+	batch, err := BroadcastDims(a[:len(a)-2], b[:len(b)-2])
+	if err != nil {
+		return nil, n.Errorf("batch dimensions do not broadcast: %s x %s", shapeText(a), shapeText(b))
+	}
+	nn := b[len(b)-1]
+	if len(in) > 2 && in[2].Present() {
+		c := in[2].Type
+		if c.DType != ir.Float {
+			return nil, n.Errorf("bias has element type %v, want float32", c.DType)
+		}
+		if c.RankKnown {
+			for i, d := range c.Shape {
+				last := i == len(c.Shape)-1
+				if (!last && d.Known() && d.Value != 1) || (last && d.Known() && nn.Known() && d.Value != nn.Value) {
+					return nil, n.Errorf("bias of shape %s is not [.., N] with N = %v", shapeText(c.Shape), nn)
+				}
+			}
+			if len(c.Shape) == 0 || len(c.Shape) > len(batch)+2 {
+				return nil, n.Errorf("bias of shape %s is not [.., N] with N = %v", shapeText(c.Shape), nn)
+			}
+		}
+	}
+	return []Value{Typed(ir.Float, append(batch, a[len(a)-2], nn))}, nil
+}
+
+func runFusedMatMul(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
+	p, err := planFusedMatMul(n, in)
+	if err != nil {
+		return nil, err
+	}
+	out := ir.NewTensor(ir.Float, p.out)
+	p.run(computeThreads(ctx), out.Float32s())
+	return []*ir.Tensor{out}, nil
+}
+
+func runFusedMatMulInto(ctx *Context, n *ir.Node, in []*ir.Tensor, out []*ir.Tensor) error {
+	p, err := planFusedMatMul(n, in)
+	if err != nil {
+		return err
+	}
+	if len(out) < 1 || out[0] == nil || out[0].DType != ir.Float || !SameShape(out[0].Shape, p.out) || len(out[0].Float32s()) != ShapeElems(p.out) {
+		return n.Errorf("internal error: output buffer does not match shape %v", p.out)
+	}
+	p.run(computeThreads(ctx), out[0].Float32s())
+	return nil
+}
+
+// fusedMatMulPlan is a FusedMatMul on concrete shapes.
+type fusedMatMulPlan struct {
+	out        []int
+	m, k, n    int
+	batches    int
+	a, b       attnOperand // matrices: rows × cols with strides
+	bias       []float32
+	foldedRows bool // one GEMM of batches·m rows (B shared, A rows evenly spaced)
+}
+
+func planFusedMatMul(n *ir.Node, in []*ir.Tensor) (*fusedMatMulPlan, error) {
+	if err := checkComputeInputs(n, in, 2); err != nil {
+		return nil, err
+	}
+	vs, err := fusedMatMulViews(n)
+	if err != nil {
+		return nil, err
+	}
+	var views [2]View
+	for i, what := range []string{"A", "B"} {
+		if in[i].DType != ir.Float {
+			return nil, n.Errorf("%s has element type %v, FusedMatMul takes float32", what, in[i].DType)
+		}
+		views[i] = Contiguous(in[i].Shape)
+		if vs[i] != nil {
+			views[i] = *vs[i]
+		}
+		if len(views[i].Shape) < 2 {
+			return nil, n.Errorf("%s has rank %d, FusedMatMul needs rank ≥ 2", what, len(views[i].Shape))
+		}
+		if !views[i].Fits(in[i].Len()) {
+			return nil, n.Errorf("%s view %v does not fit the input of shape %v", what, views[i].Ints(), in[i].Shape)
+		}
+	}
+	a, b := views[0], views[1]
+	ra, rb := len(a.Shape), len(b.Shape)
+	p := &fusedMatMulPlan{m: a.Shape[ra-2], k: a.Shape[ra-1], n: b.Shape[rb-1]}
+	if b.Shape[rb-2] != p.k {
+		return nil, n.Errorf("inner dimensions differ: %v x %v", a.Shape, b.Shape)
+	}
+	batch, err := BroadcastShapes(a.Shape[:ra-2], b.Shape[:rb-2])
+	if err != nil {
+		return nil, n.Errorf("batch dimensions do not broadcast: %v x %v", a.Shape, b.Shape)
+	}
+	p.out = append(append([]int{}, batch...), p.m, p.n)
+	if _, err := checkedElements(p.out); err != nil {
+		return nil, n.Errorf("%w", err)
+	}
+	p.batches = ShapeElems(batch)
+	p.a = attnOperand{data: in[0].Float32s(), off: batchElemOffsets(batch, a.Shape[:ra-2], a.Strides[:ra-2], a.Offset), rs: a.Strides[ra-2], cs: a.Strides[ra-1]}
+	p.b = attnOperand{data: in[1].Float32s(), off: batchElemOffsets(batch, b.Shape[:rb-2], b.Strides[:rb-2], b.Offset), rs: b.Strides[rb-2], cs: b.Strides[rb-1]}
+	if len(in) > 2 && in[2] != nil {
+		c := in[2]
+		if c.DType != ir.Float || c.Rank() == 0 || c.Len() != p.n || c.Shape[c.Rank()-1] != p.n || c.Rank() > len(p.out) {
+			return nil, n.Errorf("bias of shape %v is not [.., N] with N = %d", c.Shape, p.n)
+		}
+		p.bias = c.Float32s()
+	}
+	// One GEMM for all batches when B is shared and A's batches are
+	// consecutive row blocks.
+	if p.batches > 1 && p.a.cs == 1 {
+		p.foldedRows = true
+		for i := 0; i < p.batches && p.foldedRows; i++ {
+			p.foldedRows = p.b.off[i] == p.b.off[0] && p.a.off[i] == p.a.off[0]+i*p.m*p.a.rs
+		}
+	}
+	return p, nil
+}
+
+// gemmOperand returns how to pass a rows×cols strided matrix to Sgemm:
+// the slice from its first element, whether it is transposed and its
+// leading dimension; ok is false when neither stride is 1 (the matrix must
+// be gathered first).
+func gemmOperand(data []float32, off, rs, cs, rows, cols int) (s []float32, trans bool, ld int, ok bool) {
+	switch {
+	case rows <= 1 && (cs == 1 || cols <= 1):
+		return data[off:], false, max(cols, 1), true
+	case (cs == 1 || cols <= 1) && rs >= cols:
+		return data[off:], false, max(rs, 1), true
+	case cols <= 1 && (rs == 1 || rows <= 1):
+		return data[off:], true, max(rows, 1), true
+	case (rs == 1 || rows <= 1) && cs >= rows:
+		return data[off:], true, max(cs, 1), true
+	}
+	return nil, false, 0, false
+}
+
+// gather copies a strided rows×cols matrix into dst, row-major.
+func gatherMatrix(dst, data []float32, off, rs, cs, rows, cols int) {
+	for i := 0; i < rows; i++ {
+		row := dst[i*cols : (i+1)*cols]
+		for j := range row {
+			row[j] = data[off+i*rs+j*cs]
+		}
+	}
+}
+
+func (p *fusedMatMulPlan) run(threads int, out []float32) {
+	m, k, nn := p.m, p.k, p.n
+	if len(out) == 0 {
+		return
+	}
+	if k == 0 {
+		for r := 0; r < len(out)/nn; r++ {
+			if p.bias != nil {
+				copy(out[r*nn:(r+1)*nn], p.bias)
+			} else {
+				clear(out[r*nn : (r+1)*nn])
+			}
+		}
+		return
+	}
+	gemm := func(aOff, bOff int, rows int, c []float32) {
+		as, ta, lda, okA := gemmOperand(p.a.data, aOff, p.a.rs, p.a.cs, rows, k)
+		if !okA {
+			as, ta, lda = make([]float32, rows*k), false, k
+			gatherMatrix(as, p.a.data, aOff, p.a.rs, p.a.cs, rows, k)
+		}
+		bs, tb, ldb, okB := gemmOperand(p.b.data, bOff, p.b.rs, p.b.cs, k, nn)
+		if !okB {
+			bs, tb, ldb = make([]float32, k*nn), false, nn
+			gatherMatrix(bs, p.b.data, bOff, p.b.rs, p.b.cs, k, nn)
+		}
+		if p.bias != nil {
+			blas.SgemmBias(threads, ta, tb, rows, nn, k, as, lda, bs, ldb, p.bias, c, nn)
+			return
+		}
+		blas.SgemmThreads(threads, ta, tb, rows, nn, k, 1, as, lda, bs, ldb, 0, c, nn)
+	}
+	if p.foldedRows || p.batches == 1 {
+		gemm(p.a.off[0], p.b.off[0], p.batches*m, out)
+		return
+	}
+	for i := 0; i < p.batches; i++ {
+		gemm(p.a.off[i], p.b.off[i], m, out[i*m*nn:(i+1)*m*nn])
 	}
 }

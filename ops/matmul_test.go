@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"fmt"
 	"math/rand"
 	"strings"
 	"testing"
@@ -365,6 +366,225 @@ func BenchmarkMatMulScores(b *testing.B) {
 				}
 			}
 			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// stridedCopyOf materializes a view of t's data as a new tensor.
+func stridedCopyOf(t *ir.Tensor, v View) *ir.Tensor {
+	out := ir.NewTensor(ir.Float, v.Shape)
+	idx := make([]int, len(v.Shape))
+	for i := range out.Float32s() {
+		off := v.Offset
+		for k, x := range idx {
+			off += x * v.Strides[k]
+		}
+		out.Float32s()[i] = t.Float32s()[off]
+		for k := len(idx) - 1; k >= 0; k-- {
+			idx[k]++
+			if idx[k] < v.Shape[k] {
+				break
+			}
+			idx[k] = 0
+		}
+	}
+	return out
+}
+
+func fusedMatMulNode(attrs ...*ir.Attribute) *ir.Node {
+	return &ir.Node{Name: "fmm", OpType: FusedMatMulOp, Domain: DomainAttnrun, Attrs: attrs}
+}
+
+// TestFusedMatMul checks FusedMatMul against MatMul (+ bias) on the
+// materialized views: transposed operands (GEMM flags), head-split
+// operands (offsets and strides), a broadcast batch, the one-GEMM folding
+// of a shared B, and a view with no unit stride (gathered).
+func TestFusedMatMul(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	x := randTensor(r, 2, 5, 24)    // [B, S, 3·H·D] with H=2, D=4
+	w := randTensor(r, 24, 7)       // a weight
+	wt := randTensor(r, 7, 24)      // a weight stored transposed
+	bias := randTensor(r, 7)        // [N]
+	bias3 := randTensor(r, 1, 1, 7) // [1, 1, N]
+	sq := randTensor(r, 6, 6)
+	head := func(which int) View { // [B, H, S, D]
+		return View{Offset: which * 8, Shape: []int{2, 2, 5, 4}, Strides: []int{120, 4, 24, 1}}
+	}
+	headT := func(which int) View { // [B, H, D, S]
+		v, _ := head(which).Transpose([]int{0, 1, 3, 2})
+		return v
+	}
+	cases := []struct {
+		name   string
+		a, b   *ir.Tensor
+		av, bv *View
+		bias   *ir.Tensor
+	}{
+		{"plain with bias (folded rows)", x, w, nil, nil, bias},
+		{"bias [1,1,N]", x, w, nil, nil, bias3},
+		{"B transposed", x, wt, nil, &View{Shape: []int{24, 7}, Strides: []int{1, 24}}, bias},
+		{"scores from head views", x, x, viewPtr(head(0)), viewPtr(headT(1)), nil},
+		{"A transposed, broadcast B", x, randTensor(r, 5, 3), &View{Shape: []int{2, 24, 5}, Strides: []int{120, 1, 24}}, nil, nil},
+		{"no unit stride: gathered", sq, sq, &View{Shape: []int{3, 3}, Strides: []int{12, 2}}, &View{Offset: 1, Shape: []int{3, 2}, Strides: []int{2, 6}}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var attrs []*ir.Attribute
+			a, b := c.a, c.b
+			if c.av != nil {
+				attrs = append(attrs, intsAttr("a_view", c.av.Ints()))
+				a = stridedCopyOf(c.a, *c.av)
+			}
+			if c.bv != nil {
+				attrs = append(attrs, intsAttr("b_view", c.bv.Ints()))
+				b = stridedCopyOf(c.b, *c.bv)
+			}
+			want, err := runMatMul(&Context{Threads: 1}, &ir.Node{Name: "mm", OpType: "MatMul"}, []*ir.Tensor{a, b})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := []*ir.Tensor{c.a, c.b}
+			if c.bias != nil {
+				in = append(in, c.bias)
+				n := c.bias.Len()
+				for i, v := range want[0].Float32s() {
+					want[0].Float32s()[i] = v + c.bias.Float32s()[i%n]
+				}
+			}
+			n := fusedMatMulNode(attrs...)
+			vals := make([]Value, len(in))
+			for i, x := range in {
+				vals[i] = Value{Type: Known(ir.Float, x.Shape)}
+			}
+			inf, err := inferFusedMatMul(n, 1, vals)
+			if err != nil || !SameShape(mustConcrete(t, inf[0].Type.Shape), want[0].Shape) {
+				t.Fatalf("infer %v, %v; want %v", inf, err, want[0].Shape)
+			}
+			for _, threads := range []int{1, 2} {
+				out := ir.NewTensor(ir.Float, want[0].Shape)
+				for i := range out.Float32s() {
+					out.Float32s()[i] = 1e30 // garbage to overwrite
+				}
+				if err := runFusedMatMulInto(&Context{Threads: threads}, n, in, []*ir.Tensor{out}); err != nil {
+					t.Fatal(err)
+				}
+				for i, g := range out.Float32s() {
+					if !closeF32(g, want[0].Float32s()[i]) {
+						t.Fatalf("threads %d: element %d = %g, want %g", threads, i, g, want[0].Float32s()[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+func viewPtr(v View) *View { return &v }
+
+func TestFusedMatMulErrors(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	a, b := randTensor(r, 2, 3), randTensor(r, 3, 4)
+	cases := []struct {
+		name string
+		n    *ir.Node
+		in   []*ir.Tensor
+		want string
+	}{
+		{"inner dims", fusedMatMulNode(), []*ir.Tensor{a, a}, "inner dimensions differ"},
+		{"bias not N", fusedMatMulNode(), []*ir.Tensor{a, b, randTensor(r, 3)}, "bias"},
+		{"view past data", fusedMatMulNode(intsAttr("a_view", View{Offset: 4, Shape: []int{2, 3}, Strides: []int{3, 1}}.Ints())), []*ir.Tensor{a, b}, "does not fit"},
+		{"int input", fusedMatMulNode(), []*ir.Tensor{ir.FromSlice([]int{1, 1}, []int64{1}), b}, "float32"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := runFusedMatMul(&Context{Threads: 1}, c.n, c.in)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestRunIntoMatchesRun runs the output-into forms of MatMul, Softmax,
+// Transpose and Add on buffers full of garbage and compares with Run.
+func TestRunIntoMatchesRun(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	x, y := randTensor(r, 2, 3, 4), randTensor(r, 2, 4, 5)
+	perm := &ir.Attribute{Name: "perm", Type: ir.AttrInts, Ints: []int64{2, 0, 1}}
+	cases := []struct {
+		op    string
+		attrs []*ir.Attribute
+		in    []*ir.Tensor
+	}{
+		{"MatMul", nil, []*ir.Tensor{x, y}},
+		{"MatMul", nil, []*ir.Tensor{ir.FromSlice([]int{2, 2}, []int64{1, 2, 3, 4}), ir.FromSlice([]int{2, 1}, []int64{5, 6})}},
+		{"Softmax", nil, []*ir.Tensor{x}},
+		{"Transpose", []*ir.Attribute{perm}, []*ir.Tensor{x}},
+		{"Add", nil, []*ir.Tensor{x, randTensor(r, 4)}},
+		{"Div", nil, []*ir.Tensor{x, ir.Scalar(float32(2))}},
+	}
+	for _, c := range cases {
+		t.Run(c.op, func(t *testing.T) {
+			s, err := Lookup("", c.op, 17)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.RunInto == nil {
+				t.Fatalf("%s has no RunInto", c.op)
+			}
+			n := &ir.Node{Name: "n", OpType: c.op, Attrs: c.attrs}
+			ctx := &Context{Opset: 17, Threads: 2}
+			want, err := s.Run(ctx, n, c.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := ir.NewTensor(want[0].DType, want[0].Shape)
+			switch d := out.Data.(type) {
+			case []float32:
+				for i := range d {
+					d[i] = 1e30
+				}
+			case []int64:
+				for i := range d {
+					d[i] = 99
+				}
+			}
+			if err := s.RunInto(ctx, n, c.in, []*ir.Tensor{out}); err != nil {
+				t.Fatal(err)
+			}
+			if out.String() != want[0].String() {
+				t.Fatalf("RunInto %v, Run %v", out, want[0])
+			}
+			if err := s.RunInto(ctx, n, c.in, []*ir.Tensor{ir.NewTensor(want[0].DType, []int{1})}); err == nil {
+				t.Fatal("RunInto accepted a buffer of the wrong shape")
+			}
+		})
+	}
+}
+
+// BenchmarkFusedMatMulQKV is seed 000's QKV projection at S=2048:
+// [1, S, 768] × [768, 2304] + bias, into a reused buffer, on 2 threads.
+func BenchmarkFusedMatMulQKV(b *testing.B) {
+	r := rand.New(rand.NewSource(1))
+	const s = 2048
+	x, w, bias := randTensor(r, 1, s, 768), randTensor(r, 768, 2304), randTensor(r, 2304)
+	out := ir.NewTensor(ir.Float, []int{1, s, 2304})
+	for _, c := range []struct {
+		bias    bool
+		threads int
+	}{{false, 2}, {true, 2}, {true, 1}} {
+		in := []*ir.Tensor{x, w}
+		name := fmt.Sprintf("nobias/threads=%d", c.threads)
+		if c.bias {
+			in, name = append(in, bias), fmt.Sprintf("bias/threads=%d", c.threads)
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := &Context{Threads: c.threads}
+			for i := 0; i < b.N; i++ {
+				if err := runFusedMatMulInto(ctx, fusedMatMulNode(), in, []*ir.Tensor{out}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(2*float64(s)*768*2304*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
 	}
 }

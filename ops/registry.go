@@ -75,6 +75,24 @@ type Context struct {
 	Opset int
 	// Threads is the number of compute threads the kernel may use (≥ 1).
 	Threads int
+	// Scratch, when set, returns n float32s of working memory (contents
+	// undefined) that stay the kernel's until it returns; successive calls
+	// during one kernel call return disjoint memory. Executors back it with
+	// memory reused across runs, which matters where the first touch of
+	// fresh memory is expensive (a page fault costs ~10 µs on some VMs).
+	// Kernels allocate when it is nil.
+	Scratch func(n int) []float32
+}
+
+// ScratchFloats returns n float32s of working memory from ctx.Scratch, or
+// newly allocated ones when ctx has no scratch.
+func (ctx *Context) ScratchFloats(n int) []float32 {
+	if ctx != nil && ctx.Scratch != nil {
+		if s := ctx.Scratch(n); len(s) == n {
+			return s
+		}
+	}
+	return make([]float32, n)
 }
 
 // Schema describes one op over a range of opset versions.
@@ -200,4 +218,15 @@ func (s *Schema) CheckArity(n *ir.Node) error {
 		return fmt.Errorf("takes %d to %d inputs, got %d", s.MinInputs, s.MaxInputs, k)
 	}
 	return nil
+}
+
+// registered returns every registered schema of an op (all opset ranges),
+// for op families that attach optional forms such as RunInto after
+// registering.
+func registered(domain, opType string) []*Schema {
+	key := opType
+	if domain != "" {
+		key = domain + ":" + opType
+	}
+	return reg.byKey[key]
 }

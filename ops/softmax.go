@@ -23,7 +23,7 @@ func init() {
 			Register(&Schema{
 				Domain: DomainONNX, OpType: op.name, Since: r[0], Until: r[1],
 				MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: FloatTypes,
-				Infer: inferSoftmax, Run: softmaxRunner(op.log),
+				Infer: inferSoftmax, Run: softmaxRunner(op.log), RunInto: softmaxInto(op.log),
 				Doc: op.doc,
 			})
 		}
@@ -65,13 +65,31 @@ func inferSoftmax(n *ir.Node, opset int, in []Value) ([]Value, error) {
 }
 
 func softmaxRunner(log bool) RunFunc {
+	into := softmaxInto(log)
 	return func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 		if err := checkComputeInputs(n, in, 1); err != nil {
 			return nil, err
 		}
+		out := ir.NewTensor(in[0].DType, in[0].Shape)
+		if err := into(ctx, n, in, []*ir.Tensor{out}); err != nil {
+			return nil, err
+		}
+		return []*ir.Tensor{out}, nil
+	}
+}
+
+// softmaxInto is the output-into form of Softmax and LogSoftmax.
+func softmaxInto(log bool) RunIntoFunc {
+	return func(ctx *Context, n *ir.Node, in []*ir.Tensor, outs []*ir.Tensor) error {
+		if err := checkComputeInputs(n, in, 1); err != nil {
+			return err
+		}
 		x := in[0]
 		if err := checkComputeDType(n, "input", x.DType, FloatTypes); err != nil {
-			return nil, err
+			return err
+		}
+		if err := checkIntoOutput(n, outs, x.DType, x.Shape); err != nil {
+			return err
 		}
 		opset := MaxOpset
 		if ctx != nil && ctx.Opset > 0 {
@@ -79,16 +97,16 @@ func softmaxRunner(log bool) RunFunc {
 		}
 		axis, err := softmaxAxis(n, opset, x.Rank())
 		if err != nil {
-			return nil, err
+			return err
 		}
 		outer := int(ir.NumElements(x.Shape[:axis]))
 		size, inner := x.Shape[axis], int(ir.NumElements(x.Shape[axis+1:]))
 		if opset < 13 {
 			size, inner = size*inner, 1
 		}
-		out := ir.NewTensor(x.DType, x.Shape)
+		out := outs[0]
 		if out.Len() == 0 {
-			return []*ir.Tensor{out}, nil
+			return nil
 		}
 		threads := computeThreads(ctx)
 		block := size * inner
@@ -111,7 +129,7 @@ func softmaxRunner(log bool) RunFunc {
 				}
 			})
 			if x.DType == ir.Float16 {
-				out.Data = float32sToHalf(ys)
+				copy(out.Data.([]uint16), float32sToHalf(ys))
 			}
 		case ir.Double:
 			xs, ys := x.Data.([]float64), out.Data.([]float64)
@@ -121,7 +139,7 @@ func softmaxRunner(log bool) RunFunc {
 				}
 			})
 		}
-		return []*ir.Tensor{out}, nil
+		return nil
 	}
 }
 

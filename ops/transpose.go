@@ -11,7 +11,7 @@ func init() {
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Transpose", Since: r[0], Until: r[1],
 			MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: AllTypes,
-			Infer: inferTranspose, Run: runTranspose,
+			Infer: inferTranspose, Run: runTranspose, RunInto: runTransposeInto,
 			Doc: "permutes axes (default: reverses them)",
 		})
 	}
@@ -157,4 +157,21 @@ func runTranspose(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, erro
 		return nil, n.Errorf("%w", err)
 	}
 	return []*ir.Tensor{out}, nil
+}
+
+func runTransposeInto(ctx *Context, n *ir.Node, in []*ir.Tensor, out []*ir.Tensor) error {
+	if err := checkRunInputs(n, in, 1); err != nil {
+		return err
+	}
+	perm, err := transposePerm(n, in[0].Rank())
+	if err != nil {
+		return err
+	}
+	if len(out) < 1 || out[0] == nil {
+		return n.Errorf("internal error: no output buffer")
+	}
+	if err := TransposeInto(ctx, out[0], in[0], perm); err != nil {
+		return n.Errorf("%w", err)
+	}
+	return nil
 }

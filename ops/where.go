@@ -146,3 +146,45 @@ func where[T any](o []T, oShape []int, c []bool, cShape []int, x []T, xShape []i
 	})
 	return nil
 }
+
+// Output-into form of Where for executors with a memory plan (see
+// RunIntoFunc).
+func init() {
+	for _, s := range registered(DomainONNX, "Where") {
+		s.RunInto = runWhereInto
+	}
+}
+
+func runWhereInto(ctx *Context, n *ir.Node, in []*ir.Tensor, out []*ir.Tensor) error {
+	if err := checkTensors(n, in, 3); err != nil {
+		return err
+	}
+	c, x, y := in[0], in[1], in[2]
+	if c.DType != ir.Bool {
+		return n.Errorf("condition has element type %v, want bool", c.DType)
+	}
+	dt, err := sameTensorTypes(n, in[1:3])
+	if err != nil {
+		return err
+	}
+	shape, err := broadcastOf(n, c, x, y)
+	if err != nil {
+		return err
+	}
+	if err := checkIntoOutput(n, out, dt, shape); err != nil {
+		return err
+	}
+	if o, ok := out[0].Data.([]float32); ok {
+		err = where(o, shape, c.Data.([]bool), c.Shape, x.Data.([]float32), x.Shape, y.Data.([]float32), y.Shape)
+		if err != nil {
+			return n.Errorf("%w", err)
+		}
+		return nil
+	}
+	res, err := runWhere(ctx, n, in)
+	if err != nil {
+		return err
+	}
+	copyInto(out[0], res[0])
+	return nil
+}

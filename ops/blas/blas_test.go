@@ -299,3 +299,110 @@ func BenchmarkSgemmAttention(b *testing.B) {
 		})
 	}
 }
+
+func TestSgemmThreadsAndSerial(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	const m, n, k = 70, 45, 300
+	a, b := randSlice(r, m*k), randSlice(r, k*n)
+	want := naiveGemm(false, true, m, n, k, 1, a, k, b, k, 0, make([]float32, m*n), n)
+	for _, f := range []struct {
+		name string
+		run  func(c []float32)
+	}{
+		{"serial", func(c []float32) { SgemmSerial(false, true, m, n, k, 1, a, k, b, k, 0, c, n) }},
+		{"3 threads", func(c []float32) { SgemmThreads(3, false, true, m, n, k, 1, a, k, b, k, 0, c, n) }},
+		{"default threads", func(c []float32) { SgemmThreads(0, false, true, m, n, k, 1, a, k, b, k, 0, c, n) }},
+	} {
+		c := make([]float32, m*n)
+		f.run(c)
+		for i := range c {
+			if d := math.Abs(float64(c[i] - want[i])); d > 1e-5*float64(k) {
+				t.Fatalf("%s: C[%d] = %g, want %g", f.name, i, c[i], want[i])
+			}
+		}
+	}
+}
+
+func TestMicroKernel(t *testing.T) {
+	MR, NR := Tile()
+	const k = 9
+	ldc := NR + 4
+	a, b := make([]float32, k*MR), make([]float32, k*NR)
+	for i := range a {
+		a[i] = float32(i%5) - 2
+	}
+	for i := range b {
+		b[i] = float32(i%7) * 0.25
+	}
+	for _, add := range []bool{false, true} {
+		c := make([]float32, (MR-1)*ldc+NR)
+		for i := range c {
+			c[i] = 1
+		}
+		MicroKernel(k, a, b, c, ldc, add)
+		for r := 0; r < MR; r++ {
+			for j := 0; j < NR; j++ {
+				want := float32(0)
+				if add {
+					want = 1
+				}
+				for p := 0; p < k; p++ {
+					want += a[p*MR+r] * b[p*NR+j]
+				}
+				if got := c[r*ldc+j]; got != want {
+					t.Fatalf("add %v: C[%d][%d] = %g, want %g", add, r, j, got, want)
+				}
+			}
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("MicroKernel accepted a short C")
+		}
+	}()
+	MicroKernel(k, a, b, make([]float32, NR), ldc, false)
+}
+
+// TestSgemmBothTiles runs the random comparison with the AVX2 6×16 tile
+// too when the CPU would pick the AVX-512 8×32 one.
+func TestSgemmBothTiles(t *testing.T) {
+	if !kernel.AVX512 {
+		t.Skip("the CPU has only the 6x16 tile")
+	}
+	defer func() { mr, nr, asmKernel, biasKernel = 8, 32, kernel.Sgemm8x32, biasKernelFor(true) }()
+	mr, nr, asmKernel = tileFor(false)
+	biasKernel = biasKernelFor(false)
+	TestSgemmRandomVsNaive(t)
+	TestMicroKernel(t)
+	TestSgemmBias(t)
+}
+
+func TestSgemmBias(t *testing.T) {
+	r := rand.New(rand.NewSource(8))
+	for _, sz := range [][3]int{{70, 45, 300}, {8, 32, 5}, {3, 70, 0}, {100, 2100, 20}} {
+		m, n, k := sz[0], sz[1], sz[2]
+		for _, tb := range []bool{false, true} {
+			ldb := n
+			if tb {
+				ldb = max(k, 1)
+			}
+			a, b, bias := randSlice(r, m*max(k, 1)), randSlice(r, max(k, 1)*max(n, 1)*2), randSlice(r, n)
+			want := naiveGemm(false, tb, m, n, k, 1, a, max(k, 1), b, ldb, 0, make([]float32, m*n), n)
+			for i := range want {
+				want[i] += bias[i%n]
+			}
+			for _, threads := range []int{1, 2} {
+				c := make([]float32, m*n)
+				for i := range c {
+					c[i] = float32(math.NaN()) // only written
+				}
+				SgemmBias(threads, false, tb, m, n, k, a, max(k, 1), b, ldb, bias, c, n)
+				for i := range c {
+					if d := math.Abs(float64(c[i] - want[i])); !(d <= 1e-5*float64(k+1)) {
+						t.Fatalf("m=%d n=%d k=%d tB=%v threads=%d: C[%d] = %g, want %g", m, n, k, tb, threads, i, c[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}

@@ -18,6 +18,18 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	sgemmGo(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, Threads(), true)
 }
 
+// SgemmThreads is Sgemm on at most threads goroutines instead of the
+// SetThreads count (threads < 1 means Threads()). Kernels that already run
+// on several goroutines pass 1 (see SgemmSerial); ops pass their
+// ops.Context thread budget.
+func SgemmThreads(threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	checkGemm("Sgemm", transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	if threads < 1 {
+		threads = Threads()
+	}
+	sgemmGo(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads, true)
+}
+
 // Dgemm is Sgemm in double precision. The Go build delegates to gonum's
 // native implementation, which uses runtime.GOMAXPROCS goroutines rather
 // than SetThreads.

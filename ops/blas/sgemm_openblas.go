@@ -41,6 +41,19 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		C.float(beta), (*C.float)(&c[0]), C.blasint(ldc))
 }
 
+// SgemmThreads is Sgemm on at most threads threads instead of the
+// SetThreads count (threads < 1 means Threads()). OpenBLAS's thread count
+// is process wide, so in this build a call asking for one thread runs the
+// pure-Go GEMM on the calling goroutine, and any other count calls OpenBLAS.
+func SgemmThreads(threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if threads != 1 {
+		Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	checkGemm("Sgemm", transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	sgemmGo(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 1, true)
+}
+
 // Dgemm is Sgemm in double precision (cblas_dgemm).
 func Dgemm(transA, transB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
 	checkGemm("Dgemm", transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)

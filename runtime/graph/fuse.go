@@ -50,13 +50,20 @@ type Fusion struct {
 	// Node is the fused node (domain com.attnrun). Its inputs and output
 	// are tensors of the original graph.
 	Node *ir.Node
-	// Replaced lists the graph nodes no longer executed.
+	// Replaced lists the graph nodes of the fused computation, no longer
+	// executed.
 	Replaced []*ir.Node
+	// Absorbed lists the data-movement nodes (Reshape, Transpose, Split,
+	// Squeeze, ...) that are no longer executed because the fused node
+	// reads its inputs or writes its output through a strided view
+	// (views.go) instead.
+	Absorbed []*ir.Node
 }
 
 // Fusions returns the fused regions of the plan for the given inputs'
-// shapes (building and caching the plan). It is empty when Options.NoFuse
-// is set or nothing matched.
+// shapes (building and caching the plan): com.attnrun:FusedAttention ones
+// first, then com.attnrun:FusedMatMul ones (fuse_matmul.go). It is empty
+// when Options.NoFuse is set or nothing matched.
 func (p *Program) Fusions(inputs map[string]*ir.Tensor) ([]Fusion, error) {
 	pl, err := p.planFor(inputs)
 	if err != nil {
@@ -84,29 +91,10 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 	if err != nil {
 		return // the op is not linked in: nothing to fuse
 	}
-	producer := map[string]int{}
-	uses := map[string]int{}
-	slot := map[string]int{}
-	for i, st := range pl.steps {
-		for k, name := range st.node.Outputs {
-			if name != "" {
-				producer[name] = i
-				slot[name] = st.outs[k]
-			}
-		}
-		for k, name := range st.node.Inputs {
-			if name != "" {
-				uses[name]++
-				slot[name] = st.args[k]
-			}
-		}
-	}
-	for _, o := range p.Model.Graph.Outputs {
-		uses[o.Name] += 1 << 20 // a graph output is never an internal value
-	}
-	removed := map[int]bool{}
-	f := fuser{pl: pl, types: types, producer: producer, uses: uses, removed: removed}
+	f := newFuser(p, pl, types)
+	removed, slot := f.removed, f.slot
 	replace := map[int]step{}
+	readChains := map[*ir.Node]int{} // movement node read through → fusion
 	for i, st := range pl.steps {
 		if removed[i] || st.node.OpType != "MatMul" || !isDefaultDomain(st.node) {
 			continue
@@ -116,17 +104,39 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 			continue
 		}
 		fused := m.node(st.node, pl.steps)
-		in := make([]ops.Value, len(fused.Inputs))
-		for k, name := range fused.Inputs {
-			in[k] = types[name]
-		}
-		out, err := schema.Infer(fused, 1, in)
-		want := types[st.node.Outputs[0]].Type
-		if err != nil || len(out) != 1 || !sameType(out[0].Type, want) {
+		if !f.inferMatches(schema, fused, st.node.Outputs[0]) {
 			continue
 		}
+		// Read Q, K and V through the movement steps before them, and
+		// write the result through those after it, where views allow.
+		var reads []int
+		for k, attr := range []string{"q_view", "k_view", "v_view"} {
+			base, v, chain, ok := f.readView(fused.Inputs[k])
+			if !ok || len(chain) == 0 {
+				continue
+			}
+			trial := cloneNode(fused)
+			trial.Inputs[k] = base
+			trial.Attrs = append(trial.Attrs, &ir.Attribute{Name: attr, Type: ir.AttrInts, Ints: v.Ints()})
+			if f.inferMatches(schema, trial, st.node.Outputs[0]) {
+				fused, reads = trial, append(reads, chain...)
+			}
+		}
+		var writes []int
+		if final, v, chain, ok := f.writeView(fused.Outputs[0]); ok && len(chain) > 0 {
+			trial := cloneNode(fused)
+			trial.Outputs[0] = final
+			shape, _ := f.concreteShape(final)
+			trial.Attrs = append(trial.Attrs,
+				&ir.Attribute{Name: "out_shape", Type: ir.AttrInts, Ints: toInt64s(shape)},
+				&ir.Attribute{Name: "out_view", Type: ir.AttrInts, Ints: v.Ints()})
+			if f.inferMatches(schema, trial, final) {
+				fused, writes = trial, chain
+			}
+		}
+		outName := fused.Outputs[0]
 		fs := step{index: st.index, node: fused, schema: schema, ctx: ops.Context{Opset: 1, Threads: st.ctx.Threads},
-			outs: []int{st.outs[0]}, want: []ir.TypeInfo{want}}
+			outs: []int{slot[outName]}, want: []ir.TypeInfo{types[outName].Type}}
 		for _, name := range fused.Inputs {
 			fs.args = append(fs.args, slot[name])
 		}
@@ -135,12 +145,20 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 			fusion.Replaced = append(fusion.Replaced, pl.steps[k].node)
 			removed[k] = true
 		}
+		for _, k := range writes {
+			fusion.Absorbed = append(fusion.Absorbed, pl.steps[k].node)
+			removed[k] = true
+		}
+		for _, k := range reads {
+			readChains[pl.steps[k].node] = len(pl.fusions)
+		}
 		replace[i] = fs
 		pl.fusions = append(pl.fusions, fusion)
 	}
 	if len(replace) == 0 {
 		return
 	}
+	defer p.dropDead(pl, readChains)
 	kept := pl.steps[:0:0]
 	for i, st := range pl.steps {
 		if fs, ok := replace[i]; ok {
@@ -150,6 +168,35 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 		}
 	}
 	pl.steps = kept
+}
+
+// inferMatches runs the fused node's inference and reports whether it gives
+// exactly the concrete type the plan has for tensor out.
+func (f *fuser) inferMatches(schema *ops.Schema, fused *ir.Node, out string) bool {
+	in := make([]ops.Value, len(fused.Inputs))
+	for k, name := range fused.Inputs {
+		in[k] = f.types[name]
+	}
+	res, err := schema.Infer(fused, 1, in)
+	return err == nil && len(res) == 1 && sameType(res[0].Type, f.types[out].Type)
+}
+
+// cloneNode copies a node's input, output and attribute lists (the
+// attributes themselves are shared).
+func cloneNode(n *ir.Node) *ir.Node {
+	c := *n
+	c.Inputs = append([]string{}, n.Inputs...)
+	c.Outputs = append([]string{}, n.Outputs...)
+	c.Attrs = append([]*ir.Attribute{}, n.Attrs...)
+	return &c
+}
+
+func toInt64s(s []int) []int64 {
+	out := make([]int64, len(s))
+	for i, v := range s {
+		out[i] = int64(v)
+	}
+	return out
 }
 
 // stepLastUses maps each slot read by a step to the index of the last step
@@ -184,7 +231,8 @@ type fuser struct {
 	types    map[string]ops.Value
 	producer map[string]int
 	uses     map[string]int
-	removed  map[int]bool // steps already fused away
+	slot     map[string]int // tensor → plan slot
+	removed  map[int]bool   // steps already fused away
 }
 
 // internal returns the producing step of a tensor that only one step reads

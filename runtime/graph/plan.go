@@ -19,6 +19,12 @@ type RunOptions struct {
 	// OnNode, when set, is called before each executed node with its index
 	// in Program.Order. Folded nodes are not executed and not reported.
 	OnNode func(i int, n *ir.Node)
+	// ReuseOutputs lets the run write float32 graph outputs into buffers
+	// the program keeps for the plan, instead of new memory: the returned
+	// tensors are then valid only until the next run of the same Program
+	// (a caller that copies its outputs away before running again, like a
+	// backend, saves the allocation and the page faults of fresh memory).
+	ReuseOutputs bool
 }
 
 // plan is the execution recipe for one set of concrete input shapes: the
@@ -32,6 +38,7 @@ type plan struct {
 	outputs []int                // graph outputs' slots, in order
 	types   map[string]ops.Value // concrete types of every tensor
 	fusions []Fusion             // fused regions (fuse.go), in step order
+	mem     memPlan              // buffers of the steps that run into them
 }
 
 type step struct {
@@ -43,6 +50,14 @@ type step struct {
 	outs   []int // slot per output; -1 for omitted
 	free   []int // slots whose last use is this step
 	want   []ir.TypeInfo
+	// view: the step only reshapes its first input; its output shares the
+	// input's data (memory.go).
+	view bool
+	// bufs, when set, gives the arena buffer each output is computed into
+	// with the schema's RunInto (-1 for an omitted output); fresh marks
+	// graph outputs, which get new memory unless RunOptions.ReuseOutputs.
+	bufs  []int
+	fresh []bool
 }
 
 // CheckInputs validates named inputs against the graph's declared inputs:
@@ -209,6 +224,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor) (*plan, error) {
 	// Attention fusion (fuse.go) rewrites the steps; last uses follow.
 	if !p.opts.NoFuse {
 		p.fuseAttention(pl, types)
+		p.fuseMatMuls(pl, types)
 		lastUse = stepLastUses(pl.steps)
 	}
 	keep := map[int]bool{}
@@ -225,6 +241,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor) (*plan, error) {
 			pl.steps[k].free = append(pl.steps[k].free, s)
 		}
 	}
+	pl.mem = planMemory(pl, lastUse, keep)
 	return pl, nil
 }
 
@@ -253,6 +270,9 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 	for s, t := range pl.consts {
 		vals[s] = t
 	}
+	ar := pl.mem.get()
+	defer pl.mem.put(ar)
+	scratch := ar.scratchFloats
 	args := make([]*ir.Tensor, 0, 8)
 	for i := range pl.steps {
 		st := &pl.steps[i]
@@ -270,7 +290,19 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 				args = append(args, vals[s])
 			}
 		}
-		res, err := runKernel(st.schema, &st.ctx, st.node, args)
+		var res []*ir.Tensor
+		var err error
+		ar.startStep()
+		kctx := st.ctx
+		kctx.Scratch = scratch
+		switch {
+		case st.view:
+			res, err = viewResult(st, args)
+		case st.bufs != nil:
+			res, err = runInto(st, &kctx, args, &pl.mem, ar, ro.ReuseOutputs)
+		default:
+			res, err = runKernel(st.schema, &kctx, st.node, args)
+		}
 		if err != nil {
 			return nil, err
 		}

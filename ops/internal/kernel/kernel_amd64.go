@@ -20,3 +20,62 @@ func Sgemm6x16(k int, a, b, c *float32, ldc int, add bool)
 //
 //go:noescape
 func ExpShiftSum8(dst, src *float32, n int, shift float32) float32
+
+// MaxCols16 sets mx[c] = max(mx[c], src[r*16+c]) for the n rows of 16
+// columns at src. It needs AVX2 (Available).
+//
+//go:noescape
+func MaxCols16(src *float32, n int, mx *float32)
+
+// ExpShiftSumCols16 replaces each of the n rows of 16 columns at p by
+// p[r*16+c] = exp(p[r*16+c] - shift[c]) and adds each column's sum to
+// sum[c] (shift and sum have 16 elements). Accuracy and clamping are
+// ExpShiftSum8's. It needs AVX2 and FMA (Available).
+//
+//go:noescape
+func ExpShiftSumCols16(p *float32, n int, shift, sum *float32)
+
+// AVX512 reports whether the AVX-512 kernels (Sgemm8x32, Sgemm12x32,
+// MaxCols32, ExpShiftSumCols32) can run: AVX-512F with OS support for the
+// ZMM state, and the AVX2+FMA of Available.
+var AVX512 = Available && cpu.X86.HasAVX512F
+
+// Sgemm8x32 is Sgemm6x16 for an 8×32 tile with AVX-512: it adds to (or,
+// when add is false, stores into) C[0:8, 0:32] the product of a packed k×8
+// sliver of A (a[p*8+r]) and a packed k×32 sliver of B (b[p*32+j]).
+//
+//go:noescape
+func Sgemm8x32(k int, a, b, c *float32, ldc int, add bool)
+
+// Sgemm12x32 is Sgemm8x32 for a 12×32 tile (a[p*12+r]).
+//
+//go:noescape
+func Sgemm12x32(k int, a, b, c *float32, ldc int, add bool)
+
+// MaxCols32 is MaxCols16 for rows of 32 columns, with AVX-512.
+//
+//go:noescape
+func MaxCols32(src *float32, n int, mx *float32)
+
+// ExpShiftSumCols32 is ExpShiftSumCols16 for rows of 32 columns, with
+// AVX-512.
+//
+//go:noescape
+func ExpShiftSumCols32(p *float32, n int, shift, sum *float32)
+
+// Sgemm8x32Bias is Sgemm8x32 storing C = A·B + bias, where bias holds 32
+// floats added to every row of the tile.
+//
+//go:noescape
+func Sgemm8x32Bias(k int, a, b, c *float32, ldc int, bias *float32)
+
+// Sgemm8x32Loop runs n Sgemm8x32 tiles in one call: tile t reads its A
+// sliver at a + t·as, its B sliver at b + t·bs and adds to (or stores into)
+// the tile of C at c + t·cs (strides in elements; ldc is C's row stride).
+// A's k step p is the 8 floats at a + p·lda: lda 8 is a packed sliver, a
+// larger lda reads 8 consecutive columns of a row-major matrix in place.
+// It saves the per-tile call for fused kernels that sweep many tiles with
+// a short k.
+//
+//go:noescape
+func Sgemm8x32Loop(k int, a, b, c *float32, lda, ldc, n, as, bs, cs int, add bool)

@@ -14,3 +14,46 @@ func Sgemm6x16(k int, a, b, c *float32, ldc int, add bool) {
 func ExpShiftSum8(dst, src *float32, n int, shift float32) float32 {
 	panic("ops/internal/kernel: no assembly exp on this architecture")
 }
+
+// MaxCols16 is never called where Available is false.
+func MaxCols16(src *float32, n int, mx *float32) {
+	panic("ops/internal/kernel: no assembly max on this architecture")
+}
+
+// ExpShiftSumCols16 is never called where Available is false.
+func ExpShiftSumCols16(p *float32, n int, shift, sum *float32) {
+	panic("ops/internal/kernel: no assembly exp on this architecture")
+}
+
+// AVX512 is false: only amd64 has the AVX-512 kernels.
+const AVX512 = false
+
+// Sgemm8x32 is never called where AVX512 is false.
+func Sgemm8x32(k int, a, b, c *float32, ldc int, add bool) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// Sgemm12x32 is never called where AVX512 is false.
+func Sgemm12x32(k int, a, b, c *float32, ldc int, add bool) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// MaxCols32 is never called where AVX512 is false.
+func MaxCols32(src *float32, n int, mx *float32) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// ExpShiftSumCols32 is never called where AVX512 is false.
+func ExpShiftSumCols32(p *float32, n int, shift, sum *float32) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// Sgemm8x32Bias is never called where AVX512 is false.
+func Sgemm8x32Bias(k int, a, b, c *float32, ldc int, bias *float32) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// Sgemm8x32Loop is never called where AVX512 is false.
+func Sgemm8x32Loop(k int, a, b, c *float32, lda, ldc, n, as, bs, cs int, add bool) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}

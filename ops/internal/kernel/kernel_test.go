@@ -90,3 +90,284 @@ func TestExpShiftSum8(t *testing.T) {
 		t.Errorf("sum = %g, want %g", sum, w)
 	}
 }
+
+func TestCols16(t *testing.T) {
+	if !Available {
+		t.Skip("no AVX2+FMA on this CPU")
+	}
+	const rows = 7
+	p := make([]float32, rows*16)
+	for i := range p {
+		p[i] = float32((i*37)%23)*0.5 - 6
+	}
+	p[3*16+5] = float32(math.Inf(-1))
+	mx := make([]float32, 16)
+	for c := range mx {
+		mx[c] = float32(c) - 2 // a running max some columns exceed
+	}
+	want := append([]float32(nil), mx...)
+	for r := 0; r < rows; r++ {
+		for c := 0; c < 16; c++ {
+			want[c] = max(want[c], p[r*16+c])
+		}
+	}
+	MaxCols16(&p[0], rows, &mx[0])
+	for c := range mx {
+		if mx[c] != want[c] {
+			t.Fatalf("MaxCols16 column %d = %g, want %g", c, mx[c], want[c])
+		}
+	}
+	MaxCols16(&p[0], 0, &mx[0]) // no rows: unchanged
+	for c := range mx {
+		if mx[c] != want[c] {
+			t.Fatalf("MaxCols16 over 0 rows changed column %d", c)
+		}
+	}
+	orig := append([]float32(nil), p...)
+	sum := make([]float32, 16)
+	sum[2] = 1
+	ExpShiftSumCols16(&p[0], rows, &mx[0], &sum[0])
+	for c := 0; c < 16; c++ {
+		var s float64
+		if c == 2 {
+			s = 1
+		}
+		for r := 0; r < rows; r++ {
+			e := math.Exp(float64(orig[r*16+c] - mx[c]))
+			got := float64(p[r*16+c])
+			if math.Abs(got-e) > 1e-6*e+1e-30 {
+				t.Fatalf("exp at [%d][%d] = %g, want %g", r, c, got, e)
+			}
+			s += e
+		}
+		if math.Abs(float64(sum[c])-s) > 1e-5*s {
+			t.Fatalf("column %d sum = %g, want %g", c, sum[c], s)
+		}
+	}
+}
+
+type tileKernel struct {
+	name   string
+	mr, nr int
+	f      func(k int, a, b, c *float32, ldc int, add bool)
+	ok     bool
+}
+
+func tileKernels() []tileKernel {
+	return []tileKernel{
+		{"6x16", MR, NR, Sgemm6x16, Available},
+		{"8x32", 8, 32, Sgemm8x32, AVX512},
+		{"12x32", 12, 32, Sgemm12x32, AVX512},
+	}
+}
+
+func TestTileKernels(t *testing.T) {
+	for _, tk := range tileKernels() {
+		if !tk.ok {
+			continue
+		}
+		for _, k := range []int{0, 1, 7} {
+			ldc := tk.nr + 3
+			a := make([]float32, max(k, 1)*tk.mr)
+			b := make([]float32, max(k, 1)*tk.nr)
+			for i := range a {
+				a[i] = float32(i%7) - 3
+			}
+			for i := range b {
+				b[i] = float32(i%5) * 0.5
+			}
+			for _, add := range []bool{true, false} {
+				c := make([]float32, tk.mr*ldc)
+				for i := range c {
+					c[i] = 1
+				}
+				tk.f(k, &a[0], &b[0], &c[0], ldc, add)
+				for r := 0; r < tk.mr; r++ {
+					for j := 0; j < ldc; j++ {
+						want := float32(1)
+						if j < tk.nr && !add {
+							want = 0
+						}
+						if j < tk.nr {
+							for p := 0; p < k; p++ {
+								want += a[p*tk.mr+r] * b[p*tk.nr+j]
+							}
+						}
+						if got := c[r*ldc+j]; got != want {
+							t.Fatalf("%s k=%d add=%v: C[%d][%d] = %g, want %g", tk.name, k, add, r, j, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestSgemm8x32Bias(t *testing.T) {
+	if !AVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	const k, ldc = 5, 35
+	a, b, bias := make([]float32, k*8), make([]float32, k*32), make([]float32, 32)
+	for i := range a {
+		a[i] = float32(i%7) - 3
+	}
+	for i := range b {
+		b[i] = float32(i%5) * 0.5
+	}
+	for i := range bias {
+		bias[i] = float32(i) - 10
+	}
+	c := make([]float32, 8*ldc)
+	for i := range c {
+		c[i] = 1e9 // overwritten, not added to
+	}
+	Sgemm8x32Bias(k, &a[0], &b[0], &c[0], ldc, &bias[0])
+	for r := 0; r < 8; r++ {
+		for j := 0; j < 32; j++ {
+			want := bias[j]
+			for p := 0; p < k; p++ {
+				want += a[p*8+r] * b[p*32+j]
+			}
+			if got := c[r*ldc+j]; got != want {
+				t.Fatalf("C[%d][%d] = %g, want %g", r, j, got, want)
+			}
+		}
+		if c[r*ldc+32] != 1e9 {
+			t.Fatalf("C[%d][32] written", r)
+		}
+	}
+}
+
+func TestSgemm8x32Loop(t *testing.T) {
+	if !AVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	const k, n, ldc = 7, 3, 40
+	a, b := make([]float32, n*k*8+5), make([]float32, n*k*32+3)
+	for i := range a {
+		a[i] = float32(i%7) - 3
+	}
+	for i := range b {
+		b[i] = float32(i%5) * 0.5
+	}
+	as, bs, cs := k*8+1, k*32+1, 8*ldc+2 // odd strides: each tile elsewhere
+	for _, add := range []bool{false, true} {
+		c := make([]float32, n*cs+8*ldc)
+		for i := range c {
+			c[i] = 2
+		}
+		Sgemm8x32Loop(k, &a[0], &b[0], &c[0], 8, ldc, n, as, bs, cs, add)
+		for tl := 0; tl < n; tl++ {
+			for r := 0; r < 8; r++ {
+				for j := 0; j < 32; j++ {
+					want := float32(0)
+					if add {
+						want = 2
+					}
+					for p := 0; p < k; p++ {
+						want += a[tl*as+p*8+r] * b[tl*bs+p*32+j]
+					}
+					if got := c[tl*cs+r*ldc+j]; got != want {
+						t.Fatalf("add %v tile %d: C[%d][%d] = %g, want %g", add, tl, r, j, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestSgemm8x32LoopLda reads A in place from a row-major k×20 matrix
+// (8 of its columns per tile) instead of a packed sliver.
+func TestSgemm8x32LoopLda(t *testing.T) {
+	if !AVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	const k, lda, n = 9, 20, 2
+	a, b := make([]float32, k*lda), make([]float32, k*32)
+	for i := range a {
+		a[i] = float32(i%11) - 5
+	}
+	for i := range b {
+		b[i] = float32(i%3) - 1
+	}
+	c := make([]float32, n*8*32)
+	Sgemm8x32Loop(k, &a[0], &b[0], &c[0], lda, 32, n, 8, 0, 8*32, false)
+	for tl := 0; tl < n; tl++ {
+		for r := 0; r < 8; r++ {
+			for j := 0; j < 32; j++ {
+				var want float32
+				for p := 0; p < k; p++ {
+					want += a[p*lda+tl*8+r] * b[p*32+j]
+				}
+				if got := c[tl*256+r*32+j]; got != want {
+					t.Fatalf("tile %d C[%d][%d] = %g, want %g", tl, r, j, got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestCols32(t *testing.T) {
+	if !AVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	const rows = 5
+	p := make([]float32, rows*32)
+	for i := range p {
+		p[i] = float32((i*37)%23)*0.5 - 6
+	}
+	p[2*32+20] = float32(math.Inf(-1))
+	mx := make([]float32, 32)
+	for c := range mx {
+		mx[c] = float32(c%9) - 3
+	}
+	want := append([]float32(nil), mx...)
+	for r := 0; r < rows; r++ {
+		for c := 0; c < 32; c++ {
+			want[c] = max(want[c], p[r*32+c])
+		}
+	}
+	MaxCols32(&p[0], rows, &mx[0])
+	for c := range mx {
+		if mx[c] != want[c] {
+			t.Fatalf("MaxCols32 column %d = %g, want %g", c, mx[c], want[c])
+		}
+	}
+	orig := append([]float32(nil), p...)
+	sum := make([]float32, 32)
+	ExpShiftSumCols32(&p[0], rows, &mx[0], &sum[0])
+	for c := 0; c < 32; c++ {
+		var s float64
+		for r := 0; r < rows; r++ {
+			e := math.Exp(float64(orig[r*32+c] - mx[c]))
+			if got := float64(p[r*32+c]); math.Abs(got-e) > 1e-6*e+1e-30 {
+				t.Fatalf("exp at [%d][%d] = %g, want %g", r, c, got, e)
+			}
+			s += e
+		}
+		if math.Abs(float64(sum[c])-s) > 1e-5*s {
+			t.Fatalf("column %d sum = %g, want %g", c, sum[c], s)
+		}
+	}
+}
+
+// BenchmarkTileKernels measures each micro-kernel on L1-resident operands
+// (k = 256), single-threaded.
+func BenchmarkTileKernels(b *testing.B) {
+	for _, tk := range tileKernels() {
+		if !tk.ok {
+			continue
+		}
+		const k = 256
+		a := make([]float32, k*tk.mr)
+		bb := make([]float32, k*tk.nr)
+		c := make([]float32, tk.mr*tk.nr)
+		b.Run(tk.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				tk.f(k, &a[0], &bb[0], &c[0], tk.nr, true)
+			}
+			b.ReportMetric(2*float64(k*tk.mr*tk.nr)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

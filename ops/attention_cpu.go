@@ -1,0 +1,746 @@
+package ops
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops/blas"
+	"github.com/attnrun/attnrun/ops/internal/kernel"
+)
+
+// The FusedAttention CPU kernel (see attention.go for the op's contract).
+//
+// Layout. With MR×NR the micro-kernel's tile (8×32 or 6×16):
+//
+//	Kp  K of one batch matrix as A-slivers of MR keys over D:
+//	    Kp[s·MR·D + p·MR + r] = K[key MR·s+r][p]          (keys padded to MR)
+//	Vp  Vᵀ of one batch matrix as A-slivers of MR value dims over Sk:
+//	    Vp[s·MR·Sk + p·MR + r] = V[key p][dv MR·s+r]      (Dv padded to MR)
+//	Qp  scale·Qᵀ of one batch matrix as B-panels of NR queries over D:
+//	    Qp[n·NR·D + p·NR + c] = scale·Q[query NR·n+c][p]  (Sq padded to NR)
+//	St  the scores of one key block, transposed, as B-panels of NR queries:
+//	    St[n·NR·KB + key·NR + c]
+//	acc the output accumulator, transposed: acc[dv·QB + query]
+//
+// The scores tile for MR keys × NR queries is Kp-sliver × Qp-panel stored
+// with row stride NR, which is exactly the panel layout of St; St is then
+// the B operand of accᵀ += Vpᵀ·St with no packing in between. The softmax
+// runs down each panel's columns (one query per lane).
+
+// attnMR and attnNR are the micro-kernel's tile (blas.Tile: 8×32 with
+// AVX-512, 6×16 otherwise); attnQBlock and attnKBlock are multiples of
+// both. maxLanes bounds attnNR.
+var attnMR, attnNR = blas.Tile()
+
+// tileLoop: the tile is AVX-512's 8×32, whose kernel also sweeps a row of
+// tiles in one call (kernel.Sgemm8x32Loop).
+var tileLoop = kernel.AVX512 && attnMR == 8 && attnNR == 32
+
+const maxLanes = 32
+
+// attnOperand locates one operand's matrices: matrix b starts at off[b]
+// and its element (i, j) is at off[b] + i·rs + j·cs.
+type attnOperand struct {
+	data   []float32
+	off    []int
+	rs, cs int
+}
+
+// attnPlan is a FusedAttention call on concrete shapes.
+type attnPlan struct {
+	attnAttrs
+	out           []int // output tensor shape
+	batches       int
+	sq, d, sk, dv int
+	// q: rows are queries, columns D; k: rows are keys, columns D; v: rows
+	// are keys, columns Dv; o: rows are queries, columns Dv.
+	q, k, v, o attnOperand
+	// kIdx and vIdx give the packed matrix of each batch; kUniq and vUniq
+	// the matrices to pack (offsets into k.data and v.data).
+	qIdx, kIdx, vIdx    []int
+	qUniq, kUniq, vUniq []int
+	mOff                []int
+	mRowStep            int // mask element steps along Sq and Sk (0 when broadcast)
+	mColStep            int
+	mMatrix             int // elements per mask matrix
+	maskBools           []bool
+	maskFloats          []float32
+	maskedVal           bool // the bool value that masks a score
+}
+
+// operandView returns the view operand i is read through.
+func (a *attnAttrs) operandView(i int, t *ir.Tensor) View {
+	if a.views[i] != nil {
+		return *a.views[i]
+	}
+	return Contiguous(t.Shape)
+}
+
+// batchElemOffsets returns, for every index of the broadcast batch shape,
+// base plus the element offset of that batch's matrix in an operand whose
+// batch dims are dims with strides strides (right-aligned; size-1 dims
+// broadcast).
+func batchElemOffsets(batch, dims, strides []int, base int) []int {
+	full := make([]int, len(batch))
+	for i, d := range dims {
+		if d != 1 {
+			full[len(batch)-len(dims)+i] = strides[i]
+		}
+	}
+	count := ShapeElems(batch)
+	offs := make([]int, count)
+	idx := make([]int, len(batch))
+	off := base
+	for c := 0; c < count; c++ {
+		offs[c] = off
+		for d := len(batch) - 1; d >= 0; d-- {
+			idx[d]++
+			off += full[d]
+			if idx[d] < batch[d] {
+				break
+			}
+			off -= full[d] * idx[d]
+			idx[d] = 0
+		}
+	}
+	return offs
+}
+
+// uniqueIndex maps offsets to indices of their distinct values.
+func uniqueIndex(offs []int) (idx, uniq []int) {
+	seen := map[int]int{}
+	idx = make([]int, len(offs))
+	for b, o := range offs {
+		k, ok := seen[o]
+		if !ok {
+			k = len(uniq)
+			seen[o] = k
+			uniq = append(uniq, o)
+		}
+		idx[b] = k
+	}
+	return idx, uniq
+}
+
+func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
+	if err := checkComputeInputs(n, in, 3); err != nil {
+		return nil, err
+	}
+	hasMask := len(in) > 3 && in[3] != nil
+	a, err := parseAttnAttrs(n, hasMask)
+	if err != nil {
+		return nil, err
+	}
+	var views [3]View
+	for i, what := range []string{"Q", "K", "V"} {
+		if in[i].DType != ir.Float {
+			return nil, n.Errorf("%s has element type %v, FusedAttention takes float32", what, in[i].DType)
+		}
+		views[i] = a.operandView(i, in[i])
+		if !views[i].Fits(in[i].Len()) {
+			return nil, n.Errorf("%s view %v does not fit the input of shape %v", what, views[i].Ints(), in[i].Shape)
+		}
+	}
+	var mshape []int
+	if hasMask {
+		if in[3].DType != attnMaskDType(a.maskKind) {
+			return nil, n.Errorf("mask has element type %v, mask_kind %q takes %v", in[3].DType, a.maskKind, attnMaskDType(a.maskKind))
+		}
+		mshape = in[3].Shape
+	}
+	s, err := splitAttn(views[0].Shape, views[1].Shape, views[2].Shape, mshape, a.kT, hasMask, 1)
+	if err != nil {
+		return nil, n.Errorf("%w", err)
+	}
+	if s.d != s.kd {
+		return nil, n.Errorf("Q %v has head size %d but K %v has %d", views[0].Shape, s.d, views[1].Shape, s.kd)
+	}
+	if s.sk != s.vsk {
+		return nil, n.Errorf("K %v has %d keys but V %v has %d", views[1].Shape, s.sk, views[2].Shape, s.vsk)
+	}
+	if hasMask && ((s.msq != 1 && s.msq != s.sq) || (s.msk != 1 && s.msk != s.sk)) {
+		return nil, n.Errorf("mask %v does not broadcast to the scores [%d %d]", in[3].Shape, s.sq, s.sk)
+	}
+	batch, err := BroadcastShapes(s.qB, s.kB, s.vB, s.mB)
+	if err != nil {
+		return nil, n.Errorf("batch dims of Q %v, K %v, V %v and mask %v do not broadcast", views[0].Shape, views[1].Shape, views[2].Shape, mshape)
+	}
+	p := &attnPlan{attnAttrs: a, sq: s.sq, d: s.d, sk: s.sk, dv: s.dv}
+	logical := append(append([]int{}, batch...), s.sq, s.dv)
+	if _, err := checkedElements(logical); err != nil {
+		return nil, n.Errorf("%w", err)
+	}
+	ov := Contiguous(logical)
+	p.out = logical
+	if a.outView != nil {
+		if !SameShape(a.outView.Shape, logical) {
+			return nil, n.Errorf("out_view dims %v differ from the result's %v", a.outView.Shape, logical)
+		}
+		if !a.outView.Bijective(ShapeElems(a.outShape)) {
+			return nil, n.Errorf("out_view %v does not cover out_shape %v exactly once", a.outView.Ints(), a.outShape)
+		}
+		ov, p.out = *a.outView, a.outShape
+	}
+	p.batches = ShapeElems(batch)
+	operand := func(v View, data []float32, trans bool) attnOperand {
+		r := len(v.Shape)
+		op := attnOperand{data: data, off: batchElemOffsets(batch, v.Shape[:r-2], v.Strides[:r-2], v.Offset), rs: v.Strides[r-2], cs: v.Strides[r-1]}
+		if trans {
+			op.rs, op.cs = op.cs, op.rs
+		}
+		return op
+	}
+	p.q = operand(views[0], in[0].Float32s(), false)
+	p.k = operand(views[1], in[1].Float32s(), a.kT)
+	p.v = operand(views[2], in[2].Float32s(), false)
+	p.o = operand(ov, nil, false)
+	p.qIdx, p.qUniq = uniqueIndex(p.q.off)
+	p.kIdx, p.kUniq = uniqueIndex(p.k.off)
+	p.vIdx, p.vUniq = uniqueIndex(p.v.off)
+	if hasMask {
+		p.mOff = batchOffsets(batch, s.mB)
+		p.mMatrix = s.msq * s.msk
+		if s.msq != 1 {
+			p.mRowStep = s.msk
+		}
+		if s.msk != 1 {
+			p.mColStep = 1
+		}
+		switch a.maskKind {
+		case MaskAdditive:
+			p.maskFloats = in[3].Float32s()
+		default:
+			p.maskBools = in[3].Bools()
+			p.maskedVal = a.maskKind == MaskBoolTrueMasks
+		}
+	}
+	return p, nil
+}
+
+func runFusedAttention(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
+	p, err := planFusedAttention(n, in)
+	if err != nil {
+		return nil, err
+	}
+	out := ir.NewTensor(ir.Float, p.out)
+	p.run(ctx, out.Float32s(), true)
+	return []*ir.Tensor{out}, nil
+}
+
+func runFusedAttentionInto(ctx *Context, n *ir.Node, in []*ir.Tensor, out []*ir.Tensor) error {
+	p, err := planFusedAttention(n, in)
+	if err != nil {
+		return err
+	}
+	if len(out) < 1 || out[0] == nil || out[0].DType != ir.Float || !SameShape(out[0].Shape, p.out) || len(out[0].Float32s()) != ShapeElems(p.out) {
+		return n.Errorf("internal error: output buffer does not match shape %v", p.out)
+	}
+	p.run(ctx, out[0].Float32s(), false)
+	return nil
+}
+
+func ceilTo(x, m int) int { return (x + m - 1) / m * m }
+
+// run computes the output into out (zeroed already when zeroed is set),
+// with the packed operands and the workers' scratch from ctx.Scratch.
+func (p *attnPlan) run(ctx *Context, out []float32, zeroed bool) {
+	threads := computeThreads(ctx)
+	if len(out) == 0 {
+		return
+	}
+	if p.sk == 0 || p.dv == 0 {
+		// Sk = 0: softmax over nothing times an empty V is MatMul's zero sum.
+		if !zeroed {
+			clear(out)
+		}
+		return
+	}
+	p.o.data = out
+	skPad, dvPad, sqPad := ceilTo(p.sk, attnMR), ceilTo(p.dv, attnMR), ceilTo(p.sq, attnNR)
+	kLen, vLen, qLen := skPad*p.d, dvPad*p.sk, sqPad*p.d
+	packed := ctx.ScratchFloats(kLen*len(p.kUniq) + vLen*len(p.vUniq) + qLen*len(p.qUniq))
+	kp, packed := packed[:kLen*len(p.kUniq)], packed[kLen*len(p.kUniq):]
+	vp, qp := packed[:vLen*len(p.vUniq)], packed[vLen*len(p.vUniq):]
+	// Pack K, V and scale·Q of every batch matrix up front, in chunks of
+	// rows with the matrices inner: heads interleaved in the rows of a
+	// fused projection are then read sequentially, a chunk at a time.
+	const chunk = 96 // rows per task, a multiple of every MR and NR
+	kTasks, vTasks, qTasks := (p.sk+chunk-1)/chunk, (p.sk+chunk-1)/chunk, (p.sq+chunk-1)/chunk
+	parallelFor(threads, kTasks+vTasks+qTasks, func(t int) {
+		switch {
+		case t < kTasks:
+			for i, off := range p.kUniq {
+				packAttnK(kp[i*kLen:(i+1)*kLen], p.k.data, off, p.k.rs, p.k.cs, p.sk, p.d, t*chunk, min(p.sk, (t+1)*chunk))
+			}
+		case t < kTasks+vTasks:
+			t -= kTasks
+			for i, off := range p.vUniq {
+				packAttnV(vp[i*vLen:(i+1)*vLen], p.v.data, off, p.v.rs, p.v.cs, p.sk, p.dv, t*chunk, min(p.sk, (t+1)*chunk))
+			}
+		default:
+			t -= kTasks + vTasks
+			for i, off := range p.qUniq {
+				p.packQ(qp[i*qLen:(i+1)*qLen], off, t*chunk, min(p.sq, (t+1)*chunk))
+			}
+		}
+	})
+	qBlocks := (p.sq + attnQBlock - 1) / attnQBlock
+	items := p.batches * qBlocks
+	workers := max(1, min(threads, items))
+	per := p.workFloats(dvPad)
+	scratch := ctx.ScratchFloats(workers * per)
+	var wid atomic.Int64
+	work := func(next func() int) {
+		i := int(wid.Add(1) - 1)
+		w := p.newWork(dvPad, scratch[i*per:(i+1)*per])
+		for it := next(); it < items; it = next() {
+			b := it / qBlocks
+			i0 := (it % qBlocks) * attnQBlock
+			qb := qp[p.qIdx[b]*qLen+i0*p.d : (p.qIdx[b]+1)*qLen]
+			p.item(b, i0, w, qb, kp[p.kIdx[b]*kLen:(p.kIdx[b]+1)*kLen], vp[p.vIdx[b]*vLen:(p.vIdx[b]+1)*vLen], dvPad)
+		}
+	}
+	if workers == 1 {
+		it := -1
+		work(func() int { it++; return it })
+		return
+	}
+	var counter atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work(func() int { return int(counter.Add(1) - 1) })
+		}()
+	}
+	wg.Wait()
+}
+
+// parallelFor runs f(0..count-1) on up to threads goroutines.
+func parallelFor(threads, count int, f func(i int)) {
+	workers := max(1, min(threads, count))
+	if workers == 1 {
+		for i := 0; i < count; i++ {
+			f(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < count; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// packAttnK packs keys [k0, k1) (k0 a multiple of MR) of the sk×d matrix
+// at data[off] (element (key, j) at off + key·rs + j·cs) as A-slivers of
+// MR keys, zero-padding the last sliver.
+func packAttnK(dst, data []float32, off, rs, cs, sk, d, k0, k1 int) {
+	for s := k0 / attnMR; s*attnMR < k1; s++ {
+		sl := dst[s*attnMR*d : (s+1)*attnMR*d]
+		rows := min(attnMR, sk-s*attnMR)
+		if rows < attnMR {
+			clear(sl)
+		}
+		// Element by element across the sliver's rows, so that writes run
+		// sequentially (the rows stay in L1).
+		var bases [maxLanes]int
+		for r := 0; r < rows; r++ {
+			bases[r] = off + (s*attnMR+r)*rs
+		}
+		for j := 0; j < d; j++ {
+			dd := sl[j*attnMR : j*attnMR+rows]
+			for r := range dd {
+				dd[r] = data[bases[r]+j*cs]
+			}
+		}
+	}
+}
+
+// packAttnV packs keys [k0, k1) of the transpose of the sk×dv matrix at
+// data[off] (element (key, j) at off + key·rs + j·cs) into A-slivers of
+// MR value dims over all sk keys, zero-padding the last sliver.
+func packAttnV(dst, data []float32, off, rs, cs, sk, dv, k0, k1 int) {
+	for key := k0; key < k1; key++ {
+		base := off + key*rs
+		for s := 0; s*attnMR < dv; s++ {
+			cols := min(attnMR, dv-s*attnMR)
+			dd := dst[s*attnMR*sk+key*attnMR : s*attnMR*sk+key*attnMR+attnMR]
+			if cols < attnMR {
+				clear(dd[cols:])
+			}
+			src := base + s*attnMR*cs
+			if cs == 1 {
+				for r, x := range data[src : src+cols] {
+					dd[r] = x
+				}
+				continue
+			}
+			for r := range dd[:cols] {
+				dd[r] = data[src+r*cs]
+			}
+		}
+	}
+}
+
+// attnWork is one worker's scratch memory.
+type attnWork struct {
+	st  []float32 // scores of a key block, transposed panels
+	acc []float32 // accumulator, transposed: dvPad × attnQBlock
+	m   []float32 // running max per query
+	l   []float64 // running sum per query
+	cls []uint8   // mask class per query row of the current key block
+}
+
+// workFloats is the float32 scratch one worker needs.
+func (p *attnPlan) workFloats(dvPad int) int {
+	return attnQBlock*attnKBlock + dvPad*attnQBlock + attnQBlock
+}
+
+// newWork carves a worker's scratch out of buf (workFloats long).
+func (p *attnPlan) newWork(dvPad int, buf []float32) *attnWork {
+	take := func(n int) []float32 {
+		s := buf[:n:n]
+		buf = buf[n:]
+		return s
+	}
+	return &attnWork{
+		st:  take(attnQBlock * attnKBlock),
+		acc: take(dvPad * attnQBlock),
+		m:   take(attnQBlock),
+		l:   make([]float64, attnQBlock),
+		cls: make([]uint8, attnQBlock),
+	}
+}
+
+// Mask classes of one query row over one key block.
+const (
+	maskNone uint8 = iota // no score masked
+	maskAll               // every score masked
+	maskSome              // some masked: check each
+	maskAdd               // additive mask: add it
+)
+
+// item computes output rows [i0, i0+attnQBlock) of batch matrix b with
+// the batch's packed K (kp) and Vᵀ (vp).
+func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int) {
+	qb, kb := attnQBlock, attnKBlock
+	rows := min(qb, p.sq-i0)
+	panels := (rows + attnNR - 1) / attnNR
+	d, sk := p.d, p.sk
+	acc := w.acc[:dvPad*qb]
+	clear(acc)
+	negInf := float32(math.Inf(-1))
+	for r := range w.m {
+		w.m[r], w.l[r] = negInf, 0
+	}
+	for j0 := 0; j0 < sk; j0 += kb {
+		cols := min(kb, sk-j0)
+		colsPad := ceilTo(cols, attnMR)
+		if p.maskKind != "" && !p.classify(w.cls[:rows], b, i0, j0, cols) {
+			continue // every score of the block is masked with -inf
+		}
+		// Scores, transposed: MR keys × NR queries per tile.
+		if tileLoop {
+			for pn := 0; pn < panels; pn++ {
+				kernel.Sgemm8x32Loop(d, &kp[j0*d], &qp[pn*attnNR*d], &w.st[pn*attnNR*kb], attnMR, attnNR, colsPad/attnMR, attnMR*d, 0, attnMR*attnNR, false)
+			}
+		} else {
+			for ks := 0; ks*attnMR < colsPad; ks++ {
+				a := kp[(j0+ks*attnMR)*d : (j0+ks*attnMR+attnMR)*d]
+				for pn := 0; pn < panels; pn++ {
+					blas.MicroKernel(d, a, qp[pn*attnNR*d:(pn+1)*attnNR*d], w.st[pn*attnNR*kb+ks*attnMR*attnNR:], attnNR, false)
+				}
+			}
+		}
+		for pn := 0; pn < panels; pn++ {
+			st := w.st[pn*attnNR*kb : pn*attnNR*kb+cols*attnNR]
+			lanes := min(attnNR, rows-pn*attnNR)
+			if p.maskKind != "" {
+				p.maskPanel(st, w.cls[pn*attnNR:pn*attnNR+lanes], b, i0+pn*attnNR, j0, cols)
+			}
+			p.softmaxPanel(st, cols, w, pn, acc, dvPad)
+		}
+		for pn := 0; pn < panels; pn++ {
+			bp := w.st[pn*attnNR*kb : pn*attnNR*kb+cols*attnNR]
+			if tileLoop {
+				kernel.Sgemm8x32Loop(cols, &vp[j0*attnMR], &bp[0], &acc[pn*attnNR], attnMR, qb, dvPad/attnMR, attnMR*sk, 0, attnMR*qb, true)
+				continue
+			}
+			for ds := 0; ds*attnMR < dvPad; ds++ {
+				blas.MicroKernel(cols, vp[ds*attnMR*sk+j0*attnMR:], bp, acc[ds*attnMR*qb+pn*attnNR:], qb, true)
+			}
+		}
+	}
+	// out[r][c] = acc[c][r] / l[r]; a row whose scores are all -inf is
+	// NaN, as Softmax gives (-inf - -inf).
+	inv := w.m[:rows] // the running max is no longer needed: reuse it
+	for r := range inv {
+		if inv[r] == negInf {
+			inv[r] = float32(math.NaN())
+		} else {
+			inv[r] = float32(1 / w.l[r])
+		}
+	}
+	o := p.o
+	base := o.off[b] + i0*o.rs
+	for c := 0; c < p.dv; c++ {
+		src := acc[c*qb : c*qb+rows]
+		at := base + c*o.cs
+		for r, v := range src {
+			o.data[at+r*o.rs] = v * inv[r]
+		}
+	}
+}
+
+// packQ packs scale·Q[i0:i1] (i0 a multiple of NR) of the Q matrix at
+// q.data[off] into qp, the matrix's B-panels of NR queries over D,
+// zero-padding the last panel.
+func (p *attnPlan) packQ(qp []float32, off, i0, i1 int) {
+	d, q, sc := p.d, p.q, p.scale
+	for pn := i0 / attnNR; pn*attnNR < i1; pn++ {
+		pan := qp[pn*attnNR*d : (pn+1)*attnNR*d]
+		lanes := min(attnNR, p.sq-pn*attnNR)
+		if lanes < attnNR {
+			clear(pan)
+		}
+		for c := 0; c < lanes; c++ {
+			base := off + (pn*attnNR+c)*q.rs
+			if q.cs == 1 {
+				for j, x := range q.data[base : base+d] {
+					pan[j*attnNR+c] = sc * x
+				}
+				continue
+			}
+			for j := 0; j < d; j++ {
+				pan[j*attnNR+c] = sc * q.data[base+j*q.cs]
+			}
+		}
+	}
+}
+
+// classify sets the mask class of each query row for keys [j0, j0+cols)
+// and reports whether the block has to be computed at all (false when a
+// -inf fill hides every key of the block from every row).
+func (p *attnPlan) classify(cls []uint8, b, i0, j0, cols int) bool {
+	if p.maskFloats != nil {
+		for r := range cls {
+			cls[r] = maskAdd
+		}
+		return true
+	}
+	all := true
+	for r := range cls {
+		if r > 0 && p.mRowStep == 0 {
+			cls[r] = cls[0] // the mask row is broadcast over queries
+			continue
+		}
+		off := p.mOff[b]*p.mMatrix + (i0+r)*p.mRowStep + j0*p.mColStep
+		switch {
+		case p.mColStep == 0:
+			cls[r] = maskNone
+			if p.maskBools[off] == p.maskedVal {
+				cls[r] = maskAll
+			}
+		default:
+			cls[r] = boolRunClass(p.maskBools[off:off+cols], p.maskedVal)
+		}
+		all = all && cls[r] == maskAll
+	}
+	if p.mRowStep == 0 {
+		all = cls[0] == maskAll
+	}
+	return !all || !math.IsInf(float64(p.fill), -1)
+}
+
+// boolRunClass tells whether none, all or some of mk equal masked.
+func boolRunClass(mk []bool, masked bool) uint8 {
+	if len(mk) == 0 {
+		return maskNone
+	}
+	bs := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(mk))), len(mk))
+	var hit, miss bool
+	words := len(bs) / 8
+	if words > 0 {
+		ws := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(bs))), words)
+		const ones = 0x0101010101010101
+		mw := uint64(0)
+		if masked {
+			mw = ones
+		}
+		for _, x := range ws {
+			switch x {
+			case mw:
+				hit = true
+			case mw ^ ones:
+				miss = true
+			default:
+				return maskSome
+			}
+			if hit && miss {
+				return maskSome
+			}
+		}
+	}
+	for _, v := range mk[words*8:] {
+		if v == masked {
+			hit = true
+		} else {
+			miss = true
+		}
+	}
+	switch {
+	case hit && miss:
+		return maskSome
+	case hit:
+		return maskAll
+	}
+	return maskNone
+}
+
+// maskPanel masks one transposed scores panel: lane c is query i0+c, row
+// key is key j0+key.
+func (p *attnPlan) maskPanel(st []float32, cls []uint8, b, i0, j0, cols int) {
+	for c, k := range cls {
+		if k == maskNone {
+			continue
+		}
+		off := p.mOff[b]*p.mMatrix + (i0+c)*p.mRowStep + j0*p.mColStep
+		switch k {
+		case maskAll:
+			for key := 0; key < cols; key++ {
+				st[key*attnNR+c] = p.fill
+			}
+		case maskSome:
+			for key, v := range p.maskBools[off : off+cols] {
+				if v == p.maskedVal {
+					st[key*attnNR+c] = p.fill
+				}
+			}
+		case maskAdd:
+			if p.mColStep == 0 {
+				add := p.maskFloats[off] * p.maskScale
+				for key := 0; key < cols; key++ {
+					st[key*attnNR+c] += add
+				}
+				continue
+			}
+			for key, v := range p.maskFloats[off : off+cols] {
+				st[key*attnNR+c] += v * p.maskScale
+			}
+		}
+	}
+}
+
+// attnRescaleSlack is how far a row's scores may rise above the shift its
+// exponentials use before the shift moves up (and the accumulator is
+// rescaled): exp(s - shift) ≤ e^8 ≈ 3000 cannot overflow, and rescaling
+// becomes rare after the first key blocks. The result is the same: every
+// term and the sum use one shift.
+const attnRescaleSlack = 8
+
+// softmaxPanel turns one panel of (masked) scores into exp(s - shift),
+// where shift is the row's running max (kept while the scores stay within
+// attnRescaleSlack of it), updating the running sums and rescaling the
+// accumulator's columns where the shift moved.
+func (p *attnPlan) softmaxPanel(st []float32, cols int, w *attnWork, pn int, acc []float32, dvPad int) {
+	negInf := float32(math.Inf(-1))
+	m := w.m[pn*attnNR : (pn+1)*attnNR]
+	l := w.l[pn*attnNR : (pn+1)*attnNR]
+	var mxa, shifta, suma, corra [maxLanes]float32
+	mx, shift, sum, corr := mxa[:attnNR], shifta[:attnNR], suma[:attnNR], corra[:attnNR]
+	copy(mx, m)
+	colMax(st, cols, mx)
+	rescale := false
+	for c := range mx {
+		corr[c] = 1
+		if mx[c] == negInf {
+			continue // every score so far is -inf: exp gives 0 with shift 0
+		}
+		if m[c] != negInf && !(mx[c] > m[c]+attnRescaleSlack) {
+			shift[c], mx[c] = m[c], m[c] // keep the shift
+			continue
+		}
+		shift[c] = mx[c]
+		if m[c] != negInf {
+			corr[c] = fastExp32(m[c] - mx[c])
+			rescale = true
+		}
+	}
+	expCols(st, cols, shift, sum)
+	for c := range mx {
+		l[c] = l[c]*float64(corr[c]) + float64(sum[c])
+		m[c] = mx[c]
+	}
+	if !rescale {
+		return
+	}
+	for r := 0; r < dvPad; r++ {
+		row := acc[r*attnQBlock+pn*attnNR : r*attnQBlock+(pn+1)*attnNR]
+		for c := range row {
+			row[c] *= corr[c]
+		}
+	}
+}
+
+// colMax sets mx[c] = max(mx[c], st[key·NR+c]) over the keys (len(mx) =
+// NR lanes).
+func colMax(st []float32, keys int, mx []float32) {
+	lanes := len(mx)
+	if keys == 0 {
+		return
+	}
+	_ = st[keys*lanes-1]
+	switch {
+	case lanes == 32 && kernel.AVX512:
+		kernel.MaxCols32(&st[0], keys, &mx[0])
+		return
+	case lanes == 16 && kernel.Available:
+		kernel.MaxCols16(&st[0], keys, &mx[0])
+		return
+	}
+	for key := 0; key < keys; key++ {
+		for c, v := range st[key*lanes : (key+1)*lanes] {
+			if v > mx[c] {
+				mx[c] = v
+			}
+		}
+	}
+}
+
+// expCols replaces st[key·NR+c] by exp(st[key·NR+c] - shift[c]) and adds
+// each column's sum to sum[c] (len(shift) = NR lanes).
+func expCols(st []float32, keys int, shift, sum []float32) {
+	lanes := len(shift)
+	if keys == 0 {
+		return
+	}
+	_ = st[keys*lanes-1]
+	switch {
+	case lanes == 32 && kernel.AVX512:
+		kernel.ExpShiftSumCols32(&st[0], keys, &shift[0], &sum[0])
+		return
+	case lanes == 16 && kernel.Available:
+		kernel.ExpShiftSumCols16(&st[0], keys, &shift[0], &sum[0])
+		return
+	}
+	for key := 0; key < keys; key++ {
+		row := st[key*lanes : (key+1)*lanes]
+		for c, v := range row {
+			e := fastExp32(v - shift[c])
+			row[c] = e
+			sum[c] += e
+		}
+	}
+}

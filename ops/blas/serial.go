@@ -1,0 +1,59 @@
+package blas
+
+import "github.com/attnrun/attnrun/ops/internal/kernel"
+
+// Tile returns the rows and columns of the micro-kernel's tile of C (see
+// MicroKernel): 8×32 on CPUs with AVX-512, else 6×16. It does not change
+// while the program runs.
+func Tile() (rows, cols int) { return mr, nr }
+
+// SgemmSerial is Sgemm on the calling goroutine only, whatever SetThreads
+// says: for kernels that spread their own work items over goroutines and
+// multiply small blocks inside each.
+func SgemmSerial(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	SgemmThreads(1, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// MicroKernel computes one tile of C, MR×NR as given by Tile:
+// C[0:MR, 0:NR] (row stride ldc) is set to (add false) or incremented by
+// (add true) the product of a packed k×MR sliver of A (a[p*MR+r] = A[r][p])
+// and a packed k×NR sliver of B (b[p*NR+j] = B[p][j]). It is the building block of Sgemm, exported for
+// fused kernels that keep their operands packed across many products. It
+// runs the AVX2+FMA assembly where the CPU has it, portable Go elsewhere,
+// and panics when a slice is too short for its tile (a caller bug).
+func MicroKernel(k int, a, b, c []float32, ldc int, add bool) {
+	if k < 0 || ldc < nr || len(c) < (mr-1)*ldc+nr || len(a) < k*mr || len(b) < k*nr {
+		panic("blas.MicroKernel: operand too short for its tile")
+	}
+	if kernel.Available {
+		if k == 0 && add {
+			return
+		}
+		if k == 0 {
+			for r := 0; r < mr; r++ {
+				clear(c[r*ldc : r*ldc+nr])
+			}
+			return
+		}
+		asmKernel(k, &a[0], &b[0], &c[0], ldc, add)
+		return
+	}
+	kernelGo(k, a, b, c, ldc, add)
+}
+
+// SgemmBias computes C = op(A)·op(B) + bias on at most threads goroutines
+// (threads < 1: Threads()), where bias has n elements and is added to every
+// row of C; C is only written. The bias is added as the first block of
+// each tile is stored, so it costs no pass over C. Argument checks are
+// Sgemm's; bias shorter than n panics. The OpenBLAS build runs the pure-Go
+// GEMM here.
+func SgemmBias(threads int, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, bias, c []float32, ldc int) {
+	checkGemm("SgemmBias", transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	if len(bias) < n {
+		panic("blas.SgemmBias: bias shorter than n")
+	}
+	if threads < 1 {
+		threads = Threads()
+	}
+	sgemmGoBias(transA, transB, m, n, k, 1, a, lda, b, ldb, 0, bias[:n], c, ldc, threads, true)
+}

@@ -1,0 +1,168 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/onnx"
+)
+
+// benchModelDir returns the directory holding the benchmark models written
+// by `models/export.py --bench DIR` (they are too large to commit):
+// $ATTNRUN_BENCH_MODELS, else /work/main/bench/models, else /tmp/bench_models.
+func benchModelDir() string {
+	if d := os.Getenv("ATTNRUN_BENCH_MODELS"); d != "" {
+		return d
+	}
+	for _, d := range []string{"/work/main/bench/models", "/tmp/bench_models"} {
+		if _, err := os.Stat(d); err == nil {
+			return d
+		}
+	}
+	return "/tmp/bench_models"
+}
+
+// benchThreads is the thread count of the model benchmarks:
+// $ATTNRUN_BENCH_THREADS, default 2 (the ONNX Runtime comparison's).
+func benchThreads() int {
+	if n, err := strconv.Atoi(os.Getenv("ATTNRUN_BENCH_THREADS")); err == nil && n > 0 {
+		return n
+	}
+	return 2
+}
+
+// loadBenchModel compiles a benchmark model, skipping when it is absent.
+func loadBenchModel(b *testing.B, name string, noFuse bool) *Program {
+	b.Helper()
+	path := filepath.Join(benchModelDir(), name, "model.onnx")
+	if _, err := os.Stat(path); err != nil {
+		b.Skipf("benchmark model %s not found (run models/export.py --bench DIR, set ATTNRUN_BENCH_MODELS)", path)
+	}
+	m, err := onnx.Load(path, onnx.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := Compile(m, Options{Threads: benchThreads(), NoFuse: noFuse})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// benchInputs makes random inputs for batch 1 and sequence length s: x is
+// uniform in [-1, 1); a bool mask, if any, keeps every position but the
+// last quarter of the sequence.
+func benchInputs(p *Program, s int) map[string]*ir.Tensor {
+	r := rand.New(rand.NewSource(1))
+	in := map[string]*ir.Tensor{}
+	for _, vi := range p.Model.Graph.Inputs {
+		dims := make([]int, len(vi.Type.Shape))
+		for i, d := range vi.Type.Shape {
+			switch {
+			case d.Param == "batch":
+				dims[i] = 1
+			case d.Param != "":
+				dims[i] = s
+			default:
+				dims[i] = int(d.Value)
+			}
+		}
+		t := ir.NewTensor(vi.Type.DType, dims)
+		switch vi.Type.DType {
+		case ir.Float:
+			xs := t.Float32s()
+			for k := range xs {
+				xs[k] = r.Float32()*2 - 1
+			}
+		case ir.Bool:
+			bs := t.Bools()
+			for k := range bs {
+				bs[k] = k%s < s*3/4
+			}
+		}
+		in[vi.Name] = t
+	}
+	return in
+}
+
+func benchModel(b *testing.B, name string, sizes []int) {
+	for _, s := range sizes {
+		b.Run(fmt.Sprintf("S=%d", s), func(b *testing.B) {
+			p := loadBenchModel(b, name, false)
+			in := benchInputs(p, s)
+			ctx := context.Background()
+			// Like a backend, which copies its outputs away before the
+			// next run: outputs in the plan's buffers. ATTNRUN_BENCH_FRESH=1
+			// gives them new memory every run instead.
+			ro := RunOptions{ReuseOutputs: os.Getenv("ATTNRUN_BENCH_FRESH") != "1"}
+			// Two warm-up runs: the first plans and sizes the arena, the
+			// second touches its scratch.
+			for i := 0; i < 2; i++ {
+				if _, err := p.Run(ctx, in, ro); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runtime.GC()
+			cpu0, flt0 := cpuTime(), minorFaults()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := p.Run(ctx, in, ro); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			// CPU time per run: less sensitive than wall time to other
+			// processes on a shared machine (wall ≈ cpu/threads when the
+			// threads are busy).
+			b.ReportMetric(float64(cpuTime()-cpu0)/1e6/float64(b.N), "cpu-ms/op")
+			b.ReportMetric(float64(minorFaults()-flt0)/float64(b.N), "faults/op")
+		})
+	}
+}
+
+// cpuTime returns the process's user+system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// minorFaults returns the process's minor page faults so far.
+func minorFaults() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Minflt
+}
+
+// BenchmarkMHA768 runs seed 000's MultiHeadAttention (C=768, 12 heads,
+// batch 1, fp32) in process on benchThreads threads.
+func BenchmarkMHA768(b *testing.B) {
+	benchModel(b, "s000_multi_head_c768", benchSizes([]int{512, 2048}))
+}
+
+// BenchmarkCausal768 runs seed 000's CausalAttention (C=768) likewise.
+func BenchmarkCausal768(b *testing.B) {
+	benchModel(b, "s000_causal_c768", benchSizes([]int{512, 2048}))
+}
+
+// benchSizes returns the sequence lengths of $ATTNRUN_BENCH_SEQ (one
+// number), else def.
+func benchSizes(def []int) []int {
+	if n, err := strconv.Atoi(os.Getenv("ATTNRUN_BENCH_SEQ")); err == nil && n > 0 {
+		return []int{n}
+	}
+	return def
+}

@@ -1,0 +1,188 @@
+package graph
+
+import (
+	"sort"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
+)
+
+// MatMul rewrite.
+//
+// After attention fusion, every remaining float32 MatMul step whose
+// operands come through movement steps (a Transpose swapping the last two
+// axes, a head split Reshape+Transpose, ...) or whose result only feeds an
+// Add of a constant bias over the last axis (a Linear layer's MatMul + Add)
+// becomes one com.attnrun:FusedMatMul step: it reads A and B through
+// strided views (so the transposes are GEMM flags and strides, not copies)
+// and adds the bias as the GEMM's initial C. The movement steps read
+// through drop out when nothing else reads them; the Add is replaced. Like
+// the attention rewrite it runs at plan time and Options.NoFuse turns it
+// off.
+
+// fuseMatMuls rewrites pl.steps in place and records the rewrites in
+// pl.fusions.
+func (p *Program) fuseMatMuls(pl *plan, types map[string]ops.Value) {
+	schema, err := ops.Lookup(ops.DomainAttnrun, ops.FusedMatMulOp, 1)
+	if err != nil {
+		return
+	}
+	f := newFuser(p, pl, types)
+	replace := map[int]step{}
+	readChains := map[*ir.Node]int{}
+	for i, st := range pl.steps {
+		n := st.node
+		if f.removed[i] || n.OpType != "MatMul" || !isDefaultDomain(n) || len(n.Inputs) != 2 || len(n.Outputs) != 1 {
+			continue
+		}
+		if !f.isFloat32(n.Inputs[0]) || !f.isFloat32(n.Inputs[1]) || n.Outputs[0] == "" {
+			continue
+		}
+		fused := &ir.Node{
+			Name: n.Name + "/FusedMatMul", OpType: ops.FusedMatMulOp, Domain: ops.DomainAttnrun,
+			Inputs: append([]string{}, n.Inputs...), Outputs: append([]string{}, n.Outputs...),
+		}
+		if !f.inferMatches(schema, fused, n.Outputs[0]) {
+			continue // 1-D operands, unknown shapes
+		}
+		var reads []int
+		for k, attr := range []string{"a_view", "b_view"} {
+			base, v, chain, ok := f.readView(fused.Inputs[k])
+			if !ok || len(chain) == 0 || !gemmFriendly(v) {
+				continue
+			}
+			trial := cloneNode(fused)
+			trial.Inputs[k] = base
+			trial.Attrs = append(trial.Attrs, &ir.Attribute{Name: attr, Type: ir.AttrInts, Ints: v.Ints()})
+			if f.inferMatches(schema, trial, n.Outputs[0]) {
+				fused, reads = trial, append(reads, chain...)
+			}
+		}
+		replaced := []int{i}
+		if ai, add, bias, ok := f.biasAdd(n.Outputs[0]); ok {
+			trial := cloneNode(fused)
+			trial.Inputs = append(trial.Inputs, bias)
+			trial.Outputs[0] = add.Outputs[0]
+			trial.Doc = "fused by attnrun from " + n.Label() + ", " + add.Label()
+			if f.inferMatches(schema, trial, add.Outputs[0]) {
+				fused = trial
+				replaced = append(replaced, ai)
+			}
+		}
+		if len(reads) == 0 && len(replaced) == 1 {
+			continue
+		}
+		last := replaced[len(replaced)-1]
+		out := fused.Outputs[0]
+		fs := step{index: pl.steps[last].index, node: fused, schema: schema, ctx: ops.Context{Opset: 1, Threads: st.ctx.Threads},
+			outs: []int{f.slot[out]}, want: []ir.TypeInfo{types[out].Type}}
+		for _, name := range fused.Inputs {
+			fs.args = append(fs.args, f.slot[name])
+		}
+		fusion := Fusion{Node: fused}
+		for _, k := range replaced {
+			fusion.Replaced = append(fusion.Replaced, pl.steps[k].node)
+			f.removed[k] = true
+		}
+		for _, k := range reads {
+			readChains[pl.steps[k].node] = len(pl.fusions)
+		}
+		replace[last] = fs
+		pl.fusions = append(pl.fusions, fusion)
+	}
+	if len(replace) == 0 {
+		return
+	}
+	kept := pl.steps[:0:0]
+	for i, st := range pl.steps {
+		if fs, ok := replace[i]; ok {
+			kept = append(kept, fs)
+		} else if !f.removed[i] {
+			kept = append(kept, st)
+		}
+	}
+	pl.steps = kept
+	p.dropDead(pl, readChains)
+}
+
+// gemmFriendly reports whether a GEMM can take the view's matrices with
+// strides alone (one of the last two strides is 1).
+func gemmFriendly(v ops.View) bool {
+	r := len(v.Shape)
+	return r >= 2 && (v.Strides[r-1] == 1 || v.Strides[r-2] == 1)
+}
+
+// biasAdd finds the Add that is the only consumer of x and adds a float32
+// constant of N elements over the last axis (shape [N] or [1, .., N]) to
+// it, keeping x's shape.
+func (f *fuser) biasAdd(x string) (int, *ir.Node, string, bool) {
+	i, ok := f.consumer(x)
+	if !ok {
+		return 0, nil, "", false
+	}
+	n := f.pl.steps[i].node
+	if n.OpType != "Add" || !isDefaultDomain(n) || len(n.Inputs) != 2 || len(n.Outputs) != 1 || n.Outputs[0] == "" {
+		return 0, nil, "", false
+	}
+	bias := n.Inputs[1]
+	if bias == x {
+		bias = n.Inputs[0]
+	}
+	if bias == x || (n.Inputs[0] != x && n.Inputs[1] != x) {
+		return 0, nil, "", false
+	}
+	c := f.types[bias].Const
+	xs, ok := f.concreteShape(x)
+	if c == nil || c.DType != ir.Float || c.Rank() == 0 || !ok || len(xs) == 0 || c.Rank() > len(xs) {
+		return 0, nil, "", false
+	}
+	for k, d := range c.Shape {
+		if (k < c.Rank()-1 && d != 1) || (k == c.Rank()-1 && d != xs[len(xs)-1]) {
+			return 0, nil, "", false
+		}
+	}
+	if !f.notWider(n, x) {
+		return 0, nil, "", false
+	}
+	return i, n, bias, true
+}
+
+// newFuser indexes the plan's steps for a rewrite.
+func newFuser(p *Program, pl *plan, types map[string]ops.Value) *fuser {
+	f := &fuser{pl: pl, types: types, producer: map[string]int{}, uses: map[string]int{}, slot: map[string]int{}, removed: map[int]bool{}}
+	for i, st := range pl.steps {
+		for k, name := range st.node.Outputs {
+			if name != "" {
+				f.producer[name] = i
+				f.slot[name] = st.outs[k]
+			}
+		}
+		for k, name := range st.node.Inputs {
+			if name != "" {
+				f.uses[name]++
+				f.slot[name] = st.args[k]
+			}
+		}
+	}
+	for _, o := range p.Model.Graph.Outputs {
+		f.uses[o.Name] += 1 << 20 // a graph output is never an internal value
+	}
+	return f
+}
+
+// dropDead removes the steps nobody reads any more and lists those a
+// fusion read through in its Absorbed nodes, in graph order.
+func (p *Program) dropDead(pl *plan, readChains map[*ir.Node]int) {
+	outs := map[string]bool{}
+	for _, o := range p.Model.Graph.Outputs {
+		outs[o.Name] = true
+	}
+	for _, n := range deadSteps(pl, outs) {
+		if k, ok := readChains[n]; ok {
+			pl.fusions[k].Absorbed = append(pl.fusions[k].Absorbed, n)
+		}
+	}
+	for _, fu := range pl.fusions {
+		sort.Slice(fu.Absorbed, func(i, j int) bool { return p.Index[fu.Absorbed[i]] < p.Index[fu.Absorbed[j]] })
+	}
+}
