@@ -152,6 +152,9 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 		}
 		in[nt.Name] = t
 	}
+	if region != nil {
+		ctx = context.WithValue(ctx, outputsCopiedKey{}, true)
+	}
 	out, err := s.impl.Run(ctx, PartitionID(req.PartitionId), in)
 	if err != nil {
 		return nil, status.Error(codes.Unknown, err.Error())
@@ -179,9 +182,10 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 				outOff += need
 				continue
 			}
-			if overlaps(bytesOf(t.Data), region) {
+			if overlaps(bytesOf(t.Data), region) || OutputsCopied(ctx) {
 				// Inline bytes are marshalled after this handler returns
-				// and the region's lock is released: detach them.
+				// and the region's lock is released: detach them (from
+				// the region, or from buffers the backend reuses).
 				t = t.Clone()
 			}
 		}
@@ -456,4 +460,16 @@ func (c *client) Stats(ctx context.Context) (*Stats, error) {
 		return nil, rpcError("stats", err)
 	}
 	return &Stats{MaxRSSBytes: r.MaxRssBytes, Partitions: int(r.Partitions), Runs: r.Runs}, nil
+}
+
+type outputsCopiedKey struct{}
+
+// OutputsCopied reports, inside a Server's Run, whether the protocol layer
+// copies the returned outputs away (into the shared region, or into detached
+// bytes) before another Run can start on this backend. A backend may then
+// return outputs in memory it reuses on the next run, saving an allocation
+// and its page faults per output.
+func OutputsCopied(ctx context.Context) bool {
+	v, _ := ctx.Value(outputsCopiedKey{}).(bool)
+	return v
 }

@@ -238,7 +238,7 @@ func (s *Server) Run(ctx context.Context, id plugins.PartitionID, inputs map[str
 		if s.onNode != nil {
 			s.onNode(n)
 		}
-	}}
+	}, ReuseOutputs: plugins.OutputsCopied(ctx)}
 	out, err := p.prog.Run(ctx, inputs, ro)
 	s.status.Idle(id)
 	return out, err
