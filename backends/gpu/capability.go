@@ -1,0 +1,128 @@
+package gpu
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
+	"github.com/attnrun/attnrun/plugins"
+)
+
+// Element types that live on the device.
+var (
+	f32Only   = []ir.DType{ir.Float}
+	numeric   = []ir.DType{ir.Float, ir.Int64, ir.Int32}
+	intFloat  = []ir.DType{ir.Float, ir.Int64, ir.Int32}
+	boolOnly  = []ir.DType{ir.Bool}
+	eqTypes   = []ir.DType{ir.Float, ir.Int64, ir.Int32, ir.Bool}
+	addTypes  = []ir.DType{ir.Float, ir.Int64, ir.Int32, ir.Bool} // bool Add is logical or (PyTorch)
+	anyDevice = []ir.DType{ir.Float, ir.Double, ir.Int64, ir.Int32, ir.Bool, ir.Uint8}
+	castTypes = anyDevice
+	unaryI64  = []ir.DType{ir.Float, ir.Int64}
+)
+
+// opRule says which element types an op takes on the GPU, at which input.
+type opRule struct {
+	typeInput int        // input whose element type is checked
+	dtypes    []ir.DType // nil: any (shape-only ops that run on the host)
+	note      string     // how it runs, for Info and the README
+}
+
+// rules is the GPU backend's op table (default domain unless prefixed).
+var rules = map[string]opRule{
+	"Add": {0, addTypes, "elementwise, broadcasting"}, "Sub": {0, numeric, "elementwise"},
+	"Mul": {0, numeric, "elementwise"}, "Div": {0, numeric, "elementwise"}, "Pow": {0, f32Only, "elementwise"},
+	"Equal": {0, eqTypes, "elementwise → bool"}, "Less": {0, intFloat, "elementwise → bool"},
+	"Greater": {0, intFloat, "elementwise → bool"}, "LessOrEqual": {0, intFloat, "elementwise → bool"},
+	"GreaterOrEqual": {0, intFloat, "elementwise → bool"},
+	"And":            {0, boolOnly, "elementwise"}, "Or": {0, boolOnly, "elementwise"}, "Xor": {0, boolOnly, "elementwise"},
+	"Not": {0, boolOnly, "elementwise"}, "Where": {1, anyDevice, "elementwise select"},
+	"Sqrt": {0, f32Only, "elementwise"}, "Erf": {0, f32Only, "elementwise"}, "Neg": {0, unaryI64, "elementwise"},
+	"Exp": {0, f32Only, "elementwise"}, "Tanh": {0, f32Only, "elementwise"}, "Relu": {0, unaryI64, "elementwise"},
+	"Abs": {0, unaryI64, "elementwise"}, "Reciprocal": {0, f32Only, "elementwise"},
+	"Sigmoid": {0, f32Only, "elementwise"}, "Log": {0, f32Only, "elementwise"},
+	"Cast":               {0, castTypes, "elementwise conversion"},
+	"Softmax":            {0, f32Only, "one block per row"},
+	"LayerNormalization": {0, f32Only, "one block per row"},
+	"MatMul":             {0, f32Only, "cublasSgemmStridedBatched"},
+	"Gemm":               {0, f32Only, "cublasSgemmStridedBatched"},
+	"Transpose":          {0, anyDevice, "strided copy"}, "Expand": {0, anyDevice, "strided copy"},
+	"Slice": {0, anyDevice, "strided copy"}, "Concat": {0, anyDevice, "strided copies"},
+	"Split": {0, anyDevice, "strided copies"}, "Tile": {0, anyDevice, "strided copy"},
+	"Gather":  {0, anyDevice, "gather kernel"},
+	"Reshape": {0, anyDevice, "metadata only"}, "Squeeze": {0, anyDevice, "metadata only"},
+	"Unsqueeze": {0, anyDevice, "metadata only"}, "Flatten": {0, anyDevice, "metadata only"},
+	"Identity": {0, anyDevice, "metadata only"}, "Dropout": {0, f32Only, "inference: metadata only"},
+	"Trilu":    {0, anyDevice, "elementwise (usually folded: causal masks)"},
+	"Shape":    {0, nil, "folded on the host at plan time"},
+	"Constant": {0, nil, "folded on the host"}, "ConstantOfShape": {0, nil, "fill kernel (usually folded)"},
+	ops.DomainAttnrun + ":" + ops.FusedAttentionOp: {0, f32Only, "fused attention kernel (online softmax)"},
+}
+
+// ruleKey is the rules key of an op.
+func ruleKey(domain, opType string) string {
+	if domain == "" || domain == "ai.onnx" {
+		return opType
+	}
+	return domain + ":" + opType
+}
+
+// verdict decides whether the GPU backend takes a node.
+func verdict(q plugins.NodeQuery) plugins.Verdict {
+	key := ruleKey(q.Domain, q.OpType)
+	r, ok := rules[key]
+	if !ok {
+		return plugins.Verdict{Reason: fmt.Sprintf("the gpu backend has no kernel for %s", key)}
+	}
+	if _, err := ops.Lookup(q.Domain, q.OpType, int(q.Opset)); err != nil {
+		return plugins.Verdict{Reason: err.Error()}
+	}
+	if q.OpType == "Gather" && len(q.InputDTypes) > 1 {
+		if dt := q.InputDTypes[1]; dt != ir.Undefined && dt != ir.Int64 && dt != ir.Int32 {
+			return plugins.Verdict{Reason: fmt.Sprintf("Gather indices of type %v are not supported on the gpu backend", dt)}
+		}
+	}
+	if r.dtypes == nil || r.typeInput >= len(q.InputDTypes) {
+		return plugins.Verdict{Accepted: true}
+	}
+	dt := q.InputDTypes[r.typeInput]
+	if dt == ir.Undefined {
+		return plugins.Verdict{Accepted: true}
+	}
+	for _, d := range r.dtypes {
+		if d == dt {
+			return plugins.Verdict{Accepted: true}
+		}
+	}
+	return plugins.Verdict{Reason: fmt.Sprintf("%s on %v (input %d) is not supported on the gpu backend (it takes %s)", key, dt, r.typeInput, typeList(r.dtypes))}
+}
+
+func typeList(ds []ir.DType) string {
+	s := make([]string, len(ds))
+	for i, d := range ds {
+		s[i] = d.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// supportedOps lists the op table for Info, from the ops registry's opset
+// ranges.
+func supportedOps() []plugins.OpSupport {
+	var out []plugins.OpSupport
+	for _, sc := range ops.Schemas() {
+		r, ok := rules[sc.Key()]
+		if !ok {
+			continue
+		}
+		out = append(out, plugins.OpSupport{Domain: sc.Domain, OpType: sc.OpType, Since: sc.Since, Until: sc.Until, DTypes: append([]ir.DType(nil), r.dtypes...)})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].OpType != out[j].OpType {
+			return out[i].OpType < out[j].OpType
+		}
+		return out[i].Since < out[j].Since
+	})
+	return out
+}
