@@ -27,9 +27,11 @@ type Options struct {
 	// MaxTensorBytes bounds any single tensor the program creates; a plan
 	// that would exceed it fails before running (default DefaultMaxTensorBytes).
 	MaxTensorBytes int64
-	// NoFuse turns off the plan-time attention fusion (fuse.go), which
-	// replaces each MatMul → scale → mask → Softmax → MatMul chain by one
-	// com.attnrun:FusedAttention step.
+	// NoFuse turns off both plan-time rewrites: the attention fusion
+	// (fuse.go), which replaces each MatMul → scale → mask → Softmax →
+	// MatMul chain by one com.attnrun:FusedAttention step, and the MatMul
+	// rewrite (fuse_matmul.go), which folds transposes, head-split views and
+	// bias Adds into com.attnrun:FusedMatMul.
 	NoFuse bool
 }
 
