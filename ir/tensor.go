@@ -229,11 +229,13 @@ func widen[T int32 | int16 | int8 | uint8 | uint16 | uint32 | uint64](s []T) []i
 // Clone returns a deep copy.
 func (t *Tensor) Clone() *Tensor {
 	c := NewTensor(t.DType, t.Shape)
-	copyAny(c.Data, t.Data)
+	CopyData(c.Data, t.Data)
 	return c
 }
 
-func copyAny(dst, src any) {
+// CopyData copies src into dst, two backing slices of the same Go type
+// (as Tensor.Data holds); the two must have the same Go type.
+func CopyData(dst, src any) {
 	switch d := dst.(type) {
 	case []float32:
 		copy(d, src.([]float32))

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/attnrun/attnrun/ir"
 )
@@ -34,17 +35,7 @@ func BroadcastStrides(out, in []int) ([]int, error) {
 }
 
 // SameShape reports whether two concrete shapes are equal.
-func SameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+func SameShape(a, b []int) bool { return slices.Equal(a, b) }
 
 // Broadcaster walks an output shape in contiguous rows, giving for each row
 // the offset of its first element in every broadcast input. Dims are

@@ -155,7 +155,7 @@ func CastTensor(t *ir.Tensor, to ir.DType) (*ir.Tensor, error) {
 		return nil, err
 	}
 	if t.DType == to {
-		copyData(out.Data, t.Data)
+		ir.CopyData(out.Data, t.Data)
 		return out, nil
 	}
 	switch {
@@ -193,36 +193,6 @@ func CastTensor(t *ir.Tensor, to ir.DType) (*ir.Tensor, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-// copyData copies between backing slices of one Go type.
-func copyData(dst, src any) {
-	switch d := dst.(type) {
-	case []float32:
-		copy(d, src.([]float32))
-	case []float64:
-		copy(d, src.([]float64))
-	case []int64:
-		copy(d, src.([]int64))
-	case []int32:
-		copy(d, src.([]int32))
-	case []int16:
-		copy(d, src.([]int16))
-	case []int8:
-		copy(d, src.([]int8))
-	case []uint8:
-		copy(d, src.([]uint8))
-	case []uint16:
-		copy(d, src.([]uint16))
-	case []uint32:
-		copy(d, src.([]uint32))
-	case []uint64:
-		copy(d, src.([]uint64))
-	case []bool:
-		copy(d, src.([]bool))
-	case []string:
-		copy(d, src.([]string))
-	}
 }
 
 // castNumeric converts src (a numeric or bool slice, never float16 bits) into

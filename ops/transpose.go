@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/attnrun/attnrun/ir"
 )
@@ -110,7 +111,7 @@ func TransposeInto(ctx *Context, dst, t *ir.Tensor, perm []int) error {
 	if err != nil {
 		return err
 	}
-	if dst.DType != t.DType || !sameInts(dst.Shape, shape) || dst.Len() != t.Len() {
+	if dst.DType != t.DType || !slices.Equal(dst.Shape, shape) || dst.Len() != t.Len() {
 		return fmt.Errorf("transpose destination is %v%v, want %v%v", dst.DType, dst.Shape, t.DType, shape)
 	}
 	k, err := kernelsOf(t.Data)
@@ -130,18 +131,6 @@ func TransposeInto(ctx *Context, dst, t *ir.Tensor, perm []int) error {
 	}
 	k.strided(dst.Data, t.Data, 0, shape, strides, threadsOf(ctx))
 	return nil
-}
-
-func sameInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func runTranspose(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {

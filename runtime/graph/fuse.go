@@ -2,6 +2,7 @@ package graph
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -221,7 +222,7 @@ func sameType(a, b ir.TypeInfo) bool {
 	}
 	ad, ok1 := a.Shape.Concrete()
 	bd, ok2 := b.Shape.Concrete()
-	return ok1 && ok2 && equalInts(ad, bd)
+	return ok1 && ok2 && slices.Equal(ad, bd)
 }
 
 // fuser holds what matching needs: the plan's steps, concrete types, the

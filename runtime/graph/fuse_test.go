@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -219,7 +220,7 @@ func runBoth(t *testing.T, m *ir.Model, in map[string]*ir.Tensor) (fused, unfuse
 
 func sameOutputs(t *testing.T, got, want *ir.Tensor) {
 	t.Helper()
-	if !equalInts(got.Shape, want.Shape) {
+	if !slices.Equal(got.Shape, want.Shape) {
 		t.Fatalf("fused shape %v, unfused %v", got.Shape, want.Shape)
 	}
 	for i, w := range want.Float32s() {

@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -336,21 +337,9 @@ func checkResult(n *ir.Node, k int, t *ir.Tensor, want ir.TypeInfo) error {
 		return n.Errorf("internal error: output %d is %v, inference said %v", k, t.DType, want.DType)
 	}
 	if dims, ok := want.Shape.Concrete(); want.RankKnown && ok {
-		if !equalInts(dims, t.Shape) {
+		if !slices.Equal(dims, t.Shape) {
 			return n.Errorf("internal error: output %d has shape [%s], inference said [%s]", k, ir.ShapeString(t.Shape), ir.ShapeString(dims))
 		}
 	}
 	return nil
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
