@@ -150,7 +150,7 @@ func (s *Server) Info(context.Context) (*plugins.Info, error) {
 			"go":            runtime.Version(),
 			"gomaxprocs":    strconv.Itoa(runtime.GOMAXPROCS(0)),
 			"blas_threads":  strconv.Itoa(blas.Threads()),
-			"max_rss_bytes": strconv.FormatInt(maxRSS(), 10),
+			"max_rss_bytes": strconv.FormatInt(plugins.ProcessMaxRSS(), 10),
 		},
 		ProtocolVersion: plugins.ProtocolVersion,
 	}
@@ -260,15 +260,5 @@ func (s *Server) Stats(context.Context) (*plugins.Stats, error) {
 	s.mu.Lock()
 	n := len(s.parts)
 	s.mu.Unlock()
-	return &plugins.Stats{MaxRSSBytes: maxRSS(), Partitions: n, Runs: s.runs.Load()}, nil
-}
-
-// maxRSS is the process's peak resident set size in bytes (Linux reports
-// ru_maxrss in KiB), or -1 when unknown.
-func maxRSS() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return -1
-	}
-	return int64(ru.Maxrss) * 1024
+	return &plugins.Stats{MaxRSSBytes: plugins.ProcessMaxRSS(), Partitions: n, Runs: s.runs.Load()}, nil
 }

@@ -40,7 +40,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/attnrun/attnrun/onnx"
 	"github.com/attnrun/attnrun/plugins"
@@ -170,7 +169,7 @@ func (s *Server) Info(context.Context) (*plugins.Info, error) {
 		Details: map[string]string{
 			"go":            runtime.Version(),
 			"cgo":           strconv.FormatBool(cgoEnabled),
-			"max_rss_bytes": strconv.FormatInt(maxRSS(), 10),
+			"max_rss_bytes": strconv.FormatInt(plugins.ProcessMaxRSS(), 10),
 		},
 		Ops:               supportedOps(),
 		ProtocolVersion:   plugins.ProtocolVersion,
@@ -263,14 +262,5 @@ func (s *Server) Stats(context.Context) (*plugins.Stats, error) {
 	s.mu.Lock()
 	n := len(s.parts)
 	s.mu.Unlock()
-	return &plugins.Stats{MaxRSSBytes: maxRSS(), Partitions: n, Runs: s.runs.Load()}, nil
-}
-
-// maxRSS is the process's peak resident set size in bytes, or -1.
-func maxRSS() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return -1
-	}
-	return int64(ru.Maxrss) * 1024
+	return &plugins.Stats{MaxRSSBytes: plugins.ProcessMaxRSS(), Partitions: n, Runs: s.runs.Load()}, nil
 }
