@@ -25,7 +25,8 @@ import (
 // by a RunInto step gets a buffer of its own, used only when the caller
 // sets RunOptions.ReuseOutputs; otherwise the step writes a newly
 // allocated tensor, so a returned tensor is never overwritten by a later
-// run. A reshape-like step producing a graph output copies.
+// run. A reshape-like step producing a graph output copies, except that
+// with ReuseOutputs one reshaping a graph input is a view of that input.
 
 // memPlan is the arena layout of a plan.
 type memPlan struct {
@@ -115,8 +116,19 @@ func planMemory(pl *plan, lastUse map[int]int, keep map[int]bool) memPlan {
 			bufs[b].last = i
 		}
 	}
+	graphInput := make(map[int]bool, len(pl.inputs))
+	for _, s := range pl.inputs {
+		graphInput[s] = true
+	}
 	for i := range pl.steps {
 		st := &pl.steps[i]
+		if viewable(st, nil) && keep[st.outs[0]] && graphInput[st.args[0]] {
+			// A graph output reshaping a graph input: with ReuseOutputs
+			// the caller copies it before the inputs change, so it can
+			// share the input's data (no arena buffer is involved).
+			st.outputView = true
+			continue
+		}
 		if viewable(st, keep) {
 			st.view = true
 			if b, ok := bufOf[st.args[0]]; ok {

@@ -149,6 +149,44 @@ func TestMemoryPlan(t *testing.T) {
 	}
 }
 
+// TestOutputViewOfInput: a graph output that only reshapes a graph input
+// shares the input's data under ReuseOutputs (the caller copies outputs
+// before the inputs change) and is a copy otherwise.
+func TestOutputViewOfInput(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	for _, c := range []struct {
+		name  string
+		nodes []*ir.Node
+		inits map[string]*ir.Tensor
+	}{
+		{"Identity", []*ir.Node{node("Identity", []string{"x"}, []string{"y"})}, nil},
+		{"Reshape", []*ir.Node{node("Reshape", []string{"x", "s"}, []string{"y"})}, map[string]*ir.Tensor{"s": ir.FromSlice([]int{2}, []int64{6, 4})}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			syn := synth{inputs: []*ir.ValueInfo{vi("x", ir.Float, 2, 3, 4)}, inits: c.inits, nodes: c.nodes, outputs: []string{"y"}}
+			p, err := Compile(syn.model(), Options{Threads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := randT(r, 2, 3, 4)
+			in := map[string]*ir.Tensor{"x": x}
+			for _, reuse := range []bool{true, false} {
+				got, err := p.Run(context.Background(), in, RunOptions{ReuseOutputs: reuse})
+				if err != nil {
+					t.Fatal(err)
+				}
+				y := got["y"]
+				if y.Len() != 24 || y.Float32s()[23] != x.Float32s()[23] {
+					t.Fatalf("reuse %v: y = %v", reuse, y)
+				}
+				if shared := &y.Float32s()[0] == &x.Float32s()[0]; shared != reuse {
+					t.Errorf("reuse %v: y shares x's data: %v", reuse, shared)
+				}
+			}
+		})
+	}
+}
+
 // TestFuseMatMul covers the MatMul rewrite: a Transpose swapping the last
 // two axes becomes a transposed GEMM operand, a head split read through
 // strides, and a bias Add is folded in; results equal the unfused graph.

@@ -25,6 +25,8 @@ type RunOptions struct {
 	// tensors are then valid only until the next run of the same Program
 	// (a caller that copies its outputs away before running again, like a
 	// backend, saves the allocation and the page faults of fresh memory).
+	// A graph output that only reshapes a graph input (Identity, Reshape)
+	// then shares that input's data instead of copying it.
 	ReuseOutputs bool
 }
 
@@ -54,6 +56,9 @@ type step struct {
 	// view: the step only reshapes its first input; its output shares the
 	// input's data (memory.go).
 	view bool
+	// outputView: the step reshapes a graph input into a graph output; it
+	// runs as a view when RunOptions.ReuseOutputs is set (memory.go).
+	outputView bool
 	// bufs, when set, gives the arena buffer each output is computed into
 	// with the schema's RunInto (-1 for an omitted output); fresh marks
 	// graph outputs, which get new memory unless RunOptions.ReuseOutputs.
@@ -297,7 +302,7 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 		kctx := st.ctx
 		kctx.Scratch = scratch
 		switch {
-		case st.view:
+		case st.view, st.outputView && ro.ReuseOutputs:
 			res, err = viewResult(st, args)
 		case st.bufs != nil:
 			res, err = runInto(st, &kctx, args, &pl.mem, ar, ro.ReuseOutputs)
