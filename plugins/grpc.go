@@ -336,6 +336,10 @@ func (c *client) meta(id PartitionID) *partMeta {
 }
 
 func (c *client) Run(ctx context.Context, id PartitionID, inputs map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
+	return c.RunInto(ctx, id, inputs, nil)
+}
+
+func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
 	meta := c.meta(id)
 	if meta == nil {
 		return nil, fmt.Errorf("run: unknown partition %d", id)
@@ -407,16 +411,30 @@ func (c *client) Run(ctx context.Context, id PartitionID, inputs map[string]*ten
 	}
 	out := make(map[string]*tensor.Dense, len(r.Outputs))
 	for _, nt := range r.Outputs {
+		dst := into[nt.Name]
 		var t *ir.Tensor
 		var err error
 		switch {
 		case nt.Tensor != nil && nt.Tensor.Shm != nil && region == nil:
 			err = errors.New("the backend answered with a shared-memory tensor, but this Run has no region")
+		case nt.Tensor != nil && nt.Tensor.Shm != nil && dst != nil && plainBytes(ir.DType(nt.Tensor.Dtype)):
+			// Straight from the region into the caller's tensor.
+			err = copyShmInto(dst, nt.Tensor, region)
+			if err == nil {
+				out[nt.Name] = dst
+				continue
+			}
 		case nt.Tensor != nil && nt.Tensor.Shm != nil:
 			// Copied out: the result must outlive the region's next Run.
 			t, err = shmTensor(nt.Tensor, region, true)
 		default:
 			t, err = fromWire(nt.Tensor, 0)
+		}
+		if err == nil && dst != nil {
+			if err = BindOutput(dst, t); err == nil {
+				out[nt.Name] = dst
+				continue
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("run: output %q: %w", nt.Name, err)

@@ -311,6 +311,14 @@ func (p *Process) Run(ctx context.Context, id PartitionID, inputs map[string]*te
 	return out, p.check(err)
 }
 
+// RunInto is Run writing the outputs named in into into those caller-owned
+// tensors (see BindOutput for what they must be), which the result then
+// holds; the other outputs are fresh tensors.
+func (p *Process) RunInto(ctx context.Context, id PartitionID, inputs, into map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
+	out, err := p.rpc.RunInto(ctx, id, inputs, into)
+	return out, p.check(err)
+}
+
 // Release frees a compiled partition in the backend.
 func (p *Process) Release(ctx context.Context, id PartitionID) error {
 	return p.check(p.rpc.Release(ctx, id))

@@ -150,6 +150,10 @@ type Backend interface {
 	// backend, which keeps it, weights included, until Release.
 	Compile(ctx context.Context, partition *ir.Model, opts CompileOptions) (PartitionID, error)
 	Run(ctx context.Context, id PartitionID, inputs map[string]*tensor.Dense) (map[string]*tensor.Dense, error)
+	// RunInto is Run writing the outputs named in into into those
+	// caller-owned tensors, which must have the outputs' element types and
+	// shapes (output binding, like ONNX Runtime's IOBinding).
+	RunInto(ctx context.Context, id PartitionID, inputs, into map[string]*tensor.Dense) (map[string]*tensor.Dense, error)
 	Release(ctx context.Context, id PartitionID) error
 	Stats(ctx context.Context) (*Stats, error)
 }

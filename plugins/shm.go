@@ -195,13 +195,12 @@ func within(b, mem []byte) (int64, bool) {
 // the data is copied into a fresh slice; otherwise it aliases mem (bools are
 // always copied, normalized to 0 and 1).
 func shmTensor(w *backendpb.Tensor, mem []byte, copyOut bool) (*ir.Tensor, error) {
-	ref := w.Shm
-	size := uint64(len(mem))
-	if ref.Offset > size || ref.Length > size-ref.Offset {
-		return nil, fmt.Errorf("shared-memory slice [%d, +%d) lies outside the %d-byte region", ref.Offset, ref.Length, size)
+	raw, err := shmBytes(w, mem)
+	if err != nil {
+		return nil, err
 	}
+	ref := w.Shm
 	hdr := &backendpb.Tensor{Dtype: w.Dtype, Dims: w.Dims}
-	raw := mem[ref.Offset : ref.Offset+ref.Length : ref.Offset+ref.Length]
 	if copyOut {
 		dt := ir.DType(w.Dtype)
 		if dt.Known() && dt != ir.String && dt != ir.Bool && ref.Length%uint64(dt.Size()) == 0 {
@@ -212,6 +211,17 @@ func shmTensor(w *backendpb.Tensor, mem []byte, copyOut bool) (*ir.Tensor, error
 	}
 	hdr.Raw = raw
 	return fromWire(hdr, 0)
+}
+
+// shmBytes returns the bytes of the region mem that the shared-memory
+// tensor w refers to, checking that they lie inside mem.
+func shmBytes(w *backendpb.Tensor, mem []byte) ([]byte, error) {
+	ref := w.Shm
+	size := uint64(len(mem))
+	if ref.Offset > size || ref.Length > size-ref.Offset {
+		return nil, fmt.Errorf("shared-memory slice [%d, +%d) lies outside the %d-byte region", ref.Offset, ref.Length, size)
+	}
+	return mem[ref.Offset : ref.Offset+ref.Length : ref.Offset+ref.Length], nil
 }
 
 // overlaps reports whether b lies (partly) inside mem.

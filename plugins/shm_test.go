@@ -207,9 +207,10 @@ func TestSharedTensors(t *testing.T) {
 		{"inline", plugins.LaunchSpec{SharedBytes: -1}, 1000, 77, 13, 0},
 		{"empty tensors", plugins.LaunchSpec{}, 0, 0, 0, plugins.DefaultSharedBytes},
 		// x is 192 KiB: the 64 KiB region grows to 512 KiB for the first
-		// run (which guesses outputs as large as inputs: 387 KiB in all),
-		// then to 1 MiB once the backend said the outputs need 385 KiB.
-		{"growth", plugins.LaunchSpec{SharedBytes: 64 * kib, SharedMaxBytes: 64 * mib}, 48 * kib, 100, 100, mib},
+		// run (which guesses outputs as large as inputs: 387 KiB in all)
+		// and stays there: xi and ii are views of inputs in the region,
+		// so the outputs need only y's and nb's 193 KiB.
+		{"growth", plugins.LaunchSpec{SharedBytes: 64 * kib, SharedMaxBytes: 64 * mib}, 48 * kib, 100, 100, 512 * kib},
 		// The region may not grow past 64 KiB: x, y and xi travel inline,
 		// b, nb, i and ii through the region.
 		{"fallback", plugins.LaunchSpec{SharedBytes: 32 * kib, SharedMaxBytes: 64 * kib}, 48 * kib, 100, 100, 64 * kib},
@@ -228,6 +229,38 @@ func TestSharedTensors(t *testing.T) {
 			}
 			if got := p.SharedBytes(); got != c.wantShared {
 				t.Errorf("region is %d bytes, want %d", got, c.wantShared)
+			}
+		})
+	}
+}
+
+// TestRunInto binds every output of the mixed model (float32, bool, int64)
+// to caller tensors, through the region and inline: each result is the bound
+// tensor, holding the right values, run after run.
+func TestRunInto(t *testing.T) {
+	for _, spec := range []plugins.LaunchSpec{{}, {SharedBytes: -1}} {
+		t.Run(fmt.Sprintf("SharedBytes=%d", spec.SharedBytes), func(t *testing.T) {
+			p := launchCPU(t, spec)
+			id := compile(t, p, mixedModel())
+			const n, m, k = 5000, 77, 13
+			into := map[string]*tensor.Dense{
+				"y":  tensor.New(tensor.WithShape(n), tensor.WithBacking(make([]float32, n))),
+				"xi": tensor.New(tensor.WithShape(n), tensor.WithBacking(make([]float32, n))),
+				"nb": tensor.New(tensor.WithShape(m), tensor.WithBacking(make([]bool, m))),
+				"ii": tensor.New(tensor.WithShape(k), tensor.WithBacking(make([]int64, k))),
+			}
+			for run := 0; run < 3; run++ {
+				mc := newMixedCase(n, m, k, float32(run))
+				out, err := p.RunInto(context.Background(), id, mc.in, into)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for name, d := range into {
+					if out[name] != d {
+						t.Fatalf("run %d: output %q is not the bound tensor", run, name)
+					}
+				}
+				mc.check(t, out)
 			}
 		})
 	}

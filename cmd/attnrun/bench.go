@@ -26,16 +26,20 @@ type benchResult struct {
 	Threads int    `json:"threads"`
 	// Transport is "shm" (tensors through the shared region) or "inline"
 	// (tensor bytes inside the gRPC messages, --no-shm).
-	Transport string            `json:"transport"`
-	Inputs    map[string]string `json:"inputs"`
-	Iters     int               `json:"iters"`
-	Warmup    int               `json:"warmup"`
-	P50ms     float64           `json:"p50_ms"`
-	P90ms     float64           `json:"p90_ms"`
-	Minms     float64           `json:"min_ms"`
-	Maxms     float64           `json:"max_ms"`
-	Meanms    float64           `json:"mean_ms"`
-	RunsSec   float64           `json:"runs_per_sec"`
+	Transport string `json:"transport"`
+	// Outputs is "bound" (written into tensors bound once, like ONNX
+	// Runtime's IOBinding) or "fresh" (new tensors every run,
+	// --fresh-outputs).
+	Outputs string            `json:"outputs"`
+	Inputs  map[string]string `json:"inputs"`
+	Iters   int               `json:"iters"`
+	Warmup  int               `json:"warmup"`
+	P50ms   float64           `json:"p50_ms"`
+	P90ms   float64           `json:"p90_ms"`
+	Minms   float64           `json:"min_ms"`
+	Maxms   float64           `json:"max_ms"`
+	Meanms  float64           `json:"mean_ms"`
+	RunsSec float64           `json:"runs_per_sec"`
 	// PeakRSS is the preferred backend process's peak resident set size;
 	// BackendRSS has every backend's.
 	PeakRSS    int64            `json:"peak_rss_bytes"`
@@ -45,7 +49,7 @@ type benchResult struct {
 func newBenchCmd(g *globalFlags) *cobra.Command {
 	var in inputFlags
 	var iters, warmup int
-	var asJSON, noShm bool
+	var asJSON, noShm, freshOutputs bool
 	cmd := &cobra.Command{
 		Use:   "bench MODEL.onnx --input NAME=SOURCE ... [--iters N] [--warmup N]",
 		Short: "Time repeated runs of a model: latency percentiles, throughput, backend peak memory",
@@ -53,7 +57,11 @@ func newBenchCmd(g *globalFlags) *cobra.Command {
 times, timing each whole run as a caller sees it (host → backend process →
 host). It prints p50, p90, min, max and mean latency, runs per second and the
 backend process's peak resident set size. A progress bar goes to stderr;
-with --json, stdout holds one JSON object on its last line.`,
+with --json, stdout holds one JSON object on its last line.
+
+The outputs of the first run are bound (session.RunOptions.Into, like ONNX
+Runtime's IOBinding) and every later run writes into them, as a serving
+loop would; --fresh-outputs gives every run new output tensors instead.`,
 		Example: `  attnrun bench models/s000_multi_head/model.onnx --input x=random:1x128x32
   attnrun bench model.onnx -i x=random:1x512x768 --iters 200 --threads 2 --json`,
 		Args: cobra.ExactArgs(1),
@@ -93,14 +101,17 @@ with --json, stdout holds one JSON object on its last line.`,
 				shapes[name] = fmt.Sprintf("%v[%s]", t.DType, ir.ShapeString(t.Shape))
 			}
 			bar := newProgress(cmd.ErrOrStderr(), warmup+iters)
-			times, err := benchLoop(ctx, s, inputs, warmup, iters, bar)
+			times, err := benchLoop(ctx, s, inputs, warmup, iters, !freshOutputs, bar)
 			bar.finish()
 			if err != nil {
 				return err
 			}
 			res := summarize(times)
 			res.Model, res.Inputs, res.Iters, res.Warmup = args[0], shapes, iters, warmup
-			res.Backend, res.Transport = g.backend, "shm"
+			res.Backend, res.Transport, res.Outputs = g.backend, "shm", "bound"
+			if freshOutputs {
+				res.Outputs = "fresh"
+			}
 			if noShm {
 				res.Transport = "inline"
 			}
@@ -138,28 +149,47 @@ with --json, stdout holds one JSON object on its last line.`,
 	cmd.Flags().IntVar(&warmup, "warmup", 10, "untimed runs before timing")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as one JSON object (the last line of stdout)")
 	cmd.Flags().BoolVar(&noShm, "no-shm", false, "send tensors as bytes inside the gRPC messages instead of through shared memory")
+	cmd.Flags().BoolVar(&freshOutputs, "fresh-outputs", false, "give every run new output tensors instead of writing into the first run's")
 	return cmd
 }
 
 // benchLoop runs warmup untimed runs and then iters timed ones, returning
-// each timed run's duration.
-func benchLoop(ctx context.Context, s *session.Session, inputs map[string]*tensor.Dense, warmup, iters int, bar *progress) ([]time.Duration, error) {
+// each timed run's duration. With bind, the first run's outputs are bound
+// and later runs write into them.
+func benchLoop(ctx context.Context, s *session.Session, inputs map[string]*tensor.Dense, warmup, iters int, bind bool, bar *progress) ([]time.Duration, error) {
 	times := make([]time.Duration, 0, iters)
+	var ro session.RunOptions
 	for i := 0; i < warmup+iters; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		start := time.Now()
-		if _, err := s.Run(ctx, inputs); err != nil {
+		out, err := s.RunWith(ctx, inputs, ro)
+		if err != nil {
 			return nil, fmt.Errorf("run %d: %w", i+1, err)
 		}
 		d := time.Since(start)
+		if bind && ro.Into == nil {
+			ro.Into = bindable(out)
+		}
 		if i >= warmup {
 			times = append(times, d)
 		}
 		bar.step(d)
 	}
 	return times, nil
+}
+
+// bindable returns the outputs that can be bound for later runs: plain
+// tensors of rank ≥ 1 (scalars cannot be bound).
+func bindable(out map[string]*tensor.Dense) map[string]*tensor.Dense {
+	into := make(map[string]*tensor.Dense, len(out))
+	for name, d := range out {
+		if len(d.Shape()) > 0 && !d.RequiresIterator() {
+			into[name] = d
+		}
+	}
+	return into
 }
 
 // summarize computes the latency statistics of times (not empty).
@@ -202,7 +232,7 @@ func printBench(w io.Writer, r *benchResult) {
 	}
 	fmt.Fprintf(w, "model:      %s\n", r.Model)
 	fmt.Fprintf(w, "inputs:     %s\n", strings.Join(ins, ", "))
-	fmt.Fprintf(w, "backend:    %s (blas %s, %d threads, tensors via %s)\n", r.Backend, r.BLAS, r.Threads, r.Transport)
+	fmt.Fprintf(w, "backend:    %s (blas %s, %d threads, tensors via %s, %s outputs)\n", r.Backend, r.BLAS, r.Threads, r.Transport, r.Outputs)
 	fmt.Fprintf(w, "runs:       %d timed after %d warmup\n", r.Iters, r.Warmup)
 	fmt.Fprintf(w, "latency:    p50 %.3f ms  p90 %.3f ms  min %.3f ms  max %.3f ms  mean %.3f ms\n", r.P50ms, r.P90ms, r.Minms, r.Maxms, r.Meanms)
 	fmt.Fprintf(w, "throughput: %.1f runs/s\n", r.RunsSec)

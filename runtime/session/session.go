@@ -524,6 +524,22 @@ func (s *Session) typeOf(name string) ir.TypeInfo {
 // output is returned as given). Float16 and bfloat16 tensors travel as
 // uint16 Dense values holding the bit patterns (see ir.ToDense).
 func (s *Session) Run(ctx context.Context, inputs map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
+	return s.RunWith(ctx, inputs, RunOptions{})
+}
+
+// RunOptions tune one RunWith call.
+type RunOptions struct {
+	// Into binds graph outputs to caller-owned tensors, like ONNX Runtime's
+	// IOBinding: each output named here is written into its tensor, which
+	// must be a plain row-major tensor with the output's element type and
+	// shape (float16 and bfloat16 as uint16), and the result map holds that
+	// tensor. A loop of runs that binds its outputs once allocates no new
+	// output memory. Outputs not named get new tensors.
+	Into map[string]*tensor.Dense
+}
+
+// RunWith is Run with options.
+func (s *Session) RunWith(ctx context.Context, inputs map[string]*tensor.Dense, ro RunOptions) (map[string]*tensor.Dense, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -531,6 +547,14 @@ func (s *Session) Run(ctx context.Context, inputs map[string]*tensor.Dense) (map
 	}
 	if err := s.checkInputs(inputs); err != nil {
 		return nil, err
+	}
+	for name, d := range ro.Into {
+		if !s.graphOut[name] {
+			return nil, fmt.Errorf("output binding: %q is not a graph output", name)
+		}
+		if d == nil {
+			return nil, fmt.Errorf("output binding: %q is bound to no tensor", name)
+		}
 	}
 	env := make(map[string]*tensor.Dense, len(inputs)+4)
 	for k, v := range inputs {
@@ -544,7 +568,16 @@ func (s *Session) Run(ctx context.Context, inputs map[string]*tensor.Dense) (map
 		for _, name := range p.inputs {
 			in[name] = env[name]
 		}
-		out, err := p.backend.proc.Run(ctx, p.id, in)
+		var into map[string]*tensor.Dense
+		for _, name := range p.outputs {
+			if d := ro.Into[name]; d != nil {
+				if into == nil {
+					into = map[string]*tensor.Dense{}
+				}
+				into[name] = d
+			}
+		}
+		out, err := p.backend.proc.RunInto(ctx, p.id, in, into)
 		if err != nil {
 			var died *plugins.DiedError
 			if errors.As(err, &died) {
@@ -570,25 +603,40 @@ func (s *Session) Run(ctx context.Context, inputs map[string]*tensor.Dense) (map
 	}
 	res := make(map[string]*tensor.Dense, len(s.model.Graph.Outputs))
 	for _, vi := range s.model.Graph.Outputs {
-		if d, ok := env[vi.Name]; ok && d != nil {
-			res[vi.Name] = d
-			continue
-		}
-		if d, ok := inputs[vi.Name]; ok {
-			res[vi.Name] = d
-			continue
-		}
-		t, ok := s.model.Graph.Initializers[vi.Name]
-		if !ok {
-			return nil, fmt.Errorf("graph output %q was not produced", vi.Name)
-		}
-		d, err := ir.ToDense(t.Clone())
+		d, err := s.graphOutput(vi.Name, env, inputs)
 		if err != nil {
 			return nil, fmt.Errorf("graph output %q: %w", vi.Name, err)
+		}
+		if dst := ro.Into[vi.Name]; dst != nil && dst != d {
+			// Not written by a backend: an input or a constant passed through.
+			t, err := ir.FromDenseAs(d, s.typeOf(vi.Name).DType)
+			if err == nil {
+				err = plugins.BindOutput(dst, t)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("graph output %q: %w", vi.Name, err)
+			}
+			d = dst
 		}
 		res[vi.Name] = d
 	}
 	return res, nil
+}
+
+// graphOutput finds a graph output after a run: computed by a partition,
+// passed through from the inputs, or an initializer (copied).
+func (s *Session) graphOutput(name string, env, inputs map[string]*tensor.Dense) (*tensor.Dense, error) {
+	if d, ok := env[name]; ok && d != nil {
+		return d, nil
+	}
+	if d, ok := inputs[name]; ok {
+		return d, nil
+	}
+	t, ok := s.model.Graph.Initializers[name]
+	if !ok {
+		return nil, errors.New("not produced")
+	}
+	return ir.ToDense(t.Clone())
 }
 
 // checkInputs converts the inputs (no copy) and validates them with the
