@@ -2,13 +2,13 @@ package ops
 
 import (
 	"math"
-	"sync"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops/blas"
 	"github.com/attnrun/attnrun/ops/internal/kernel"
+	"github.com/attnrun/attnrun/ops/internal/parallel"
 )
 
 // The FusedAttention CPU kernel (see attention.go for the op's contract).
@@ -309,15 +309,9 @@ func (p *attnPlan) run(ctx *Context, out []float32, zeroed bool) {
 		return
 	}
 	var counter atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work(func() int { return int(counter.Add(1) - 1) })
-		}()
-	}
-	wg.Wait()
+	parallel.Run(workers, func(int) {
+		work(func() int { return int(counter.Add(1) - 1) })
+	})
 }
 
 // parallelFor runs f(0..count-1) on up to threads goroutines.
@@ -330,17 +324,11 @@ func parallelFor(threads, count int, f func(i int)) {
 		return
 	}
 	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < count; i = int(next.Add(1) - 1) {
-				f(i)
-			}
-		}()
-	}
-	wg.Wait()
+	parallel.Run(workers, func(int) {
+		for i := int(next.Add(1) - 1); i < count; i = int(next.Add(1) - 1) {
+			f(i)
+		}
+	})
 }
 
 // packAttnK packs keys [k0, k1) (k0 a multiple of MR) of the sk×d matrix

@@ -2,9 +2,10 @@ package ops
 
 import (
 	"fmt"
-	"sync"
+	"time"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops/internal/parallel"
 )
 
 // Shared plumbing of the compute-heavy op families (matmul.go, softmax.go,
@@ -18,6 +19,11 @@ func computeThreads(ctx *Context) int {
 	return ctx.Threads
 }
 
+// SpinTime reports how long the CPU kernels' idle pool workers poll for
+// work before parking (set with the ATTNRUN_SPIN environment variable; see
+// package ops/internal/parallel).
+func SpinTime() time.Duration { return parallel.SpinTime() }
+
 // computeParallel splits [0, count) into at most threads contiguous chunks of
 // at least minChunk items and runs f on each, concurrently when there is more
 // than one chunk.
@@ -30,16 +36,9 @@ func computeParallel(threads, count, minChunk int, f func(lo, hi int)) {
 		f(0, count)
 		return
 	}
-	var wg sync.WaitGroup
-	for c := 0; c < chunks; c++ {
-		lo, hi := c*count/chunks, (c+1)*count/chunks
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(lo, hi)
-		}()
-	}
-	wg.Wait()
+	parallel.Run(chunks, func(c int) {
+		f(c*count/chunks, (c+1)*count/chunks)
+	})
 }
 
 // checkComputeInputs verifies, for Run, that the inputs up to required are

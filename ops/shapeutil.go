@@ -5,9 +5,9 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops/internal/parallel"
 )
 
 // MaxOutputElements bounds the element count of outputs whose size comes from
@@ -598,16 +598,9 @@ func stridedCopy[T any](dst, src []T, off int, shape, strides []int, threads int
 		return
 	}
 	parts := min(threads, nOuter)
-	var wg sync.WaitGroup
-	for t := 0; t < parts; t++ {
-		lo, hi := nOuter*t/parts, nOuter*(t+1)/parts
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work(lo, hi)
-		}()
-	}
-	wg.Wait()
+	parallel.Run(parts, func(t int) {
+		work(nOuter*t/parts, nOuter*(t+1)/parts)
+	})
 }
 
 // transpose2D writes dst[i*n+j] = src[p+i*sm+j*sn] for i < m, j < n, in

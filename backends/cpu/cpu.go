@@ -150,6 +150,7 @@ func (s *Server) Info(context.Context) (*plugins.Info, error) {
 			"go":            runtime.Version(),
 			"gomaxprocs":    strconv.Itoa(runtime.GOMAXPROCS(0)),
 			"blas_threads":  strconv.Itoa(blas.Threads()),
+			"spin":          ops.SpinTime().String(),
 			"max_rss_bytes": strconv.FormatInt(plugins.ProcessMaxRSS(), 10),
 		},
 		ProtocolVersion: plugins.ProtocolVersion,

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/attnrun/attnrun/ops/internal/kernel"
+	"github.com/attnrun/attnrun/ops/internal/parallel"
 )
 
 // Blocking of the pure-Go GEMM (see the package doc). A packed B block is
@@ -182,34 +183,22 @@ func sgemmGoBias(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 				putBuf(abuf)
 				continue
 			}
-			var wg sync.WaitGroup
 			// Pack B cooperatively, then share it read-only.
-			for w := 0; w < workers; w++ {
-				lo, hi := w*nPanels/workers, (w+1)*nPanels/workers
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					packB(transB, b, ldb, p0, kb, j0, nb, bp, lo, hi)
-				}()
-			}
-			wg.Wait()
+			parallel.Run(workers, func(w int) {
+				packB(transB, b, ldb, p0, kb, j0, nb, bp, w*nPanels/workers, (w+1)*nPanels/workers)
+			})
 			var next atomic.Int64
-			for w := 0; w < workers; w++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					abuf := getBuf(mc*kb + maxTile)
-					defer putBuf(abuf)
-					for {
-						it := int(next.Add(1) - 1)
-						if it >= items {
-							return
-						}
-						runItem(it, nJG, nPanels, mc, m, nb, kb, p0, j0, transA, alpha, a, lda, bp, *abuf, c, ldc, add, useAsm, bias)
+			parallel.Run(workers, func(int) {
+				abuf := getBuf(mc*kb + maxTile)
+				defer putBuf(abuf)
+				for {
+					it := int(next.Add(1) - 1)
+					if it >= items {
+						return
 					}
-				}()
-			}
-			wg.Wait()
+					runItem(it, nJG, nPanels, mc, m, nb, kb, p0, j0, transA, alpha, a, lda, bp, *abuf, c, ldc, add, useAsm, bias)
+				}
+			})
 		}
 	}
 }
