@@ -72,19 +72,30 @@ func init() {
 	})
 }
 
+// broadcastOperands checks the two inputs of a broadcasting binary op
+// (present, well formed, one element type among allowed) and returns that
+// type and the broadcast output shape.
+func broadcastOperands(n *ir.Node, in []*ir.Tensor, allowed []ir.DType) (ir.DType, []int, error) {
+	if err := checkTensors(n, in, 2); err != nil {
+		return 0, nil, err
+	}
+	dt, err := sameTensorTypes(n, in[:2])
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := checkType(n, "input", dt, allowed); err != nil {
+		return 0, nil, err
+	}
+	shape, err := broadcastOf(n, in[0], in[1])
+	if err != nil {
+		return 0, nil, err
+	}
+	return dt, shape, nil
+}
+
 func runArith(op arithOp, allowed []ir.DType) RunFunc {
 	return func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
-		if err := checkTensors(n, in, 2); err != nil {
-			return nil, err
-		}
-		dt, err := sameTensorTypes(n, in[:2])
-		if err != nil {
-			return nil, err
-		}
-		if err := checkType(n, "input", dt, allowed); err != nil {
-			return nil, err
-		}
-		shape, err := broadcastOf(n, in[0], in[1])
+		dt, shape, err := broadcastOperands(n, in, allowed)
 		if err != nil {
 			return nil, err
 		}
@@ -431,17 +442,7 @@ func init() {
 
 func runArithInto(op arithOp, allowed []ir.DType) RunIntoFunc {
 	return func(ctx *Context, n *ir.Node, in []*ir.Tensor, out []*ir.Tensor) error {
-		if err := checkTensors(n, in, 2); err != nil {
-			return err
-		}
-		dt, err := sameTensorTypes(n, in[:2])
-		if err != nil {
-			return err
-		}
-		if err := checkType(n, "input", dt, allowed); err != nil {
-			return err
-		}
-		shape, err := broadcastOf(n, in[0], in[1])
+		dt, shape, err := broadcastOperands(n, in, allowed)
 		if err != nil {
 			return err
 		}

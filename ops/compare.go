@@ -48,17 +48,7 @@ func init() {
 
 func runCompare(op cmpOp, allowed []ir.DType) RunFunc {
 	return func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
-		if err := checkTensors(n, in, 2); err != nil {
-			return nil, err
-		}
-		dt, err := sameTensorTypes(n, in[:2])
-		if err != nil {
-			return nil, err
-		}
-		if err := checkType(n, "input", dt, allowed); err != nil {
-			return nil, err
-		}
-		shape, err := broadcastOf(n, in[0], in[1])
+		_, shape, err := broadcastOperands(n, in, allowed)
 		if err != nil {
 			return nil, err
 		}

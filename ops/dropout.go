@@ -84,10 +84,7 @@ func runDropout(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error)
 	if err := checkComputeDType(n, "input", x.DType, FloatTypes); err != nil {
 		return nil, err
 	}
-	opset := MaxOpset
-	if ctx != nil && ctx.Opset > 0 {
-		opset = ctx.Opset
-	}
+	opset := ctx.EffectiveOpset()
 	if len(in) > 2 && in[2] != nil {
 		tm := in[2]
 		if tm.DType != ir.Bool || tm.Len() != 1 {

@@ -228,10 +228,7 @@ func reduceRunner(kind reduceKind, axesInput int) RunFunc {
 		if err := checkComputeInputs(n, in, 1); err != nil {
 			return nil, err
 		}
-		opset := MaxOpset
-		if ctx != nil && ctx.Opset > 0 {
-			opset = ctx.Opset
-		}
+		opset := ctx.EffectiveOpset()
 		var axesT *ir.Tensor
 		if len(in) > 1 {
 			axesT = in[1]

@@ -84,6 +84,15 @@ type Context struct {
 	Scratch func(n int) []float32
 }
 
+// EffectiveOpset returns the context's opset, or MaxOpset when ctx is nil or sets
+// none (a kernel called directly, as in tests).
+func (ctx *Context) EffectiveOpset() int {
+	if ctx != nil && ctx.Opset > 0 {
+		return ctx.Opset
+	}
+	return MaxOpset
+}
+
 // ScratchFloats returns n float32s of working memory from ctx.Scratch, or
 // newly allocated ones when ctx has no scratch.
 func (ctx *Context) ScratchFloats(n int) []float32 {

@@ -23,7 +23,7 @@ func init() {
 			Register(&Schema{
 				Domain: DomainONNX, OpType: op.name, Since: r[0], Until: r[1],
 				MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: FloatTypes,
-				Infer: inferSoftmax, Run: softmaxRunner(op.log), RunInto: softmaxInto(op.log),
+				Infer: inferRowOp(softmaxAxis), Run: softmaxRunner(op.log), RunInto: softmaxInto(op.log),
 				Doc: op.doc,
 			})
 		}
@@ -47,21 +47,26 @@ func softmaxAxis(n *ir.Node, opset, rank int) (int, error) {
 	return a, nil
 }
 
-func inferSoftmax(n *ir.Node, opset int, in []Value) ([]Value, error) {
-	if err := checkComputeValues(n, in, 1); err != nil {
-		return nil, err
+// inferRowOp infers an op working on rows along an axis (Softmax,
+// LogSoftmax, Hardmax): the output has the float input's type and shape,
+// once axis has accepted the node's axis for the opset.
+func inferRowOp(axis func(n *ir.Node, opset, rank int) (int, error)) InferFunc {
+	return func(n *ir.Node, opset int, in []Value) ([]Value, error) {
+		if err := checkComputeValues(n, in, 1); err != nil {
+			return nil, err
+		}
+		t := in[0].Type
+		if err := checkComputeDType(n, "input", t.DType, FloatTypes); err != nil {
+			return nil, err
+		}
+		if !t.RankKnown {
+			return []Value{UnknownRank(t.DType)}, nil
+		}
+		if _, err := axis(n, opset, len(t.Shape)); err != nil {
+			return nil, err
+		}
+		return []Value{Typed(t.DType, append(ir.Shape{}, t.Shape...))}, nil
 	}
-	t := in[0].Type
-	if err := checkComputeDType(n, "input", t.DType, FloatTypes); err != nil {
-		return nil, err
-	}
-	if !t.RankKnown {
-		return []Value{UnknownRank(t.DType)}, nil
-	}
-	if _, err := softmaxAxis(n, opset, len(t.Shape)); err != nil {
-		return nil, err
-	}
-	return []Value{Typed(t.DType, append(ir.Shape{}, t.Shape...))}, nil
 }
 
 func softmaxRunner(log bool) RunFunc {
@@ -91,10 +96,7 @@ func softmaxInto(log bool) RunIntoFunc {
 		if err := checkIntoOutput(n, outs, x.DType, x.Shape); err != nil {
 			return err
 		}
-		opset := MaxOpset
-		if ctx != nil && ctx.Opset > 0 {
-			opset = ctx.Opset
-		}
+		opset := ctx.EffectiveOpset()
 		axis, err := softmaxAxis(n, opset, x.Rank())
 		if err != nil {
 			return err

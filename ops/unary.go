@@ -9,8 +9,12 @@ import (
 )
 
 // Unary elementwise math: Sqrt, Neg, Erf, Abs, Exp, Log, Reciprocal, Relu,
-// Sigmoid, Tanh, Ceil, Floor. Float functions are evaluated in float64 and rounded to
-// the tensor's type (float16 goes through float32).
+// Sigmoid, Tanh, Ceil, Floor, Sin, Cos, Round, Sign, Softplus, and the
+// activations with float attributes Elu, LeakyRelu and HardSigmoid. Float
+// functions are evaluated in float64 and rounded to the tensor's type
+// (float16 goes through float32). Elu, LeakyRelu and HardSigmoid start at
+// opset 6, like Relu: their opset-1 forms carry the legacy consumed_inputs
+// attribute.
 
 // unaryOp describes one unary op.
 type unaryOp struct {
@@ -24,6 +28,9 @@ type unaryOp struct {
 	// with the operator inlined (Neg, Abs, Relu). Otherwise floats use
 	// float and integers (Erf) go through float64.
 	direct func(o, a *ir.Tensor) error
+	// param, when set, builds the float function from the node's
+	// attributes (Elu's alpha...); it replaces float.
+	param func(n *ir.Node) (func(float64) float64, error)
 }
 
 // opRange is an opset range and the types it takes.
@@ -45,16 +52,28 @@ var unaryOps = []unaryOp{
 	{name: "Tanh", doc: "elementwise hyperbolic tangent", ranges: []opRange{{6, 18, FloatTypes}}, float: math.Tanh},
 	{name: "Ceil", doc: "elementwise ceiling (round toward +inf)", ranges: []opRange{{6, 18, FloatTypes}}, float: math.Ceil},
 	{name: "Floor", doc: "elementwise floor (round toward -inf)", ranges: []opRange{{6, 18, FloatTypes}}, float: math.Floor},
+	{name: "Sin", doc: "elementwise sine", ranges: []opRange{{7, 18, FloatTypes}}, float: math.Sin},
+	{name: "Cos", doc: "elementwise cosine", ranges: []opRange{{7, 18, FloatTypes}}, float: math.Cos},
+	{name: "Round", doc: "elementwise round to nearest, halves to even", ranges: []opRange{{11, 18, FloatTypes}}, float: math.RoundToEven},
+	{name: "Sign", doc: "elementwise sign: -1, 0 or 1 (NaN stays NaN)", ranges: []opRange{{9, 18, NumericTypes}}, direct: signTensor},
+	{name: "Softplus", doc: "elementwise log(exp(x) + 1)", ranges: []opRange{{1, 18, FloatTypes}}, float: softplus},
+	{name: "Elu", doc: "elementwise x for x ≥ 0, alpha*(exp(x)-1) below (alpha default 1)", ranges: []opRange{{6, 18, FloatTypes}}, param: eluParam},
+	{name: "LeakyRelu", doc: "elementwise x for x ≥ 0, alpha*x below (alpha default 0.01)", ranges: []opRange{{6, 18, FloatTypes}}, param: leakyReluParam},
+	{name: "HardSigmoid", doc: "elementwise max(0, min(1, alpha*x + beta)) (alpha 0.2, beta 0.5 by default)", ranges: []opRange{{6, 18, FloatTypes}}, param: hardSigmoidParam},
 }
 
 func init() {
 	for i := range unaryOps {
 		u := &unaryOps[i]
 		for _, r := range u.ranges {
+			infer := inferUnary(r.types)
+			if u.param != nil {
+				infer = inferParamUnary(u.param, infer)
+			}
 			Register(&Schema{
 				OpType: u.name, Since: r.since, Until: r.until,
 				MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: r.types,
-				Infer: inferUnary(r.types),
+				Infer: infer,
 				Run:   u.run(r.types),
 				Doc:   u.doc,
 			})
@@ -69,6 +88,85 @@ func sigmoid(x float64) float64 {
 	}
 	e := math.Exp(x)
 	return e / (1 + e)
+}
+
+// softplus is log(exp(x) + 1), evaluated without overflow for large x.
+func softplus(x float64) float64 {
+	if x > 0 {
+		return x + math.Log1p(math.Exp(-x))
+	}
+	return math.Log1p(math.Exp(x))
+}
+
+// floatAttr reads an optional float attribute as float64.
+func floatAttr(n *ir.Node, name string, def float32) (float64, error) {
+	v, err := n.AttrFloat(name, def)
+	if err != nil {
+		return 0, n.Errorf("%w", err)
+	}
+	return float64(v), nil
+}
+
+// eluParam builds Elu's function from alpha (default 1).
+func eluParam(n *ir.Node) (func(float64) float64, error) {
+	alpha, err := floatAttr(n, "alpha", 1)
+	if err != nil {
+		return nil, err
+	}
+	return func(x float64) float64 {
+		if x < 0 {
+			return alpha * math.Expm1(x)
+		}
+		return x
+	}, nil
+}
+
+// leakyReluParam builds LeakyRelu's function from alpha (default 0.01).
+func leakyReluParam(n *ir.Node) (func(float64) float64, error) {
+	alpha, err := floatAttr(n, "alpha", 0.01)
+	if err != nil {
+		return nil, err
+	}
+	return func(x float64) float64 {
+		if x < 0 {
+			return alpha * x
+		}
+		return x
+	}, nil
+}
+
+// hardSigmoidParam builds HardSigmoid's function from alpha (default 0.2)
+// and beta (default 0.5). NaN stays NaN.
+func hardSigmoidParam(n *ir.Node) (func(float64) float64, error) {
+	alpha, err := floatAttr(n, "alpha", 0.2)
+	if err != nil {
+		return nil, err
+	}
+	beta, err := floatAttr(n, "beta", 0.5)
+	if err != nil {
+		return nil, err
+	}
+	return func(x float64) float64 {
+		y := alpha*x + beta
+		switch {
+		case y < 0:
+			return 0
+		case y > 1:
+			return 1
+		}
+		return y
+	}, nil
+}
+
+// inferParamUnary checks the attributes of an op with a param function,
+// then infers as infer does.
+func inferParamUnary(param func(n *ir.Node) (func(float64) float64, error), infer InferFunc) InferFunc {
+	return func(n *ir.Node, opset int, in []Value) ([]Value, error) {
+		if _, err := param(n); err != nil {
+			return nil, err
+		}
+		return infer(n, opset, in)
+	}
 }
 
 // inferUnary is the Infer of a same-type, same-shape op of one input.
@@ -99,9 +197,16 @@ func (u *unaryOp) run(allowed []ir.DType) RunFunc {
 		if err != nil {
 			return nil, n.Errorf("%w", err)
 		}
-		if u.direct != nil {
+		switch {
+		case u.direct != nil:
 			err = u.direct(out, x)
-		} else {
+		case u.param != nil:
+			var f func(float64) float64
+			if f, err = u.param(n); err != nil {
+				return nil, err
+			}
+			err = unaryFloat(f, out, x)
+		default:
 			err = unaryFloat(u.float, out, x)
 		}
 		if err != nil {
@@ -279,6 +384,67 @@ func reluLoop[T signedElem | floatElem](o, a []T) {
 			o[i] = 0
 		} else {
 			o[i] = v
+		}
+	}
+}
+
+// signTensor computes the sign (-1, 0 or 1) of any numeric type; NaN stays
+// NaN and -0 gives +0, as numpy's sign does.
+func signTensor(o, x *ir.Tensor) error {
+	switch a := x.Data.(type) {
+	case []float32:
+		signLoop(o.Data.([]float32), a)
+	case []float64:
+		signLoop(o.Data.([]float64), a)
+	case []int64:
+		signLoop(o.Data.([]int64), a)
+	case []int32:
+		signLoop(o.Data.([]int32), a)
+	case []int16:
+		signLoop(o.Data.([]int16), a)
+	case []int8:
+		signLoop(o.Data.([]int8), a)
+	case []uint16:
+		if x.DType == ir.Float16 {
+			mapSlice(o.Data.([]uint16), a, func(v uint16) uint16 {
+				switch {
+				case v&0x7fff == 0: // ±0
+					return 0
+				case v&0x7fff > 0x7c00: // NaN
+					return v
+				case v&0x8000 != 0:
+					return 0xbc00 // -1
+				}
+				return 0x3c00 // 1
+			})
+			return nil
+		}
+		signLoop(o.Data.([]uint16), a)
+	case []uint8:
+		signLoop(o.Data.([]uint8), a)
+	case []uint32:
+		signLoop(o.Data.([]uint32), a)
+	case []uint64:
+		signLoop(o.Data.([]uint64), a)
+	default:
+		return fmt.Errorf("unsupported element type %v", x.DType)
+	}
+	return nil
+}
+
+func signLoop[T numElem](o, a []T) {
+	a = a[:len(o)]
+	var one T = 1
+	for i := range o {
+		switch v := a[i]; {
+		case v > 0:
+			o[i] = one
+		case v < 0: // signed types only
+			o[i] = -one
+		case v != v: // NaN
+			o[i] = v
+		default: // ±0
+			o[i] = 0
 		}
 	}
 }

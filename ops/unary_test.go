@@ -63,6 +63,46 @@ func TestUnary(t *testing.T) {
 			want: ewT([]int{4}, []float64{-2, 1, 2, -1})},
 		{name: "floor float16", op: "Floor", in: []*ir.Tensor{ewF16([]int{2}, 2.5, -2.5)}, want: ewF16([]int{2}, 2, -3)},
 		{name: "ceil int refused", op: "Ceil", in: []*ir.Tensor{ewT([]int{1}, []int32{1})}, wantErr: "element type int32"},
+		{name: "sin", op: "Sin", in: []*ir.Tensor{ewT(v3, []float64{0, 1, -2})},
+			want: ewT(v3, []float64{0, 0.8414709848078965, -0.9092974268256816})},
+		{name: "sin not before opset 7", op: "Sin", opset: 6, in: []*ir.Tensor{ewT([]int{1}, []float32{0})},
+			wantErr: "unsupported opset version"},
+		{name: "cos float32", op: "Cos", opset: 7, in: []*ir.Tensor{ewT(v3, []float32{0, 1, -2})},
+			want: ewT(v3, []float32{1, 0.5403023058681397, -0.4161468365471424})},
+		{name: "cos float16", op: "Cos", in: []*ir.Tensor{ewF16([]int{1}, 0)}, want: ewF16([]int{1}, 1)},
+		{name: "round halves to even", op: "Round", opset: 11,
+			in:   []*ir.Tensor{ewT([]int{7}, []float32{0.5, 1.5, 2.5, -0.5, -1.5, 2.4, -2.6})},
+			want: ewT([]int{7}, []float32{0, 2, 2, float32(math.Copysign(0, -1)), -2, 2, -3})},
+		{name: "round not before opset 11", op: "Round", opset: 10, in: []*ir.Tensor{ewT([]int{1}, []float32{0})},
+			wantErr: "unsupported opset version"},
+		{name: "sign float", op: "Sign", in: []*ir.Tensor{ewT([]int{6}, []float32{-2.5, 0, 3, float32(nan), float32(-inf), float32(math.Copysign(0, -1))})},
+			want: ewT([]int{6}, []float32{-1, 0, 1, float32(nan), -1, 0})},
+		{name: "sign int8", op: "Sign", opset: 9, in: []*ir.Tensor{ewT(v3, []int8{-128, 0, 127})},
+			want: ewT(v3, []int8{-1, 0, 1})},
+		{name: "sign uint64", op: "Sign", in: []*ir.Tensor{ewT([]int{2}, []uint64{0, 1 << 63})},
+			want: ewT([]int{2}, []uint64{0, 1})},
+		{name: "sign float16", op: "Sign", in: []*ir.Tensor{ewF16([]int{4}, -0.25, float32(math.Copysign(0, -1)), 7, float32(nan))},
+			want: ewF16([]int{4}, -1, 0, 1, float32(nan))},
+		{name: "softplus", op: "Softplus", opset: 1, in: []*ir.Tensor{ewT([]int{5}, []float64{0, 1, -2, 800, -800})},
+			want: ewT([]int{5}, []float64{0.6931471805599453, 1.3132616875182228, 0.1269280110429725, 800, 0})},
+		{name: "elu alpha 2", op: "Elu", opset: 6, attrs: []*ir.Attribute{cAttrFloat("alpha", 2)},
+			in:   []*ir.Tensor{ewT([]int{4}, []float64{-1.5, 0, 0.5, 2})},
+			want: ewT([]int{4}, []float64{-1.5537396797031404, 0, 0.5, 2})},
+		{name: "elu default alpha", op: "Elu", in: []*ir.Tensor{ewT([]int{2}, []float32{-1, 3})},
+			want: ewT([]int{2}, []float32{-0.6321205588285577, 3})},
+		{name: "elu int alpha refused", op: "Elu", attrs: []*ir.Attribute{cAttrInt("alpha", 2)},
+			in: []*ir.Tensor{ewT([]int{1}, []float32{-1})}, wantErr: `attribute "alpha" is int, want float`},
+		{name: "elu not at opset 5", op: "Elu", opset: 5, in: []*ir.Tensor{ewT([]int{1}, []float32{-1})},
+			wantErr: "unsupported opset version"},
+		{name: "leaky relu default", op: "LeakyRelu", in: []*ir.Tensor{ewT(v3, []float64{-2, 0, 3})},
+			want: ewT(v3, []float64{-2 * float64(float32(0.01)), 0, 3})},
+		{name: "leaky relu alpha", op: "LeakyRelu", opset: 16, attrs: []*ir.Attribute{cAttrFloat("alpha", 0.5)},
+			in: []*ir.Tensor{ewF16(v3, -2, 0, 3)}, want: ewF16(v3, -1, 0, 3)},
+		{name: "hard sigmoid default", op: "HardSigmoid", in: []*ir.Tensor{ewT([]int{5}, []float32{-3, -1, 0, 1, 3})},
+			want: ewT([]int{5}, []float32{0, 0.3, 0.5, 0.7, 1})},
+		{name: "hard sigmoid attrs", op: "HardSigmoid", attrs: []*ir.Attribute{cAttrFloat("alpha", 0.5), cAttrFloat("beta", 0.25)},
+			in:   []*ir.Tensor{ewT([]int{4}, []float64{-1, 0, 1, float64(nan)})},
+			want: ewT([]int{4}, []float64{0, 0.25, 0.75, nan})},
 		{name: "empty", op: "Exp", in: []*ir.Tensor{ewT([]int{0, 4}, []float32{})}, want: ewT([]int{0, 4}, []float32{})},
 		{name: "bad data", op: "Exp", in: []*ir.Tensor{{DType: ir.Float, Shape: []int{2}, Data: []float64{1, 2}}},
 			wantErr: "holds []float64"},
@@ -78,5 +118,35 @@ func TestUnaryInfer(t *testing.T) {
 		{name: "unknown rank", op: "Sqrt", in: []Value{UnknownRank(ir.Double)}, want: UnknownRank(ir.Double)},
 		{name: "type", op: "Exp", in: []Value{ewTyped(ir.Int64, 2)}, wantErr: "element type int64"},
 		{name: "not", op: "Not", in: []Value{ewTyped(ir.Bool, "n")}, want: ewTyped(ir.Bool, "n")},
+		{name: "sign int", op: "Sign", in: []Value{ewTyped(ir.Int32, "n", 2)}, want: ewTyped(ir.Int32, "n", 2)},
+		{name: "elu", op: "Elu", attrs: []*ir.Attribute{cAttrFloat("alpha", 0.5)}, in: []Value{ewTyped(ir.Float, "b", 4)},
+			want: ewTyped(ir.Float, "b", 4)},
+		{name: "hard sigmoid bad attr", op: "HardSigmoid", attrs: []*ir.Attribute{cAttrInt("beta", 1)},
+			in: []Value{ewTyped(ir.Float, 4)}, wantErr: `attribute "beta" is int, want float`},
+		{name: "round int", op: "Round", in: []Value{ewTyped(ir.Int64, 2)}, wantErr: "element type int64"},
 	})
+}
+
+// TestSignZero checks the sign bit, which ewCheck's comparison ignores:
+// Sign(-0) is +0 (numpy, ONNX Runtime), and Round keeps -0.
+func TestSignZero(t *testing.T) {
+	negZero := float32(math.Copysign(0, -1))
+	for _, c := range []struct {
+		op       string
+		in       *ir.Tensor
+		wantNeg0 bool
+	}{
+		{"Sign", ewT([]int{1}, []float32{negZero}), false},
+		{"Sign", ewF16([]int{1}, negZero), false},
+		{"Round", ewT([]int{1}, []float32{-0.4}), true},
+	} {
+		got, err := ewRun(t, c.op, 17, nil, c.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := toFloat64s(got)
+		if math.Signbit(v[0]) != c.wantNeg0 || v[0] != 0 {
+			t.Errorf("%s(%v) = %v (sign bit %v), want zero with sign bit %v", c.op, c.in, v[0], math.Signbit(v[0]), c.wantNeg0)
+		}
+	}
 }
