@@ -264,6 +264,37 @@ func CopyData(dst, src any) {
 	}
 }
 
+// ClearData sets every element of a backing slice (as Tensor.Data holds) to
+// its zero value.
+func ClearData(data any) {
+	switch d := data.(type) {
+	case []float32:
+		clear(d)
+	case []float64:
+		clear(d)
+	case []int64:
+		clear(d)
+	case []int32:
+		clear(d)
+	case []int16:
+		clear(d)
+	case []int8:
+		clear(d)
+	case []uint8:
+		clear(d)
+	case []uint16:
+		clear(d)
+	case []uint32:
+		clear(d)
+	case []uint64:
+		clear(d)
+	case []bool:
+		clear(d)
+	case []string:
+		clear(d)
+	}
+}
+
 // ShapeString formats a shape as "1x512x768" ("scalar" for rank 0).
 func ShapeString(shape []int) string {
 	if len(shape) == 0 {

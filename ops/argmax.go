@@ -124,7 +124,7 @@ func argRunner(smallest bool) RunFunc {
 				shape = append(shape, 1)
 			}
 		}
-		out, err := newOutput(ir.Int64, shape)
+		out, err := newOutput(ctx, ir.Int64, shape)
 		if err != nil {
 			return nil, n.Errorf("%w", err)
 		}

@@ -99,7 +99,7 @@ func runArith(op arithOp, allowed []ir.DType) RunFunc {
 		if err != nil {
 			return nil, err
 		}
-		out, err := newOutput(dt, shape)
+		out, err := newOutput(ctx, dt, shape)
 		if err != nil {
 			return nil, n.Errorf("%w", err)
 		}
@@ -308,7 +308,7 @@ func runPow(baseTypes, expTypes []ir.DType) RunFunc {
 		if err != nil {
 			return nil, err
 		}
-		out, err := newOutput(x.DType, shape)
+		out, err := newOutput(ctx, x.DType, shape)
 		if err != nil {
 			return nil, n.Errorf("%w", err)
 		}

@@ -228,7 +228,7 @@ func BroadcastTo(t *ir.Tensor, shape []int) (*ir.Tensor, error) {
 	if _, err := BroadcastStrides(shape, t.Shape); err != nil {
 		return nil, err
 	}
-	out, err := newOutput(t.DType, shape)
+	out, err := newOutput(nil, t.DType, shape)
 	if err != nil {
 		return nil, err
 	}

@@ -105,7 +105,7 @@ func runCast(allowed []ir.DType) RunFunc {
 		if err := checkType(n, "input", in[0].DType, allowed); err != nil {
 			return nil, err
 		}
-		out, err := CastTensor(in[0], to)
+		out, err := castTensor(ctx, in[0], to)
 		if err != nil {
 			return nil, n.Errorf("%w", err)
 		}
@@ -134,7 +134,7 @@ func runCastLike(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error
 			return nil, err
 		}
 	}
-	out, err := CastTensor(in[0], in[1].DType)
+	out, err := castTensor(ctx, in[0], in[1].DType)
 	if err != nil {
 		return nil, n.Errorf("%w", err)
 	}
@@ -143,14 +143,17 @@ func runCastLike(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error
 
 // CastTensor returns a new tensor holding t's elements converted to type to
 // with Cast's rules.
-func CastTensor(t *ir.Tensor, to ir.DType) (*ir.Tensor, error) {
+func CastTensor(t *ir.Tensor, to ir.DType) (*ir.Tensor, error) { return castTensor(nil, t, to) }
+
+// castTensor is CastTensor with the output from ctx's allocator.
+func castTensor(ctx *Context, t *ir.Tensor, to ir.DType) (*ir.Tensor, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
 	if !t.DType.Known() {
 		return nil, fmt.Errorf("cannot cast from %v", t.DType)
 	}
-	out, err := newOutput(to, t.Shape)
+	out, err := newOutput(ctx, to, t.Shape)
 	if err != nil {
 		return nil, err
 	}

@@ -97,7 +97,7 @@ func runClip(ctx *Context, n *ir.Node, in []*ir.Tensor, allowed []ir.DType) ([]*
 	if err := checkComputeInputs(n, in, 1); err != nil {
 		return nil, err
 	}
-	out, err := newOutput(in[0].DType, in[0].Shape)
+	out, err := newOutput(ctx, in[0].DType, in[0].Shape)
 	if err != nil {
 		return nil, n.Errorf("%w", err)
 	}

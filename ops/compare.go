@@ -52,7 +52,7 @@ func runCompare(op cmpOp, allowed []ir.DType) RunFunc {
 		if err != nil {
 			return nil, err
 		}
-		out, err := newOutput(ir.Bool, shape)
+		out, err := newOutput(ctx, ir.Bool, shape)
 		if err != nil {
 			return nil, n.Errorf("%w", err)
 		}

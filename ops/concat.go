@@ -14,7 +14,7 @@ func init() {
 			MinInputs: 1, MaxInputs: -1, TypeInput: 0, DTypes: AllTypes,
 			Infer: func(n *ir.Node, opset int, in []Value) ([]Value, error) { return inferConcat(n, in, neg) },
 			Run: func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
-				return runConcat(n, in, neg)
+				return runConcat(ctx, n, in, neg)
 			},
 			Doc: "joins tensors along an axis",
 		})
@@ -131,7 +131,7 @@ func inferConcat(n *ir.Node, in []Value, neg bool) ([]Value, error) {
 	return []Value{Typed(dt, out)}, nil
 }
 
-func runConcat(n *ir.Node, in []*ir.Tensor, neg bool) ([]*ir.Tensor, error) {
+func runConcat(ctx *Context, n *ir.Node, in []*ir.Tensor, neg bool) ([]*ir.Tensor, error) {
 	if len(in) == 0 {
 		return nil, n.Errorf("needs at least one input")
 	}
@@ -154,7 +154,7 @@ func runConcat(n *ir.Node, in []*ir.Tensor, neg bool) ([]*ir.Tensor, error) {
 		}
 		shape[axis] += t.Shape[axis]
 	}
-	out := newLike(first, shape)
+	out := newLike(ctx, first, shape)
 	if shapeProd(shape) == 0 {
 		return []*ir.Tensor{out}, nil
 	}

@@ -28,7 +28,7 @@ func init() {
 			MinInputs: 2, MaxInputs: 2, TypeInput: 0, DTypes: types,
 			Infer: func(n *ir.Node, opset int, in []Value) ([]Value, error) { return inferCumSum(n, in, types) },
 			Run: func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
-				return runCumSum(n, in, types)
+				return runCumSum(ctx, n, in, types)
 			},
 			Doc: "running sum along an axis (input); exclusive and reverse attributes",
 		})
@@ -103,7 +103,7 @@ func cumSumAxis(t *ir.Tensor, rank int) (int, error) {
 	return NormAxis(v[0], rank)
 }
 
-func runCumSum(n *ir.Node, in []*ir.Tensor, allowed []ir.DType) ([]*ir.Tensor, error) {
+func runCumSum(ctx *Context, n *ir.Node, in []*ir.Tensor, allowed []ir.DType) ([]*ir.Tensor, error) {
 	if err := checkComputeInputs(n, in, 2); err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func runCumSum(n *ir.Node, in []*ir.Tensor, allowed []ir.DType) ([]*ir.Tensor, e
 	if err != nil {
 		return nil, n.Errorf("%w", err)
 	}
-	out, err := newOutput(x.DType, x.Shape)
+	out, err := newOutput(ctx, x.DType, x.Shape)
 	if err != nil {
 		return nil, n.Errorf("%w", err)
 	}

@@ -107,7 +107,10 @@ func runDropout(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error)
 	outs := []*ir.Tensor{x.Clone()}
 	if len(n.Outputs) > 1 {
 		mt := dropoutMaskType(opset, x.DType)
-		mask := ir.NewTensor(mt, x.Shape)
+		mask, err := newOutput(ctx, mt, x.Shape)
+		if err != nil {
+			return nil, n.Errorf("%w", err)
+		}
 		switch d := mask.Data.(type) {
 		case []bool:
 			for i := range d {

@@ -408,7 +408,7 @@ func runEinsum(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) 
 	if err != nil {
 		return nil, err
 	}
-	out, err := newOutput(dt, p.outShape)
+	out, err := newOutput(ctx, dt, p.outShape)
 	if err != nil {
 		return nil, n.Errorf("%w", err)
 	}

@@ -174,14 +174,18 @@ func broadcastOf(n *ir.Node, ts ...*ir.Tensor) ([]int, error) {
 // maxElements bounds the outputs the reference kernels allocate (2^40).
 const maxElements = 1 << 40
 
-// newOutput allocates a zeroed output tensor after checking its size.
-func newOutput(dt ir.DType, shape []int) (*ir.Tensor, error) {
+// newOutput allocates a zeroed output tensor after checking its size, from
+// ctx.Alloc when the executor gives one.
+func newOutput(ctx *Context, dt ir.DType, shape []int) (*ir.Tensor, error) {
 	n := ir.NumElements(shape)
 	if n < 0 || n > maxElements {
 		return nil, fmt.Errorf("output shape %v is too large", shape)
 	}
 	if !dt.Known() {
 		return nil, fmt.Errorf("cannot allocate a tensor of type %v", dt)
+	}
+	if ctx != nil && ctx.Alloc != nil {
+		return ctx.Alloc(dt, shape), nil
 	}
 	return ir.NewTensor(dt, shape), nil
 }

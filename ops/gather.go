@@ -112,7 +112,7 @@ func runGather(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) 
 	if err != nil {
 		return nil, n.Errorf("%w", err)
 	}
-	out := newLike(data, shape)
+	out := newLike(ctx, data, shape)
 	if shapeProd(shape) > 0 {
 		k.gather(out.Data, data.Data, shapeProd(data.Shape[:axis]), dim, shapeProd(data.Shape[axis+1:]), idx)
 	}

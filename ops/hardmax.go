@@ -49,7 +49,7 @@ func runHardmax(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error)
 	if opset < 13 {
 		size, inner = size*inner, 1
 	}
-	out, err := newOutput(x.DType, x.Shape)
+	out, err := newOutput(ctx, x.DType, x.Shape)
 	if err != nil {
 		return nil, n.Errorf("%w", err)
 	}

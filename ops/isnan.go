@@ -85,7 +85,7 @@ func runClassify(allowed []ir.DType, test func(*ir.Node) (func(float64) bool, er
 		if err != nil {
 			return nil, err
 		}
-		out, err := newOutput(ir.Bool, x.Shape)
+		out, err := newOutput(ctx, ir.Bool, x.Shape)
 		if err != nil {
 			return nil, n.Errorf("%w", err)
 		}

@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"slices"
 	"strings"
 
 	"github.com/attnrun/attnrun/ir"
@@ -44,13 +43,14 @@ func runNot(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 	if err := checkType(n, "input", x.DType, boolOnly); err != nil {
 		return nil, err
 	}
-	out := &ir.Tensor{DType: ir.Bool, Shape: slices.Clone(x.Shape)}
-	a := x.Data.([]bool)
-	o := make([]bool, len(a))
-	for i, v := range a {
+	out, err := newOutput(ctx, ir.Bool, x.Shape)
+	if err != nil {
+		return nil, n.Errorf("%w", err)
+	}
+	o := out.Bools()
+	for i, v := range x.Bools() {
 		o[i] = !v
 	}
-	out.Data = o
 	return []*ir.Tensor{out}, nil
 }
 
@@ -69,7 +69,7 @@ func runLogical(f func(a, b bool) bool) RunFunc {
 		if err != nil {
 			return nil, err
 		}
-		out, err := newOutput(ir.Bool, shape)
+		out, err := newOutput(ctx, ir.Bool, shape)
 		if err != nil {
 			return nil, n.Errorf("%w", err)
 		}

@@ -59,7 +59,7 @@ func runFold(op foldOp, allowed []ir.DType) RunFunc {
 		if err != nil {
 			return nil, err
 		}
-		out, err := newOutput(dt, shape)
+		out, err := newOutput(ctx, dt, shape)
 		if err != nil {
 			return nil, n.Errorf("%w", err)
 		}

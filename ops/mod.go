@@ -60,7 +60,7 @@ func runMod(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := newOutput(dt, shape)
+	out, err := newOutput(ctx, dt, shape)
 	if err != nil {
 		return nil, n.Errorf("%w", err)
 	}

@@ -258,7 +258,10 @@ func reduceRunner(kind reduceKind, axesInput int) RunFunc {
 			}
 		}
 		p := newReducePlan(x.Shape, flags)
-		out := ir.NewTensor(x.DType, outShape)
+		out, err := newOutput(ctx, x.DType, outShape)
+		if err != nil {
+			return nil, n.Errorf("%w", err)
+		}
 		switch x.DType {
 		case ir.Float:
 			reduceFinish(kind, p, reduceAccumulate[float32, float64](kind, x.Float32s(), p), out.Float32s())

@@ -82,6 +82,12 @@ type Context struct {
 	// fresh memory is expensive (a page fault costs ~10 µs on some VMs).
 	// Kernels allocate when it is nil.
 	Scratch func(n int) []float32
+	// Alloc, when set, returns a zeroed tensor of type dt and shape for
+	// the kernel's outputs (and temporaries). Executors back it with
+	// memory reused across runs, so that a kernel without RunInto (bool
+	// masks, int64 indices) does not fault in fresh memory every run.
+	// Kernels allocate through newOutput, which allocates when Alloc is nil.
+	Alloc func(dt ir.DType, shape []int) *ir.Tensor
 }
 
 // EffectiveOpset returns the context's opset, or MaxOpset when ctx is nil or sets

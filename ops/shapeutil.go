@@ -474,8 +474,12 @@ func kernelsOf(data any) (*moveKernels, error) {
 	return nil, fmt.Errorf("unsupported tensor data %T", data)
 }
 
-// newLike allocates a zero tensor of t's dtype with the given shape.
-func newLike(t *ir.Tensor, shape []int) *ir.Tensor {
+// newLike allocates a zero tensor of t's dtype with the given shape, from
+// ctx.Alloc when the executor gives one.
+func newLike(ctx *Context, t *ir.Tensor, shape []int) *ir.Tensor {
+	if ctx != nil && ctx.Alloc != nil {
+		return ctx.Alloc(t.DType, shape)
+	}
 	return &ir.Tensor{DType: t.DType, Shape: append([]int{}, shape...), Data: ir.MakeSlice(t.DType, shapeProd(shape))}
 }
 
@@ -486,7 +490,7 @@ func stridedView(ctx *Context, src *ir.Tensor, off int, shape, strides []int) (*
 	if err != nil {
 		return nil, err
 	}
-	out := newLike(src, shape)
+	out := newLike(ctx, src, shape)
 	if shapeProd(shape) > 0 {
 		k.strided(out.Data, src.Data, off, shape, strides, threadsOf(ctx))
 	}

@@ -81,7 +81,7 @@ func Transpose(ctx *Context, t *ir.Tensor, perm []int) (*ir.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := newLike(t, shape)
+	out := newLike(ctx, t, shape)
 	if err := TransposeInto(ctx, out, t, perm); err != nil {
 		return nil, err
 	}

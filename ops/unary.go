@@ -193,7 +193,7 @@ func (u *unaryOp) run(allowed []ir.DType) RunFunc {
 		if err := checkType(n, "input", x.DType, allowed); err != nil {
 			return nil, err
 		}
-		out, err := newOutput(x.DType, x.Shape)
+		out, err := newOutput(ctx, x.DType, x.Shape)
 		if err != nil {
 			return nil, n.Errorf("%w", err)
 		}

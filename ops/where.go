@@ -57,7 +57,7 @@ func runWhere(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := newOutput(dt, shape)
+	out, err := newOutput(ctx, dt, shape)
 	if err != nil {
 		return nil, n.Errorf("%w", err)
 	}

@@ -27,6 +27,11 @@ import (
 // allocated tensor, so a returned tensor is never overwritten by a later
 // run. A reshape-like step producing a graph output copies, except that
 // with ReuseOutputs one reshaping a graph input is a view of that input.
+//
+// Kernels without RunInto, and tensors of other types (bool masks, int64
+// indices), allocate through ops.Context.Alloc, which the arena backs with
+// one tensor per step and call, reused (zeroed) run after run: a causal
+// model's mask chain no longer faults in megabytes of fresh memory per run.
 
 // memPlan is the arena layout of a plan.
 type memPlan struct {
@@ -34,13 +39,17 @@ type memPlan struct {
 	pool  chan *arena
 }
 
-// arena is one run's memory: the planned buffers and the scratch chunks
-// that back ops.Context.Scratch.
+// arena is one run's memory: the planned buffers, the scratch chunks that
+// back ops.Context.Scratch, and the tensors that back ops.Context.Alloc.
 type arena struct {
 	bufs   [][]float32
 	chunks [][]float32 // scratch, kept across steps and runs
 	ci     int         // chunk serving the current step's next request
 	off    int         // elements of chunks[ci] handed out this step
+	// allocs[i] holds the tensors step i allocated through Alloc in the
+	// last run, in call order; step and nalloc locate the next call.
+	allocs       [][]*ir.Tensor
+	step, nalloc int
 }
 
 // get returns an arena for one run.
@@ -69,8 +78,35 @@ func (m *memPlan) buffer(a *arena, b, n int) []float32 {
 	return a.bufs[b][:n]
 }
 
-// startStep makes the whole scratch available to the next step.
-func (a *arena) startStep() { a.ci, a.off = 0, 0 }
+// startStep makes the whole scratch available to step i.
+func (a *arena) startStep(i int) { a.ci, a.off, a.step, a.nalloc = 0, 0, i, 0 }
+
+// alloc is ops.Context.Alloc for the running step: its k-th call returns
+// the tensor the same call got in the previous run, zeroed, when type and
+// size match, so that steps without RunInto (bool masks, int64 indices)
+// reuse their memory too. A step whose outputs are graph outputs the
+// caller keeps gets no alloc (see Program.Run).
+func (a *arena) alloc(dt ir.DType, shape []int) *ir.Tensor {
+	k := a.nalloc
+	a.nalloc++
+	for len(a.allocs) <= a.step {
+		a.allocs = append(a.allocs, nil)
+	}
+	list := a.allocs[a.step]
+	if k < len(list) {
+		if t := list[k]; t.DType == dt && int64(t.Len()) == ir.NumElements(shape) {
+			ir.ClearData(t.Data)
+			return &ir.Tensor{DType: dt, Shape: append([]int{}, shape...), Data: t.Data}
+		}
+	}
+	t := ir.NewTensor(dt, shape)
+	if k < len(list) {
+		list[k] = t
+	} else {
+		a.allocs[a.step] = append(list, t)
+	}
+	return t
+}
 
 // scratchFloats is ops.Context.Scratch: disjoint pieces of the scratch
 // chunks, first fit in order; a request no chunk can serve adds a chunk.

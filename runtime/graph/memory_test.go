@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
@@ -271,7 +272,7 @@ func opTypes(ns []*ir.Node) string {
 func TestArenaScratch(t *testing.T) {
 	a := &arena{}
 	step := func(sizes ...int) [][]float32 {
-		a.startStep()
+		a.startStep(0)
 		var out [][]float32
 		for _, n := range sizes {
 			s := a.scratchFloats(n)
@@ -306,5 +307,75 @@ func TestArenaScratch(t *testing.T) {
 	step(500)
 	if n := len(a.chunks); n != 3 {
 		t.Errorf("%d chunks after a larger request, want 3", n)
+	}
+}
+
+// TestArenaAlloc checks ops.Context.Alloc's backing: a step's k-th
+// allocation gets the same memory back in the next run, zeroed, when type
+// and size match; another type or size gets new memory; different steps
+// never share.
+func TestArenaAlloc(t *testing.T) {
+	a := &arena{}
+	a.startStep(0)
+	m := a.alloc(ir.Bool, []int{4, 8})
+	idx := a.alloc(ir.Int64, []int{3})
+	m.Bools()[5], idx.Int64s()[2] = true, 7
+	a.startStep(1)
+	other := a.alloc(ir.Bool, []int{32})
+	if &other.Bools()[0] == &m.Bools()[0] {
+		t.Fatal("two steps share memory")
+	}
+	// Next run.
+	a.startStep(0)
+	m2 := a.alloc(ir.Bool, []int{8, 4}) // same size, new shape
+	idx2 := a.alloc(ir.Int64, []int{5}) // bigger: new memory
+	if &m2.Bools()[0] != &m.Bools()[0] || !slices.Equal(m2.Shape, []int{8, 4}) {
+		t.Errorf("mask: reused %v, shape %v", &m2.Bools()[0] == &m.Bools()[0], m2.Shape)
+	}
+	if m2.Bools()[5] {
+		t.Error("reused memory not zeroed")
+	}
+	if &idx2.Int64s()[0] == &idx.Int64s()[0] || idx2.Len() != 5 {
+		t.Error("a larger request reused the smaller tensor")
+	}
+	a.startStep(0)
+	if m3 := a.alloc(ir.Float, []int{32}); m3.DType != ir.Float || m3.Len() != 32 {
+		t.Errorf("another type: got %v[%d]", m3.DType, m3.Len())
+	}
+}
+
+// TestAllocKeepsOutputs: a graph output computed by a kernel without
+// RunInto (a bool Not) is new memory every run unless ReuseOutputs, and an
+// intermediate bool tensor keeps its memory across runs.
+func TestAllocKeepsOutputs(t *testing.T) {
+	syn := synth{
+		inputs: []*ir.ValueInfo{vi("b", ir.Bool, 2, 3)},
+		nodes: []*ir.Node{
+			node("Not", []string{"b"}, []string{"nb"}),
+			node("Not", []string{"nb"}, []string{"y"}),
+		},
+		outputs: []string{"y"},
+	}
+	p, err := Compile(syn.model(), Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := map[string]*ir.Tensor{"b": ir.FromSlice([]int{2, 3}, []bool{true, false, true, false, false, true})}
+	var ys []*ir.Tensor
+	for _, reuse := range []bool{false, false, true, true} {
+		got, err := p.Run(context.Background(), in, RunOptions{ReuseOutputs: reuse})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got["y"].Bools(), in["b"].Bools()) {
+			t.Fatalf("y = %v", got["y"].Bools())
+		}
+		ys = append(ys, got["y"])
+	}
+	if &ys[0].Bools()[0] == &ys[1].Bools()[0] {
+		t.Error("without ReuseOutputs two runs returned the same memory")
+	}
+	if &ys[2].Bools()[0] != &ys[3].Bools()[0] {
+		t.Error("with ReuseOutputs the output moved")
 	}
 }

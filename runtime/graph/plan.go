@@ -56,6 +56,9 @@ type step struct {
 	// view: the step only reshapes its first input; its output shares the
 	// input's data (memory.go).
 	view bool
+	// output: the step writes a graph output, which must not be memory
+	// a later run reuses unless RunOptions.ReuseOutputs.
+	output bool
 	// outputView: the step reshapes a graph input into a graph output; it
 	// runs as a view when RunOptions.ReuseOutputs is set (memory.go).
 	outputView bool
@@ -242,6 +245,13 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor) (*plan, error) {
 		pl.outputs = append(pl.outputs, s)
 		keep[s] = true
 	}
+	for i := range pl.steps {
+		for _, s := range pl.steps[i].outs {
+			if keep[s] {
+				pl.steps[i].output = true
+			}
+		}
+	}
 	for s, k := range lastUse {
 		if !keep[s] && pl.consts[s] == nil {
 			pl.steps[k].free = append(pl.steps[k].free, s)
@@ -278,7 +288,7 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 	}
 	ar := pl.mem.get()
 	defer pl.mem.put(ar)
-	scratch := ar.scratchFloats
+	scratch, alloc := ar.scratchFloats, ar.alloc
 	args := make([]*ir.Tensor, 0, 8)
 	for i := range pl.steps {
 		st := &pl.steps[i]
@@ -298,9 +308,12 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 		}
 		var res []*ir.Tensor
 		var err error
-		ar.startStep()
+		ar.startStep(i)
 		kctx := st.ctx
 		kctx.Scratch = scratch
+		if !st.output || ro.ReuseOutputs {
+			kctx.Alloc = alloc
+		}
 		switch {
 		case st.view, st.outputView && ro.ReuseOutputs:
 			res, err = viewResult(st, args)
