@@ -548,6 +548,7 @@ func (s *Session) RunWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 	if err := s.checkInputs(inputs); err != nil {
 		return nil, err
 	}
+	boundTo := make(map[*tensor.Dense]string, len(ro.Into))
 	for name, d := range ro.Into {
 		if !s.graphOut[name] {
 			return nil, fmt.Errorf("output binding: %q is not a graph output", name)
@@ -555,6 +556,10 @@ func (s *Session) RunWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 		if d == nil {
 			return nil, fmt.Errorf("output binding: %q is bound to no tensor", name)
 		}
+		if other, dup := boundTo[d]; dup {
+			return nil, fmt.Errorf("output binding: %q and %q are bound to the same tensor", min(name, other), max(name, other))
+		}
+		boundTo[d] = name
 	}
 	env := make(map[string]*tensor.Dense, len(inputs)+4)
 	for k, v := range inputs {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -131,6 +132,40 @@ func TestOutputBinding(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOutputBindingTwoOutputs: two outputs of one run bound to one tensor
+// is an error naming both; an output passed through from an input is
+// copied into its bound tensor.
+func TestOutputBindingTwoOutputs(t *testing.T) {
+	m := identityModel()
+	g := m.Graph
+	g.Nodes = append(g.Nodes, &ir.Node{Name: "/Identity_1", OpType: "Identity", Inputs: []string{"x"}, Outputs: []string{"z"}})
+	g.Outputs = append(g.Outputs, &ir.ValueInfo{Name: "z", Type: g.Outputs[0].Type}, &ir.ValueInfo{Name: "x", Type: g.Inputs[0].Type})
+	s, err := Open(context.Background(), saveModel(t, m), Options{Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	x := []float32{1, 2, 3}
+	in := map[string]*tensor.Dense{"x": dense([]int{3}, x)}
+	one := dense([]int{3}, make([]float32, 3))
+	if _, err := s.RunWith(context.Background(), in, RunOptions{Into: map[string]*tensor.Dense{"y": one, "z": one}}); err == nil || err.Error() != `output binding: "y" and "z" are bound to the same tensor` {
+		t.Errorf("same tensor twice: error %v", err)
+	}
+	xOut := dense([]int{3}, make([]float32, 3))
+	out, err := s.RunWith(context.Background(), in, RunOptions{Into: map[string]*tensor.Dense{"x": xOut, "y": one}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out["x"] != xOut || out["y"] != one {
+		t.Fatal("results are not the bound tensors")
+	}
+	for _, d := range []*tensor.Dense{xOut, one, out["z"]} {
+		if got := d.Data().([]float32); !slices.Equal(got, x) {
+			t.Errorf("output %v, want %v", got, x)
+		}
 	}
 }
 
