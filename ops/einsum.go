@@ -272,8 +272,13 @@ func inferEinsum(n *ir.Node, opset int, in []Value) ([]Value, error) {
 	// Each label's dim: the broadcast of its dims across inputs.
 	dims := map[int]ir.Dim{}
 	for k, ids := range b.in {
+		own := map[int]ir.Dim{} // a label repeated within an input (a diagonal) needs equal dims
 		for p, id := range ids {
 			d := in[k].Type.Shape[p]
+			if prev, ok := own[id]; ok && prev.Known() && d.Known() && prev.Value != d.Value {
+				return nil, n.Errorf("label %s of input %d has sizes %d and %d", einsumLabelName(id), k, prev.Value, d.Value)
+			}
+			own[id] = d
 			cur, ok := dims[id]
 			if !ok {
 				dims[id] = d
