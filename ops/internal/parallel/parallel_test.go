@@ -120,3 +120,35 @@ func BenchmarkForkJoin(b *testing.B) {
 		}
 	})
 }
+
+// TestSpinStopsWhenContended: a spinning thread that loses its CPU for
+// longer than preemptGap (simulated by a poll that sleeps) turns spinning
+// off for a while, during which spinUntil polls once and returns.
+func TestSpinStopsWhenContended(t *testing.T) {
+	if SpinTime() == 0 {
+		t.Skip(SpinEnv + "=0: no spinning to stop")
+	}
+	defer noSpinUntil.Store(0)
+	noSpinUntil.Store(0)
+	polls := 0
+	spinUntil(func() bool {
+		polls++
+		if polls == 100 {
+			time.Sleep(2 * preemptGap) // as if another process had the CPU
+		}
+		return false
+	})
+	if noSpinUntil.Load() <= time.Now().UnixNano() {
+		t.Fatal("a poll gap of 2×preemptGap did not turn spinning off")
+	}
+	polls = 0
+	if spinUntil(func() bool { polls++; return false }) || polls != 1 {
+		t.Errorf("while off: %d polls, want 1", polls)
+	}
+	noSpinUntil.Store(0)
+	polls = 0
+	spinUntil(func() bool { polls++; return false })
+	if polls < 64 {
+		t.Errorf("back on: %d polls, want a spin", polls)
+	}
+}
