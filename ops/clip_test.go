@@ -53,29 +53,17 @@ func TestClip(t *testing.T) {
 	cRunCases(t, cases)
 }
 
-// cRunCases runs single-output cases through cRun rather than ewRunCases:
-// cRun takes omitted (nil) optional inputs.
+// cRunCases runs single-output cases through cRun rather than ewRun: cRun
+// takes omitted (nil) optional inputs.
 func cRunCases(t *testing.T, cases []ewCase) {
 	t.Helper()
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			opset := c.opset
-			if opset == 0 {
-				opset = 17
-			}
-			out, err := cRun(t, opset, cNode(c.op, len(c.in), 1, c.attrs...), c.in...)
-			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-					t.Fatalf("error = %v, want one containing %q", err, c.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			ewCheck(t, out[0], c.want)
-		})
-	}
+	runCasesWith(t, cases, func(t *testing.T, c ewCase, opset int) (*ir.Tensor, error) {
+		out, err := cRun(t, opset, cNode(c.op, len(c.in), 1, c.attrs...), c.in...)
+		if err != nil {
+			return nil, err
+		}
+		return out[0], nil
+	})
 }
 
 func inf64() float64 { return math.Inf(1) }

@@ -154,13 +154,22 @@ type ewCase struct {
 
 func ewRunCases(t *testing.T, cases []ewCase) {
 	t.Helper()
+	runCasesWith(t, cases, func(t *testing.T, c ewCase, opset int) (*ir.Tensor, error) {
+		return ewRun(t, c.op, opset, c.attrs, c.in...)
+	})
+}
+
+// runCasesWith runs each case through run at its opset (default 17) and
+// checks the error or the output against the case.
+func runCasesWith(t *testing.T, cases []ewCase, run func(t *testing.T, c ewCase, opset int) (*ir.Tensor, error)) {
+	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			opset := c.opset
 			if opset == 0 {
 				opset = 17
 			}
-			got, err := ewRun(t, c.op, opset, c.attrs, c.in...)
+			got, err := run(t, c, opset)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("error = %v, want one containing %q", err, c.wantErr)
