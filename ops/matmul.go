@@ -670,7 +670,7 @@ func runFusedMatMul(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, er
 		return nil, err
 	}
 	out := ir.NewTensor(ir.Float, p.out)
-	p.run(computeThreads(ctx), out.Float32s())
+	p.run(ctx, out.Float32s())
 	return []*ir.Tensor{out}, nil
 }
 
@@ -682,7 +682,7 @@ func runFusedMatMulInto(ctx *Context, n *ir.Node, in []*ir.Tensor, out []*ir.Ten
 	if len(out) < 1 || out[0] == nil || out[0].DType != ir.Float || !SameShape(out[0].Shape, p.out) || len(out[0].Float32s()) != ShapeElems(p.out) {
 		return n.Errorf("internal error: output buffer does not match shape %v", p.out)
 	}
-	p.run(computeThreads(ctx), out[0].Float32s())
+	p.run(ctx, out[0].Float32s())
 	return nil
 }
 
@@ -783,7 +783,33 @@ func gatherMatrix(dst, data []float32, off, rs, cs, rows, cols int) {
 	}
 }
 
-func (p *fusedMatMulPlan) run(threads int, out []float32) {
+// packedBKey identifies a constant B operand packed for the GEMM: its
+// memory and how the GEMM reads it.
+type packedBKey struct {
+	data  *float32
+	off   int
+	trans bool
+	ld    int
+	k, n  int
+}
+
+// packedB returns B at bOff packed once for every run (blas.PackB) when B
+// is a constant of the model and the executor memoizes; nil otherwise.
+func (p *fusedMatMulPlan) packedB(ctx *Context, bOff int) *blas.PackedB {
+	if len(p.b.data) == 0 {
+		return nil
+	}
+	bs, tb, ldb, ok := gemmOperand(p.b.data, bOff, p.b.rs, p.b.cs, p.k, p.n)
+	if !ok {
+		return nil
+	}
+	key := packedBKey{data: &p.b.data[0], off: bOff, trans: tb, ld: ldb, k: p.k, n: p.n}
+	pb, _ := ctx.memoOf(1, key, func() any { return blas.PackB(tb, p.k, p.n, bs, ldb) }).(*blas.PackedB)
+	return pb
+}
+
+func (p *fusedMatMulPlan) run(ctx *Context, out []float32) {
+	threads := computeThreads(ctx)
 	m, k, nn := p.m, p.k, p.n
 	if len(out) == 0 {
 		return
@@ -803,6 +829,10 @@ func (p *fusedMatMulPlan) run(threads int, out []float32) {
 		if !okA {
 			as, ta, lda = make([]float32, rows*k), false, k
 			gatherMatrix(as, p.a.data, aOff, p.a.rs, p.a.cs, rows, k)
+		}
+		if pb := p.packedB(ctx, bOff); pb != nil {
+			blas.SgemmPacked(threads, ta, rows, as, lda, pb, p.bias, c, nn)
+			return
 		}
 		bs, tb, ldb, okB := gemmOperand(p.b.data, bOff, p.b.rs, p.b.cs, k, nn)
 		if !okB {

@@ -88,6 +88,25 @@ type Context struct {
 	// masks, int64 indices) does not fault in fresh memory every run.
 	// Kernels allocate through newOutput, which allocates when Alloc is nil.
 	Alloc func(dt ir.DType, shape []int) *ir.Tensor
+	// Constant reports, per input, whether it is a constant of the model
+	// (an initializer, or computed from initializers at compile time): the
+	// same tensor with the same contents in every run. Nil when unknown.
+	Constant []bool
+	// Memo, when set, returns what build makes for key, calling build
+	// once and keeping the result for the executor's lifetime (shared by
+	// its runs and plans). Kernels cache work on constant inputs there,
+	// keyed by the input's memory, such as weights packed for the GEMM.
+	Memo func(key any, build func() any) any
+}
+
+// memoOf returns build's result through ctx.Memo when input i is a
+// constant of the model and the executor memoizes, else nil: the kernel
+// then does the work itself.
+func (ctx *Context) memoOf(i int, key any, build func() any) any {
+	if ctx == nil || ctx.Memo == nil || i >= len(ctx.Constant) || !ctx.Constant[i] {
+		return nil
+	}
+	return ctx.Memo(key, build)
 }
 
 // EffectiveOpset returns the context's opset, or MaxOpset when ctx is nil or sets

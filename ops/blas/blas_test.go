@@ -375,6 +375,7 @@ func TestSgemmBothTiles(t *testing.T) {
 	TestSgemmRandomVsNaive(t)
 	TestMicroKernel(t)
 	TestSgemmBias(t)
+	TestSgemmPacked(t)
 }
 
 func TestSgemmBias(t *testing.T) {
@@ -400,6 +401,55 @@ func TestSgemmBias(t *testing.T) {
 				for i := range c {
 					if d := math.Abs(float64(c[i] - want[i])); !(d <= 1e-5*float64(k+1)) {
 						t.Fatalf("m=%d n=%d k=%d tB=%v threads=%d: C[%d] = %g, want %g", m, n, k, tb, threads, i, c[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestSgemmPacked: C = op(A)·B (+ bias) with B packed once by PackB equals
+// the naive product, for k and n spanning several blocks (kcBlock,
+// ncBlock), edge tiles, transposed A and B, with and without bias, and the
+// packed B reused across calls with different A.
+func TestSgemmPacked(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	for _, sz := range [][3]int{{70, 45, 300}, {8, 32, 5}, {3, 70, 0}, {37, ncBlock + 50, kcBlock + 13}, {130, 2304, 768}} {
+		m, n, k := sz[0], sz[1], sz[2]
+		for _, tb := range []bool{false, true} {
+			ldb := n
+			if tb {
+				ldb = max(k, 1)
+			}
+			b := randSlice(r, max(k, 1)*max(n, 1))
+			pb := PackB(tb, k, n, b, ldb)
+			if pk, pn := pb.Dims(); pk != k || pn != n {
+				t.Fatalf("Dims %d×%d, want %d×%d", pk, pn, k, n)
+			}
+			for _, ta := range []bool{false, true} {
+				for _, withBias := range []bool{false, true} {
+					lda := max(k, 1)
+					if ta {
+						lda = max(m, 1)
+					}
+					a := randSlice(r, max(m, 1)*max(k, 1))
+					var bias []float32
+					want := naiveGemm(ta, tb, m, n, k, 1, a, lda, b, ldb, 0, make([]float32, m*n), n)
+					if withBias {
+						bias = randSlice(r, n)
+						for i := range want {
+							want[i] += bias[i%n]
+						}
+					}
+					c := make([]float32, m*n)
+					for i := range c {
+						c[i] = float32(math.NaN()) // only written
+					}
+					SgemmPacked(2, ta, m, a, lda, pb, bias, c, n)
+					for i := range c {
+						if d := math.Abs(float64(c[i] - want[i])); !(d <= 1e-5*float64(k+1)) {
+							t.Fatalf("m=%d n=%d k=%d tA=%v tB=%v bias=%v: C[%d] = %g, want %g", m, n, k, ta, tb, withBias, i, c[i], want[i])
+						}
 					}
 				}
 			}

@@ -112,13 +112,14 @@ func putBuf(p *[]float32) {
 // sgemmGo is the pure-Go Sgemm. useAsm selects the assembly micro-kernel
 // (only honoured where kernel.Available); nthreads bounds the goroutines used.
 func sgemmGo(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, nthreads int, useAsm bool) {
-	sgemmGoBias(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, nthreads, useAsm)
+	sgemmGoBias(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, nthreads, useAsm, nil)
 }
 
 // sgemmGoBias is sgemmGo that, when bias (n elements) is given and beta
 // is 0, computes C = alpha·op(A)·op(B) + bias (bias added to every row),
-// adding the bias as the first k block's tiles are stored.
-func sgemmGoBias(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, bias, c []float32, ldc int, nthreads int, useAsm bool) {
+// adding the bias as the first k block's tiles are stored. With pb, B's
+// blocks come packed already (b, ldb and transB are ignored).
+func sgemmGoBias(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, bias, c []float32, ldc int, nthreads int, useAsm bool, pb *PackedB) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -146,12 +147,15 @@ func sgemmGoBias(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 	}
 	nthreads = max(1, nthreads)
 
-	ncEff := min(n, ncBlock)
-	nPanelsMax := (ncEff + nr - 1) / nr
-	kcEff := min(k, kcBlock)
-	bbuf := getBuf(nPanelsMax * nr * kcEff)
-	defer putBuf(bbuf)
-	bp := *bbuf
+	var bp []float32
+	if pb == nil {
+		ncEff := min(n, ncBlock)
+		nPanelsMax := (ncEff + nr - 1) / nr
+		kcEff := min(k, kcBlock)
+		bbuf := getBuf(nPanelsMax * nr * kcEff)
+		defer putBuf(bbuf)
+		bp = *bbuf
+	}
 
 	// Row block size: small enough that every thread gets a block.
 	mc := mcBlock
@@ -174,8 +178,13 @@ func sgemmGoBias(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 			add := beta != 0 || p0 > 0
 			items := nMB * nJG
 			workers := min(nthreads, items)
+			if pb != nil {
+				bp = pb.block(j0, p0)
+			}
 			if workers <= 1 {
-				packB(transB, b, ldb, p0, kb, j0, nb, bp, 0, nPanels)
+				if pb == nil {
+					packB(transB, b, ldb, p0, kb, j0, nb, bp, 0, nPanels)
+				}
 				abuf := getBuf(mc*kb + maxTile)
 				for it := 0; it < items; it++ {
 					runItem(it, nJG, nPanels, mc, m, nb, kb, p0, j0, transA, alpha, a, lda, bp, *abuf, c, ldc, add, useAsm, bias)
@@ -184,9 +193,11 @@ func sgemmGoBias(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 				continue
 			}
 			// Pack B cooperatively, then share it read-only.
-			parallel.Run(workers, func(w int) {
-				packB(transB, b, ldb, p0, kb, j0, nb, bp, w*nPanels/workers, (w+1)*nPanels/workers)
-			})
+			if pb == nil {
+				parallel.Run(workers, func(w int) {
+					packB(transB, b, ldb, p0, kb, j0, nb, bp, w*nPanels/workers, (w+1)*nPanels/workers)
+				})
+			}
 			var next atomic.Int64
 			parallel.Run(workers, func(int) {
 				abuf := getBuf(mc*kb + maxTile)
@@ -316,6 +327,42 @@ func packA(trans bool, alpha float32, a []float32, lda, i0, mb, p0, kb int, dst 
 			}
 		}
 	}
+}
+
+// PackedB is a k×n right-hand operand packed once into the blocks the GEMM
+// reads (kcBlock×ncBlock blocks of nr-column slivers), for an operand that
+// does not change between calls: a layer's weights. Packing costs about as
+// much as a GEMM with a hundred rows, so a short sequence spent a fifth of
+// its projections repacking them every run.
+type PackedB struct {
+	k, n   int
+	nK     int         // k blocks per column block
+	blocks [][]float32 // block (j0/ncBlock)*nK + p0/kcBlock
+}
+
+// PackB packs op(B) (k×n, row stride ldb) for SgemmPacked.
+func PackB(transB bool, k, n int, b []float32, ldb int) *PackedB {
+	checkGemm("PackB", false, transB, 1, n, k, k, max(k, 1), len(b), ldb, n, max(n, 1))
+	pb := &PackedB{k: k, n: n, nK: (k + kcBlock - 1) / kcBlock}
+	for j0 := 0; j0 < n; j0 += ncBlock {
+		nb := min(ncBlock, n-j0)
+		nPanels := (nb + nr - 1) / nr
+		for p0 := 0; p0 < k; p0 += kcBlock {
+			kb := min(kcBlock, k-p0)
+			blk := make([]float32, nPanels*nr*kb)
+			packB(transB, b, ldb, p0, kb, j0, nb, blk, 0, nPanels)
+			pb.blocks = append(pb.blocks, blk)
+		}
+	}
+	return pb
+}
+
+// Dims returns the packed operand's k and n.
+func (pb *PackedB) Dims() (k, n int) { return pb.k, pb.n }
+
+// block returns the packed block starting at row p0, column j0 of op(B).
+func (pb *PackedB) block(j0, p0 int) []float32 {
+	return pb.blocks[(j0/ncBlock)*pb.nK+p0/kcBlock]
 }
 
 // packB stores column panels [plo, phi) of op(B)[p0:p0+kb, j0:j0+nb] as

@@ -55,5 +55,23 @@ func SgemmBias(threads int, transA, transB bool, m, n, k int, a []float32, lda i
 	if threads < 1 {
 		threads = Threads()
 	}
-	sgemmGoBias(transA, transB, m, n, k, 1, a, lda, b, ldb, 0, bias[:n], c, ldc, threads, true)
+	sgemmGoBias(transA, transB, m, n, k, 1, a, lda, b, ldb, 0, bias[:n], c, ldc, threads, true, nil)
+}
+
+// SgemmPacked computes C = op(A)·B (+ bias, when bias is not nil) on at
+// most threads goroutines (threads < 1: Threads()), with B packed by
+// PackB; C is only written. Both builds run the pure-Go GEMM here.
+func SgemmPacked(threads int, transA bool, m int, a []float32, lda int, pb *PackedB, bias, c []float32, ldc int) {
+	k, n := pb.k, pb.n
+	checkGemm("SgemmPacked", transA, false, m, n, k, len(a), lda, k*n, max(n, 1), len(c), ldc)
+	if bias != nil && len(bias) < n {
+		panic("blas.SgemmPacked: bias shorter than n")
+	}
+	if bias != nil {
+		bias = bias[:n]
+	}
+	if threads < 1 {
+		threads = Threads()
+	}
+	sgemmGoBias(transA, false, m, n, k, 1, a, lda, nil, 0, 0, bias, c, ldc, threads, true, pb)
 }

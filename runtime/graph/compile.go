@@ -54,6 +54,18 @@ type Program struct {
 
 	mu    sync.Mutex
 	plans map[string]*plan
+	// memo backs ops.Context.Memo: work kernels derive from the model's
+	// constants (packed weights), shared by every plan and run.
+	memo sync.Map
+}
+
+// memoize is ops.Context.Memo for every step of every plan.
+func (p *Program) memoize(key any, build func() any) any {
+	if v, ok := p.memo.Load(key); ok {
+		return v
+	}
+	v, _ := p.memo.LoadOrStore(key, build())
+	return v
 }
 
 // Compile validates m's graph, binds its nodes to op schemas and infers

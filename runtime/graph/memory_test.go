@@ -8,6 +8,7 @@ import (
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops"
+	"github.com/attnrun/attnrun/ops/blas"
 )
 
 // interpret runs a model node by node with each schema's Run, allocating
@@ -377,5 +378,48 @@ func TestAllocKeepsOutputs(t *testing.T) {
 	}
 	if &ys[2].Bools()[0] != &ys[3].Bools()[0] {
 		t.Error("with ReuseOutputs the output moved")
+	}
+}
+
+// TestPackedWeightsShared: a MatMul+Add on constant weights, fused into
+// FusedMatMul, packs its weights once (Program.memo) for every run and
+// every plan (two sequence lengths), with the node-by-node results.
+func TestPackedWeightsShared(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	x := &ir.ValueInfo{Name: "x", Type: ir.TypeInfo{DType: ir.Float, Shape: ir.Shape{{Param: "s"}, {Value: 40}}, RankKnown: true}}
+	syn := synth{
+		inputs: []*ir.ValueInfo{x},
+		inits:  map[string]*ir.Tensor{"w": randT(r, 40, 70), "b": randT(r, 70)},
+		nodes: []*ir.Node{
+			node("MatMul", []string{"x", "w"}, []string{"xw"}),
+			node("Add", []string{"xw", "b"}, []string{"y"}),
+		},
+		outputs: []string{"y"},
+	}
+	p, err := Compile(syn.model(), Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []int{3, 9, 3} {
+		in := map[string]*ir.Tensor{"x": randT(r, s, 40)}
+		got, err := p.Run(context.Background(), in, RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameOutputs(t, got["y"], interpret(t, p, in)["y"])
+	}
+	if fs, err := p.Fusions(map[string]*ir.Tensor{"x": randT(r, 3, 40)}); err != nil || len(fs) != 1 {
+		t.Fatalf("fusions %v (%v), want the FusedMatMul", fs, err)
+	}
+	n := 0
+	p.memo.Range(func(key, v any) bool {
+		if _, ok := v.(*blas.PackedB); !ok {
+			t.Errorf("memo holds %T", v)
+		}
+		n++
+		return true
+	})
+	if n != 1 {
+		t.Errorf("weights packed %d times, want once", n)
 	}
 }

@@ -236,6 +236,19 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor) (*plan, error) {
 		p.fuseMatMuls(pl, types)
 		lastUse = stepLastUses(pl.steps)
 	}
+	// Kernels may cache work on the model's constants (ops.Context.Memo).
+	slotConst := map[int]bool{}
+	for name, s := range slots {
+		slotConst[s] = p.Types[name].Const != nil
+	}
+	for i := range pl.steps {
+		st := &pl.steps[i]
+		st.ctx.Memo = p.memoize
+		st.ctx.Constant = make([]bool, len(st.args))
+		for k, s := range st.args {
+			st.ctx.Constant[k] = s >= 0 && slotConst[s]
+		}
+	}
 	keep := map[int]bool{}
 	for _, out := range p.Model.Graph.Outputs {
 		s := slotOf(out.Name)
