@@ -56,7 +56,7 @@ func TestBenchJSON(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	model := filepath.Join("..", "..", "models", "s003_self_attention", "model.onnx")
-	for _, extra := range [][]string{nil, {"--no-shm", "--threads", "1"}} {
+	for _, extra := range [][]string{nil, {"--no-shm", "--threads", "1", "--fresh-outputs"}} {
 		args := append([]string{"bench", model, "--input", "x=random:3x32", "--iters", "5", "--warmup", "2", "--json"}, extra...)
 		cmd := exec.Command(bin, args...)
 		var stdout, stderr bytes.Buffer
@@ -77,6 +77,7 @@ func TestBenchJSON(t *testing.T) {
 			Backend   string  `json:"backend"`
 			BLAS      string  `json:"blas"`
 			Transport string  `json:"transport"`
+			Outputs   string  `json:"outputs"`
 		}
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
 			t.Fatalf("last stdout line %q: %v", lines[len(lines)-1], err)
@@ -84,15 +85,15 @@ func TestBenchJSON(t *testing.T) {
 		if r.P50ms <= 0 || r.P90ms < r.P50ms || r.Minms <= 0 || r.Minms > r.P50ms || r.Meanms <= 0 || r.RunsSec <= 0 || r.PeakRSS <= 0 || r.Threads <= 0 {
 			t.Errorf("fields not positive or out of order: %+v", r)
 		}
-		wantTransport := "shm"
+		wantTransport, wantOutputs := "shm", "bound"
 		if extra != nil {
-			wantTransport = "inline"
+			wantTransport, wantOutputs = "inline", "fresh"
 			if r.Threads != 1 {
 				t.Errorf("threads %d, want 1", r.Threads)
 			}
 		}
-		if r.Iters != 5 || r.Backend != "cpu" || r.BLAS == "" || r.Transport != wantTransport {
-			t.Errorf("iters %d, backend %q, blas %q, transport %q", r.Iters, r.Backend, r.BLAS, r.Transport)
+		if r.Iters != 5 || r.Backend != "cpu" || r.BLAS == "" || r.Transport != wantTransport || r.Outputs != wantOutputs {
+			t.Errorf("iters %d, backend %q, blas %q, transport %q, outputs %q", r.Iters, r.Backend, r.BLAS, r.Transport, r.Outputs)
 		}
 		if !strings.Contains(stderr.String(), "bench [") || !strings.Contains(stderr.String(), "] 7/7") {
 			t.Errorf("no progress bar on stderr: %q", stderr.String())
