@@ -15,10 +15,12 @@ import (
 // Add of a constant bias over the last axis (a Linear layer's MatMul + Add)
 // becomes one com.attnrun:FusedMatMul step: it reads A and B through
 // strided views (so the transposes are GEMM flags and strides, not copies)
-// and adds the bias as the GEMM's initial C. The movement steps read
-// through drop out when nothing else reads them; the Add is replaced. Like
-// the attention rewrite it runs at plan time and Options.NoFuse turns it
-// off.
+// and adds the bias as the GEMM's initial C. A MatMul whose B is a model
+// constant (weights) is rewritten even with nothing to fold, because
+// FusedMatMul keeps constant weights packed across runs. The movement
+// steps read through drop out when nothing else reads them; the Add is
+// replaced. Like the attention rewrite it runs at plan time and
+// Options.NoFuse turns it off.
 
 // fuseMatMuls rewrites pl.steps in place and records the rewrites in
 // pl.fusions.
@@ -69,7 +71,10 @@ func (p *Program) fuseMatMuls(pl *plan, types map[string]ops.Value) {
 				replaced = append(replaced, ai)
 			}
 		}
-		if len(reads) == 0 && len(replaced) == 1 {
+		// A MatMul with nothing to fold still becomes FusedMatMul when B
+		// is a model constant: FusedMatMul packs constant weights once
+		// (blas.PackB) instead of in every run.
+		if len(reads) == 0 && len(replaced) == 1 && p.Types[fused.Inputs[1]].Const == nil {
 			continue
 		}
 		last := replaced[len(replaced)-1]

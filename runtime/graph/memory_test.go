@@ -381,45 +381,51 @@ func TestAllocKeepsOutputs(t *testing.T) {
 	}
 }
 
-// TestPackedWeightsShared: a MatMul+Add on constant weights, fused into
-// FusedMatMul, packs its weights once (Program.memo) for every run and
-// every plan (two sequence lengths), with the node-by-node results.
+// TestPackedWeightsShared: a MatMul on constant weights, with a bias Add
+// or alone, is rewritten into FusedMatMul, which packs its weights once
+// (Program.memo) for every run and every plan (two sequence lengths), with
+// the node-by-node results.
 func TestPackedWeightsShared(t *testing.T) {
 	r := rand.New(rand.NewSource(11))
 	x := &ir.ValueInfo{Name: "x", Type: ir.TypeInfo{DType: ir.Float, Shape: ir.Shape{{Param: "s"}, {Value: 40}}, RankKnown: true}}
-	syn := synth{
-		inputs: []*ir.ValueInfo{x},
-		inits:  map[string]*ir.Tensor{"w": randT(r, 40, 70), "b": randT(r, 70)},
-		nodes: []*ir.Node{
-			node("MatMul", []string{"x", "w"}, []string{"xw"}),
-			node("Add", []string{"xw", "b"}, []string{"y"}),
-		},
-		outputs: []string{"y"},
-	}
-	p, err := Compile(syn.model(), Options{Threads: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []int{3, 9, 3} {
-		in := map[string]*ir.Tensor{"x": randT(r, s, 40)}
-		got, err := p.Run(context.Background(), in, RunOptions{})
+	for _, withBias := range []bool{true, false} {
+		syn := synth{
+			inputs:  []*ir.ValueInfo{x},
+			inits:   map[string]*ir.Tensor{"w": randT(r, 40, 70), "b": randT(r, 70)},
+			nodes:   []*ir.Node{node("MatMul", []string{"x", "w"}, []string{"y"})},
+			outputs: []string{"y"},
+		}
+		if withBias {
+			syn.nodes = []*ir.Node{
+				node("MatMul", []string{"x", "w"}, []string{"xw"}),
+				node("Add", []string{"xw", "b"}, []string{"y"}),
+			}
+		}
+		p, err := Compile(syn.model(), Options{Threads: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
-		sameOutputs(t, got["y"], interpret(t, p, in)["y"])
-	}
-	if fs, err := p.Fusions(map[string]*ir.Tensor{"x": randT(r, 3, 40)}); err != nil || len(fs) != 1 {
-		t.Fatalf("fusions %v (%v), want the FusedMatMul", fs, err)
-	}
-	n := 0
-	p.memo.Range(func(key, v any) bool {
-		if _, ok := v.(*blas.PackedB); !ok {
-			t.Errorf("memo holds %T", v)
+		for _, s := range []int{3, 9, 3} {
+			in := map[string]*ir.Tensor{"x": randT(r, s, 40)}
+			got, err := p.Run(context.Background(), in, RunOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameOutputs(t, got["y"], interpret(t, p, in)["y"])
 		}
-		n++
-		return true
-	})
-	if n != 1 {
-		t.Errorf("weights packed %d times, want once", n)
+		if fs, err := p.Fusions(map[string]*ir.Tensor{"x": randT(r, 3, 40)}); err != nil || len(fs) != 1 || fs[0].Node.OpType != ops.FusedMatMulOp {
+			t.Fatalf("bias %v: fusions %v (%v), want one FusedMatMul", withBias, fs, err)
+		}
+		n := 0
+		p.memo.Range(func(key, v any) bool {
+			if _, ok := v.(*blas.PackedB); !ok {
+				t.Errorf("memo holds %T", v)
+			}
+			n++
+			return true
+		})
+		if n != 1 {
+			t.Errorf("bias %v: weights packed %d times, want once", withBias, n)
+		}
 	}
 }
