@@ -71,7 +71,7 @@ func parseArg(n *ir.Node, opset, rank int) (argAttrs, error) {
 }
 
 func inferArg(n *ir.Node, opset int, in []Value) ([]Value, error) {
-	if err := checkComputeValues(n, in, 1); err != nil {
+	if err := checkInferInputs(n, in, 1); err != nil {
 		return nil, err
 	}
 	x := in[0].Type

@@ -246,7 +246,7 @@ func splitAttn[D any](q, k, v, m []D, kT, hasMask bool, one D) (attnDims[D], err
 }
 
 func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
-	if err := checkComputeValues(n, in, 3); err != nil {
+	if err := checkInferInputs(n, in, 3); err != nil {
 		return nil, err
 	}
 	hasMask := len(in) > 3 && in[3].Present()

@@ -64,7 +64,7 @@ func clipAttrBounds(n *ir.Node, opset int) (lo, hi float32, err error) {
 }
 
 func inferClip(n *ir.Node, opset int, in []Value, allowed []ir.DType) ([]Value, error) {
-	if err := checkComputeValues(n, in, 1); err != nil {
+	if err := checkInferInputs(n, in, 1); err != nil {
 		return nil, err
 	}
 	x := in[0].Type

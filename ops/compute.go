@@ -61,20 +61,6 @@ func checkComputeInputs(n *ir.Node, in []*ir.Tensor, required int) error {
 	return nil
 }
 
-// checkComputeValues verifies, for Infer, that the inputs up to required are
-// present.
-func checkComputeValues(n *ir.Node, in []Value, required int) error {
-	if len(in) < required {
-		return n.Errorf("needs %d inputs, got %d", required, len(in))
-	}
-	for i := 0; i < required; i++ {
-		if !in[i].Present() {
-			return n.Errorf("input %d is missing", i)
-		}
-	}
-	return nil
-}
-
 // checkComputeDType fails unless dt is one of allowed.
 func checkComputeDType(n *ir.Node, what string, dt ir.DType, allowed []ir.DType) error {
 	for _, a := range allowed {

@@ -61,7 +61,7 @@ func checkCumSumAxisType(n *ir.Node, dt ir.DType, shape []int, rankKnown bool) e
 }
 
 func inferCumSum(n *ir.Node, in []Value, allowed []ir.DType) ([]Value, error) {
-	if err := checkComputeValues(n, in, 2); err != nil {
+	if err := checkInferInputs(n, in, 2); err != nil {
 		return nil, err
 	}
 	x, ax := in[0].Type, in[1].Type

@@ -46,7 +46,7 @@ func checkDropoutNode(n *ir.Node) error {
 }
 
 func inferDropout(n *ir.Node, opset int, in []Value) ([]Value, error) {
-	if err := checkComputeValues(n, in, 1); err != nil {
+	if err := checkInferInputs(n, in, 1); err != nil {
 		return nil, err
 	}
 	if err := checkDropoutNode(n); err != nil {

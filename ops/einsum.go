@@ -241,7 +241,7 @@ func (e *einsumEquation) bind(ranks []int) (*einsumBinding, error) {
 }
 
 func inferEinsum(n *ir.Node, opset int, in []Value) ([]Value, error) {
-	if err := checkComputeValues(n, in, len(in)); err != nil {
+	if err := checkInferInputs(n, in, len(in)); err != nil {
 		return nil, err
 	}
 	dt, err := sameValueTypes(n, in)

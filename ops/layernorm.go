@@ -49,7 +49,7 @@ func parseLayerNorm(n *ir.Node) (layerNormAttrs, error) {
 }
 
 func inferLayerNorm(n *ir.Node, opset int, in []Value) ([]Value, error) {
-	if err := checkComputeValues(n, in, 2); err != nil {
+	if err := checkInferInputs(n, in, 2); err != nil {
 		return nil, err
 	}
 	attrs, err := parseLayerNorm(n)

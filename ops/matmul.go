@@ -55,7 +55,7 @@ func matmulDims[D any](a, b []D, one D) (aBatch, bBatch []D, m, k, k2, n D) {
 }
 
 func inferMatMul(n *ir.Node, opset int, in []Value) ([]Value, error) {
-	if err := checkComputeValues(n, in, 2); err != nil {
+	if err := checkInferInputs(n, in, 2); err != nil {
 		return nil, err
 	}
 	a, b := in[0].Type, in[1].Type
@@ -363,7 +363,7 @@ func inferGemm(n *ir.Node, opset int, in []Value) ([]Value, error) {
 	if opset < 11 {
 		minIn = 3
 	}
-	if err := checkComputeValues(n, in, minIn); err != nil {
+	if err := checkInferInputs(n, in, minIn); err != nil {
 		return nil, err
 	}
 	g, err := parseGemmAttrs(n)
@@ -606,7 +606,7 @@ func fusedMatMulViews(n *ir.Node) ([2]*View, error) {
 }
 
 func inferFusedMatMul(n *ir.Node, _ int, in []Value) ([]Value, error) {
-	if err := checkComputeValues(n, in, 2); err != nil {
+	if err := checkInferInputs(n, in, 2); err != nil {
 		return nil, err
 	}
 	vs, err := fusedMatMulViews(n)
@@ -793,16 +793,10 @@ type packedBKey struct {
 	k, n  int
 }
 
-// packedB returns B at bOff packed once for every run (blas.PackB) when B
-// is a constant of the model and the executor memoizes; nil otherwise.
-func (p *fusedMatMulPlan) packedB(ctx *Context, bOff int) *blas.PackedB {
-	if len(p.b.data) == 0 {
-		return nil
-	}
-	bs, tb, ldb, ok := gemmOperand(p.b.data, bOff, p.b.rs, p.b.cs, p.k, p.n)
-	if !ok {
-		return nil
-	}
+// packedB returns B (bs, tb, ldb as gemmOperand gave them for bOff) packed
+// once for every run (blas.PackB) when B is a constant of the model and the
+// executor memoizes; nil otherwise.
+func (p *fusedMatMulPlan) packedB(ctx *Context, bOff int, bs []float32, tb bool, ldb int) *blas.PackedB {
 	key := packedBKey{data: &p.b.data[0], off: bOff, trans: tb, ld: ldb, k: p.k, n: p.n}
 	pb, _ := ctx.memoOf(1, key, func() any { return blas.PackB(tb, p.k, p.n, bs, ldb) }).(*blas.PackedB)
 	return pb
@@ -830,12 +824,13 @@ func (p *fusedMatMulPlan) run(ctx *Context, out []float32) {
 			as, ta, lda = make([]float32, rows*k), false, k
 			gatherMatrix(as, p.a.data, aOff, p.a.rs, p.a.cs, rows, k)
 		}
-		if pb := p.packedB(ctx, bOff); pb != nil {
-			blas.SgemmPacked(threads, ta, rows, as, lda, pb, p.bias, c, nn)
-			return
-		}
 		bs, tb, ldb, okB := gemmOperand(p.b.data, bOff, p.b.rs, p.b.cs, k, nn)
-		if !okB {
+		if okB {
+			if pb := p.packedB(ctx, bOff, bs, tb, ldb); pb != nil {
+				blas.SgemmPacked(threads, ta, rows, as, lda, pb, p.bias, c, nn)
+				return
+			}
+		} else {
 			bs, tb, ldb = make([]float32, k*nn), false, nn
 			gatherMatrix(bs, p.b.data, bOff, p.b.rs, p.b.cs, k, nn)
 		}

@@ -157,7 +157,7 @@ func (r reduceAttrs) reducedFlags(rank int) ([]bool, error) {
 
 func reduceInferer(kind reduceKind, axesInput int) InferFunc {
 	return func(n *ir.Node, opset int, in []Value) ([]Value, error) {
-		if err := checkComputeValues(n, in, 1); err != nil {
+		if err := checkInferInputs(n, in, 1); err != nil {
 			return nil, err
 		}
 		var axesVal *Value

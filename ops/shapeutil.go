@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/attnrun/attnrun/ir"
-	"github.com/attnrun/attnrun/ops/internal/parallel"
 )
 
 // MaxOutputElements bounds the element count of outputs whose size comes from
@@ -596,15 +595,10 @@ func stridedCopy[T any](dst, src []T, off int, shape, strides []int, threads int
 			}
 		}
 	}
-	total := nOuter * block
-	if threads <= 1 || total < parallelMin || nOuter < 2 {
-		work(0, nOuter)
-		return
+	if nOuter*block < parallelMin {
+		threads = 1
 	}
-	parts := min(threads, nOuter)
-	parallel.Run(parts, func(t int) {
-		work(nOuter*t/parts, nOuter*(t+1)/parts)
-	})
+	computeParallel(threads, nOuter, 1, work)
 }
 
 // transpose2D writes dst[i*n+j] = src[p+i*sm+j*sn] for i < m, j < n, in

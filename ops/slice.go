@@ -70,9 +70,10 @@ func sliceAttrParams(n *ir.Node) (sliceParams, error) {
 	return p, nil
 }
 
-// resolveSlice applies the spec's clamping for one axis of size dim and
-// returns the first index and the element count.
-func resolveSlice(dim, start, end, step int64) (first, count int64) {
+// ResolveSlice applies ONNX Slice's clamping for one axis of size dim and
+// returns the first index and the element count (backends lowering Slice
+// use it too).
+func ResolveSlice(dim, start, end, step int64) (first, count int64) {
 	if dim == 0 {
 		return 0, 0
 	}
@@ -239,7 +240,7 @@ func inferSlice(n *ir.Node, in []Value, v sliceVariant) ([]Value, error) {
 		}
 		switch {
 		case d.Known():
-			f, c := resolveSlice(d.Value, p.starts[i], p.ends[i], p.steps[i])
+			f, c := ResolveSlice(d.Value, p.starts[i], p.ends[i], p.steps[i])
 			firsts[i] = f
 			out[a] = ir.Dim{Value: c}
 		case p.starts[i] == 0 && p.steps[i] == 1 && toEnd(p.ends[i]):
@@ -301,7 +302,7 @@ func runSlice(ctx *Context, n *ir.Node, in []*ir.Tensor, v sliceVariant) ([]*ir.
 	strides := contiguousStrides(x.Shape)
 	off := 0
 	for i, a := range axes {
-		f, c := resolveSlice(int64(x.Shape[a]), p.starts[i], p.ends[i], p.steps[i])
+		f, c := ResolveSlice(int64(x.Shape[a]), p.starts[i], p.ends[i], p.steps[i])
 		shape[a] = int(c)
 		if c > 0 {
 			off += int(f) * strides[a]

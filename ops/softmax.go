@@ -52,7 +52,7 @@ func softmaxAxis(n *ir.Node, opset, rank int) (int, error) {
 // once axis has accepted the node's axis for the opset.
 func inferRowOp(axis func(n *ir.Node, opset, rank int) (int, error)) InferFunc {
 	return func(n *ir.Node, opset int, in []Value) ([]Value, error) {
-		if err := checkComputeValues(n, in, 1); err != nil {
+		if err := checkInferInputs(n, in, 1); err != nil {
 			return nil, err
 		}
 		t := in[0].Type

@@ -115,6 +115,16 @@ type NodeRef struct {
 	Domain string
 }
 
+// NodeRefs describes nodes (a compiled partition's execution order) for
+// Server.Compile's answer.
+func NodeRefs(order []*ir.Node) []NodeRef {
+	refs := make([]NodeRef, len(order))
+	for i, n := range order {
+		refs[i] = NodeRef{Name: n.Label(), OpType: n.OpType, Domain: n.Domain}
+	}
+	return refs
+}
+
 // Label is the node's name, or its op type when it has none.
 func (r NodeRef) Label() string {
 	if r.Name != "" {

@@ -211,10 +211,7 @@ func (s *Server) Compile(_ context.Context, model []byte, opts plugins.CompileOp
 	if err != nil {
 		return 0, nil, fmt.Errorf("cpu backend: %w", err)
 	}
-	nodes := make([]plugins.NodeRef, len(prog.Order))
-	for i, n := range prog.Order {
-		nodes[i] = plugins.NodeRef{Name: n.Label(), OpType: n.OpType, Domain: n.Domain}
-	}
+	nodes := plugins.NodeRefs(prog.Order)
 	s.mu.Lock()
 	id := s.next
 	s.next++

@@ -955,38 +955,10 @@ func sliceWindow(shape []int, starts, ends, axes, steps []int64, hasAxes, hasSte
 		if step == 0 {
 			return nil, nil, fmt.Errorf("steps %v contain 0", steps)
 		}
-		firsts[a], _ = resolveSlice(int64(shape[a]), starts[i], ends[i], step)
+		firsts[a], _ = ops.ResolveSlice(int64(shape[a]), starts[i], ends[i], step)
 		stepOf[a] = step
 	}
 	return firsts, stepOf, nil
-}
-
-// resolveSlice is ONNX Slice's clamping for one axis (as ops/slice.go).
-func resolveSlice(dim, start, end, step int64) (first, count int64) {
-	if dim == 0 {
-		return 0, 0
-	}
-	step = max(step, -math.MaxInt64)
-	if start < 0 {
-		start += dim
-	}
-	if end < 0 {
-		end += dim
-	}
-	if step > 0 {
-		start = min(max(start, 0), dim)
-		end = min(max(end, 0), dim)
-		if end <= start {
-			return start, 0
-		}
-		return start, (end-start-1)/step + 1
-	}
-	start = min(max(start, 0), dim-1)
-	end = min(max(end, -1), dim-1)
-	if start <= end {
-		return start, 0
-	}
-	return start, (start-end-1)/(-step) + 1
 }
 
 func (l *lowerer) gather(n *ir.Node) error {
