@@ -684,7 +684,7 @@ func TestBackendIsAChildProcess(t *testing.T) {
 		// process, attnrun would die with it.
 		r := timed(t, cmdWall, "conform", "--no-fuse", "--backend", "faulty", "--plugin-dir", pluginDir(t), filepath.Join(modelsDir, "s002_self_attention_v1"), filepath.Join(modelsDir, "s003_self_attention"))
 		r.wantError(t, 1, cmdWall, "2 of 2 cases failed")
-		re := regexp.MustCompile(`(?m)^FAIL (\S+) max_abs=0 max_rel=0: test_data_set_0: backend "faulty" \(pid (\d+)\) died while running node "[^"]+" \(MatMul\) of partition 0: signal: killed$`)
+		re := regexp.MustCompile(`(?m)^FAIL (\S+): test_data_set_0: backend "faulty" \(pid (\d+)\) died while running node "[^"]+" \(MatMul\) of partition 0: signal: killed$`)
 		fails := re.FindAllStringSubmatch(r.stdout, -1)
 		if len(fails) != 2 || !strings.HasSuffix(r.stdout, "0 passed, 2 failed\n") {
 			t.Fatalf("stdout:\n%s", r.stdout)
@@ -773,6 +773,92 @@ func TestConform(t *testing.T) {
 		t.Errorf("element 5: got %v want %v; the original expectation is %v", got, wantV, orig)
 	}
 	t.Logf("%s", lines[0])
+}
+
+// TestConformChecksEverything: conform passes a case only when it compared
+// every graph output with an expected file and every file matched a graph
+// value; a case that fails before comparing anything prints no error
+// figures.
+func TestConformChecksEverything(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(modelsDir, "s002_self_attention_v1") // x → y
+	for _, c := range []string{"good", "missing_output", "extra_output", "extra_input", "truncated"} {
+		copyCase(t, src, filepath.Join(dir, c))
+	}
+	ds := func(c string) string { return filepath.Join(dir, c, "test_data_set_0") }
+	if err := os.Remove(filepath.Join(ds("missing_output"), "output_0.pb")); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, filepath.Join(ds("extra_output"), "output_0.pb"), filepath.Join(ds("extra_output"), "output_1.pb"))
+	copyFile(t, filepath.Join(ds("extra_input"), "input_0.pb"), filepath.Join(ds("extra_input"), "input_1.pb"))
+	copyFile(t, filepath.Join(corpusDir, "truncated.onnx"), filepath.Join(dir, "truncated", "model.onnx"))
+
+	// A model with two outputs whose data set has an expected value for
+	// the first only, and the same model with both.
+	x := ir.FromSlice([]int{2, 3}, []float32{-1, 2, -3, 4, -5, 6})
+	relu := ir.FromSlice([]int{2, 3}, []float32{0, 2, 0, 4, 0, 6})
+	neg := ir.FromSlice([]int{2, 3}, []float32{1, -2, 3, -4, 5, -6})
+	for _, c := range []string{"two_outputs", "two_outputs_one_file"} {
+		if err := os.MkdirAll(ds(c), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeModel(t, filepath.Join(dir, c, "model.onnx"), []int64{2, 3}, map[string]string{"a_relu": "Relu", "b_neg": "Neg"})
+		writePb(t, filepath.Join(ds(c), "input_0.pb"), "x", x)
+		writePb(t, filepath.Join(ds(c), "output_0.pb"), "a_relu", relu)
+	}
+	writePb(t, filepath.Join(ds("two_outputs"), "output_1.pb"), "b_neg", neg)
+
+	r := timed(t, cmdWall, "conform", dir)
+	r.wantError(t, 1, cmdWall, "5 of 7 cases failed")
+	got := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+		verdict, rest, _ := strings.Cut(l, " ")
+		name, _, _ := strings.Cut(rest, " ")
+		got[strings.TrimSuffix(name, ":")] = l
+		if verdict == "FAIL" && strings.Contains(l, "max_abs") {
+			t.Errorf("a case that compared nothing prints error figures: %q", l)
+		}
+	}
+	want := map[string]*regexp.Regexp{
+		"good":                 regexp.MustCompile(`^PASS good max_abs=\S+ max_rel=\S+$`),
+		"two_outputs":          regexp.MustCompile(`^PASS two_outputs max_abs=0 max_rel=0$`),
+		"missing_output":       regexp.MustCompile(`^FAIL missing_output: test_data_set_0: output_0\.pb is missing: graph output 0 \("y"\) has no expected value$`),
+		"two_outputs_one_file": regexp.MustCompile(`^FAIL two_outputs_one_file: test_data_set_0: output_1\.pb is missing: graph output 1 \("b_neg"\) has no expected value$`),
+		"extra_output":         regexp.MustCompile(`^FAIL extra_output: test_data_set_0: output_1\.pb has no graph output to match \(the model has 1 output: y\)$`),
+		"extra_input":          regexp.MustCompile(`^FAIL extra_input: test_data_set_0: input_1\.pb has no graph input to match \(the model has 1 input: x\)$`),
+		"truncated":            regexp.MustCompile(`^FAIL truncated: \S+truncated/model\.onnx: not an ONNX model: `),
+	}
+	for name, re := range want {
+		if !re.MatchString(got[name]) {
+			t.Errorf("case %s: line %q does not match %v", name, got[name], re)
+		}
+	}
+	if len(got) != len(want)+1 || !strings.HasSuffix(r.stdout, "\n2 passed, 5 failed\n") {
+		t.Errorf("stdout:\n%s", r.stdout)
+	}
+	t.Logf("stdout:\n%s", r.stdout)
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writePb(t *testing.T, path, name string, tn *ir.Tensor) {
+	t.Helper()
+	data, err := onnx.EncodeTensor(name, tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // copyCase copies model.onnx and test_data_set_0 of a case.
