@@ -444,9 +444,19 @@ func TestMalformedCorpus(t *testing.T) {
 	t.Logf("corpus timings (slowest %v):\n%s", slowest, strings.Join(timings, "\n"))
 }
 
-// TestUsageErrors: mistakes in how attnrun is called exit 2.
+// TestUsageErrors: mistakes in how attnrun is called exit 2: a malformed
+// command line, a name the model does not have, or an input it needs that
+// is not given.
 func TestUsageErrors(t *testing.T) {
-	model := filepath.Join(modelsDir, "s002_self_attention_v1", "model.onnx")
+	model := filepath.Join(modelsDir, "s002_self_attention_v1", "model.onnx") // x: float32[batch, seq, 32]
+	causal := filepath.Join(modelsDir, "s000_causal", "model.onnx")           // x, mask: bool[batch, seq]
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.npy")
+	writeNpy(t, good, ir.NewTensor(ir.Float, []int{1, 4, 32}))
+	csv := filepath.Join(dir, "x.csv")
+	if err := os.WriteFile(csv, []byte("1,2,3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		args []string
@@ -471,6 +481,18 @@ func TestUsageErrors(t *testing.T) {
 		{"zero max-tensor-bytes", []string{"run", model, "-i", "x=random", "--max-tensor-bytes", "0"}, []string{"--max-tensor-bytes must be positive"}},
 		{"negative threads", []string{"run", model, "-i", "x=random", "--threads", "-1"}, []string{"--threads must be ≥ 0"}},
 		{"negative rtol", []string{"conform", modelsDir, "--rtol", "-1"}, []string{"--rtol and --atol must be ≥ 0"}},
+		{"random bad shape", []string{"run", model, "-i", "x=random:1xax32"}, []string{`input "x": bad random shape "1xax32"`}},
+		{"random unbound symbolic dim", []string{"run", model, "-i", "x=random"}, []string{`input "x": dim 0 is symbolic (batch): bind it with --dim batch=N`}},
+		{"missing input", []string{"run", model}, []string{`missing input "x" (float32[batch, seq, 32]): give it with --input x=FILE or x=random`}},
+		{"missing one of two inputs", []string{"run", causal, "-i", "x=random:1x4x32"}, []string{`missing input "mask" (bool[batch, seq])`}},
+		{"extra input (random)", []string{"run", model, "-i", "x=random:1x4x32", "-i", "y=random"}, []string{`unexpected input "y": the model's inputs are x`}},
+		{"extra input (npy)", []string{"run", model, "-i", "x=" + good, "-i", "z=" + good}, []string{`unexpected input "z": the model's inputs are x`}},
+		{"input of unknown format", []string{"run", model, "-i", "x=" + csv}, []string{`input "x": ` + csv + `: unknown input format (want .npy, .pb or random[:DIMS])`}},
+		{"random with a bad dim", []string{"run", model, "-i", "x=random:1xAx32"}, []string{`input "x": bad random shape "1xAx32"`}},
+		{"unknown --dim", []string{"run", model, "-i", "x=random", "--dim", "batch=1", "--dim", "foo=3", "--dim", "seq=4"}, []string{`--dim foo: the model has no dim_param "foo" (its dim_params: batch, seq)`}},
+		{"unknown --dim (bench)", []string{"bench", model, "-i", "x=random:1x4x32", "--dim", "sequence=4"}, []string{`--dim sequence: the model has no dim_param "sequence" (its dim_params: batch, seq)`}},
+		{"unknown --dim (inspect)", []string{"inspect", model, "--dim", "foo=3"}, []string{`--dim foo: the model has no dim_param "foo" (its dim_params: batch, seq)`}},
+		{"unknown --dim, model without dim_params", []string{"run", filepath.Join(corpusDir, "valid_add.onnx"), "-i", "x=random", "--dim", "n=2"}, []string{`--dim n: the model has no dim_param "n" (it has none)`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -501,11 +523,9 @@ func TestRunErrors(t *testing.T) {
 	i64 := npyFile("int64.npy", ir.NewTensor(ir.Int64, []int{1, 4, 32}))
 	narrow := npyFile("narrow.npy", ir.NewTensor(ir.Float, []int{1, 4, 16}))
 	rank2 := npyFile("rank2.npy", ir.NewTensor(ir.Float, []int{4, 32}))
-	good := npyFile("good.npy", ir.NewTensor(ir.Float, []int{1, 4, 32}))
 	textNpy := file("text.npy", []byte("x = [[1, 2, 3]]\nthis is text, not NumPy\n"))
 	textPb := file("text.pb", []byte("name: \"x\"\ndims: 1\n"))
 	emptyPb := file("empty.pb", nil)
-	csv := file("x.csv", []byte("1,2,3\n"))
 	// A .npy header that declares 1x1048576x1048576 float32 (4 TiB) over 16 bytes of data.
 	lying := file("lying.npy", lyingNpy())
 	// A TensorProto declaring 2^20 x 2^20 floats with no data.
@@ -528,12 +548,6 @@ func TestRunErrors(t *testing.T) {
 		{"random beyond the size limit", []string{"run", model, "-i", "x=random:1x99999999999x768"}, []string{`input "x": random shape 1x99999999999x768 is larger than the tensor size limit of 4294967296 bytes (--max-tensor-bytes)`}},
 		{"random beyond --max-tensor-bytes", []string{"run", model, "--max-tensor-bytes", "200000", "-i", "x=random:1x1000x64"}, []string{`input "x": random shape 1x1000x64 is larger than the tensor size limit of 200000 bytes`}},
 		{"random overflowing int64", []string{"run", model, "-i", "x=random:99999999999x99999999999x99999999999"}, []string{`input "x": random shape`, "larger than the tensor size limit"}},
-		{"random bad shape", []string{"run", model, "-i", "x=random:1xax32"}, []string{`input "x": bad random shape "1xax32"`}},
-		{"random unbound symbolic dim", []string{"run", model, "-i", "x=random"}, []string{`input "x": dim 0 is symbolic (batch): bind it with --dim batch=N`}},
-		{"missing input", []string{"run", model}, []string{`missing input "x" (float32[batch, seq, 32])`}},
-		{"missing one of two inputs", []string{"run", causal, "-i", "x=random:1x4x32"}, []string{`missing input "mask" (bool[batch, seq])`}},
-		{"extra input (random)", []string{"run", model, "-i", "x=random:1x4x32", "-i", "y=random"}, []string{`unexpected input "y": the model's inputs are x`}},
-		{"extra input (npy)", []string{"run", model, "-i", "x=" + good, "-i", "z=" + good}, []string{`unexpected input "z": the model's inputs are x`}},
 		{"npy of wrong dtype", []string{"run", model, "-i", "x=" + i64}, []string{`input "x" has element type int64, the model expects float32`}},
 		{"npy of wrong shape", []string{"run", model, "-i", "x=" + narrow}, []string{`input "x" has shape [1x4x16], the model expects [batch, seq, 32] (dim 2 must be 32)`}},
 		{"npy of wrong rank", []string{"run", model, "-i", "x=" + rank2}, []string{`input "x" has shape [4x32], the model expects rank 3 [batch, seq, 32]`}},
@@ -544,7 +558,6 @@ func TestRunErrors(t *testing.T) {
 		{"pb that is empty", []string{"run", model, "-i", "x=" + emptyPb}, []string{`input "x": ` + emptyPb + `: not a serialized ONNX tensor: empty file`}},
 		{"pb declaring 4 TiB", []string{"run", model, "-i", "x=" + hugePbFile}, []string{`input "x": ` + hugePbFile + `: dims [1048576 1048576] of float32 need 4398046511104 bytes, more than the limit of 4294967296 bytes (--max-tensor-bytes)`}},
 		{"input file missing", []string{"run", model, "-i", "x=" + filepath.Join(dir, "nope.npy")}, []string{`input "x":`, "nope.npy: no such file or directory"}},
-		{"input of unknown format", []string{"run", model, "-i", "x=" + csv}, []string{`input "x": ` + csv + `: unknown input format (want .npy, .pb or random[:DIMS])`}},
 		{"initializer beyond --max-tensor-bytes", []string{"inspect", model, "--max-tensor-bytes", "100"}, []string{`initializer "query_proj.bias": dims [32] of float32 need 128 bytes, more than the limit of 100 bytes (--max-tensor-bytes)`}},
 		{"intermediate beyond the size limit", []string{"run", paramFree, "--no-fuse", "-i", "x=random:1x100000x32"}, []string{`node "/MatMul" (MatMul): output "/MatMul_output_0" of shape [1 100000 100000] would exceed the tensor size limit of 4294967296 bytes`}},
 		{"shape mismatch at run time", []string{"run", causal, "-i", "x=random:1x100x32", "-i", "mask=random:1x100"}, []string{`node "/Add" (Add): shapes`, "are not broadcastable"}},

@@ -36,6 +36,9 @@ func (f *inputFlags) load(declared []*ir.ValueInfo, maxBytes int64) (map[string]
 	if err != nil {
 		return nil, err
 	}
+	if err := checkDimNames(dims, declared); err != nil {
+		return nil, err
+	}
 	l := &inputLoader{declared: declared, dims: dims, maxBytes: maxBytes, seed: f.seed}
 	return l.load(specs)
 }
