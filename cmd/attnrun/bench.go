@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/ir"
@@ -49,15 +51,16 @@ type benchResult struct {
 func newBenchCmd(g *globalFlags) *cobra.Command {
 	var in inputFlags
 	var iters, warmup int
-	var asJSON, noShm, freshOutputs bool
+	var asJSON, noShm, freshOutputs, quiet bool
 	cmd := &cobra.Command{
 		Use:   "bench MODEL.onnx --input NAME=SOURCE ... [--iters N] [--warmup N]",
 		Short: "Time repeated runs of a model: latency percentiles, throughput, backend peak memory",
 		Long: `bench opens a session, runs the model --warmup times untimed, then --iters
 times, timing each whole run as a caller sees it (host → backend process →
 host). It prints p50, p90, min, max and mean latency, runs per second and the
-backend process's peak resident set size. A progress bar goes to stderr;
-with --json, stdout holds one JSON object on its last line.
+backend process's peak resident set size. With --json, stdout holds one JSON
+object on its last line. A progress bar is drawn on stderr only when stderr
+is a terminal, and never with --json or --quiet.
 
 The outputs of the first run are bound (session.RunOptions.Into, like ONNX
 Runtime's IOBinding) and every later run writes into them, as a serving
@@ -100,7 +103,10 @@ loop would; --fresh-outputs gives every run new output tensors instead.`,
 				inputs[name] = d
 				shapes[name] = fmt.Sprintf("%v[%s]", t.DType, ir.ShapeString(t.Shape))
 			}
-			bar := newProgress(cmd.ErrOrStderr(), warmup+iters)
+			var bar *progress
+			if w := cmd.ErrOrStderr(); !quiet && !asJSON && isTerminal(w) {
+				bar = newProgress(w, warmup+iters)
+			}
 			times, err := benchLoop(ctx, s, inputs, warmup, iters, !freshOutputs, bar)
 			bar.finish()
 			if err != nil {
@@ -150,6 +156,7 @@ loop would; --fresh-outputs gives every run new output tensors instead.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as one JSON object (the last line of stdout)")
 	cmd.Flags().BoolVar(&noShm, "no-shm", false, "send tensors as bytes inside the gRPC messages instead of through shared memory")
 	cmd.Flags().BoolVar(&freshOutputs, "fresh-outputs", false, "give every run new output tensors instead of writing into the first run's")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar (there is none either when stderr is not a terminal, or with --json)")
 	return cmd
 }
 
@@ -256,8 +263,19 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
 }
 
+// isTerminal reports whether w is a terminal (a progress bar redrawn with
+// \r belongs on one, not in a log file or a pipe).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
 // progress is a one-line progress bar redrawn in place with \r, at most
-// every progressEvery, on w (stderr: stdout stays clean for --json).
+// every progressEvery, on w (a terminal). A nil *progress draws nothing.
 type progress struct {
 	w       io.Writer
 	total   int
@@ -275,6 +293,9 @@ func newProgress(w io.Writer, total int) *progress {
 
 // step records one finished run taking d.
 func (p *progress) step(d time.Duration) {
+	if p == nil {
+		return
+	}
 	p.done++
 	p.recent = d
 	if now := time.Now(); !p.started || now.Sub(p.last) >= progressEvery || p.done == p.total {
@@ -291,7 +312,7 @@ func (p *progress) draw() {
 
 // finish ends the bar's line.
 func (p *progress) finish() {
-	if p.started {
+	if p != nil && p.started {
 		fmt.Fprintln(p.w)
 	}
 }

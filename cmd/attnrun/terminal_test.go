@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// openPTY opens a pseudo-terminal pair: what the child writes to the
+// returned terminal (its stderr) is read back from master.
+func openPTY(t *testing.T) (master, term *os.File) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("opening a pseudo-terminal: %v", err)
+	}
+	fd := int(master.Fd())
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlockpt: %v", err)
+	}
+	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("ptsname: %v", err)
+	}
+	term, err = os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("opening /dev/pts/%d: %v", n, err)
+	}
+	return master, term
+}
+
+// attnrunOnTerminal runs attnrun with stderr on a pseudo-terminal and
+// returns stdout and what reached the terminal.
+func attnrunOnTerminal(t *testing.T, args ...string) (stdout, terminal string) {
+	t.Helper()
+	master, term := openPTY(t)
+	defer master.Close()
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(os.Environ(), "ATTNRUN_PLUGIN_DIR=")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, term
+	var seen bytes.Buffer
+	done := make(chan struct{})
+	go func() {
+		// Reading ends with EIO once no process holds the terminal open.
+		_, _ = io.Copy(&seen, master)
+		close(done)
+	}()
+	err := cmd.Run()
+	term.Close()
+	<-done
+	if err != nil {
+		t.Fatalf("attnrun %s: %v\nstdout: %s\nterminal: %q", strings.Join(args, " "), err, out.String(), seen.String())
+	}
+	return out.String(), seen.String()
+}
+
+// TestProgressOnlyOnATerminal: bench draws its progress bar when stderr is
+// a terminal, and not with --quiet or --json, nor when stderr is a pipe.
+func TestProgressOnlyOnATerminal(t *testing.T) {
+	model := filepath.Join(modelsDir, "s003_self_attention", "model.onnx")
+	args := []string{"bench", model, "-i", "x=random:3x32", "--iters", "30", "--warmup", "2"}
+
+	stdout, terminal := attnrunOnTerminal(t, args...)
+	if !strings.Contains(terminal, "\rbench [") || !strings.Contains(terminal, "] 32/32  last ") {
+		t.Errorf("no progress bar on the terminal: %q", terminal)
+	}
+	if !strings.Contains(stdout, "latency:") || strings.Contains(stdout, "\r") {
+		t.Errorf("stdout %q", stdout)
+	}
+	for _, flag := range []string{"--quiet", "-q", "--json"} {
+		stdout, terminal := attnrunOnTerminal(t, append(args, flag)...)
+		if terminal != "" {
+			t.Errorf("%s: the terminal got %q", flag, terminal)
+		}
+		if stdout == "" {
+			t.Errorf("%s: no results on stdout", flag)
+		}
+	}
+	r := attnrun(t, args...) // stderr is a pipe
+	r.wantOK(t)
+	if r.stderr != "" {
+		t.Errorf("stderr is a pipe, yet it got %q", r.stderr)
+	}
+}
