@@ -38,10 +38,14 @@ type benchResult struct {
 	Warmup  int               `json:"warmup"`
 	P50ms   float64           `json:"p50_ms"`
 	P90ms   float64           `json:"p90_ms"`
+	P99ms   float64           `json:"p99_ms"`
 	Minms   float64           `json:"min_ms"`
 	Maxms   float64           `json:"max_ms"`
 	Meanms  float64           `json:"mean_ms"`
-	RunsSec float64           `json:"runs_per_sec"`
+	// Stddevms is the sample standard deviation (n-1) of the timed runs'
+	// latencies (0 for one run).
+	Stddevms float64 `json:"stddev_ms"`
+	RunsSec  float64 `json:"runs_per_sec"`
 	// PeakRSS is the preferred backend process's peak resident set size;
 	// BackendRSS has every backend's.
 	PeakRSS    int64            `json:"peak_rss_bytes"`
@@ -57,7 +61,8 @@ func newBenchCmd(g *globalFlags) *cobra.Command {
 		Short: "Time repeated runs of a model: latency percentiles, throughput, backend peak memory",
 		Long: `bench opens a session, runs the model --warmup times untimed, then --iters
 times, timing each whole run as a caller sees it (host → backend process →
-host). It prints p50, p90, min, max and mean latency, runs per second and the
+host). It prints p50, p90, p99 (nearest rank), min, max, mean and the sample
+standard deviation of the latency, runs per second and the
 backend process's peak resident set size. With --json, stdout holds one JSON
 object on its last line. A progress bar is drawn on stderr only when stderr
 is a terminal, and never with --json or --quiet.
@@ -211,9 +216,18 @@ func summarize(times []time.Duration) benchResult {
 	r := benchResult{
 		P50ms:  ms(percentile(sorted, 50)),
 		P90ms:  ms(percentile(sorted, 90)),
+		P99ms:  ms(percentile(sorted, 99)),
 		Minms:  ms(sorted[0]),
 		Maxms:  ms(sorted[len(sorted)-1]),
 		Meanms: ms(total) / float64(len(sorted)),
+	}
+	if n := len(sorted); n > 1 {
+		var sq float64
+		for _, d := range sorted {
+			dev := ms(d) - r.Meanms
+			sq += dev * dev
+		}
+		r.Stddevms = math.Sqrt(sq / float64(n-1))
 	}
 	if total > 0 {
 		r.RunsSec = float64(len(sorted)) / total.Seconds()
@@ -241,7 +255,8 @@ func printBench(w io.Writer, r *benchResult) {
 	fmt.Fprintf(w, "inputs:     %s\n", strings.Join(ins, ", "))
 	fmt.Fprintf(w, "backend:    %s (blas %s, %d threads, tensors via %s, %s outputs)\n", r.Backend, r.BLAS, r.Threads, r.Transport, r.Outputs)
 	fmt.Fprintf(w, "runs:       %d timed after %d warmup\n", r.Iters, r.Warmup)
-	fmt.Fprintf(w, "latency:    p50 %.3f ms  p90 %.3f ms  min %.3f ms  max %.3f ms  mean %.3f ms\n", r.P50ms, r.P90ms, r.Minms, r.Maxms, r.Meanms)
+	fmt.Fprintf(w, "latency:    p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  min %.3f ms  max %.3f ms\n", r.P50ms, r.P90ms, r.P99ms, r.Minms, r.Maxms)
+	fmt.Fprintf(w, "            mean %.3f ms  stddev %.3f ms\n", r.Meanms, r.Stddevms)
 	fmt.Fprintf(w, "throughput: %.1f runs/s\n", r.RunsSec)
 	fmt.Fprintf(w, "peak RSS:   %s (backend %q process)\n", humanBytes(r.PeakRSS), r.Backend)
 	for name, rss := range r.BackendRSS {

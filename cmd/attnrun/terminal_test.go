@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -89,5 +90,9 @@ func TestProgressOnlyOnATerminal(t *testing.T) {
 	r.wantOK(t)
 	if r.stderr != "" {
 		t.Errorf("stderr is a pipe, yet it got %q", r.stderr)
+	}
+	latency := regexp.MustCompile(`(?m)^latency: +p50 [0-9.]+ ms  p90 [0-9.]+ ms  p99 [0-9.]+ ms  min [0-9.]+ ms  max [0-9.]+ ms\n +mean [0-9.]+ ms  stddev [0-9.]+ ms$`)
+	if !latency.MatchString(r.stdout) {
+		t.Errorf("stdout lacks the latency lines (p50 … p99 … stddev):\n%s", r.stdout)
 	}
 }
