@@ -120,6 +120,7 @@ func newRootCmd() *cobra.Command {
 	pf.BoolVar(&g.noFuse, "no-fuse", false, "turn off attention fusion (run the exported graph node by node)")
 	pf.BoolVar(&g.strictDims, "strict-dims", false, "refuse inputs that give one dim_param name two sizes (by default they run, with a warning, as in ONNX Runtime)")
 	root.AddCommand(newRunCmd(g), newConformCmd(g), newInspectCmd(g), newBackendsCmd(g), newBenchCmd(g), newOpsCmd(g))
+	setVersion(root)
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}
