@@ -895,9 +895,11 @@ func copyCase(t *testing.T, from, to string) {
 	}
 }
 
-// TestRunFromTestData: `run -i NAME=input_K.pb --out DIR` on every exported
-// model reproduces output_0.pb within 1e-4, through the .npy it writes.
-func TestRunFromTestData(t *testing.T) {
+// forEachModel calls check, as a parallel subtest, for every bundled model
+// with its test_data_set_0 directory and the `run MODEL -i NAME=input_K.pb
+// ...` arguments that feed that data set.
+func forEachModel(t *testing.T, check func(t *testing.T, m *ir.Model, ds string, runArgs []string)) {
+	t.Helper()
 	dirs, err := filepath.Glob(filepath.Join(modelsDir, "*", "test_data_set_0"))
 	if err != nil || len(dirs) == 0 {
 		t.Fatalf("no test data: %v", err)
@@ -914,39 +916,54 @@ func TestRunFromTestData(t *testing.T) {
 			for k, vi := range m.Graph.Inputs {
 				args = append(args, "-i", fmt.Sprintf("%s=%s", vi.Name, filepath.Join(ds, fmt.Sprintf("input_%d.pb", k))))
 			}
-			out := t.TempDir()
-			r := attnrun(t, append(args, "--out", out)...)
-			r.wantOK(t)
-			stderr := r.stderr
-			if filepath.Base(caseDir) == sharedDimModel {
-				// The one model whose inputs give a dim_param two sizes.
-				warning, rest, _ := strings.Cut(stderr, "\n")
-				if !strings.HasPrefix(warning, "attnrun: warning: inputs give dim_param \"S\" different sizes: ") {
-					t.Errorf("stderr %q lacks the dim_param warning", r.stderr)
-				}
-				stderr = rest
-			}
-			if !ranLine.MatchString(stderr) {
-				t.Errorf("stderr %q", r.stderr)
-			}
-			for k, vi := range m.Graph.Outputs {
-				_, want := readPb(t, filepath.Join(ds, fmt.Sprintf("output_%d.pb", k)))
-				got := readNpy(t, filepath.Join(out, outputFileName(vi.Name)))
-				assertClose(t, vi.Name, got, want, 1e-4)
-				if !strings.Contains(r.stdout, fmt.Sprintf("%s: %v [%s] ", vi.Name, want.DType, ir.ShapeString(want.Shape))) {
-					t.Errorf("stdout does not describe %s as %v [%s]:\n%s", vi.Name, want.DType, ir.ShapeString(want.Shape), r.stdout)
-				}
-			}
-			files, _ := os.ReadDir(out)
-			if len(files) != len(m.Graph.Outputs) {
-				t.Errorf("%d files in --out, want %d", len(files), len(m.Graph.Outputs))
-			}
+			check(t, m, ds, args)
 		})
 	}
 }
 
+// TestRunFromTestData: `run -i NAME=input_K.pb --out DIR` on every exported
+// model reproduces output_0.pb within 1e-4, through the .npy it writes.
+func TestRunFromTestData(t *testing.T) {
+	forEachModel(t, func(t *testing.T, m *ir.Model, ds string, args []string) {
+		caseDir := filepath.Dir(ds)
+		out := t.TempDir()
+		r := attnrun(t, append(args, "--out", out)...)
+		r.wantOK(t)
+		stderr := r.stderr
+		if filepath.Base(caseDir) == sharedDimModel {
+			// The one model whose inputs give a dim_param two sizes.
+			warning, rest, _ := strings.Cut(stderr, "\n")
+			if !strings.HasPrefix(warning, "attnrun: warning: inputs give dim_param \"S\" different sizes: ") {
+				t.Errorf("stderr %q lacks the dim_param warning", r.stderr)
+			}
+			stderr = rest
+		}
+		if !ranLine.MatchString(stderr) {
+			t.Errorf("stderr %q", r.stderr)
+		}
+		for k, vi := range m.Graph.Outputs {
+			_, want := readPb(t, filepath.Join(ds, fmt.Sprintf("output_%d.pb", k)))
+			got := readNpy(t, filepath.Join(out, outputFileName(vi.Name)))
+			assertClose(t, vi.Name, got, want, 1e-4)
+			if !strings.Contains(r.stdout, fmt.Sprintf("%s: %v [%s] ", vi.Name, want.DType, ir.ShapeString(want.Shape))) {
+				t.Errorf("stdout does not describe %s as %v [%s]:\n%s", vi.Name, want.DType, ir.ShapeString(want.Shape), r.stdout)
+			}
+		}
+		files, _ := os.ReadDir(out)
+		if len(files) != len(m.Graph.Outputs) {
+			t.Errorf("%d files in --out, want %d", len(files), len(m.Graph.Outputs))
+		}
+	})
+}
+
 // floatVI declares a float32 value; a dim of -1 is the symbolic dim "n".
 func floatVI(name string, dims ...int64) *onnxpb.ValueInfoProto {
+	return typedVI(name, onnxpb.TensorProto_FLOAT, dims...)
+}
+
+// typedVI declares a value of element type et; a dim of -1 is the symbolic
+// dim "n".
+func typedVI(name string, et onnxpb.TensorProto_DataType, dims ...int64) *onnxpb.ValueInfoProto {
 	shape := &onnxpb.TensorShapeProto{}
 	for _, d := range dims {
 		dim := &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: d}}
@@ -956,7 +973,7 @@ func floatVI(name string, dims ...int64) *onnxpb.ValueInfoProto {
 		shape.Dim = append(shape.Dim, dim)
 	}
 	return &onnxpb.ValueInfoProto{Name: proto.String(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
-		TensorType: &onnxpb.TypeProto_Tensor{ElemType: proto.Int32(int32(onnxpb.TensorProto_FLOAT)), Shape: shape}}}}
+		TensorType: &onnxpb.TypeProto_Tensor{ElemType: proto.Int32(int32(et)), Shape: shape}}}}
 }
 
 // writeModel writes an opset-17 model of unary float32 nodes, one per
@@ -973,6 +990,12 @@ func writeModel(t *testing.T, path string, dims []int64, outputs map[string]stri
 		g.Output = append(g.Output, floatVI(out, dims...))
 		g.Node = append(g.Node, &onnxpb.NodeProto{Name: proto.String(fmt.Sprintf("node%d", i)), OpType: proto.String(outputs[out]), Input: []string{"x"}, Output: []string{out}})
 	}
+	writeGraph(t, path, g)
+}
+
+// writeGraph writes g as an opset-17 model.
+func writeGraph(t *testing.T, path string, g *onnxpb.GraphProto) {
+	t.Helper()
 	data, err := proto.Marshal(&onnxpb.ModelProto{
 		IrVersion:   proto.Int64(8),
 		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(17)}},

@@ -42,12 +42,34 @@ func openPTY(t *testing.T) (master, term *os.File) {
 // returns stdout and what reached the terminal.
 func attnrunOnTerminal(t *testing.T, args ...string) (stdout, terminal string) {
 	t.Helper()
+	code, terminal, stdout := runOnTerminal(t, false, args...)
+	if code != 0 {
+		t.Fatalf("attnrun %s: exit %d\nstdout: %s\nterminal: %q", strings.Join(args, " "), code, stdout, terminal)
+	}
+	return stdout, terminal
+}
+
+// attnrunStdoutOnTerminal runs attnrun with stdout on a pseudo-terminal
+// and returns its exit status, what reached the terminal and stderr.
+func attnrunStdoutOnTerminal(t *testing.T, args ...string) (code int, terminal, stderr string) {
+	t.Helper()
+	return runOnTerminal(t, true, args...)
+}
+
+// runOnTerminal runs attnrun with stdout (onStdout) or stderr on a
+// pseudo-terminal, and the other stream in a buffer.
+func runOnTerminal(t *testing.T, onStdout bool, args ...string) (code int, terminal, other string) {
+	t.Helper()
 	master, term := openPTY(t)
 	defer master.Close()
 	cmd := exec.Command(binPath, args...)
 	cmd.Env = append(os.Environ(), "ATTNRUN_PLUGIN_DIR=")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, term
+	var buf bytes.Buffer
+	if onStdout {
+		cmd.Stdout, cmd.Stderr = term, &buf
+	} else {
+		cmd.Stdout, cmd.Stderr = &buf, term
+	}
 	var seen bytes.Buffer
 	done := make(chan struct{})
 	go func() {
@@ -58,10 +80,10 @@ func attnrunOnTerminal(t *testing.T, args ...string) (stdout, terminal string) {
 	err := cmd.Run()
 	term.Close()
 	<-done
-	if err != nil {
-		t.Fatalf("attnrun %s: %v\nstdout: %s\nterminal: %q", strings.Join(args, " "), err, out.String(), seen.String())
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatalf("attnrun %s: %v", strings.Join(args, " "), err)
 	}
-	return out.String(), seen.String()
+	return cmd.ProcessState.ExitCode(), seen.String(), buf.String()
 }
 
 // TestProgressOnlyOnATerminal: bench draws its progress bar when stderr is
