@@ -61,7 +61,7 @@ func TestVersionCommit(t *testing.T) {
 	}
 	gitOut(t, repo, "init", "-q")
 	gitOut(t, repo, "add", "-A")
-	gitOut(t, repo, "-c", "user.name=attnrun test", "-c", "user.email=test@attnrun.invalid", "commit", "-q", "-m", "version test")
+	gitOut(t, repo, "-c", "user.name=attnrun test", "-c", "user.email=test@attnrun.invalid", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "version test")
 	head := strings.TrimSpace(gitOut(t, repo, "rev-parse", "HEAD"))
 
 	commitLine := func() string {
