@@ -1,6 +1,6 @@
 # attnrun's make targets. The two that set up a fresh machine (see README):
 #   make demo   build attnrun and run every bundled model through the CPU backend
-#   make test   install test dependencies, then vet, format-check and test everything
+#   make test   install test dependencies, then format-, tidy- and vet-check and test everything
 .PHONY: demo test build test-deps
 
 build:
@@ -15,6 +15,7 @@ test-deps:
 test: test-deps
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	go mod tidy -diff
 	go vet ./...
 	go build ./...
 	go test -count=1 ./...

@@ -214,7 +214,12 @@ func runConform(ctx context.Context, cfg Config, dirs []string) (map[string]Outc
 		if verdict != "PASS" && verdict != "FAIL" {
 			continue
 		}
+		// "FAIL name max_abs=… max_rel=…: why", or "FAIL name: why" for
+		// a case that failed before comparing anything.
 		name, detail, _ := strings.Cut(rest, " ")
+		if n, ok := strings.CutSuffix(name, ":"); ok {
+			name, detail = n, strings.TrimSpace(detail)
+		}
 		out[name] = Outcome{Pass: verdict == "PASS", Detail: detail}
 	}
 	return out, sc.Err()

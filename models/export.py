@@ -4,6 +4,8 @@
 Usage (from the repository root):
 
     /usr/bin/python3 models/export.py              # writes models/<name>/...
+    /usr/bin/python3 models/export.py --only NAME  # exports NAME only; the other models' files
+                                                   # are re-checked as they are, not rewritten
     /usr/bin/python3 models/export.py --bench DIR  # big seed-000 models, no test data
 
 Needs Debian's PyTorch and ONNX for the system Python:
@@ -111,10 +113,13 @@ H = 4       # heads
 CTX = 64    # context size for seed 000 CausalAttention
 
 Spec = collections.namedtuple(
-    "Spec", "name seed module build inputs outputs datasets notes")
+    "Spec", "name seed module build inputs outputs datasets notes dim_params",
+    defaults=(None,))
 # inputs: list of (name, shape (ints or axis names), generator, dtype label)
 # outputs: list of (name, shape)
 # datasets: list of {axis name: size}; the first is the export shape
+# dim_params: {axis name: dim_param name} where the exported name differs
+#   from the axis name (two axes of independent sizes exported under one name)
 
 
 def _std_sets(**extra):
@@ -123,6 +128,10 @@ def _std_sets(**extra):
         s.update(extra)
     return sets
 
+
+# seed 001's CrossAttention: decoder x, encoder enc and its padding mask
+CROSS_INPUTS = [("x", ("batch", "seq", C), randn), ("enc", ("batch", "enc_seq", C), randn),
+                ("enc_mask", ("batch", "enc_seq"), pad_mask_bool)]
 
 SPECS = [
     # seed 000
@@ -238,8 +247,7 @@ SPECS = [
     # seed 001
     Spec("s001_cross_attention", "001", "CrossAttention(hidden_size=32, num_heads=4)",
          lambda: am.CrossAttention(C, H),
-         [("x", ("batch", "seq", C), randn), ("enc", ("batch", "enc_seq", C), randn),
-          ("enc_mask", ("batch", "enc_seq"), pad_mask_bool)],
+         CROSS_INPUTS,
          [("y", ("batch", "seq", C))],
          [dict(batch=2, seq=5, enc_seq=9), dict(batch=3, seq=11, enc_seq=4), dict(batch=1, seq=1, enc_seq=1)],
          "decoder queries (B,T,C) attend to encoder keys/values (B,S,C); enc_mask: bool, True = padding, fill -inf"),
@@ -255,6 +263,15 @@ SPECS = [
          [("y", ("batch", "seq", C))],
          _std_sets(),
          "masked (causal) decoder self-attention, mask built from the run-time length (Trilu); no context limit"),
+    Spec("s001_cross_attention_shared_dim", "001", "CrossAttention(hidden_size=32, num_heads=4), one dim_param for two lengths",
+         lambda: am.CrossAttention(C, H),
+         CROSS_INPUTS,
+         [("y", ("batch", "seq", C))],
+         [dict(batch=2, seq=5, enc_seq=9), dict(batch=3, seq=11, enc_seq=4), dict(batch=1, seq=1, enc_seq=3)],
+         "as s001_cross_attention, but dynamic_axes names both the decoder and the encoder length `S`, "
+         "an exporter's mistake seen in the wild: the graph says x and enc have one length, the data sets "
+         "give them different ones (ONNX Runtime runs them)",
+         dim_params=dict(seq="S", enc_seq="S")),
 ]
 
 
@@ -267,10 +284,11 @@ def concrete(shape, sizes):
     return tuple(sizes[d] if isinstance(d, str) else d for d in shape)
 
 
-def dyn_axes(items):
+def dyn_axes(items, dim_params=None):
+    names = dim_params or {}
     out = {}
     for name, shape, *_ in items:
-        ax = {i: d for i, d in enumerate(shape) if isinstance(d, str)}
+        ax = {i: names.get(d, d) for i, d in enumerate(shape) if isinstance(d, str)}
         if ax:
             out[name] = ax
     return out
@@ -301,7 +319,7 @@ def export_model(model, spec, arrays, path):
             model, args, path,
             input_names=[n for n, *_ in spec.inputs],
             output_names=[n for n, *_ in spec.outputs],
-            dynamic_axes={**dyn_axes(spec.inputs), **dyn_axes(spec.outputs)},
+            dynamic_axes={**dyn_axes(spec.inputs, spec.dim_params), **dyn_axes(spec.outputs, spec.dim_params)},
             opset_version=OPSET,
             do_constant_folding=True,
         )
@@ -311,6 +329,13 @@ def write_tensor(path, arr, name):
     t = numpy_helper.from_array(arr, name)
     with open(path, "wb") as f:
         f.write(t.SerializeToString())
+
+
+def read_tensor(path):
+    t = onnx.TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return numpy_helper.to_array(t)
 
 
 # ---------------------------------------------------------------------------
@@ -481,18 +506,25 @@ def quirks(model):
 # ---------------------------------------------------------------------------
 
 
-def export_all(outdir, readme):
+def export_all(outdir, readme, only=None):
+    """Exports every spec, or only those named in `only`: the others' files
+    are checked (and summarized in the README) as they are on disk."""
+    unknown = set(only or ()) - {spec.name for spec in SPECS}
+    if unknown:
+        sys.exit("export.py: no model named %s" % ", ".join(sorted(unknown)))
     rows = []
     failures = []
     for spec in SPECS:
         d = os.path.join(outdir, spec.name)
-        if os.path.isdir(d):
-            shutil.rmtree(d)
-        os.makedirs(d)
-        model = build(spec)
-        export_inputs = make_inputs(spec, spec.datasets[0], seed=1000)
         path = os.path.join(d, "model.onnx")
-        export_model(model, spec, export_inputs, path)
+        fresh = only is None or spec.name in only
+        if fresh:
+            if os.path.isdir(d):
+                shutil.rmtree(d)
+            os.makedirs(d)
+            model = build(spec)
+            export_inputs = make_inputs(spec, spec.datasets[0], seed=1000)
+            export_model(model, spec, export_inputs, path)
 
         onnx.checker.check_model(path)
         om = onnx.load(path)
@@ -506,14 +538,17 @@ def export_all(outdir, readme):
 
         worst = 0.0
         for i, sizes in enumerate(spec.datasets):
-            arrays = make_inputs(spec, sizes, seed=100 * (i + 1) + len(spec.name))
-            y = run_torch(model, arrays)
-            assert np.isfinite(y).all(), (spec.name, i, "non-finite PyTorch output")
             sd = os.path.join(d, "test_data_set_%d" % i)
-            os.makedirs(sd)
-            for k, ((name, *_), arr) in enumerate(zip(spec.inputs, arrays)):
-                write_tensor(os.path.join(sd, "input_%d.pb" % k), arr, name)
-            write_tensor(os.path.join(sd, "output_0.pb"), y, spec.outputs[0][0])
+            if fresh:
+                arrays = make_inputs(spec, sizes, seed=100 * (i + 1) + len(spec.name))
+                y = run_torch(model, arrays)
+                assert np.isfinite(y).all(), (spec.name, i, "non-finite PyTorch output")
+                os.makedirs(sd)
+                for k, ((name, *_), arr) in enumerate(zip(spec.inputs, arrays)):
+                    write_tensor(os.path.join(sd, "input_%d.pb" % k), arr, name)
+                write_tensor(os.path.join(sd, "output_0.pb"), y, spec.outputs[0][0])
+            else:
+                y = read_tensor(os.path.join(sd, "output_0.pb"))
 
             # reload what was written and check the graph against it
             feeds = {}
@@ -576,7 +611,8 @@ def write_readme(path, rows):
              "(serialized TensorProto named after the graph input/output), as in ONNX's backend tests. "
              "Data set 0 uses the export shapes; sets 1 and 2 use other batch and sequence sizes "
              "(set 2 mostly batch 1, length 1).")
-    L.append("- Dynamic axes appear as `dim_param` names: `batch`, `seq`, `enc_seq`, `seq_q`, `seq_kv`.")
+    L.append("- Dynamic axes appear as `dim_param` names: `batch`, `seq`, `enc_seq`, `seq_q`, `seq_kv`; "
+             "`s001_cross_attention_shared_dim` names two lengths of independent sizes `S`.")
     L.append("- Masks: `bool` masks are True = masked; `int64` masks (seed 002) are 0 = masked. "
              "Test masks are right-padding style (or column 0 kept), so no softmax row is fully masked "
              "and the outputs are NaN-free.")
@@ -668,11 +704,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=HERE, help="output directory (default: models/)")
     ap.add_argument("--bench", metavar="DIR", help="export the large seed-000 benchmark models into DIR instead")
+    ap.add_argument("--only", metavar="NAME", action="append",
+                    help="export only this model (repeatable); the others are checked as they are on disk")
     args = ap.parse_args()
     if args.bench:
         export_bench(args.bench)
         return
-    export_all(args.out, readme=True)
+    export_all(args.out, readme=True, only=args.only)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,9 @@ func newInspectCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer s.Close()
+			if err := checkDimNames(dims, s.Inputs()); err != nil {
+				return err
+			}
 			printInspect(cmd.OutOrStdout(), args[0], s, dims, !g.noFuse)
 			return nil
 		},

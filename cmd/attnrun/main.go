@@ -33,6 +33,7 @@ type globalFlags struct {
 	threads        int
 	maxTensorBytes int64
 	noFuse         bool
+	strictDims     bool
 }
 
 func main() {
@@ -117,7 +118,9 @@ func newRootCmd() *cobra.Command {
 	pf.IntVar(&g.threads, "threads", 0, "compute threads in the backend (default: number of CPUs)")
 	pf.Int64Var(&g.maxTensorBytes, "max-tensor-bytes", graph.DefaultMaxTensorBytes, "largest tensor (in bytes) attnrun will load or create")
 	pf.BoolVar(&g.noFuse, "no-fuse", false, "turn off attention fusion (run the exported graph node by node)")
+	pf.BoolVar(&g.strictDims, "strict-dims", false, "refuse inputs that give one dim_param name two sizes (by default they run, with a warning, as in ONNX Runtime)")
 	root.AddCommand(newRunCmd(g), newConformCmd(g), newInspectCmd(g), newBackendsCmd(g), newBenchCmd(g), newOpsCmd(g))
+	setVersion(root)
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}

@@ -15,7 +15,9 @@ import (
 
 // sessionOptions maps the global flags to session options.
 func (g *globalFlags) sessionOptions() session.Options {
-	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "attnrun: "+format+"\n", args...) }
+	logf := func(format string, args ...any) {
+		fmt.Fprintln(os.Stderr, "attnrun: "+flagNames.Replace(fmt.Sprintf(format, args...)))
+	}
 	return session.Options{
 		Backend:        g.backend,
 		PluginDir:      g.pluginDir,
@@ -23,6 +25,7 @@ func (g *globalFlags) sessionOptions() session.Options {
 		Threads:        g.threads,
 		MaxTensorBytes: g.maxTensorBytes,
 		NoFuse:         g.noFuse,
+		StrictDims:     g.strictDims,
 		Logf:           logf,
 	}
 }
@@ -61,14 +64,18 @@ type flagError struct {
 func (e flagError) Error() string { return e.msg }
 func (e flagError) Unwrap() error { return e.err }
 
+// flagNames rewrites the library option names in messages to the CLI
+// flags that set them.
+var flagNames = strings.NewReplacer("Options.MaxTensorBytes", "--max-tensor-bytes", "Options.StrictDims", "--strict-dims")
+
 // cliError rewrites library option names in err's message to the flags
 // that set them.
 func cliError(err error) error {
 	msg := err.Error()
-	if !strings.Contains(msg, "(Options.MaxTensorBytes)") {
-		return err
+	if out := flagNames.Replace(msg); out != msg {
+		return flagError{out, err}
 	}
-	return flagError{strings.ReplaceAll(msg, "(Options.MaxTensorBytes)", "(--max-tensor-bytes)"), err}
+	return err
 }
 
 // runIR runs a session on ir tensors (the session API takes gorgonia Dense

@@ -33,6 +33,11 @@ type Options struct {
 	// rewrite (fuse_matmul.go), which folds transposes, head-split views and
 	// bias Adds into com.attnrun:FusedMatMul.
 	NoFuse bool
+	// StrictDims refuses a run whose inputs bind one dim_param name to two
+	// sizes (e.g. decoder and encoder lengths both exported as "S").
+	// Without it such a run goes ahead, as in ONNX Runtime (see
+	// ValidateInputs).
+	StrictDims bool
 }
 
 // Program is a validated, scheduled and type-inferred graph.

@@ -59,6 +59,7 @@ func TestModelFusions(t *testing.T) {
 		{"s000_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"s000_causal_or", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"s001_cross_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s001_cross_attention_shared_dim", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"s001_cross_attention_nomask", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
 		{"s001_decoder_self_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		// Seed 002's MultiHeadAttention transposes K before the head split.
@@ -89,7 +90,7 @@ func TestModelFusions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			in := zeroInputs(t, m.Graph, map[string]int{"batch": 2, "seq": 5, "enc_seq": 7, "seq_q": 5, "seq_kv": 7})
+			in := zeroInputs(t, m.Graph, map[string]int{"batch": 2, "seq": 5, "enc_seq": 7, "seq_q": 5, "seq_kv": 7, "S": 6})
 			all, err := p.Fusions(in)
 			if err != nil {
 				t.Fatal(err)

@@ -174,7 +174,7 @@ func TestInputErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Compile(m, Options{})
+	p, err := Compile(m, Options{StrictDims: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestInputErrors(t *testing.T) {
 		{"dtype", map[string]*ir.Tensor{"x": x, "mask": ir.NewTensor(ir.Float, []int{2, 4})}, `input "mask" has element type float32, the model expects bool`},
 		{"rank", map[string]*ir.Tensor{"x": ir.NewTensor(ir.Float, []int{8, 32}), "mask": mask}, `input "x" has shape [8x32], the model expects rank 3 [batch, seq, 32]`},
 		{"fixed dim", map[string]*ir.Tensor{"x": ir.NewTensor(ir.Float, []int{2, 4, 16}), "mask": mask}, `dim 2 must be 32`},
-		{"symbol bound twice", map[string]*ir.Tensor{"x": x, "mask": ir.NewTensor(ir.Bool, []int{2, 5})}, `input "mask" dim 1 (seq) is 5, but x dim 1 set seq=4`},
+		{"symbol bound twice (StrictDims)", map[string]*ir.Tensor{"x": x, "mask": ir.NewTensor(ir.Bool, []int{2, 5})}, `input "mask" dim 1 (seq) is 5, but x dim 1 set seq=4`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -199,6 +199,16 @@ func TestInputErrors(t *testing.T) {
 				t.Fatalf("err = %v\nwant it to contain %s", err, c.want)
 			}
 		})
+	}
+	// Without StrictDims the run goes ahead, and this model cannot take a
+	// mask longer than x: the node that finds out says so.
+	lenient, err := Compile(m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = lenient.Run(context.Background(), map[string]*ir.Tensor{"x": x, "mask": ir.NewTensor(ir.Bool, []int{2, 5})}, RunOptions{})
+	if want := `node "/Reshape_1" (Reshape): cannot reshape [2, 5] to [2, 1, 1, 4]`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v\nwant it to contain %s", err, want)
 	}
 }
 

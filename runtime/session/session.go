@@ -55,6 +55,11 @@ type Options struct {
 	MaxTensorBytes int64
 	// NoFuse turns off attention fusion in every backend.
 	NoFuse bool
+	// StrictDims refuses a run whose inputs give one dim_param name two
+	// sizes. Without it the run goes ahead, as in ONNX Runtime, and the
+	// session logs one warning per dim_param name (see
+	// graph.Program.ValidateInputs).
+	StrictDims bool
 	// NoSharedMemory makes tensors travel as bytes inside the gRPC messages
 	// instead of through the memory region shared with each backend
 	// process (see package plugins); for measurement and diagnosis.
@@ -215,6 +220,9 @@ type Session struct {
 
 	mu     sync.Mutex
 	closed bool
+	// warnedDims holds the dim_param names whose conflicting sizes were
+	// already logged (one warning per name and session).
+	warnedDims sync.Map
 }
 
 // Open loads the model at modelPath, validates it, starts the backends,
@@ -241,7 +249,7 @@ func OpenModel(ctx context.Context, m *ir.Model, opts Options) (*Session, error)
 }
 
 func openModel(ctx context.Context, m *ir.Model, opts Options) (*Session, error) {
-	prog, err := graph.Compile(m, graph.Options{Threads: opts.Threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse})
+	prog, err := graph.Compile(m, graph.Options{Threads: opts.Threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, StrictDims: opts.StrictDims})
 	if err != nil {
 		return nil, err
 	}
@@ -665,7 +673,13 @@ func (s *Session) checkInputs(inputs map[string]*tensor.Dense) error {
 		}
 		ts[name] = t
 	}
-	return s.prog.CheckInputs(ts)
+	conflicts, err := s.prog.ValidateInputs(ts)
+	for _, c := range conflicts {
+		if _, seen := s.warnedDims.LoadOrStore(c.Param, true); !seen {
+			s.opts.Logf("warning: %s; running with each input's own size, as ONNX Runtime does (Options.StrictDims refuses)", c)
+		}
+	}
+	return err
 }
 
 // ensureRunning restarts a backend whose process has exited and recompiles

@@ -211,7 +211,8 @@ func TestRunInBackendProcess(t *testing.T) {
 }
 
 func TestInputValidation(t *testing.T) {
-	s, _ := openTiny(t, Options{})
+	// StrictDims: the "symbolic" case is refused in the host too.
+	s, _ := openTiny(t, Options{StrictDims: true})
 	x := func(shape ...int) *tensor.Dense {
 		n := 1
 		for _, d := range shape {
@@ -237,7 +238,7 @@ func TestInputValidation(t *testing.T) {
 		{"dim", map[string]*tensor.Dense{"x": x(2, 5), "r": x(2, 3)},
 			`input "x" has shape [2x5], the model expects [batch, 4] (dim 1 must be 4)`},
 		{"symbolic", map[string]*tensor.Dense{"x": x(2, 4), "r": x(3, 3)},
-			`input "r" dim 0 (batch) is 3, but x dim 0 set batch=2`},
+			`input "r" dim 0 (batch) is 3, but x dim 0 set batch=2 (refused: strict dims)`},
 		{"unconvertible", map[string]*tensor.Dense{"x": dense([]int{2, 4}, make([]complex64, 8)), "r": x(2, 3)},
 			`input "x": from dense: gorgonia dtype complex64 has no attnrun dtype`},
 	}
@@ -533,12 +534,7 @@ func TestModels(t *testing.T) {
 				t.Fatal("no data sets")
 			}
 			for _, set := range sets {
-				in := map[string]*tensor.Dense{}
-				for _, f := range mustGlob(t, filepath.Join(set, "input_*.pb")) {
-					name, d := readPB(t, f)
-					in[name] = d
-				}
-				out, err := s.Run(context.Background(), in)
+				out, err := s.Run(context.Background(), readInputs(t, set))
 				if err != nil {
 					t.Fatalf("%s: %v", filepath.Base(set), err)
 				}
