@@ -34,7 +34,7 @@ PASS or FAIL, the case name, and the largest absolute and relative errors, then
 				if err != nil {
 					return nil, err
 				}
-				return sessionRunner{s}, nil
+				return sessionRunner{g, s}, nil
 			}
 			w := cmd.OutOrStdout()
 			passed, failed := 0, 0

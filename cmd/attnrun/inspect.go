@@ -35,7 +35,7 @@ func newInspectCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer s.Close()
+			defer g.close(s)
 			printInspect(cmd.OutOrStdout(), args[0], s, dims, !g.noFuse)
 			return nil
 		},

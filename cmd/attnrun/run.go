@@ -60,7 +60,7 @@ func newRunCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer s.Close()
+			defer g.close(s)
 			inputs, err := in.load(s.Inputs(), g.maxTensorBytes)
 			if err != nil {
 				return err
