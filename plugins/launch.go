@@ -99,7 +99,14 @@ func NewLogger(w io.Writer) hclog.Logger {
 		Level:  hclog.Warn,
 		Output: w,
 		Exclude: func(_ hclog.Level, msg string, _ ...any) bool {
-			return msg == "plugin process exited" || msg == "plugin failed to exit gracefully"
+			switch msg {
+			case "plugin process exited", "plugin failed to exit gracefully",
+				// go-plugin's readers of pipes Kill had to close (see
+				// terminate): the backend is being killed anyway.
+				"error encountered while scanning stdout", "reading plugin stderr":
+				return true
+			}
+			return false
 		},
 	})
 }
@@ -259,11 +266,16 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Process, error) {
 	select {
 	case st = <-ch:
 	case <-ctx.Done():
-		// End the handshake wait at once: kill the group and close the
-		// pipes go-plugin reads the handshake from.
+		// End the handshake wait: the group's death closes the pipes
+		// go-plugin reads the handshake from (or, when a process outside
+		// the group holds them, closing them does).
 		pr.killGroup()
-		pr.closePipes()
-		<-ch
+		select {
+		case st = <-ch:
+		case <-time.After(killWait):
+			pr.closePipes()
+			<-ch
+		}
 		return fail(ctx.Err())
 	}
 	if st.err != nil {

@@ -15,13 +15,15 @@ import (
 
 // Backend lifecycle. A session holds one backend per name it uses (the
 // preferred one, and cpu for fallback). Each backend owns its current
-// process and the ids of its partitions compiled there. When the process
-// ends (it crashed, was killed from outside, or was killed by the host for
-// not answering: see package plugins' deadlines), the backend starts a
-// replacement at once, in the background, and recompiles its partitions,
-// so that the next Run finds a fresh process ready instead of paying for the
-// restart; a Run that arrives meanwhile waits for it (as long as its context
-// allows). Runs take the current process without holding any session-wide
+// process and the ids of its partitions compiled there. When the host kills
+// the process for not answering (see package plugins' deadlines), the
+// backend starts a replacement at once, in the background, and recompiles
+// its partitions, so that the next Run finds a fresh process ready instead
+// of paying for the restart. A process that died by itself (a crash, a kill
+// from outside) is replaced when the next Run needs it: its caller has just
+// been told of the death and may well close the session instead. A Run that
+// arrives while a replacement starts waits for it, as long as its context
+// allows. Runs take the current process without holding any session-wide
 // lock, so a slow or abandoned Run never holds up another caller.
 
 // closeTimeout bounds Session.Close: whatever the backends do, it returns
@@ -228,13 +230,18 @@ func (b *backend) adopt(g *process) {
 	go b.watch(g)
 }
 
-// watch waits for g to end and, unless the session is closing, starts its
-// replacement at once.
+// watch waits for g to end. When the host killed it for not answering, it
+// starts the replacement at once (unless the session is closing); a process
+// that died by itself is replaced by the next Run (acquire), as its caller
+// has just been told of the death and may well close the session instead.
 func (b *backend) watch(g *process) {
 	defer b.wg.Done()
 	select {
 	case <-g.p.Done():
 	case <-b.bg.Done():
+		return
+	}
+	if g.p.KillReason() == "" {
 		return
 	}
 	b.mu.Lock()
