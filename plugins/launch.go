@@ -18,6 +18,8 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/go-plugin/runner"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"gorgonia.org/tensor"
 )
 
@@ -80,8 +82,9 @@ type Process struct {
 	parent *os.File // write end of the parent pipe
 	stderr *tailBuffer
 
-	busy       atomic.Int32  // Runs in flight; the watchdog pings only then
-	killed     chan struct{} // closed when Kill starts
+	busy       atomic.Int32          // Runs in flight; the watchdog pings only then
+	final      atomic.Pointer[Where] // the status page's last word, kept when Kill unmaps it
+	killed     chan struct{}         // closed when Kill starts
 	killOnce   sync.Once
 	parentOnce sync.Once
 	mu         sync.Mutex
@@ -383,6 +386,8 @@ func (p *Process) kill(reason string) {
 		p.mu.Unlock()
 		close(p.killed)
 		terminate(p.client, p.run)
+		w := p.where()
+		p.final.Store(&w)
 		p.page.close()
 		// After the process is gone: a Run in flight fails and releases
 		// the region, which close waits for.
@@ -509,6 +514,18 @@ func (p *Process) check(ctx context.Context, err error) error {
 	if errors.As(err, &remote) {
 		return err
 	}
+	if st, ok := status.FromError(err); ok && (st.Code() == codes.DeadlineExceeded || st.Code() == codes.Canceled) && ctx.Err() == nil {
+		// The backend's end of the deadline (gRPC sends it along) can
+		// fire a moment before ours: wait for ours, briefly.
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < time.Second {
+			t := time.NewTimer(time.Until(dl) + 10*time.Millisecond)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
 	if ctx.Err() != nil {
 		e := &InterruptedError{Backend: p.name, Pid: p.pid, Op: "run", Err: ctx.Err(), Queued: errors.Is(err, errQueued)}
 		if !e.Queued {
@@ -531,6 +548,9 @@ func (p *Process) died() *DiedError {
 
 // where reads what the backend is running from its status page.
 func (p *Process) where() Where {
+	if w := p.final.Load(); w != nil {
+		return *w
+	}
 	var w Where
 	w.Partition, w.NodeIndex, w.Running, _ = p.page.read()
 	if w.Running {

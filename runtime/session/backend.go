@@ -242,6 +242,9 @@ func (b *backend) watch(g *process) {
 		return
 	}
 	if g.p.KillReason() == "" {
+		// Died by itself: release the host's side of it now (its
+		// connection, tensor region, pipes); the next Run replaces it.
+		g.p.Kill()
 		return
 	}
 	b.mu.Lock()
@@ -318,7 +321,7 @@ func (b *backend) acquire(ctx context.Context) (*process, error) {
 		return g, nil
 	}
 	if g := b.cur; g != nil {
-		// Dead, and its watch has not run yet.
+		// Dead (its watch releases it).
 		b.cur = nil
 		b.opts.Logf("backend %q (pid %d) %s; restarting it", b.name, g.p.Pid(), endedHow(g.p))
 	}
