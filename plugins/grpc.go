@@ -160,6 +160,11 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 	}
 	out, err := s.impl.Run(ctx, PartitionID(req.PartitionId), in)
 	if err != nil {
+		if ctx.Err() != nil {
+			// The host's deadline (or cancellation), not a failure of the
+			// partition: say so, so that the host reports it as such.
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
 		return nil, status.Error(codes.Unknown, err.Error())
 	}
 	r := &backendpb.RunResponse{Outputs: make([]*backendpb.NamedTensor, 0, len(out))}

@@ -511,7 +511,7 @@ func (p *Process) check(ctx context.Context, err error) error {
 		return nil
 	}
 	var remote *RemoteError
-	if errors.As(err, &remote) {
+	if errors.As(err, &remote) && ctx.Err() == nil {
 		return err
 	}
 	if st, ok := status.FromError(err); ok && (st.Code() == codes.DeadlineExceeded || st.Code() == codes.Canceled) && ctx.Err() == nil {
