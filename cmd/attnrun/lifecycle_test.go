@@ -19,24 +19,19 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/attnrun/attnrun/internal/procfs"
 )
 
-// procState is the state letter of /proc/PID/stat ("T": stopped, "Z":
-// zombie), "" when the process is gone.
+// procState is the state letter of /proc/PID/stat ("T": stopped), ""
+// when the process is gone.
 func procState(pid int) string {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	s := string(stat)
-	if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 {
-		return f[0]
-	}
-	return ""
+	st, _ := procfs.State(pid)
+	return st
 }
 
 // gone reports whether pid has ended (or is a zombie).
-func gone(pid int) bool { st := procState(pid); return st == "" || st == "Z" }
+var gone = procfs.Gone
 
 // waitGone waits up to limit for pid to end, failing the test (and killing
 // the process) if it does not.

@@ -21,26 +21,13 @@ import (
 	"time"
 
 	"github.com/attnrun/attnrun/backends/cpu"
+	"github.com/attnrun/attnrun/internal/procfs"
 	"github.com/attnrun/attnrun/plugins"
 	"gorgonia.org/tensor"
 )
 
-// procState is the state letter of /proc/PID/stat ("R", "S", "T" for
-// stopped, "Z"), and the parent pid; "" when the process is gone.
-func procState(pid int) (string, int) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", 0
-	}
-	s := string(stat)
-	i := strings.LastIndexByte(s, ')')
-	f := strings.Fields(s[i+1:])
-	if len(f) < 2 {
-		return "", 0
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	return f[0], ppid
-}
+// procState is procfs.State.
+var procState = procfs.State
 
 // stopBackend SIGSTOPs pid and waits until the kernel shows it stopped; at
 // the end of the test the process is killed if it is still a child of this

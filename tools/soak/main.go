@@ -26,7 +26,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +35,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/backends/cpu"
+	"github.com/attnrun/attnrun/internal/procfs"
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/plugins"
 	"github.com/attnrun/attnrun/runtime/session"
@@ -389,7 +389,7 @@ func chaos(cases []*testCase, r *rand.Rand, stop chan struct{}, c *counters, don
 		}
 		s := sessions[r.IntN(len(sessions))]
 		bs := s.Backends()
-		if len(bs) == 0 || !bs[0].Available || !ourChild(bs[0].Pid) || procState(bs[0].Pid) == "T" {
+		if len(bs) == 0 || !bs[0].Available || !ourChild(bs[0].Pid) || stopped(bs[0].Pid) {
 			continue // restarting, or stopped already
 		}
 		pid := bs[0].Pid
@@ -415,29 +415,17 @@ func chaos(cases []*testCase, r *rand.Rand, stop chan struct{}, c *counters, don
 	}
 }
 
-// procState is the state letter of /proc/PID/stat ("T": stopped).
-func procState(pid int) string {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	s := string(stat)
-	if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 {
-		return f[0]
-	}
-	return ""
+// stopped reports whether pid is stopped.
+func stopped(pid int) bool {
+	st, _ := procfs.State(pid)
+	return st == "T"
 }
 
 // ourChild reports whether pid is a live child of this process (so that a
 // signal never reaches a process that reused the pid).
 func ourChild(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(stat)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 1 && f[0] != "Z" && f[1] == strconv.Itoa(os.Getpid())
+	st, ppid := procfs.State(pid)
+	return st != "" && st != "Z" && ppid == os.Getpid()
 }
 
 // settle runs every session until each answers a healthy run, so that its
@@ -472,10 +460,10 @@ func measure(cases []*testCase, tmp string) usage {
 	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
 		u.fds = len(fds)
 	}
-	u.hostRSS = rss("self")
+	u.hostRSS = procfs.RSS(os.Getpid())
 	for _, pid := range descendants(os.Getpid()) {
 		u.procs++
-		u.backendsRSS += rss(strconv.Itoa(pid))
+		u.backendsRSS += procfs.RSS(pid)
 	}
 	if m, err := filepath.Glob(filepath.Join(tmp, "*")); err == nil {
 		u.tmpDirs = len(m)
@@ -483,36 +471,11 @@ func measure(cases []*testCase, tmp string) usage {
 	return u
 }
 
-// rss is VmRSS of /proc/<pid>/status in bytes.
-func rss(pid string) int64 {
-	data, err := os.ReadFile("/proc/" + pid + "/status")
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			f := strings.Fields(v)
-			if len(f) > 0 {
-				kb, _ := strconv.ParseInt(f[0], 10, 64)
-				return kb << 10
-			}
-		}
-	}
-	return 0
-}
-
 // descendants lists every process below pid.
 func descendants(pid int) []int {
 	var out []int
-	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	for _, t := range tasks {
-		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
-		for _, f := range strings.Fields(string(data)) {
-			if n, err := strconv.Atoi(f); err == nil {
-				out = append(out, n)
-				out = append(out, descendants(n)...)
-			}
-		}
+	for _, n := range procfs.Children(pid) {
+		out = append(append(out, n), descendants(n)...)
 	}
 	return out
 }
