@@ -189,7 +189,7 @@ func soak(cfg config) int {
 	time.Sleep(cfg.warmup)
 	settle(cases)
 	base := measure(cases, tmp)
-	warmCalls := c.ok.Load()
+	warmCalls := c.ok.Load() + c.wrong.Load()
 	fmt.Printf("soak: warm-up done (%d calls); chaos for %v\n", warmCalls, cfg.duration)
 
 	phase.Store(1)
@@ -203,7 +203,7 @@ func soak(cfg config) int {
 	settle(cases)
 	end := measure(cases, tmp)
 
-	return report(cfg, &c, base, end, lifecycle)
+	return report(cfg, &c, warmCalls, base, end, lifecycle)
 }
 
 // call runs one case, with a random context policy during the chaos, and
@@ -489,7 +489,7 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return s[min(len(s)-1, int(math.Ceil(p/100*float64(len(s))))-1)]
 }
 
-func report(cfg config, c *counters, base, end usage, lifecycle []string) int {
+func report(cfg config, c *counters, warmCalls int64, base, end usage, lifecycle []string) int {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
 	mib := func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 	growth := func(a, b int64) float64 {
@@ -511,7 +511,8 @@ func report(cfg config, c *counters, base, end usage, lifecycle []string) int {
 		}
 	}
 	fmt.Printf("soak: %v of chaos after a %v warm-up, seed %d\n", cfg.duration, cfg.warmup, cfg.seed)
-	fmt.Printf("calls:     %d answered, all compared bit for bit with the reference: %d wrong\n", c.ok.Load()+c.wrong.Load(), c.wrong.Load())
+	fmt.Printf("calls:     %d answered (%d in the warm-up, %d during the chaos), each compared bit for bit with its reference: %d wrong\n",
+		c.ok.Load()+c.wrong.Load(), warmCalls, c.ok.Load()+c.wrong.Load()-warmCalls, c.wrong.Load())
 	fmt.Printf("           %d hung (no return within %v)\n", c.hung.Load(), cfg.hang)
 	fmt.Printf("           %d interrupted by their context (%d cancellations, %d deadlines of 50 µs–3 ms set)\n", c.interrupted.Load(), c.cancels.Load(), c.deadlines.Load())
 	fmt.Printf("           %d failed with their backend killed or stopped; %d other errors\n", c.died.Load(), c.other.Load())
