@@ -102,7 +102,7 @@ func TestStoppedBackendRunWithoutDeadline(t *testing.T) {
 	if r.err.Error() != wantErr {
 		t.Errorf("error %q\nwant      %q", r.err, wantErr)
 	}
-	t.Logf("Run on a stopped backend returned after %v (limit %v): %v", r.took, limit, r.err)
+	t.Logf("Run on a stopped backend returned after %v (HealthInterval + PingTimeout = %v): %v", r.took, limit, r.err)
 	eventually(t, 5*time.Second, "stopped backend gone", func() bool { st, _ := procState(pid); return st == "" || st == "Z" })
 	r = runWithin(t, s, context.Background(), in, 30*time.Second)
 	if r.err != nil {
