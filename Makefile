@@ -21,6 +21,16 @@ test: test-deps
 	go test -count=1 ./...
 	go test -count=1 -tags openblas ./ops/blas/
 
+# soak: the chaos soak test (not part of make test; a few minutes): random seed models and shapes
+# from many goroutines while backends are SIGKILLed and SIGSTOPped and contexts cancelled; fails on
+# any wrong answer, hung call, unexpected error, or growth of fds, processes, temp dirs or RSS > 10%.
+# SOAK_FLAGS passes more flags to tools/soak (-goroutines, -models, -seed, -warmup; see its doc).
+.PHONY: soak
+SOAK_DURATION ?= 2m
+SOAK_FLAGS ?=
+soak:
+	go run ./tools/soak -duration $(SOAK_DURATION) $(SOAK_FLAGS)
+
 .PHONY: models
 
 # Regenerate the reference ONNX models and test data in models/ (committed;

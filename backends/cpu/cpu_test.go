@@ -62,8 +62,9 @@ func TestFaults(t *testing.T) {
 		{"", faults{refuse: map[string]bool{}}, ""},
 		{"exit-before:Softmax", faults{exitBefore: "Softmax", refuse: map[string]bool{}}, ""},
 		{"kill-before:MatMul; refuse:Add,Mul", faults{killBefore: "MatMul", refuse: map[string]bool{"Add": true, "Mul": true}}, ""},
+		{"stop-before:Softmax;stop-in:Info", faults{stopBefore: "Softmax", stopIn: "Info", refuse: map[string]bool{}}, ""},
 		{"refuse", faults{}, `ATTNRUN_CPU_FAULT: "refuse" is not kind:argument`},
-		{"explode:Add", faults{}, `ATTNRUN_CPU_FAULT: unknown hook "explode" (want exit-before, kill-before or refuse)`},
+		{"explode:Add", faults{}, `ATTNRUN_CPU_FAULT: unknown hook "explode" (want exit-before, kill-before, stop-before, stop-in or refuse)`},
 	}
 	for _, c := range cases {
 		got, err := parseFaults(c.in)

@@ -80,20 +80,14 @@ loop would; --fresh-outputs gives every run new output tensors instead.`,
 			if warmup < 0 {
 				return usageErrorf("--warmup must be ≥ 0")
 			}
-			if g.maxTensorBytes <= 0 {
-				return usageErrorf("--max-tensor-bytes must be positive")
-			}
-			if g.threads < 0 {
-				return usageErrorf("--threads must be ≥ 0")
-			}
 			ctx := cmd.Context()
 			opts := g.sessionOptions()
 			opts.NoSharedMemory = noShm
-			s, err := session.Open(ctx, args[0], opts)
+			s, err := g.openWith(ctx, args[0], opts)
 			if err != nil {
 				return err
 			}
-			defer s.Close()
+			defer g.close(s)
 			loaded, err := in.load(s.Inputs(), g.maxTensorBytes)
 			if err != nil {
 				return err
@@ -178,7 +172,7 @@ func benchLoop(ctx context.Context, s *session.Session, inputs map[string]*tenso
 		start := time.Now()
 		out, err := s.RunWith(ctx, inputs, ro)
 		if err != nil {
-			return nil, fmt.Errorf("run %d: %w", i+1, err)
+			return nil, fmt.Errorf("run %d: %w", i+1, cliError(err))
 		}
 		d := time.Since(start)
 		if bind && ro.Into == nil {

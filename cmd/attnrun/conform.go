@@ -41,7 +41,7 @@ as in ONNX's backend tests).`,
 				if err != nil {
 					return nil, err
 				}
-				return sessionRunner{s}, nil
+				return sessionRunner{g, s}, nil
 			}
 			w := cmd.OutOrStdout()
 			passed, failed := 0, 0

@@ -93,7 +93,7 @@ terminal. The time of the run goes to stderr.`,
 			if err != nil {
 				return err
 			}
-			defer s.Close()
+			defer g.close(s)
 			if outs := s.Outputs(); toStdout && len(outs) != 1 {
 				return usageErrorf("--out - writes one .npy to stdout, and the model has %d outputs (%s): give --out a directory", len(outs), strings.Join(valueNames(outs), ", "))
 			}

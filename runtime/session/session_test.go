@@ -31,8 +31,12 @@ func TestMain(m *testing.M) {
 }
 
 // testHostEnv makes this test binary a host that opens a session on the
-// model named by the variable, prints its backend's pid and dies by SIGKILL.
-const testHostEnv = "ATTNRUN_SESSION_TEST_HOST"
+// model named by the variable, prints its backend's pid and dies by SIGKILL;
+// with testHostStopEnv=1 it first stops the backend (SIGSTOP).
+const (
+	testHostEnv     = "ATTNRUN_SESSION_TEST_HOST"
+	testHostStopEnv = "ATTNRUN_SESSION_TEST_HOST_STOP"
+)
 
 func runTestHost(path string) {
 	s, err := Open(context.Background(), path, Options{})
@@ -40,7 +44,14 @@ func runTestHost(path string) {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
-	fmt.Println(s.Backends()[0].Pid)
+	pid := s.Backends()[0].Pid
+	if os.Getenv(testHostStopEnv) == "1" {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+		for st, _ := procState(pid); st != "T"; st, _ = procState(pid) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	fmt.Println(pid)
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {}
 }
@@ -260,12 +271,14 @@ func TestInputValidation(t *testing.T) {
 	}
 }
 
-// waitExited polls until the session sees its backend gone.
-func waitExited(t *testing.T, s *Session) {
+// waitExited polls until the session sees backend pid gone: unavailable, or
+// already replaced by another process (replacements start in the
+// background).
+func waitExited(t *testing.T, s *Session, pid int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if !s.Backends()[0].Available {
+		if b := s.Backends()[0]; !b.Available || b.Pid != pid {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -320,7 +333,7 @@ func TestBackendKilledBetweenRuns(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitExited(t, s)
+	waitExited(t, s, pid)
 	out, err := s.Run(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
@@ -496,7 +509,7 @@ func TestUnknownBackend(t *testing.T) {
 		backend, dir, want string
 	}{
 		{"nope", dir, `unknown backend "nope": available backends: cpu, broken, picky (no DIR/attnrun-backend-nope)`},
-		{"noexec", dir, `backend "noexec": DIR/attnrun-backend-noexec is not an executable file`},
+		{"noexec", dir, `backend "noexec": DIR/attnrun-backend-noexec is refused: not executable (mode -rw-r--r--)`},
 		{"gpu", "", `unknown backend "gpu": available backends: cpu (no plugin directory is set: --plugin-dir or ATTNRUN_PLUGIN_DIR)`},
 	}
 	t.Setenv("ATTNRUN_PLUGIN_DIR", "")
