@@ -74,6 +74,7 @@ var foreignOps = []string{
 	"GatherElements", "GatherND", "Pad", "ReduceLogSum", "ReduceLogSumExp",
 	"ReduceSumSquare", "SoftmaxCrossEntropyLoss", "ScatterElements", "ScatterND",
 	"SequenceInsert", "SequenceMap", "MatMulInteger", "MaxPool", "MaxUnpool",
+	"SplitToSequence",
 }
 
 // extraPrefixes are prefixes of foreign ops not derivable from their names.
