@@ -86,6 +86,7 @@ var unaryOps = []unaryOp{
 	{name: "Elu", doc: "elementwise x for x ≥ 0, alpha*(exp(x)-1) below (alpha default 1)", ranges: typedVersions(always(FloatTypes), 1, 6, 22), param: eluParam},
 	{name: "LeakyRelu", doc: "elementwise x for x ≥ 0, alpha*x below (alpha default 0.01)", ranges: typedVersions(always(FloatTypes), 1, 6, 16), param: leakyReluParam},
 	{name: "HardSigmoid", doc: "elementwise max(0, min(1, alpha*x + beta)) (alpha 0.2, beta 0.5 by default)", ranges: typedVersions(always(FloatTypes), 1, 6, 22), param: hardSigmoidParam},
+	{name: "Gelu", doc: "elementwise x·Φ(x) = x/2·(1+erf(x/√2)), or with approximate=\"tanh\" x/2·(1+tanh(√(2/π)(x+0.044715x³)))", ranges: typedVersions(always(FloatTypes), 20), param: geluParam},
 }
 
 func init() {
@@ -145,6 +146,23 @@ func eluParam(n *ir.Node) (func(float64) float64, error) {
 		}
 		return x
 	}, nil
+}
+
+// geluParam builds Gelu's function from approximate ("none", the default,
+// or "tanh").
+func geluParam(n *ir.Node) (func(float64) float64, error) {
+	mode, err := n.AttrString("approximate", "none")
+	if err != nil {
+		return nil, n.Errorf("%w", err)
+	}
+	switch mode {
+	case "none":
+		return func(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) }, nil
+	case "tanh":
+		c := math.Sqrt(2 / math.Pi)
+		return func(x float64) float64 { return 0.5 * x * (1 + math.Tanh(c*(x+0.044715*x*x*x))) }, nil
+	}
+	return nil, n.Errorf("approximate = %q is not none or tanh", mode)
 }
 
 // leakyReluParam builds LeakyRelu's function from alpha (default 0.01).
