@@ -4,6 +4,9 @@
 Usage (from the repository root):
 
     /usr/bin/python3 models/export.py              # writes models/<name>/...
+    /usr/bin/python3 models/export.py --only torch_mha_bias_kv,torch_mha_zero_attn
+                                                   # exports only those; the others'
+                                                   # committed files are left as they are
     /usr/bin/python3 models/export.py --bench DIR  # big seed-000 models, no test data
 
 Needs Debian's PyTorch and ONNX for the system Python:
@@ -23,11 +26,14 @@ and sequence sizes wherever those axes are dynamic.
 After exporting, each model is checked with onnx.checker, reloaded, and run
 through a small numpy interpreter of the ONNX ops it uses (onnx 1.12 has no
 onnx.reference); the result must match PyTorch. models/README.md is
-regenerated from the exported graphs.
+regenerated from the exported graphs (with --only, the rows of the models not
+exported are rebuilt from their committed files: graph summary, and the
+numpy interpreter re-run on their committed test data).
 """
 
 import argparse
 import collections
+import glob
 import os
 import shutil
 import sys
@@ -255,6 +261,21 @@ SPECS = [
          [("y", ("batch", "seq", C))],
          _std_sets(),
          "masked (causal) decoder self-attention, mask built from the run-time length (Trilu); no context limit"),
+    # PyTorch's nn.MultiheadAttention (issue 12: its add_bias_kv / add_zero_attn forms export Pad)
+    Spec("torch_mha_bias_kv", "torch", "nn.MultiheadAttention(32, 4, batch_first=True, add_bias_kv=True)",
+         lambda: am.TorchMultiheadAttention(C, H, add_bias_kv=True),
+         [("x", ("batch", "seq", C), randn), ("key_padding_mask", ("batch", "seq"), pad_mask_bool)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "learned bias_k/bias_v rows appended to the keys and values (Concat); key_padding_mask: bool, "
+         "True = padding, padded by one kept column (Pad on bool)"),
+    Spec("torch_mha_zero_attn", "torch", "nn.MultiheadAttention(32, 4, batch_first=True, add_zero_attn=True)",
+         lambda: am.TorchMultiheadAttention(C, H, add_zero_attn=True),
+         [("x", ("batch", "seq", C), randn), ("key_padding_mask", ("batch", "seq"), pad_mask_bool)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "a zero key/value row appended after the projections (Concat of zeros); key_padding_mask: bool, "
+         "True = padding, padded by one kept column (Pad on bool)"),
 ]
 
 
@@ -429,6 +450,16 @@ def run_numpy(model, feeds):
             out = [np.triu(x[0], k) if a.get("upper", 1) else np.tril(x[0], k)]
         elif op == "Range":
             out = [np.arange(x[0], x[1], x[2]).astype(x[0].dtype)]
+        elif op == "Pad":
+            mode = a.get("mode", b"constant").decode()
+            pads = [int(v) for v in x[1]]
+            r = x[0].ndim
+            width = list(zip(pads[:r], pads[r:]))
+            if mode == "constant":
+                cv = x[2] if len(x) > 2 and x[2] is not None else np.zeros((), x[0].dtype)
+                out = [np.pad(x[0], width, mode="constant", constant_values=cv)]
+            else:
+                out = [np.pad(x[0], width, mode=mode)]
         else:
             raise NotImplementedError("numpy check: op %s (node %s)" % (op, node.name))
         for name, v in zip(node.output, out):
@@ -481,11 +512,69 @@ def quirks(model):
 # ---------------------------------------------------------------------------
 
 
-def export_all(outdir, readme):
+def summary_row(spec, om, worst, extra_quirks, path):
+    hist = op_histogram(om)
+    return dict(
+        spec=spec,
+        inputs=[value_info_str(v) for v in om.graph.input],
+        outputs=[value_info_str(v) for v in om.graph.output],
+        hist=hist,
+        n_init=len(om.graph.initializer),
+        n_const=hist.get("Constant", 0),
+        quirks=quirks(om) + extra_quirks,
+        opset=[(o.domain or "ai.onnx", o.version) for o in om.opset_import],
+        size=os.path.getsize(path),
+        err=worst,
+    )
+
+
+def full_check_quirks(om):
+    try:
+        onnx.checker.check_model(om, full_check=True)
+    except onnx.shape_inference.InferenceError as e:
+        # s000_causal: strict shape inference rejects the bool Add
+        return ["onnx.checker full_check (strict shape inference) fails: %s"
+                % str(e).strip().splitlines()[0]]
+    return []
+
+
+def row_from_files(spec, d):
+    """The README row of a model not exported this run, from its committed
+    files: its graph, and the numpy interpreter re-run on its test data
+    against the stored PyTorch outputs."""
+    path = os.path.join(d, "model.onnx")
+    om = onnx.load(path)
+    worst = 0.0
+    for sd in sorted(glob.glob(os.path.join(d, "test_data_set_*"))):
+        feeds = {}
+        for k, (name, *_) in enumerate(spec.inputs):
+            t = onnx.TensorProto()
+            with open(os.path.join(sd, "input_%d.pb" % k), "rb") as f:
+                t.ParseFromString(f.read())
+            feeds[name] = numpy_helper.to_array(t)
+        t = onnx.TensorProto()
+        with open(os.path.join(sd, "output_0.pb"), "rb") as f:
+            t.ParseFromString(f.read())
+        want = numpy_helper.to_array(t)
+        (got,) = run_numpy(om, feeds)
+        if want.size:
+            worst = max(worst, float(np.max(np.abs(got - want))))
+    return summary_row(spec, om, worst, full_check_quirks(om), path)
+
+
+def export_all(outdir, readme, only=None):
     rows = []
     failures = []
+    known = {s.name for s in SPECS}
+    for name in only or ():
+        if name not in known:
+            sys.exit("export.py: --only %s: no such model (models: %s)" % (name, ", ".join(sorted(known))))
     for spec in SPECS:
         d = os.path.join(outdir, spec.name)
+        if only and spec.name not in only:
+            if readme:
+                rows.append(row_from_files(spec, d))
+            continue
         if os.path.isdir(d):
             shutil.rmtree(d)
         os.makedirs(d)
@@ -496,13 +585,7 @@ def export_all(outdir, readme):
 
         onnx.checker.check_model(path)
         om = onnx.load(path)
-        extra_quirks = []
-        try:
-            onnx.checker.check_model(om, full_check=True)
-        except onnx.shape_inference.InferenceError as e:
-            # s000_causal: strict shape inference rejects the bool Add
-            extra_quirks.append("onnx.checker full_check (strict shape inference) fails: %s"
-                                % str(e).strip().splitlines()[0])
+        extra_quirks = full_check_quirks(om)
 
         worst = 0.0
         for i, sizes in enumerate(spec.datasets):
@@ -533,18 +616,7 @@ def export_all(outdir, readme):
                 failures.append("%s set %d: max abs err %g" % (spec.name, i, err))
 
         hist = op_histogram(om)
-        rows.append(dict(
-            spec=spec,
-            inputs=[value_info_str(v) for v in om.graph.input],
-            outputs=[value_info_str(v) for v in om.graph.output],
-            hist=hist,
-            n_init=len(om.graph.initializer),
-            n_const=hist.get("Constant", 0),
-            quirks=quirks(om) + extra_quirks,
-            opset=[(o.domain or "ai.onnx", o.version) for o in om.opset_import],
-            size=os.path.getsize(path),
-            err=worst,
-        ))
+        rows.append(summary_row(spec, om, worst, extra_quirks, path))
         print("%-30s opset %s  err %.2e  %s" % (spec.name, rows[-1]["opset"], worst, dict(sorted(hist.items()))))
         for line in rows[-1]["inputs"]:
             print("    in  " + line)
@@ -558,7 +630,7 @@ def export_all(outdir, readme):
     if failures:
         print("\nFAILURES:\n  " + "\n  ".join(failures))
         sys.exit(1)
-    print("\n%d models exported and checked" % len(rows))
+    print("\n%d models exported and checked" % (len(only) if only else len(rows)))
 
 
 def write_readme(path, rows):
@@ -582,7 +654,11 @@ def write_readme(path, rows):
              "and the outputs are NaN-free.")
     L.append("- Checked at export time: `onnx.checker.check_model(full_check=True)`, and every data set "
              "re-run through a numpy interpreter of the graph (max abs error vs PyTorch in the table).")
-    L.append("- Seed `000*`/`004*`: variants not in the seed text (see notes).\n")
+    L.append("- Seed `000*`/`004*`: variants not in the seed text (see notes).")
+    L.append("- Seed `torch`: PyTorch's own `nn.MultiheadAttention` (not from a seed) with `add_bias_kv` or "
+             "`add_zero_attn`, which take its slow path: the keys and values get one more row and the "
+             "key padding mask one more (kept) column, through `F.pad` (ONNX `Pad`). Exported with "
+             "`--only torch_mha_bias_kv,torch_mha_zero_attn`, leaving the other models' files as they were.\n")
     L.append("| name | seed | module | inputs | output | ops | init | max err | notes |")
     L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
@@ -604,7 +680,8 @@ def write_readme(path, rows):
             L.append("- `%s`: %s" % (r["spec"].name, q))
     L.append("- Opset import: %s for every model." % ", ".join("%s %d" % o for o in rows[0]["opset"]))
     L.append("- `nn.Linear` on 3-D input exports as `MatMul` with a pre-transposed weight initializer "
-             "followed by `Add` of the bias (no `Gemm`); without bias it is a bare `MatMul`.")
+             "followed by `Add` of the bias (no `Gemm`); without bias it is a bare `MatMul`. "
+             "`nn.MultiheadAttention` applies its output projection to a 2-D view: `Gemm` (transB=1).")
     L.append("- Shapes read in forward() (`B, S, C = x.shape`) become `Shape` + `Gather` (+ `Unsqueeze`, "
              "`Concat` to rebuild Reshape targets); Python-constant scales become `Constant` scalars, "
              "so `Constant` nodes carry the scalars and shape pieces, while weights and the causal "
@@ -668,11 +745,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=HERE, help="output directory (default: models/)")
     ap.add_argument("--bench", metavar="DIR", help="export the large seed-000 benchmark models into DIR instead")
+    ap.add_argument("--only", metavar="NAMES", help="comma-separated model names: export only these, leave the others' files")
     args = ap.parse_args()
     if args.bench:
         export_bench(args.bench)
         return
-    export_all(args.out, readme=True)
+    only = set(args.only.split(",")) if args.only else None
+    export_all(args.out, readme=True, only=only)
 
 
 if __name__ == "__main__":
