@@ -8,7 +8,7 @@ import (
 
 func init() {
 	// Expand-13 and Tile-13 add bfloat16; Tile-1 (tiles and axis inputs,
-	// one axis) is another op, which attnrun does not implement.
+	// one axis) is in legacy.go.
 	for _, r := range versions(8, 13) {
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Expand", Since: r[0], Until: r[1],

@@ -10,28 +10,9 @@ import (
 )
 
 // legacyVersions are the ops whose earliest ONNX versions attnrun does not
-// register, and why: they are different ops under the same name, not the
-// versions ONNX kept unchanged. Every other op covers every ONNX version
-// from its first.
-var legacyVersions = map[string]string{
-	"Tile":    "Tile-1 repeats along one axis given by inputs tiles and axis",
-	"Split":   "Split-1 takes the sizes as an input of the data's element type",
-	"Add":     legacyBroadcast,
-	"Sub":     legacyBroadcast,
-	"Mul":     legacyBroadcast,
-	"Div":     legacyBroadcast,
-	"Pow":     legacyBroadcast,
-	"And":     legacyBroadcast,
-	"Or":      legacyBroadcast,
-	"Xor":     legacyBroadcast,
-	"Equal":   legacyBroadcast,
-	"Greater": legacyBroadcast,
-	"Less":    legacyBroadcast,
-	"Gemm":    "Gemm-1 and 6 broadcast C only with attribute broadcast",
-	"Dropout": "Dropout-1 and 6 drop at random unless attribute is_test is set",
-}
-
-const legacyBroadcast = "versions before 7 broadcast B against A with attributes broadcast and axis, not numpy's rules"
+// register, and why. None today: every op covers every ONNX version from its
+// first.
+var legacyVersions = map[string]string{}
 
 // readONNXVersions reads testdata/onnx_versions.txt (ONNX 1.22's op
 // versions; see onnx_versions.py).
