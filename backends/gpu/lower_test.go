@@ -39,6 +39,10 @@ func TestVerdicts(t *testing.T) {
 		{"ReduceMean", "", 17, []ir.DType{f}, false, "the gpu backend has no kernel for ReduceMean"},
 		{"Softmax", "", 17, []ir.DType{ir.Undefined}, true, ""},
 		{"Softmax", "", 99, []ir.DType{f}, false, "unsupported opset version"},
+		{"Softmax", "", 1, []ir.DType{f}, true, ""},
+		{"Add", "", 6, []ir.DType{f, f}, false, "Add before opset 7 is not supported on the gpu backend"},
+		{"Concat", "", 3, []ir.DType{f, f}, false, "Concat before opset 4"},
+		{"Add", "", 25, []ir.DType{f, f}, true, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.op, func(t *testing.T) {
