@@ -26,8 +26,10 @@ test: test-deps
 # CI does not need this). Needs Debian's PyTorch/ONNX for the system Python:
 #   apt-get install python3-torch python3-onnx python3-numpy
 # Large benchmark exports (not committed): /usr/bin/python3 models/export.py --bench /tmp/bench_models
+# ONLY=name1,name2 exports only those models (the others' committed files stay as they are).
+ONLY ?=
 models:
-	/usr/bin/python3 models/export.py
+	/usr/bin/python3 models/export.py$(if $(ONLY), --only $(ONLY))
 
 # ---- ONNX Runtime, the peer to beat (tools/ort: Node.js, outside the Go module) ----
 # ort-install   install onnxruntime-node 1.30.0 from tools/ort/package-lock.json (install script skipped:
