@@ -52,6 +52,7 @@ var rules = map[string]opRule{
 	"Slice": {0, anyDevice, "strided copy"}, "Concat": {0, anyDevice, "strided copies"},
 	"Split": {0, anyDevice, "strided copies"}, "Tile": {0, anyDevice, "strided copy"},
 	"Gather":  {0, anyDevice, "gather kernel"},
+	"Pad":     {0, anyDevice, "fill + strided copy (constant mode)"},
 	"Reshape": {0, anyDevice, "metadata only"}, "Squeeze": {0, anyDevice, "metadata only"},
 	"Unsqueeze": {0, anyDevice, "metadata only"}, "Flatten": {0, anyDevice, "metadata only"},
 	"Identity": {0, anyDevice, "metadata only"}, "Dropout": {0, f32Only, "inference: metadata only"},
@@ -69,7 +70,7 @@ var rules = map[string]opRule{
 var gpuFromOpset = map[string]int64{
 	"Add": 7, "Sub": 7, "Mul": 7, "Div": 7, "Pow": 7, "And": 7, "Or": 7, "Xor": 7,
 	"Equal": 7, "Greater": 7, "Less": 7, "Gemm": 7, "Dropout": 7,
-	"Concat": 4, "Split": 2, "Tile": 6, "Reshape": 5,
+	"Concat": 4, "Split": 2, "Tile": 6, "Reshape": 5, "Pad": 11,
 }
 
 // ruleKey is the rules key of an op.
