@@ -1047,13 +1047,19 @@ func (l *lowerer) constantOfShape(n *ir.Node) error {
 	if val.Len() != 1 || val.DType != dt {
 		return n.Errorf("value attribute %v does not give one %v element", val, dt)
 	}
+	return l.fill(n, out, o, val)
+}
+
+// fill emits a kernel setting every element of out (of shape o) to val's
+// one element.
+func (l *lowerer) fill(n *ir.Node, out string, o []int, val *ir.Tensor) error {
 	raw, err := tensorBytes(val)
 	if err != nil {
 		return n.Errorf("%w", err)
 	}
 	var word [8]byte
 	copy(word[:], raw)
-	kname, err := elemKernel("fill", dt)
+	kname, err := elemKernel("fill", val.DType)
 	if err != nil {
 		return n.Errorf("%w", err)
 	}
@@ -1111,18 +1117,8 @@ func (l *lowerer) pad(n *ir.Node) error {
 			return n.Errorf("constant_value must be a scalar known before running on the gpu backend")
 		}
 	}
-	raw, err := tensorBytes(val)
-	if err != nil {
-		return n.Errorf("%w", err)
-	}
-	var word [8]byte
-	copy(word[:], raw)
-	kname, err := elemKernel("fill", dt)
-	if err != nil {
-		return n.Errorf("%w", err)
-	}
-	if cnt := ir.NumElements(o); cnt > 0 {
-		l.emit(kernel(kname, "PFill", cnt, fillParams(cnt, out, binary.LittleEndian.Uint64(word[:]))))
+	if err := l.fill(n, out, o, val); err != nil {
+		return err
 	}
 	// The kept region: input index j maps to output index j + begin.
 	cs, co := contiguous(s), contiguous(o)

@@ -439,16 +439,19 @@ func TestPadOnEmulator(t *testing.T) {
 		}
 	}
 	in := map[string]*ir.Tensor{"x": ir.FromSlice([]int{2, 3}, []float32{1, 2, 3, 4, 5, 6})}
-	data, err := onnx.Encode(model("constant"))
-	if err != nil {
-		t.Fatal(err)
+	run := func(mode string) (map[string]*ir.Tensor, error) {
+		data, err := onnx.Encode(model(mode))
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{dev: newEmu(), parts: map[plugins.PartitionID]*partition{}}
+		id, _, err := s.Compile(context.Background(), data, plugins.CompileOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return s.Run(context.Background(), id, in)
 	}
-	s := &Server{dev: newEmu(), parts: map[plugins.PartitionID]*partition{}}
-	id, _, err := s.Compile(context.Background(), data, plugins.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.Run(context.Background(), id, in)
+	got, err := run("constant")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,16 +459,7 @@ func TestPadOnEmulator(t *testing.T) {
 	if _, _, err := conform.Compare(got["y"], want, conform.Tolerance{}); err != nil {
 		t.Errorf("%v: got %v", err, got["y"])
 	}
-	data, err = onnx.Encode(model("reflect"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s = &Server{dev: newEmu(), parts: map[plugins.PartitionID]*partition{}}
-	id, _, err = s.Compile(context.Background(), data, plugins.CompileOptions{})
-	if err == nil {
-		_, err = s.Run(context.Background(), id, in)
-	}
-	if err == nil || !strings.Contains(err.Error(), `Pad mode "reflect" is not supported on the gpu backend`) {
+	if _, err := run("reflect"); err == nil || !strings.Contains(err.Error(), `Pad mode "reflect" is not supported on the gpu backend`) {
 		t.Errorf("reflect: %v", err)
 	}
 }
