@@ -25,11 +25,14 @@ and sequence sizes wherever those axes are dynamic.
 After exporting, each model is checked with onnx.checker, reloaded, and run
 through a small numpy interpreter of the ONNX ops it uses (onnx 1.12 has no
 onnx.reference); the result must match PyTorch. models/README.md is
-regenerated from the exported graphs.
+regenerated from the exported graphs (with --only, the rows of the models not
+exported are rebuilt from their committed files: graph summary, and the
+numpy interpreter re-run on their committed test data).
 """
 
 import argparse
 import collections
+import glob
 import os
 import shutil
 import sys
@@ -272,6 +275,21 @@ SPECS = [
          "an exporter's mistake seen in the wild: the graph says x and enc have one length, the data sets "
          "give them different ones (ONNX Runtime runs them)",
          dim_params=dict(seq="S", enc_seq="S")),
+    # PyTorch's nn.MultiheadAttention (issue 12: its add_bias_kv / add_zero_attn forms export Pad)
+    Spec("torch_mha_bias_kv", "torch", "nn.MultiheadAttention(32, 4, batch_first=True, add_bias_kv=True)",
+         lambda: am.TorchMultiheadAttention(C, H, add_bias_kv=True),
+         [("x", ("batch", "seq", C), randn), ("key_padding_mask", ("batch", "seq"), pad_mask_bool)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "learned bias_k/bias_v rows appended to the keys and values (Concat); key_padding_mask: bool, "
+         "True = padding, padded by one kept column (Pad on bool)"),
+    Spec("torch_mha_zero_attn", "torch", "nn.MultiheadAttention(32, 4, batch_first=True, add_zero_attn=True)",
+         lambda: am.TorchMultiheadAttention(C, H, add_zero_attn=True),
+         [("x", ("batch", "seq", C), randn), ("key_padding_mask", ("batch", "seq"), pad_mask_bool)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "a zero key/value row appended after the projections (Concat of zeros); key_padding_mask: bool, "
+         "True = padding, padded by one kept column (Pad on bool)"),
 ]
 
 
@@ -454,6 +472,16 @@ def run_numpy(model, feeds):
             out = [np.triu(x[0], k) if a.get("upper", 1) else np.tril(x[0], k)]
         elif op == "Range":
             out = [np.arange(x[0], x[1], x[2]).astype(x[0].dtype)]
+        elif op == "Pad":
+            mode = a.get("mode", b"constant").decode()
+            pads = [int(v) for v in x[1]]
+            r = x[0].ndim
+            width = list(zip(pads[:r], pads[r:]))
+            if mode == "constant":
+                cv = x[2] if len(x) > 2 and x[2] is not None else np.zeros((), x[0].dtype)
+                out = [np.pad(x[0], width, mode="constant", constant_values=cv)]
+            else:
+                out = [np.pad(x[0], width, mode=mode)]
         else:
             raise NotImplementedError("numpy check: op %s (node %s)" % (op, node.name))
         for name, v in zip(node.output, out):
@@ -506,6 +534,32 @@ def quirks(model):
 # ---------------------------------------------------------------------------
 
 
+def summary_row(spec, om, worst, extra_quirks, path):
+    hist = op_histogram(om)
+    return dict(
+        spec=spec,
+        inputs=[value_info_str(v) for v in om.graph.input],
+        outputs=[value_info_str(v) for v in om.graph.output],
+        hist=hist,
+        n_init=len(om.graph.initializer),
+        n_const=hist.get("Constant", 0),
+        quirks=quirks(om) + extra_quirks,
+        opset=[(o.domain or "ai.onnx", o.version) for o in om.opset_import],
+        size=os.path.getsize(path),
+        err=worst,
+    )
+
+
+def full_check_quirks(om):
+    try:
+        onnx.checker.check_model(om, full_check=True)
+    except onnx.shape_inference.InferenceError as e:
+        # s000_causal: strict shape inference rejects the bool Add
+        return ["onnx.checker full_check (strict shape inference) fails: %s"
+                % str(e).strip().splitlines()[0]]
+    return []
+
+
 def export_all(outdir, readme, only=None):
     """Exports every spec, or only those named in `only`: the others' files
     are checked (and summarized in the README) as they are on disk."""
@@ -528,13 +582,7 @@ def export_all(outdir, readme, only=None):
 
         onnx.checker.check_model(path)
         om = onnx.load(path)
-        extra_quirks = []
-        try:
-            onnx.checker.check_model(om, full_check=True)
-        except onnx.shape_inference.InferenceError as e:
-            # s000_causal: strict shape inference rejects the bool Add
-            extra_quirks.append("onnx.checker full_check (strict shape inference) fails: %s"
-                                % str(e).strip().splitlines()[0])
+        extra_quirks = full_check_quirks(om)
 
         worst = 0.0
         for i, sizes in enumerate(spec.datasets):
@@ -568,18 +616,7 @@ def export_all(outdir, readme, only=None):
                 failures.append("%s set %d: max abs err %g" % (spec.name, i, err))
 
         hist = op_histogram(om)
-        rows.append(dict(
-            spec=spec,
-            inputs=[value_info_str(v) for v in om.graph.input],
-            outputs=[value_info_str(v) for v in om.graph.output],
-            hist=hist,
-            n_init=len(om.graph.initializer),
-            n_const=hist.get("Constant", 0),
-            quirks=quirks(om) + extra_quirks,
-            opset=[(o.domain or "ai.onnx", o.version) for o in om.opset_import],
-            size=os.path.getsize(path),
-            err=worst,
-        ))
+        rows.append(summary_row(spec, om, worst, extra_quirks, path))
         print("%-30s opset %s  err %.2e  %s" % (spec.name, rows[-1]["opset"], worst, dict(sorted(hist.items()))))
         for line in rows[-1]["inputs"]:
             print("    in  " + line)
@@ -593,7 +630,7 @@ def export_all(outdir, readme, only=None):
     if failures:
         print("\nFAILURES:\n  " + "\n  ".join(failures))
         sys.exit(1)
-    print("\n%d models exported and checked" % len(rows))
+    print("\n%d models exported and checked" % (len(only) if only else len(rows)))
 
 
 def write_readme(path, rows):
@@ -618,7 +655,11 @@ def write_readme(path, rows):
              "and the outputs are NaN-free.")
     L.append("- Checked at export time: `onnx.checker.check_model(full_check=True)`, and every data set "
              "re-run through a numpy interpreter of the graph (max abs error vs PyTorch in the table).")
-    L.append("- Seed `000*`/`004*`: variants not in the seed text (see notes).\n")
+    L.append("- Seed `000*`/`004*`: variants not in the seed text (see notes).")
+    L.append("- Seed `torch`: PyTorch's own `nn.MultiheadAttention` (not from a seed) with `add_bias_kv` or "
+             "`add_zero_attn`, which take its slow path: the keys and values get one more row and the "
+             "key padding mask one more (kept) column, through `F.pad` (ONNX `Pad`). Exported with "
+             "`--only torch_mha_bias_kv,torch_mha_zero_attn`, leaving the other models' files as they were.\n")
     L.append("| name | seed | module | inputs | output | ops | init | max err | notes |")
     L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
@@ -640,7 +681,8 @@ def write_readme(path, rows):
             L.append("- `%s`: %s" % (r["spec"].name, q))
     L.append("- Opset import: %s for every model." % ", ".join("%s %d" % o for o in rows[0]["opset"]))
     L.append("- `nn.Linear` on 3-D input exports as `MatMul` with a pre-transposed weight initializer "
-             "followed by `Add` of the bias (no `Gemm`); without bias it is a bare `MatMul`.")
+             "followed by `Add` of the bias (no `Gemm`); without bias it is a bare `MatMul`. "
+             "`nn.MultiheadAttention` applies its output projection to a 2-D view: `Gemm` (transB=1).")
     L.append("- Shapes read in forward() (`B, S, C = x.shape`) become `Shape` + `Gather` (+ `Unsqueeze`, "
              "`Concat` to rebuild Reshape targets); Python-constant scales become `Constant` scalars, "
              "so `Constant` nodes carry the scalars and shape pieces, while weights and the causal "
@@ -704,13 +746,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=HERE, help="output directory (default: models/)")
     ap.add_argument("--bench", metavar="DIR", help="export the large seed-000 benchmark models into DIR instead")
-    ap.add_argument("--only", metavar="NAME", action="append",
-                    help="export only this model (repeatable); the others are checked as they are on disk")
+    ap.add_argument("--only", metavar="NAMES", action="append",
+                    help="export only these models (comma-separated, repeatable); the others are checked as they are on disk")
     args = ap.parse_args()
     if args.bench:
         export_bench(args.bench)
         return
-    export_all(args.out, readme=True, only=args.only)
+    only = {n for arg in args.only for n in arg.split(",") if n} if args.only else None
+    export_all(args.out, readme=True, only=only)
 
 
 if __name__ == "__main__":

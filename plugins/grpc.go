@@ -490,12 +490,9 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 }
 
 // denseToIR converts a Dense, reading a uint16 Dense as float16 or bfloat16
-// when the partition declares the input so.
+// (and a byte Dense as a narrow type) when the partition declares the input so.
 func denseToIR(d *tensor.Dense, declared ir.DType) (*ir.Tensor, error) {
-	if (declared == ir.Float16 || declared == ir.BFloat16) && d != nil && d.Dtype() == tensor.Uint16 {
-		return ir.FromDenseAs(d, declared)
-	}
-	return ir.FromDense(d)
+	return ir.FromDenseDeclared(d, declared)
 }
 
 // drain holds the region for the abandoned Run seq until the backend

@@ -333,6 +333,13 @@ func asFloat64s(t *ir.Tensor) []float64 {
 	case []int8:
 		return widen(d)
 	case []uint8:
+		if t.DType.NarrowFloat() {
+			out := make([]float64, len(d))
+			for i, v := range d {
+				out[i] = float64(ir.NarrowFloatToFloat32(t.DType, v))
+			}
+			return out
+		}
 		return widen(d)
 	case []uint32:
 		return widen(d)

@@ -179,6 +179,9 @@ func (p *Program) infer(types map[string]ops.Value) error {
 			in[i] = v
 		}
 		s := p.Schemas[n]
+		if err := s.CheckNarrow(n, in); err != nil {
+			return err
+		}
 		if s.TypeInput >= 0 && s.TypeInput < len(in) && in[s.TypeInput].Present() && !s.TakesDType(in[s.TypeInput].Type.DType) {
 			return n.Errorf("input %d has element type %v, which this op does not take (it takes %v)", s.TypeInput, in[s.TypeInput].Type.DType, s.DTypes)
 		}

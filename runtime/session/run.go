@@ -198,13 +198,7 @@ func (s *Session) checkInputs(inputs map[string]*tensor.Dense) error {
 			ts[name] = nil
 			continue
 		}
-		var t *ir.Tensor
-		var err error
-		if dt := s.inputTypes[name]; (dt == ir.Float16 || dt == ir.BFloat16) && d.Dtype() == tensor.Uint16 {
-			t, err = ir.FromDenseAs(d, dt)
-		} else {
-			t, err = ir.FromDense(d)
-		}
+		t, err := ir.FromDenseDeclared(d, s.inputTypes[name])
 		if err != nil {
 			return fmt.Errorf("input %q: %w", name, err)
 		}
