@@ -19,10 +19,10 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// TestMain lets this test binary serve as the CPU backend (launchCPU
-// re-executes it with ATTNRUN_SERVE_BACKEND=cpu) or as the echo backend.
+// TestMain lets this test binary serve as the echo backend; as the CPU
+// backend (launchCPU re-executes it with ATTNRUN_SERVE_BACKEND=cpu) it
+// serves from package cpu's init, before TestMain.
 func TestMain(m *testing.M) {
-	cpu.ServeIfRequested()
 	if os.Getenv(echoEnv) == "1" {
 		plugins.Serve(echoServer{})
 		os.Exit(0)

@@ -1,8 +1,18 @@
 // Package cpu is attnrun's CPU backend: a backend process (see package
 // plugins) that runs partitions with the reference kernels of package ops
-// through runtime/graph. The attnrun binary serves it when re-executed with
-// ATTNRUN_SERVE_BACKEND=cpu; its main (and any test binary that starts
-// backends) calls ServeIfRequested first.
+// through runtime/graph.
+//
+// The backend process is the host program itself, re-executed with
+// ATTNRUN_SERVE_BACKEND=cpu: the attnrun binary, or any Go program that
+// embeds attnrun (runtime/session imports this package). This package's
+// init serves the backend in such a copy and exits, before main runs, so an
+// embedding program needs no call of its own, and whatever its main does
+// (open sessions, start servers, write files) happens once, in the host
+// only: in the backend process, main never runs, and only the packages
+// initialized before this one (its dependencies among them) run their inits.
+//
+// Server is also used inside the host process, without a process of its own
+// (session.Options.InProcess, see NewInProcessServer).
 package cpu
 
 import (
@@ -86,8 +96,16 @@ func parseFaults(v string) (faults, error) {
 	return f, nil
 }
 
+// init makes every program that links this package a CPU backend when it is
+// started as one (see the package doc): a host re-executes itself, and the
+// copy serves here, before main, instead of running main again (which, in a
+// program that opens a session, would start another copy, and so on).
+func init() { ServeIfRequested() }
+
 // ServeIfRequested serves the CPU backend and exits the process when
-// ATTNRUN_SERVE_BACKEND=cpu; otherwise it returns at once.
+// ATTNRUN_SERVE_BACKEND=cpu; otherwise it returns at once. This package's
+// init calls it before main, so programs need not (a call from main, as
+// older programs make, is harmless: it returns at once).
 func ServeIfRequested() {
 	if os.Getenv(ServeEnv) != Name {
 		return

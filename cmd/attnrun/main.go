@@ -17,7 +17,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/attnrun/attnrun/backends/cpu"
 	"github.com/attnrun/attnrun/runtime/graph"
 )
 
@@ -45,8 +44,8 @@ type globalFlags struct {
 }
 
 func main() {
-	// When re-executed as the CPU backend, serve and never return.
-	cpu.ServeIfRequested()
+	// Re-executed as the CPU backend, this binary serves from package
+	// cpu's init and never gets here.
 	os.Exit(run(os.Args[1:]))
 }
 

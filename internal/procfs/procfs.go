@@ -63,3 +63,32 @@ func RSS(pid int) int64 {
 	}
 	return 0
 }
+
+// WithEnv lists the live processes (zombies left out) whose environment
+// holds the entry "KEY=value" exactly: a test marks the processes it starts
+// with a variable of its own, which their children inherit, and counts them
+// wherever they are in the process tree. Only processes whose environment
+// this one may read (its user's) are seen.
+func WithEnv(entry string) []int {
+	dirs, _ := os.ReadDir("/proc")
+	var out []int
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil {
+			continue
+		}
+		for _, e := range strings.Split(string(env), "\x00") {
+			if e == entry {
+				if !Gone(pid) {
+					out = append(out, pid)
+				}
+				break
+			}
+		}
+	}
+	return out
+}

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"time"
 
+	// Linked for its init, which serves the CPU backend in a copy of this
+	// program started as one (see Options.SelfExe).
+	_ "github.com/attnrun/attnrun/backends/cpu"
 	"github.com/attnrun/attnrun/plugins"
 )
 
@@ -46,7 +49,11 @@ type Options struct {
 	// Logf receives fallback and lifecycle lines (default: stderr).
 	Logf func(format string, args ...any)
 	// SelfExe is the executable re-executed as the CPU backend (default
-	// os.Executable()); it must call cpu.ServeIfRequested first thing.
+	// os.Executable(): this program). Any Go program that imports this
+	// package serves the CPU backend when so re-executed: package
+	// backends/cpu's init does it before main runs (see its doc), so an
+	// embedding program needs no call of its own, and its main never runs
+	// in the backend process.
 	SelfExe string
 }
 

@@ -20,14 +20,17 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// TestMain lets this test binary serve as the CPU backend: sessions re-execute
-// it with ATTNRUN_SERVE_BACKEND=cpu.
+// TestMain: sessions re-execute this test binary as the CPU backend, which
+// package cpu's init serves before TestMain runs (no call needed here).
 func TestMain(m *testing.M) {
-	cpu.ServeIfRequested()
 	if path := os.Getenv(testHostEnv); path != "" {
 		runTestHost(path)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	for _, dir := range embedderDirs {
+		os.RemoveAll(dir)
+	}
+	os.Exit(code)
 }
 
 // testHostEnv makes this test binary a host that opens a session on the
