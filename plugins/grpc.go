@@ -243,6 +243,18 @@ type partMeta struct {
 	nodes   []NodeRef
 }
 
+// newPartMeta describes partition m, compiled into nodes.
+func newPartMeta(m *ir.Model, nodes []NodeRef) *partMeta {
+	meta := &partMeta{inputs: map[string]ir.DType{}, outputs: map[string]ir.DType{}, nodes: nodes}
+	for _, vi := range m.Graph.Inputs {
+		meta.inputs[vi.Name] = vi.Type.DType
+	}
+	for _, vi := range m.Graph.Outputs {
+		meta.outputs[vi.Name] = vi.Type.DType
+	}
+	return meta
+}
+
 // client implements Backend over gRPC.
 type client struct {
 	rpc backendpb.BackendClient
@@ -336,16 +348,11 @@ func (c *client) Compile(ctx context.Context, m *ir.Model, opts CompileOptions) 
 	if err != nil {
 		return 0, rpcError("compile", err)
 	}
-	meta := &partMeta{inputs: map[string]ir.DType{}, outputs: map[string]ir.DType{}, nodes: make([]NodeRef, len(r.Nodes))}
-	for _, vi := range m.Graph.Inputs {
-		meta.inputs[vi.Name] = vi.Type.DType
-	}
-	for _, vi := range m.Graph.Outputs {
-		meta.outputs[vi.Name] = vi.Type.DType
-	}
+	nodes := make([]NodeRef, len(r.Nodes))
 	for i, n := range r.Nodes {
-		meta.nodes[i] = NodeRef{Name: n.Name, OpType: n.OpType, Domain: n.Domain}
+		nodes[i] = NodeRef{Name: n.Name, OpType: n.OpType, Domain: n.Domain}
 	}
+	meta := newPartMeta(m, nodes)
 	id := PartitionID(r.PartitionId)
 	c.mu.Lock()
 	c.parts[id] = meta

@@ -551,10 +551,16 @@ func (p *Process) where() Where {
 	if w := p.final.Load(); w != nil {
 		return *w
 	}
+	return readWhere(p.page, p.rpc.meta)
+}
+
+// readWhere reads a status page, naming the node from the partition's
+// metadata.
+func readWhere(page *statusPage, meta func(PartitionID) *partMeta) Where {
 	var w Where
-	w.Partition, w.NodeIndex, w.Running, _ = p.page.read()
+	w.Partition, w.NodeIndex, w.Running, _ = page.read()
 	if w.Running {
-		if m := p.rpc.meta(w.Partition); m != nil && w.NodeIndex < len(m.nodes) {
+		if m := meta(w.Partition); m != nil && w.NodeIndex < len(m.nodes) {
 			w.Node = m.nodes[w.NodeIndex]
 		}
 	}

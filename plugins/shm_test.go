@@ -181,7 +181,7 @@ func equal(got, want any) bool {
 }
 
 // compile compiles m in p.
-func compile(t testing.TB, p *plugins.Process, m *ir.Model) plugins.PartitionID {
+func compile(t testing.TB, p plugins.Backend, m *ir.Model) plugins.PartitionID {
 	t.Helper()
 	id, err := p.Compile(context.Background(), m, plugins.CompileOptions{})
 	if err != nil {

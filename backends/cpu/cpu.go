@@ -138,7 +138,10 @@ type partition struct {
 	prog *graph.Program
 }
 
-var _ plugins.Server = (*Server)(nil)
+var (
+	_ plugins.Server        = (*Server)(nil)
+	_ plugins.ModelCompiler = (*Server)(nil)
+)
 
 // NewServer makes a CPU backend, mapping the host's status page when one was
 // passed (see plugins.StatusWriterFromEnv).
@@ -166,6 +169,15 @@ func NewServer() (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// NewInProcessServer makes a CPU backend that runs inside the host process
+// (session.Options.InProcess, through plugins.InProcess): it records the
+// node it runs in status (nil: nowhere) and has no fault hooks (FaultEnv is
+// read by backend processes only: a hook that kills or stops the backend
+// would kill or stop the host).
+func NewInProcessServer(status *plugins.StatusWriter) *Server {
+	return &Server{status: status, faults: faults{refuse: map[string]bool{}}, parts: map[plugins.PartitionID]*partition{}}
 }
 
 // stopIn stops the process (SIGSTOP) in the call named by the stop-in fault
@@ -240,12 +252,20 @@ func verdict(q plugins.NodeQuery) plugins.Verdict {
 }
 
 // Compile decodes a partition and compiles it with runtime/graph.
-func (s *Server) Compile(_ context.Context, model []byte, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
+func (s *Server) Compile(ctx context.Context, model []byte, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
 	s.stopIn("Compile")
 	m, err := onnx.Decode(model, onnx.Options{MaxTensorBytes: opts.MaxTensorBytes})
 	if err != nil {
 		return 0, nil, fmt.Errorf("cpu backend: decoding partition: %w", err)
 	}
+	return s.CompileModel(ctx, m, opts)
+}
+
+// CompileModel compiles a partition given as a decoded model
+// (plugins.ModelCompiler: an in-process backend skips the encoding). The
+// program keeps m and reads its initializers in place: they must not change
+// while the partition is compiled.
+func (s *Server) CompileModel(_ context.Context, m *ir.Model, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
 	threads := opts.Threads
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/attnrun/attnrun/backends/cpu"
 	"github.com/attnrun/attnrun/plugins"
 )
 
@@ -54,12 +55,32 @@ type backend struct {
 	closed     bool
 }
 
-// process is one backend process with the backend's partitions compiled.
+// process is one backend process with the backend's partitions compiled
+// (or, with Options.InProcess, the CPU backend inside this process).
 type process struct {
-	p    *plugins.Process
+	p    conn
 	info *plugins.Info
 	ids  []plugins.PartitionID // by partition slot
 }
+
+// conn is a running backend as the session uses it: a *plugins.Process, or
+// a *plugins.InProcess (Options.InProcess), which has the same lifecycle
+// methods.
+type conn interface {
+	plugins.Backend
+	Pid() int
+	Done() <-chan struct{}
+	Exited() bool
+	ExitErr() error
+	KillReason() string
+	Kill()
+	Shutdown(grace time.Duration)
+}
+
+var (
+	_ conn = (*plugins.Process)(nil)
+	_ conn = (*plugins.InProcess)(nil)
+)
 
 // alive reports whether the process still runs.
 func (g *process) alive() bool { return g != nil && !g.p.Exited() }
@@ -74,14 +95,26 @@ func (g *process) slotOf(id plugins.PartitionID) int {
 	return -1
 }
 
-// spec says how to start the backend's process (for the plugin: verified,
-// see plugins.OpenPlugin).
-func (b *backend) spec() (plugins.LaunchSpec, error) {
-	spec, path, err := launchSpec(b.name, b.opts)
-	if err == nil && path != "" {
-		b.path = path
+// start starts the named backend: a process (a plugin is verified first,
+// see plugins.OpenPlugin, and its path passed to found), or, for cpu with
+// Options.InProcess, the CPU backend inside this process.
+func start(ctx context.Context, name string, opts *Options, found func(path string)) (conn, error) {
+	if name == CPU && opts.InProcess {
+		return plugins.NewInProcess(CPU, func(st *plugins.StatusWriter) plugins.Server { return cpu.NewInProcessServer(st) }), nil
 	}
-	return spec, err
+	spec, path, err := launchSpec(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	if path != "" && found != nil {
+		found(path)
+	}
+	proc, err := plugins.Launch(ctx, spec)
+	if err != nil && name == CPU && ctx.Err() == nil {
+		// The CPU backend is this program re-executed: say what that takes.
+		return nil, fmt.Errorf("%w; the cpu backend runs as a copy of %s (Options.SelfExe), which must be a Go program importing github.com/attnrun/attnrun/runtime/session (or backends/cpu), or set Options.InProcess", err, opts.SelfExe)
+	}
+	return proc, err
 }
 
 // launchSpec says how to start the named backend, and the plugin's path
@@ -159,14 +192,10 @@ func (e *UnavailableError) Error() string {
 	return fmt.Sprintf("backend %q is unavailable: %s", e.Backend, e.Reason)
 }
 
-// launch starts a process and reads its Info; its partitions are not
-// compiled yet.
+// launch starts a process (or the in-process CPU backend) and reads its
+// Info; its partitions are not compiled yet.
 func (b *backend) launch(ctx context.Context) (*process, error) {
-	spec, err := b.spec()
-	if err != nil {
-		return nil, err
-	}
-	proc, err := plugins.Launch(ctx, spec)
+	proc, err := start(ctx, b.name, b.opts, func(path string) { b.path = path })
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +288,7 @@ func (b *backend) watch(g *process) {
 
 // endedHow says how a process ended: "exited (signal: killed)", or "was
 // killed (it did not answer a health check within 3s)".
-func endedHow(p *plugins.Process) string {
+func endedHow(p conn) string {
 	if why := p.KillReason(); why != "" {
 		return "was killed (" + why + ")"
 	}

@@ -6,9 +6,6 @@ import (
 	"strings"
 	"time"
 
-	// Linked for its init, which serves the CPU backend in a copy of this
-	// program started as one (see Options.SelfExe).
-	_ "github.com/attnrun/attnrun/backends/cpu"
 	"github.com/attnrun/attnrun/plugins"
 )
 
@@ -39,6 +36,23 @@ type Options struct {
 	// session logs one warning per dim_param name (see
 	// graph.Program.ValidateInputs).
 	StrictDims bool
+	// InProcess runs the CPU backend inside this process instead of in a
+	// process of its own (the default): no process to start, no gRPC, no
+	// shared memory region, so the lowest latency per Run (inputs reach
+	// the kernels as the caller's own memory, outputs come back without a
+	// copy) and the fastest Open. The price is isolation: a crash in a
+	// kernel (a panic in a worker goroutine, a fatal error, running out of
+	// memory) takes the host down with it, where a backend process would
+	// only fail the Run and be replaced; a cancelled or timed-out Run
+	// returns when the node it is running finishes, not at once (Go cannot
+	// stop a running kernel, and there is no watchdog); and the backend
+	// shares the host's memory, threads and process-wide settings (the
+	// GEMM thread count, see Threads). A panic in the Run's own goroutine
+	// is still recovered: that Run fails naming the node, and the next one
+	// gets a fresh backend. Partitioning, fallback logging, the limits and
+	// cancellation between nodes work as with a backend process. Other
+	// backends (plugins) always run in processes of their own.
+	InProcess bool
 	// NoSharedMemory makes tensors travel as bytes inside the gRPC messages
 	// instead of through the memory region shared with each backend
 	// process (see package plugins); for measurement and diagnosis.

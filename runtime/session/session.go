@@ -11,6 +11,8 @@
 // (or that exceeds Options.RunTimeout) returns at once with an error that
 // errors.Is matches to the context's error; a backend that stops answering
 // is killed and replaced (see backend.go and package plugins' deadlines).
+// With Options.InProcess the CPU backend runs inside the host process
+// instead: faster, without that isolation (see the option).
 //
 // The files: options.go (Options), backend.go (backend processes: launch,
 // watch, restart, close), partition.go (assigning nodes to backends and

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -528,7 +529,8 @@ func TestUnknownBackend(t *testing.T) {
 }
 
 // TestModels runs every reference model's data sets through a session and
-// compares with PyTorch's outputs.
+// compares with PyTorch's outputs; a session with the CPU backend in
+// process (Options.InProcess) gives the very same bits.
 func TestModels(t *testing.T) {
 	dirs, err := filepath.Glob("../../models/*/model.onnx")
 	if err != nil {
@@ -545,6 +547,11 @@ func TestModels(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
+			inproc, err := Open(context.Background(), path, Options{Logf: t.Logf, InProcess: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer inproc.Close()
 			sets, _ := filepath.Glob(filepath.Join(dir, "test_data_set_*"))
 			if len(sets) == 0 {
 				t.Fatal("no data sets")
@@ -553,6 +560,15 @@ func TestModels(t *testing.T) {
 				out, err := s.Run(context.Background(), readInputs(t, set))
 				if err != nil {
 					t.Fatalf("%s: %v", filepath.Base(set), err)
+				}
+				local, err := inproc.Run(context.Background(), readInputs(t, set))
+				if err != nil {
+					t.Fatalf("%s, in process: %v", filepath.Base(set), err)
+				}
+				for name, d := range out {
+					if l := local[name]; l == nil || !l.Shape().Eq(d.Shape()) || !slices.Equal(l.Data().([]float32), d.Data().([]float32)) {
+						t.Fatalf("%s: output %q in process differs from the backend process's", filepath.Base(set), name)
+					}
 				}
 				for _, f := range mustGlob(t, filepath.Join(set, "output_*.pb")) {
 					name, want := readPB(t, f)
