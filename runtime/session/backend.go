@@ -14,9 +14,10 @@ import (
 	"github.com/attnrun/attnrun/plugins"
 )
 
-// Backend lifecycle. A session holds one backend per name it uses (the
-// preferred one, and cpu for fallback). Each backend owns its current
-// process and the ids of its partitions compiled there. When the host kills
+// Backend lifecycle. A session holds, for each backend it uses (the
+// preferred one, and cpu for fallback), Options.Instances instances (see
+// pool.go); each instance owns its current process and the ids of its
+// backend's partitions compiled there. When the host kills
 // the process for not answering (see package plugins' deadlines), the
 // backend starts a replacement at once, in the background, and recompiles
 // its partitions, so that the next Run finds a fresh process ready instead
@@ -32,16 +33,16 @@ import (
 // go-plugin's cleanup may finish in the background).
 const closeTimeout = 1500 * time.Millisecond
 
-// backend is one backend the session uses.
+// backend is one instance of a backend the session uses.
 type backend struct {
 	name string
+	// instance is this instance's index in its pool.
+	instance int
+	pool     *pool
 	// path and sha256 describe the plugin file ("" for the built-in cpu
 	// backend).
 	path, sha256 string
 	opts         *Options
-	// parts are the partitions that run here; a partition's slot indexes
-	// them, and process.ids.
-	parts []*partition
 	// bg ends when the session closes; wg counts the background restarts.
 	bg context.Context
 	wg *sync.WaitGroup
@@ -162,9 +163,12 @@ func availableBackends(opts *Options) string {
 
 // BackendInfo describes a backend for `attnrun backends` and Session.Backends.
 type BackendInfo struct {
-	Name    string
-	Version string
-	Pid     int
+	Name string
+	// Instance is which of the session's instances of the backend this is
+	// (Options.Instances; 0 in ListBackends).
+	Instance int
+	Version  string
+	Pid      int
 	// Path is the executable ("" for the built-in cpu backend's self exe).
 	Path string
 	// SHA256 is the plugin file's SHA-256 (hex; ListBackends only, "" for
@@ -223,13 +227,13 @@ func (b *backend) launch(ctx context.Context) (*process, error) {
 
 // compile compiles the partition in slot into g.
 func (b *backend) compile(ctx context.Context, g *process, slot int) error {
-	p := b.parts[slot]
+	p := b.pool.parts[slot]
 	id, err := g.p.Compile(ctx, p.model, b.opts.compileOptions())
 	if err != nil {
 		return fmt.Errorf("compiling partition %d on backend %q: %w", p.index, b.name, err)
 	}
-	if len(g.ids) < len(b.parts) {
-		g.ids = append(g.ids, make([]plugins.PartitionID, len(b.parts)-len(g.ids))...)
+	if len(g.ids) < len(b.pool.parts) {
+		g.ids = append(g.ids, make([]plugins.PartitionID, len(b.pool.parts)-len(g.ids))...)
 	}
 	g.ids[slot] = id
 	return nil
@@ -241,7 +245,7 @@ func (b *backend) start(ctx context.Context) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	for slot := range b.parts {
+	for slot := range b.pool.parts {
 		if err := b.compile(ctx, g, slot); err != nil {
 			g.p.Kill()
 			return nil, err
@@ -328,7 +332,7 @@ func (b *backend) restartLocked() {
 			b.cur = g
 			b.wg.Add(1)
 			go b.watch(g)
-			b.opts.Logf("backend %q restarted (pid %d); %d partition(s) recompiled", b.name, g.p.Pid(), len(b.parts))
+			b.opts.Logf("backend %q restarted (pid %d); %d partition(s) recompiled", b.name, g.p.Pid(), len(b.pool.parts))
 		}
 	}()
 }
@@ -389,7 +393,7 @@ func (b *backend) current() *process {
 func (b *backend) describe() BackendInfo {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	bi := BackendInfo{Name: b.name, Path: b.path, Available: b.cur.alive()}
+	bi := BackendInfo{Name: b.name, Instance: b.instance, Path: b.path, Available: b.cur.alive()}
 	if g := b.cur; g != nil {
 		bi.Pid = g.p.Pid()
 		bi.Version, bi.Details, bi.Ops = g.info.Version, g.info.Details, g.info.Ops

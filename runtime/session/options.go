@@ -3,6 +3,7 @@ package session
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -24,9 +25,26 @@ type Options struct {
 	// NoFallback makes a node the preferred backend refuses an error instead
 	// of running it on the CPU backend.
 	NoFallback bool
-	// Threads is the number of compute threads per backend (0: the
-	// backend's default).
+	// Threads is the number of compute threads of each backend instance
+	// (see Instances). 0 is the backend's default: for the CPU backend, as
+	// many as the machine has cores (GOMAXPROCS) with one instance, and
+	// with n instances cores/n each (at least 1), so that the instances
+	// together use every core without oversubscribing it. A session thus
+	// computes on up to Instances × Threads threads.
 	Threads int
+	// Instances is the number of instances of each backend the session
+	// runs (0 means 1): each instance is a backend process of its own (or,
+	// with InProcess, an in-process CPU backend) with every partition of
+	// its backend compiled in it once, at Open. One instance computes one
+	// Run at a time; Runs called from several goroutines compute in
+	// parallel on different instances, and a Run that finds all of them
+	// busy waits for one (as long as its context allows). Each instance
+	// holds its own copy of the compiled partitions and their weights
+	// (in-process instances share the weights, not the packed forms), so
+	// memory grows with Instances. For throughput, use Instances × Threads
+	// ≈ cores (e.g. 2 instances × 1 thread on 2 cores); for the latency of
+	// one Run, one instance with all the threads.
+	Instances int
 	// MaxTensorBytes bounds any one tensor (0: the default, 4 GiB).
 	MaxTensorBytes int64
 	// NoFuse turns off attention fusion in every backend.
@@ -80,6 +98,18 @@ func (o *Options) defaults() error {
 	}
 	if o.RunTimeout < 0 {
 		return fmt.Errorf("run timeout %v is negative (Options.RunTimeout)", o.RunTimeout)
+	}
+	switch {
+	case o.Instances < 0:
+		return fmt.Errorf("%d instances is negative (Options.Instances)", o.Instances)
+	case o.Instances == 0:
+		o.Instances = 1
+	}
+	if o.Threads < 0 {
+		return fmt.Errorf("%d threads is negative (Options.Threads)", o.Threads)
+	}
+	if o.Threads == 0 && o.Instances > 1 {
+		o.Threads = max(1, runtime.GOMAXPROCS(0)/o.Instances)
 	}
 	if o.Logf == nil {
 		o.Logf = func(format string, args ...any) {
