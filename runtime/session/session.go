@@ -177,6 +177,12 @@ func (s *Session) backend(ctx context.Context, name string) (*pool, error) {
 // (Options.Instances): how many Runs can compute at the same time.
 func (s *Session) Instances() int { return s.opts.Instances }
 
+// Threads is the number of compute threads each backend instance was asked
+// for: Options.Threads, or the share of the cores that Options.Threads 0
+// gives each of several instances; 0 leaves it to the backend (the CPU
+// backend's default is its GOMAXPROCS).
+func (s *Session) Threads() int { return s.opts.Threads }
+
 // Inputs are the model's declared graph inputs.
 func (s *Session) Inputs() []*ir.ValueInfo { return s.model.Graph.Inputs }
 
