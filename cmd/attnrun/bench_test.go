@@ -66,13 +66,6 @@ func TestBenchJSON(t *testing.T) {
 	model := filepath.Join("..", "..", "models", "s003_self_attention", "model.onnx")
 	for _, extra := range [][]string{nil, {"--no-shm", "--threads", "1", "--fresh-outputs"}} {
 		args := append([]string{"bench", model, "--input", "x=random:3x32", "--iters", "5", "--warmup", "2", "--json"}, extra...)
-		cmd := exec.Command(bin, args...)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("attnrun %s: %v\nstderr: %s", strings.Join(args, " "), err, stderr.String())
-		}
-		lines := strings.Split(strings.TrimRight(stdout.String(), "\n"), "\n")
 		var r struct {
 			P50ms     float64  `json:"p50_ms"`
 			P90ms     float64  `json:"p90_ms"`
@@ -90,9 +83,7 @@ func TestBenchJSON(t *testing.T) {
 			Transport string   `json:"transport"`
 			Outputs   string   `json:"outputs"`
 		}
-		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
-			t.Fatalf("last stdout line %q: %v", lines[len(lines)-1], err)
-		}
+		stderr := benchJSON(t, bin, args, &r)
 		if r.P99ms < r.P90ms || r.Maxms < r.P99ms || r.Stddevms == nil || *r.Stddevms < 0 || *r.Stddevms > r.Maxms-r.Minms {
 			t.Errorf("p99 %v, max %v, stddev %v: missing or out of order", r.P99ms, r.Maxms, r.Stddevms)
 		}
@@ -109,8 +100,8 @@ func TestBenchJSON(t *testing.T) {
 		if r.Iters != 5 || r.Backend != "cpu" || r.BLAS == "" || r.Transport != wantTransport || r.Outputs != wantOutputs {
 			t.Errorf("iters %d, backend %q, blas %q, transport %q, outputs %q", r.Iters, r.Backend, r.BLAS, r.Transport, r.Outputs)
 		}
-		if stderr.Len() != 0 {
-			t.Errorf("stderr is not a terminal, yet it got %q", stderr.String())
+		if stderr != "" {
+			t.Errorf("stderr is not a terminal, yet it got %q", stderr)
 		}
 	}
 }
@@ -132,13 +123,6 @@ func TestBenchInstances(t *testing.T) {
 		{[]string{"--in-process"}, 1, 1, true, []string{"cpu"}},
 	} {
 		args := append([]string{"bench", model, "--input", "x=random:3x32", "--iters", "20", "--warmup", "4", "--json"}, c.args...)
-		cmd := exec.Command(binPath, args...)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("attnrun %s: %v\nstderr: %s", strings.Join(args, " "), err, stderr.String())
-		}
-		lines := strings.Split(strings.TrimRight(stdout.String(), "\n"), "\n")
 		var r struct {
 			Iters      int              `json:"iters"`
 			RunsSec    float64          `json:"runs_per_sec"`
@@ -147,9 +131,7 @@ func TestBenchInstances(t *testing.T) {
 			InProcess  bool             `json:"in_process"`
 			BackendRSS map[string]int64 `json:"backend_peak_rss_bytes"`
 		}
-		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
-			t.Fatalf("last stdout line %q: %v", lines[len(lines)-1], err)
-		}
+		benchJSON(t, binPath, args, &r)
 		var rss []string
 		for name, b := range r.BackendRSS {
 			if b > 0 {
@@ -168,4 +150,21 @@ func TestBenchInstances(t *testing.T) {
 			t.Errorf("%s: %v, want exit status 2 (%s)", bad, err, out)
 		}
 	}
+}
+
+// benchJSON runs `bin args...` (a bench with --json), decodes the last line
+// of its stdout into v and returns its stderr.
+func benchJSON(t *testing.T, bin string, args []string, v any) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("attnrun %s: %v\nstderr: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimRight(stdout.String(), "\n"), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), v); err != nil {
+		t.Fatalf("last stdout line %q: %v", lines[len(lines)-1], err)
+	}
+	return stderr.String()
 }
