@@ -206,9 +206,56 @@ func withoutEnv(env []string, key string) []string {
 }
 
 // embedders are the programs buildEmbedders builds: directory name → main
-// package source.
-var embedders = map[string]string{
-	"forgetful": forgetfulMain,
+// package source: forgetfulMain, and the README's program.
+func embedders(root string) (map[string]string, error) {
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		return nil, err
+	}
+	prog, err := readmeProgram(string(readme))
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"forgetful": forgetfulMain, "readme": prog}, nil
+}
+
+// readmeProgram is the first Go code block of the README's "Use from Go"
+// section.
+func readmeProgram(readme string) (string, error) {
+	_, sec, ok := strings.Cut(readme, "\n## Use from Go\n")
+	if !ok {
+		return "", fmt.Errorf("README.md has no \"## Use from Go\" section")
+	}
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	_, code, ok := strings.Cut(sec, "\n```go\n")
+	if !ok {
+		return "", fmt.Errorf("README.md's \"Use from Go\" section has no go code block")
+	}
+	code, _, ok = strings.Cut(code, "\n```\n")
+	if !ok {
+		return "", fmt.Errorf("README.md's \"Use from Go\" code block does not end")
+	}
+	return code + "\n", nil
+}
+
+// TestReadmeProgram builds the README's "Use from Go" program as a module of
+// its own and runs it from the repository's root: it prints what the README
+// says, and leaves no process behind.
+func TestReadmeProgram(t *testing.T) {
+	bin := buildEmbedders(t)["readme"]
+	mark := fmt.Sprintf("ATTNRUN_README_TEST=%d-%d", os.Getpid(), time.Now().UnixNano())
+	t.Cleanup(func() { killMarked(mark) })
+	cmd := exec.Command(bin)
+	cmd.Dir = "../.."
+	cmd.Env = append(withoutEnv(os.Environ(), ServeBackendEnv), mark)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the README's program: %v\n%s", err, out)
+	}
+	if string(out) != "y: (1, 4, 32)\n" {
+		t.Errorf("the README's program printed %q, want \"y: (1, 4, 32)\\n\"", out)
+	}
+	eventually(t, 3*time.Second, "no process left carrying the mark", func() bool { return len(procfs.WithEnv(mark)) == 0 })
 }
 
 var (
@@ -251,6 +298,10 @@ func doBuildEmbedders() (map[string]string, error) {
 		return nil, err
 	}
 	embedderDirs = append(embedderDirs, dir)
+	sources, err := embedders(root)
+	if err != nil {
+		return nil, err
+	}
 	mod := fmt.Sprintf("module example.com/embedder\n\n%s\n\nrequire github.com/attnrun/attnrun v0.0.0-00010101000000-000000000000\n\nreplace github.com/attnrun/attnrun => %s\n", goLine, root)
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644); err != nil {
 		return nil, err
@@ -259,7 +310,7 @@ func doBuildEmbedders() (map[string]string, error) {
 		return nil, err
 	}
 	bins := map[string]string{}
-	for name, src := range embedders {
+	for name, src := range sources {
 		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
 			return nil, err
 		}
