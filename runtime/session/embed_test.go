@@ -6,6 +6,7 @@ package session
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -182,6 +183,22 @@ wait:
 	}
 	if want := fmt.Sprintf("main ran in pid %d\n", cmd.Process.Pid); string(log) != want {
 		t.Errorf("main's log:\n%s\nwant exactly: %s", log, want)
+	}
+}
+
+// TestSelfExeNotABackend: when the executable started as the CPU backend
+// cannot be one (Options.SelfExe names some other program), Open fails at
+// once with one line that says what it must be instead.
+func TestSelfExeNotABackend(t *testing.T) {
+	start := time.Now()
+	_, err := Open(context.Background(), saveModel(t, tinyModel()), Options{SelfExe: "/bin/true", Logf: t.Logf})
+	took := time.Since(start)
+	want := `launch backend "cpu" (/bin/true): no go-plugin handshake on stdout; the cpu backend runs as a copy of /bin/true (Options.SelfExe), which must be a Go program importing github.com/attnrun/attnrun/runtime/session (or backends/cpu), or set Options.InProcess`
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v\nwant  %s", err, want)
+	}
+	if took > 2*time.Second {
+		t.Errorf("Open took %v to fail, want ≤ 2 s", took)
 	}
 }
 

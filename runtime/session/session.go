@@ -15,8 +15,9 @@
 // instead: faster, without that isolation (see the option).
 //
 // The files: options.go (Options), backend.go (backend processes: launch,
-// watch, restart, close), partition.go (assigning nodes to backends and
-// cutting partitions), run.go (Run), list.go (ListBackends).
+// watch, restart, close), pool.go (each backend's instances),
+// partition.go (assigning nodes to backends and cutting partitions), run.go
+// (Run), list.go (ListBackends).
 package session
 
 import (
