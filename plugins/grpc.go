@@ -241,6 +241,10 @@ type partMeta struct {
 	inputs  map[string]ir.DType
 	outputs map[string]ir.DType
 	nodes   []NodeRef
+	// bound is held by an in-process Run whose outputs are all bound,
+	// from running the partition into the memory its program reuses to
+	// copying the outputs out (see InProcess.RunInto).
+	bound sync.Mutex
 }
 
 // newPartMeta describes partition m, compiled into nodes.
@@ -556,7 +560,8 @@ type outputsCopiedKey struct{}
 
 // OutputsCopied reports, inside a Server's Run, whether the protocol layer
 // copies the returned outputs away (into the shared region, or into detached
-// bytes) before another Run can start on this backend. A backend may then
+// bytes, or in process into the caller's bound tensors) before another Run
+// can start on this backend (in process: of this partition). A backend may then
 // return outputs in memory it reuses on the next run, saving an allocation
 // and its page faults per output.
 func OutputsCopied(ctx context.Context) bool {

@@ -20,9 +20,10 @@ import (
 // Process, so that the host partitions, logs fallbacks, applies its limits
 // and reports errors the same way. There is no process, no gRPC and no
 // tensor region: inputs reach the kernels as the caller's own memory and
-// outputs come back without a copy (a bound output is copied once, into
-// the caller's tensor), which is the lowest latency attnrun offers. The
-// price is isolation:
+// outputs come back without a copy; when every output is bound, they are
+// computed into memory the partition reuses run after run and copied once,
+// into the caller's tensors, so that a serving loop allocates nothing. This
+// is the lowest latency attnrun offers. The price is isolation:
 //
 //   - a crash is the host's: a panic in the goroutine of the call is
 //     recovered and reported as a *DiedError (and the InProcess ends, so
@@ -267,6 +268,14 @@ func (p *InProcess) RunInto(ctx context.Context, id PartitionID, inputs, into ma
 		}
 		ts[name] = t
 	}
+	if len(into) > 0 && boundAll(into, meta.outputs) {
+		// The outputs go into the caller's tensors: the server may compute
+		// them into memory it reuses, as long as no other Run of the
+		// partition starts before they are copied out.
+		meta.bound.Lock()
+		defer meta.bound.Unlock()
+		ctx = context.WithValue(ctx, outputsCopiedKey{}, true)
+	}
 	// When ctx ends, note the node running at that moment for the error.
 	var at Where
 	noted := make(chan struct{})
@@ -329,4 +338,14 @@ func (p *InProcess) Stats(ctx context.Context) (*Stats, error) {
 		return err
 	})
 	return st, err
+}
+
+// boundAll reports whether into binds every one of the outputs.
+func boundAll(into map[string]*tensor.Dense, outputs map[string]ir.DType) bool {
+	for name := range outputs {
+		if into[name] == nil {
+			return false
+		}
+	}
+	return true
 }

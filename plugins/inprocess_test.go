@@ -106,6 +106,48 @@ func TestInProcessConcurrentRuns(t *testing.T) {
 	wg.Wait()
 }
 
+// TestInProcessAllBound: when a Run binds every output, the in-process
+// backend computes into memory the partition reuses and copies out once;
+// goroutines running at once, each with its own bound tensors, each get
+// their own results (run with -race).
+func TestInProcessAllBound(t *testing.T) {
+	p := newInProcessCPU(t)
+	id := compile(t, p, mixedModel())
+	const n, m, k = 3000, 50, 7
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			into := map[string]*tensor.Dense{
+				"y":  tensor.New(tensor.WithShape(n), tensor.WithBacking(make([]float32, n))),
+				"xi": tensor.New(tensor.WithShape(n), tensor.WithBacking(make([]float32, n))),
+				"nb": tensor.New(tensor.WithShape(m), tensor.WithBacking(make([]bool, m))),
+				"ii": tensor.New(tensor.WithShape(k), tensor.WithBacking(make([]int64, k))),
+			}
+			for r := 0; r < 10; r++ {
+				mc := newMixedCase(n, m, k, float32(g*100+r))
+				out, err := p.RunInto(context.Background(), id, mc.in, into)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for name, d := range into {
+					if out[name] != d {
+						t.Errorf("output %q is not the bound tensor", name)
+						return
+					}
+					if !equal(data(t, d), mc.want[name]) {
+						t.Errorf("goroutine %d run %d: output %q differs", g, r, name)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 // panicky is the CPU backend with a kernel bug: Run panics while the status
 // page says node 1 is running.
 type panicky struct {
