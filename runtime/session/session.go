@@ -22,7 +22,6 @@ package session
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -143,8 +142,10 @@ func (s *Session) start(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("starting %d instances: %w", s.opts.Instances, err) // Close ends those that started
+	for i, err := range errs {
+		if err != nil { // Close ends the instances that started
+			return fmt.Errorf("starting instance %d of backend %q: %w", more[i].instance, more[i].name, err)
+		}
 	}
 	for _, pl := range s.pools {
 		for _, b := range pl.members {
