@@ -316,6 +316,10 @@ func printBench(w io.Writer, r *benchResult) {
 	fmt.Fprintf(w, "latency:    p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  min %.3f ms  max %.3f ms\n", r.P50ms, r.P90ms, r.P99ms, r.Minms, r.Maxms)
 	fmt.Fprintf(w, "            mean %.3f ms  stddev %.3f ms\n", r.Meanms, r.Stddevms)
 	fmt.Fprintf(w, "throughput: %.1f runs/s\n", r.RunsSec)
+	if r.InProcess && r.Backend == "cpu" {
+		fmt.Fprintf(w, "peak RSS:   %s (attnrun's own process, which runs the cpu backend)\n", humanBytes(r.PeakRSS))
+		return
+	}
 	fmt.Fprintf(w, "peak RSS:   %s (backend %q process)\n", humanBytes(r.PeakRSS), r.Backend)
 	others := make([]string, 0, len(r.BackendRSS))
 	for name := range r.BackendRSS {
