@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +40,16 @@ func TestInstancesConcurrentRuns(t *testing.T) {
 			bs := s.Backends()
 			if s.Instances() != 2 || len(bs) != 2 || bs[0].Instance != 0 || bs[1].Instance != 1 || (!inProcess && bs[0].Pid == bs[1].Pid) {
 				t.Fatalf("instances %d, backends %+v: want 2 cpu instances", s.Instances(), bs)
+			}
+			// Threads 0 with 2 instances: half the cores each, and a
+			// backend process runs with that GOMAXPROCS.
+			if want := max(1, runtime.GOMAXPROCS(0)/2); s.Threads() != want {
+				t.Errorf("threads per instance %d, want %d", s.Threads(), want)
+			}
+			for _, b := range bs {
+				if g := b.Details["gomaxprocs"]; !inProcess && g != strconv.Itoa(s.Threads()) {
+					t.Errorf("instance %d runs with GOMAXPROCS %s, want %d", b.Instance, g, s.Threads())
+				}
 			}
 			serial := make([][]float32, len(sets))
 			for i, in := range sets {

@@ -30,7 +30,10 @@ type Options struct {
 	// many as the machine has cores (GOMAXPROCS) with one instance, and
 	// with n instances cores/n each (at least 1), so that the instances
 	// together use every core without oversubscribing it. A session thus
-	// computes on up to Instances × Threads threads.
+	// computes on up to Instances × Threads threads. A CPU backend process
+	// given a thread count also runs with that GOMAXPROCS (one Go processor
+	// per compute thread), so that idle processors of one instance do not
+	// take time from another's.
 	Threads int
 	// Instances is the number of instances of each backend the session
 	// runs (0 means 1): each instance is a backend process of its own (or,
