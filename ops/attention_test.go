@@ -214,10 +214,8 @@ func TestFusedAttentionVsReference(t *testing.T) {
 			}
 			var mask *ir.Tensor
 			if c.mask != nil {
-				if c.kind == MaskAdditive {
-					mask = randTensor(r, c.mask...)
-				} else {
-					mask = randBools(r, c.maskP, c.mask...)
+				mask = randMask(r, c.kind, c.maskP, c.mask)
+				if c.kind != MaskAdditive {
 					msk := c.mask[len(c.mask)-1]
 					masked := c.kind == MaskBoolTrueMasks
 					rows := len(mask.Bools()) / msk
