@@ -298,19 +298,22 @@ func TestFusedAttentionEmpty(t *testing.T) {
 	}
 }
 
-func TestFusedAttentionInfer(t *testing.T) {
-	sym := func(dims ...any) ir.Shape {
-		s := make(ir.Shape, len(dims))
-		for i, d := range dims {
-			switch x := d.(type) {
-			case int:
-				s[i] = ir.Dim{Value: int64(x)}
-			case string:
-				s[i] = ir.Dim{Param: x}
-			}
+// symShape builds a shape from ints (known dims) and strings (symbols).
+func symShape(dims ...any) ir.Shape {
+	s := make(ir.Shape, len(dims))
+	for i, d := range dims {
+		switch x := d.(type) {
+		case int:
+			s[i] = ir.Dim{Value: int64(x)}
+		case string:
+			s[i] = ir.Dim{Param: x}
 		}
-		return s
 	}
+	return s
+}
+
+func TestFusedAttentionInfer(t *testing.T) {
+	sym := symShape
 	f := func(s ir.Shape) Value { return Typed(ir.Float, s) }
 	cases := []struct {
 		name string

@@ -15,7 +15,7 @@ import (
 // MinOpset and MaxOpset bound the default-domain opsets attnrun supports.
 const (
 	MinOpset = 1
-	MaxOpset = 18
+	MaxOpset = 24
 )
 
 // Domain names.
@@ -155,6 +155,9 @@ type Schema struct {
 	InPlace []int
 	// Doc is a one-line description for `attnrun ops`.
 	Doc string
+	// Notes lists how attnrun reads the op where its specification leaves
+	// room (choices, deviations, limits); docs/ops.md shows them.
+	Notes []string
 }
 
 // Key names the schema: "Add", "com.attnrun:FusedAttention".
