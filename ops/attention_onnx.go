@@ -354,17 +354,19 @@ func inferAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 // AttentionLowering is how one Attention node runs: the standard nodes and
 // the one com.attnrun:FusedAttention node (Fused) that compute its
 // outputs, in execution order. Tensors the nodes make for each other are
-// named Prefix + a role ("q_f32", "present_key_4d", ...); Consts holds the
-// constant inputs they read (Reshape shapes). Every node's opset is
+// named AttentionTempPrefix + the node's label + a role ("q_f32",
+// "key_4d", ...), and the nodes the node's label + their op; Consts holds
+// the constant inputs they read (Reshape shapes). Every node's opset is
 // helperOpset in the default domain, 1 in com.attnrun.
 type AttentionLowering struct {
 	Nodes  []*ir.Node
 	Fused  *ir.Node
 	Consts map[string]*ir.Tensor
-	// Views records, for inputs 0 to 2 of Fused (Q, K, V), the view it
-	// reads the tensor through (nil: the tensor as is), so that a graph
-	// rewrite can compose it with a view of where that tensor comes from.
-	Views [3]*View
+	// Heads records, for inputs 0 to 2 of Fused (Q, K, V), the number of
+	// heads when Fused reads a 3-D tensor through HeadSplitView (0: the
+	// tensor as is), so that a graph rewrite can apply the split to a
+	// view of where that tensor comes from.
+	Heads [3]int
 	// Opsets gives each node's domain opset.
 	Opsets map[*ir.Node]int
 }
@@ -402,7 +404,7 @@ func LowerAttention(n *ir.Node, opset int, in []Value) (*AttentionLowering, erro
 	l := &AttentionLowering{Consts: map[string]*ir.Tensor{}, Opsets: map[*ir.Node]int{}}
 	prefix := AttentionTempPrefix + n.Label() + "/"
 	add := func(node *ir.Node, opset int) {
-		node.Name = prefix + node.OpType + fmt.Sprint(len(l.Nodes))
+		node.Name = n.Label() + "/" + node.OpType + fmt.Sprint(len(l.Nodes))
 		l.Nodes = append(l.Nodes, node)
 		l.Opsets[node] = opset
 	}
@@ -421,14 +423,12 @@ func LowerAttention(n *ir.Node, opset int, in []Value) (*AttentionLowering, erro
 	// cache returns the 4-D [B, Hkv, T, D] tensor K or V reads: the
 	// input itself (4-D, no cache), its head split (3-D), with the past
 	// concatenated before it; it writes the present output when asked.
-	cache := func(x, past, present string, d int, role string) (string, *View) {
-		var split *View
-		if g.threeD {
-			v := View{Shape: []int{c["batch"], c["hkv"], c["skv"], d}, Strides: []int{c["skv"] * c["hkv"] * d, d, c["hkv"] * d, 1}}
-			split = &v
-		}
+	cache := func(x, past, present string, d int, role string) (string, int) {
 		if past == "" && present == "" {
-			return x, split // read in place
+			if g.threeD {
+				return x, c["hkv"] // read in place through the head split
+			}
+			return x, 0
 		}
 		x4 := x
 		if g.threeD {
@@ -452,24 +452,23 @@ func LowerAttention(n *ir.Node, opset int, in []Value) (*AttentionLowering, erro
 				cat.Outputs[0] = prefix + role + "_present"
 			}
 			add(cat, helperOpset)
-			return cat.Outputs[0], nil
+			return cat.Outputs[0], 0
 		case !g.threeD:
 			id := &ir.Node{OpType: "Identity", Inputs: []string{x}, Outputs: []string{present}}
 			add(id, helperOpset)
 		}
-		return x4, nil
+		return x4, 0
 	}
 	pastK, pastV := "", ""
 	if len(in) > 5 && in[4].Present() {
 		pastK, pastV = n.Inputs[4], n.Inputs[5]
 	}
 	qName := n.Inputs[0]
-	kName, kView := cache(n.Inputs[1], pastK, out(1), c["d"], "key")
-	vName, vView := cache(n.Inputs[2], pastV, out(2), c["dv"], "value")
-	var qView *View
+	kName, kHeads := cache(n.Inputs[1], pastK, out(1), c["d"], "key")
+	vName, vHeads := cache(n.Inputs[2], pastV, out(2), c["dv"], "value")
+	qHeads := 0
 	if g.threeD {
-		v := View{Shape: []int{c["batch"], c["hq"], c["sq"], c["d"]}, Strides: []int{c["sq"] * c["hq"] * c["d"], c["d"], c["hq"] * c["d"], 1}}
-		qView = &v
+		qHeads = c["hq"]
 	}
 	qt, vt := in[0].Type.DType, in[2].Type.DType
 	if qt != ir.Float {
@@ -490,15 +489,18 @@ func LowerAttention(n *ir.Node, opset int, in []Value) (*AttentionLowering, erro
 	attrInt := func(name string, v int64) {
 		fused.Attrs = append(fused.Attrs, &ir.Attribute{Name: name, Type: ir.AttrInt, Int: v})
 	}
-	attrView := func(name string, v *View) {
-		if v != nil {
-			fused.Attrs = append(fused.Attrs, &ir.Attribute{Name: name, Type: ir.AttrInts, Ints: v.Ints()})
+	l.Heads = [3]int{qHeads, kHeads, vHeads}
+	for i, name := range []string{"q_view", "k_view", "v_view"} {
+		if l.Heads[i] == 0 {
+			continue
 		}
+		dims, _ := in[i].Type.Shape.Concrete()
+		v, ok := HeadSplitView(Contiguous(dims), l.Heads[i])
+		if !ok {
+			return nil, n.Errorf("cannot split %s %v into %d heads", attnInputNames[i], in[i].Type.Shape, l.Heads[i])
+		}
+		fused.Attrs = append(fused.Attrs, &ir.Attribute{Name: name, Type: ir.AttrInts, Ints: v.Ints()})
 	}
-	l.Views = [3]*View{qView, kView, vView}
-	attrView("q_view", qView)
-	attrView("k_view", kView)
-	attrView("v_view", vView)
 	if g.threeD {
 		fused.Attrs = append(fused.Attrs,
 			&ir.Attribute{Name: "out_shape", Type: ir.AttrInts, Ints: []int64{int64(c["batch"]), int64(c["sq"]), int64(c["hq"] * c["dv"])}},
@@ -552,7 +554,7 @@ func LowerAttention(n *ir.Node, opset int, in []Value) (*AttentionLowering, erro
 			fused.Outputs[1] = prefix + "qk_f32"
 		}
 		add(fused, 1)
-		fused.Name = prefix + FusedAttentionOp
+		fused.Name = n.Label() + "/" + FusedAttentionOp
 		castBack := func(from, to string) {
 			node := &ir.Node{OpType: "Cast", Inputs: []string{from}, Outputs: []string{to},
 				Attrs: []*ir.Attribute{{Name: "to", Type: ir.AttrInt, Int: int64(qt)}}}
@@ -564,11 +566,24 @@ func LowerAttention(n *ir.Node, opset int, in []Value) (*AttentionLowering, erro
 		}
 	} else {
 		add(fused, 1)
-		fused.Name = prefix + FusedAttentionOp
+		fused.Name = n.Label() + "/" + FusedAttentionOp
 	}
 	l.Fused = fused
 	fused.Doc = "lowered by attnrun from " + n.Label() + " (Attention)"
 	return l, nil
+}
+
+// HeadSplitView is the view of a [B, S, H·D] operand, read through view v
+// of its data, as [B, H, S, D]: Attention's split of 3-D inputs into heads.
+func HeadSplitView(v View, heads int) (View, bool) {
+	if len(v.Shape) != 3 || heads <= 0 || v.Shape[2]%heads != 0 {
+		return View{}, false
+	}
+	r, ok := v.Reshape([]int{v.Shape[0], v.Shape[1], heads, v.Shape[2] / heads})
+	if !ok {
+		return View{}, false
+	}
+	return r.Transpose([]int{0, 2, 1, 3})
 }
 
 // runAttention runs an Attention node through its lowering: the helper

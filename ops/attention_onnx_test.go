@@ -351,8 +351,13 @@ func TestAttentionLowering(t *testing.T) {
 			var got []string
 			for _, n := range l.Nodes {
 				got = append(got, n.QualifiedOp())
-				if !strings.HasPrefix(n.Name, AttentionTempPrefix) {
-					t.Fatalf("node %q is not named with the lowering's prefix", n.Name)
+				if !strings.HasPrefix(n.Name, "att/") {
+					t.Fatalf("node %q is not named after the Attention node", n.Name)
+				}
+				for _, o := range n.Outputs {
+					if o != "y" && o != "pk2" && o != "pv2" && !strings.HasPrefix(o, AttentionTempPrefix+"att/") {
+						t.Fatalf("tensor %q is not named with the lowering's prefix", o)
+					}
 				}
 			}
 			if strings.Join(got, " ") != c.ops {
@@ -362,7 +367,7 @@ func TestAttentionLowering(t *testing.T) {
 				t.Fatalf("no FusedAttention node")
 			}
 			if c.name == "3-D in place" {
-				if l.Fused.Inputs[0] != "q" || l.Views[0] == nil || l.Fused.Attr("out_view") == nil {
+				if l.Fused.Inputs[0] != "q" || l.Heads[0] != 4 || l.Fused.Attr("out_view") == nil {
 					t.Fatalf("3-D Q is not read in place: %v", l.Fused.Inputs)
 				}
 				if g, _ := l.Fused.AttrInt("kv_group", 1); g != 2 {
