@@ -71,7 +71,8 @@ func TestKernelSourceABI(t *testing.T) {
 		"OP_LE": binLe, "OP_GE": binGe, "UN_SQRT": unSqrt, "UN_ERF": unErf, "UN_NEG": unNeg, "UN_EXP": unExp,
 		"UN_TANH": unTanh, "UN_RELU": unRelu, "UN_ABS": unAbs, "UN_RECIP": unRecip, "UN_SIGMOID": unSigmoid,
 		"UN_LOG": unLog, "UN_NOT": unNot, "MASK_NONE": maskNone, "MASK_BOOL_TRUE": maskBoolTrue,
-		"MASK_BOOL_FALSE": maskBoolFalse, "MASK_ADD": maskAdditive, "AT_WARPS": attnWarps, "AT_ROWS": attnRows,
+		"MASK_BOOL_FALSE": maskBoolFalse, "MASK_ADD": maskAdditive, "SC_NONE": scoresNone, "SC_RAW": scoresRaw,
+		"SC_SOFTCAPPED": scoresSoftcapped, "SC_BIASED": scoresBiased, "SC_WEIGHTS": scoresWeights, "AT_WARPS": attnWarps, "AT_ROWS": attnRows,
 		"AT_BK": attnBK, "AT_MAXD": attnMaxD, "DT_F32": int(ir.Float), "DT_I64": int(ir.Int64),
 		"DT_I32": int(ir.Int32), "DT_BOOL": int(ir.Bool), "DT_U8": int(ir.Uint8), "DT_F64": int(ir.Double),
 	}

@@ -59,6 +59,7 @@ var rules = map[string]opRule{
 	"Shape":    {0, nil, "folded on the host at plan time"},
 	"Constant": {0, nil, "folded on the host"}, "ConstantOfShape": {0, nil, "fill kernel (usually folded)"},
 	ops.DomainAttnrun + ":" + ops.FusedAttentionOp: {0, f32Only, "fused attention kernel (online softmax)"},
+	"Attention": {0, f32Only, "rewritten to the fused attention kernel (+ Concat for the KV cache); float32, head sizes up to 128, graph rewrites on"},
 }
 
 // ruleKey is the rules key of an op.
@@ -82,6 +83,11 @@ func verdict(q plugins.NodeQuery) plugins.Verdict {
 	if q.OpType == "Gather" && len(q.InputDTypes) > 1 {
 		if dt := q.InputDTypes[1]; dt != ir.Undefined && dt != ir.Int64 && dt != ir.Int32 {
 			return plugins.Verdict{Reason: fmt.Sprintf("Gather indices of type %v are not supported on the gpu backend", dt)}
+		}
+	}
+	if q.OpType == "Attention" {
+		if reason := attentionVerdict(q.InputDTypes); reason != "" {
+			return plugins.Verdict{Reason: reason}
 		}
 	}
 	if r.dtypes == nil || r.typeInput >= len(q.InputDTypes) {
@@ -125,4 +131,31 @@ func supportedOps() []plugins.OpSupport {
 		return out[i].Since < out[j].Since
 	})
 	return out
+}
+
+// attentionVerdict checks an Attention node's input types beyond Q: the
+// kernel is float32 (K, V and the caches too; there is no float16 on the
+// device), masks are bool or float32, key lengths int64. It returns the
+// reason for refusing, or "".
+func attentionVerdict(dts []ir.DType) string {
+	for i, dt := range dts {
+		want := []ir.DType{ir.Float}
+		switch i {
+		case 3:
+			want = []ir.DType{ir.Bool, ir.Float}
+		case 6:
+			want = []ir.DType{ir.Int64}
+		}
+		if dt == ir.Undefined {
+			continue
+		}
+		ok := false
+		for _, w := range want {
+			ok = ok || dt == w
+		}
+		if !ok {
+			return fmt.Sprintf("Attention input %d of type %v is not supported on the gpu backend (it takes %s)", i, dt, typeList(want))
+		}
+	}
+	return ""
 }

@@ -390,9 +390,18 @@ func (e *emu) attention(k *launch, p params) error {
 	}
 	shape := p.arr("bshape")
 	kind := p.i("mask_kind")
+	softcap, mode := p.f("softcap"), p.i("scores_mode")
 	f32 := func(base uint64, i int64) float64 { return float64(e.f32(base + uint64(4*i))) }
 	for b := int64(0); b < p.i("batches"); b++ {
-		o := offsets(b, shape, p.arr("bq"), p.arr("bk"), p.arr("bv"), p.arr("bm"), p.arr("bo"))
+		o := offsets(b, shape, p.arr("bq"), p.arr("bk"), p.arr("bv"), p.arr("bm"), p.arr("bo"), p.arr("bl"))
+		klim := sk
+		if p.u("kvlen") != 0 {
+			_, n := e.load(int64(ir.Int64), p.u("kvlen"), o[5])
+			klim = min(max(n, 0), sk)
+		}
+		score := func(row, j int64, v float64) {
+			e.setF32(p.u("scores")+uint64(4*((b*sq+row)*sk+j)), float32(v))
+		}
 		for row := int64(0); row < sq; row++ {
 			s := make([]float64, sk)
 			m := math.Inf(-1)
@@ -402,14 +411,31 @@ func (e *emu) attention(k *launch, p params) error {
 					dot += f32(p.u("q"), o[0]+row*p.i("q_rs")+c*p.i("q_cs")) * f32(p.u("k"), o[1]+j*p.i("k_js")+c*p.i("k_cs"))
 				}
 				s[j] = dot * p.f("scale")
+				if mode == scoresRaw {
+					score(row, j, s[j])
+				}
+				if softcap > 0 {
+					s[j] = softcap * math.Tanh(s[j]/softcap)
+				}
+				if mode == scoresSoftcapped {
+					score(row, j, s[j])
+				}
 				mi := o[3] + row*p.i("m_row") + j*p.i("m_col")
-				switch kind {
-				case maskAdditive:
+				switch {
+				case kind != maskNone && j >= p.i("mask_keys"):
+					s[j] = math.Inf(-1)
+				case kind == maskAdditive:
 					s[j] += f32(p.u("mask"), mi) * p.f("mask_scale")
-				case maskBoolTrue, maskBoolFalse:
+				case kind == maskBoolTrue, kind == maskBoolFalse:
 					if (e.bytes(p.u("mask")+uint64(mi), 1)[0] != 0) == (kind == maskBoolTrue) {
 						s[j] = p.f("fill")
 					}
+				}
+				if j >= klim || (p.i("causal") == 1 && j > row+p.i("causal_off")) {
+					s[j] = math.Inf(-1)
+				}
+				if mode >= scoresBiased {
+					score(row, j, s[j])
 				}
 				m = math.Max(m, s[j])
 			}
@@ -417,6 +443,15 @@ func (e *emu) attention(k *launch, p params) error {
 			for j := range s {
 				s[j] = math.Exp(s[j] - m)
 				sum += s[j]
+			}
+			if mode == scoresWeights {
+				for j, x := range s {
+					w := x / sum
+					if math.IsInf(m, -1) {
+						w = math.NaN()
+					}
+					score(row, int64(j), w)
+				}
 			}
 			for c := int64(0); c < dv; c++ {
 				acc := 0.0
@@ -562,15 +597,7 @@ func TestModelsOnEmulator(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, n := range prog.Order {
-				q := plugins.NodeQuery{Name: n.Label(), OpType: n.OpType, Domain: n.Domain, Opset: int64(prog.Opsets[n])}
-				for _, in := range n.Inputs {
-					dt := ir.Undefined
-					if in != "" {
-						dt = prog.Types[in].Type.DType
-					}
-					q.InputDTypes = append(q.InputDTypes, dt)
-				}
-				if v := verdict(q); !v.Accepted {
+				if v := verdict(nodeQuery(prog, n)); !v.Accepted {
 					t.Errorf("node %s refused: %s", n.Label(), v.Reason)
 				}
 			}

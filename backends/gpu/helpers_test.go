@@ -1,10 +1,12 @@
 package gpu
 
 import (
+	"context"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
+	"github.com/attnrun/attnrun/plugins"
 	"github.com/attnrun/attnrun/runtime/graph"
 )
 
@@ -34,4 +36,34 @@ func zeroInputs(t *testing.T, prog *graph.Program, dims map[string]int) map[stri
 		in[vi.Name] = ir.NewTensor(vi.Type.DType, shape)
 	}
 	return in
+}
+
+// nodeQuery is the capability query the session sends for node n.
+func nodeQuery(prog *graph.Program, n *ir.Node) plugins.NodeQuery {
+	q := plugins.NodeQuery{Name: n.Label(), OpType: n.OpType, Domain: n.Domain, Opset: int64(prog.Opsets[n])}
+	for _, in := range n.Inputs {
+		dt := ir.Undefined
+		if in != "" {
+			dt = prog.Types[in].Type.DType
+		}
+		q.InputDTypes = append(q.InputDTypes, dt)
+	}
+	return q
+}
+
+// compileOnEmu compiles model m as one partition of a Server on a fresh
+// emulator.
+func compileOnEmu(t *testing.T, m *ir.Model) (*Server, *emu, plugins.PartitionID) {
+	t.Helper()
+	data, err := onnx.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEmu()
+	s := &Server{dev: e, parts: map[plugins.PartitionID]*partition{}}
+	id, _, err := s.Compile(context.Background(), data, plugins.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, e, id
 }

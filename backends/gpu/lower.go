@@ -161,11 +161,20 @@ func lowerPlan(prog *graph.Program, inputs map[string]*ir.Tensor, static map[str
 	// Fused attention replaces its chain at the position of the chain's last
 	// MatMul; the movement nodes it reads or writes through views
 	// (Absorbed) do not run either. When the kernel cannot take a fused
-	// node's head sizes, the original nodes run instead.
-	fusedAt := map[*ir.Node]*ir.Node{}
+	// node's head sizes, the original nodes run instead. An ONNX Attention
+	// node runs the nodes of its lowering (Fusion.Nodes) in its place; it
+	// has no unfused form here.
+	fusedAt := map[*ir.Node]graph.Fusion{}
 	skip := map[*ir.Node]bool{}
 	for _, f := range fusions {
-		if len(f.Replaced) == 0 || !attnLowerable(f.Node, types) {
+		if len(f.Replaced) == 0 {
+			continue
+		}
+		if !attnLowerable(f.Node, types) {
+			if isAttentionOp(f.Replaced[0]) {
+				g, _ := attnGeometry(f.Node, types)
+				return nil, f.Replaced[0].Errorf("the gpu attention kernel takes head sizes up to %d, this node has %d (Q, K) and %d (V): run it on the cpu backend", attnMaxD, g.d, g.dv)
+			}
 			continue
 		}
 		last := f.Replaced[0]
@@ -178,23 +187,35 @@ func lowerPlan(prog *graph.Program, inputs map[string]*ir.Tensor, static map[str
 		for _, a := range f.Absorbed {
 			skip[a] = true
 		}
-		fusedAt[last] = f.Node
+		fusedAt[last] = f
 	}
 	seq := 0
 	for _, n := range prog.Order {
-		node := n
+		nodes, opsets := []*ir.Node{n}, []int{prog.Opsets[n]}
 		if f, ok := fusedAt[n]; ok {
-			node = f
+			nodes, opsets = []*ir.Node{f.Node}, []int{1}
+			if len(f.Nodes) > 0 {
+				nodes, opsets = f.Nodes, f.Opsets
+			}
 		} else if skip[n] || allConst(n, types) {
 			continue
+		} else if isAttentionOp(n) {
+			return nil, n.Errorf("the gpu backend runs Attention only through its plan-time rewrite (graph rewrites are off: --no-fuse)")
 		}
-		l.cur, l.node, l.step = seq, node, prog.Index[n]
-		if err := l.lowerNode(node, prog.Opsets[n]); err != nil {
-			return nil, err
+		for k, node := range nodes {
+			l.cur, l.node, l.step = seq, node, prog.Index[n]
+			if err := l.lowerNode(node, opsets[k]); err != nil {
+				return nil, err
+			}
+			seq++
 		}
-		seq++
 	}
 	return l.finish(seq)
+}
+
+// isAttentionOp reports whether n is an ONNX Attention node.
+func isAttentionOp(n *ir.Node) bool {
+	return n.OpType == "Attention" && (n.Domain == "" || n.Domain == "ai.onnx")
 }
 
 // finish plans the arena and the boundary transfers; end is the number of
@@ -1324,7 +1345,7 @@ type attnOperand struct {
 
 // attnShapes are a FusedAttention node's concrete geometry.
 type attnShapes struct {
-	batch                  []int
+	batch                  []int // the logical batch (heads of Q)
 	q, k, v, out           attnOperand
 	qB, kB, vB, mB         []int
 	sq, d, sk, dv          int
@@ -1332,6 +1353,15 @@ type attnShapes struct {
 	kT, hasMask            bool
 	scale, fill, maskScale float32
 	maskKind               string
+	// ONNX Attention's extras (ops/attention.go).
+	group       int
+	softcap     float32
+	causal      bool
+	causalOff   int
+	padKeys     bool
+	hasLens     bool
+	scoresMode  string
+	scoresShape []int
 }
 
 // attnView reads a view attribute (q_view, ...) or returns the contiguous
@@ -1395,6 +1425,47 @@ func attnGeometry(n *ir.Node, types map[string]ops.Value) (attnShapes, error) {
 	if g.scale, err = n.AttrFloat("scale", 1); err != nil {
 		return g, n.Errorf("%w", err)
 	}
+	group, err := n.AttrInt("kv_group", 1)
+	if err != nil {
+		return g, n.Errorf("%w", err)
+	}
+	g.group = int(group)
+	// Broadcast with K's and V's heads standing for Q's (grouped heads).
+	kBB, vBB := g.kB, g.vB
+	if g.group > 1 {
+		if len(g.qB) == 0 || len(g.kB) == 0 || len(g.vB) == 0 {
+			return g, n.Errorf("kv_group needs a heads dim")
+		}
+		hq := g.qB[len(g.qB)-1]
+		for _, b := range []*[]int{&kBB, &vBB} {
+			c := append([]int{}, *b...)
+			if h := c[len(c)-1]; h != 1 {
+				if h*g.group != hq {
+					return g, n.Errorf("kv_group %d: Q has %d heads, K/V %d", g.group, hq, h)
+				}
+				c[len(c)-1] = hq
+			}
+			*b = c
+		}
+	}
+	if g.softcap, err = n.AttrFloat("softcap", 0); err != nil {
+		return g, n.Errorf("%w", err)
+	}
+	causal, err := n.AttrInt("causal", 0)
+	if err != nil {
+		return g, n.Errorf("%w", err)
+	}
+	g.causal = causal == 1
+	off, err := n.AttrInt("causal_offset", 0)
+	if err != nil {
+		return g, n.Errorf("%w", err)
+	}
+	g.causalOff = int(off)
+	pad, err := n.AttrInt("mask_pad_keys", 0)
+	if err != nil {
+		return g, n.Errorf("%w", err)
+	}
+	g.padKeys = pad == 1
 	g.msq, g.msk = 1, 1
 	if n.Input(3) != "" {
 		g.hasMask = true
@@ -1406,7 +1477,11 @@ func attnGeometry(n *ir.Node, types map[string]ops.Value) (attnShapes, error) {
 			m = append([]int{1}, m...)
 		}
 		g.mB, g.msq, g.msk = m[:len(m)-2], m[len(m)-2], m[len(m)-1]
-		if (g.msq != 1 && g.msq != g.sq) || (g.msk != 1 && g.msk != g.sk) {
+		badKeys := g.msk != 1 && g.msk != g.sk
+		if g.padKeys {
+			badKeys = g.msk > g.sk
+		}
+		if (g.msq != 1 && g.msq != g.sq) || badKeys {
 			return g, n.Errorf("mask %v does not broadcast to the scores [%d %d]", m, g.sq, g.sk)
 		}
 		if g.maskKind, err = n.AttrString("mask_kind", ""); err != nil {
@@ -1419,7 +1494,8 @@ func attnGeometry(n *ir.Node, types map[string]ops.Value) (attnShapes, error) {
 			return g, n.Errorf("%w", err)
 		}
 	}
-	if g.batch, err = ops.BroadcastShapes(g.qB, g.kB, g.vB, g.mB); err != nil {
+	g.hasLens = n.Input(4) != ""
+	if g.batch, err = ops.BroadcastShapes(g.qB, kBB, vBB, g.mB); err != nil {
 		return g, n.Errorf("%w", err)
 	}
 	logical := append(append([]int{}, g.batch...), g.sq, g.dv)
@@ -1428,6 +1504,12 @@ func attnGeometry(n *ir.Node, types map[string]ops.Value) (attnShapes, error) {
 	}
 	if len(g.out.shape) != len(logical) || !ops.SameShape(g.out.shape, logical) {
 		return g, n.Errorf("out_view %v does not have the result's shape %v", g.out.shape, logical)
+	}
+	if len(n.Outputs) > 1 && n.Outputs[1] != "" {
+		if g.scoresMode, err = n.AttrString("scores_mode", ""); err != nil {
+			return g, n.Errorf("%w", err)
+		}
+		g.scoresShape = append(append([]int{}, g.batch...), g.sq, g.sk)
 	}
 	return g, nil
 }
@@ -1454,13 +1536,21 @@ func attnLowerable(n *ir.Node, types map[string]ops.Value) bool {
 	return err == nil && g.d <= attnMaxD && g.dv <= attnMaxD
 }
 
+// attnScoresModes maps FusedAttention's scores_mode to attention_f32's.
+var attnScoresModes = map[string]int{
+	ops.ScoresRaw: scoresRaw, ops.ScoresSoftcapped: scoresSoftcapped, ops.ScoresBiased: scoresBiased, ops.ScoresWeights: scoresWeights,
+}
+
 func (l *lowerer) attention(n *ir.Node) error {
 	g, err := attnGeometry(n, l.types)
 	if err != nil {
 		return err
 	}
-	var names [4]string
-	for i := 0; i < 3 || (i == 3 && g.hasMask); i++ {
+	var names [5]string
+	for i := 0; i < 5; i++ {
+		if (i == 3 && !g.hasMask) || (i == 4 && !g.hasLens) {
+			continue
+		}
 		if names[i], err = l.in(n, i); err != nil {
 			return err
 		}
@@ -1469,8 +1559,14 @@ func (l *lowerer) attention(n *ir.Node) error {
 	if err != nil {
 		return err
 	}
+	scores := ""
+	if g.scoresMode != "" {
+		if scores, err = l.out(n, 1); err != nil {
+			return err
+		}
+	}
 	batches := int(ir.NumElements(g.batch))
-	if batches*g.sq*g.dv == 0 {
+	if batches*g.sq*(g.dv+g.sk) == 0 {
 		return nil
 	}
 	if g.sk == 0 {
@@ -1480,7 +1576,9 @@ func (l *lowerer) attention(n *ir.Node) error {
 	a := attnArgs{out: out, q: names[0], k: names[1], v: names[2], mask: names[3],
 		oOff: g.out.offset, qOff: g.q.offset, kOff: g.k.offset, vOff: g.v.offset,
 		sq: g.sq, sk: g.sk, d: g.d, dv: g.dv, batches: batches,
-		scale: float64(g.scale), fill: float64(g.fill), maskScale: float64(g.maskScale)}
+		scale: float64(g.scale), fill: float64(g.fill), maskScale: float64(g.maskScale),
+		softcap: float64(g.softcap), causal: g.causal, causalOff: g.causalOff, maskKeys: g.sk,
+		kvLen: names[4], scores: scores, scoresMode: attnScoresModes[g.scoresMode]}
 	rq, rk, rv, ro := len(g.q.shape), len(g.k.shape), len(g.v.shape), len(g.out.shape)
 	a.qRS, a.qCS = g.q.strides[rq-2], g.q.strides[rq-1]
 	a.kJS, a.kCS = g.k.strides[rk-2], g.k.strides[rk-1]
@@ -1494,6 +1592,19 @@ func (l *lowerer) attention(n *ir.Node) error {
 	bv := viewBatchStrides(g.batch, g.vB, g.v.strides)
 	bo := append([]int{}, g.out.strides[:len(g.batch)]...)
 	bm := make([]int, len(g.batch))
+	bl := make([]int, len(g.batch))
+	if g.hasLens {
+		lens, err := l.shape(names[4])
+		if err != nil {
+			return err
+		}
+		if len(lens) != 1 || len(g.batch) == 0 || (lens[0] != 1 && lens[0] != g.batch[0]) {
+			return n.Errorf("kv_lengths %v does not fit the batch %v", lens, g.batch)
+		}
+		if lens[0] != 1 {
+			bl[0] = 1
+		}
+	}
 	if g.hasMask {
 		mshape := append(append([]int{}, g.mB...), g.msq, g.msk)
 		mst := contiguous(mshape)
@@ -1517,12 +1628,34 @@ func (l *lowerer) attention(n *ir.Node) error {
 		if g.msk != 1 {
 			a.mCol = 1
 		}
+		if g.padKeys && g.msk < g.sk {
+			a.maskKeys = g.msk
+			if g.msk == 1 {
+				a.mCol = 0 // one key: no broadcast, the rest is padding
+			}
+		}
 	}
-	shape, st := coalesce(g.batch, bq, bk, bv, bm, bo)
+	shape := g.batch
+	all := [][]int{bq, bk, bv, bm, bo, bl}
+	if g.group > 1 && len(g.batch) > 0 {
+		// Query head h = kv head h/g and member h%g: the heads axis
+		// becomes (kv heads, g), along which K and V do not move.
+		ha := len(g.batch) - 1
+		shape = append(append([]int{}, g.batch[:ha]...), g.batch[ha]/g.group, g.group)
+		for k, st := range all {
+			s := st[ha]
+			split := []int{s * g.group, s}
+			if k == 1 || k == 2 { // K, V: their own heads axis
+				split = []int{s, 0}
+			}
+			all[k] = append(append(append([]int{}, st[:ha]...), split...), st[ha+1:]...)
+		}
+	}
+	shape, st := coalesce(shape, all...)
 	if err := l.stridedOK(shape); err != nil {
 		return err
 	}
-	a.bshape, a.bq, a.bk, a.bv, a.bmask, a.bo = shape, st[0], st[1], st[2], st[3], st[4]
+	a.bshape, a.bq, a.bk, a.bv, a.bmask, a.bo, a.bl = shape, st[0], st[1], st[2], st[3], st[4], st[5]
 	k := &launch{kernel: "attention_f32", params: "PAttn", fields: attnParams(a).fields,
 		grid: attnGrid(g.sq, batches), block: [3]uint32{attnThreads, 1, 1}, shmem: attnShared(g.d, g.dv)}
 	l.emit(k)
