@@ -377,8 +377,10 @@ const AttentionTempPrefix = "attnrun:"
 
 // LowerAttention builds the lowering of Attention node n for inputs of the
 // given concrete types (one Value per node input; omitted ones have no
-// type). It fails on shapes the node does not accept.
-func LowerAttention(n *ir.Node, opset int, in []Value) (*AttentionLowering, error) {
+// type). It fails on shapes the node does not accept. Opsets 23 and 24
+// differ only in the inputs they allow (nonpad_kv_seqlen), which the
+// schema's arity checks, so the lowering does not take the opset.
+func LowerAttention(n *ir.Node, in []Value) (*AttentionLowering, error) {
 	if err := checkInferInputs(n, in, 3); err != nil {
 		return nil, err
 	}
@@ -502,10 +504,15 @@ func LowerAttention(n *ir.Node, opset int, in []Value) (*AttentionLowering, erro
 		fused.Attrs = append(fused.Attrs, &ir.Attribute{Name: name, Type: ir.AttrInts, Ints: v.Ints()})
 	}
 	if g.threeD {
+		// Y [B, Sq, Hq·Dv] is written through its own head split.
+		shape := []int{c["batch"], c["sq"], c["hq"] * c["dv"]}
+		v, ok := HeadSplitView(Contiguous(shape), c["hq"])
+		if !ok {
+			return nil, n.Errorf("cannot split Y %v into %d heads", shape, c["hq"])
+		}
 		fused.Attrs = append(fused.Attrs,
-			&ir.Attribute{Name: "out_shape", Type: ir.AttrInts, Ints: []int64{int64(c["batch"]), int64(c["sq"]), int64(c["hq"] * c["dv"])}},
-			&ir.Attribute{Name: "out_view", Type: ir.AttrInts, Ints: View{Shape: []int{c["batch"], c["hq"], c["sq"], c["dv"]},
-				Strides: []int{c["sq"] * c["hq"] * c["dv"], c["dv"], c["hq"] * c["dv"], 1}}.Ints()})
+			&ir.Attribute{Name: "out_shape", Type: ir.AttrInts, Ints: int64sOf(shape)},
+			&ir.Attribute{Name: "out_view", Type: ir.AttrInts, Ints: v.Ints()})
 	}
 	if c["hkv"] != c["hq"] && c["hkv"] > 1 {
 		attrInt("kv_group", int64(c["hq"]/c["hkv"]))
@@ -598,7 +605,7 @@ func runAttention(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, erro
 			vals[i] = Value{Type: Known(t.DType, t.Shape)}
 		}
 	}
-	l, err := LowerAttention(n, ctx.EffectiveOpset(), vals)
+	l, err := LowerAttention(n, vals)
 	if err != nil {
 		return nil, err
 	}

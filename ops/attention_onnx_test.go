@@ -344,7 +344,7 @@ func TestAttentionLowering(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			l, err := LowerAttention(c.n, 23, c.in)
+			l, err := LowerAttention(c.n, c.in)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -203,7 +203,7 @@ func TestNodeSuiteAttentionOnEmulator(t *testing.T) {
 	dir := onnxNodeDir()
 	dirs, _ := filepath.Glob(filepath.Join(dir, "test_attention_*"))
 	if len(dirs) == 0 {
-		t.Skipf("no ONNX 1.22 node cases under %s (set ATTNRUN_ONNX_NODE)", dir)
+		t.Skipf("no ONNX 1.22 node cases under %s (set ONNX122_NODE_SUITE)", dir)
 	}
 	var kept []string
 	for _, d := range dirs {
@@ -226,12 +226,12 @@ func TestNodeSuiteAttentionOnEmulator(t *testing.T) {
 	}
 }
 
-// onnxNodeDir is ONNX 1.22's node test data: $ATTNRUN_ONNX_NODE, else the
+// onnxNodeDir is ONNX 1.22's node test data: $ONNX122_NODE_SUITE/node, else the
 // first shared/onnx-node/node found above this package (the worktrees
 // share /work/shared).
 func onnxNodeDir() string {
-	if d := os.Getenv("ATTNRUN_ONNX_NODE"); d != "" {
-		return d
+	if d := os.Getenv("ONNX122_NODE_SUITE"); d != "" {
+		return filepath.Join(d, "node")
 	}
 	dir, err := filepath.Abs(".")
 	if err != nil {

@@ -115,7 +115,7 @@ func (f *fuser) lowerAttention(st step) (steps []step, fusion Fusion, reads []in
 			in[k] = f.types[name]
 		}
 	}
-	low, err := ops.LowerAttention(n, st.ctx.Opset, in)
+	low, err := ops.LowerAttention(n, in)
 	if err != nil {
 		return nil, Fusion{}, nil, fmt.Errorf("lowering: %w", err)
 	}

@@ -14,12 +14,12 @@ import (
 // opsAt23 makes the ops these tests use around Attention resolvable at
 // opset 23 in a branch whose registry stops at 18 for them: it registers,
 // for this test binary only, each op's newest schema again for opsets 19
-// to ops.MaxOpset. MatMul (13), Split (18) and Cast (13) did not change in
-// those opsets, so the copy has their semantics. Where the registry
+// to ops.MaxOpset. MatMul (13), Split (18), Cast (13) and Add (14) did
+// not change in those opsets, so the copy has their semantics. Where the registry
 // already covers opset 23 it does nothing.
-func opsAt23(t *testing.T) {
+func opsAt23(t testing.TB) {
 	t.Helper()
-	for _, op := range []string{"MatMul", "Split", "Cast"} {
+	for _, op := range []string{"MatMul", "Split", "Cast", "Add"} {
 		if _, err := ops.Lookup("", op, 23); err == nil {
 			continue
 		} else if !errors.Is(err, ops.ErrOpset) {
