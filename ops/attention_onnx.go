@@ -580,6 +580,67 @@ func LowerAttention(n *ir.Node, in []Value) (*AttentionLowering, error) {
 	return l, nil
 }
 
+// Types infers, in order, the types of the tensors the lowering's nodes
+// make, given typeOf for every other tensor (the graph's): the constants
+// in Consts and each node's outputs that typeOf does not know. An output
+// typeOf knows (one of the Attention node's own) must get exactly that
+// type. Graph rewrites and backends that put the lowering in a plan use
+// it to size what they allocate.
+func (l *AttentionLowering) Types(typeOf func(string) (Value, bool)) (map[string]Value, error) {
+	local := map[string]Value{}
+	for name, t := range l.Consts {
+		if _, taken := typeOf(name); taken {
+			return nil, fmt.Errorf("tensor name %q is taken", name)
+		}
+		local[name] = Value{Type: Known(t.DType, t.Shape), Const: t}
+	}
+	lookup := func(name string) (Value, bool) {
+		if v, ok := local[name]; ok {
+			return v, true
+		}
+		return typeOf(name)
+	}
+	for _, node := range l.Nodes {
+		s, err := Lookup(node.Domain, node.OpType, l.Opsets[node])
+		if err != nil {
+			return nil, err
+		}
+		vals := make([]Value, len(node.Inputs))
+		for k, name := range node.Inputs {
+			if name == "" {
+				continue
+			}
+			v, ok := lookup(name)
+			if !ok {
+				return nil, fmt.Errorf("internal error: %s reads %q, which has no type", node.Label(), name)
+			}
+			vals[k] = v
+		}
+		res, err := s.Infer(node, l.Opsets[node], vals)
+		if err != nil {
+			return nil, err
+		}
+		for k, name := range node.Outputs {
+			if name == "" {
+				continue
+			}
+			if k >= len(res) {
+				return nil, fmt.Errorf("internal error: %s infers no output %d", node.Label(), k)
+			}
+			if old, ok := typeOf(name); ok {
+				a, okA := old.Type.Shape.Concrete()
+				b, okB := res[k].Type.Shape.Concrete()
+				if old.Type.DType != res[k].Type.DType || okA != okB || !SameShape(a, b) {
+					return nil, fmt.Errorf("internal error: %s gives %q type %v, the graph has %v", node.Label(), name, res[k].Type, old.Type)
+				}
+				continue
+			}
+			local[name] = res[k]
+		}
+	}
+	return local, nil
+}
+
 // HeadSplitView is the view of a [B, S, H·D] operand, read through view v
 // of its data, as [B, H, S, D]: Attention's split of 3-D inputs into heads.
 func HeadSplitView(v View, heads int) (View, bool) {

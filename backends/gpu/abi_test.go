@@ -30,6 +30,8 @@ func sampleParams() []paramSample {
 		{"PSoftmax", softmaxParams("o", "x", 1, 1, 1)},
 		{"PLayerNorm", layerNormParams("o", "x", "s", "b", "", "", 1, 1, 1, 1, 1e-5)},
 		{"PAttn", attnParams(attnArgs{out: "o", q: "q", k: "k", v: "v", sq: 1, sk: 1, d: 1, dv: 1, batches: 1})},
+		{"PRMSNorm", rmsNormParams("o", "x", "s", 1, 1, 1, 1e-5)},
+		{"PRotary", rotaryParams(rotaryArgs{out: "o", in: "x", cos: "c", sin: "s", err: errFlagVal, n: 1, s: 1, h: 1, d: 2, rd: 2})},
 		{"PTrilu", triluParams(1, 1, 1, 0, true, "o", "x")},
 	}
 }
@@ -40,7 +42,7 @@ func kernelStruct(kernel string) string {
 	return map[string]string{
 		"binary": "PBinary", "unary": "PUnary", "cast": "PCast", "where": "PWhere", "copy": "PCopy",
 		"gather": "PGather", "fill": "PFill", "softmax": "PSoftmax", "layernorm": "PLayerNorm",
-		"attention": "PAttn", "trilu": "PTrilu",
+		"attention": "PAttn", "trilu": "PTrilu", "rmsnorm": "PRMSNorm", "rotary": "PRotary",
 	}[prefix]
 }
 

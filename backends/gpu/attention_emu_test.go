@@ -119,6 +119,7 @@ func TestAttentionOpOnEmulator(t *testing.T) {
 		{name: "4-D gqa causal cache", opset: 23, b: 2, hq: 4, hk: 2, sq: 3, skv: 3, pl: 5, d: 8, dv: 4, present: true, attrs: []*ir.Attribute{i("is_causal", 1)}},
 		{name: "3-D cache float mask qk bias", opset: 23, threeD: true, b: 2, hq: 3, hk: 3, sq: 4, skv: 2, pl: 6, d: 8, dv: 8, present: true, mask: []int{4, 8}, qk: 3},
 		{name: "3-D present without past", opset: 23, threeD: true, b: 1, hq: 2, hk: 2, sq: 3, skv: 3, d: 4, dv: 4, present: true},
+		{name: "4-D present without past", opset: 23, b: 1, hq: 4, hk: 2, sq: 3, skv: 3, d: 4, dv: 4, present: true},
 		{name: "bool mask causal mqa", opset: 23, b: 1, hq: 4, hk: 1, sq: 5, skv: 5, d: 8, dv: 8, mask: []int{1, 4, 5, 5}, boolMask: true, attrs: []*ir.Attribute{i("is_causal", 1)}},
 		{name: "short mask padded", opset: 23, b: 2, hq: 2, hk: 2, sq: 3, skv: 6, d: 8, dv: 8, mask: []int{2, 1, 3, 4}},
 		{name: "nonpad padded mask", opset: 24, b: 2, hq: 3, hk: 3, sq: 4, skv: 6, d: 8, dv: 10, mask: []int{2, 3, 4, 4}, nonpad: []int64{5, 3}},
@@ -127,49 +128,55 @@ func TestAttentionOpOnEmulator(t *testing.T) {
 		{name: "gqa qk weights long", opset: 23, b: 1, hq: 4, hk: 2, sq: 20, skv: 70, d: 8, dv: 8, mask: []int{20, 70}, qk: 4, attrs: []*ir.Attribute{i("is_causal", 1)}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			m, in := c.model()
-			prog, err := graph.Compile(m, graph.Options{})
-			if err != nil {
-				t.Fatal(err)
+		for _, noFuse := range []bool{false, true} {
+			name := c.name
+			if noFuse {
+				name += "/nofuse"
 			}
-			for _, n := range prog.Order {
-				if v := verdict(nodeQuery(prog, n)); !v.Accepted {
-					t.Fatalf("node %s refused: %s", n.Label(), v.Reason)
-				}
-			}
-			want, err := prog.Run(context.Background(), in, graph.RunOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, e, id := compileOnEmu(t, m)
-			got, err := s.Run(context.Background(), id, in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(want) {
-				t.Fatalf("%d outputs, want %d", len(got), len(want))
-			}
-			for name, w := range want {
-				if _, _, err := conform.Compare(got[name], w, conform.Tolerance{Rtol: 1e-4, Atol: 1e-5}); err != nil {
-					t.Errorf("%s: %v", name, err)
-				}
-			}
-			pl, err := lowerPlan(s.parts[id].prog, in, map[string]bool{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ran := false
-			for _, call := range pl.calls {
-				ran = ran || (call.k != nil && call.k.kernel == "attention_f32")
-			}
-			if !ran {
-				t.Fatal("the attention kernel did not run")
-			}
-			if err := s.Release(context.Background(), id); err != nil || len(e.mem) != 0 {
-				t.Fatalf("release: %v, %d allocations left", err, len(e.mem))
-			}
-		})
+			t.Run(name, func(t *testing.T) { c.runOnEmulator(t, noFuse) })
+		}
+	}
+}
+
+// runOnEmulator compiles the case on the emulated GPU (graph rewrites on
+// or off) and compares every output with the CPU program's.
+func (c attnOpCase) runOnEmulator(t *testing.T, noFuse bool) {
+	m, in := c.model()
+	prog, err := graph.Compile(m, graph.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireAccepted(t, prog)
+	want, err := prog.Run(context.Background(), in, graph.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, e, id := compileOnEmu(t, m, noFuse)
+	got, err := s.Run(context.Background(), id, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d outputs, want %d", len(got), len(want))
+	}
+	for name, w := range want {
+		if _, _, err := conform.Compare(got[name], w, conform.Tolerance{Rtol: 1e-4, Atol: 1e-5}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	pl, err := lowerPlan(s.parts[id].prog, in, map[string]bool{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	for _, call := range pl.calls {
+		ran = ran || (call.k != nil && call.k.kernel == "attention_f32")
+	}
+	if !ran {
+		t.Fatal("the attention kernel did not run")
+	}
+	if err := s.Release(context.Background(), id); err != nil || len(e.mem) != 0 {
+		t.Fatalf("release: %v, %d allocations left", err, len(e.mem))
 	}
 }
 

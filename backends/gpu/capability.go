@@ -59,7 +59,9 @@ var rules = map[string]opRule{
 	"Shape":    {0, nil, "folded on the host at plan time"},
 	"Constant": {0, nil, "folded on the host"}, "ConstantOfShape": {0, nil, "fill kernel (usually folded)"},
 	ops.DomainAttnrun + ":" + ops.FusedAttentionOp: {0, f32Only, "fused attention kernel (online softmax)"},
-	"Attention": {0, f32Only, "rewritten to the fused attention kernel (+ Concat for the KV cache); float32, head sizes up to 128, graph rewrites on"},
+	"Attention":        {0, f32Only, "the fused attention kernel (+ Concat for the KV cache); float32, head sizes up to 128"},
+	"RMSNormalization": {0, f32Only, "one block per row"},
+	"RotaryEmbedding":  {0, f32Only, "one thread per element"},
 }
 
 // ruleKey is the rules key of an op.
@@ -85,8 +87,8 @@ func verdict(q plugins.NodeQuery) plugins.Verdict {
 			return plugins.Verdict{Reason: fmt.Sprintf("Gather indices of type %v are not supported on the gpu backend", dt)}
 		}
 	}
-	if q.OpType == "Attention" {
-		if reason := attentionVerdict(q.InputDTypes); reason != "" {
+	if want, ok := inputTypes[q.OpType]; ok {
+		if reason := inputsVerdict(q.OpType, q.InputDTypes, want); reason != "" {
 			return plugins.Verdict{Reason: reason}
 		}
 	}
@@ -133,28 +135,30 @@ func supportedOps() []plugins.OpSupport {
 	return out
 }
 
-// attentionVerdict checks an Attention node's input types beyond Q: the
-// kernel is float32 (K, V and the caches too; there is no float16 on the
-// device), masks are bool or float32, key lengths int64. It returns the
+// inputTypes lists, for ops whose every input is checked, the element
+// types each input may have on the device (the last entry covers the
+// rest): the kernels are float32 (there is no float16 on the device),
+// masks bool or float32, indices int64.
+var inputTypes = map[string][][]ir.DType{
+	"Attention":        {f32Only, f32Only, f32Only, {ir.Bool, ir.Float}, f32Only, f32Only, {ir.Int64}},
+	"RMSNormalization": {f32Only, f32Only},
+	"RotaryEmbedding":  {f32Only, f32Only, f32Only, {ir.Int64}},
+}
+
+// inputsVerdict checks a node's input types against want; it returns the
 // reason for refusing, or "".
-func attentionVerdict(dts []ir.DType) string {
+func inputsVerdict(op string, dts []ir.DType, want [][]ir.DType) string {
 	for i, dt := range dts {
-		want := []ir.DType{ir.Float}
-		switch i {
-		case 3:
-			want = []ir.DType{ir.Bool, ir.Float}
-		case 6:
-			want = []ir.DType{ir.Int64}
-		}
 		if dt == ir.Undefined {
 			continue
 		}
+		w := want[min(i, len(want)-1)]
 		ok := false
-		for _, w := range want {
-			ok = ok || dt == w
+		for _, d := range w {
+			ok = ok || dt == d
 		}
 		if !ok {
-			return fmt.Sprintf("Attention input %d of type %v is not supported on the gpu backend (it takes %s)", i, dt, typeList(want))
+			return fmt.Sprintf("%s input %d of type %v is not supported on the gpu backend (it takes %s)", op, i, dt, typeList(w))
 		}
 	}
 	return ""

@@ -359,6 +359,65 @@ func (e *emu) launch(k *launch, words []uint64) (err error) {
 				e.setF32(p.u("invstd")+uint64(4*r), float32(inv))
 			}
 		}
+	case "rmsnorm_f32":
+		rows, cols, period := p.i("rows"), p.i("cols"), p.i("period")
+		if period%cols != 0 {
+			return fmt.Errorf("rmsnorm: period %d is not a multiple of cols %d", period, cols)
+		}
+		for r := int64(0); r < rows; r++ {
+			x := func(j int64) float64 { return float64(e.f32(p.u("in") + uint64(4*(r*cols+j)))) }
+			ss := 0.0
+			for j := int64(0); j < cols; j++ {
+				ss += x(j) * x(j)
+			}
+			inv := 1 / math.Sqrt(ss/float64(cols)+p.f("eps"))
+			for j := int64(0); j < cols; j++ {
+				sc := float64(e.f32(p.u("scale") + uint64(4*((r*cols+j)%period))))
+				e.setF32(p.u("out")+uint64(4*(r*cols+j)), float32(x(j)*inv*sc))
+			}
+		}
+	case "rotary_f32":
+		s, h, d, rd := p.i("s"), p.i("h"), p.i("d"), p.i("rd")
+		half := rd / 2
+		at := func(base uint64, i int64) float64 { return float64(e.f32(base + uint64(4*i))) }
+		for i := int64(0); i < p.i("n"); i++ {
+			j, v := i%d, i/d
+			hh, t := v%h, v/h
+			ss, bb := t%s, t/s
+			off := bb*p.i("b_str") + ss*p.i("s_str") + hh*p.i("h_str")
+			y := p.u("out") + uint64(4*(off+j))
+			if j >= rd {
+				e.setF32(y, float32(at(p.u("in"), off+j)))
+				continue
+			}
+			row := bb*s + ss
+			if p.u("pos") != 0 {
+				_, row = e.load(int64(ir.Int64), p.u("pos"), bb*s+ss)
+				if row < 0 || row >= p.i("cache_rows") {
+					e.setF32(y, 0)
+					binary.LittleEndian.PutUint32(e.bytes(p.u("err"), 4), 1)
+					continue
+				}
+			}
+			j1, j2, first := j, j+half, j < half
+			if !first {
+				j1, j2 = j-half, j
+			}
+			if p.i("interleaved") == 1 {
+				j1, j2, first = j&^1, j|1, j%2 == 0
+			}
+			k := j1
+			if p.i("interleaved") == 1 {
+				k = j1 / 2
+			}
+			c, sn := at(p.u("cos"), row*half+k), at(p.u("sin"), row*half+k)
+			x1, x2 := at(p.u("in"), off+j1), at(p.u("in"), off+j2)
+			r := sn*x1 + c*x2
+			if first {
+				r = c*x1 - sn*x2
+			}
+			e.setF32(y, float32(r))
+		}
 	case "trilu_1", "trilu_4", "trilu_8":
 		sz := size()
 		rows, cols, kk := p.i("rows"), p.i("cols"), p.i("k")
@@ -596,11 +655,7 @@ func TestModelsOnEmulator(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, n := range prog.Order {
-				if v := verdict(nodeQuery(prog, n)); !v.Accepted {
-					t.Errorf("node %s refused: %s", n.Label(), v.Reason)
-				}
-			}
+			requireAccepted(t, prog)
 		})
 	}
 }

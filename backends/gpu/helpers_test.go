@@ -51,9 +51,9 @@ func nodeQuery(prog *graph.Program, n *ir.Node) plugins.NodeQuery {
 	return q
 }
 
-// compileOnEmu compiles model m as one partition of a Server on a fresh
-// emulator.
-func compileOnEmu(t *testing.T, m *ir.Model) (*Server, *emu, plugins.PartitionID) {
+// compileOnEmu compiles model m (with graph rewrites unless noFuse) as one
+// partition of a Server on a fresh emulator.
+func compileOnEmu(t *testing.T, m *ir.Model, noFuse bool) (*Server, *emu, plugins.PartitionID) {
 	t.Helper()
 	data, err := onnx.Encode(m)
 	if err != nil {
@@ -61,9 +61,19 @@ func compileOnEmu(t *testing.T, m *ir.Model) (*Server, *emu, plugins.PartitionID
 	}
 	e := newEmu()
 	s := &Server{dev: e, parts: map[plugins.PartitionID]*partition{}}
-	id, _, err := s.Compile(context.Background(), data, plugins.CompileOptions{})
+	id, _, err := s.Compile(context.Background(), data, plugins.CompileOptions{NoFuse: noFuse})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s, e, id
+}
+
+// requireAccepted fails t unless the GPU backend takes every node of prog.
+func requireAccepted(t *testing.T, prog *graph.Program) {
+	t.Helper()
+	for _, n := range prog.Order {
+		if v := verdict(nodeQuery(prog, n)); !v.Accepted {
+			t.Errorf("node %s refused: %s", n.Label(), v.Reason)
+		}
+	}
 }

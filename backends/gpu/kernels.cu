@@ -157,6 +157,17 @@ struct PAttn {
   i64 bl[MAXR];
 };
 
+struct PRMSNorm {
+  u64 out, in, scale;
+  i64 rows, cols, period;
+  double eps;
+};
+
+struct PRotary {
+  u64 out, in, cos, sin, pos, err;
+  i64 n, s, h, d, rd, b_str, s_str, h_str, interleaved, cache_rows;
+};
+
 struct PTrilu {
   i64 n, rows, cols, k, upper;
   u64 out, in;
@@ -472,6 +483,60 @@ extern "C" __global__ void layernorm_f32(const PLayerNorm p) {
       if (p.mean) ((float*)p.mean)[r] = mean;
       if (p.invstd) ((float*)p.invstd)[r] = inv;
     }
+  }
+}
+
+// RMSNormalization over rows of cols elements, one block per row: y =
+// x / sqrt(mean(x²) + eps) · scale, fp32. The scale is read at
+// (r·cols + j) mod period: the host expands it over X's trailing dims it
+// covers, a multiple of cols.
+extern "C" __global__ void rmsnorm_f32(const PRMSNorm p) {
+  __shared__ float red[32];
+  for (i64 r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    const float* x = (const float*)p.in + r * p.cols;
+    float* y = (float*)p.out + r * p.cols;
+    const float* sc = (const float*)p.scale + (r * p.cols) % p.period;
+    float ss = 0.f;
+    for (i64 j = threadIdx.x; j < p.cols; j += blockDim.x) ss += x[j] * x[j];
+    const float inv = 1.f / sqrtf(block_reduce(ss, false, red) / (float)p.cols + (float)p.eps);
+    for (i64 j = threadIdx.x; j < p.cols; j += blockDim.x) y[j] = x[j] * inv * sc[j];
+  }
+}
+
+// RotaryEmbedding, one thread per element of X seen as [B, S, H, D] (n
+// elements; X's element (b, s, h, j) at b·b_str + s·s_str + h·h_str + j).
+// The first rd elements of each head vector rotate by the (cos, sin) of
+// their pair (halves, or neighbours when interleaved); the rest copy. The
+// cache row is position_ids[b, s] (pos) or b·S + s without them; a
+// position outside [0, cache_rows) writes 0 and sets *err.
+extern "C" __global__ void rotary_f32(const PRotary p) {
+  const float* X = (const float*)p.in;
+  float* Y = (float*)p.out;
+  const i64 half = p.rd / 2;
+  GRID_LOOP(i, p.n) {
+    const i64 j = i % p.d, v = i / p.d;
+    const i64 hh = v % p.h, t = v / p.h;
+    const i64 ss = t % p.s, bb = t / p.s;
+    const i64 off = bb * p.b_str + ss * p.s_str + hh * p.h_str;
+    if (j >= p.rd) {
+      Y[off + j] = X[off + j];
+      continue;
+    }
+    i64 row = bb * p.s + ss;
+    if (p.pos) {
+      row = ((const i64*)p.pos)[bb * p.s + ss];
+      if (row < 0 || row >= p.cache_rows) {
+        Y[off + j] = 0.f;
+        atomicExch((unsigned int*)p.err, 1u);
+        continue;
+      }
+    }
+    const i64 k = p.interleaved ? j / 2 : (j < half ? j : j - half);
+    const bool first = p.interleaved ? (j % 2 == 0) : (j < half);
+    const i64 j1 = p.interleaved ? 2 * k : k, j2 = p.interleaved ? 2 * k + 1 : k + half;
+    const float c = ((const float*)p.cos)[row * half + k], sn = ((const float*)p.sin)[row * half + k];
+    const float x1 = X[off + j1], x2 = X[off + j2];
+    Y[off + j] = first ? c * x1 - sn * x2 : sn * x1 + c * x2;
   }
 }
 

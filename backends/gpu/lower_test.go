@@ -267,7 +267,7 @@ func TestHeadSizeFallback(t *testing.T) {
 	}{{160, false}, {128, true}} {
 		t.Run(fmt.Sprint(c.d), func(t *testing.T) {
 			m := wideHeads(c.d)
-			s, _, id := compileOnEmu(t, m)
+			s, _, id := compileOnEmu(t, m, false)
 			prog, err := graph.Compile(m, graph.Options{})
 			if err != nil {
 				t.Fatal(err)

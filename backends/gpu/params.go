@@ -348,6 +348,31 @@ func attnParams(a attnArgs) *paramBuilder {
 		i("scores_mode", int64(a.scoresMode)).p("kvlen", a.kvLen, 0).p("scores", a.scores, 0).arr("bl", i64s(a.bl))
 }
 
+func rmsNormParams(out, in, scale string, rows, cols, period int64, eps float64) *paramBuilder {
+	return (&paramBuilder{}).p("out", out, 0).p("in", in, 0).p("scale", scale, 0).i("rows", rows).i("cols", cols).
+		i("period", period).f("eps", eps)
+}
+
+// rotaryArgs are rotary_f32's parameters: X as [B, S, H, D] with element
+// strides for B, S and H.
+type rotaryArgs struct {
+	out, in, cos, sin, pos, err string
+	n, s, h, d, rd              int64
+	bStr, sStr, hStr            int64
+	interleaved                 bool
+	cacheRows                   int64
+}
+
+func rotaryParams(a rotaryArgs) *paramBuilder {
+	il := int64(0)
+	if a.interleaved {
+		il = 1
+	}
+	return (&paramBuilder{}).p("out", a.out, 0).p("in", a.in, 0).p("cos", a.cos, 0).p("sin", a.sin, 0).p("pos", a.pos, 0).
+		p("err", a.err, 0).i("n", a.n).i("s", a.s).i("h", a.h).i("d", a.d).i("rd", a.rd).i("b_str", a.bStr).
+		i("s_str", a.sStr).i("h_str", a.hStr).i("interleaved", il).i("cache_rows", a.cacheRows)
+}
+
 func triluParams(n, rows, cols, k int64, upper bool, out, in string) *paramBuilder {
 	u := int64(0)
 	if upper {

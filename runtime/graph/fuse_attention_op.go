@@ -120,19 +120,19 @@ func (f *fuser) lowerAttention(st step) (steps []step, fusion Fusion, reads []in
 		return nil, Fusion{}, nil, fmt.Errorf("lowering: %w", err)
 	}
 	// Infer every new tensor first; commit nothing until all fit.
-	local := map[string]ops.Value{}
+	local, err := low.Types(func(name string) (ops.Value, bool) {
+		v, ok := f.types[name]
+		return v, ok
+	})
+	if err != nil {
+		return nil, Fusion{}, nil, err
+	}
 	typeOf := func(name string) (ops.Value, bool) {
 		if v, ok := local[name]; ok {
 			return v, true
 		}
 		v, ok := f.types[name]
 		return v, ok
-	}
-	for name, t := range low.Consts {
-		if _, taken := f.types[name]; taken {
-			return nil, Fusion{}, nil, fmt.Errorf("tensor name %q is taken", name)
-		}
-		local[name] = ops.Value{Type: ops.Known(t.DType, t.Shape), Const: t}
 	}
 	// Read Q, K and V through the movement steps producing them.
 	fused := low.Fused
@@ -160,48 +160,14 @@ func (f *fuser) lowerAttention(st step) (steps []step, fusion Fusion, reads []in
 	var opsets []int
 	nodes := make([]*ir.Node, len(low.Nodes))
 	for i, node := range low.Nodes {
+		opsets = append(opsets, low.Opsets[node])
 		if node == low.Fused {
 			node = fused
 		}
 		nodes[i] = node
-		opsets = append(opsets, low.Opsets[low.Nodes[i]])
-	}
-	for i, node := range nodes {
 		schema, err := ops.Lookup(node.Domain, node.OpType, opsets[i])
 		if err != nil {
 			return nil, Fusion{}, nil, err
-		}
-		vals := make([]ops.Value, len(node.Inputs))
-		for k, name := range node.Inputs {
-			if name == "" {
-				continue
-			}
-			v, ok := typeOf(name)
-			if !ok {
-				return nil, Fusion{}, nil, fmt.Errorf("internal error: %s reads %q, which has no type", node.Label(), name)
-			}
-			vals[k] = v
-		}
-		res, err := schema.Infer(node, opsets[i], vals)
-		if err != nil {
-			return nil, Fusion{}, nil, err
-		}
-		for k, name := range node.Outputs {
-			if name == "" {
-				continue
-			}
-			if k >= len(res) {
-				return nil, Fusion{}, nil, fmt.Errorf("internal error: %s infers no output %d", node.Label(), k)
-			}
-			if old, ok := f.types[name]; ok {
-				// One of the Attention node's own outputs: the lowering
-				// must give it exactly the type the plan has.
-				if !sameType(old.Type, res[k].Type) {
-					return nil, Fusion{}, nil, fmt.Errorf("internal error: %s gives %q type %v, the plan has %v", node.Label(), name, res[k].Type, old.Type)
-				}
-				continue
-			}
-			local[name] = res[k]
 		}
 		steps = append(steps, step{index: st.index, node: node, schema: schema, ctx: ops.Context{Opset: opsets[i], Threads: st.ctx.Threads}})
 	}
