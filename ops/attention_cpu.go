@@ -644,10 +644,7 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 				maskKeysFrom(st, max(0, lim-j0), cols, 0, attnNR)
 			}
 			if p.causal && j0+cols-1 > q0+p.causalOff {
-				// Lane c (query q0+c) sees keys up to q0+c+causalOff.
-				for c := 0; c < lanes; c++ {
-					maskKeysFrom(st, max(0, q0+c+p.causalOff+1-j0), cols, c, c+1)
-				}
+				maskCausal(st, cols, j0-q0-p.causalOff)
 			}
 			if p.scoresMode == ScoresBiased || p.scoresMode == ScoresWeights {
 				p.writeScores(st, b, q0, j0, cols, lanes)
@@ -699,6 +696,19 @@ func maskKeysFrom(st []float32, from, cols, c0, c1 int) {
 	for key := from; key < cols; key++ {
 		row := st[key*attnNR : (key+1)*attnNR]
 		for c := c0; c < c1; c++ {
+			row[c] = negInf
+		}
+	}
+}
+
+// maskCausal sets to -inf the scores of a transposed panel whose key (row
+// key) lies past its query's (lane c's) diagonal: c < key + shift, with
+// shift = j0 - q0 - causal_offset. Each key row masks its first lanes.
+func maskCausal(st []float32, cols, shift int) {
+	negInf := float32(math.Inf(-1))
+	for key := max(0, 1-shift); key < cols; key++ {
+		row := st[key*attnNR : (key+1)*attnNR]
+		for c := range row[:min(key+shift, attnNR)] {
 			row[c] = negInf
 		}
 	}

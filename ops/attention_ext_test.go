@@ -319,3 +319,40 @@ func TestTanh32(t *testing.T) {
 		t.Fatal("tanh32(NaN) is not NaN")
 	}
 }
+
+// BenchmarkFusedAttentionCausal compares, at S=2048 (12 heads of 64, 2
+// threads), attention without a mask, with the causal attribute (key
+// blocks past the diagonal are never computed) and with the same causal
+// mask as a bool tensor (blocks are classified from the mask, as for an
+// exported masked_fill).
+func BenchmarkFusedAttentionCausal(b *testing.B) {
+	const s, h, d = 2048, 12, 64
+	r := rand.New(rand.NewSource(1))
+	q, k, v := randTensor(r, 1, h, s, d), randTensor(r, 1, h, s, d), randTensor(r, 1, h, s, d)
+	mask := ir.NewTensor(ir.Bool, []int{s, s})
+	for i := 0; i < s; i++ {
+		for j := i + 1; j < s; j++ {
+			mask.Bools()[i*s+j] = true
+		}
+	}
+	out := ir.NewTensor(ir.Float, []int{1, h, s, d})
+	cases := []struct {
+		name string
+		n    *ir.Node
+		in   []*ir.Tensor
+	}{
+		{"none", attnNode(fAttr("scale", 0.125)), []*ir.Tensor{q, k, v}},
+		{"causal attribute", attnNode(fAttr("scale", 0.125), iAttr("causal", 1)), []*ir.Tensor{q, k, v}},
+		{"causal bool mask", attnNode(fAttr("scale", 0.125), sAttr("mask_kind", MaskBoolTrueMasks)), []*ir.Tensor{q, k, v, mask}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := &Context{Threads: 2}
+			for i := 0; i < b.N; i++ {
+				if err := runFusedAttentionInto(ctx, c.n, c.in, []*ir.Tensor{out}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
