@@ -377,3 +377,45 @@ func TestAttentionLowering(t *testing.T) {
 		})
 	}
 }
+
+// TestAttentionWideAndNarrowFloats: double and bfloat16 Attention run the
+// float32 kernel between Casts and give float32's result in their type.
+func TestAttentionWideAndNarrowFloats(t *testing.T) {
+	r := rand.New(rand.NewSource(8))
+	q, k, v := randTensor(r, 1, 4, 3, 8), randTensor(r, 1, 2, 5, 8), randTensor(r, 1, 2, 5, 8)
+	n := onnxAttnNode([]string{"q", "k", "v"}, []string{"y"}, iAttr("is_causal", 1))
+	s, err := Lookup("", "Attention", 23)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := s.Run(&Context{Threads: 1}, n, []*ir.Tensor{q, k, v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		dt  ir.DType
+		tol float64
+	}{{ir.Double, 1e-6}, {ir.BFloat16, 3e-2}} {
+		in := []*ir.Tensor{convertFloats(q, c.dt), convertFloats(k, c.dt), convertFloats(v, c.dt)}
+		if c.dt == ir.BFloat16 {
+			// The reference sees the rounded inputs.
+			rq, rk, rv := convertFloats(in[0], ir.Float), convertFloats(in[1], ir.Float), convertFloats(in[2], ir.Float)
+			if want, err = s.Run(&Context{Threads: 1}, n, []*ir.Tensor{rq, rk, rv}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.Run(&Context{Threads: 1}, n, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0].DType != c.dt {
+			t.Fatalf("%v: Y is %v", c.dt, got[0].DType)
+		}
+		for i, g := range floatsOf(got[0]) {
+			w := float64(want[0].Float32s()[i])
+			if math.Abs(float64(g)-w) > c.tol*(1+math.Abs(w)) {
+				t.Fatalf("%v: Y[%d] = %g, want %g", c.dt, i, g, w)
+			}
+		}
+	}
+}
