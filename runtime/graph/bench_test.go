@@ -158,7 +158,6 @@ func BenchmarkMHA768(b *testing.B) {
 // --bench DIR writes it): within a few percent of BenchmarkMHA768, as both
 // run the same FusedAttention step.
 func BenchmarkMHA768AttentionOp(b *testing.B) {
-	opsAt23(b)
 	benchModel(b, "s000_multi_head_c768_attention_op", benchSizes([]int{512, 2048}))
 }
 

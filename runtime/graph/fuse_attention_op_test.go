@@ -2,7 +2,6 @@ package graph
 
 import (
 	"context"
-	"errors"
 	"math/rand"
 	"strings"
 	"testing"
@@ -10,30 +9,6 @@ import (
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops"
 )
-
-// opsAt23 makes the ops these tests use around Attention resolvable at
-// opset 23 in a branch whose registry stops at 18 for them: it registers,
-// for this test binary only, each op's newest schema again for opsets 19
-// to ops.MaxOpset. MatMul (13), Split (18), Cast (13) and Add (14) did
-// not change in those opsets, so the copy has their semantics. Where the registry
-// already covers opset 23 it does nothing.
-func opsAt23(t testing.TB) {
-	t.Helper()
-	for _, op := range []string{"MatMul", "Split", "Cast", "Add"} {
-		if _, err := ops.Lookup("", op, 23); err == nil {
-			continue
-		} else if !errors.Is(err, ops.ErrOpset) {
-			t.Fatal(err)
-		}
-		s, err := ops.Lookup("", op, 18)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := *s
-		c.Since, c.Until = 19, ops.MaxOpset
-		ops.Register(&c)
-	}
-}
 
 // attnOpModel is x → MatMul(W) → Split → Attention (3-D, GQA, causal) with
 // an optional KV cache: the shape of an exported decoder layer.
@@ -73,7 +48,6 @@ func attnOpModel(r *rand.Rand, cache bool, dt ir.DType) *ir.Model {
 }
 
 func TestAttentionOpRewrite(t *testing.T) {
-	opsAt23(t)
 	r := rand.New(rand.NewSource(4))
 	cases := []struct {
 		name  string
