@@ -3,11 +3,11 @@ package gpu
 import (
 	"context"
 	"math/rand"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/attnrun/attnrun/conformance"
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/plugins"
 	"github.com/attnrun/attnrun/runtime/conform"
@@ -204,13 +204,14 @@ func TestAttentionRefusals(t *testing.T) {
 }
 
 // TestNodeSuiteAttentionOnEmulator runs ONNX 1.22's float32
-// test_attention_* node cases (from ../shared/onnx-node, when present)
+// test_attention_* node cases (from ../shared/onnx-node, found as the node
+// suite finds it, when present)
 // through the GPU backend on the emulator against their reference outputs.
 func TestNodeSuiteAttentionOnEmulator(t *testing.T) {
-	dir := onnxNodeDir()
-	dirs, _ := filepath.Glob(filepath.Join(dir, "test_attention_*"))
-	if len(dirs) == 0 {
-		t.Skipf("no ONNX 1.22 node cases under %s (set ONNX122_NODE_SUITE)", dir)
+	root, tried := conformance.FindONNX122(".")
+	dirs, _ := filepath.Glob(filepath.Join(root, "node", "test_attention_*"))
+	if root == "" || len(dirs) == 0 {
+		t.Skip(conformance.MissingMessage("onnx-1.22", tried))
 	}
 	var kept []string
 	for _, d := range dirs {
@@ -230,27 +231,5 @@ func TestNodeSuiteAttentionOnEmulator(t *testing.T) {
 				t.Fatalf("%v (max abs %g, max rel %g)", res.Err, res.MaxAbs, res.MaxRel)
 			}
 		})
-	}
-}
-
-// onnxNodeDir is ONNX 1.22's node test data: $ONNX122_NODE_SUITE/node, else the
-// first shared/onnx-node/node found above this package (the worktrees
-// share /work/shared).
-func onnxNodeDir() string {
-	if d := os.Getenv("ONNX122_NODE_SUITE"); d != "" {
-		return filepath.Join(d, "node")
-	}
-	dir, err := filepath.Abs(".")
-	if err != nil {
-		return ""
-	}
-	for ; ; dir = filepath.Dir(dir) {
-		cand := filepath.Join(dir, "shared", "onnx-node", "node")
-		if st, err := os.Stat(cand); err == nil && st.IsDir() {
-			return cand
-		}
-		if filepath.Dir(dir) == dir {
-			return ""
-		}
 	}
 }
