@@ -41,6 +41,7 @@ soak:
 ONLY ?=
 models:
 	/usr/bin/python3 models/export.py$(if $(ONLY), --only $(ONLY))
+	$(if $(ONLY),,/usr/bin/python3 models/export_opset23.py)
 
 # ---- ONNX Runtime, the peer to beat (tools/ort: Node.js, outside the Go module) ----
 # ort-install   install onnxruntime-node 1.30.0 from tools/ort/package-lock.json (install script skipped:
@@ -48,6 +49,7 @@ models:
 # ort-check     ONNX Runtime vs the PyTorch outputs committed in models/ (no attnrun needed)
 # ort-diff      build bin/attnrun, then cross-check attnrun against ONNX Runtime over models/
 # bench-models  export the large seed-000 C=768 benchmark models into $(BENCH_MODELS) if missing
+#               (and s000_multi_head_c768_attention_op, its twin with one ONNX Attention node)
 #               (needs python3-torch python3-onnx python3-numpy for /usr/bin/python3; not committed)
 # bench-compare attnrun vs ONNX Runtime latency / peak RSS table (THREADS=2 by default)
 ORT_DIR ?= tools/ort
@@ -79,6 +81,9 @@ bench-models:
 		echo "bench models present in $(BENCH_MODELS)"; \
 	else \
 		/usr/bin/python3 models/export.py --bench $(BENCH_MODELS); \
+	fi
+	@if [ ! -f $(BENCH_MODELS)/s000_multi_head_c768_attention_op/model.onnx ]; then \
+		/usr/bin/python3 models/export_opset23.py --bench $(BENCH_MODELS); \
 	fi
 
 bench-compare: $(ORT_STAMP) bench-models

@@ -633,6 +633,24 @@ def export_all(outdir, readme, only=None):
     print("\n%d models exported and checked" % (len(only) if only else len(rows)))
 
 
+# models/export_opset23.py writes these beside the exports (make models runs both).
+OPSET23_SECTION = """
+## Opset-23 models (models/export_opset23.py)
+
+Debian's torch 1.13 exports opsets up to 17, so these graphs are written with onnx.helper at
+opset 23 (IR 11) on PyTorch weights, with PyTorch's outputs as reference data, and checked by
+the script's numpy interpreter of the ONNX ops they use (see its docstring):
+
+- `s000_multi_head_attention_op`: `s000_multi_head` with its attention as one `Attention` node
+  (3-D, 4 heads) on the same weights and data sets: MatMul+Add -> Split -> Attention -> MatMul+Add.
+- `llama_block_gqa`: a LLaMA-style decoder block computed by PyTorch: RMSNormalization, q/k/v
+  projections, RotaryEmbedding by `position_ids`, grouped-query `Attention` (4 query heads on 2
+  KV heads) causal over a KV cache (`past_key`/`past_value` in, `present_key`/`present_value`
+  out), output projection and residual, RMSNormalization, SwiGLU MLP (Sigmoid, Mul) and residual.
+  Data sets: a prefill of 7 after 5 cached positions, one decode step after 12, and a prefill of
+  4 with an empty cache."""
+
+
 def write_readme(path, rows):
     L = []
     L.append("# Reference attention models\n")
@@ -701,6 +719,7 @@ def write_readme(path, rows):
     L.append("- `masked_fill(mask, v)` exports as `Where(mask, v, scores)`; with an int mask it is "
              "`Equal(mask, 0)` first. In `s000_causal` the bool `Add` result is `Cast` to bool before `Where`.")
     L.append("- Dropout modules are present in the PyTorch modules but absent from the graphs (eval mode).")
+    L.append(OPSET23_SECTION)
     L.append("")
     with open(path, "w") as f:
         f.write("\n".join(L))

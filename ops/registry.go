@@ -179,6 +179,9 @@ type Schema struct {
 	InPlace []int
 	// Doc is a one-line description for `attnrun ops`.
 	Doc string
+	// Notes lists how attnrun reads the op where its specification leaves
+	// room (choices, deviations, limits); docs/ops.md shows them.
+	Notes []string
 }
 
 // Key names the schema: "Add", "com.attnrun:FusedAttention".

@@ -56,6 +56,7 @@ func TestModelFusions(t *testing.T) {
 	}{
 		{"s000_single_head", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
 		{"s000_multi_head", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
+		{"s000_multi_head_attention_op", 1, "Attention", scale8, false, "", 0, true},
 		{"s000_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"s000_causal_or", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"s001_cross_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
@@ -75,6 +76,8 @@ func TestModelFusions(t *testing.T) {
 		{"s004_param_free", 1, "Transpose MatMul Softmax MatMul", 1, false, "", 0, true},
 		{"s004_multi_head_bmm", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
 		{"s004_multi_head_bmm_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, inf, false},
+		// An ONNX Attention node (GQA, causal over a KV cache; opset 23).
+		{"llama_block_gqa", 1, "Attention", 0.25, false, "", 0, true},
 		// nn.MultiheadAttention scales q by Mul before the product and adds the
 		// (padded) key padding mask as a float mask; with add_bias_kv, K is
 		// concatenated with bias_k after its transpose.
@@ -95,7 +98,7 @@ func TestModelFusions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			in := zeroInputs(t, m.Graph, map[string]int{"batch": 2, "seq": 5, "enc_seq": 7, "seq_q": 5, "seq_kv": 7, "S": 6})
+			in := zeroInputs(t, m.Graph, map[string]int{"batch": 2, "seq": 5, "enc_seq": 7, "seq_q": 5, "seq_kv": 7, "S": 6, "past": 4})
 			all, err := p.Fusions(in)
 			if err != nil {
 				t.Fatal(err)

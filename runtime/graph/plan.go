@@ -41,7 +41,10 @@ type plan struct {
 	outputs []int                // graph outputs' slots, in order
 	types   map[string]ops.Value // concrete types of every tensor
 	fusions []Fusion             // fused regions (fuse.go), in step order
-	mem     memPlan              // buffers of the steps that run into them
+	// attnReasons says why an Attention node was not rewritten
+	// (fuse_attention_op.go).
+	attnReasons map[*ir.Node]string
+	mem         memPlan // buffers of the steps that run into them
 }
 
 type step struct {
@@ -285,6 +288,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor) (*plan, error) {
 	}
 	// Attention fusion (fuse.go) rewrites the steps; last uses follow.
 	if !p.opts.NoFuse {
+		p.rewriteAttentionOps(pl, types)
 		p.fuseAttention(pl, types)
 		p.fuseMatMuls(pl, types)
 		lastUse = stepLastUses(pl.steps)
