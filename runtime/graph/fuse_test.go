@@ -1,7 +1,7 @@
 package graph
 
 import (
-	"context"
+	"fmt"
 	"math"
 	"math/rand"
 	"path/filepath"
@@ -53,36 +53,38 @@ func TestModelFusions(t *testing.T) {
 		kind    string
 		fill    float64
 		nomasks bool
+		extras  string // kv_group, bias_first, bias_scale, scores_mode when set
 	}{
-		{"s000_single_head", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
-		{"s000_multi_head", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
-		{"s000_multi_head_attention_op", 1, "Attention", scale8, false, "", 0, true},
-		{"s000_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
-		{"s000_causal_or", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
-		{"s001_cross_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
-		{"s001_cross_attention_shared_dim", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
-		{"s001_cross_attention_nomask", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
-		{"s001_decoder_self_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s000_single_head", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true, ""},
+		{"s000_multi_head", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true, ""},
+		{"s000_multi_head_attention_op", 1, "Attention", scale8, false, "", 0, true, ""},
+		{"s000_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false, ""},
+		{"s000_causal_or", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false, ""},
+		{"s001_cross_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false, ""},
+		{"s001_cross_attention_shared_dim", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false, ""},
+		{"s001_cross_attention_nomask", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true, ""},
+		{"s001_decoder_self_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false, ""},
 		// Seed 002's MultiHeadAttention transposes K before the head split.
-		{"s002_multi_head", 1, "MatMul Div Where Softmax MatMul", 0.5, true, ops.MaskBoolTrueMasks, inf, false},
-		{"s002_self_attention_v1", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
-		{"s002_self_attention_v2", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
-		{"s002_self_attention_v3", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, -1e20, false},
-		{"s002_self_attention_final", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, inf, false},
-		{"s003_self_attention", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
-		{"s003_masked_self_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, -1e9, false},
-		{"s003_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, -1e9, false},
-		{"s003_multi_head_modulelist", 4, "Transpose MatMul Div Softmax MatMul", 0.25, false, "", 0, true},
-		{"s004_param_free", 1, "Transpose MatMul Softmax MatMul", 1, false, "", 0, true},
-		{"s004_multi_head_bmm", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
-		{"s004_multi_head_bmm_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s002_multi_head", 1, "MatMul Div Where Softmax MatMul", 0.5, true, ops.MaskBoolTrueMasks, inf, false, ""},
+		{"s002_self_attention_v1", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true, ""},
+		{"s002_self_attention_v2", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true, ""},
+		{"s002_self_attention_v3", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, -1e20, false, ""},
+		{"s002_self_attention_final", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, inf, false, ""},
+		{"s003_self_attention", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true, ""},
+		{"s003_masked_self_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, -1e9, false, ""},
+		{"s003_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, -1e9, false, ""},
+		{"s003_multi_head_modulelist", 4, "Transpose MatMul Div Softmax MatMul", 0.25, false, "", 0, true, ""},
+		{"s004_param_free", 1, "Transpose MatMul Softmax MatMul", 1, false, "", 0, true, ""},
+		{"s004_multi_head_bmm", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true, ""},
+		{"s004_multi_head_bmm_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, inf, false, ""},
 		// An ONNX Attention node (GQA, causal over a KV cache; opset 23).
-		{"llama_block_gqa", 1, "Attention", 0.25, false, "", 0, true},
-		// nn.MultiheadAttention scales q by Mul before the product and adds the
-		// (padded) key padding mask as a float mask; with add_bias_kv, K is
-		// concatenated with bias_k after its transpose.
-		{"torch_mha_bias_kv", 1, "MatMul Mul Add Softmax MatMul", 1, true, ops.MaskAdditive, 0, false},
-		{"torch_mha_zero_attn", 1, "Transpose MatMul Mul Add Softmax MatMul", 1, false, ops.MaskAdditive, 0, false},
+		{"llama_block_gqa", 1, "Attention", 0.25, false, "", 0, true, "kv_group=2"},
+		// nn.MultiheadAttention divides q by sqrt(d) before the product
+		// (folded into the scale) and adds the (padded) key padding mask as
+		// a float mask Where(mask, -inf, 0)·1 (read as the bool mask); with
+		// add_bias_kv, K is concatenated with bias_k after its transpose.
+		{"torch_mha_bias_kv", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false, ""},
+		{"torch_mha_zero_attn", 1, "Where Div Transpose MatMul Mul Mul Add Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false, ""},
 	}
 	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {
@@ -98,7 +100,7 @@ func TestModelFusions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			in := zeroInputs(t, m.Graph, map[string]int{"batch": 2, "seq": 5, "enc_seq": 7, "seq_q": 5, "seq_kv": 7, "S": 6, "past": 4})
+			in := zeroInputs(t, m.Graph, modelDims)
 			all, err := p.Fusions(in)
 			if err != nil {
 				t.Fatal(err)
@@ -125,8 +127,22 @@ func TestModelFusions(t *testing.T) {
 				t.Errorf("k_transposed %d, want %v", kt, c.kT)
 			}
 			kind, _ := n.AttrString("mask_kind", "")
-			if kind != c.kind || (len(n.Inputs) == 4) == c.nomasks {
+			if kind != c.kind || (n.Input(3) == "") != c.nomasks {
 				t.Errorf("mask_kind %q with %d inputs, want %q", kind, len(n.Inputs), c.kind)
+			}
+			var extras []string
+			for _, a := range n.Attrs {
+				switch a.Name {
+				case "kv_group", "bias_first":
+					extras = append(extras, fmt.Sprintf("%s=%d", a.Name, a.Int))
+				case "bias_scale":
+					extras = append(extras, fmt.Sprintf("%s=%g", a.Name, a.Float))
+				case "scores_mode":
+					extras = append(extras, fmt.Sprintf("%s=%s", a.Name, a.String))
+				}
+			}
+			if g := strings.Join(extras, " "); g != c.extras {
+				t.Errorf("attributes %q, want %q", g, c.extras)
 			}
 			if c.kind != "" {
 				if f, _ := n.AttrFloat("mask_fill", 0); float64(f) != float64(float32(c.fill)) {
@@ -158,6 +174,9 @@ func TestModelFusions(t *testing.T) {
 		})
 	}
 }
+
+// modelDims sizes the dim_params of the bundled models.
+var modelDims = map[string]int{"batch": 2, "seq": 5, "enc_seq": 7, "seq_q": 5, "seq_kv": 7, "S": 6, "past": 4, "mem_seq": 7}
 
 // attentionFusions keeps the FusedAttention fusions (the MatMul rewrite
 // makes others).
@@ -205,26 +224,26 @@ func sc(v float32) *ir.Tensor { return ir.Scalar(v) }
 // fused plan's fusions.
 func runBoth(t *testing.T, m *ir.Model, in map[string]*ir.Tensor) (fused, unfused *ir.Tensor, fs []Fusion) {
 	t.Helper()
-	var outs [2]*ir.Tensor
-	for k, noFuse := range []bool{false, true} {
-		p, err := Compile(m, Options{Threads: 2, NoFuse: noFuse})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := p.Run(context.Background(), in, RunOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		outs[k] = res[m.Graph.Outputs[0].Name]
-		if !noFuse {
-			all, err := p.Fusions(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fs = attentionFusions(all)
-		}
+	f, u, fs := runAll(t, m, in)
+	y := m.Graph.Outputs[0].Name
+	return f[y], u[y], fs
+}
+
+// oneFusion requires exactly one fusion, replacing nodes of the op types
+// ops (space-separated, in order), and returns its node.
+func oneFusion(t *testing.T, fs []Fusion, ops string) *ir.Node {
+	t.Helper()
+	if len(fs) != 1 {
+		t.Fatalf("%d fusions, want 1", len(fs))
 	}
-	return outs[0], outs[1], fs
+	var got []string
+	for _, n := range fs[0].Replaced {
+		got = append(got, n.OpType)
+	}
+	if g := strings.Join(got, " "); g != ops {
+		t.Errorf("replaced %s, want %s", g, ops)
+	}
+	return fs[0].Node
 }
 
 func sameOutputs(t *testing.T, got, want *ir.Tensor) {
@@ -312,8 +331,6 @@ func TestFusePatterns(t *testing.T) {
 			ops: "MatMul Softmax MatMul", kT: true, attrs: map[string]float32{"scale": 1}},
 		{name: "scores also a graph output: not fused", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"c": sc(2)},
 			nodes: chain(node("Div", []string{"s0", "c"}, []string{"s1"})), outputs: []string{"s1"}}, wantNone: true},
-		{name: "probabilities read twice: not fused", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"c": sc(2)},
-			nodes: append(chain(node("Div", []string{"s0", "c"}, []string{"s1"})), node("MatMul", []string{"p", "v"}, []string{"y2"})), outputs: []string{"y2"}}, wantNone: true},
 		{name: "softmax not on the last axis: not fused", syn: synth{inputs: qkv,
 			nodes: append(append([]*ir.Node{}, head...), node("Softmax", []string{"s0"}, []string{"p"}, &ir.Attribute{Name: "axis", Type: ir.AttrInt, Int: 2}), node("MatMul", []string{"p", "v"}, []string{"y"}))}, wantNone: true},
 	}
@@ -338,17 +355,7 @@ func TestFusePatterns(t *testing.T) {
 				}
 				return
 			}
-			if len(fs) != 1 {
-				t.Fatalf("%d fusions, want 1", len(fs))
-			}
-			var got []string
-			for _, n := range fs[0].Replaced {
-				got = append(got, n.OpType)
-			}
-			if g := strings.Join(got, " "); g != c.ops {
-				t.Errorf("replaced %s, want %s", g, c.ops)
-			}
-			n := fs[0].Node
+			n := oneFusion(t, fs, c.ops)
 			for name, want := range c.attrs {
 				if g, _ := n.AttrFloat(name, float32(math.NaN())); g != want && math.Abs(float64(g-want)) > 1e-6*math.Abs(float64(want)) {
 					t.Errorf("%s = %g, want %g", name, g, want)
