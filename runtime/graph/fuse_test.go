@@ -85,6 +85,27 @@ func TestModelFusions(t *testing.T) {
 		// add_bias_kv, K is concatenated with bias_k after its transpose.
 		{"torch_mha_bias_kv", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false, ""},
 		{"torch_mha_zero_attn", 1, "Where Div Transpose MatMul Mul Mul Add Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false, ""},
+		// Issue 13's exports. need_weights: the softmax output is also read
+		// (the fused node writes it); a float attn_mask stays additive.
+		{"torch_mha_need_weights", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false, "scores_mode=weights"},
+		{"torch_mha_float_mask", 1, "Div MatMul Mul Add Softmax MatMul", scale8, true, ops.MaskAdditive, 0, false, ""},
+		{"torch_mha_unbatched", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false, ""},
+		{"torch_encoder_layer", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false, ""},
+		{"torch_decoder_layer", 2, "Div MatMul Mul Add Softmax MatMul", scale8, true, ops.MaskAdditive, 0, false, ""},
+		// T5: no scaling, position bias + mask added, a no-op Cast before
+		// the Softmax.
+		{"t5_attention", 1, "MatMul Add Cast Softmax MatMul", 1, true, ops.MaskAdditive, 0, false, ""},
+		// LLaMA at opset 17: K and V repeated by Expand + Reshape (kv_group),
+		// Casts after the Softmax, the folded causal mask added.
+		{"llama_attention_opset17", 1, "Expand Reshape Expand Reshape Transpose MatMul Div Add Softmax Cast Cast MatMul", 0.25, false, ops.MaskAdditive, 0, false, "kv_group=2"},
+		// GPT-2: K split already transposed, Where with the causal buffer
+		// and -1e4, then the padding mask added (the fused node's bias).
+		{"gpt2_attention", 1, "MatMul Div Where Add Softmax MatMul", scale8, true, ops.MaskBoolFalseMasks, -1e4, false, "bias_scale=1"},
+		// Whisper: q and k each scaled by d^-1/4, the causal buffer added,
+		// Casts around the Softmax.
+		{"whisper_attention", 1, "Mul Mul MatMul Add Cast Softmax Cast MatMul", scale8, true, ops.MaskAdditive, 0, false, ""},
+		{"einsum_attention", 1, "Einsum Mul Where Softmax Einsum", scale8, false, ops.MaskBoolTrueMasks, inf, false, ""},
+		{"einsum_cross_attention", 1, "Einsum Div Softmax Einsum", scale8, false, "", 0, true, ""},
 	}
 	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {
