@@ -79,7 +79,9 @@ func TestFuseExportForms(t *testing.T) {
 	axis := &ir.Attribute{Name: "axis", Type: ir.AttrInt, Int: -1}
 	qkv := []*ir.ValueInfo{vi("q", ir.Float, b, h, s, d), vi("k", ir.Float, b, h, s, d), vi("v", ir.Float, b, h, s, d)}
 	kv2 := []*ir.ValueInfo{vi("q", ir.Float, b, h, s, d), vi("k", ir.Float, b, 2, s, d), vi("v", ir.Float, b, 2, s, d)} // 2 KV heads
-	with := func(extra ...*ir.ValueInfo) []*ir.ValueInfo { return append(append([]*ir.ValueInfo{}, qkv...), extra...) }
+	with := func(extra ...*ir.ValueInfo) []*ir.ValueInfo {
+		return append(append([]*ir.ValueInfo{}, qkv...), extra...)
+	}
 	kt := node("Transpose", []string{"k"}, []string{"kt"}, perm)
 	qk := node("MatMul", []string{"q", "kt"}, []string{"s0"})
 	softmax := func(x, p string) *ir.Node { return node("Softmax", []string{x}, []string{p}, axis) }
@@ -99,12 +101,12 @@ func TestFuseExportForms(t *testing.T) {
 	}
 	zeros := ir.NewTensor(ir.Float, []int{1})
 	cases := []struct {
-		name   string
-		syn    synth
-		feeds  map[string]*ir.Tensor // inputs other than random floats
-		ops    string                // replaced op types ("" with none)
-		attrs  string                // fusedAttrs of the fused node
-		none   bool                  // must stay unfused
+		name  string
+		syn   synth
+		feeds map[string]*ir.Tensor // inputs other than random floats
+		ops   string                // replaced op types ("" with none)
+		attrs string                // fusedAttrs of the fused node
+		none  bool                  // must stay unfused
 	}{
 		{name: "no-op Casts around the Softmax (T5, LLaMA, Whisper)", syn: synth{inputs: qkv, nodes: []*ir.Node{kt, qk,
 			node("Cast", []string{"s0"}, []string{"s1"}, castTo(ir.Float)), softmax("s1", "p0"),
