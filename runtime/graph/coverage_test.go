@@ -10,6 +10,20 @@ import (
 	"github.com/attnrun/attnrun/ops"
 )
 
+// compileModel loads and compiles a bundled model (models/<name>).
+func compileModel(t testing.TB, name string) (*ir.Model, *Program) {
+	t.Helper()
+	m, err := onnx.Load(filepath.Join("../../models", name, "model.onnx"), onnx.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, p
+}
+
 // attentionCore is one attention computation in a graph, found without
 // the matcher: a Softmax whose output, through no-op nodes (Cast,
 // Identity), is the first operand of a MatMul or Einsum (the product with
@@ -63,14 +77,7 @@ func TestEveryModelAttentionFused(t *testing.T) {
 	for _, path := range paths {
 		name := filepath.Base(filepath.Dir(path))
 		t.Run(name, func(t *testing.T) {
-			m, err := onnx.Load(path, onnx.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := Compile(m, Options{Threads: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
+			m, p := compileModel(t, name)
 			cores := findAttentionCores(p)
 			for _, dims := range []map[string]int{modelDims, decode} {
 				in := zeroInputs(t, m.Graph, dims)

@@ -2,13 +2,11 @@ package graph
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
-	"github.com/attnrun/attnrun/onnx"
 )
 
 // symVI declares a float32 input of the given dims; a string dim is a
@@ -114,14 +112,7 @@ func TestKVCacheLengthSymbolic(t *testing.T) {
 		{"llama_attention_opset17", "present_key", "float32[batch, 2, past + seq, 16]"},
 		{"llama_block_gqa", "present_value", "float32[batch, 2, past + seq, 16]"},
 	} {
-		m, err := onnx.Load(filepath.Join("../../models", c.model, "model.onnx"), onnx.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := Compile(m, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, p := compileModel(t, c.model)
 		if got := p.Types[c.tensor].Type.String(); got != c.want {
 			t.Errorf("%s %s: %s, want %s", c.model, c.tensor, got, c.want)
 		}
