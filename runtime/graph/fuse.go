@@ -138,7 +138,10 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 		for _, name := range fused.Inputs {
 			s := -1
 			if name != "" {
-				s = slot[name]
+				s = f.slotOf(name) // a constant the match made has no slot yet
+				if c := types[name].Const; c != nil {
+					pl.consts[s] = c
+				}
 			}
 			fs.args = append(fs.args, s)
 		}

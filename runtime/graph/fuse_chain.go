@@ -218,14 +218,20 @@ func (f *fuser) scaling(n *ir.Node) (string, float64, bool) {
 }
 
 // maskOperand reads the additive term m of the scores x as a mask stage:
-// a float32 mask times post, or, when m is Where(cond, -inf, 0) or
-// Where(cond, 0, -inf) (times positive constants) that nothing else reads
-// and post > 0, the bool mask cond with a -inf fill. It returns the stage
-// and, for the bool form, the steps computing m that the fusion replaces.
+// a float32 mask times post, or, when post > 0, a bool mask with a -inf
+// fill where m only holds 0 and -inf: m a constant of those values (a
+// causal mask folded at plan time: its bool form is made once, here), or
+// Where(cond, -inf, 0) or Where(cond, 0, -inf) (times positive constants)
+// that nothing else reads (then cond). A bool mask lets the kernel skip
+// the key blocks it hides. It returns the stage and, for a Where, the
+// steps computing m that the fusion replaces.
 func (f *fuser) maskOperand(m, x string, post float64) (maskStage, []int) {
 	additive := maskStage{name: m, kind: ops.MaskAdditive, post: post}
 	if post <= 0 {
 		return additive, nil
+	}
+	if name, ok := f.constBoolMask(m, x); ok {
+		return maskStage{name: name, kind: ops.MaskBoolTrueMasks, fill: math.Inf(-1), post: 1}, nil
 	}
 	var steps []int
 	cur := m
@@ -246,11 +252,7 @@ func (f *fuser) maskOperand(m, x string, post float64) (maskStage, []int) {
 			default:
 				return additive, nil
 			}
-			// The bool mask must not broadcast the scores wider than the
-			// float one did.
-			cs, ok1 := f.concreteShape(cond)
-			xs, ok2 := f.concreteShape(x)
-			if b, err := ops.BroadcastShapes(cs, xs); !ok1 || !ok2 || err != nil || !slices.Equal(b, xs) {
+			if !f.fitsScores(cond, x) {
 				return additive, nil
 			}
 			return maskStage{name: cond, kind: kind, fill: math.Inf(-1), post: 1}, steps
@@ -266,6 +268,46 @@ func (f *fuser) maskOperand(m, x string, post float64) (maskStage, []int) {
 		cur = next
 	}
 	return additive, nil
+}
+
+// fitsScores reports whether mask m broadcasts to the scores x without
+// widening them.
+func (f *fuser) fitsScores(m, x string) bool {
+	ms, ok1 := f.concreteShape(m)
+	xs, ok2 := f.concreteShape(x)
+	b, err := ops.BroadcastShapes(ms, xs)
+	return ok1 && ok2 && err == nil && slices.Equal(b, xs)
+}
+
+// constBoolMask returns, for a float32 constant m (of the plan) holding
+// only 0 and -inf, some of each, the name of its bool form (true where m
+// is -inf), a plan constant made on first use.
+func (f *fuser) constBoolMask(m, x string) (string, bool) {
+	c := f.types[m].Const
+	if c == nil || c.DType != ir.Float || !f.fitsScores(m, x) {
+		return "", false
+	}
+	name := ops.AttentionTempPrefix + m + "/bool_mask"
+	if v, ok := f.types[name]; ok {
+		return name, v.Const != nil
+	}
+	b := ir.NewTensor(ir.Bool, c.Shape)
+	masked, kept := false, false
+	for i, v := range c.Float32s() {
+		switch {
+		case math.IsInf(float64(v), -1):
+			b.Bools()[i], masked = true, true
+		case v == 0:
+			kept = true
+		default:
+			return "", false
+		}
+	}
+	if !masked || !kept {
+		return "", false
+	}
+	f.types[name] = ops.Value{Type: ops.Known(ir.Bool, c.Shape), Const: b}
+	return name, true
 }
 
 // constAll reports whether a tensor is a float32 constant whose every

@@ -164,6 +164,12 @@ func TestFuseExportForms(t *testing.T) {
 			nodes: append([]*ir.Node{node("Where", []string{"m", "zero", "ninf"}, []string{"fm"})}, scores(node("Add", []string{"fm", "s0"}, []string{"s1"}))...), outputs: []string{"fm"}},
 			feeds: map[string]*ir.Tensor{"m": boolMask(b, 1, 1, s)},
 			ops:   "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+		{name: "constant 0/-inf mask (a folded causal mask) read as a bool mask", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": causalAdd(s, negInf)},
+			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=bool_true_masks mask_fill=-Inf"},
+		{name: "constant finfo.min mask stays additive", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": causalAdd(s, -math.MaxFloat32)},
+			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
 		{name: "grouped K/V by Unsqueeze, Expand, Reshape (repeat_kv)",
 			syn: synth{inputs: kv2, inits: map[string]*ir.Tensor{"ax": int64s(2), "ex": int64s(b, 2, 2, s, d), "rs": int64s(b, h, s, d)},
 				nodes: []*ir.Node{
@@ -228,6 +234,18 @@ func TestFuseExportForms(t *testing.T) {
 			}
 		})
 	}
+}
+
+// causalAdd is an additive causal mask [s, s]: 0 on and below the
+// diagonal, fill above it.
+func causalAdd(s int, fill float32) *ir.Tensor {
+	m := ir.NewTensor(ir.Float, []int{s, s})
+	for i := 0; i < s; i++ {
+		for j := i + 1; j < s; j++ {
+			m.Float32s()[i*s+j] = fill
+		}
+	}
+	return m
 }
 
 // TestFuseMasksAfterTheScale checks the fused node's mask and bias when

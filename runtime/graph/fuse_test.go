@@ -101,9 +101,9 @@ func TestModelFusions(t *testing.T) {
 		// GPT-2: K split already transposed, Where with the causal buffer
 		// and -1e4, then the padding mask added (the fused node's bias).
 		{"gpt2_attention", 1, "MatMul Div Where Add Softmax MatMul", scale8, true, ops.MaskBoolFalseMasks, -1e4, false, "bias_scale=1"},
-		// Whisper: q and k each scaled by d^-1/4, the causal buffer added,
-		// Casts around the Softmax.
-		{"whisper_attention", 1, "Mul Mul MatMul Add Cast Softmax Cast MatMul", scale8, true, ops.MaskAdditive, 0, false, ""},
+		// Whisper: q and k each scaled by d^-1/4, the -inf causal buffer
+		// added (folded: read as a bool mask), Casts around the Softmax.
+		{"whisper_attention", 1, "Mul Mul MatMul Add Cast Softmax Cast MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false, ""},
 		{"einsum_attention", 1, "Einsum Mul Where Softmax Einsum", scale8, false, ops.MaskBoolTrueMasks, inf, false, ""},
 		{"einsum_cross_attention", 1, "Einsum Div Softmax Einsum", scale8, false, "", 0, true, ""},
 	}
