@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
-	"github.com/attnrun/attnrun/onnx"
 	"github.com/attnrun/attnrun/ops"
 )
 
@@ -53,59 +52,65 @@ func TestModelFusions(t *testing.T) {
 		kind    string
 		fill    float64
 		nomasks bool
-		extras  string // kv_group, bias_first, bias_scale, scores_mode when set
 	}{
-		{"s000_single_head", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true, ""},
-		{"s000_multi_head", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true, ""},
-		{"s000_multi_head_attention_op", 1, "Attention", scale8, false, "", 0, true, ""},
-		{"s000_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false, ""},
-		{"s000_causal_or", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false, ""},
-		{"s001_cross_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false, ""},
-		{"s001_cross_attention_shared_dim", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false, ""},
-		{"s001_cross_attention_nomask", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true, ""},
-		{"s001_decoder_self_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false, ""},
+		{"s000_single_head", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
+		{"s000_multi_head", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
+		{"s000_multi_head_attention_op", 1, "Attention", scale8, false, "", 0, true},
+		{"s000_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s000_causal_or", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s001_cross_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s001_cross_attention_shared_dim", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s001_cross_attention_nomask", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
+		{"s001_decoder_self_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		// Seed 002's MultiHeadAttention transposes K before the head split.
-		{"s002_multi_head", 1, "MatMul Div Where Softmax MatMul", 0.5, true, ops.MaskBoolTrueMasks, inf, false, ""},
-		{"s002_self_attention_v1", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true, ""},
-		{"s002_self_attention_v2", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true, ""},
-		{"s002_self_attention_v3", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, -1e20, false, ""},
-		{"s002_self_attention_final", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, inf, false, ""},
-		{"s003_self_attention", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true, ""},
-		{"s003_masked_self_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, -1e9, false, ""},
-		{"s003_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, -1e9, false, ""},
-		{"s003_multi_head_modulelist", 4, "Transpose MatMul Div Softmax MatMul", 0.25, false, "", 0, true, ""},
-		{"s004_param_free", 1, "Transpose MatMul Softmax MatMul", 1, false, "", 0, true, ""},
-		{"s004_multi_head_bmm", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true, ""},
-		{"s004_multi_head_bmm_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, inf, false, ""},
+		{"s002_multi_head", 1, "MatMul Div Where Softmax MatMul", 0.5, true, ops.MaskBoolTrueMasks, inf, false},
+		{"s002_self_attention_v1", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
+		{"s002_self_attention_v2", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
+		{"s002_self_attention_v3", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, -1e20, false},
+		{"s002_self_attention_final", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s003_self_attention", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
+		{"s003_masked_self_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, -1e9, false},
+		{"s003_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, -1e9, false},
+		{"s003_multi_head_modulelist", 4, "Transpose MatMul Div Softmax MatMul", 0.25, false, "", 0, true},
+		{"s004_param_free", 1, "Transpose MatMul Softmax MatMul", 1, false, "", 0, true},
+		{"s004_multi_head_bmm", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
+		{"s004_multi_head_bmm_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, inf, false},
 		// An ONNX Attention node (GQA, causal over a KV cache; opset 23).
-		{"llama_block_gqa", 1, "Attention", 0.25, false, "", 0, true, "kv_group=2"},
+		{"llama_block_gqa", 1, "Attention", 0.25, false, "", 0, true},
 		// nn.MultiheadAttention divides q by sqrt(d) before the product
 		// (folded into the scale) and adds the (padded) key padding mask as
 		// a float mask Where(mask, -inf, 0)·1 (read as the bool mask); with
 		// add_bias_kv, K is concatenated with bias_k after its transpose.
-		{"torch_mha_bias_kv", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false, ""},
-		{"torch_mha_zero_attn", 1, "Where Div Transpose MatMul Mul Mul Add Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false, ""},
+		{"torch_mha_bias_kv", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
+		{"torch_mha_zero_attn", 1, "Where Div Transpose MatMul Mul Mul Add Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		// Issue 13's exports. need_weights: the softmax output is also read
 		// (the fused node writes it); a float attn_mask stays additive.
-		{"torch_mha_need_weights", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false, "scores_mode=weights"},
-		{"torch_mha_float_mask", 1, "Div MatMul Mul Add Softmax MatMul", scale8, true, ops.MaskAdditive, 0, false, ""},
-		{"torch_mha_unbatched", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false, ""},
-		{"torch_encoder_layer", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false, ""},
-		{"torch_decoder_layer", 2, "Div MatMul Mul Add Softmax MatMul", scale8, true, ops.MaskAdditive, 0, false, ""},
+		{"torch_mha_need_weights", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
+		{"torch_mha_float_mask", 1, "Div MatMul Mul Add Softmax MatMul", scale8, true, ops.MaskAdditive, 0, false},
+		{"torch_mha_unbatched", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
+		{"torch_encoder_layer", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
+		{"torch_decoder_layer", 2, "Div MatMul Mul Add Softmax MatMul", scale8, true, ops.MaskAdditive, 0, false},
 		// T5: no scaling, position bias + mask added, a no-op Cast before
 		// the Softmax.
-		{"t5_attention", 1, "MatMul Add Cast Softmax MatMul", 1, true, ops.MaskAdditive, 0, false, ""},
+		{"t5_attention", 1, "MatMul Add Cast Softmax MatMul", 1, true, ops.MaskAdditive, 0, false},
 		// LLaMA at opset 17: K and V repeated by Expand + Reshape (kv_group),
 		// Casts after the Softmax, the folded causal mask added.
-		{"llama_attention_opset17", 1, "Expand Reshape Expand Reshape Transpose MatMul Div Add Softmax Cast Cast MatMul", 0.25, false, ops.MaskAdditive, 0, false, "kv_group=2"},
+		{"llama_attention_opset17", 1, "Expand Reshape Expand Reshape Transpose MatMul Div Add Softmax Cast Cast MatMul", 0.25, false, ops.MaskAdditive, 0, false},
 		// GPT-2: K split already transposed, Where with the causal buffer
 		// and -1e4, then the padding mask added (the fused node's bias).
-		{"gpt2_attention", 1, "MatMul Div Where Add Softmax MatMul", scale8, true, ops.MaskBoolFalseMasks, -1e4, false, "bias_scale=1"},
+		{"gpt2_attention", 1, "MatMul Div Where Add Softmax MatMul", scale8, true, ops.MaskBoolFalseMasks, -1e4, false},
 		// Whisper: q and k each scaled by d^-1/4, the -inf causal buffer
 		// added (folded: read as a bool mask), Casts around the Softmax.
-		{"whisper_attention", 1, "Mul Mul MatMul Add Cast Softmax Cast MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false, ""},
-		{"einsum_attention", 1, "Einsum Mul Where Softmax Einsum", scale8, false, ops.MaskBoolTrueMasks, inf, false, ""},
-		{"einsum_cross_attention", 1, "Einsum Div Softmax Einsum", scale8, false, "", 0, true, ""},
+		{"whisper_attention", 1, "Mul Mul MatMul Add Cast Softmax Cast MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
+		{"einsum_attention", 1, "Einsum Mul Where Softmax Einsum", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		{"einsum_cross_attention", 1, "Einsum Div Softmax Einsum", scale8, false, "", 0, true},
+	}
+	// The fused node's attributes beyond the table's, where a model sets them.
+	extras := map[string]string{
+		"llama_block_gqa":         "kv_group=2",
+		"torch_mha_need_weights":  "scores_mode=weights",
+		"llama_attention_opset17": "kv_group=2",
+		"gpt2_attention":          "bias_scale=1",
 	}
 	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {
@@ -113,14 +118,7 @@ func TestModelFusions(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.model, func(t *testing.T) {
-			m, err := onnx.Load(filepath.Join("../../models", c.model, "model.onnx"), onnx.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := Compile(m, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			m, p := compileModel(t, c.model)
 			in := zeroInputs(t, m.Graph, modelDims)
 			all, err := p.Fusions(in)
 			if err != nil {
@@ -151,19 +149,19 @@ func TestModelFusions(t *testing.T) {
 			if kind != c.kind || (n.Input(3) == "") != c.nomasks {
 				t.Errorf("mask_kind %q with %d inputs, want %q", kind, len(n.Inputs), c.kind)
 			}
-			var extras []string
+			got = nil
 			for _, a := range n.Attrs {
 				switch a.Name {
 				case "kv_group", "bias_first":
-					extras = append(extras, fmt.Sprintf("%s=%d", a.Name, a.Int))
+					got = append(got, fmt.Sprintf("%s=%d", a.Name, a.Int))
 				case "bias_scale":
-					extras = append(extras, fmt.Sprintf("%s=%g", a.Name, a.Float))
+					got = append(got, fmt.Sprintf("%s=%g", a.Name, a.Float))
 				case "scores_mode":
-					extras = append(extras, fmt.Sprintf("%s=%s", a.Name, a.String))
+					got = append(got, fmt.Sprintf("%s=%s", a.Name, a.String))
 				}
 			}
-			if g := strings.Join(extras, " "); g != c.extras {
-				t.Errorf("attributes %q, want %q", g, c.extras)
+			if g := strings.Join(got, " "); g != extras[c.model] {
+				t.Errorf("attributes %q, want %q", g, extras[c.model])
 			}
 			if c.kind != "" {
 				if f, _ := n.AttrFloat("mask_fill", 0); float64(f) != float64(float32(c.fill)) {
