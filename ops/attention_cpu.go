@@ -790,8 +790,9 @@ func (p *attnPlan) normalizeWeights(b, i0, rows int, w *attnWork) {
 			continue
 		}
 		inv := float32(1 / w.l[r])
-		for j, s := range row {
-			row[j] = fastExp32(s-m) * inv
+		expShiftSum32(row, row, m) // vectorized; the row's weights sum to l
+		for j := range row {
+			row[j] *= inv
 		}
 	}
 }
