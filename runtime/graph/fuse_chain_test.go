@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -279,5 +281,78 @@ func TestFuseMasksAfterTheScale(t *testing.T) {
 	want := fmt.Sprintf("scale=%g k_transposed=1 mask_kind=bool_true_masks mask_fill=%g bias_scale=%g", float32(1.2), float32(-7*0.6), float32(0.2))
 	if g := fusedAttrs(fs[0].Node); g != want {
 		t.Errorf("attributes %s, want %s", g, want)
+	}
+}
+
+// BenchmarkFuseExportForms times, in process, attention forms that stayed
+// unfused before issue 13, fused and unfused (-bench FuseExportForms): one
+// batch of 12 heads of 64 at S=512 (ATTNRUN_BENCH_SEQ), on
+// ATTNRUN_BENCH_THREADS threads (default 2): the weights also a graph output
+// (need_weights), K/V repeated over 4 KV heads (repeat_kv), GPT-2's Where
+// then padding Add, and a constant 0/-inf causal mask added (Whisper).
+func BenchmarkFuseExportForms(b *testing.B) {
+	const h, hkv, d = 12, 4, 64
+	s := 512
+	if n, err := strconv.Atoi(os.Getenv("ATTNRUN_BENCH_SEQ")); err == nil && n > 0 {
+		s = n
+	}
+	r := rand.New(rand.NewSource(1))
+	perm := &ir.Attribute{Name: "perm", Type: ir.AttrInts, Ints: []int64{0, 1, 3, 2}}
+	axis := &ir.Attribute{Name: "axis", Type: ir.AttrInt, Int: -1}
+	qkv := []*ir.ValueInfo{vi("q", ir.Float, 1, h, s, d), vi("k", ir.Float, 1, h, s, d), vi("v", ir.Float, 1, h, s, d)}
+	head := []*ir.Node{node("Transpose", []string{"k"}, []string{"kt"}, perm), node("MatMul", []string{"q", "kt"}, []string{"s0"})}
+	tail := func(x string) []*ir.Node {
+		return []*ir.Node{node("Softmax", []string{x}, []string{"p"}, axis), node("MatMul", []string{"p", "v"}, []string{"y"})}
+	}
+	causal := ir.NewTensor(ir.Bool, []int{1, 1, s, s})
+	for i := 0; i < s; i++ {
+		for j := 0; j <= i; j++ {
+			causal.Bools()[i*s+j] = true // true keeps (GPT-2's buffer)
+		}
+	}
+	cases := []struct {
+		name string
+		syn  synth
+	}{
+		{"need_weights", synth{inputs: qkv, inits: map[string]*ir.Tensor{"c": sc(0.125)},
+			nodes: append(append(head, node("Mul", []string{"s0", "c"}, []string{"s1"})), tail("s1")...), outputs: []string{"p"}}},
+		{"repeat_kv", synth{inputs: []*ir.ValueInfo{vi("q", ir.Float, 1, h, s, d), vi("k", ir.Float, 1, hkv, s, d), vi("v", ir.Float, 1, hkv, s, d)},
+			inits: map[string]*ir.Tensor{"c": sc(0.125), "ax": int64s(2), "ex": int64s(1, hkv, h/hkv, int64(s), d), "rs": int64s(1, h, int64(s), d)},
+			nodes: []*ir.Node{
+				node("Unsqueeze", []string{"k", "ax"}, []string{"ku"}), node("Expand", []string{"ku", "ex"}, []string{"ke"}), node("Reshape", []string{"ke", "rs"}, []string{"kr"}),
+				node("Unsqueeze", []string{"v", "ax"}, []string{"vu"}), node("Expand", []string{"vu", "ex"}, []string{"ve"}), node("Reshape", []string{"ve", "rs"}, []string{"vr"}),
+				node("Transpose", []string{"kr"}, []string{"kt"}, perm), node("MatMul", []string{"q", "kt"}, []string{"s0"}), node("Mul", []string{"s0", "c"}, []string{"s1"}),
+				node("Softmax", []string{"s1"}, []string{"p"}, axis), node("MatMul", []string{"p", "vr"}, []string{"y"})}}},
+		{"where_then_add", synth{inputs: append(append([]*ir.ValueInfo{}, qkv...), vi("pad", ir.Float, 1, 1, 1, s)),
+			inits: map[string]*ir.Tensor{"c": sc(8), "m": causal, "fill": sc(-1e4)},
+			nodes: append(append(head, node("Div", []string{"s0", "c"}, []string{"s1"}), node("Where", []string{"m", "s1", "fill"}, []string{"s2"}),
+				node("Add", []string{"s2", "pad"}, []string{"s3"})), tail("s3")...)}},
+		{"const_causal_add", synth{inputs: qkv, inits: map[string]*ir.Tensor{"c": sc(0.125), "cm": causalAdd(s, float32(math.Inf(-1)))},
+			nodes: append(append(head, node("Mul", []string{"s0", "c"}, []string{"s1"}), node("Add", []string{"s1", "cm"}, []string{"s2"})), tail("s2")...)}},
+	}
+	for _, c := range cases {
+		c.syn.outputs = append([]string{"y"}, c.syn.outputs...)
+		m := c.syn.model()
+		in := map[string]*ir.Tensor{}
+		for _, v := range m.Graph.Inputs {
+			dims, _ := v.Type.Shape.Concrete()
+			in[v.Name] = randT(r, dims...)
+		}
+		for _, noFuse := range []bool{false, true} {
+			name := c.name + "/fused"
+			if noFuse {
+				name = c.name + "/unfused"
+			}
+			b.Run(name, func(b *testing.B) {
+				p, err := Compile(m, Options{Threads: benchThreads(), NoFuse: noFuse})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if fs, err := p.Fusions(in); err != nil || (len(attentionFusions(fs)) == 0) != noFuse {
+					b.Fatalf("fusions %v (%v), NoFuse %v", fs, err, noFuse)
+				}
+				timeRuns(b, p, in)
+			})
+		}
 	}
 }
