@@ -1,0 +1,76 @@
+package oip
+
+import (
+	"encoding/binary"
+	"reflect"
+	"unsafe"
+
+	"github.com/attnrun/attnrun/ir"
+)
+
+// nativeLittleEndian reports whether this machine stores numbers
+// little-endian, the protocol's byte order for raw tensor data.
+var nativeLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// FromRaw decodes a tensor from raw bytes: the flattened, row-major,
+// little-endian elements with no padding (1 byte per BOOL, FP16 and BF16 as
+// their 16-bit patterns), as the binary data extension and gRPC's
+// raw_input_contents carry them. The bytes are copied.
+func FromRaw(dt ir.DType, shape []int, raw []byte) (*ir.Tensor, error) {
+	n := ir.NumElements(shape)
+	size := int64(dt.Size())
+	if size == 0 {
+		return nil, Errorf(InvalidArgument, "%v has no raw form", dt)
+	}
+	if n < 0 || int64(len(raw)) != n*size {
+		return nil, Errorf(InvalidArgument, "%s shape %v needs %s of raw data, got %d", Datatype(dt), shape, byteCount(max(n, 0), size), len(raw))
+	}
+	t := ir.NewTensor(dt, shape)
+	if dt == ir.Bool {
+		b := t.Data.([]bool)
+		for i, v := range raw {
+			b[i] = v != 0
+		}
+		return t, nil
+	}
+	dst := rawView(t.Data)
+	copy(dst, raw)
+	if !nativeLittleEndian {
+		swapBytes(dst, int(size))
+	}
+	return t, nil
+}
+
+// RawBytes returns a tensor's elements as the protocol's raw bytes. On a
+// little-endian machine the result aliases t's data.
+func RawBytes(t *ir.Tensor) []byte {
+	b := rawView(t.Data)
+	if !nativeLittleEndian && t.DType.Size() > 1 {
+		b = append([]byte(nil), b...)
+		swapBytes(b, t.DType.Size())
+	}
+	return b
+}
+
+// rawView views a numeric or bool backing slice as bytes (no copy); nil
+// for anything else.
+func rawView(data any) []byte {
+	v := reflect.ValueOf(data)
+	if v.Kind() != reflect.Slice || v.Type().Elem().Kind() == reflect.String {
+		return nil
+	}
+	n := v.Len() * int(v.Type().Elem().Size())
+	if n == 0 {
+		return []byte{}
+	}
+	return unsafe.Slice((*byte)(v.UnsafePointer()), n)
+}
+
+// swapBytes reverses each size-byte element of b in place.
+func swapBytes(b []byte, size int) {
+	for i := 0; i+size <= len(b); i += size {
+		for lo, hi := i, i+size-1; lo < hi; lo, hi = lo+1, hi-1 {
+			b[lo], b[hi] = b[hi], b[lo]
+		}
+	}
+}
