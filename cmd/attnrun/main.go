@@ -118,6 +118,7 @@ func newRootCmd() *cobra.Command {
 	pf.Int64Var(&g.maxTensorBytes, "max-tensor-bytes", graph.DefaultMaxTensorBytes, "largest tensor (in bytes) attnrun will load or create")
 	pf.BoolVar(&g.noFuse, "no-fuse", false, "turn off attention fusion (run the exported graph node by node)")
 	root.AddCommand(newRunCmd(g), newConformCmd(g), newInspectCmd(g), newBackendsCmd(g), newBenchCmd(g), newOpsCmd(g))
+	root.AddCommand(newServeCmd(g))
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}
