@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -19,9 +21,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/attnrun/attnrun/runtime/session"
 	"github.com/attnrun/attnrun/serve/oip"
 	"github.com/attnrun/attnrun/serve/repo"
-	"github.com/attnrun/attnrun/runtime/session"
 )
 
 // Options configure a Server. Per-model config.yaml files override the
@@ -174,6 +176,9 @@ func (s *Server) readModel(name string) (*repo.Model, error) {
 	}
 	if err := repo.CheckName(name); err != nil {
 		return nil, oip.Errorf(oip.InvalidArgument, "%v", err)
+	}
+	if st, err := os.Stat(filepath.Join(s.opts.Repository, name)); err != nil || !st.IsDir() {
+		return nil, oip.Errorf(oip.NotFound, "unknown model %q: no directory %s in the model repository", name, filepath.Join(s.opts.Repository, name))
 	}
 	m, err := repo.Read(s.opts.Repository, name)
 	if err != nil {
