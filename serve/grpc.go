@@ -71,6 +71,7 @@ func (g *grpcAPI) ModelInfer(ctx context.Context, m *v2pb.ModelInferRequest) (*v
 	}
 	req, err := oip.DecodeGRPCRequest(m, oip.Limits{MaxTensorBytes: g.s.opts.MaxTensorBytes})
 	if err != nil {
+		g.s.Refused(protoGRPC, m.GetModelName(), m.GetModelVersion(), err)
 		return nil, grpcError(err)
 	}
 	resp, err := g.s.Infer(ctx, protoGRPC, m.GetModelName(), m.GetModelVersion(), req)

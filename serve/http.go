@@ -98,20 +98,9 @@ func (h *httpAPI) infer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	body, err := h.readBody(w, r)
+	req, err := h.decode(w, r)
 	if err != nil {
-		writeError(w, err)
-		return
-	}
-	headerLength := int64(-1)
-	if v := r.Header.Get(oip.HeaderContentLength); v != "" {
-		if headerLength, err = strconv.ParseInt(v, 10, 64); err != nil || headerLength < 0 {
-			writeError(w, oip.Errorf(oip.InvalidArgument, "%s %q is not a byte count", oip.HeaderContentLength, v))
-			return
-		}
-	}
-	req, err := oip.DecodeHTTPRequest(body, headerLength, oip.Limits{MaxTensorBytes: h.s.opts.MaxTensorBytes})
-	if err != nil {
+		h.s.Refused(protoHTTP, r.PathValue("model"), r.PathValue("version"), err)
 		writeError(w, err)
 		return
 	}
@@ -130,6 +119,21 @@ func (h *httpAPI) infer(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(http.StatusOK)
 	w.Write(out)
+}
+
+// decode reads and decodes an inference request.
+func (h *httpAPI) decode(w http.ResponseWriter, r *http.Request) (*oip.Request, error) {
+	body, err := h.readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	headerLength := int64(-1)
+	if v := r.Header.Get(oip.HeaderContentLength); v != "" {
+		if headerLength, err = strconv.ParseInt(v, 10, 64); err != nil || headerLength < 0 {
+			return nil, oip.Errorf(oip.InvalidArgument, "%s %q is not a byte count", oip.HeaderContentLength, v)
+		}
+	}
+	return oip.DecodeHTTPRequest(body, headerLength, oip.Limits{MaxTensorBytes: h.s.opts.MaxTensorBytes})
 }
 
 // readBody reads a request body within the size limit, decompressing

@@ -43,6 +43,18 @@ func (s *Server) Infer(ctx context.Context, protocol, name, version string, req 
 	return resp, err
 }
 
+// Refused counts a request for a known model that failed before Infer
+// (a body or message that does not decode) in the request metrics.
+func (s *Server) Refused(protocol, name, version string, err error) {
+	l, lerr := s.lookup(name, version)
+	if lerr != nil {
+		return
+	}
+	defer l.users.Done()
+	s.metrics.requests.WithLabelValues(name, l.version, protocol, oip.ClassOf(err).String()).Inc()
+	s.log.Debug("infer refused", "model", name, "version", l.version, "protocol", protocol, "class", oip.ClassOf(err).String(), "error", err.Error())
+}
+
 func (s *Server) infer(ctx context.Context, name, version string, req *oip.Request) (*oip.Response, *loaded, error) {
 	if !s.admit.enter() {
 		return nil, nil, oip.Errorf(oip.Unavailable, "the server is shutting down")

@@ -64,6 +64,9 @@ func (s *Server) ModelReady(name, version string) (bool, error) {
 // CheckModel returns the error a request for an unknown or unloaded model
 // version gets, so that transports can answer it before decoding a body.
 func (s *Server) CheckModel(name, version string) error {
+	if !s.Ready() {
+		return oip.Errorf(oip.Unavailable, "the server is shutting down")
+	}
 	l, err := s.lookup(name, version)
 	if err == nil {
 		l.users.Done()
