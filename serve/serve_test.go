@@ -223,7 +223,18 @@ func TestReloadDropsNoRequest(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	answered := func(version string, n int) {
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			mu.Lock()
+			got := versions[version]
+			mu.Unlock()
+			if got >= n {
+				return
+			}
+		}
+		t.Errorf("fewer than %d answers from version %s in 20 s", n, version)
+	}
+	answered("1", 20)
 	// A new version appears (another model with the same inputs and
 	// outputs) and the model is reloaded twice while requests keep coming.
 	addVersion(t, dir, "mha/2", "s000_single_head")
@@ -231,7 +242,10 @@ func TestReloadDropsNoRequest(t *testing.T) {
 		if err := s.Load(context.Background(), "mha", true); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		mu.Lock()
+		n := versions["2"]
+		mu.Unlock()
+		answered("2", n+20)
 	}
 	close(stop)
 	wg.Wait()
@@ -342,9 +356,11 @@ func TestQueueFullIsUnavailable(t *testing.T) {
 	dir := repository(t, map[string]string{"mha/1": "s000_multi_head"})
 	s := start(t, Options{Repository: dir, MaxQueue: 2})
 	pid := backendPids(t, s, "mha")[0]
+	l, _ := s.lookup("mha", "")
+	l.users.Done()
 	// A stopped backend holds the first request; two more fill the queue.
 	syscall.Kill(pid, syscall.SIGSTOP)
-	defer syscall.Kill(pid, syscall.SIGCONT)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
 	errs := make(chan error, 3)
 	r := rand.New(rand.NewPCG(3, 3))
 	for i := 0; i < 3; i++ {
@@ -353,13 +369,16 @@ func TestQueueFullIsUnavailable(t *testing.T) {
 			_, err := s.Infer(context.Background(), protoHTTP, "mha", "", req)
 			errs <- err
 		}()
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			if v, _ := metricValue(t, s, "attnrun_inflight_requests", map[string]string{"model": "mha"}); int(v) == i+1 {
-				break
+		for deadline := time.Now().Add(10 * time.Second); l.sched.Running() != 1 || l.sched.QueueLength() != i; {
+			if time.Now().After(deadline) {
+				t.Fatalf("request %d: %d running, %d queued", i, l.sched.Running(), l.sched.QueueLength())
 			}
+			time.Sleep(time.Millisecond)
 		}
 	}
-	_, err := s.Infer(context.Background(), protoHTTP, "mha", "", xInput(r, 1, 2))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := s.Infer(ctx, protoHTTP, "mha", "", xInput(r, 1, 2))
 	if oip.ClassOf(err) != oip.Unavailable || !strings.Contains(err.Error(), `model "mha" version 1: the request queue is full (2 waiting); retry later`) {
 		t.Fatalf("fourth request: %v", err)
 	}
@@ -376,6 +395,7 @@ func TestDrainFinishesInFlightAndRefusesNew(t *testing.T) {
 	s := start(t, Options{Repository: dir})
 	pid := backendPids(t, s, "mha")[0]
 	syscall.Kill(pid, syscall.SIGSTOP) // keeps the requests in flight
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
 	errs := make(chan error, 8)
 	r := rand.New(rand.NewPCG(4, 4))
 	for i := 0; i < 8; i++ {

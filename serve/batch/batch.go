@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/attnrun/attnrun/ir"
@@ -64,6 +65,7 @@ type Scheduler struct {
 	wake     chan struct{} // signalled when queue or closing changes
 	stopped  chan struct{} // closed when the dispatcher has returned
 	running  sync.WaitGroup
+	runs     atomic.Int32 // runs in progress
 }
 
 // item is one queued request.
@@ -126,6 +128,9 @@ func (s *Scheduler) QueueLength() int {
 	return len(s.queue)
 }
 
+// Running is the number of runs in progress.
+func (s *Scheduler) Running() int { return int(s.runs.Load()) }
+
 // Close refuses new requests, runs the queued ones and waits for every run
 // to finish.
 func (s *Scheduler) Close() {
@@ -157,9 +162,11 @@ func (s *Scheduler) dispatch() {
 			return
 		}
 		s.running.Add(1)
+		s.runs.Add(1)
 		go func() {
 			defer s.running.Done()
 			s.execute(batch)
+			s.runs.Add(-1)
 			<-s.slots
 		}()
 	}
