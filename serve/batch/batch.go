@@ -107,6 +107,21 @@ func (s *Scheduler) Submit(ctx context.Context, in map[string]*ir.Tensor) (out m
 	case len(s.queue) >= s.cfg.MaxQueue:
 		s.mu.Unlock()
 		return nil, 0, ErrQueueFull
+	case s.cfg.MaxBatch <= 1 && len(s.queue) == 0:
+		// Without batching, a request that finds an instance free and
+		// nobody waiting runs at once in its own goroutine: no hand-off.
+		select {
+		case s.slots <- struct{}{}:
+			s.arrivals++
+			s.running.Add(1)
+			s.runs.Add(1)
+			s.mu.Unlock()
+			s.execute([]*item{it})
+			s.release()
+			r := <-it.done
+			return r.out, r.queued, r.err
+		default:
+		}
 	}
 	s.queue = append(s.queue, it)
 	s.arrivals++
@@ -149,30 +164,57 @@ func (s *Scheduler) signal() {
 	}
 }
 
-// dispatch forms batches: it waits for a free slot, then for the oldest
-// request, gathers the requests it can stack with (waiting up to MaxDelay
-// from the oldest one's arrival for more), and starts the run.
+// dispatch forms batches: it waits for a queued request, then for a free
+// slot, then gathers the oldest request and those it can stack with
+// (waiting up to MaxDelay from the oldest one's arrival for more), and
+// starts the run. Requests that queue while every slot is busy make the
+// next batch.
 func (s *Scheduler) dispatch() {
 	defer close(s.stopped)
 	for {
+		if !s.awaitWork() {
+			return
+		}
 		s.slots <- struct{}{}
 		batch := s.next()
 		if batch == nil {
 			<-s.slots
-			return
+			continue
 		}
 		s.running.Add(1)
 		s.runs.Add(1)
 		go func() {
-			defer s.running.Done()
 			s.execute(batch)
-			s.runs.Add(-1)
-			<-s.slots
+			s.release()
 		}()
 	}
 }
 
-// next returns the next batch to run, nil when closing with nothing left.
+// release ends a run: it frees its slot.
+func (s *Scheduler) release() {
+	s.runs.Add(-1)
+	<-s.slots
+	s.running.Done()
+}
+
+// awaitWork waits until a request is queued; false when closing with
+// nothing queued.
+func (s *Scheduler) awaitWork() bool {
+	for {
+		s.mu.Lock()
+		n, closing := len(s.queue), s.closing
+		s.mu.Unlock()
+		switch {
+		case n > 0:
+			return true
+		case closing:
+			return false
+		}
+		<-s.wake
+	}
+}
+
+// next returns the next batch to run, nil when the queue is empty.
 func (s *Scheduler) next() []*item {
 	var timer *time.Timer
 	defer func() {
@@ -184,13 +226,8 @@ func (s *Scheduler) next() []*item {
 		s.mu.Lock()
 		s.dropCanceled()
 		if len(s.queue) == 0 {
-			closing := s.closing
 			s.mu.Unlock()
-			if closing {
-				return nil
-			}
-			<-s.wake
-			continue
+			return nil
 		}
 		first := s.queue[0]
 		picked, rows := s.gather(first)

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+)
+
+// ghzOutput is the part of `ghz --format json` the report reads.
+type ghzOutput struct {
+	Count   int64         `json:"count"`
+	Total   time.Duration `json:"total"`
+	Rps     float64       `json:"rps"`
+	Details []struct {
+		Timestamp time.Time     `json:"timestamp"`
+		Latency   time.Duration `json:"latency"`
+		Error     string        `json:"error"`
+		Status    string        `json:"status"`
+	} `json:"details"`
+}
+
+func ghzReport(args []string) error {
+	fs := flag.NewFlagSet("ghz-report", flag.ContinueOnError)
+	kill := fs.Int64("kill", 0, "when a backend was killed, in Unix nanoseconds (0: none)")
+	window := fs.Duration("window", 250*time.Millisecond, "throughput window")
+	hang := fs.Duration("hang", 10*time.Second, "a request at least this slow counts as hung")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("ghz-report needs one ghz JSON file")
+	}
+	data, err := os.ReadFile(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	var out ghzOutput
+	if err := json.Unmarshal(data, &out); err != nil {
+		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+	}
+	d := out.Details
+	if len(d) == 0 {
+		return fmt.Errorf("%s has no per-request details", fs.Arg(0))
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i].Timestamp.Before(d[j].Timestamp) })
+	status := map[string]int{}
+	errs := map[string]int{}
+	var lat []time.Duration
+	hung := 0
+	for _, r := range d {
+		status[r.Status]++
+		if r.Error != "" {
+			errs[r.Error]++
+		}
+		if r.Latency >= *hang || r.Status == "DeadlineExceeded" {
+			hung++
+		}
+		lat = append(lat, r.Latency)
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	pct := func(p float64) time.Duration { return lat[min(int(p*float64(len(lat))), len(lat)-1)] }
+	fmt.Printf("requests %d in %.1f s: %.1f/s\n", len(d), out.Total.Seconds(), out.Rps)
+	fmt.Printf("status %v\n", status)
+	fmt.Printf("latency p50 %v p90 %v p99 %v max %v\n", pct(0.5), pct(0.9), pct(0.99), lat[len(lat)-1])
+	fmt.Printf("hung (≥ %v or deadline exceeded): %d\n", *hang, hung)
+	for msg, n := range errs {
+		fmt.Printf("error ×%d: %s\n", n, msg)
+	}
+	if *kill == 0 {
+		return nil
+	}
+	// Throughput by completion time, in windows around the kill.
+	killAt := time.Unix(0, *kill)
+	start := d[0].Timestamp
+	end := d[len(d)-1].Timestamp
+	done := func(i int) time.Time { return d[i].Timestamp.Add(d[i].Latency) }
+	nw := int(end.Sub(start)/(*window)) + 2
+	okPer := make([]int, nw)
+	for i, r := range d {
+		if r.Status == "OK" {
+			if w := int(done(i).Sub(start) / *window); w >= 0 && w < nw {
+				okPer[w]++
+			}
+		}
+	}
+	kw := int(killAt.Sub(start) / *window)
+	if kw < 2 || kw >= nw-2 {
+		return fmt.Errorf("the kill is not inside the run")
+	}
+	var before float64
+	for w := 1; w < kw; w++ { // the first window is warm-up
+		before += float64(okPer[w])
+	}
+	before /= float64(kw - 1)
+	fmt.Printf("answered per %v before the kill: %.1f\n", *window, before)
+	fmt.Print("answered per window from the kill:")
+	for w := kw; w < min(kw+12, nw-1); w++ {
+		fmt.Printf(" %d", okPer[w])
+	}
+	fmt.Println()
+	for w := kw; w < nw-1; w++ {
+		if float64(okPer[w]) >= 0.8*before {
+			fmt.Printf("throughput back to ≥ 80%% of before within %.2f s of the kill (window %d)\n", start.Add(time.Duration(w+1)*(*window)).Sub(killAt).Seconds(), w-kw)
+			return nil
+		}
+	}
+	fmt.Println("throughput did not get back to 80% of before")
+	return nil
+}
