@@ -8,8 +8,8 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
-	"time"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
