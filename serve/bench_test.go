@@ -67,8 +67,7 @@ func timeEach(b *testing.B, op func() error) {
 }
 
 func BenchmarkGRPCInferTiny(b *testing.B) {
-	t := &testing.T{}
-	dir := repository(t, map[string]string{"tiny/1": "s003_self_attention"})
+	dir := repository(b, map[string]string{"tiny/1": "s003_self_attention"})
 	s, err := New(Options{Repository: dir, Session: session.Options{Threads: 1}, Logger: discardLogger()})
 	if err != nil {
 		b.Fatal(err)

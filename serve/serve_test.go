@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 var modelsDir = filepath.Join("..", "models")
 
 // repository makes a model repository: name/version → a model of models/.
-func repository(t *testing.T, versions map[string]string) string {
+func repository(t testing.TB, versions map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for nv, model := range versions {
@@ -45,7 +45,7 @@ func repository(t *testing.T, versions map[string]string) string {
 	return dir
 }
 
-func addVersion(t *testing.T, dir, nameVersion, model string) {
+func addVersion(t testing.TB, dir, nameVersion, model string) {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(modelsDir, model, "model.onnx"))
 	if err != nil {
