@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -62,13 +63,24 @@ func ghzReport(args []string) error {
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	pct := func(p float64) time.Duration { return lat[min(int(p*float64(len(lat))), len(lat)-1)] }
-	fmt.Printf("requests %d in %.1f s: %.1f/s\n", len(d), out.Total.Seconds(), out.Rps)
+	fmt.Printf("requests %d in %.1f s: %.1f/s answered OK\n", len(d), out.Total.Seconds(), float64(status["OK"])/out.Total.Seconds())
 	fmt.Printf("status %v\n", status)
 	fmt.Printf("latency p50 %v p90 %v p99 %v max %v\n", pct(0.5), pct(0.9), pct(0.99), lat[len(lat)-1])
 	fmt.Printf("hung (≥ %v or deadline exceeded): %d\n", *hang, hung)
+	clear, unclear := 0, 0
 	for msg, n := range errs {
 		fmt.Printf("error ×%d: %s\n", n, msg)
+		if strings.Contains(msg, "code = Unavailable") && strings.Contains(msg, `backend \"`) {
+			clear += n
+		} else {
+			unclear += n
+		}
 	}
+	if clear+unclear > 0 {
+		fmt.Printf("failures: %d UNAVAILABLE naming the backend, %d other\n", clear, unclear)
+	}
+	okRate := float64(status["OK"]) / out.Total.Seconds()
+	fmt.Printf("p50_ms=%.4f rps=%.2f ok=%d errors=%d hung=%d\n", float64(pct(0.5))/1e6, okRate, status["OK"], len(d)-status["OK"], hung)
 	if *kill == 0 {
 		return nil
 	}

@@ -61,6 +61,17 @@ func TestRaw(t *testing.T) {
 	if string(RawBytes(got)) != string(raw) {
 		t.Fatal("RawBytes does not round-trip")
 	}
+	// Aligned bytes are aliased, not copied.
+	aligned := make([]byte, 12)
+	copy(aligned, raw)
+	a, err := FromRaw(ir.Float, []int{3}, aligned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint32(aligned, math.Float32bits(7))
+	if a.Data.([]float32)[0] != 7 {
+		t.Fatal("aligned raw data was copied")
+	}
 	b, err := FromRaw(ir.Bool, []int{3}, []byte{0, 1, 7})
 	if err != nil || !reflect.DeepEqual(b.Data, []bool{false, true, true}) {
 		t.Fatalf("bool: %v %v", b, err)
