@@ -9,7 +9,9 @@ MAX_BATCH=${MAX_BATCH:-16}
 MAX_DELAY=${MAX_DELAY:-2ms}
 WORK=$(mktemp -d)
 SERVER_PID=
-trap 'stop_server; rm -rf "$WORK"' EXIT
+ALL_PIDS=()
+# OUT=DIR keeps the ghz reports and server logs.
+trap 'stop_all; if [ -n "${OUT:-}" ]; then mkdir -p "$OUT"; cp "$WORK"/*.json "$WORK"/*.log "$OUT"/ 2>/dev/null || true; fi; rm -rf "$WORK"' EXIT
 MHA=$BENCH_MODELS/s000_multi_head_c768/model.onnx
 
 # ghz: the pinned load generator for gRPC.
@@ -34,6 +36,7 @@ start_server() {
 	local log="$WORK/$name.log"
 	"$ATTNRUN" serve --http 127.0.0.1:0 --grpc 127.0.0.1:0 --metrics 127.0.0.1:0 "$@" 2>"$log" &
 	SERVER_PID=$!
+	ALL_PIDS+=("$SERVER_PID")
 	local line=""
 	for _ in $(seq 300); do
 		line=$(grep -m1 'msg=serving' "$log" || true)
@@ -51,13 +54,19 @@ start_server() {
 	METRICS_ADDR=$(sed -E 's/.* metrics=([^ ]+).*/\1/' <<<"$line")
 }
 
-# stop_server: SIGTERM, then wait (the server drains and exits).
+# stop_server [PID]: SIGTERM, then wait (the server drains and exits).
 stop_server() {
-	if [ -n "${SERVER_PID:-}" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
-		kill -TERM "$SERVER_PID"
-		wait "$SERVER_PID" || true
+	local pid=${1:-${SERVER_PID:-}}
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid"
+		wait "$pid" || true
 	fi
-	SERVER_PID=
+}
+
+stop_all() {
+	for pid in "${ALL_PIDS[@]}"; do
+		stop_server "$pid"
+	done
 }
 
 # backend_pids: the server's backend processes (its children).
@@ -81,9 +90,10 @@ bench_p50() {
 	tail -1 "$1" | sed -E 's/.*"p50_ms":([0-9.eE+-]+).*/\1/'
 }
 
-# metric NAME: the sum of a metric's samples on the server's /metrics.
+# metric NAME [ADDR]: the sum of a metric's samples on a server's /metrics
+# (the last started server's by default).
 metric() {
-	curl -s "http://$METRICS_ADDR/metrics" | awk -v n="$1" '$1 ~ "^"n"({|$)" { s += $2 } END { print s + 0 }'
+	curl -s "http://${2:-$METRICS_ADDR}/metrics" | awk -v n="$1" '$1 ~ "^"n"({|$)" { s += $2 } END { print s + 0 }'
 }
 
 GHZ=$(ghz_bin)

@@ -12,9 +12,7 @@ import (
 
 // ghzOutput is the part of `ghz --format json` the report reads.
 type ghzOutput struct {
-	Count   int64         `json:"count"`
 	Total   time.Duration `json:"total"`
-	Rps     float64       `json:"rps"`
 	Details []struct {
 		Timestamp time.Time     `json:"timestamp"`
 		Latency   time.Duration `json:"latency"`
@@ -31,21 +29,27 @@ func ghzReport(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("ghz-report needs one ghz JSON file")
+	if fs.NArg() == 0 || (*kill != 0 && fs.NArg() != 1) {
+		return fmt.Errorf("ghz-report needs ghz JSON files (one with --kill)")
 	}
-	data, err := os.ReadFile(fs.Arg(0))
-	if err != nil {
-		return err
-	}
+	// Several files (segments of one measurement) add up.
 	var out ghzOutput
-	if err := json.Unmarshal(data, &out); err != nil {
-		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+	for _, f := range fs.Args() {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var o ghzOutput
+		if err := json.Unmarshal(data, &o); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if len(o.Details) == 0 {
+			return fmt.Errorf("%s has no per-request details", f)
+		}
+		out.Total += o.Total
+		out.Details = append(out.Details, o.Details...)
 	}
 	d := out.Details
-	if len(d) == 0 {
-		return fmt.Errorf("%s has no per-request details", fs.Arg(0))
-	}
 	sort.Slice(d, func(i, j int) bool { return d[i].Timestamp.Before(d[j].Timestamp) })
 	status := map[string]int{}
 	errs := map[string]int{}
@@ -80,7 +84,7 @@ func ghzReport(args []string) error {
 		fmt.Printf("failures: %d UNAVAILABLE naming the backend, %d other\n", clear, unclear)
 	}
 	okRate := float64(status["OK"]) / out.Total.Seconds()
-	fmt.Printf("p50_ms=%.4f rps=%.2f ok=%d errors=%d hung=%d\n", float64(pct(0.5))/1e6, okRate, status["OK"], len(d)-status["OK"], hung)
+	fmt.Printf("p50_ms=%.4f rps=%.2f ok=%d errors=%d hung=%d seconds=%.1f\n", float64(pct(0.5))/1e6, okRate, status["OK"], len(d)-status["OK"], hung, out.Total.Seconds())
 	if *kill == 0 {
 		return nil
 	}
@@ -113,12 +117,23 @@ func ghzReport(args []string) error {
 		fmt.Printf(" %d", okPer[w])
 	}
 	fmt.Println()
-	for w := kw; w < nw-1; w++ {
-		if float64(okPer[w]) >= 0.8*before {
-			fmt.Printf("throughput back to ≥ 80%% of before within %.2f s of the kill (window %d)\n", start.Add(time.Duration(w+1)*(*window)).Sub(killAt).Seconds(), w-kw)
-			return nil
+	// Recovered: every window from then on (up to 10 s after the kill,
+	// leaving out the run's ragged end) answers at least 80% of before.
+	last := min(kw+int(10*time.Second / *window), nw-3)
+	low := -1
+	for w := kw; w <= last; w++ {
+		if float64(okPer[w]) < 0.8*before {
+			low = w
 		}
 	}
-	fmt.Println("throughput did not get back to 80% of before")
+	if low == last {
+		fmt.Printf("throughput still below 80%% of before 10 s after the kill\n")
+		return nil
+	}
+	recovered := 0.0
+	if low >= 0 {
+		recovered = start.Add(time.Duration(low+1) * *window).Sub(killAt).Seconds()
+	}
+	fmt.Printf("throughput at >= 80%% of before in every %v window from %.2f s after the kill on\n", *window, recovered)
 	return nil
 }
