@@ -569,3 +569,62 @@ func waitForMetric(t *testing.T, s *server, want string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestServeUsageAndLoadErrors(t *testing.T) {
+	free := []string{"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--metrics", "127.0.0.1:0"}
+	tiny := filepath.Join(modelsDir, "s003_self_attention", "model.onnx")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve"}, "give --model-repository DIR or --model NAME=path.onnx"},
+		{[]string{"serve", "--model", "tiny"}, `--model "tiny": want NAME=path.onnx`},
+		{[]string{"serve", "--model", "a b=" + tiny}, `model name "a b"`},
+		{[]string{"serve", "--model", "t=" + tiny, "--instances", "0"}, "--instances must be ≥ 1"},
+		{[]string{"serve", "--model", "t=" + tiny, "--version-policy", "newest"}, "want latest, latest:N (N ≥ 1) or all"},
+		{[]string{"serve", "--model", "t=" + tiny, "--log-format", "xml"}, `--log-format "xml"`},
+		{[]string{"serve", "--model", "t=" + tiny, "--http", "off", "--grpc", "off"}, "both off"},
+		{[]string{"serve", "--model", "t=" + tiny, "extra"}, "unknown command"},
+	} {
+		timed(t, cmdWall, c.args...).wantError(t, 2, cmdWall, c.want)
+	}
+	// A model that cannot load stops the server before it serves: exit 1,
+	// the reason on the last line.
+	r := attnrun(t, append([]string{"serve", "--model", "t=/nonexistent/model.onnx"}, free...)...)
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if r.code != 1 || !strings.Contains(lines[len(lines)-1], "attnrun: ") || !strings.Contains(lines[len(lines)-1], "no such file") || strings.Contains(r.stderr, "msg=serving") {
+		t.Fatalf("unloadable model:\n%v", r)
+	}
+}
+
+func TestServeSIGHUPRescans(t *testing.T) {
+	dir := repoOf(t, "s003_self_attention")
+	s := startServe(t, "--model-repository", dir)
+	index := func() string {
+		resp, err := http.Post("http://"+s.http+"/v2/repository/index", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if got := index(); got != `[{"name":"s003_self_attention","version":"1","state":"READY"}]` {
+		t.Fatalf("index %s", got)
+	}
+	// A second model and a second version appear; SIGHUP loads them.
+	for _, nv := range [][2]string{{"s004_param_free", "1"}, {"s003_self_attention", "2"}} {
+		data, _ := os.ReadFile(filepath.Join(modelsDir, nv[0], "model.onnx"))
+		os.MkdirAll(filepath.Join(dir, nv[0], nv[1]), 0o755)
+		os.WriteFile(filepath.Join(dir, nv[0], nv[1], "model.onnx"), data, 0o644)
+	}
+	s.cmd.Process.Signal(syscall.SIGHUP)
+	want := `[{"name":"s003_self_attention","version":"2","state":"READY"},{"name":"s004_param_free","version":"1","state":"READY"}]`
+	for deadline := time.Now().Add(20 * time.Second); index() != want; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("index after SIGHUP %s, want %s\n%s", index(), want, s.stderr)
+		}
+	}
+	ds := readDataSets(t, "s004_param_free")[0]
+	httpBinary(t, s, "s004_param_free", ds)
+}
