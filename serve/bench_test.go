@@ -66,6 +66,25 @@ func timeEach(b *testing.B, op func() error) {
 	b.ReportMetric(float64(d[len(d)/2].Nanoseconds()), "p50-ns/op")
 }
 
+// BenchmarkInferTiny is Server.Infer in process: the server's own work
+// (checks, queue, response) on top of the session's Run.
+func BenchmarkInferTiny(b *testing.B) {
+	dir := repository(b, map[string]string{"tiny/1": "s003_self_attention"})
+	s, err := New(Options{Repository: dir, Session: session.Options{Threads: 1}, Logger: discardLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	req := &oip.Request{Inputs: []oip.NamedTensor{{Name: "x", Tensor: tinyInput()}}}
+	timeEach(b, func() error {
+		_, err := s.Infer(context.Background(), protoGRPC, "tiny", "", req)
+		return err
+	})
+}
+
 func BenchmarkGRPCInferTiny(b *testing.B) {
 	dir := repository(b, map[string]string{"tiny/1": "s003_self_attention"})
 	s, err := New(Options{Repository: dir, Session: session.Options{Threads: 1}, Logger: discardLogger()})
