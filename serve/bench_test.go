@@ -66,9 +66,9 @@ func timeEach(b *testing.B, op func() error) {
 	b.ReportMetric(float64(d[len(d)/2].Nanoseconds()), "p50-ns/op")
 }
 
-// BenchmarkInferTiny is Server.Infer in process: the server's own work
-// (checks, queue, response) on top of the session's Run.
-func BenchmarkInferTiny(b *testing.B) {
+// tinyServer serves s003_self_attention as "tiny" (one thread) until the
+// benchmark ends.
+func tinyServer(b *testing.B) *Server {
 	dir := repository(b, map[string]string{"tiny/1": "s003_self_attention"})
 	s, err := New(Options{Repository: dir, Session: session.Options{Threads: 1}, Logger: discardLogger()})
 	if err != nil {
@@ -77,7 +77,14 @@ func BenchmarkInferTiny(b *testing.B) {
 	if err := s.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	b.Cleanup(s.Close)
+	return s
+}
+
+// BenchmarkInferTiny is Server.Infer in process: the server's own work
+// (checks, queue, response) on top of the session's Run.
+func BenchmarkInferTiny(b *testing.B) {
+	s := tinyServer(b)
 	req := &oip.Request{Inputs: []oip.NamedTensor{{Name: "x", Tensor: tinyInput()}}}
 	timeEach(b, func() error {
 		_, err := s.Infer(context.Background(), protoGRPC, "tiny", "", req)
@@ -86,15 +93,7 @@ func BenchmarkInferTiny(b *testing.B) {
 }
 
 func BenchmarkGRPCInferTiny(b *testing.B) {
-	dir := repository(b, map[string]string{"tiny/1": "s003_self_attention"})
-	s, err := New(Options{Repository: dir, Session: session.Options{Threads: 1}, Logger: discardLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := tinyServer(b)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
