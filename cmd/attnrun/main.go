@@ -137,6 +137,7 @@ func newRootCmd(g *globalFlags) *cobra.Command {
 	pf.DurationVar(&g.timeout, "timeout", defaultRunTimeout, "bound on each model run, e.g. 30s or 10m (0: none)")
 	root.AddCommand(newRunCmd(g), newConformCmd(g), newInspectCmd(g), newBackendsCmd(g), newBenchCmd(g), newOpsCmd(g))
 	setVersion(root)
+	root.AddCommand(newServeCmd(g))
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}
