@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/attnrun/attnrun/runtime/session"
 	"time"
 
 	"github.com/attnrun/attnrun/ir"
@@ -115,6 +116,7 @@ func (s *Server) infer(ctx context.Context, name, version string, req *oip.Reque
 func (s *Server) runError(ctx context.Context, l *loaded, err error) error {
 	what := fmt.Sprintf("model %q version %s", l.name, l.version)
 	var be *runner.BackendError
+	var dims *session.DimConflictError
 	switch {
 	case errors.Is(err, batch.ErrQueueFull):
 		return oip.Errorf(oip.Unavailable, "%s: the request queue is full (%d waiting); retry later", what, l.sched.QueueLength())
@@ -122,6 +124,9 @@ func (s *Server) runError(ctx context.Context, l *loaded, err error) error {
 		return oip.Errorf(oip.Unavailable, "%s is being unloaded; retry", what)
 	case errors.As(err, &be):
 		return oip.Errorf(oip.Unavailable, "%s: %v; retry later", what, err)
+	case errors.As(err, &dims):
+		// The request's shapes, not the model, made the node fail.
+		return oip.Errorf(oip.InvalidArgument, "%s: %v", what, err)
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		return oip.Errorf(oip.DeadlineExceeded, "%s: no answer within the request deadline (--request-timeout %v or the client's)", what, s.opts.RequestTimeout)
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil:

@@ -321,7 +321,7 @@ func TestInvalidRequests(t *testing.T) {
 		{"causal", "", in(oip.NamedTensor{Name: "x", Tensor: x}), oip.InvalidArgument, `missing input "mask"`},
 		{"causal", "", in(oip.NamedTensor{Name: "x", Tensor: x}, oip.NamedTensor{Name: "m", Tensor: mask}), oip.InvalidArgument, `model "causal" has no input "m" (inputs: x, mask)`},
 		{"causal", "", in(oip.NamedTensor{Name: "x", Tensor: ir.FromSlice([]int{1, 3, 32}, make([]float64, 96))}, oip.NamedTensor{Name: "mask", Tensor: mask}), oip.InvalidArgument, `input "x" has datatype FP64, the model takes FP32`},
-		{"causal", "", in(oip.NamedTensor{Name: "x", Tensor: x}, oip.NamedTensor{Name: "mask", Tensor: ir.FromSlice([]int{1, 4}, make([]bool, 4))}), oip.InvalidArgument, `input "mask" dim 1 (seq) is 4, but x dim 1 set seq=3`},
+		{"causal", "", in(oip.NamedTensor{Name: "x", Tensor: x}, oip.NamedTensor{Name: "mask", Tensor: ir.FromSlice([]int{1, 4}, make([]bool, 4))}), oip.InvalidArgument, `inputs give dim_param "seq" different sizes: "x" dim 1 = 3, "mask" dim 1 = 4`},
 		{"causal", "", in(oip.NamedTensor{Name: "x", Tensor: ir.FromSlice([]int{3, 32}, make([]float32, 96))}, oip.NamedTensor{Name: "mask", Tensor: mask}), oip.InvalidArgument, `the model expects rank 3`},
 		{"causal", "", &oip.Request{Inputs: []oip.NamedTensor{{Name: "x", Tensor: x}, {Name: "mask", Tensor: mask}}, Outputs: []oip.RequestedOutput{{Name: "z"}}}, oip.InvalidArgument, `model "causal" has no output "z" (outputs: y)`},
 		{"causal", "", &oip.Request{ModelName: "other", Inputs: []oip.NamedTensor{{Name: "x", Tensor: x}}}, oip.InvalidArgument, `the request body names model "other"`},

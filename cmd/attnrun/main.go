@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,6 +43,10 @@ type globalFlags struct {
 	// live holds the sessions open now, for closing them when a signal
 	// forces attnrun to exit.
 	live liveSessions
+	// signals is the process-wide signal handling; a command that handles
+	// some signals itself (serve: SIGTERM drains, SIGHUP reloads) takes
+	// them over with handOver.
+	signals *signalWatch
 }
 
 func main() {
@@ -58,6 +63,7 @@ func run(args []string) int {
 	g := &globalFlags{}
 	sig := onSignal(cancel, g)
 	defer sig.stop()
+	g.signals = sig
 	root := newRootCmd(g)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
@@ -210,6 +216,23 @@ func onSignal(cancel context.CancelFunc, g *globalFlags) *signalWatch {
 		os.Exit(signalStatus(s))
 	}()
 	return w
+}
+
+// handOver stops the watch from handling sigs: the command that calls it
+// handles them itself (and must call signal.Notify for them first, so that
+// none is lost or left to Go's default action in between). The others stay
+// watched.
+func (w *signalWatch) handOver(sigs ...os.Signal) {
+	var keep []os.Signal
+	for _, s := range signals {
+		if !slices.Contains(sigs, s) {
+			keep = append(keep, s)
+		}
+	}
+	signal.Stop(w.ch)
+	if len(keep) > 0 {
+		signal.Notify(w.ch, keep...)
+	}
 }
 
 // caught is the signal received, nil if none.

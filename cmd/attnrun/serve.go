@@ -184,6 +184,9 @@ func runServe(ctx context.Context, g *globalFlags, f *serveFlags) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	if g.signals != nil {
+		g.signals.handOver(syscall.SIGTERM, syscall.SIGHUP)
+	}
 
 	srv, err := serve.New(opts)
 	if err != nil {

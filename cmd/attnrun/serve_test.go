@@ -526,6 +526,7 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	}
 	select {
 	case err := <-s.exited:
+		s.exited <- err // for the cleanup, which waits for the exit
 		t.Fatalf("exited with requests in flight: %v\n%s", err, s.stderr)
 	case <-time.After(100 * time.Millisecond):
 	}
@@ -537,6 +538,7 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	select {
 	case err := <-s.exited:
 		if err != nil {
+			s.exited <- err // for the cleanup
 			t.Fatalf("exit: %v\n%s", err, s.stderr)
 		}
 	case <-time.After(10 * time.Second):

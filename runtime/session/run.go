@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/plugins"
+	"github.com/attnrun/attnrun/runtime/graph"
 	"gorgonia.org/tensor"
 )
 
@@ -64,7 +66,8 @@ func (s *Session) runError(ctx context.Context, err error) error {
 }
 
 func (s *Session) runWith(ctx context.Context, inputs map[string]*tensor.Dense, ro RunOptions) (map[string]*tensor.Dense, error) {
-	if err := s.checkInputs(inputs); err != nil {
+	conflicts, err := s.checkInputs(inputs)
+	if err != nil {
 		return nil, err
 	}
 	boundTo := make(map[*tensor.Dense]string, len(ro.Into))
@@ -100,6 +103,11 @@ func (s *Session) runWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 		}
 		out, err := s.runPartition(ctx, p, in, into)
 		if err != nil {
+			var remote *plugins.RemoteError
+			if len(conflicts) > 0 && errors.As(err, &remote) {
+				// A node refused what the conflicting sizes made of it.
+				return nil, &DimConflictError{Conflicts: conflicts, Err: err}
+			}
 			return nil, err
 		}
 		for _, name := range p.outputs {
@@ -191,7 +199,7 @@ func (s *Session) graphOutput(name string, env, inputs map[string]*tensor.Dense)
 
 // checkInputs converts the inputs (no copy) and validates them with the
 // program's rules before anything is sent to a backend.
-func (s *Session) checkInputs(inputs map[string]*tensor.Dense) error {
+func (s *Session) checkInputs(inputs map[string]*tensor.Dense) ([]graph.DimConflict, error) {
 	ts := make(map[string]*ir.Tensor, len(inputs))
 	for name, d := range inputs {
 		if d == nil {
@@ -200,7 +208,7 @@ func (s *Session) checkInputs(inputs map[string]*tensor.Dense) error {
 		}
 		t, err := ir.FromDenseDeclared(d, s.inputTypes[name])
 		if err != nil {
-			return fmt.Errorf("input %q: %w", name, err)
+			return nil, fmt.Errorf("input %q: %w", name, err)
 		}
 		ts[name] = t
 	}
@@ -210,7 +218,30 @@ func (s *Session) checkInputs(inputs map[string]*tensor.Dense) error {
 			s.opts.Logf("warning: %s; running with each input's own size, as ONNX Runtime does (Options.StrictDims refuses)", c)
 		}
 	}
-	return err
+	return conflicts, err
 }
+
+// DimConflictError is a Run that failed in a node after its inputs gave one
+// dim_param name different sizes (which a Run lets through unless
+// Options.StrictDims): the node's error, with the conflict that most likely
+// caused it. Servers treat it as the caller's error, not the model's.
+type DimConflictError struct {
+	Conflicts []graph.DimConflict
+	Err       error
+}
+
+// Error reads `node "/Reshape_1" (Reshape): cannot reshape [1, 4] to [...]
+// (inputs give dim_param "seq" different sizes: "x" dim 1 = 3, "mask" dim 1
+// = 4; Options.StrictDims refuses such inputs before running)`.
+func (e *DimConflictError) Error() string {
+	parts := make([]string, len(e.Conflicts))
+	for i, c := range e.Conflicts {
+		parts[i] = c.String()
+	}
+	return fmt.Sprintf("%v (%s; Options.StrictDims refuses such inputs before running)", e.Err, strings.Join(parts, "; "))
+}
+
+// Unwrap returns the node's error.
+func (e *DimConflictError) Unwrap() error { return e.Err }
 
 // ensureRunning restarts a backend whose process has exited and recompiles
