@@ -5,6 +5,8 @@ Usage (from the repository root):
 
     /usr/bin/python3 models/export.py              # writes models/<name>/...
     /usr/bin/python3 models/export.py --bench DIR  # big seed-000 models, no test data
+    /usr/bin/python3 models/export.py --only NAME  # just these models (others untouched)
+    /usr/bin/python3 models/export.py --intermediates  # PyTorch's attention weights, data set 0
 
 Needs Debian's PyTorch and ONNX for the system Python:
     apt-get install python3-torch python3-onnx python3-numpy
@@ -28,6 +30,7 @@ regenerated from the exported graphs.
 
 import argparse
 import collections
+import math
 import os
 import shutil
 import sys
@@ -36,6 +39,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 import torch
+from torch.overrides import TorchFunctionMode
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True  # keep models/ free of __pycache__
@@ -255,6 +259,14 @@ SPECS = [
          [("y", ("batch", "seq", C))],
          _std_sets(),
          "masked (causal) decoder self-attention, mask built from the run-time length (Trilu); no context limit"),
+    # a small encoder stack: 2 layers x 4 heads, for attention maps per layer and head
+    Spec("s001_encoder_2x4", "001*", "EncoderStack(hidden_size=32, num_heads=4, num_layers=2) (not in seed)",
+         lambda: am.EncoderStack(C, H, 2),
+         [("x", ("batch", "seq", C), randn), ("mask", ("batch", "seq"), pad_mask_bool)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "2 pre-norm encoder layers (LayerNorm, fused Wqkv, 4 heads, key padding mask with -inf, GELU MLP, residuals); "
+         "mask: bool, True = padding"),
 ]
 
 
@@ -427,6 +439,16 @@ def run_numpy(model, feeds):
         elif op == "Trilu":
             k = int(x[1]) if len(x) > 1 and x[1] is not None else 0
             out = [np.triu(x[0], k) if a.get("upper", 1) else np.tril(x[0], k)]
+        elif op == "LayerNormalization":
+            axes = tuple(range(a.get("axis", -1) % x[0].ndim, x[0].ndim))
+            mu = x[0].mean(axis=axes, keepdims=True)
+            var = ((x[0] - mu) ** 2).mean(axis=axes, keepdims=True)
+            y = (x[0] - mu) / np.sqrt(var + a.get("epsilon", 1e-5)) * x[1]
+            if len(x) > 2 and x[2] is not None:
+                y = y + x[2]
+            out = [y.astype(x[0].dtype)]
+        elif op == "Erf":
+            out = [np.vectorize(math.erf)(x[0]).astype(x[0].dtype)]
         elif op == "Range":
             out = [np.arange(x[0], x[1], x[2]).astype(x[0].dtype)]
         else:
@@ -481,10 +503,17 @@ def quirks(model):
 # ---------------------------------------------------------------------------
 
 
-def export_all(outdir, readme):
+def export_all(outdir, readme, only=None):
+    """Export every spec, or only those named in only (leaving the other
+    models' files alone; their README rows are kept)."""
     rows = []
     failures = []
+    unknown = set(only or ()) - {s.name for s in SPECS}
+    if unknown:
+        sys.exit("unknown model(s): %s" % ", ".join(sorted(unknown)))
     for spec in SPECS:
+        if only and spec.name not in only:
+            continue
         d = os.path.join(outdir, spec.name)
         if os.path.isdir(d):
             shutil.rmtree(d)
@@ -553,12 +582,52 @@ def export_all(outdir, readme):
         for line in rows[-1]["quirks"]:
             print("    quirk: " + line)
 
-    if readme:
+    if readme and only:
+        update_readme(os.path.join(outdir, "README.md"), rows, outdir)
+    elif readme:
         write_readme(os.path.join(outdir, "README.md"), rows)
     if failures:
         print("\nFAILURES:\n  " + "\n  ".join(failures))
         sys.exit(1)
     print("\n%d models exported and checked" % len(rows))
+
+
+def readme_row(r):
+    s = r["spec"]
+    ops = ", ".join("%s×%d" % (k, v) for k, v in sorted(r["hist"].items()))
+    return "| `%s` | %s | %s | %s | %s | %s | %d | %.1e | %s |" % (
+        s.name, s.seed, s.module.replace("|", "\\|"),
+        "<br>".join("`%s`" % i for i in r["inputs"]),
+        "<br>".join("`%s`" % o for o in r["outputs"]),
+        ops, r["n_init"], r["err"], s.notes.replace("|", "\\|"))
+
+
+def op_types_line(allops):
+    return ", ".join("%s (%d)" % (k, v) for k, v in sorted(allops.items()))
+
+
+def update_readme(path, rows, outdir):
+    """Replace (or add) the table rows of the models just exported, and
+    recount the op types over every model.onnx in outdir."""
+    with open(path) as f:
+        L = f.read().split("\n")
+    for r in rows:
+        prefix = "| `%s` |" % r["spec"].name
+        at = [i for i, l in enumerate(L) if l.startswith(prefix)]
+        if at:
+            L[at[0]] = readme_row(r)
+        else:
+            last = max(i for i, l in enumerate(L) if l.startswith("| `"))
+            L.insert(last + 1, readme_row(r))
+    allops = collections.Counter()
+    for name in sorted(os.listdir(outdir)):
+        mp = os.path.join(outdir, name, "model.onnx")
+        if os.path.isfile(mp):
+            allops.update(op_histogram(onnx.load(mp)).keys())
+    at = L.index("## Op types (number of models using each)")
+    L[at + 2] = op_types_line(allops)
+    with open(path, "w") as f:
+        f.write("\n".join(L))
 
 
 def write_readme(path, rows):
@@ -586,18 +655,12 @@ def write_readme(path, rows):
     L.append("| name | seed | module | inputs | output | ops | init | max err | notes |")
     L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        s = r["spec"]
-        ops = ", ".join("%s×%d" % (k, v) for k, v in sorted(r["hist"].items()))
-        L.append("| `%s` | %s | %s | %s | %s | %s | %d | %.1e | %s |" % (
-            s.name, s.seed, s.module.replace("|", "\\|"),
-            "<br>".join("`%s`" % i for i in r["inputs"]),
-            "<br>".join("`%s`" % o for o in r["outputs"]),
-            ops, r["n_init"], r["err"], s.notes.replace("|", "\\|")))
+        L.append(readme_row(r))
     allops = collections.Counter()
     for r in rows:
         allops.update(r["hist"].keys())
     L.append("\n## Op types (number of models using each)\n")
-    L.append(", ".join("%s (%d)" % (k, v) for k, v in sorted(allops.items())))
+    L.append(op_types_line(allops))
     L.append("\n## Export quirks\n")
     for r in rows:
         for q in r["quirks"]:
@@ -626,6 +689,63 @@ def write_readme(path, rows):
     L.append("")
     with open(path, "w") as f:
         f.write("\n".join(L))
+
+
+class SoftmaxRecorder(TorchFunctionMode):
+    """Records the input (the scaled, masked scores) and the output (the
+    attention weights) of every softmax PyTorch computes, in call order."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if getattr(func, "__name__", "") == "softmax":
+            self.calls.append((args[0].detach().numpy().copy(), out.detach().numpy().copy()))
+        return out
+
+
+def read_tensor(path):
+    t = onnx.TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return numpy_helper.to_array(t)
+
+
+def export_intermediates(outdir, only=None):
+    """Write PyTorch's attention intermediates for data set 0 of each model
+    beside its test data: test_data_set_0/attention_scores_K.npy (the
+    softmax input: QKᵀ·scale with the mask applied) and
+    attention_weights_K.npy (the softmax output), K counting softmax calls
+    in forward order (= the Softmax nodes in graph order). The inputs and
+    the output are re-made and checked against the committed .pb files, so
+    the committed models and test data are left untouched."""
+    for spec in SPECS:
+        if only and spec.name not in only:
+            continue
+        sd = os.path.join(outdir, spec.name, "test_data_set_0")
+        model = build(spec)
+        arrays = make_inputs(spec, spec.datasets[0], seed=100 + len(spec.name))
+        for k, arr in enumerate(arrays):
+            got = read_tensor(os.path.join(sd, "input_%d.pb" % k))
+            assert np.array_equal(got, arr), (spec.name, "input %d differs from the committed data set" % k)
+        rec = SoftmaxRecorder()
+        with torch.no_grad(), rec:
+            y = model(*[torch.from_numpy(a) for a in arrays])
+        want = read_tensor(os.path.join(sd, "output_0.pb"))
+        assert np.array_equal(y.numpy(), want), (spec.name, "output differs from the committed data set")
+        for f in os.listdir(sd):
+            if f.startswith("attention_") and f.endswith(".npy"):
+                os.remove(os.path.join(sd, f))
+        for k, (scores, weights) in enumerate(rec.calls):
+            # the weights are softmax(scores) along the last axis
+            err = float(np.nanmax(np.abs(_np_softmax(scores, -1) - weights))) if weights.size else 0.0
+            assert err < 1e-5, (spec.name, k, err)
+            np.save(os.path.join(sd, "attention_scores_%d.npy" % k), scores)
+            np.save(os.path.join(sd, "attention_weights_%d.npy" % k), weights)
+        print("%-30s %d softmax call(s): %s" % (spec.name, len(rec.calls), ", ".join(
+            "%s" % (list(w.shape),) for _, w in rec.calls)))
 
 
 def export_bench(outdir):
@@ -668,11 +788,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=HERE, help="output directory (default: models/)")
     ap.add_argument("--bench", metavar="DIR", help="export the large seed-000 benchmark models into DIR instead")
+    ap.add_argument("--only", metavar="NAME[,NAME]", help="export only these models; the others' files are left as they are")
+    ap.add_argument("--intermediates", action="store_true",
+                    help="only write PyTorch's attention scores and weights for data set 0 of the models "
+                         "(all, or --only) beside their committed test data")
     args = ap.parse_args()
+    only = set(args.only.split(",")) if args.only else None
     if args.bench:
         export_bench(args.bench)
         return
-    export_all(args.out, readme=True)
+    if args.intermediates:
+        export_intermediates(args.out, only)
+        return
+    export_all(args.out, readme=True, only=only)
 
 
 if __name__ == "__main__":
