@@ -64,6 +64,16 @@ type Options struct {
 	// SelfExe is the executable re-executed as the CPU backend (default
 	// os.Executable()); it must call cpu.ServeIfRequested first thing.
 	SelfExe string
+	// ExtraOutputs names intermediate values of the graph that every Run
+	// also returns, as if they were graph outputs (e.g. each attention
+	// core's weights, graph.AttentionCore.Weights, for heat maps). A chain
+	// whose intermediate is exposed this way is fused only when the fused
+	// kernel can write that intermediate too.
+	ExtraOutputs []string
+	// AttentionWeights makes every Run also return the weights of each
+	// attention core (Session.AttentionCores) and its mask, where the mask
+	// is computed inside the graph, as extra outputs.
+	AttentionWeights bool
 }
 
 func (o *Options) defaults() error {
@@ -200,8 +210,14 @@ type partition struct {
 // Session is a loaded model bound to running backends. Run may be called
 // from several goroutines; runs are serialized.
 type Session struct {
-	opts     Options
-	model    *ir.Model
+	opts  Options
+	model *ir.Model
+	// runModel is model with Options.ExtraOutputs appended to its graph
+	// outputs: what the partitions compute.
+	runModel *ir.Model
+	// cores are the attention cores whose weights runs return
+	// (Options.AttentionWeights).
+	cores    []graph.AttentionCore
 	prog     *graph.Program
 	assign   map[*ir.Node]string
 	backends []*backendState // preferred first
@@ -246,6 +262,14 @@ func openModel(ctx context.Context, m *ir.Model, opts Options) (*Session, error)
 		return nil, err
 	}
 	s := &Session{opts: opts, model: m, prog: prog, assign: map[*ir.Node]string{}, inputTypes: map[string]ir.DType{}}
+	extra := opts.ExtraOutputs
+	if opts.AttentionWeights {
+		s.cores = prog.AttentionCores()
+		extra = append(append([]string(nil), extra...), coreOutputs(m, prog, s.cores)...)
+	}
+	if s.runModel, err = withExtraOutputs(m, prog, extra); err != nil {
+		return nil, err
+	}
 	for _, vi := range m.Graph.Inputs {
 		s.inputTypes[vi.Name] = vi.Type.DType
 	}
@@ -402,7 +426,7 @@ func (s *Session) assignNodes(ctx context.Context, pref *backendState) error {
 // partition splits the schedule into maximal runs on one backend and builds
 // each run's model.
 func (s *Session) partition() {
-	g := s.model.Graph
+	g := s.runModel.Graph
 	order := s.prog.Order
 	byName := map[string]*backendState{}
 	for _, b := range s.backends {
@@ -431,7 +455,7 @@ func (s *Session) partition() {
 	for i, nodes := range runs {
 		p := &partition{index: i, backend: byName[s.assign[nodes[0]]], nodes: nodes}
 		if len(runs) == 1 {
-			p.model = s.model
+			p.model = s.runModel
 			for _, vi := range g.Inputs {
 				p.inputs = append(p.inputs, vi.Name)
 			}
@@ -512,6 +536,56 @@ func (s *Session) subModel(i int, nodes []*ir.Node, graphOut map[string]bool) *i
 		Domain: s.model.Domain, ModelVersion: s.model.ModelVersion, Opsets: s.model.Opsets, Graph: sg,
 	}
 }
+
+// withExtraOutputs returns m with the named intermediate values appended to
+// its graph outputs (m itself when there are none).
+func withExtraOutputs(m *ir.Model, prog *graph.Program, extra []string) (*ir.Model, error) {
+	if len(extra) == 0 {
+		return m, nil
+	}
+	g := *m.Graph
+	g.Outputs = append([]*ir.ValueInfo(nil), g.Outputs...)
+	seen := map[string]bool{}
+	for _, vi := range g.Outputs {
+		seen[vi.Name] = true
+	}
+	for _, name := range extra {
+		v, ok := prog.Types[name]
+		if !ok {
+			return nil, fmt.Errorf("extra output %q: the graph has no value of that name", name)
+		}
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		g.Outputs = append(g.Outputs, &ir.ValueInfo{Name: name, Type: v.Type})
+	}
+	rm := *m
+	rm.Graph = &g
+	return &rm, nil
+}
+
+// coreOutputs lists the values to expose for the attention cores: each
+// one's weights, and its mask unless that is a graph input or a constant.
+func coreOutputs(m *ir.Model, prog *graph.Program, cores []graph.AttentionCore) []string {
+	inputs := map[string]bool{}
+	for _, vi := range m.Graph.Inputs {
+		inputs[vi.Name] = true
+	}
+	var out []string
+	for _, c := range cores {
+		out = append(out, c.Weights)
+		if c.Mask != "" && !inputs[c.Mask] && prog.Types[c.Mask].Const == nil {
+			out = append(out, c.Mask)
+		}
+	}
+	return out
+}
+
+// AttentionCores returns the attention cores whose weights (and computed
+// masks) every Run returns besides the graph outputs, with
+// Options.AttentionWeights; nil otherwise.
+func (s *Session) AttentionCores() []graph.AttentionCore { return s.cores }
 
 // typeOf is the host's inferred type of a value.
 func (s *Session) typeOf(name string) ir.TypeInfo {
@@ -606,8 +680,8 @@ func (s *Session) RunWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 			}
 		}
 	}
-	res := make(map[string]*tensor.Dense, len(s.model.Graph.Outputs))
-	for _, vi := range s.model.Graph.Outputs {
+	res := make(map[string]*tensor.Dense, len(s.runModel.Graph.Outputs))
+	for _, vi := range s.runModel.Graph.Outputs {
 		d, err := s.graphOutput(vi.Name, env, inputs)
 		if err != nil {
 			return nil, fmt.Errorf("graph output %q: %w", vi.Name, err)
