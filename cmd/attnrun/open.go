@@ -29,6 +29,12 @@ func (g *globalFlags) sessionOptions() session.Options {
 
 // open starts a session on a model.
 func (g *globalFlags) open(ctx context.Context, path string) (*session.Session, error) {
+	return g.openWith(ctx, path, nil)
+}
+
+// openWith starts a session on a model, letting tune adjust the options the
+// global flags give.
+func (g *globalFlags) openWith(ctx context.Context, path string, tune func(*session.Options)) (*session.Session, error) {
 	if g.maxTensorBytes <= 0 {
 		return nil, usageErrorf("--max-tensor-bytes must be positive")
 	}
@@ -44,7 +50,11 @@ func (g *globalFlags) open(ctx context.Context, path string) (*session.Session, 
 		}
 		return nil, fmt.Errorf("%s is a directory, not an ONNX model file%s", path, hint)
 	}
-	s, err := session.Open(ctx, path, g.sessionOptions())
+	opts := g.sessionOptions()
+	if tune != nil {
+		tune(&opts)
+	}
+	s, err := session.Open(ctx, path, opts)
 	if err != nil {
 		return nil, cliError(err)
 	}
@@ -97,6 +107,16 @@ func runIR(ctx context.Context, s *session.Session, in map[string]*ir.Tensor) (m
 			return nil, fmt.Errorf("output %q: %w", vi.Name, err)
 		}
 		res[vi.Name] = t
+	}
+	// Extra outputs (session.Options.AttentionWeights) keep their types.
+	for name, d := range out {
+		if _, ok := res[name]; !ok {
+			t, err := ir.FromDense(d)
+			if err != nil {
+				return nil, fmt.Errorf("value %q: %w", name, err)
+			}
+			res[name] = t
+		}
 	}
 	return res, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/npy"
+	"github.com/attnrun/attnrun/runtime/session"
 )
 
 // inputFlags are the flags of commands that feed a model.
@@ -47,7 +48,7 @@ func outputFileName(name string) string { return unsafeName.ReplaceAllString(nam
 
 func newRunCmd(g *globalFlags) *cobra.Command {
 	var in inputFlags
-	var outDir string
+	var outDir, mapsDir string
 	cmd := &cobra.Command{
 		Use:   "run MODEL.onnx --input NAME=SOURCE ...",
 		Short: "Run a model once and print (or save) its outputs",
@@ -56,7 +57,7 @@ func newRunCmd(g *globalFlags) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			s, err := g.open(ctx, args[0])
+			s, err := g.openWith(ctx, args[0], func(o *session.Options) { o.AttentionWeights = mapsDir != "" })
 			if err != nil {
 				return err
 			}
@@ -88,11 +89,17 @@ func newRunCmd(g *globalFlags) *cobra.Command {
 					fmt.Fprintf(w, "  wrote %s\n", path)
 				}
 			}
+			if mapsDir != "" {
+				if err := writeAttentionMaps(w, s, args[0], inputs, outs, mapsDir); err != nil {
+					return err
+				}
+			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "ran in %.2f ms on %s\n", float64(elapsed.Microseconds())/1000, backendSummary(s))
 			return nil
 		},
 	}
 	in.register(cmd)
 	cmd.Flags().StringVarP(&outDir, "out", "o", "", "write one NAME.npy per output into this directory")
+	cmd.Flags().StringVar(&mapsDir, "attention-maps", "", "write every attention core's weights (.npy), one heat map per batch item and head (.png) and index.html into this directory")
 	return cmd
 }

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/runtime/session"
+	"github.com/attnrun/attnrun/viz"
+)
+
+// writeAttentionMaps writes the heat maps of a run's attention weights
+// (`attnrun run --attention-maps DIR`): outs holds the weights and computed
+// masks the session returned besides the graph outputs.
+func writeAttentionMaps(w io.Writer, s *session.Session, model string, inputs, outs map[string]*ir.Tensor, dir string) error {
+	cores := s.AttentionCores()
+	if len(cores) == 0 {
+		return fmt.Errorf("--attention-maps: %s has no attention core (a Softmax over the last axis whose output feeds a MatMul as its first operand)", model)
+	}
+	var cw []viz.CoreWeights
+	for _, c := range cores {
+		wt := outs[c.Weights]
+		if wt == nil {
+			return fmt.Errorf("--attention-maps: the backend returned no weights %q for core %q", c.Weights, c.Softmax.Label())
+		}
+		core := viz.CoreWeights{Name: c.Softmax.Label(), Weights: wt, MaskKind: c.MaskKind}
+		for _, n := range c.Nodes {
+			core.Nodes = append(core.Nodes, n.Label())
+			core.Ops = append(core.Ops, n.OpType)
+		}
+		if c.Mask != "" {
+			core.Mask = outs[c.Mask]
+			if core.Mask == nil {
+				core.Mask = inputs[c.Mask]
+			}
+			if core.Mask == nil {
+				core.Mask = s.Program().Types[c.Mask].Const
+			}
+			if core.Mask == nil {
+				return fmt.Errorf("--attention-maps: core %q: no value for its mask %q", c.Softmax.Label(), c.Mask)
+			}
+		}
+		cw = append(cw, core)
+	}
+	names := make([]string, 0, len(inputs))
+	for n := range inputs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var shapes []string
+	for _, n := range names {
+		shapes = append(shapes, fmt.Sprintf("%s [%s]", n, ir.ShapeString(inputs[n].Shape)))
+	}
+	title := fmt.Sprintf("%s — inputs %s — %s — %s", model, strings.Join(shapes, ", "), backendSummary(s), time.Now().Format("2006-01-02 15:04 MST"))
+	files, err := viz.WriteAttentionMaps(dir, title, cw)
+	if err != nil {
+		return fmt.Errorf("--attention-maps: %w", err)
+	}
+	maps := 0
+	for _, f := range files {
+		maps += len(f.Maps)
+	}
+	fmt.Fprintf(w, "attention maps: %d cores, %d heat maps, weights as .npy: %s\n", len(files), maps, filepath.Join(dir, "index.html"))
+	return nil
+}
