@@ -40,6 +40,21 @@ code { font-size: 90%; }
 {{- end}}
 </table>
 {{- end}}
+<p id="status"></p>
+<script>
+// Once everything has loaded, say how many pictures did (data-images-loaded
+// on <body>, read by attnrun's browser test) and name any that did not.
+window.addEventListener("load", function () {
+  var imgs = Array.prototype.slice.call(document.images);
+  var broken = imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); });
+  document.body.setAttribute("data-images", String(imgs.length));
+  document.body.setAttribute("data-images-loaded", String(imgs.length - broken.length));
+  if (broken.length > 0) {
+    document.getElementById("status").textContent = broken.length + " picture(s) failed to load: " +
+      broken.map(function (i) { return i.getAttribute("src"); }).join(", ");
+  }
+});
+</script>
 </body>
 </html>
 `))
