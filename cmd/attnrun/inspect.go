@@ -10,6 +10,7 @@ import (
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/runtime/session"
+	"github.com/attnrun/attnrun/viz"
 )
 
 // defaultInspectDim is the size given to unbound symbolic dims when inspect
@@ -22,6 +23,7 @@ const inspectInputBudget = 64 << 20
 
 func newInspectCmd(g *globalFlags) *cobra.Command {
 	var dimFlags []string
+	var dot bool
 	cmd := &cobra.Command{
 		Use:   "inspect MODEL.onnx",
 		Short: "Show a model: metadata, inputs/outputs, ops, notes, backend per node, fusions",
@@ -36,11 +38,15 @@ func newInspectCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer s.Close()
+			if dot {
+				return printDOT(cmd.OutOrStdout(), args[0], s, dims)
+			}
 			printInspect(cmd.OutOrStdout(), args[0], s, dims, !g.noFuse)
 			return nil
 		},
 	}
-	cmd.Flags().StringArrayVar(&dimFlags, "dim", nil, fmt.Sprintf("bind a symbolic dim when showing fusions, e.g. --dim seq=128 (default %d)", defaultInspectDim))
+	cmd.Flags().StringArrayVar(&dimFlags, "dim", nil, fmt.Sprintf("bind a symbolic dim when showing fusions, e.g. --dim seq=128 (default %d); with --dot, draw the plan for those shapes", defaultInspectDim))
+	cmd.Flags().BoolVar(&dot, "dot", false, "print the graph as Graphviz DOT (render with: dot -Tpng): partitions as clusters coloured by backend, fused nodes as one box, shapes on the edges")
 	return cmd
 }
 
@@ -137,13 +143,36 @@ func modelNotes(s *session.Session) []string {
 
 // printFusions shows the attention fusions made for one set of input shapes.
 func printFusions(w io.Writer, s *session.Session, dims map[string]int) {
+	inputs, shapes, err := inspectInputs(s, dims)
+	if err != nil {
+		fmt.Fprintf(w, "fusions:  not shown (%v)\n", err)
+		return
+	}
+	fusions, err := s.Program().Fusions(inputs)
+	if err != nil {
+		fmt.Fprintf(w, "fusions:  not shown: %v\n", err)
+		return
+	}
+	fmt.Fprintf(w, "fusions:  %d (at %s; --no-fuse turns them off)\n", len(fusions), strings.Join(shapes, " "))
+	for _, f := range fusions {
+		var replaced []string
+		for _, n := range f.Replaced {
+			replaced = append(replaced, fmt.Sprintf("%s(%s)", n.OpType, n.Label()))
+		}
+		fmt.Fprintf(w, "  %s replaces %s\n", f.Node.Label(), strings.Join(replaced, " "))
+	}
+}
+
+// inspectInputs builds zero inputs for the model's declared inputs, with
+// symbolic dims bound by dims or defaultInspectDim, to plan the model; it
+// also returns them as "name=[shape]" strings.
+func inspectInputs(s *session.Session, dims map[string]int) (map[string]*ir.Tensor, []string, error) {
 	inputs := map[string]*ir.Tensor{}
 	var shapes []string
 	var budgetUsed int64
 	for _, vi := range s.Inputs() {
 		if !vi.Type.RankKnown {
-			fmt.Fprintf(w, "fusions:  not shown (input %q has no declared shape)\n", vi.Name)
-			return
+			return nil, nil, fmt.Errorf("input %q has no declared shape", vi.Name)
 		}
 		shape := make([]int, len(vi.Type.Shape))
 		for i, d := range vi.Type.Shape {
@@ -161,25 +190,33 @@ func printFusions(w io.Writer, s *session.Session, dims map[string]int) {
 		// just to show fusions.
 		n, size := ir.NumElements(shape), int64(vi.Type.DType.Size())
 		if n < 0 || size <= 0 || n > (inspectInputBudget-budgetUsed)/size {
-			fmt.Fprintf(w, "fusions:  not shown (input %q at [%s] would need more than the %d bytes inspect allocates for this)\n", vi.Name, ir.ShapeString(shape), inspectInputBudget)
-			return
+			return nil, nil, fmt.Errorf("input %q at [%s] would need more than the %d bytes inspect allocates for this", vi.Name, ir.ShapeString(shape), inspectInputBudget)
 		}
 		budgetUsed += n * size
 		inputs[vi.Name] = ir.NewTensor(vi.Type.DType, shape)
 	}
-	fusions, err := s.Program().Fusions(inputs)
-	if err != nil {
-		fmt.Fprintf(w, "fusions:  not shown: %v\n", err)
-		return
+	return inputs, shapes, nil
+}
+
+// printDOT prints the model as Graphviz DOT: the whole graph with symbolic
+// shapes, or with --dim the plan for those shapes.
+func printDOT(w io.Writer, path string, s *session.Session, dims map[string]int) error {
+	inputs, shapes, err := inspectInputs(s, dims)
+	plan := len(dims) > 0
+	if err != nil && plan {
+		return err
 	}
-	fmt.Fprintf(w, "fusions:  %d (at %s; --no-fuse turns them off)\n", len(fusions), strings.Join(shapes, " "))
-	for _, f := range fusions {
-		var replaced []string
-		for _, n := range f.Replaced {
-			replaced = append(replaced, fmt.Sprintf("%s(%s)", n.OpType, n.Label()))
-		}
-		fmt.Fprintf(w, "  %s replaces %s\n", f.Node.Label(), strings.Join(replaced, " "))
+	title := path + ": graph, symbolic shapes"
+	switch {
+	case plan:
+		title = fmt.Sprintf("%s: plan at %s", path, strings.Join(shapes, " "))
+	case err != nil:
+		title += fmt.Sprintf(" (no fusions shown: %v)", err)
+		inputs = nil
+	default:
+		title += fmt.Sprintf(", fusions as planned at %s", strings.Join(shapes, " "))
 	}
+	return viz.GraphDOT(w, s, viz.DOTOptions{Inputs: inputs, Plan: plan, Title: title})
 }
 
 // backendSummary names the session's backends and their processes.

@@ -147,6 +147,21 @@ func (p *Program) Plan(inputs map[string]*ir.Tensor) (map[string]ops.Value, erro
 	return pl.types, nil
 }
 
+// Steps returns the nodes the plan for the given inputs' shapes executes,
+// in order: what is left after folding, with each fused region as its
+// synthetic node (see Fusions).
+func (p *Program) Steps(inputs map[string]*ir.Tensor) ([]*ir.Node, error) {
+	pl, err := p.planFor(inputs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*ir.Node, len(pl.steps))
+	for i := range pl.steps {
+		out[i] = pl.steps[i].node
+	}
+	return out, nil
+}
+
 func (p *Program) planFor(inputs map[string]*ir.Tensor) (*plan, error) {
 	if err := p.CheckInputs(inputs); err != nil {
 		return nil, err
