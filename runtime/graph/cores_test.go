@@ -69,7 +69,7 @@ func TestAttentionCores(t *testing.T) {
 }
 
 // compileModel loads and compiles a model of models/.
-func compileModel(t *testing.T, name string) (*ir.Model, *Program) {
+func compileModel(t testing.TB, name string) (*ir.Model, *Program) {
 	t.Helper()
 	m, err := onnx.Load(filepath.Join("../../models", name, "model.onnx"), onnx.Options{})
 	if err != nil {
