@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
@@ -610,6 +611,30 @@ type RunOptions struct {
 	// tensor. A loop of runs that binds its outputs once allocates no new
 	// output memory. Outputs not named get new tensors.
 	Into map[string]*tensor.Dense
+	// Profile, when set, receives the timings of this run: the host's,
+	// and each partition's inside its backend, per plan step where the
+	// backend times its steps (the cpu backend does).
+	Profile *Profile
+}
+
+// Profile collects the timings of profiled runs (RunOptions.Profile).
+type Profile struct {
+	Runs []RunProfile
+}
+
+// RunProfile is one profiled run: the whole RunWith on the host, and each
+// partition's run in order.
+type RunProfile struct {
+	plugins.Span
+	Partitions []PartitionProfile
+}
+
+// PartitionProfile is one partition's part of a profiled run.
+type PartitionProfile struct {
+	Index   int
+	Backend string
+	Pid     int
+	plugins.RunProfile
 }
 
 // RunWith is Run with options.
@@ -639,9 +664,19 @@ func (s *Session) RunWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 	for k, v := range inputs {
 		env[k] = v
 	}
+	var prof *RunProfile
+	if ro.Profile != nil {
+		prof = &RunProfile{Span: plugins.Span{Start: time.Now()}}
+	}
 	for i, p := range s.parts {
 		if err := s.ensureRunning(ctx, p.backend); err != nil {
 			return nil, err
+		}
+		rctx := ctx
+		var pp *PartitionProfile
+		if prof != nil {
+			pp = &PartitionProfile{Index: i, Backend: p.backend.name, Pid: p.backend.proc.Pid()}
+			rctx = plugins.WithProfile(ctx, &pp.RunProfile)
 		}
 		in := make(map[string]*tensor.Dense, len(p.inputs))
 		for _, name := range p.inputs {
@@ -656,7 +691,7 @@ func (s *Session) RunWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 				into[name] = d
 			}
 		}
-		out, err := p.backend.proc.RunInto(ctx, p.id, in, into)
+		out, err := p.backend.proc.RunInto(rctx, p.id, in, into)
 		if err != nil {
 			var died *plugins.DiedError
 			if errors.As(err, &died) {
@@ -671,6 +706,9 @@ func (s *Session) RunWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 				return nil, fmt.Errorf("backend %q, partition %d: no output %q", p.backend.name, p.index, name)
 			}
 			env[name] = d
+		}
+		if pp != nil {
+			prof.Partitions = append(prof.Partitions, *pp)
 		}
 		if len(s.parts) > 1 {
 			for name, last := range s.lastUse {
@@ -698,6 +736,10 @@ func (s *Session) RunWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 			d = dst
 		}
 		res[vi.Name] = d
+	}
+	if prof != nil {
+		prof.Duration = time.Since(prof.Start)
+		ro.Profile.Runs = append(ro.Profile.Runs, *prof)
 	}
 	return res, nil
 }
