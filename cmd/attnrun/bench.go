@@ -50,6 +50,7 @@ func newBenchCmd(g *globalFlags) *cobra.Command {
 	var in inputFlags
 	var iters, warmup int
 	var asJSON, noShm, freshOutputs bool
+	var profilePath string
 	cmd := &cobra.Command{
 		Use:   "bench MODEL.onnx --input NAME=SOURCE ... [--iters N] [--warmup N]",
 		Short: "Time repeated runs of a model: latency percentiles, throughput, backend peak memory",
@@ -101,7 +102,11 @@ loop would; --fresh-outputs gives every run new output tensors instead.`,
 				shapes[name] = fmt.Sprintf("%v[%s]", t.DType, ir.ShapeString(t.Shape))
 			}
 			bar := newProgress(cmd.ErrOrStderr(), warmup+iters)
-			times, err := benchLoop(ctx, s, inputs, warmup, iters, !freshOutputs, bar)
+			var prof *session.Profile
+			if profilePath != "" {
+				prof = &session.Profile{}
+			}
+			times, err := benchLoop(ctx, s, inputs, warmup, iters, !freshOutputs, bar, prof)
 			bar.finish()
 			if err != nil {
 				return err
@@ -132,6 +137,11 @@ loop would; --fresh-outputs gives every run new output tensors instead.`,
 			}
 			res.PeakRSS = res.BackendRSS[g.backend]
 			w := cmd.OutOrStdout()
+			if prof != nil {
+				if err := writeProfile(cmd.ErrOrStderr(), args[0], s, prof, profilePath); err != nil {
+					return err
+				}
+			}
 			if asJSON {
 				b, err := json.Marshal(res)
 				if err != nil {
@@ -150,18 +160,22 @@ loop would; --fresh-outputs gives every run new output tensors instead.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as one JSON object (the last line of stdout)")
 	cmd.Flags().BoolVar(&noShm, "no-shm", false, "send tensors as bytes inside the gRPC messages instead of through shared memory")
 	cmd.Flags().BoolVar(&freshOutputs, "fresh-outputs", false, "give every run new output tensors instead of writing into the first run's")
+	cmd.Flags().StringVar(&profilePath, "profile", "", "profile the timed runs: print time per op type and node (stderr) and write a Chrome trace-event JSON to this file")
 	return cmd
 }
 
 // benchLoop runs warmup untimed runs and then iters timed ones, returning
 // each timed run's duration. With bind, the first run's outputs are bound
-// and later runs write into them.
-func benchLoop(ctx context.Context, s *session.Session, inputs map[string]*tensor.Dense, warmup, iters int, bind bool, bar *progress) ([]time.Duration, error) {
+// and later runs write into them. With prof, the timed runs are profiled.
+func benchLoop(ctx context.Context, s *session.Session, inputs map[string]*tensor.Dense, warmup, iters int, bind bool, bar *progress, prof *session.Profile) ([]time.Duration, error) {
 	times := make([]time.Duration, 0, iters)
 	var ro session.RunOptions
 	for i := 0; i < warmup+iters; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		if i == warmup {
+			ro.Profile = prof // the timed runs only
 		}
 		start := time.Now()
 		out, err := s.RunWith(ctx, inputs, ro)

@@ -117,7 +117,7 @@ func newRootCmd() *cobra.Command {
 	pf.IntVar(&g.threads, "threads", 0, "compute threads in the backend (default: number of CPUs)")
 	pf.Int64Var(&g.maxTensorBytes, "max-tensor-bytes", graph.DefaultMaxTensorBytes, "largest tensor (in bytes) attnrun will load or create")
 	pf.BoolVar(&g.noFuse, "no-fuse", false, "turn off attention fusion (run the exported graph node by node)")
-	root.AddCommand(newRunCmd(g), newConformCmd(g), newInspectCmd(g), newBackendsCmd(g), newBenchCmd(g), newOpsCmd(g))
+	root.AddCommand(newRunCmd(g), newConformCmd(g), newInspectCmd(g), newBackendsCmd(g), newBenchCmd(g), newOpsCmd(g), newProfileCmd(g))
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}

@@ -84,13 +84,9 @@ func cliError(err error) error {
 // runIR runs a session on ir tensors (the session API takes gorgonia Dense
 // values; the conversion shares memory).
 func runIR(ctx context.Context, s *session.Session, in map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
-	dense := make(map[string]*tensor.Dense, len(in))
-	for name, t := range in {
-		d, err := ir.ToDense(t)
-		if err != nil {
-			return nil, fmt.Errorf("input %q: %w", name, err)
-		}
-		dense[name] = d
+	dense, err := toDense(in)
+	if err != nil {
+		return nil, err
 	}
 	out, err := s.Run(ctx, dense)
 	if err != nil {
@@ -119,6 +115,20 @@ func runIR(ctx context.Context, s *session.Session, in map[string]*ir.Tensor) (m
 		}
 	}
 	return res, nil
+}
+
+// toDense converts input tensors to the Dense values the session API takes
+// (sharing memory).
+func toDense(in map[string]*ir.Tensor) (map[string]*tensor.Dense, error) {
+	dense := make(map[string]*tensor.Dense, len(in))
+	for name, t := range in {
+		d, err := ir.ToDense(t)
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", name, err)
+		}
+		dense[name] = d
+	}
+	return dense, nil
 }
 
 // sessionRunner adapts a session to conform.Runner.
