@@ -15,8 +15,8 @@ import (
 
 // writeAttentionMaps writes the heat maps of a run's attention weights
 // (`attnrun run --attention-maps DIR`): outs holds the weights and computed
-// masks the session returned besides the graph outputs.
-func writeAttentionMaps(w io.Writer, s *session.Session, model string, inputs, outs map[string]*ir.Tensor, dir string) error {
+// masks the session returned besides the graph outputs. Notes go to note.
+func writeAttentionMaps(w, note io.Writer, s *session.Session, model string, inputs, outs map[string]*ir.Tensor, dir string, fuse bool) error {
 	cores := s.AttentionCores()
 	if len(cores) == 0 {
 		return fmt.Errorf("--attention-maps: %s has no attention core (a Softmax over the last axis whose output feeds a MatMul as its first operand)", model)
@@ -65,5 +65,9 @@ func writeAttentionMaps(w io.Writer, s *session.Session, model string, inputs, o
 		maps += len(f.Maps)
 	}
 	fmt.Fprintf(w, "attention maps: %d cores, %d heat maps, weights as .npy: %s\n", len(files), maps, filepath.Join(dir, "index.html"))
+	if fuse {
+		// No silent change of kernel: say how the weights were computed.
+		fmt.Fprintf(note, "attnrun: --attention-maps: each attention core ran unfused (MatMul, Softmax, MatMul) so that its Softmax wrote the weights: the fused kernel cannot return them yet\n")
+	}
 	return nil
 }

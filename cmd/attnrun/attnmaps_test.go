@@ -68,6 +68,9 @@ func TestAttentionMapsMatchPyTorch(t *testing.T) {
 				}
 				r := attnrun(t, args...)
 				r.wantOK(t)
+				if unfusedNote := strings.Contains(r.stderr, "each attention core ran unfused"); unfusedNote != fuse {
+					t.Errorf("with fusion %v, stderr says the cores ran unfused: %v\n%s", fuse, unfusedNote, r.stderr)
+				}
 				index, err := os.ReadFile(filepath.Join(out, "index.html"))
 				if err != nil {
 					t.Fatal(err)

@@ -90,7 +90,7 @@ func newRunCmd(g *globalFlags) *cobra.Command {
 				}
 			}
 			if mapsDir != "" {
-				if err := writeAttentionMaps(w, s, args[0], inputs, outs, mapsDir); err != nil {
+				if err := writeAttentionMaps(w, cmd.ErrOrStderr(), s, args[0], inputs, outs, mapsDir, !g.noFuse); err != nil {
 					return err
 				}
 			}
