@@ -14,7 +14,6 @@ import (
 	"image/color"
 	"io"
 	"math"
-	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -87,22 +86,16 @@ func (g grid) Z(c, r int) float64 {
 	return float64(g.h.Weights[i])
 }
 
-// queryTicks labels grid row r with its query index Rows-1-r.
+// queryTicks places the default ticks of the query axis at the grid rows
+// of those queries (query q is grid row Rows-1-q).
 type queryTicks struct{ rows int }
 
 func (t queryTicks) Ticks(min, max float64) []plot.Tick {
-	ticks := plot.DefaultTicks{}.Ticks(min, max)
-	out := ticks[:0]
-	for _, tk := range ticks {
-		if tk.Value != math.Trunc(tk.Value) {
-			continue // queries are whole numbers
-		}
-		if tk.Label != "" {
-			tk.Label = strconv.Itoa(t.rows - 1 - int(tk.Value))
-		}
-		out = append(out, tk)
+	ticks := intTicks{}.Ticks(min, max) // the query range is the grid's
+	for i := range ticks {
+		ticks[i].Value = float64(t.rows-1) - ticks[i].Value
 	}
-	return out
+	return ticks
 }
 
 // intTicks drops the fractional ticks of an index axis.
