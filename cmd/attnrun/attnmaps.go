@@ -15,8 +15,10 @@ import (
 
 // writeAttentionMaps writes the heat maps of a run's attention weights
 // (`attnrun run --attention-maps DIR`): outs holds the weights and computed
-// masks the session returned besides the graph outputs. Notes go to note.
-func writeAttentionMaps(w, note io.Writer, s *session.Session, model string, inputs, outs map[string]*ir.Tensor, dir string, fuse bool) error {
+// masks the session returned besides the graph outputs; prof is the run's
+// profile, which tells the cores that ran fused from those that did not.
+// Notes go to note.
+func writeAttentionMaps(w, note io.Writer, s *session.Session, model string, inputs, outs map[string]*ir.Tensor, dir string, prof *session.Profile) error {
 	cores := s.AttentionCores()
 	if len(cores) == 0 {
 		return fmt.Errorf("--attention-maps: %s has no attention core (a Softmax over the last axis whose output feeds a MatMul as its first operand)", model)
@@ -65,9 +67,31 @@ func writeAttentionMaps(w, note io.Writer, s *session.Session, model string, inp
 		maps += len(f.Maps)
 	}
 	fmt.Fprintf(w, "attention maps: %d cores, %d heat maps, weights as .npy: %s\n", len(files), maps, filepath.Join(dir, "index.html"))
-	if fuse {
-		// No silent change of kernel: say how the weights were computed.
-		fmt.Fprintf(note, "attnrun: --attention-maps: each attention core ran unfused (MatMul, Softmax, MatMul) so that its Softmax wrote the weights: the fused kernel cannot return them yet\n")
+	// No silent change of kernel: say how the weights were computed. A
+	// core ran unfused when its Softmax was a step of the run.
+	ran := map[string]bool{}
+	timed := false
+	for _, r := range prof.Runs {
+		for _, p := range r.Partitions {
+			timed = timed || len(p.Steps) > 0
+			for _, st := range p.Steps {
+				ran[st.Name] = true
+			}
+		}
+	}
+	var unfused []string
+	for _, c := range cores {
+		if ran[c.Softmax.Label()] {
+			unfused = append(unfused, c.Softmax.Label())
+		}
+	}
+	switch {
+	case !timed:
+		fmt.Fprintf(note, "attnrun: --attention-maps: the backend does not report its steps: whether the cores ran fused is not known\n")
+	case len(unfused) > 0:
+		fmt.Fprintf(note, "attnrun: --attention-maps: %d of %d attention cores ran unfused, their Softmax writing the weights (%s)\n", len(unfused), len(cores), strings.Join(unfused, ", "))
+	default:
+		fmt.Fprintf(note, "attnrun: --attention-maps: every attention core ran fused, the FusedAttention kernel writing the weights\n")
 	}
 	return nil
 }

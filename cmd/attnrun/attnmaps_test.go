@@ -68,8 +68,10 @@ func TestAttentionMapsMatchPyTorch(t *testing.T) {
 				}
 				r := attnrun(t, args...)
 				r.wantOK(t)
-				if unfusedNote := strings.Contains(r.stderr, "each attention core ran unfused"); unfusedNote != fuse {
-					t.Errorf("with fusion %v, stderr says the cores ran unfused: %v\n%s", fuse, unfusedNote, r.stderr)
+				// Until FusedAttention can write the weights, every core runs
+				// unfused when they are asked for.
+				if !strings.Contains(r.stderr, "attention cores ran unfused, their Softmax writing the weights") {
+					t.Errorf("stderr does not say the cores ran unfused:\n%s", r.stderr)
 				}
 				index, err := os.ReadFile(filepath.Join(out, "index.html"))
 				if err != nil {

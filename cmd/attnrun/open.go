@@ -84,11 +84,16 @@ func cliError(err error) error {
 // runIR runs a session on ir tensors (the session API takes gorgonia Dense
 // values; the conversion shares memory).
 func runIR(ctx context.Context, s *session.Session, in map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
+	return runIRWith(ctx, s, in, session.RunOptions{})
+}
+
+// runIRWith is runIR with run options.
+func runIRWith(ctx context.Context, s *session.Session, in map[string]*ir.Tensor, ro session.RunOptions) (map[string]*ir.Tensor, error) {
 	dense, err := toDense(in)
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.Run(ctx, dense)
+	out, err := s.RunWith(ctx, dense, ro)
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,11 @@ func newRunCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			start := time.Now()
-			outs, err := runIR(ctx, s, inputs)
+			var ro session.RunOptions
+			if mapsDir != "" {
+				ro.Profile = &session.Profile{} // says which attention cores ran fused
+			}
+			outs, err := runIRWith(ctx, s, inputs, ro)
 			if err != nil {
 				return err
 			}
@@ -90,7 +94,7 @@ func newRunCmd(g *globalFlags) *cobra.Command {
 				}
 			}
 			if mapsDir != "" {
-				if err := writeAttentionMaps(w, cmd.ErrOrStderr(), s, args[0], inputs, outs, mapsDir, !g.noFuse); err != nil {
+				if err := writeAttentionMaps(w, cmd.ErrOrStderr(), s, args[0], inputs, outs, mapsDir, ro.Profile); err != nil {
 					return err
 				}
 			}
