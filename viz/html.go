@@ -4,6 +4,7 @@ import (
 	"html/template"
 	"os"
 	"strconv"
+	"strings"
 )
 
 // indexPage lays every core (layer) × head out as a grid of thumbnails, one
@@ -93,7 +94,13 @@ func writeIndex(path, title string, cores []CoreFiles) error {
 			}
 			b := &d.Batches[bi]
 			for len(b.Heads) <= m.Head {
-				b.Heads = append(b.Heads, "head "+strconv.Itoa(len(b.Heads)))
+				// Rank-3 weights ([N, Sq, Sk]) have items, which may be
+				// batch items or heads folded into the batch.
+				kind := "head "
+				if strings.HasPrefix(m.Label, "item ") {
+					kind = "item "
+				}
+				b.Heads = append(b.Heads, kind+strconv.Itoa(len(b.Heads)))
 			}
 			if len(b.Rows) == 0 || b.Rows[len(b.Rows)-1].Core != k {
 				b.Rows = append(b.Rows, indexRow{Core: k, Name: c.Name})
