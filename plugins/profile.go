@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/attnrun/attnrun/plugins/backendpb"
@@ -44,6 +45,8 @@ type RunProfile struct {
 	Decode, Run, Encode Span
 	// Steps are the plan steps the backend timed (empty when it does not).
 	Steps []StepTiming
+	// Pid is the backend process that ran the partition.
+	Pid int
 }
 
 type profileKey struct{}
@@ -75,7 +78,7 @@ func spanFromWire(s *backendpb.Span) Span {
 }
 
 func profileToWire(p *RunProfile) *backendpb.RunProfile {
-	w := &backendpb.RunProfile{Decode: spanToWire(p.Decode), Run: spanToWire(p.Run), Encode: spanToWire(p.Encode)}
+	w := &backendpb.RunProfile{Decode: spanToWire(p.Decode), Run: spanToWire(p.Run), Encode: spanToWire(p.Encode), Pid: int64(os.Getpid())}
 	for _, st := range p.Steps {
 		w.Steps = append(w.Steps, &backendpb.StepTiming{Name: st.Name, OpType: st.OpType, Domain: st.Domain, Span: spanToWire(st.Span)})
 	}
@@ -88,6 +91,7 @@ func (p *RunProfile) fromWire(w *backendpb.RunProfile) {
 		return
 	}
 	p.Decode, p.Run, p.Encode = spanFromWire(w.Decode), spanFromWire(w.Run), spanFromWire(w.Encode)
+	p.Pid = int(w.Pid)
 	p.Steps = p.Steps[:0]
 	for _, st := range w.Steps {
 		p.Steps = append(p.Steps, StepTiming{Name: st.Name, OpType: st.OpType, Domain: st.Domain, Span: spanFromWire(st.Span)})

@@ -52,7 +52,10 @@ one for the host.`,
 				return err
 			}
 			prof := &session.Profile{}
-			bar := newProgress(cmd.ErrOrStderr(), warmup+iters)
+			var bar *progress
+			if w := cmd.ErrOrStderr(); isTerminal(w) {
+				bar = newProgress(w, warmup+iters)
+			}
 			_, err = benchLoop(ctx, s, inputs, warmup, iters, true, bar, prof)
 			bar.finish()
 			if err != nil {
