@@ -796,7 +796,9 @@ def export_intermediates(outdir, only=None):
             with torch.no_grad():
                 x, kpm = [torch.from_numpy(a) for a in arrays]
                 _, w = model.mha(x, x, x, key_padding_mask=kpm, need_weights=True, average_attn_weights=False)
-            rec.calls = [(None, w.numpy())]
+            # PyTorch's softmax runs on (B·H, Sq, Sk), the heads folded
+            # into the batch, as the exported graph's does.
+            rec.calls = [(None, w.numpy().reshape(-1, *w.shape[2:]))]
         for k, (scores, weights) in enumerate(rec.calls):
             if scores is not None:
                 # the weights are softmax(scores) along the last axis

@@ -34,6 +34,13 @@ type CoreWeights struct {
 	// to Weights; MaskKind says how (ops.MaskBoolTrueMasks, ...).
 	Mask     *ir.Tensor
 	MaskKind string
+	// MaskPadKeys lets the mask's last dim be shorter than the keys, which
+	// it then masks (ONNX Attention's attn_mask).
+	MaskPadKeys bool
+	// Causal masks key j for query i when j > i + CausalOffset (ONNX
+	// Attention's is_causal; the offset is the KV cache's length).
+	Causal       bool
+	CausalOffset int
 }
 
 // layout splits a weights shape into batch items, heads, queries and keys.
@@ -71,7 +78,7 @@ func (l layout) label(b, h int) string {
 
 // masked returns which positions of weights (shape ws) the mask hides, or
 // nil when there is no mask.
-func masked(ws []int, mask *ir.Tensor, kind string) ([]bool, error) {
+func masked(ws []int, mask *ir.Tensor, kind string, padKeys bool) ([]bool, error) {
 	if mask == nil {
 		return nil, nil
 	}
@@ -83,15 +90,20 @@ func masked(ws []int, mask *ir.Tensor, kind string) ([]bool, error) {
 	// broadcasts.
 	strides := make([]int, len(ws))
 	stride := 1
+	// With padKeys, the mask may cover fewer keys than there are (ONNX
+	// Attention's): the keys beyond it are masked.
+	keys := ws[len(ws)-1]
 	for i := len(ws) - 1; i >= 0; i-- {
 		k := i - (len(ws) - len(ms))
 		if k < 0 {
 			continue
 		}
-		switch ms[k] {
-		case ws[i]:
+		switch {
+		case ms[k] == ws[i]:
 			strides[i] = stride
-		case 1:
+		case ms[k] == 1:
+		case padKeys && i == len(ws)-1 && ms[k] < ws[i]:
+			strides[i], keys = stride, ms[k]
 		default:
 			return nil, fmt.Errorf("mask of shape [%s] does not broadcast to the weights [%s]", ir.ShapeString(ms), ir.ShapeString(ws))
 		}
@@ -113,8 +125,9 @@ func masked(ws []int, mask *ir.Tensor, kind string) ([]bool, error) {
 	out := make([]bool, n)
 	idx := make([]int, len(ws))
 	mi := 0
+	last := len(ws) - 1
 	for i := 0; i < n; i++ {
-		out[i] = hides(mi)
+		out[i] = idx[last] >= keys || hides(mi)
 		// advance the multi-index and the mask's offset
 		for d := len(ws) - 1; d >= 0; d-- {
 			idx[d]++
@@ -127,6 +140,21 @@ func masked(ws []int, mask *ir.Tensor, kind string) ([]bool, error) {
 		}
 	}
 	return out, nil
+}
+
+// maskCausal adds the causal triangle to hidden (allocated when nil).
+func maskCausal(hidden []bool, l layout, offset int) []bool {
+	if hidden == nil {
+		hidden = make([]bool, l.batch*l.heads*l.sq*l.sk)
+	}
+	for m := 0; m < l.batch*l.heads; m++ {
+		for i := 0; i < l.sq; i++ {
+			for j := i + offset + 1; j < l.sk; j++ {
+				hidden[(m*l.sq+i)*l.sk+j] = true
+			}
+		}
+	}
+	return hidden
 }
 
 // MapFile is one heat map written by WriteAttentionMaps.
@@ -167,9 +195,12 @@ func WriteAttentionMaps(dir, title string, cores []CoreWeights) ([]CoreFiles, er
 		if err != nil {
 			return nil, fmt.Errorf("core %s: %w", c.Name, err)
 		}
-		hidden, err := masked(c.Weights.Shape, c.Mask, c.MaskKind)
+		hidden, err := masked(c.Weights.Shape, c.Mask, c.MaskKind, c.MaskPadKeys)
 		if err != nil {
 			return nil, fmt.Errorf("core %s: %w", c.Name, err)
+		}
+		if c.Causal {
+			hidden = maskCausal(hidden, l, c.CausalOffset)
 		}
 		cf := CoreFiles{Name: c.Name, Nodes: c.Nodes, Shape: c.Weights.Shape, NPY: fmt.Sprintf("core%d.npy", k)}
 		if err := npy.WriteFile(filepath.Join(dir, cf.NPY), c.Weights); err != nil {

@@ -80,19 +80,21 @@ func TestMaskedBroadcasts(t *testing.T) {
 		kind    string
 		want    []bool
 		err     string
+		padKeys bool
 	}{
 		{"key padding [B,1,1,Sk]", []int{2, 1, 2, 2}, boolT([]int{2, 1, 1, 2}, false, true, false, false), ops.MaskBoolTrueMasks,
-			[]bool{false, true, false, true, false, false, false, false}, ""},
+			[]bool{false, true, false, true, false, false, false, false}, "", false},
 		{"causal [Sq,Sk] over heads", []int{2, 2, 2}, boolT([]int{2, 2}, false, true, false, false), ops.MaskBoolTrueMasks,
-			[]bool{false, true, false, false, false, true, false, false}, ""},
-		{"keep mask", []int{1, 3}, boolT([]int{3}, true, false, true), ops.MaskBoolFalseMasks, []bool{false, true, false}, ""},
-		{"additive", []int{1, 3}, &ir.Tensor{DType: ir.Float, Shape: []int{1, 3}, Data: []float32{0, -1e9, -0.5}}, ops.MaskAdditive, []bool{false, true, false}, ""},
-		{"not broadcastable", []int{2, 3}, boolT([]int{2}, true, false), ops.MaskBoolTrueMasks, nil, "does not broadcast"},
-		{"higher rank", []int{3}, boolT([]int{1, 3}, true, false, true), ops.MaskBoolTrueMasks, nil, "higher rank"},
-		{"kind and type disagree", []int{3}, boolT([]int{3}, true, false, true), ops.MaskAdditive, nil, "with kind"},
+			[]bool{false, true, false, false, false, true, false, false}, "", false},
+		{"keep mask", []int{1, 3}, boolT([]int{3}, true, false, true), ops.MaskBoolFalseMasks, []bool{false, true, false}, "", false},
+		{"additive", []int{1, 3}, &ir.Tensor{DType: ir.Float, Shape: []int{1, 3}, Data: []float32{0, -1e9, -0.5}}, ops.MaskAdditive, []bool{false, true, false}, "", false},
+		{"not broadcastable", []int{2, 3}, boolT([]int{2}, true, false), ops.MaskBoolTrueMasks, nil, "does not broadcast", false},
+		{"higher rank", []int{3}, boolT([]int{1, 3}, true, false, true), ops.MaskBoolTrueMasks, nil, "higher rank", false},
+		{"kind and type disagree", []int{3}, boolT([]int{3}, true, false, true), ops.MaskAdditive, nil, "with kind", false},
+		{"short keep mask of an Attention node", []int{2, 3}, boolT([]int{2}, true, false), ops.MaskBoolFalseMasks, []bool{false, true, true, false, true, true}, "", true},
 	}
 	for _, c := range cases {
-		got, err := masked(c.weights, c.mask, c.kind)
+		got, err := masked(c.weights, c.mask, c.kind, c.padKeys)
 		switch {
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("%s: error %v, want %q", c.name, err, c.err)

@@ -29,7 +29,16 @@ func writeAttentionMaps(w, note io.Writer, s *session.Session, model string, inp
 		if wt == nil {
 			return fmt.Errorf("--attention-maps: the backend returned no weights %q for core %q", c.Weights, c.Softmax.Label())
 		}
-		core := viz.CoreWeights{Name: c.Softmax.Label(), Weights: wt, MaskKind: c.MaskKind}
+		core := viz.CoreWeights{Name: c.Softmax.Label(), Weights: wt, MaskKind: c.MaskKind, MaskPadKeys: c.Attention != nil, Causal: c.Causal}
+		if c.PastKey != "" {
+			pk := inputs[c.PastKey]
+			if pk == nil {
+				pk = outs[c.PastKey]
+			}
+			if pk != nil && len(pk.Shape) >= 2 {
+				core.CausalOffset = pk.Shape[len(pk.Shape)-2]
+			}
+		}
 		for _, n := range c.Nodes {
 			core.Nodes = append(core.Nodes, n.Label())
 			core.Ops = append(core.Ops, n.OpType)
@@ -80,18 +89,32 @@ func writeAttentionMaps(w, note io.Writer, s *session.Session, model string, inp
 		}
 	}
 	var unfused []string
+	chains, nodes := 0, 0
 	for _, c := range cores {
-		if ran[c.Softmax.Label()] {
+		switch {
+		case c.Attention != nil:
+			nodes++
+		case ran[c.Softmax.Label()]:
 			unfused = append(unfused, c.Softmax.Label())
+		default:
+			chains++
 		}
 	}
+	var by []string
+	if chains > 0 {
+		by = append(by, fmt.Sprintf("the FusedAttention kernel for %d core(s)", chains))
+	}
+	if len(unfused) > 0 {
+		by = append(by, fmt.Sprintf("the Softmax of %d core(s) that ran unfused (%s)", len(unfused), strings.Join(unfused, ", ")))
+	}
+	if nodes > 0 {
+		by = append(by, fmt.Sprintf("%d Attention node(s) as their qk_matmul_output (mode 3, through the FusedAttention kernel)", nodes))
+	}
 	switch {
-	case !timed:
+	case !timed && chains+len(unfused) > 0:
 		fmt.Fprintf(note, "attnrun: --attention-maps: the backend does not report its steps: whether the cores ran fused is not known\n")
-	case len(unfused) > 0:
-		fmt.Fprintf(note, "attnrun: --attention-maps: %d of %d attention cores ran unfused, their Softmax writing the weights (%s)\n", len(unfused), len(cores), strings.Join(unfused, ", "))
 	default:
-		fmt.Fprintf(note, "attnrun: --attention-maps: every attention core ran fused, the FusedAttention kernel writing the weights\n")
+		fmt.Fprintf(note, "attnrun: --attention-maps: weights written by %s\n", strings.Join(by, "; "))
 	}
 	return nil
 }

@@ -7,8 +7,9 @@ import (
 
 // AttentionCore is one attention computation of the graph whose weights
 // softmax(scale·QKᵀ masked) can be shown: a Softmax over the last axis
-// whose output feeds a MatMul as its first operand (P·V). The same chain is
-// what the attention fusion (fuse.go) replaces by one FusedAttention step.
+// whose output feeds a MatMul as its first operand (P·V), the chain the
+// attention fusion (fuse.go) replaces by one FusedAttention step; or an
+// ONNX Attention node, whose weights are its qk_matmul_output in mode 3.
 type AttentionCore struct {
 	// Weights names the tensor holding the weights, [..., Sq, Sk]: the
 	// Softmax's output.
@@ -22,6 +23,94 @@ type AttentionCore struct {
 	// mask); MaskKind says how (ops.MaskBoolTrueMasks,
 	// ops.MaskBoolFalseMasks or ops.MaskAdditive), as in FusedAttention.
 	Mask, MaskKind string
+
+	// Attention is the ONNX Attention node of the core (nil for a
+	// Softmax chain; Softmax and Output are then that node). Causal is its
+	// is_causal, and PastKey names its past_key input ("" when none): key
+	// j is masked for query i when j > i + the cache's length.
+	Attention *ir.Node
+	Causal    bool
+	PastKey   string
+	// NeedsOutput is set when the Attention node does not return its
+	// weights: Weights is then a name for them that WithAttentionWeights
+	// makes the node write.
+	NeedsOutput bool
+}
+
+// attentionWeightsMode is qk_matmul_output_mode's value for the softmax's
+// output.
+const attentionWeightsMode = 3
+
+// attentionCore describes an ONNX Attention node as a core, or says why
+// it cannot show its weights.
+func (p *Program) attentionCore(n *ir.Node) (AttentionCore, bool) {
+	c := AttentionCore{Softmax: n, Output: n, Nodes: []*ir.Node{n}, Attention: n}
+	mode, err := n.AttrInt("qk_matmul_output_mode", 0)
+	if err != nil {
+		return c, false
+	}
+	switch {
+	case len(n.Outputs) > 3 && n.Outputs[3] != "" && mode == attentionWeightsMode:
+		c.Weights = n.Outputs[3]
+	case len(n.Outputs) > 3 && n.Outputs[3] != "":
+		return c, false // its qk_matmul_output holds other scores
+	default:
+		c.Weights, c.NeedsOutput = "attnrun/attention_weights/"+n.Label(), true
+	}
+	if causal, _ := n.AttrInt("is_causal", 0); causal == 1 {
+		c.Causal = true
+	}
+	if len(n.Inputs) > 4 {
+		c.PastKey = n.Inputs[4]
+	}
+	if len(n.Inputs) > 3 && n.Inputs[3] != "" {
+		c.Mask, c.MaskKind = n.Inputs[3], ops.MaskAdditive
+		if p.Types[n.Inputs[3]].Type.DType == ir.Bool {
+			c.MaskKind = ops.MaskBoolFalseMasks // True takes part
+		}
+	}
+	return c, true
+}
+
+// WithAttentionWeights returns m with every Attention node of cores that
+// does not return its weights (NeedsOutput) asking for them: output 3
+// (qk_matmul_output) named core.Weights, in mode 3. Other nodes are shared
+// with m; m itself is unchanged.
+func WithAttentionWeights(m *ir.Model, cores []AttentionCore) *ir.Model {
+	swap := map[*ir.Node]*ir.Node{}
+	for _, c := range cores {
+		if !c.NeedsOutput || c.Attention == nil {
+			continue
+		}
+		n := *c.Attention
+		n.Outputs = append([]string(nil), n.Outputs...)
+		for len(n.Outputs) < 4 {
+			n.Outputs = append(n.Outputs, "")
+		}
+		n.Outputs[3] = c.Weights
+		n.Attrs = nil
+		for _, a := range c.Attention.Attrs {
+			if a.Name != "qk_matmul_output_mode" {
+				n.Attrs = append(n.Attrs, a)
+			}
+		}
+		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "qk_matmul_output_mode", Type: ir.AttrInt, Int: attentionWeightsMode})
+		swap[c.Attention] = &n
+	}
+	if len(swap) == 0 {
+		return m
+	}
+	g := *m.Graph
+	g.Nodes = make([]*ir.Node, len(m.Graph.Nodes))
+	for i, n := range m.Graph.Nodes {
+		g.Nodes[i] = n
+		if r := swap[n]; r != nil {
+			g.Nodes[i] = r
+		}
+	}
+	out := *m
+	out.Graph = &g
+	return &out
 }
 
 // AttentionCores finds the attention cores of the program's graph, in
@@ -43,6 +132,12 @@ func (p *Program) AttentionCores() []AttentionCore {
 	}
 	var cores []AttentionCore
 	for _, sm := range p.Order {
+		if sm.OpType == "Attention" && isDefaultDomain(sm) {
+			if c, ok := p.attentionCore(sm); ok {
+				cores = append(cores, c)
+			}
+			continue
+		}
 		if sm.OpType != "Softmax" || !isDefaultDomain(sm) || len(sm.Inputs) != 1 || len(sm.Outputs) != 1 || !p.softmaxOverLastAxis(sm) {
 			continue
 		}
@@ -125,8 +220,8 @@ func (p *Program) softmaxOverLastAxis(sm *ir.Node) bool {
 }
 
 // scoresOperand picks, among a node's candidate operands, the one carrying
-// the scores: the one produced by a MatMul or a scaling (Div, Mul), else
-// the last one of the node's output rank that is not a constant.
+// the scores: the one a MatMul computes (scaled or not), else the last one
+// of the node's output rank that is not a constant.
 func (p *Program) scoresOperand(producer map[string]*ir.Node, n *ir.Node, cands []string) string {
 	out := p.Types[n.Outputs[0]].Type
 	best := cands[0]
@@ -136,9 +231,28 @@ func (p *Program) scoresOperand(producer map[string]*ir.Node, n *ir.Node, cands 
 			continue
 		}
 		best = c
-		if pr := producer[c]; pr != nil && (pr.OpType == "MatMul" || pr.OpType == "Div" || pr.OpType == "Mul") {
+		if reachesScores(producer, c, 4) {
 			return c
 		}
 	}
 	return best
+}
+
+// reachesScores reports whether a tensor is a MatMul's output, or a
+// scaling (Div, Mul) of one, within depth steps back.
+func reachesScores(producer map[string]*ir.Node, name string, depth int) bool {
+	n := producer[name]
+	switch {
+	case n == nil || depth == 0:
+		return false
+	case n.OpType == "MatMul":
+		return true
+	case n.OpType == "Div" || n.OpType == "Mul":
+		for _, in := range n.Inputs {
+			if reachesScores(producer, in, depth-1) {
+				return true
+			}
+		}
+	}
+	return false
 }

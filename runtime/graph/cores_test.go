@@ -1,6 +1,8 @@
 package graph
 
 import (
+	"context"
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -37,8 +39,15 @@ func TestAttentionCores(t *testing.T) {
 		{"s004_multi_head_bmm", 1, ""},
 		{"s004_multi_head_bmm_causal", 1, ops.MaskBoolTrueMasks},
 		{"s004_param_free", 1, ""},
+		{"s001_cross_attention_shared_dim", 1, ops.MaskBoolTrueMasks},
+		{"torch_mha_bias_kv", 1, ops.MaskAdditive},
+		{"torch_mha_zero_attn", 1, ops.MaskAdditive},
+		// ONNX Attention nodes: their weights are qk_matmul_output (mode 3),
+		// which they do not return yet.
+		{"s000_multi_head_attention_op", 1, ""},
+		{"llama_block_gqa", 1, ""},
 	}
-	all, _ := filepath.Glob("../../models/s0*/model.onnx")
+	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {
 		t.Errorf("%d models in models/, %d cases here: add the new ones", len(all), len(cases))
 	}
@@ -50,6 +59,12 @@ func TestAttentionCores(t *testing.T) {
 				t.Fatalf("%d cores, want %d", len(cores), c.cores)
 			}
 			for _, core := range cores {
+				if core.Attention != nil {
+					if !core.NeedsOutput || core.Attention.OpType != "Attention" || core.Softmax != core.Attention {
+						t.Errorf("Attention core %+v", core)
+					}
+					continue
+				}
 				if core.Weights != core.Softmax.Outputs[0] || core.Output.Inputs[0] != core.Weights {
 					t.Errorf("core %s: weights %q are not the Softmax output read by P·V", core.Softmax.Label(), core.Weights)
 				}
@@ -80,4 +95,106 @@ func compileModel(t testing.TB, name string) (*ir.Model, *Program) {
 		t.Fatal(err)
 	}
 	return m, p
+}
+
+// TestAttentionWeightsFused: with each core's weights a graph output, the
+// attention still fuses, its FusedAttention step writing them as output 1
+// (scores_mode "weights"), and they equal what the unfused Softmax
+// computes; without them, the fused step has no output 1, so a normal run
+// never holds Sq×Sk scores.
+func TestAttentionWeightsFused(t *testing.T) {
+	for _, name := range []string{"s000_causal", "s001_encoder_2x4", "s002_self_attention_final", "s000_multi_head_attention_op"} {
+		t.Run(name, func(t *testing.T) {
+			m, p := compileModel(t, name)
+			cores := p.AttentionCores()
+			m = WithAttentionWeights(m, cores)
+			asked, err := Compile(m, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cores = asked.AttentionCores()
+			g := *m.Graph
+			g.Outputs = append([]*ir.ValueInfo(nil), g.Outputs...)
+			for _, c := range cores {
+				g.Outputs = append(g.Outputs, &ir.ValueInfo{Name: c.Weights, Type: asked.Types[c.Weights].Type})
+			}
+			exposed := *m
+			exposed.Graph = &g
+			in := benchInputs(p, 6)
+			// Padding masks that mask one key in six (bool True, int64 0).
+			for _, tn := range in {
+				switch v := tn.Data.(type) {
+				case []bool:
+					for i := range v {
+						v[i] = i%6 == 5
+					}
+				case []int64:
+					for i := range v {
+						v[i] = int64(min(i%6, 1))
+					}
+				}
+			}
+
+			plain, err := p.Fusions(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range attentionFusions(plain) {
+				if len(f.Node.Outputs) != 1 || f.Node.Attr("scores_mode") != nil {
+					t.Errorf("a normal plan's %s has outputs %v", f.Node.Label(), f.Node.Outputs)
+				}
+			}
+
+			fused, err := Compile(&exposed, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs, err := fused.Fusions(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs = attentionFusions(fs)
+			if len(fs) != len(cores) {
+				t.Fatalf("%d attention fusions for %d cores with their weights exposed", len(fs), len(cores))
+			}
+			for i, f := range fs {
+				mode, _ := f.Node.AttrString("scores_mode", "")
+				if len(f.Node.Outputs) != 2 || f.Node.Outputs[1] != cores[i].Weights || mode != ops.ScoresWeights {
+					t.Errorf("%s: outputs %v, scores_mode %q; want output 1 %q in mode weights", f.Node.Label(), f.Node.Outputs, mode, cores[i].Weights)
+				}
+			}
+
+			unfused, err := Compile(&exposed, Options{NoFuse: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := fused.Run(context.Background(), in, RunOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := unfused.Run(context.Background(), in, RunOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cores {
+				gw, ww := got[c.Weights].Float32s(), want[c.Weights].Float32s()
+				if len(gw) != len(ww) || len(gw) == 0 {
+					t.Fatalf("%s: %d and %d weights", c.Weights, len(gw), len(ww))
+				}
+				finite := 0
+				for i := range gw {
+					if !math.IsNaN(float64(ww[i])) {
+						finite++
+					}
+					bothNaN := math.IsNaN(float64(gw[i])) && math.IsNaN(float64(ww[i])) // a fully masked row
+					if d := math.Abs(float64(gw[i] - ww[i])); !(d <= 1e-6) && !bothNaN {
+						t.Fatalf("%s: fused weight %d is %v, unfused %v", c.Weights, i, gw[i], ww[i])
+					}
+				}
+				if finite < len(ww)/2 {
+					t.Errorf("%s: only %d of %d weights are numbers", c.Weights, finite, len(ww))
+				}
+			}
+		})
+	}
 }

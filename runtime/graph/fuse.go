@@ -493,7 +493,7 @@ func (m attnMatch) node(mm2 *ir.Node, steps []step) *ir.Node {
 	}
 	if m.weights != "" {
 		n.Outputs = append(n.Outputs, m.weights)
-		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "scores_mode", Type: ir.AttrString, String: []byte("weights")})
+		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "scores_mode", Type: ir.AttrString, String: []byte(ops.ScoresWeights)})
 	}
 	n.Doc = "fused by attnrun from " + strings.Join(m.labels(steps), ", ")
 	return n

@@ -96,17 +96,25 @@ func OpenModel(ctx context.Context, m *ir.Model, opts Options) (*Session, error)
 }
 
 func openModel(ctx context.Context, m *ir.Model, opts Options) (*Session, error) {
-	prog, err := graph.Compile(m, graph.Options{Threads: opts.Threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, StrictDims: opts.StrictDims})
+	gopts := graph.Options{Threads: opts.Threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, StrictDims: opts.StrictDims}
+	prog, err := graph.Compile(m, gopts)
 	if err != nil {
 		return nil, err
 	}
 	s := &Session{opts: opts, model: m, prog: prog, assign: map[*ir.Node]string{}, inputTypes: map[string]ir.DType{}}
-	extra := opts.ExtraOutputs
+	extra, runBase := opts.ExtraOutputs, m
 	if opts.AttentionWeights {
 		s.cores = prog.AttentionCores()
-		extra = append(append([]string(nil), extra...), coreOutputs(m, prog, s.cores)...)
+		// Attention nodes that do not return their weights are asked to.
+		if m2 := graph.WithAttentionWeights(m, s.cores); m2 != m {
+			if s.prog, err = graph.Compile(m2, gopts); err != nil {
+				return nil, fmt.Errorf("asking the Attention nodes for their weights: %w", err)
+			}
+			runBase, s.cores = m2, s.prog.AttentionCores()
+		}
+		extra = append(append([]string(nil), extra...), coreOutputs(m, s.prog, s.cores)...)
 	}
-	if s.runModel, err = withExtraOutputs(m, prog, extra); err != nil {
+	if s.runModel, err = withExtraOutputs(runBase, s.prog, extra); err != nil {
 		return nil, err
 	}
 	s.bg, s.cancelBG = context.WithCancel(context.Background())
