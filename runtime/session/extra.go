@@ -80,4 +80,3 @@ type PartitionProfile struct {
 	Backend string
 	plugins.RunProfile
 }
-
