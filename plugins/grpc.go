@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
@@ -113,6 +114,12 @@ func (s *grpcServer) Compile(ctx context.Context, req *backendpb.CompileRequest)
 // runs the partition and encodes the outputs: into the request's output area
 // while they fit, inline otherwise.
 func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backendpb.RunResponse, error) {
+	var prof *RunProfile
+	var mark time.Time
+	if req.Profile {
+		prof, mark = &RunProfile{}, time.Now()
+		ctx = WithProfile(ctx, prof)
+	}
 	var region []byte // this Run's view of the tensor region
 	var outOff, outEnd uint64
 	if sr := req.Shm; sr != nil {
@@ -158,6 +165,9 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 	if region != nil {
 		ctx = context.WithValue(ctx, outputsCopiedKey{}, true)
 	}
+	if prof != nil {
+		prof.Decode, mark = since(mark), time.Now()
+	}
 	out, err := s.impl.Run(ctx, PartitionID(req.PartitionId), in)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -166,6 +176,9 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
 		return nil, status.Error(codes.Unknown, err.Error())
+	}
+	if prof != nil {
+		prof.Run, mark = since(mark), time.Now()
 	}
 	r := &backendpb.RunResponse{Outputs: make([]*backendpb.NamedTensor, 0, len(out))}
 	for name, t := range out {
@@ -202,6 +215,10 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 			return nil, status.Errorf(codes.Internal, "output %q: %v", name, err)
 		}
 		r.Outputs = append(r.Outputs, &backendpb.NamedTensor{Name: name, Tensor: w})
+	}
+	if prof != nil {
+		prof.Encode = since(mark)
+		r.Profile = profileToWire(prof)
 	}
 	return r, nil
 }
@@ -364,6 +381,13 @@ func (c *client) Run(ctx context.Context, id PartitionID, inputs map[string]*ten
 }
 
 func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
+	prof := ProfileFrom(ctx)
+	var mark time.Time
+	if prof != nil {
+		mark = time.Now()
+		prof.Host.Start = mark
+		defer func() { prof.Host = since(prof.Host.Start) }()
+	}
 	meta := c.meta(id)
 	if meta == nil {
 		return nil, fmt.Errorf("run: unknown partition %d", id)
@@ -435,6 +459,10 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 		size := uint64(len(region))
 		req.Shm = &backendpb.SharedRun{Size: size, OutOffset: uint64(off), OutLength: size - uint64(off), Seq: seq}
 	}
+	if prof != nil {
+		req.Profile = true
+		prof.WriteInputs, mark = since(mark), time.Now()
+	}
 	r, err := c.rpc.Run(ctx, req)
 	if err != nil {
 		err = rpcError("run", err)
@@ -446,6 +474,11 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 			go c.drain(seq)
 		}
 		return nil, err
+	}
+	if prof != nil {
+		prof.Call, mark = since(mark), time.Now()
+		prof.fromWire(r.Profile)
+		defer func() { prof.ReadOutputs = since(mark) }()
 	}
 	if region != nil {
 		c.shm.outBytes[id] = int64(min(r.OutputBytes, uint64(c.shm.max)))

@@ -267,8 +267,16 @@ func (s *Server) Run(ctx context.Context, id plugins.PartitionID, inputs map[str
 			s.onNode(n)
 		}
 	}, ReuseOutputs: plugins.OutputsCopied(ctx)}
+	prof := plugins.ProfileFrom(ctx)
+	var steps []graph.StepTime
+	if prof != nil {
+		ro.Profile = &steps
+	}
 	out, err := p.prog.Run(ctx, inputs, ro)
 	s.status.Idle(id)
+	for _, st := range steps {
+		prof.Steps = append(prof.Steps, plugins.StepTiming{Name: st.Node.Label(), OpType: st.Node.OpType, Domain: st.Node.Domain, Span: plugins.Span{Start: st.Start, Duration: st.Duration}})
+	}
 	return out, err
 }
 

@@ -141,7 +141,7 @@ func newRootCmd(g *globalFlags) *cobra.Command {
 	pf.BoolVar(&g.strictDims, "strict-dims", false, "refuse inputs that give one dim_param name two sizes (by default they run, with a warning, as in ONNX Runtime)")
 	pf.StringVar(&g.pluginLock, "plugin-lock", "", "lock file pinning each plugin's SHA-256 (default: attnrun-plugins.lock in the plugin directory, if present)")
 	pf.DurationVar(&g.timeout, "timeout", defaultRunTimeout, "bound on each model run, e.g. 30s or 10m (0: none)")
-	root.AddCommand(newRunCmd(g), newConformCmd(g), newInspectCmd(g), newBackendsCmd(g), newBenchCmd(g), newOpsCmd(g))
+	root.AddCommand(newRunCmd(g), newConformCmd(g), newInspectCmd(g), newBackendsCmd(g), newBenchCmd(g), newOpsCmd(g), newProfileCmd(g))
 	setVersion(root)
 	root.AddCommand(newServeCmd(g))
 	for _, c := range root.Commands() {

@@ -95,15 +95,16 @@ func cliError(err error) error {
 // runIR runs a session on ir tensors (the session API takes gorgonia Dense
 // values; the conversion shares memory).
 func runIR(ctx context.Context, s *session.Session, in map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
-	dense := make(map[string]*tensor.Dense, len(in))
-	for name, t := range in {
-		d, err := ir.ToDense(t)
-		if err != nil {
-			return nil, fmt.Errorf("input %q: %w", name, err)
-		}
-		dense[name] = d
+	return runIRWith(ctx, s, in, session.RunOptions{})
+}
+
+// runIRWith is runIR with run options.
+func runIRWith(ctx context.Context, s *session.Session, in map[string]*ir.Tensor, ro session.RunOptions) (map[string]*ir.Tensor, error) {
+	dense, err := toDense(in)
+	if err != nil {
+		return nil, err
 	}
-	out, err := s.Run(ctx, dense)
+	out, err := s.RunWith(ctx, dense, ro)
 	if err != nil {
 		return nil, cliError(err)
 	}
@@ -119,7 +120,31 @@ func runIR(ctx context.Context, s *session.Session, in map[string]*ir.Tensor) (m
 		}
 		res[vi.Name] = t
 	}
+	// Extra outputs (session.Options.AttentionWeights) keep their types.
+	for name, d := range out {
+		if _, ok := res[name]; !ok {
+			t, err := ir.FromDense(d)
+			if err != nil {
+				return nil, fmt.Errorf("value %q: %w", name, err)
+			}
+			res[name] = t
+		}
+	}
 	return res, nil
+}
+
+// toDense converts input tensors to the Dense values the session API takes
+// (sharing memory).
+func toDense(in map[string]*ir.Tensor) (map[string]*tensor.Dense, error) {
+	dense := make(map[string]*tensor.Dense, len(in))
+	for name, t := range in {
+		d, err := ir.ToDense(t)
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", name, err)
+		}
+		dense[name] = d
+	}
+	return dense, nil
 }
 
 // sessionRunner adapts a session to conform.Runner.

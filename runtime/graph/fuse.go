@@ -89,6 +89,9 @@ type attnMatch struct {
 	scale     float64
 	fill      float32
 	maskScale float64
+	// weights, when set, is a graph output holding the softmax's output:
+	// the fused node writes it as output 1 (scores_mode "weights").
+	weights string
 }
 
 // fuseAttention rewrites pl.steps in place, replacing every matched
@@ -141,9 +144,11 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 				fused, writes = trial, chain
 			}
 		}
-		outName := fused.Outputs[0]
-		fs := step{index: st.index, node: fused, schema: schema, ctx: ops.Context{Opset: 1, Threads: st.ctx.Threads},
-			outs: []int{slot[outName]}, want: []ir.TypeInfo{types[outName].Type}}
+		fs := step{index: st.index, node: fused, schema: schema, ctx: ops.Context{Opset: 1, Threads: st.ctx.Threads}}
+		for _, name := range fused.Outputs {
+			fs.outs = append(fs.outs, slot[name])
+			fs.want = append(fs.want, types[name].Type)
+		}
 		for _, name := range fused.Inputs {
 			fs.args = append(fs.args, slot[name])
 		}
@@ -184,14 +189,23 @@ func replaceSteps(steps []step, replace map[int][]step, removed map[int]bool) []
 }
 
 // inferMatches runs the fused node's inference and reports whether it gives
-// exactly the concrete type the plan has for tensor out.
+// exactly the concrete type the plan has for tensor out (its output 0), and
+// for each further output of the node, that tensor's.
 func (f *fuser) inferMatches(schema *ops.Schema, fused *ir.Node, out string) bool {
 	in := make([]ops.Value, len(fused.Inputs))
 	for k, name := range fused.Inputs {
 		in[k] = f.types[name]
 	}
 	res, err := schema.Infer(fused, 1, in)
-	return err == nil && len(res) == 1 && sameType(res[0].Type, f.types[out].Type)
+	if err != nil || len(res) != len(fused.Outputs) || !sameType(res[0].Type, f.types[out].Type) {
+		return false
+	}
+	for k := 1; k < len(res); k++ {
+		if !sameType(res[k].Type, f.types[fused.Outputs[k]].Type) {
+			return false
+		}
+	}
+	return true
 }
 
 // cloneNode copies a node's input, output and attribute lists (the
@@ -263,6 +277,16 @@ func (f *fuser) internal(name string) (int, *ir.Node, bool) {
 	return i, n, true
 }
 
+// exposed is internal for a tensor that is also a graph output.
+func (f *fuser) exposed(name string) (int, *ir.Node, bool) {
+	if f.uses[name] != 1+graphOutputUse {
+		return 0, nil, false
+	}
+	f.uses[name] = 1
+	defer func() { f.uses[name] = 1 + graphOutputUse }()
+	return f.internal(name)
+}
+
 // scalarConst returns the value of a float32 constant with one element.
 func (f *fuser) scalarConst(name string) (float64, bool) {
 	c := f.types[name].Const
@@ -283,6 +307,13 @@ func (f *fuser) match(i int) (attnMatch, bool) {
 	}
 	m.v = mm2.Inputs[1]
 	si, sm, ok := f.internal(mm2.Inputs[0])
+	if !ok {
+		// The weights may also be a graph output that only P·V reads
+		// (session.Options.AttentionWeights exposes them): the fused node
+		// then writes them as its output 1, when its kernel can.
+		si, sm, ok = f.exposed(mm2.Inputs[0])
+		m.weights = mm2.Inputs[0]
+	}
 	if !ok || sm.OpType != "Softmax" || len(sm.Inputs) != 1 {
 		return m, false
 	}
@@ -459,6 +490,10 @@ func (m attnMatch) node(mm2 *ir.Node, steps []step) *ir.Node {
 		} else {
 			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "mask_fill", Type: ir.AttrFloat, Float: m.fill})
 		}
+	}
+	if m.weights != "" {
+		n.Outputs = append(n.Outputs, m.weights)
+		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "scores_mode", Type: ir.AttrString, String: []byte(ops.ScoresWeights)})
 	}
 	n.Doc = "fused by attnrun from " + strings.Join(m.labels(steps), ", ")
 	return n

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
-	"github.com/attnrun/attnrun/onnx"
 	"github.com/attnrun/attnrun/ops"
 )
 
@@ -76,6 +75,7 @@ func TestModelFusions(t *testing.T) {
 		{"s004_param_free", 1, "Transpose MatMul Softmax MatMul", 1, false, "", 0, true},
 		{"s004_multi_head_bmm", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
 		{"s004_multi_head_bmm_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s001_encoder_2x4", 2, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		// An ONNX Attention node (GQA, causal over a KV cache; opset 23).
 		{"llama_block_gqa", 1, "Attention", 0.25, false, "", 0, true},
 		// nn.MultiheadAttention scales q by Mul before the product and adds the
@@ -90,14 +90,7 @@ func TestModelFusions(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.model, func(t *testing.T) {
-			m, err := onnx.Load(filepath.Join("../../models", c.model, "model.onnx"), onnx.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := Compile(m, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			m, p := compileModel(t, c.model)
 			in := zeroInputs(t, m.Graph, map[string]int{"batch": 2, "seq": 5, "enc_seq": 7, "seq_q": 5, "seq_kv": 7, "S": 6, "past": 4})
 			all, err := p.Fusions(in)
 			if err != nil {

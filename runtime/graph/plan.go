@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops"
@@ -28,6 +29,9 @@ type RunOptions struct {
 	// A graph output that only reshapes a graph input (Identity, Reshape)
 	// then shares that input's data instead of copying it.
 	ReuseOutputs bool
+	// Profile, when set, receives the time each executed step took, in
+	// order (OnNode, the kernel, the result check, releasing dead values).
+	Profile *[]StepTime
 }
 
 // plan is the execution recipe for one set of concrete input shapes: the
@@ -199,6 +203,21 @@ func (p *Program) Plan(inputs map[string]*ir.Tensor) (map[string]ops.Value, erro
 	return pl.types, nil
 }
 
+// Steps returns the nodes the plan for the given inputs' shapes executes,
+// in order: what is left after folding, with each fused region as its
+// synthetic node (see Fusions).
+func (p *Program) Steps(inputs map[string]*ir.Tensor) ([]*ir.Node, error) {
+	pl, err := p.planFor(inputs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*ir.Node, len(pl.steps))
+	for i := range pl.steps {
+		out[i] = pl.steps[i].node
+	}
+	return out, nil
+}
+
 func (p *Program) planFor(inputs map[string]*ir.Tensor) (*plan, error) {
 	if _, err := p.ValidateInputs(inputs); err != nil {
 		return nil, err
@@ -365,6 +384,10 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("run cancelled before node %q (%s): %w", st.node.Label(), st.node.QualifiedOp(), err)
 		}
+		var start time.Time
+		if profiling && ro.Profile != nil {
+			start = time.Now()
+		}
 		if ro.OnNode != nil {
 			ro.OnNode(st.index, st.node)
 		}
@@ -406,6 +429,9 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 		}
 		for _, s := range st.free {
 			vals[s] = nil
+		}
+		if profiling && ro.Profile != nil {
+			*ro.Profile = append(*ro.Profile, StepTime{Node: st.node, Start: start, Duration: time.Since(start)})
 		}
 	}
 	out := make(map[string]*ir.Tensor, len(pl.outputs))

@@ -48,6 +48,16 @@ type Options struct {
 	// SelfExe is the executable re-executed as the CPU backend (default
 	// os.Executable()); it must call cpu.ServeIfRequested first thing.
 	SelfExe string
+	// ExtraOutputs names intermediate values of the graph that every Run
+	// also returns, as if they were graph outputs (e.g. each attention
+	// core's weights, graph.AttentionCore.Weights, for heat maps). A chain
+	// whose intermediate is exposed this way is fused only when the fused
+	// kernel can write that intermediate too.
+	ExtraOutputs []string
+	// AttentionWeights makes every Run also return the weights of each
+	// attention core (Session.AttentionCores) and its mask, where the mask
+	// is computed inside the graph, as extra outputs.
+	AttentionWeights bool
 }
 
 func (o *Options) defaults() error {

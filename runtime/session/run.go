@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/plugins"
@@ -31,6 +32,10 @@ type RunOptions struct {
 	// tensor. A loop of runs that binds its outputs once allocates no new
 	// output memory. Outputs not named get new tensors.
 	Into map[string]*tensor.Dense
+	// Profile, when set, receives the timings of this run: the host's,
+	// and each partition's inside its backend, per plan step where the
+	// backend times its steps (the cpu and gpu backends do).
+	Profile *Profile
 }
 
 // errRunTimeout is the cause of a context ended by Options.RunTimeout.
@@ -87,6 +92,10 @@ func (s *Session) runWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 	for k, v := range inputs {
 		env[k] = v
 	}
+	var prof *RunProfile
+	if ro.Profile != nil {
+		prof = &RunProfile{Span: plugins.Span{Start: time.Now()}}
+	}
 	for i, p := range s.parts {
 		in := make(map[string]*tensor.Dense, len(p.inputs))
 		for _, name := range p.inputs {
@@ -101,7 +110,13 @@ func (s *Session) runWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 				into[name] = d
 			}
 		}
-		out, err := s.runPartition(ctx, p, in, into)
+		rctx := ctx
+		var pp *PartitionProfile
+		if prof != nil {
+			pp = &PartitionProfile{Index: i, Backend: p.backend.name}
+			rctx = plugins.WithProfile(ctx, &pp.RunProfile)
+		}
+		out, err := s.runPartition(rctx, p, in, into)
 		if err != nil {
 			var remote *plugins.RemoteError
 			if len(conflicts) > 0 && errors.As(err, &remote) {
@@ -109,6 +124,9 @@ func (s *Session) runWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 				return nil, &DimConflictError{Conflicts: conflicts, Err: err}
 			}
 			return nil, err
+		}
+		if pp != nil {
+			prof.Partitions = append(prof.Partitions, *pp)
 		}
 		for _, name := range p.outputs {
 			d, ok := out[name]
@@ -125,8 +143,8 @@ func (s *Session) runWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 			}
 		}
 	}
-	res := make(map[string]*tensor.Dense, len(s.model.Graph.Outputs))
-	for _, vi := range s.model.Graph.Outputs {
+	res := make(map[string]*tensor.Dense, len(s.runModel.Graph.Outputs))
+	for _, vi := range s.runModel.Graph.Outputs {
 		d, err := s.graphOutput(vi.Name, env, inputs)
 		if err != nil {
 			return nil, fmt.Errorf("graph output %q: %w", vi.Name, err)
@@ -143,6 +161,10 @@ func (s *Session) runWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 			d = dst
 		}
 		res[vi.Name] = d
+	}
+	if prof != nil {
+		prof.Duration = time.Since(prof.Start)
+		ro.Profile.Runs = append(ro.Profile.Runs, *prof)
 	}
 	return res, nil
 }
