@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/attnrun/attnrun/internal/regfile"
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx/onnxpb"
 )
@@ -324,18 +325,19 @@ func readExternal(tp *onnxpb.TensorProto, opts Options, need int64) ([]byte, err
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
 		return nil, fmt.Errorf("external data location %q escapes the model's directory (through a symbolic link)", loc)
 	}
-	f, err := os.Open(full)
+	// Checked to be a regular file before it is opened, and opened
+	// non-blocking: a FIFO or a device never blocks loading.
+	label := fmt.Sprintf("external data %q", loc)
+	if st, err := os.Stat(full); err != nil {
+		return nil, fmt.Errorf("%s: %v", label, err)
+	} else if err := regfile.Check(label, st); err != nil {
+		return nil, err
+	}
+	f, st, err := regfile.OpenNoFollow(full)
 	if err != nil {
-		return nil, fmt.Errorf("external data %q: %v", loc, err)
+		return nil, fmt.Errorf("%s: %v", label, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("external data %q: %v", loc, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("external data %q is not a regular file", loc)
-	}
 	size := st.Size()
 	if offset > size {
 		return nil, fmt.Errorf("external data %q: offset %d is past the end of the file (%d bytes)", loc, offset, size)

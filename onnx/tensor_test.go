@@ -2,10 +2,12 @@ package onnx
 
 import (
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
@@ -242,6 +244,17 @@ func TestExternalData(t *testing.T) {
 	if err := os.Symlink(filepath.Join(dir, "data", "w.bin"), filepath.Join(dir, "inside_link.bin")); err != nil {
 		t.Fatal(err)
 	}
+	// A FIFO would block open(2) until a writer came, for ever: it, a
+	// socket and a device are refused before anything opens them.
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", filepath.Join(dir, "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	haveDevice := syscall.Mknod(filepath.Join(dir, "zero"), syscall.S_IFCHR|0o644, 1<<8|5) == nil // /dev/zero's numbers; needs root
 	want := []float32{1, 2, 3, 4, 5, 6}
 	cases := []struct {
 		name string
@@ -259,7 +272,10 @@ func TestExternalData(t *testing.T) {
 		{"absolute", []string{"location", "/etc/passwd"}, `external data location "/etc/passwd" is an absolute path`},
 		{"symlink outside", []string{"location", "link.bin", "offset", "8"}, "escapes the model's directory (through a symbolic link)"},
 		{"missing file", []string{"location", "nope.bin"}, `external data "nope.bin"`},
-		{"directory", []string{"location", "data"}, `external data "data" is not a regular file`},
+		{"directory", []string{"location", "data"}, `external data "data" is a directory, not a regular file`},
+		{"fifo", []string{"location", "fifo"}, `external data "fifo" is a FIFO (named pipe), not a regular file`},
+		{"socket", []string{"location", "sock"}, `external data "sock" is a socket, not a regular file`},
+		{"device", []string{"location", "zero"}, `external data "zero" is a device, not a regular file`},
 		{"no location", []string{"offset", "0"}, "external data has no location"},
 		{"offset past end", []string{"location", "w.bin", "offset", "100"}, "offset 100 is past the end of the file (36 bytes)"},
 		{"length past end", []string{"location", "w.bin", "offset", "20", "length", "24"}, "offset 20 + length 24 is past the end of the file (36 bytes)"},
@@ -269,6 +285,9 @@ func TestExternalData(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "device" && !haveDevice {
+				t.Skip("mknod needs root")
+			}
 			path := externalModel(t, dir, tc.kv...)
 			m, err := Load(path, Options{})
 			if tc.err != "" {
