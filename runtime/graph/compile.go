@@ -33,6 +33,13 @@ type Options struct {
 	// rewrite (fuse_matmul.go), which folds transposes, head-split views and
 	// bias Adds into com.attnrun:FusedMatMul.
 	NoFuse bool
+	// AllowInternalOps lets the model's own nodes use the com.attnrun
+	// domain, attnrun's internal ops, which only its graph rewrites make
+	// (with attributes they have checked). A model loaded from a user
+	// never gets it: its nodes in that domain are refused, so that it
+	// cannot hand a fused kernel views or flags of its own making. Tests
+	// that build fused nodes by hand set it.
+	AllowInternalOps bool
 }
 
 // Program is a validated, scheduled and type-inferred graph.
@@ -109,6 +116,9 @@ func Compile(m *ir.Model, opts Options) (*Program, error) {
 		p.Types[name] = ops.Value{Type: ops.Known(t.DType, t.Shape), Const: t}
 	}
 	for _, n := range order {
+		if n.Domain == ops.DomainAttnrun && !opts.AllowInternalOps {
+			return nil, n.Errorf("the %s domain holds attnrun's internal ops, which only its own graph rewrites create; a model cannot use them", ops.DomainAttnrun)
+		}
 		s, opset, err := bindSchema(m, n)
 		if err != nil {
 			return nil, err
