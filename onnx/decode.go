@@ -60,7 +60,7 @@ func Load(path string, opts Options) (*ir.Model, error) {
 	opts.BaseDir = filepath.Dir(path)
 	m, err := Decode(data, opts)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, ir.ElideError(fmt.Errorf("%s: %w", path, err))
 	}
 	return m, nil
 }

@@ -245,7 +245,7 @@ func rpcError(what string, err error) error {
 	case codes.Unavailable, codes.Canceled, codes.DeadlineExceeded:
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	return &RemoteError{Op: what, Msg: st.Message()}
+	return &RemoteError{Op: what, Msg: ir.Elide(st.Message())}
 }
 
 // RemoteError is an error the backend returned (as opposed to a transport

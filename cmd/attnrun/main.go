@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/attnrun/attnrun/backends/cpu"
+	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/runtime/graph"
 )
 
@@ -92,7 +93,8 @@ func describe(err error) (string, bool) {
 		}
 		msg = strings.Join(parts, "; ")
 	}
-	return msg, usage
+	// And a short one: long lists are elided with their count.
+	return ir.Elide(msg), usage
 }
 
 // exitError carries a specific exit status (conform failures).
