@@ -366,6 +366,7 @@ func (p *Process) died() *DiedError {
 		if m := p.rpc.meta(part); m != nil && node < len(m.nodes) {
 			e.Node = m.nodes[node]
 		}
+		e.Step = p.page.label()
 	}
 	return e
 }
@@ -380,6 +381,9 @@ type DiedError struct {
 	Partition PartitionID
 	NodeIndex int
 	Node      NodeRef
+	// Step, when set, describes the step that was running in place of
+	// Node: a fused step, named with the nodes it replaced.
+	Step string
 	// PartitionLabel, when set, replaces the backend's partition id in the
 	// message (the host's own partition numbering).
 	PartitionLabel string
@@ -399,7 +403,9 @@ func (e *DiedError) Error() string {
 		part = strconv.FormatUint(uint64(e.Partition), 10)
 	}
 	if e.Running {
-		if e.Node.OpType != "" {
+		if e.Step != "" {
+			fmt.Fprintf(&b, " while running %s of partition %s", e.Step, part)
+		} else if e.Node.OpType != "" {
 			fmt.Fprintf(&b, " while running node %q (%s) of partition %s", e.Node.Label(), e.Node.QualifiedOp(), part)
 		} else {
 			fmt.Fprintf(&b, " while running node #%d of partition %s", e.NodeIndex, part)

@@ -157,6 +157,21 @@ func TestStatusPage(t *testing.T) {
 		}
 		lastSeq = seq
 	}
+	// A fused step's label reaches the host; a plain node clears it; a
+	// label longer than the page is cut.
+	const label = `fused node "/a/FusedAttention" (com.attnrun:FusedAttention, replacing "/MatMul", "/Softmax", "/MatMul_1")`
+	w.RunningStep(3, 7, label)
+	if part, node, running, _ := page.read(); part != 3 || node != 7 || !running || page.label() != label {
+		t.Errorf("page: partition %d node %d running %v label %q", part, node, running, page.label())
+	}
+	w.Running(3, 8)
+	if page.label() != "" {
+		t.Errorf("label %q left after a plain node", page.label())
+	}
+	w.RunningStep(3, 9, strings.Repeat("x", 2*statusPageSize))
+	if n := len(page.label()); n != statusPageSize-offLabel {
+		t.Errorf("label of %d bytes, want it cut to %d", n, statusPageSize-offLabel)
+	}
 	var nilWriter *StatusWriter
 	nilWriter.Running(1, 1) // no page: ignored
 	nilWriter.Idle(1)

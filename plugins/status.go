@@ -21,6 +21,9 @@ const StatusFDEnv = "ATTNRUN_STATUS_FD"
 //	[8:16)  sequence number, incremented by every write (uint64)
 //	[16:24) partition id (uint64)
 //	[24:32) node index + 1 in the partition's execution order; 0 when idle (uint64)
+//	[32:40) length of the step label (uint64); 0 for a node of the partition's own
+//	[64:)   the step label: for a fused step (one that runs in place of several
+//	        nodes), what it is and which nodes it replaced, cut to fit the page
 //
 // Words are written with atomic stores, so a reader never sees a torn word;
 // the sequence number is odd while the two other words are being updated.
@@ -30,6 +33,8 @@ const (
 	offSeq         = 8
 	offPartition   = 16
 	offNode        = 24
+	offLabelLen    = 32
+	offLabel       = 64
 )
 
 // statusPage is a mapped status page.
@@ -123,12 +128,14 @@ func StatusWriterFromEnv() (*StatusWriter, error) {
 	return &StatusWriter{page: &statusPage{mem: mem}}, nil
 }
 
-func (w *StatusWriter) set(partition PartitionID, nodePlusOne uint64) {
+func (w *StatusWriter) set(partition PartitionID, nodePlusOne uint64, label string) {
 	if w == nil {
 		return
 	}
 	seq := w.page.word(offSeq)
 	atomic.AddUint64(seq, 1)
+	n := copy(w.page.mem[offLabel:], label)
+	atomic.StoreUint64(w.page.word(offLabelLen), uint64(n))
 	atomic.StoreUint64(w.page.word(offPartition), uint64(partition))
 	atomic.StoreUint64(w.page.word(offNode), nodePlusOne)
 	atomic.AddUint64(seq, 1)
@@ -137,10 +144,28 @@ func (w *StatusWriter) set(partition PartitionID, nodePlusOne uint64) {
 // Running records that node (an index into the partition's execution order,
 // as returned by Compile) of partition is about to run.
 func (w *StatusWriter) Running(partition PartitionID, node int) {
-	w.set(partition, uint64(node)+1)
+	w.set(partition, uint64(node)+1, "")
+}
+
+// RunningStep records that a step standing for node of partition is about
+// to run, with a label saying what it is: a fused step replaces several
+// nodes of the partition, and a DiedError then names it by its label
+// rather than by the node whose index it runs at.
+func (w *StatusWriter) RunningStep(partition PartitionID, node int, label string) {
+	w.set(partition, uint64(node)+1, label)
 }
 
 // Idle records that no node is running (a Run finished).
 func (w *StatusWriter) Idle(partition PartitionID) {
-	w.set(partition, 0)
+	w.set(partition, 0, "")
+}
+
+// label returns the step label last recorded ("" when none).
+func (p *statusPage) label() string {
+	if p == nil || p.mem == nil {
+		return ""
+	}
+	n := atomic.LoadUint64(p.word(offLabelLen))
+	n = min(n, uint64(len(p.mem)-offLabel))
+	return string(p.mem[offLabel : offLabel+int(n)])
 }

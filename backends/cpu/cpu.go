@@ -231,8 +231,12 @@ func (s *Server) Run(ctx context.Context, id plugins.PartitionID, inputs map[str
 	s.runs.Add(1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ro := graph.RunOptions{OnNode: func(i int, n *ir.Node) {
-		s.status.Running(id, i)
+	ro := graph.RunOptions{OnNode: func(i int, n *ir.Node, fused string) {
+		if fused != "" {
+			s.status.RunningStep(id, i, fused)
+		} else {
+			s.status.Running(id, i)
+		}
 		if s.onNode != nil {
 			s.onNode(n)
 		}

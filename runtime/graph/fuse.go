@@ -1,9 +1,11 @@
 package graph
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/attnrun/attnrun/ir"
@@ -59,6 +61,22 @@ type Fusion struct {
 	// reads its inputs or writes its output through a strided view
 	// (views.go) instead.
 	Absorbed []*ir.Node
+}
+
+// Describe names the fused node and the graph nodes it replaced, for
+// messages about the fused step: `fused node "/attn/FusedAttention"
+// (com.attnrun:FusedAttention, replacing "/MatMul", "/Div", "/Softmax",
+// "/MatMul_1")`. A long list is elided with a count.
+func (f Fusion) Describe() string {
+	names := make([]string, len(f.Replaced))
+	for i, n := range f.Replaced {
+		names[i] = strconv.Quote(n.Label())
+	}
+	list := strings.Join(names, ", ")
+	if len(names) > 12 {
+		list = strings.Join(names[:10], ", ") + fmt.Sprintf(", … %d more … , ", len(names)-11) + names[len(names)-1]
+	}
+	return ir.Elide(fmt.Sprintf("fused node %q (%s, replacing %s)", f.Node.Label(), f.Node.QualifiedOp(), list))
 }
 
 // Fusions returns the fused regions of the plan for the given inputs'

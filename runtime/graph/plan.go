@@ -18,8 +18,11 @@ const maxCachedPlans = 32
 // RunOptions customize one Run.
 type RunOptions struct {
 	// OnNode, when set, is called before each executed node with its index
-	// in Program.Order. Folded nodes are not executed and not reported.
-	OnNode func(i int, n *ir.Node)
+	// in Program.Order. Folded nodes are not executed and not reported. A
+	// fused step (fuse.go) is reported with its fused node and, in fused,
+	// a description naming the nodes it replaced (see Fusion.Describe);
+	// fused is "" for every other step.
+	OnNode func(i int, n *ir.Node, fused string)
 	// ReuseOutputs lets the run write float32 graph outputs into buffers
 	// the program keeps for the plan, instead of new memory: the returned
 	// tensors are then valid only until the next run of the same Program
@@ -67,7 +70,39 @@ type step struct {
 	// graph outputs, which get new memory unless RunOptions.ReuseOutputs.
 	bufs  []int
 	fresh []bool
+	// fused describes a fused step (Fusion.Describe) for its errors;
+	// "" for a step of the graph's own.
+	fused string
 }
+
+// describe names the step in messages: `node "x" (Op)`, or for a fused
+// step `fused node "x" (com.attnrun:Op, replacing "a", "b")`.
+func (st *step) describe() string {
+	if st.fused != "" {
+		return st.fused
+	}
+	return fmt.Sprintf("node %q (%s)", st.node.Label(), st.node.QualifiedOp())
+}
+
+// wrapErr makes an error raised while running a fused step name the fused
+// node and the nodes it replaced, instead of the fused node alone.
+func (st *step) wrapErr(err error) error {
+	if st.fused == "" || err == nil {
+		return err
+	}
+	rest := strings.TrimPrefix(err.Error(), fmt.Sprintf("node %q (%s): ", st.node.Label(), st.node.QualifiedOp()))
+	return &stepError{msg: ir.Elide(st.fused + ": " + rest), err: err}
+}
+
+// stepError is an error re-worded by step.wrapErr; it unwraps to the
+// original.
+type stepError struct {
+	msg string
+	err error
+}
+
+func (e *stepError) Error() string { return e.msg }
+func (e *stepError) Unwrap() error { return e.err }
 
 // CheckInputs validates named inputs against the graph's declared inputs:
 // none missing, none extra, element types equal, ranks equal, known dims
@@ -235,6 +270,13 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor) (*plan, error) {
 		p.fuseAttention(pl, types)
 		p.fuseMatMuls(pl, types)
 		lastUse = stepLastUses(pl.steps)
+		fused := make(map[*ir.Node]string, len(pl.fusions))
+		for _, f := range pl.fusions {
+			fused[f.Node] = f.Describe()
+		}
+		for i := range pl.steps {
+			pl.steps[i].fused = fused[pl.steps[i].node]
+		}
 	}
 	// Kernels may cache work on the model's constants (ops.Context.Memo).
 	slotConst := map[int]bool{}
@@ -306,10 +348,10 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 	for i := range pl.steps {
 		st := &pl.steps[i]
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("run cancelled before node %q (%s): %w", st.node.Label(), st.node.QualifiedOp(), err)
+			return nil, fmt.Errorf("run cancelled before %s: %w", st.describe(), err)
 		}
 		if ro.OnNode != nil {
-			ro.OnNode(st.index, st.node)
+			ro.OnNode(st.index, st.node, st.fused)
 		}
 		args = args[:0]
 		for _, s := range st.args {
@@ -336,14 +378,14 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 			res, err = runKernel(st.schema, &kctx, st.node, args)
 		}
 		if err != nil {
-			return nil, err
+			return nil, st.wrapErr(err)
 		}
 		for k, s := range st.outs {
 			if s < 0 {
 				continue
 			}
 			if err := checkResult(st.node, k, res[k], st.want[k]); err != nil {
-				return nil, err
+				return nil, st.wrapErr(err)
 			}
 			vals[s] = res[k]
 		}
