@@ -88,6 +88,7 @@ func (p *Program) Fusions(inputs map[string]*ir.Tensor) ([]Fusion, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.donePlan(pl)
 	return pl.fusions, nil
 }
 

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -11,8 +12,9 @@ import (
 	"github.com/attnrun/attnrun/ops"
 )
 
-// maxCachedPlans bounds the per-shape plan cache; beyond it the cache is
-// cleared (inputs of ever-changing shapes should not grow memory forever).
+// maxCachedPlans bounds the number of plans in the per-shape plan cache,
+// besides its byte bound (see budget.go): inputs of ever-changing shapes
+// must not grow memory forever.
 const maxCachedPlans = 32
 
 // RunOptions customize one Run.
@@ -45,6 +47,13 @@ type plan struct {
 	types   map[string]ops.Value // concrete types of every tensor
 	fusions []Fusion             // fused regions (fuse.go), in step order
 	mem     memPlan              // buffers of the steps that run into them
+
+	// Cache bookkeeping (budget.go), under Program.mu.
+	key    string
+	folded int64 // bytes of constants folded for this plan, reserved from the budget
+	cost   int64 // folded plus bookkeeping: what the plan counts in the cache
+	refs   int   // runs (and Plan/Fusions calls) using the plan
+	cached bool
 }
 
 type step struct {
@@ -161,14 +170,16 @@ func (p *Program) CheckInputs(inputs map[string]*ir.Tensor) error {
 	return nil
 }
 
-// planKey identifies a set of concrete input shapes.
-func (p *Program) planKey(inputs map[string]*ir.Tensor) string {
+// planKey identifies a set of concrete input shapes, and the values of the
+// inputs whose values decide shapes (budget.go); keyed lists those.
+func (p *Program) planKey(inputs map[string]*ir.Tensor) (key string, keyed map[string]bool) {
 	var b strings.Builder
 	for _, vi := range p.Model.Graph.Inputs {
 		b.WriteString(ir.ShapeString(inputs[vi.Name].Shape))
 		b.WriteByte(';')
 	}
-	return b.String()
+	vk, keyed := p.valueKey(inputs)
+	return b.String() + vk, keyed
 }
 
 // Plan returns the concrete types of every tensor for the given inputs'
@@ -179,36 +190,68 @@ func (p *Program) Plan(inputs map[string]*ir.Tensor) (map[string]ops.Value, erro
 	if err != nil {
 		return nil, err
 	}
+	p.donePlan(pl)
 	return pl.types, nil
 }
 
+// planFor returns the plan for the inputs, from the cache or built, checked
+// against the memory budget (budget.go). The caller gives it back with
+// donePlan.
 func (p *Program) planFor(inputs map[string]*ir.Tensor) (*plan, error) {
 	if err := p.CheckInputs(inputs); err != nil {
 		return nil, err
 	}
-	key := p.planKey(inputs)
+	key, keyed := p.planKey(inputs)
 	p.mu.Lock()
-	pl := p.plans[key]
-	p.mu.Unlock()
-	if pl != nil {
+	if p.closed {
+		p.mu.Unlock()
+		return nil, errors.New("the program is closed")
+	}
+	if pl := p.plans.get(key); pl != nil {
+		pl.refs++
+		p.mu.Unlock()
 		return pl, nil
 	}
-	pl, err := p.buildPlan(inputs)
+	p.mu.Unlock()
+	pl, err := p.buildPlan(inputs, keyed)
 	if err != nil {
 		return nil, err
 	}
+	pl.key = key
+	pl.cost = pl.folded + planOverhead(pl)
 	p.mu.Lock()
-	if len(p.plans) >= maxCachedPlans {
-		p.plans = make(map[string]*plan)
+	defer p.mu.Unlock()
+	if other := p.plans.get(key); other != nil {
+		// Built twice concurrently: keep the cached one.
+		pl.release(p.opts.Budget)
+		other.refs++
+		return other, nil
 	}
-	p.plans[key] = pl
-	p.mu.Unlock()
+	if err := p.admit(pl); err != nil {
+		pl.release(p.opts.Budget)
+		return nil, err
+	}
+	pl.refs++
+	p.plans.add(pl, p.opts.Budget)
 	return pl, nil
 }
 
-// buildPlan infers concrete types for the inputs' shapes, folds every node
-// computable ahead of time, assigns slots and computes last uses.
-func (p *Program) buildPlan(inputs map[string]*ir.Tensor) (*plan, error) {
+// donePlan gives back a plan planFor returned: an evicted (or never
+// cached) plan's constants go back to the budget with its last user.
+func (p *Program) donePlan(pl *plan) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pl.refs--
+	if pl.refs == 0 && !pl.cached {
+		pl.release(p.opts.Budget)
+	}
+}
+
+// buildPlan infers concrete types for the inputs' shapes (and the values
+// of the keyed inputs), folds every node computable ahead of time, assigns
+// slots and computes last uses. Folded constants are reserved from the
+// budget into the plan's folded bytes.
+func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool) (*plan, error) {
 	types := make(map[string]ops.Value, len(p.Types))
 	for name, v := range p.Types {
 		if v.Const != nil {
@@ -217,12 +260,24 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor) (*plan, error) {
 	}
 	for _, vi := range p.Model.Graph.Inputs {
 		t := inputs[vi.Name]
-		types[vi.Name] = ops.Value{Type: ops.Known(t.DType, t.Shape)}
-	}
-	if err := p.infer(types); err != nil {
-		return nil, err
+		v := ops.Value{Type: ops.Known(t.DType, t.Shape)}
+		if keyed[vi.Name] {
+			v.Const = t.Clone() // the plan outlives the caller's tensor
+		}
+		types[vi.Name] = v
 	}
 	pl := &plan{inputs: map[string]int{}, consts: map[int]*ir.Tensor{}, types: types}
+	reserve := func(n int64) bool {
+		if !p.opts.Budget.Reserve(n) {
+			return false
+		}
+		pl.folded += n
+		return true
+	}
+	if err := p.infer(types, reserve); err != nil {
+		pl.release(p.opts.Budget)
+		return nil, err
+	}
 	slots := map[string]int{}
 	slotOf := func(name string) int {
 		if s, ok := slots[name]; ok {
@@ -334,6 +389,7 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 	if err != nil {
 		return nil, err
 	}
+	defer p.donePlan(pl)
 	vals := make([]*ir.Tensor, pl.nslots)
 	for name, s := range pl.inputs {
 		vals[s] = inputs[name]
@@ -341,9 +397,10 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 	for s, t := range pl.consts {
 		vals[s] = t
 	}
-	ar := pl.mem.get()
-	defer pl.mem.put(ar)
+	ar := p.arenas.get()
+	defer p.arenas.put(ar)
 	scratch, alloc := ar.scratchFloats, ar.alloc
+	fresh := p.freshAlloc
 	args := make([]*ir.Tensor, 0, 8)
 	for i := range pl.steps {
 		st := &pl.steps[i]
@@ -368,6 +425,8 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 		kctx.Scratch = scratch
 		if !st.output || ro.ReuseOutputs {
 			kctx.Alloc = alloc
+		} else {
+			kctx.Alloc = fresh
 		}
 		switch {
 		case st.view, st.outputView && ro.ReuseOutputs:
