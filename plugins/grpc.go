@@ -98,7 +98,8 @@ func (s *grpcServer) Capability(ctx context.Context, req *backendpb.CapabilityRe
 }
 
 func (s *grpcServer) Compile(ctx context.Context, req *backendpb.CompileRequest) (*backendpb.CompileResponse, error) {
-	id, nodes, err := s.impl.Compile(ctx, req.Model, CompileOptions{Threads: int(req.Threads), MaxTensorBytes: req.MaxTensorBytes, NoFuse: req.NoFuse})
+	id, nodes, err := s.impl.Compile(ctx, req.Model, CompileOptions{Threads: int(req.Threads), MaxTensorBytes: req.MaxTensorBytes, NoFuse: req.NoFuse,
+		MaxMemoryBytes: req.MaxMemoryBytes})
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -308,7 +309,8 @@ func (c *client) Compile(ctx context.Context, m *ir.Model, opts CompileOptions) 
 	if err != nil {
 		return 0, fmt.Errorf("compile: encoding partition: %w", err)
 	}
-	r, err := c.rpc.Compile(ctx, &backendpb.CompileRequest{Model: data, Threads: int32(opts.Threads), MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse})
+	r, err := c.rpc.Compile(ctx, &backendpb.CompileRequest{Model: data, Threads: int32(opts.Threads), MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse,
+		MaxMemoryBytes: opts.MaxMemoryBytes})
 	if err != nil {
 		return 0, rpcError("compile", err)
 	}
@@ -374,11 +376,15 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 		if h.mem == nil {
 			return nil, errors.New("run: the backend's tensor region is closed")
 		}
+		defer h.idleLater()
 		want, ok := h.outBytes[id]
 		if !ok {
 			want = inBytes // first Run: guess outputs as large as inputs
 		}
-		size := h.reserve(inBytes + want)
+		size, err := h.reserve(inBytes+want, inBytes)
+		if err != nil {
+			return nil, fmt.Errorf("run: %w", err)
+		}
 		region = h.mem[:size:size]
 	}
 	var off int64
@@ -426,7 +432,9 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 			}
 		case nt.Tensor != nil && nt.Tensor.Shm != nil:
 			// Copied out: the result must outlive the region's next Run.
-			t, err = shmTensor(nt.Tensor, region, true)
+			if err = c.shm.copyOutFits(nt.Tensor); err == nil {
+				t, err = shmTensor(nt.Tensor, region, true)
+			}
 		default:
 			t, err = fromWire(nt.Tensor, 0)
 		}

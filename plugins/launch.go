@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/runtime/budget"
 	"github.com/hashicorp/go-hclog"
 	plugin "github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/go-plugin/runner"
@@ -51,8 +52,12 @@ type LaunchSpec struct {
 	// NoSharedMemoryEnv=1 in the host's environment does the same.
 	SharedBytes int64
 	// SharedMaxBytes bounds the region's growth (0: DefaultSharedMaxBytes,
-	// raised to SharedBytes if smaller).
+	// or without that bound when Budget has a limit; raised to SharedBytes
+	// if smaller).
 	SharedMaxBytes int64
+	// Budget is the host's memory budget, which the region's size is
+	// reserved from (nil: none).
+	Budget *budget.Budget
 }
 
 // Process is a running backend process. It implements Backend; when a call
@@ -128,8 +133,11 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Process, error) {
 		}
 		if limit == 0 {
 			limit = DefaultSharedMaxBytes
+			if l := spec.Budget.Limit(); l > 0 {
+				limit = l // the budget bounds it
+			}
 		}
-		if shm, err = newHostShm(size, max(size, limit)); err != nil {
+		if shm, err = newHostShm(size, max(size, limit), spec.Budget); err != nil {
 			page.close()
 			parentR.Close()
 			parentW.Close()

@@ -105,6 +105,10 @@ type CompileOptions struct {
 	MaxTensorBytes int64
 	// NoFuse turns off graph rewrites such as attention fusion.
 	NoFuse bool
+	// MaxMemoryBytes is the session's memory budget, which the backend
+	// keeps its weights, constants, plans and run memory within (0: the
+	// backend's default, budget.DefaultLimit; negative: none).
+	MaxMemoryBytes int64
 }
 
 // NodeRef names a node of a compiled partition; Compile returns them in

@@ -1,14 +1,18 @@
 package plugins
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/plugins/backendpb"
+	"github.com/attnrun/attnrun/runtime/budget"
 	"golang.org/x/sys/unix"
 )
 
@@ -40,9 +44,15 @@ import (
 // the host grows the memfd with ftruncate (doubling its size until they fit,
 // at most to the LaunchSpec's SharedMaxBytes) and remaps it; RunRequest.shm.size
 // tells the backend, which remaps its side when its mapping is smaller. The
-// region never shrinks while the process lives. A tensor that does not fit
-// even then (or a string tensor, or an empty one) falls back to inline bytes
-// in the gRPC message.
+// region's bytes are reserved from the host's memory budget (LaunchSpec.Budget):
+// a Run whose inputs cannot fit in what the budget leaves fails with an
+// error saying so. A tensor that does not fit in the region (or a string
+// tensor, or an empty one) falls back to inline bytes in the gRPC message.
+//
+// Shrinking: once no Run has used the region for IdleRelease, a region
+// grown past its initial size is truncated back to it (which frees the
+// pages in both processes: the memfd is their only backing) and remapped,
+// and its bytes go back to the budget. The next large Run grows it again.
 //
 // Lifetime of input views in the backend: graph.Program.Run keeps input
 // tensors only in its per-run slots, and plans are built from shapes alone,
@@ -71,28 +81,57 @@ const shmAlign = 64
 
 func alignUp(n int64) int64 { return (n + shmAlign - 1) &^ (shmAlign - 1) }
 
+// IdleReleaseEnv names the environment variable that sets IdleRelease (a Go
+// duration, e.g. 500ms; the host's environment reaches its backends too).
+const IdleReleaseEnv = "ATTNRUN_IDLE_RELEASE"
+
+// DefaultIdleRelease is how long memory kept for the next run (the grown
+// shared region in the host, arenas in the CPU backend) stays after the
+// last run before it is given back.
+const DefaultIdleRelease = 2 * time.Second
+
+// IdleRelease returns $ATTNRUN_IDLE_RELEASE when it is a positive duration,
+// else DefaultIdleRelease.
+func IdleRelease() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(IdleReleaseEnv)); err == nil && d > 0 {
+		return d
+	}
+	return DefaultIdleRelease
+}
+
 // hostShm is the host's side of a tensor region.
 type hostShm struct {
 	mu  sync.Mutex // held for a whole Run: one Run at a time uses the region
 	f   *os.File
 	mem []byte
 	max int64
+	// initial is the size the region shrinks back to when idle.
+	initial int64
+	// budget is the host's memory budget; reserved is what the region
+	// holds of it (its size).
+	budget   *budget.Budget
+	reserved int64
+	idle     *time.Timer
 	// outBytes remembers the output bytes each partition's last Run needed.
 	outBytes map[PartitionID]int64
 }
 
 // newHostShm creates a region of size bytes (a memfd mapped shared) that may
-// grow to max bytes.
-func newHostShm(size, max int64) (*hostShm, error) {
-	if size <= 0 || max < size {
-		return nil, fmt.Errorf("tensor region: bad size %d (max %d)", size, max)
+// grow to max bytes, reserved from b (nil: no budget). A budget with less
+// left than size makes the initial region smaller.
+func newHostShm(size, limit int64, b *budget.Budget) (*hostShm, error) {
+	if size <= 0 || limit < size {
+		return nil, fmt.Errorf("tensor region: bad size %d (max %d)", size, limit)
+	}
+	if left := b.Left() / 4; left < size {
+		size = max(alignPage(left), minSharedBytes)
 	}
 	fd, err := unix.MemfdCreate("attnrun-tensors", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("tensor region: memfd_create: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), "attnrun-tensors")
-	h := &hostShm{f: f, max: max, outBytes: map[PartitionID]int64{}}
+	h := &hostShm{f: f, max: limit, initial: size, budget: b, outBytes: map[PartitionID]int64{}}
 	if err := h.resize(size); err != nil {
 		f.Close()
 		return nil, err
@@ -100,44 +139,111 @@ func newHostShm(size, max int64) (*hostShm, error) {
 	return h, nil
 }
 
-// resize sets the memfd's size and maps it whole (the caller holds mu or
-// owns h alone).
+// minSharedBytes is the smallest region: a tiny budget still gets one.
+const minSharedBytes = 64 << 10
+
+func alignPage(n int64) int64 { return n &^ (4096 - 1) }
+
+// resize sets the memfd's size and maps it whole, adjusting the budget
+// reservation (the caller holds mu or owns h alone). Growing past what the
+// budget has left fails without changing anything.
 func (h *hostShm) resize(size int64) error {
 	if size > int64(^uint(0)>>1) {
 		return fmt.Errorf("tensor region: %d bytes do not fit in the address space", size)
 	}
+	if grow := size - h.reserved; grow > 0 && !h.budget.Reserve(grow) {
+		return h.budget.Exceeded(fmt.Sprintf("the shared tensor region of %s", budget.Format(size)), grow, h.budget.Left())
+	}
 	if err := h.f.Truncate(size); err != nil {
-		return fmt.Errorf("tensor region: growing to %d bytes: %w", size, err)
+		h.budget.Release(size - h.reserved)
+		return fmt.Errorf("tensor region: resizing to %d bytes: %w", size, err)
 	}
 	mem, err := unix.Mmap(int(h.f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
+		h.budget.Release(size - h.reserved)
 		return fmt.Errorf("tensor region: mmap %d bytes: %w", size, err)
 	}
 	if h.mem != nil {
 		_ = unix.Munmap(h.mem)
 	}
 	h.mem = mem
+	if shrink := h.reserved - size; shrink > 0 {
+		h.budget.Release(shrink)
+	}
+	h.reserved = size
 	return nil
 }
 
-// reserve makes the region hold at least need bytes when the limit allows,
-// doubling its size until need fits, capped at h.max. It reports the
-// region's size afterwards; a failed growth leaves the region as it was (the
-// caller then sends what does not fit inline).
-func (h *hostShm) reserve(need int64) int64 {
+// reserve makes the region hold at least need bytes when the limits allow,
+// doubling its size until need fits, capped at h.max and at what the
+// budget leaves. It returns the region's size afterwards. When even must
+// bytes (what has to travel through the region) cannot fit because of the
+// budget, it returns the budget's error; other failures leave the region
+// as it was (the caller then sends what does not fit inline).
+func (h *hostShm) reserve(need, must int64) (int64, error) {
 	size := int64(len(h.mem))
 	if need <= size || size >= h.max {
-		return size
+		return size, nil
 	}
 	grown := size
 	for grown < need && grown < h.max {
 		grown *= 2
 	}
-	grown = min(grown, h.max)
-	if err := h.resize(grown); err != nil {
-		return int64(len(h.mem))
+	limit := h.max
+	if left := h.budget.Left(); left < limit-h.reserved {
+		limit = h.reserved + left
 	}
-	return grown
+	grown = alignPage(max(min(grown, limit), size))
+	if grown <= size {
+		grown = size
+	} else if err := h.resize(grown); err != nil && !errors.Is(err, budget.ErrExceeded) {
+		return int64(len(h.mem)), nil
+	}
+	if size = int64(len(h.mem)); size < must && must <= h.max {
+		return size, h.budget.Exceeded(fmt.Sprintf("the shared tensor region, for %s of inputs,", budget.Format(must)), must-size, h.budget.Left())
+	}
+	return size, nil
+}
+
+// idleLater arranges for the region to shrink back to its initial size
+// once no Run has used it for IdleRelease (the caller holds mu).
+func (h *hostShm) idleLater() {
+	if int64(len(h.mem)) <= h.initial {
+		return
+	}
+	if h.idle == nil {
+		h.idle = time.AfterFunc(IdleRelease(), h.shrinkIdle)
+		return
+	}
+	h.idle.Reset(IdleRelease())
+}
+
+// shrinkIdle truncates an idle region back to its initial size, unless a
+// Run holds it (that Run arranges the next shrink), and returns the freed
+// heap to the system too: the host's large buffers of the same request
+// (decoded outputs the caller dropped) are garbage by then.
+func (h *hostShm) shrinkIdle() {
+	if !h.mu.TryLock() {
+		return
+	}
+	defer h.mu.Unlock()
+	if h.mem == nil || int64(len(h.mem)) <= h.initial {
+		return
+	}
+	if err := h.resize(h.initial); err == nil {
+		debug.FreeOSMemory()
+	}
+}
+
+// copyOutFits checks that copying the output w out of the region into new
+// memory fits in what the host's budget leaves (the region itself is
+// reserved already), so that a huge output is an error rather than the
+// host running out of memory.
+func (h *hostShm) copyOutFits(w *backendpb.Tensor) error {
+	if n := int64(w.Shm.Length); n > h.budget.Left() {
+		return h.budget.Exceeded(fmt.Sprintf("copying a %v output out of the shared region", ir.DType(w.Dtype)), n, h.budget.Left())
+	}
+	return nil
 }
 
 // close unmaps the region and closes the memfd, waiting for a Run in flight.
@@ -147,6 +253,9 @@ func (h *hostShm) close() {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.idle != nil {
+		h.idle.Stop()
+	}
 	if h.mem != nil {
 		_ = unix.Munmap(h.mem)
 		h.mem = nil
@@ -155,6 +264,8 @@ func (h *hostShm) close() {
 		h.f.Close()
 		h.f = nil
 	}
+	h.budget.Release(h.reserved)
+	h.reserved = 0
 }
 
 // shmEligible reports whether a tensor can travel through the region.

@@ -1,11 +1,13 @@
 package plugins
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/plugins/backendpb"
+	"github.com/attnrun/attnrun/runtime/budget"
 )
 
 func TestShmTensor(t *testing.T) {
@@ -53,7 +55,7 @@ func TestShmTensor(t *testing.T) {
 }
 
 func TestHostShmReserve(t *testing.T) {
-	h, err := newHostShm(1<<20, 8<<20)
+	h, err := newHostShm(1<<20, 8<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,15 +65,55 @@ func TestHostShmReserve(t *testing.T) {
 		{100, 1 << 20}, {1 << 20, 1 << 20}, {1<<20 + 1, 2 << 20}, {5 << 20, 8 << 20}, {100 << 20, 8 << 20},
 	}
 	for _, s := range steps {
-		if got := h.reserve(s.need); got != s.want || int64(len(h.mem)) != s.want {
-			t.Errorf("reserve(%d) = %d (mapped %d), want %d", s.need, got, len(h.mem), s.want)
+		if got, err := h.reserve(s.need, 0); err != nil || got != s.want || int64(len(h.mem)) != s.want {
+			t.Errorf("reserve(%d) = %d, %v (mapped %d), want %d", s.need, got, err, len(h.mem), s.want)
 		}
 	}
 	if string(h.mem[:4]) != "kept" {
 		t.Errorf("growth lost the region's contents: %q", h.mem[:4])
 	}
-	if _, err := newHostShm(0, 1); err == nil {
+	if _, err := newHostShm(0, 1, nil); err == nil {
 		t.Error("a zero-byte region was accepted")
+	}
+}
+
+// TestHostShmBudget: the region's size is reserved from the host's budget:
+// it grows only as far as the budget leaves, a Run whose inputs cannot fit
+// is an error, and an idle region shrinks back, returning its bytes.
+func TestHostShmBudget(t *testing.T) {
+	b := budget.New(6 << 20)
+	h, err := newHostShm(1<<20, 64<<20, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Used() != 1<<20 {
+		t.Fatalf("the initial region reserved %d bytes, want %d", b.Used(), 1<<20)
+	}
+	if got, err := h.reserve(32<<20, 3<<20); err != nil || got != 6<<20 || b.Used() != 6<<20 {
+		t.Fatalf("reserve(32 MiB, 3 MiB) = %d, %v (budget used %d), want the whole 6 MiB", got, err, b.Used())
+	}
+	if _, err := h.reserve(32<<20, 7<<20); !errors.Is(err, budget.ErrExceeded) {
+		t.Fatalf("reserve with 7 MiB of inputs in a 6 MiB budget: %v, want the budget's error", err)
+	}
+	h.shrinkIdle()
+	if len(h.mem) != 1<<20 || b.Used() != 1<<20 {
+		t.Fatalf("after shrinking: %d bytes mapped, %d reserved, want 1 MiB", len(h.mem), b.Used())
+	}
+	if got, _ := h.reserve(4<<20, 0); got != 4<<20 {
+		t.Fatalf("regrown to %d", got)
+	}
+	h.close()
+	if b.Used() != 0 {
+		t.Fatalf("after close %d bytes reserved", b.Used())
+	}
+	// A small budget makes a small initial region.
+	small, err := newHostShm(64<<20, 64<<20, budget.New(8<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.close()
+	if len(small.mem) != 2<<20 {
+		t.Errorf("initial region in an 8 MiB budget: %d bytes, want 2 MiB", len(small.mem))
 	}
 }
 
