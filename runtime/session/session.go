@@ -26,6 +26,7 @@ import (
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
 	"github.com/attnrun/attnrun/plugins"
+	"github.com/attnrun/attnrun/runtime/budget"
 	"github.com/attnrun/attnrun/runtime/graph"
 	"gorgonia.org/tensor"
 )
@@ -53,6 +54,14 @@ type Options struct {
 	Threads int
 	// MaxTensorBytes bounds any one tensor (0: the default, 4 GiB).
 	MaxTensorBytes int64
+	// MaxMemoryBytes is the session's memory budget (package
+	// runtime/budget): the host and each backend process keep what they
+	// allocate for the model within it (weights, constants, plans, run
+	// memory, the shared tensor region), and a run that cannot fit is
+	// refused before it allocates. 0: budget.DefaultLimit (half of the
+	// machine's memory, cgroup limit or ulimit -v, the smallest);
+	// negative: no budget.
+	MaxMemoryBytes int64
 	// NoFuse turns off attention fusion in every backend.
 	NoFuse bool
 	// NoSharedMemory makes tensors travel as bytes inside the gRPC messages
@@ -64,6 +73,9 @@ type Options struct {
 	// SelfExe is the executable re-executed as the CPU backend (default
 	// os.Executable()); it must call cpu.ServeIfRequested first thing.
 	SelfExe string
+
+	// budget is the host's side of MaxMemoryBytes (set by defaults).
+	budget *budget.Budget
 }
 
 func (o *Options) defaults() error {
@@ -77,6 +89,12 @@ func (o *Options) defaults() error {
 		o.Logf = func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "attnrun: "+format+"\n", args...)
 		}
+	}
+	if o.MaxMemoryBytes == 0 {
+		o.MaxMemoryBytes = budget.DefaultLimit()
+	}
+	if o.budget == nil {
+		o.budget = budget.New(max(o.MaxMemoryBytes, 0))
 	}
 	if o.SelfExe == "" {
 		exe, err := os.Executable()
@@ -102,7 +120,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 
 // launchSpec says how to start the named backend.
 func launchSpec(name string, opts *Options) (plugins.LaunchSpec, error) {
-	spec := plugins.LaunchSpec{Name: name, Logger: plugins.NewLogger(logWriter{opts.Logf})}
+	spec := plugins.LaunchSpec{Name: name, Logger: plugins.NewLogger(logWriter{opts.Logf}), Budget: opts.budget}
 	if opts.NoSharedMemory {
 		spec.SharedBytes = -1
 	}
@@ -241,7 +259,7 @@ func OpenModel(ctx context.Context, m *ir.Model, opts Options) (*Session, error)
 }
 
 func openModel(ctx context.Context, m *ir.Model, opts Options) (*Session, error) {
-	prog, err := graph.Compile(m, graph.Options{Threads: opts.Threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse})
+	prog, err := graph.Compile(m, graph.Options{Threads: opts.Threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, Budget: opts.budget})
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +293,7 @@ func (s *Session) start(ctx context.Context) error {
 }
 
 func (s *Session) compileOptions() plugins.CompileOptions {
-	return plugins.CompileOptions{Threads: s.opts.Threads, MaxTensorBytes: s.opts.MaxTensorBytes, NoFuse: s.opts.NoFuse}
+	return plugins.CompileOptions{Threads: s.opts.Threads, MaxTensorBytes: s.opts.MaxTensorBytes, NoFuse: s.opts.NoFuse, MaxMemoryBytes: s.opts.MaxMemoryBytes}
 }
 
 // startBackend launches the named backend and adds it to the session.
