@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/runtime/budget"
 	"github.com/attnrun/attnrun/runtime/session"
 )
 
@@ -22,9 +23,29 @@ func (g *globalFlags) sessionOptions() session.Options {
 		NoFallback:     g.noFallback,
 		Threads:        g.threads,
 		MaxTensorBytes: g.maxTensorBytes,
+		MaxMemoryBytes: g.maxMemoryBytes,
 		NoFuse:         g.noFuse,
 		Logf:           logf,
 	}
+}
+
+// parseMaxMemory reads --max-memory into maxMemoryBytes: a byte count,
+// none (-1: no budget) or empty (0: the default).
+func (g *globalFlags) parseMaxMemory() error {
+	switch strings.ToLower(strings.TrimSpace(g.maxMemory)) {
+	case "":
+		g.maxMemoryBytes = 0
+		return nil
+	case "none":
+		g.maxMemoryBytes = -1
+		return nil
+	}
+	n, err := budget.Parse(g.maxMemory)
+	if err != nil {
+		return usageErrorf("--max-memory: %v", err)
+	}
+	g.maxMemoryBytes = n
+	return nil
 }
 
 // open starts a session on a model.
@@ -65,10 +86,11 @@ func (e flagError) Unwrap() error { return e.err }
 // that set them.
 func cliError(err error) error {
 	msg := err.Error()
-	if !strings.Contains(msg, "(Options.MaxTensorBytes)") {
-		return err
+	r := strings.NewReplacer("(Options.MaxTensorBytes)", "(--max-tensor-bytes)", "("+budget.LimitName+" ", "(--max-memory ")
+	if out := r.Replace(msg); out != msg {
+		return flagError{out, err}
 	}
-	return flagError{strings.ReplaceAll(msg, "(Options.MaxTensorBytes)", "(--max-tensor-bytes)"), err}
+	return err
 }
 
 // runIR runs a session on ir tensors (the session API takes gorgonia Dense
