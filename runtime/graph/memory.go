@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"runtime"
 	"sort"
 	"sync"
 
@@ -74,6 +75,27 @@ func (ap *arenaPool) get() *arena {
 	return &arena{budget: ap.budget, run: 1}
 }
 
+// collectAfter is how much memory an arena may let go of before it runs
+// the garbage collector: a sweep over growing shapes regrows buffers, and
+// left to the collector's pacing the dropped ones would double the heap
+// before their memory is reused. regrowHeadroom: a regrown buffer gets
+// 1/regrowHeadroom more than it needs.
+const (
+	collectAfter   = 16 << 20
+	regrowHeadroom = 8
+)
+
+// drop records that the arena let go of n bytes (no longer referenced), and
+// collects once enough has been dropped, so that the next allocations reuse
+// that memory instead of growing the heap.
+func (a *arena) drop(n int64) {
+	a.dropped += n
+	if a.dropped >= collectAfter {
+		a.dropped = 0
+		runtime.GC()
+	}
+}
+
 // put takes an arena back after a run, dropping what it has not used for
 // arenaAge runs; beyond maxIdleArenas, or once the Program is closed, the
 // whole arena is dropped.
@@ -123,6 +145,10 @@ type arena struct {
 	bytes  int64 // reserved from budget
 	run    int   // the run this arena serves (1, 2, ...)
 
+	// dropped counts the bytes of memory the arena let go of (buffers
+	// regrown, chunks and allocations trimmed) since the last collection.
+	dropped int64
+
 	bufs     [][]float32
 	bufRun   []int       // the last run that used each buffer
 	chunks   [][]float32 // scratch, kept across steps and runs
@@ -171,9 +197,16 @@ func (a *arena) buffer(b, size, n int) ([]float32, error) {
 	}
 	a.bufRun[b] = a.run
 	if have := cap(a.bufs[b]); have < size {
+		if have > 0 {
+			// Regrowing (shapes change between runs): with headroom, so
+			// that a sweep over growing shapes regrows rarely.
+			size = max(size, have+have/regrowHeadroom)
+		}
 		if !a.reserve(4 * int64(size-have)) {
 			return nil, a.budget.Exceeded(fmt.Sprintf("an arena buffer of %d float32s", size), 4*int64(size-have), a.budget.Left())
 		}
+		a.bufs[b] = nil
+		a.drop(4 * int64(have))
 		a.bufs[b] = make([]float32, size)
 	}
 	return a.bufs[b][:n], nil
@@ -205,9 +238,14 @@ func (a *arena) alloc(dt ir.DType, shape []int) *ir.Tensor {
 	if n >= 0 && dt.Known() {
 		a.mustReserve(n*int64(max(dt.Size(), 1)), fmt.Sprintf("a %v[%s] tensor", dt, ir.ShapeString(shape)))
 	}
-	t := ir.NewTensor(dt, shape)
 	if k < len(list) {
 		a.release(list[k].Bytes())
+		old := list[k].Bytes()
+		list[k] = nil
+		a.drop(old)
+	}
+	t := ir.NewTensor(dt, shape)
+	if k < len(list) {
 		list[k] = t
 	} else {
 		a.allocs[a.step] = append(list, t)
@@ -244,6 +282,7 @@ func (a *arena) trim() {
 	for b := range a.bufs {
 		if a.bufs[b] != nil && a.bufRun[b] <= old {
 			a.release(4 * int64(cap(a.bufs[b])))
+			a.dropped += 4 * int64(cap(a.bufs[b]))
 			a.bufs[b] = nil
 		}
 	}
@@ -251,6 +290,7 @@ func (a *arena) trim() {
 	for i, c := range a.chunks {
 		if a.chunkRun[i] <= old {
 			a.release(4 * int64(len(c)))
+			a.dropped += 4 * int64(len(c))
 			continue
 		}
 		kept, keptRun = append(kept, c), append(keptRun, a.chunkRun[i])
