@@ -50,9 +50,10 @@ import (
 // tensor, or an empty one) falls back to inline bytes in the gRPC message.
 //
 // Shrinking: once no Run has used the region for IdleRelease, a region
-// grown past its initial size is truncated back to it (which frees the
-// pages in both processes: the memfd is their only backing) and remapped,
-// and its bytes go back to the budget. The next large Run grows it again.
+// grown past its initial size is truncated to nothing and back to its
+// initial size (which frees its pages in both processes: the memfd is their
+// only backing) and remapped, and its bytes go back to the budget. The next
+// large Run grows it again.
 //
 // Lifetime of input views in the backend: graph.Program.Run keeps input
 // tensors only in its per-run slots, and plans are built from shapes alone,
@@ -230,6 +231,9 @@ func (h *hostShm) shrinkIdle() {
 	if h.mem == nil || int64(len(h.mem)) <= h.initial {
 		return
 	}
+	// Truncating to zero first frees the pages below the initial size too:
+	// the backend's mapping still holds those of the last large Run.
+	_ = h.f.Truncate(0)
 	if err := h.resize(h.initial); err == nil {
 		debug.FreeOSMemory()
 	}
