@@ -14,7 +14,6 @@ import (
 	"os"
 	"strings"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/attnrun/attnrun/internal/regfile"
 	"github.com/attnrun/attnrun/ir"
@@ -157,7 +156,7 @@ func readData(r io.Reader, dt ir.DType, n, need int64, sized bool) (any, error) 
 	var data any
 	if sized {
 		data = ir.MakeSlice(dt, int(n))
-		if _, err := io.ReadFull(r, bytesOf(data)); err != nil {
+		if _, err := io.ReadFull(r, ir.BytesOf(data)); err != nil {
 			return nil, fmt.Errorf("the file ends early: %w", err)
 		}
 	} else {
@@ -169,69 +168,25 @@ func readData(r io.Reader, dt ir.DType, n, need int64, sized bool) (any, error) 
 			return nil, fmt.Errorf("the stream ends after %d of %d bytes", len(raw), need)
 		}
 		data = ir.MakeSlice(dt, int(n))
-		copy(bytesOf(data), raw)
+		copy(ir.BytesOf(data), raw)
 	}
 	var one [1]byte
 	if k, _ := io.ReadFull(r, one[:]); k > 0 {
 		return nil, fmt.Errorf("trailing bytes after the %d bytes of data", need)
 	}
-	if !nativeLittleEndian && dt.Size() > 1 {
-		swapInPlace(bytesOf(data), dt.Size())
+	if !ir.NativeLittleEndian && dt.Size() > 1 {
+		swapInPlace(ir.BytesOf(data), dt.Size())
 	}
 	if b, ok := data.([]bool); ok {
 		// A Go bool must be 0 or 1; NumPy writes 0 and 1, anything else
 		// is true.
-		for i, v := range bytesOf(b) {
+		for i, v := range ir.BytesOf(b) {
 			if v > 1 {
 				b[i] = true
 			}
 		}
 	}
 	return data, nil
-}
-
-// nativeLittleEndian reports whether this machine stores numbers
-// little-endian, the byte order of the files attnrun reads and writes.
-var nativeLittleEndian = func() bool {
-	x := uint16(1)
-	return *(*byte)(unsafe.Pointer(&x)) == 1
-}()
-
-// bytesOf views a numeric or bool backing slice as its bytes (no copy).
-func bytesOf(data any) []byte {
-	switch s := data.(type) {
-	case []float32:
-		return asBytes(s)
-	case []float64:
-		return asBytes(s)
-	case []uint16:
-		return asBytes(s)
-	case []int64:
-		return asBytes(s)
-	case []int32:
-		return asBytes(s)
-	case []int16:
-		return asBytes(s)
-	case []int8:
-		return asBytes(s)
-	case []uint8:
-		return s
-	case []uint32:
-		return asBytes(s)
-	case []uint64:
-		return asBytes(s)
-	case []bool:
-		return asBytes(s)
-	}
-	return nil
-}
-
-func asBytes[T any](s []T) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	var z T
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
 }
 
 // swapInPlace reverses the bytes of each size-byte element.
