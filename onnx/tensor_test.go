@@ -208,8 +208,14 @@ func TestMaxTensorBytesTotal(t *testing.T) {
 // stored externally with the given key/values.
 func externalModel(t *testing.T, dir string, kv ...string) string {
 	t.Helper()
+	return externalModelDims(t, dir, []int64{2, 3}, kv...)
+}
+
+// externalModelDims is externalModel for a w of the given dims.
+func externalModelDims(t *testing.T, dir string, dims []int64, kv ...string) string {
+	t.Helper()
 	f := int32(onnxpb.TensorProto_FLOAT)
-	tp := &onnxpb.TensorProto{Name: proto.String("w"), DataType: &f, Dims: []int64{2, 3}, DataLocation: onnxpb.TensorProto_EXTERNAL.Enum()}
+	tp := &onnxpb.TensorProto{Name: proto.String("w"), DataType: &f, Dims: dims, DataLocation: onnxpb.TensorProto_EXTERNAL.Enum()}
 	for i := 0; i+1 < len(kv); i += 2 {
 		tp.ExternalData = append(tp.ExternalData, &onnxpb.StringStringEntryProto{Key: proto.String(kv[i]), Value: proto.String(kv[i+1])})
 	}
@@ -299,9 +305,15 @@ func TestExternalData(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := m.Graph.Initializers["w"]; !reflect.DeepEqual(got.Float32s(), want) || !reflect.DeepEqual(got.Shape, []int{2, 3}) {
+			got := m.Graph.Initializers["w"]
+			if !reflect.DeepEqual(got.Float32s(), want) || !reflect.DeepEqual(got.Shape, []int{2, 3}) {
 				t.Errorf("w = %v", got)
 			}
+			// It remembers where its bytes are, for EncodeExternal.
+			if e := got.External; e == nil || !filepath.IsAbs(e.Dir) || e.Offset != 8 || e.Length != 24 {
+				t.Errorf("w.External = %+v", e)
+			}
+			got.External = nil
 			// Encode inlines the data: the result no longer needs the file.
 			b, err := Encode(m)
 			if err != nil {
