@@ -96,7 +96,7 @@ func (p *Program) Close() {
 	p.arenas.closed = true
 	p.arenas.mu.Unlock()
 	p.arenas.releaseIdle()
-	p.opts.Budget.Release(p.reserved)
+	p.opts.Budget.Release(p.reserved + p.memoBytes.Swap(0))
 	p.reserved = 0
 }
 

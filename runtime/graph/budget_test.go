@@ -177,6 +177,12 @@ func TestBudgetAtRunTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := benchLikeInputs(p, 64, rand.New(rand.NewSource(2)))
+	// A first run packs the weights (kept, and reserved, for the program's
+	// lifetime); then the run memory is dropped.
+	if _, err := p.Run(context.Background(), in, RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p.ReleaseIdle()
 	pl, err := p.planFor(in)
 	if err != nil {
 		t.Fatal(err)

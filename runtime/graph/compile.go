@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops"
@@ -82,16 +83,34 @@ type Program struct {
 	// decide shapes; plans are keyed by their values (see budget.go).
 	valueInputs []string
 	// memo backs ops.Context.Memo: work kernels derive from the model's
-	// constants (packed weights), shared by every plan and run.
-	memo sync.Map
+	// constants (packed weights), shared by every plan and run; memoBytes
+	// is what it holds of the budget.
+	memo      sync.Map
+	memoBytes atomic.Int64
 }
 
-// memoize is ops.Context.Memo for every step of every plan.
+// memoize is ops.Context.Memo for every step of every plan. What build
+// makes (weights packed for the GEMM: as large as the weights) is reserved
+// from the memory budget for the program's lifetime; when the budget
+// refuses it, the step fails (memoryError).
 func (p *Program) memoize(key any, build func() any) any {
 	if v, ok := p.memo.Load(key); ok {
 		return v
 	}
-	v, _ := p.memo.LoadOrStore(key, build())
+	v := build()
+	var n int64
+	if s, ok := v.(interface{ Bytes() int64 }); ok {
+		n = s.Bytes()
+	}
+	if !p.opts.Budget.Reserve(n) {
+		panic(memoryError{p.opts.Budget.Exceeded("weights packed for the GEMM", n, p.opts.Budget.Left())})
+	}
+	v, loaded := p.memo.LoadOrStore(key, v)
+	if loaded {
+		p.opts.Budget.Release(n)
+	} else {
+		p.memoBytes.Add(n)
+	}
 	return v
 }
 
