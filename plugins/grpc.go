@@ -99,7 +99,7 @@ func (s *grpcServer) Capability(ctx context.Context, req *backendpb.CapabilityRe
 
 func (s *grpcServer) Compile(ctx context.Context, req *backendpb.CompileRequest) (*backendpb.CompileResponse, error) {
 	id, nodes, err := s.impl.Compile(ctx, req.Model, CompileOptions{Threads: int(req.Threads), MaxTensorBytes: req.MaxTensorBytes, NoFuse: req.NoFuse,
-		MaxMemoryBytes: req.MaxMemoryBytes})
+		MaxMemoryBytes: req.MaxMemoryBytes, ModelDir: req.ModelDir})
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -196,7 +196,17 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 		}
 		r.Outputs = append(r.Outputs, &backendpb.NamedTensor{Name: name, Tensor: w})
 	}
+	if rel, ok := s.impl.(OutputsReleaser); ok && OutputsCopied(ctx) {
+		rel.OutputsReleased()
+	}
 	return r, nil
+}
+
+// OutputsReleaser is implemented by a Server that wants to know when the
+// outputs of a Run it returned under OutputsCopied are no longer used (the
+// response holds copies): its run memory is idle from then on.
+type OutputsReleaser interface {
+	OutputsReleased()
 }
 
 func (s *grpcServer) Release(ctx context.Context, req *backendpb.ReleaseRequest) (*backendpb.ReleaseResponse, error) {
@@ -305,12 +315,11 @@ func (c *client) Compile(ctx context.Context, m *ir.Model, opts CompileOptions) 
 	if m == nil || m.Graph == nil {
 		return 0, errors.New("compile: partition has no graph")
 	}
-	data, err := onnx.Encode(m)
+	req, err := compileRequest(m, opts)
 	if err != nil {
-		return 0, fmt.Errorf("compile: encoding partition: %w", err)
+		return 0, err
 	}
-	r, err := c.rpc.Compile(ctx, &backendpb.CompileRequest{Model: data, Threads: int32(opts.Threads), MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse,
-		MaxMemoryBytes: opts.MaxMemoryBytes})
+	r, err := c.rpc.Compile(ctx, req)
 	if err != nil {
 		return 0, rpcError("compile", err)
 	}
@@ -329,6 +338,20 @@ func (c *client) Compile(ctx context.Context, m *ir.Model, opts CompileOptions) 
 	c.parts[id] = meta
 	c.mu.Unlock()
 	return id, nil
+}
+
+// compileRequest encodes a partition for Compile. Weights loaded from
+// external data go as references to their files (onnx.EncodeExternal),
+// which the backend reads itself: no weight bytes in the message, so that
+// a model past gRPC's 2 GiB limit loads, and the host never holds an
+// encoded copy of its weights.
+func compileRequest(m *ir.Model, opts CompileOptions) (*backendpb.CompileRequest, error) {
+	data, dir, err := onnx.EncodeExternal(m)
+	if err != nil {
+		return nil, fmt.Errorf("compile: encoding partition: %w", err)
+	}
+	return &backendpb.CompileRequest{Model: data, Threads: int32(opts.Threads), MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse,
+		MaxMemoryBytes: opts.MaxMemoryBytes, ModelDir: dir}, nil
 }
 
 func (c *client) meta(id PartitionID) *partMeta {

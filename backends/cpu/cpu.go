@@ -206,7 +206,7 @@ func verdict(q plugins.NodeQuery) plugins.Verdict {
 // the session's memory budget.
 func (s *Server) Compile(_ context.Context, model []byte, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
 	s.setBudget(opts.MaxMemoryBytes)
-	m, err := onnx.Decode(model, onnx.Options{MaxTensorBytes: opts.MaxTensorBytes})
+	m, err := onnx.Decode(model, onnx.Options{MaxTensorBytes: opts.MaxTensorBytes, BaseDir: opts.ModelDir})
 	if err != nil {
 		return 0, nil, fmt.Errorf("cpu backend: decoding partition: %w", err)
 	}
@@ -255,9 +255,16 @@ func (s *Server) Run(ctx context.Context, id plugins.PartitionID, inputs map[str
 	}, ReuseOutputs: plugins.OutputsCopied(ctx)}
 	out, err := p.prog.Run(ctx, inputs, ro)
 	s.status.Idle(id)
-	s.idleLater()
+	if err != nil || !ro.ReuseOutputs {
+		s.idleLater() // else once the outputs are copied: OutputsReleased
+	}
 	return out, err
 }
+
+// OutputsReleased is called by the protocol layer once it has copied a
+// Run's outputs away (plugins.OutputsCopied): the run's memory is idle from
+// then on.
+func (s *Server) OutputsReleased() { s.idleLater() }
 
 // setBudget applies the session's memory budget (see
 // plugins.CompileOptions.MaxMemoryBytes) to the process, and makes it Go's
