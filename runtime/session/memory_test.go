@@ -18,14 +18,20 @@ import (
 )
 
 // vmRSS reads a process's resident set size from /proc/<pid>/status.
-func vmRSS(t *testing.T, pid int) int64 {
+func vmRSS(t *testing.T, pid int) int64 { return procStatus(t, pid, "VmRSS:") }
+
+// vmHWM reads a process's peak resident set size.
+func vmHWM(t *testing.T, pid int) int64 { return procStatus(t, pid, "VmHWM:") }
+
+// procStatus reads a size in kB from /proc/<pid>/status.
+func procStatus(t *testing.T, pid int, field string) int64 {
 	t.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			if err != nil {
 				t.Fatal(err)
@@ -33,7 +39,7 @@ func vmRSS(t *testing.T, pid int) int64 {
 			return kb << 10
 		}
 	}
-	t.Fatal("no VmRSS")
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
 
@@ -149,7 +155,8 @@ func TestIdleShrink(t *testing.T) {
 		t.Fatalf("the request did not grow the processes (host %d → %d, backend %d → %d MiB): nothing to shrink", hostBefore>>20, hostPeak>>20, backBefore>>20, backPeak>>20)
 	}
 	if hostAfter > hostBefore+64<<20 || backAfter > backBefore+64<<20 {
-		t.Errorf("idle after the request: host RSS %d MiB (was %d), backend %d MiB (was %d)", hostAfter>>20, hostBefore>>20, backAfter>>20, backBefore>>20)
+		smaps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+		t.Errorf("idle after the request: host RSS %d MiB (was %d), backend %d MiB (was %d); backend's smaps_rollup:\n%s", hostAfter>>20, hostBefore>>20, backAfter>>20, backBefore>>20, smaps)
 	}
 	if got := s.backends[0].proc.SharedBytes(); got > plugins.DefaultSharedBytes {
 		t.Errorf("the shared region is %d MiB after idling", got>>20)
