@@ -108,11 +108,22 @@ func (b *Budget) Describe() string {
 }
 
 // Exceeded returns the error for need bytes of what (e.g. `output "y"
-// float32[1024x1024]`) that the budget cannot give: it says how much is
-// left, and wraps ErrExceeded.
+// float32[1024x1024]`) that the budget cannot give, saying how much is
+// left; it matches ErrExceeded.
 func (b *Budget) Exceeded(what string, need, left int64) error {
-	return fmt.Errorf("%s needs %s; %s has %s left: %w", what, FormatExact(need), b.Describe(), Format(left), ErrExceeded)
+	return Errorf("%s needs %s; %s has %s left", what, FormatExact(need), b.Describe(), Format(left))
 }
+
+// Errorf formats an error about memory the budget does not allow; it
+// matches ErrExceeded (errors.Is).
+func Errorf(format string, args ...any) error {
+	return &exceededError{fmt.Sprintf(format, args...)}
+}
+
+type exceededError struct{ msg string }
+
+func (e *exceededError) Error() string        { return e.msg }
+func (e *exceededError) Is(target error) bool { return target == ErrExceeded }
 
 // Format renders a byte count for people: "512 MiB", "8 GiB", "1.5 GiB",
 // "100 bytes".
