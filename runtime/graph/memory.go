@@ -148,6 +148,10 @@ type arena struct {
 	// dropped counts the bytes of memory the arena let go of (buffers
 	// regrown, chunks and allocations trimmed) since the last collection.
 	dropped int64
+	// slot maps the running plan's buffers to bufs (layout); laidOut is
+	// the plan sizes it was made for.
+	slot    []int
+	laidOut []int
 
 	bufs     [][]float32
 	bufRun   []int       // the last run that used each buffer
@@ -189,12 +193,61 @@ func (a *arena) mustReserve(n int64, what string) {
 	}
 }
 
-// buffer returns arena buffer b, n elements long, making it hold size
-// elements (the plan's size for b) first if it is smaller.
-func (a *arena) buffer(b, size, n int) ([]float32, error) {
-	for len(a.bufs) <= b {
-		a.bufs, a.bufRun = append(a.bufs, nil), append(a.bufRun, 0)
+// layout maps a plan's buffers (their sizes, in float32s) onto the arena's
+// slices for a run: each, largest first, gets the smallest free slice that
+// holds it, else the largest free one (regrown), else a new one. Plans of
+// other shapes thus reuse the same slices whatever their buffer numbering,
+// and the arena stays near what its largest plan needs. A run of the same
+// plan as the last keeps the last mapping.
+func (a *arena) layout(sizes []int) {
+	if len(sizes) == len(a.laidOut) && (len(sizes) == 0 || &sizes[0] == &a.laidOut[0]) {
+		return
 	}
+	a.laidOut = sizes
+	a.slot = make([]int, len(sizes))
+	order := make([]int, len(sizes))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return sizes[order[i]] > sizes[order[j]] })
+	taken := make([]bool, len(a.bufs))
+	for _, b := range order {
+		best := -1
+		for k, buf := range a.bufs {
+			if taken[k] {
+				continue
+			}
+			c, bc := cap(buf), 0
+			if best >= 0 {
+				bc = cap(a.bufs[best])
+			}
+			switch {
+			case best < 0:
+				best = k
+			case c >= sizes[b] && (bc < sizes[b] || c < bc):
+				best = k // the smallest that holds it
+			case bc < sizes[b] && c > bc:
+				best = k // none holds it yet: the largest
+			}
+		}
+		if best < 0 {
+			best = len(a.bufs)
+			a.bufs, a.bufRun = append(a.bufs, nil), append(a.bufRun, 0)
+			taken = append(taken, false)
+		}
+		taken[best] = true
+		a.slot[b] = best
+	}
+}
+
+// buffer returns the plan's arena buffer b (see layout), n elements long,
+// making it hold size elements (the plan's size for b) first if it is
+// smaller.
+func (a *arena) buffer(b, size, n int) ([]float32, error) {
+	if b >= len(a.slot) {
+		return nil, fmt.Errorf("internal error: arena buffer %d of %d laid out", b, len(a.slot))
+	}
+	b = a.slot[b]
 	a.bufRun[b] = a.run
 	if have := cap(a.bufs[b]); have < size {
 		if have > 0 {
@@ -261,6 +314,7 @@ func (a *arena) scratchFloats(n int) []float32 {
 	if n < 0 {
 		return nil
 	}
+	start, fresh := a.ci, a.off == 0
 	for ; a.ci < len(a.chunks); a.ci, a.off = a.ci+1, 0 {
 		if c := a.chunks[a.ci]; a.off+n <= len(c) {
 			s := c[a.off : a.off+n : a.off+n]
@@ -269,10 +323,30 @@ func (a *arena) scratchFloats(n int) []float32 {
 			return s
 		}
 	}
-	a.mustReserve(4*int64(n), fmt.Sprintf("%d float32s of working memory", n))
-	a.chunks, a.chunkRun = append(a.chunks, make([]float32, n)), append(a.chunkRun, a.run)
+	// No chunk can serve it. Regrow the largest chunk this run has not
+	// used (what the shapes of earlier runs needed), if one is past
+	// every piece this step has handed out; else add a chunk.
+	re := -1
+	for i := start; i < len(a.chunks); i++ {
+		if (i > start || fresh) && a.chunkRun[i] != a.run && (re < 0 || len(a.chunks[i]) > len(a.chunks[re])) {
+			re = i
+		}
+	}
+	size := n
+	if re >= 0 {
+		old := len(a.chunks[re])
+		size = max(n, old+old/regrowHeadroom)
+		a.mustReserve(4*int64(size-old), fmt.Sprintf("%d float32s of working memory", n))
+		a.chunks[re] = nil
+		a.drop(4 * int64(old))
+		a.chunks[re], a.chunkRun[re] = make([]float32, size), a.run
+		a.ci, a.off = re, n
+		return a.chunks[re][:n:n]
+	}
+	a.mustReserve(4*int64(size), fmt.Sprintf("%d float32s of working memory", n))
+	a.chunks, a.chunkRun = append(a.chunks, make([]float32, size)), append(a.chunkRun, a.run)
 	a.ci, a.off = len(a.chunks)-1, n
-	return a.chunks[a.ci]
+	return a.chunks[a.ci][:n:n]
 }
 
 // trim drops the buffers, scratch chunks and allocations no run has used
@@ -282,15 +356,16 @@ func (a *arena) trim() {
 	for b := range a.bufs {
 		if a.bufs[b] != nil && a.bufRun[b] <= old {
 			a.release(4 * int64(cap(a.bufs[b])))
-			a.dropped += 4 * int64(cap(a.bufs[b]))
+			dropped := 4 * int64(cap(a.bufs[b]))
 			a.bufs[b] = nil
+			a.drop(dropped)
 		}
 	}
 	kept, keptRun := a.chunks[:0], a.chunkRun[:0]
 	for i, c := range a.chunks {
 		if a.chunkRun[i] <= old {
 			a.release(4 * int64(len(c)))
-			a.dropped += 4 * int64(len(c))
+			a.drop(4 * int64(len(c)))
 			continue
 		}
 		kept, keptRun = append(kept, c), append(keptRun, a.chunkRun[i])
@@ -312,6 +387,7 @@ func (a *arena) releaseAll() {
 	a.budget.Release(a.bytes)
 	a.bytes = 0
 	a.bufs, a.bufRun, a.chunks, a.chunkRun, a.allocs, a.allocRun = nil, nil, nil, nil, nil, nil
+	a.slot, a.laidOut = nil, nil
 }
 
 // logical is one planned buffer: the tensors sharing it (an output and

@@ -399,6 +399,7 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 	}
 	ar := p.arenas.get()
 	defer p.arenas.put(ar)
+	ar.layout(pl.mem.sizes)
 	scratch, alloc := ar.scratchFloats, ar.alloc
 	fresh := p.freshAlloc
 	args := make([]*ir.Tensor, 0, 8)
