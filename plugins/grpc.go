@@ -400,11 +400,7 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 			return nil, errors.New("run: the backend's tensor region is closed")
 		}
 		defer h.idleLater()
-		want, ok := h.outBytes[id]
-		if !ok {
-			want = inBytes // first Run: guess outputs as large as inputs
-		}
-		size, err := h.reserve(inBytes+want, inBytes)
+		size, err := h.reserve(inBytes+h.expectOutput(id, inBytes), inBytes)
 		if err != nil {
 			return nil, fmt.Errorf("run: %w", err)
 		}
@@ -436,7 +432,7 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 		return nil, rpcError("run", err)
 	}
 	if region != nil {
-		c.shm.outBytes[id] = int64(min(r.OutputBytes, uint64(c.shm.max)))
+		c.shm.learnOutput(id, inBytes, r.OutputBytes)
 	}
 	out := make(map[string]*tensor.Dense, len(r.Outputs))
 	for _, nt := range r.Outputs {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -113,8 +114,9 @@ type hostShm struct {
 	budget   *budget.Budget
 	reserved int64
 	idle     *time.Timer
-	// outBytes remembers the output bytes each partition's last Run needed.
-	outBytes map[PartitionID]int64
+	// outBytes remembers, per partition, the input and output bytes of its
+	// last Run (see expectOutput).
+	outBytes map[PartitionID]ioBytes
 }
 
 // newHostShm creates a region of size bytes (a memfd mapped shared) that may
@@ -132,7 +134,7 @@ func newHostShm(size, limit int64, b *budget.Budget) (*hostShm, error) {
 		return nil, fmt.Errorf("tensor region: memfd_create: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), "attnrun-tensors")
-	h := &hostShm{f: f, max: limit, initial: size, budget: b, outBytes: map[PartitionID]int64{}}
+	h := &hostShm{f: f, max: limit, initial: size, budget: b, outBytes: map[PartitionID]ioBytes{}}
 	if err := h.resize(size); err != nil {
 		f.Close()
 		return nil, err
@@ -206,6 +208,30 @@ func (h *hostShm) reserve(need, must int64) (int64, error) {
 	return size, nil
 }
 
+// ioBytes are a Run's input and output bytes in the region.
+type ioBytes struct{ in, out int64 }
+
+// expectOutput guesses the output bytes of a Run of partition id with in
+// bytes of inputs: as much as the inputs the first time, then the last
+// Run's outputs scaled by how the inputs grew (outputs grow with the
+// sequence length like inputs do), so that a larger request finds room
+// for its outputs instead of sending them inline. The caller holds mu.
+func (h *hostShm) expectOutput(id PartitionID, in int64) int64 {
+	last, ok := h.outBytes[id]
+	switch {
+	case !ok:
+		return in
+	case last.in > 0 && in > last.in:
+		return int64(float64(last.out) * float64(in) / float64(last.in))
+	}
+	return last.out
+}
+
+// learnOutput records what a Run of partition id had (the caller holds mu).
+func (h *hostShm) learnOutput(id PartitionID, in int64, out uint64) {
+	h.outBytes[id] = ioBytes{in, int64(min(out, uint64(h.max)))}
+}
+
 // idleLater arranges for the region to shrink back to its initial size
 // once no Run has used it for IdleRelease (the caller holds mu).
 func (h *hostShm) idleLater() {
@@ -235,7 +261,7 @@ func (h *hostShm) shrinkIdle() {
 	// the backend's mapping still holds those of the last large Run.
 	_ = h.f.Truncate(0)
 	if err := h.resize(h.initial); err == nil {
-		debug.FreeOSMemory()
+		FreeOSMemory()
 	}
 }
 
@@ -248,6 +274,15 @@ func (h *hostShm) copyOutFits(w *backendpb.Tensor) error {
 		return h.budget.Exceeded(fmt.Sprintf("copying a %v output out of the shared region", ir.DType(w.Dtype)), n, h.budget.Left())
 	}
 	return nil
+}
+
+// FreeOSMemory returns the process's free memory to the system, after a
+// large request's memory was dropped (the host's region, a backend's
+// arenas). It collects twice: buffers gRPC keeps in sync.Pools (a large
+// inline message's) survive one collection.
+func FreeOSMemory() {
+	runtime.GC()
+	debug.FreeOSMemory()
 }
 
 // close unmaps the region and closes the memfd, waiting for a Run in flight.

@@ -149,3 +149,19 @@ func TestWithin(t *testing.T) {
 		t.Error("a partly overlapping slice does not overlap")
 	}
 }
+
+// TestExpectOutput: the region reserves room for a Run's outputs from the
+// partition's last Run, scaled by how its inputs grew (a small Run then a
+// large one sent the large one's outputs inline).
+func TestExpectOutput(t *testing.T) {
+	h := &hostShm{max: 1 << 30, outBytes: map[PartitionID]ioBytes{}}
+	if got := h.expectOutput(1, 1000); got != 1000 {
+		t.Errorf("first Run: expect %d, want the inputs' 1000", got)
+	}
+	h.learnOutput(1, 1000, 500)
+	for _, c := range [][2]int64{{4000, 2000}, {1000, 500}, {10, 500}} {
+		if got := h.expectOutput(1, c[0]); got != c[1] {
+			t.Errorf("inputs %d: expect %d, want %d", c[0], got, c[1])
+		}
+	}
+}

@@ -312,7 +312,7 @@ func (s *Server) releaseIdle() {
 		freed += p.ReleaseIdle()
 	}
 	if freed > 0 {
-		debug.FreeOSMemory()
+		plugins.FreeOSMemory()
 	}
 }
 
