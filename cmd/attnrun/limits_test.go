@@ -86,3 +86,24 @@ func TestShapeBombRefused(t *testing.T) {
 	}
 	attnrun(t, "run", model, "-i", "s="+shape, "--max-memory", "lots").wantError(t, 2, cmdWall, `--max-memory: "lots" is not a byte count`)
 }
+
+// TestInternalDomainRefused: a model naming com.attnrun:FusedMatMul itself
+// (with view strides that overflowed View.Span, so that only Go's own
+// bounds check stopped the kernel) is refused when loaded.
+func TestInternalDomainRefused(t *testing.T) {
+	big := int64(1<<31-1) * int64(1<<31-1)
+	b, err := proto.Marshal(&onnxpb.ModelProto{IrVersion: proto.Int64(8),
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(17)}, {Domain: proto.String("com.attnrun"), Version: proto.Int64(1)}},
+		Graph: &onnxpb.GraphProto{Name: proto.String("g"), Input: []*onnxpb.ValueInfoProto{floatVI("a", 4, 4), floatVI("b", 2, 2)}, Output: []*onnxpb.ValueInfoProto{floatVI("y", 2, 2, 2)},
+			Node: []*onnxpb.NodeProto{{Name: proto.String("evil"), OpType: proto.String("FusedMatMul"), Domain: proto.String("com.attnrun"), Input: []string{"a", "b"}, Output: []string{"y"},
+				Attribute: []*onnxpb.AttributeProto{{Name: proto.String("a_view"), Type: onnxpb.AttributeProto_INTS.Enum(), Ints: []int64{0, 2, 2, 2, big, big, big}}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(t.TempDir(), "evil.onnx")
+	if err := os.WriteFile(model, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	timed(t, cmdWall, "run", model, "-i", "a=random", "-i", "b=random").wantError(t, 1, cmdWall,
+		`node "evil" (com.attnrun:FusedMatMul): the com.attnrun domain holds attnrun's internal ops, which only its own graph rewrites create; a model cannot use them`)
+}
