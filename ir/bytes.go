@@ -67,12 +67,12 @@ func AliasBytes(dt DType, raw []byte, n int) (any, bool) {
 	if uintptr(p)%uintptr(size) != 0 {
 		return nil, false
 	}
-	switch dt {
+	switch dt.Storage() {
 	case Float:
 		return unsafe.Slice((*float32)(p), n), true
 	case Double:
 		return unsafe.Slice((*float64)(p), n), true
-	case Float16, BFloat16, Uint16:
+	case Uint16:
 		return unsafe.Slice((*uint16)(p), n), true
 	case Int64:
 		return unsafe.Slice((*int64)(p), n), true

@@ -149,3 +149,14 @@ func mapExternal(f *os.File, dt ir.DType, offset, need int64) (any, bool) {
 	}
 	return data, true
 }
+
+// readExternal returns the need bytes of a tensor stored outside the model
+// file, checked as externalTensor checks them: for the narrow types, whose
+// packed bytes narrowFromProto unpacks into a tensor of its own.
+func readExternal(tp *onnxpb.TensorProto, opts Options, need int64) ([]byte, error) {
+	t, err := externalTensor(tp, opts, ir.Uint8, []int{int(need)}, need)
+	if err != nil {
+		return nil, err
+	}
+	return t.Data.([]uint8), nil
+}

@@ -18,6 +18,14 @@
 // memfd, named by ATTNRUN_SHM_FD). Run writes the inputs there and the
 // backend its outputs, so gRPC carries only descriptors; tensors that do not
 // fit travel as bytes in the messages. See shm.go.
+//
+// Lifecycle: a backend leads its own process group, dies with its host
+// (parent-death signal) and is killed as a group (procrunner.go). Every
+// control call has a default deadline, a Run in flight is watched by
+// health checks, a Run whose context ends returns at once, and a backend
+// that stops answering is killed (deadlines.go). Plugin executables are
+// verified, and optionally pinned by SHA-256, before they are listed or run
+// (verify.go).
 package plugins
 
 import (
@@ -31,7 +39,9 @@ import (
 // must agree on it during the go-plugin handshake. Version 2 added tensors
 // in the shared region (shm.go). Version 3 added the memory budget and
 // external-data weights passed by reference (CompileRequest.model_dir): a
-// backend of version 2 would fail to decode such a partition.
+// backend of version 2 would fail to decode such a partition. It also
+// added the Ping RPC and SharedRun.seq, with which the host fences off a
+// Run it abandoned before it reuses the region.
 const ProtocolVersion = 3
 
 // Handshake values shared by host and backends. The cookie is not a security

@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -54,7 +55,10 @@ import (
 // grown past its initial size is truncated to nothing and back to its
 // initial size (which frees its pages in both processes: the memfd is their
 // only backing) and remapped, and its bytes go back to the budget. The next
-// large Run grows it again.
+// large Run grows it again. The shrink takes the region like a Run does,
+// but never waits for it: a Run in flight, or an abandoned Run whose
+// backend has not yet confirmed it let go (see "Abandoned Runs" below),
+// keeps the region as it is, and a broken region is never shrunk.
 //
 // Lifetime of input views in the backend: graph.Program.Run keeps input
 // tensors only in its per-run slots, and plans are built from shapes alone,
@@ -113,10 +117,60 @@ type hostShm struct {
 	// holds of it (its size).
 	budget   *budget.Budget
 	reserved int64
-	idle     *time.Timer
+	// idle shrinks the region once no Run has held it for IdleRelease
+	// (idleLater, shrinkIdle).
+	idle *time.Timer
 	// outBytes remembers, per partition, the input and output bytes of its
 	// last Run (see expectOutput).
 	outBytes map[PartitionID]ioBytes
+	// turn queues Runs for mu so that a waiting Run can give up when its
+	// context ends (acquire). Whoever holds the region holds both: a Run,
+	// the drain of an abandoned Run, or the idle shrink.
+	turn chan struct{}
+	// seq numbers Runs (SharedRun.seq); broken is set when a Run was
+	// abandoned and the backend never confirmed it let go of the region.
+	seq    uint64
+	broken bool
+}
+
+// Abandoned Runs. A Run whose context ends returns at once, but the backend
+// may still be reading its inputs from the region or writing its outputs
+// there, or may not even have started it. So the abandoning Run hands its
+// hold on the region to a goroutine that sends Ping with fence = the Run's
+// seq: the backend answers once no Run holds its side of the region, and
+// refuses any Run numbered up to the fence that arrives later. Only then is
+// the region released for the next Run. A backend that does not answer
+// within PingTimeout is killed, and the region is never used again (nor
+// shrunk: the backend may still write to it).
+
+// errQueued marks a Run that gave up while waiting for the region.
+var errQueued = errors.New("waiting for an earlier run on this backend")
+
+// acquire takes the region for one Run, waiting at most until ctx ends.
+func (h *hostShm) acquire(ctx context.Context) error {
+	select {
+	case h.turn <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("run: %w: %w", errQueued, ctx.Err())
+	}
+	h.mu.Lock()
+	switch {
+	case h.mem == nil:
+		h.release()
+		return errors.New("run: the backend's tensor region is closed")
+	case h.broken:
+		h.release()
+		return errors.New("run: the backend did not let go of its tensor region after an abandoned run")
+	}
+	return nil
+}
+
+// release gives the region to the next Run, arming the idle shrink first:
+// the region was last used now.
+func (h *hostShm) release() {
+	h.idleLater()
+	h.mu.Unlock()
+	<-h.turn
 }
 
 // newHostShm creates a region of size bytes (a memfd mapped shared) that may
@@ -134,7 +188,7 @@ func newHostShm(size, limit int64, b *budget.Budget) (*hostShm, error) {
 		return nil, fmt.Errorf("tensor region: memfd_create: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), "attnrun-tensors")
-	h := &hostShm{f: f, max: limit, initial: size, budget: b, outBytes: map[PartitionID]ioBytes{}}
+	h := &hostShm{f: f, max: limit, initial: size, budget: b, outBytes: map[PartitionID]ioBytes{}, turn: make(chan struct{}, 1)}
 	if err := h.resize(size); err != nil {
 		f.Close()
 		return nil, err
@@ -233,9 +287,10 @@ func (h *hostShm) learnOutput(id PartitionID, in int64, out uint64) {
 }
 
 // idleLater arranges for the region to shrink back to its initial size
-// once no Run has used it for IdleRelease (the caller holds mu).
+// once no Run has used it for IdleRelease (the caller holds mu; release
+// calls it). A closed or broken region is left alone.
 func (h *hostShm) idleLater() {
-	if int64(len(h.mem)) <= h.initial {
+	if h.mem == nil || h.broken || int64(len(h.mem)) <= h.initial {
 		return
 	}
 	if h.idle == nil {
@@ -245,23 +300,38 @@ func (h *hostShm) idleLater() {
 	h.idle.Reset(IdleRelease())
 }
 
-// shrinkIdle truncates an idle region back to its initial size, unless a
-// Run holds it (that Run arranges the next shrink), and returns the freed
-// heap to the system too: the host's large buffers of the same request
-// (decoded outputs the caller dropped) are garbage by then.
+// shrinkIdle truncates an idle region back to its initial size, and then
+// returns the freed heap to the system too: the host's large buffers of the
+// same request (decoded outputs the caller dropped) are garbage by then.
+//
+// It takes the region's turn without waiting: when a Run holds the region,
+// or the drain of an abandoned Run does (the backend may still be using it
+// for that Run), it does nothing, and whoever holds the region arms the
+// next shrink when it lets go (release). A broken region (a backend that
+// never confirmed it let go of an abandoned Run's tensors) is never
+// shrunk: the backend may still write to it.
 func (h *hostShm) shrinkIdle() {
-	if !h.mu.TryLock() {
+	select {
+	case h.turn <- struct{}{}:
+	default:
 		return
 	}
-	defer h.mu.Unlock()
-	if h.mem == nil || int64(len(h.mem)) <= h.initial {
+	if !h.mu.TryLock() { // close holds it
+		<-h.turn
+		return
+	}
+	if h.mem == nil || h.broken || int64(len(h.mem)) <= h.initial {
+		h.mu.Unlock()
+		<-h.turn
 		return
 	}
 	// Truncating to zero first frees the pages below the initial size too:
 	// the backend's mapping still holds those of the last large Run.
 	_ = h.f.Truncate(0)
-	if err := h.resize(h.initial); err == nil {
-		FreeOSMemory()
+	err := h.resize(h.initial)
+	h.release()
+	if err == nil {
+		FreeOSMemory() // after release: a Run need not wait for the collector
 	}
 }
 
@@ -389,6 +459,21 @@ type backendShm struct {
 	mu  sync.Mutex // held while a Run uses mem
 	fd  int
 	mem []byte
+	// fence is the highest Run seq the host abandoned (Ping); such Runs
+	// must not touch the region.
+	fence uint64
+}
+
+// lockBefore takes mu, giving up when ctx ends.
+func (b *backendShm) lockBefore(ctx context.Context) error {
+	for !b.mu.TryLock() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // backendShmFromEnv opens the region the host passed (SharedFDEnv); nil

@@ -44,6 +44,10 @@ const ServeEnv = "ATTNRUN_SERVE_BACKEND"
 //
 //	exit-before:<OpType>   exit with status 2 just before the first node of that op runs
 //	kill-before:<OpType>   send SIGKILL to itself just before that node runs
+//	stop-before:<OpType>   send SIGSTOP to itself just before that node runs
+//	stop-in:<Call>         send SIGSTOP to itself when the host calls Info,
+//	                       Capability or Compile (a backend that handshakes,
+//	                       then never answers)
 //	refuse:<OpType>[,...]  answer Capability with "refused" for those op types
 //
 // Nothing else in attnrun sets or reads it.
@@ -51,8 +55,8 @@ const FaultEnv = "ATTNRUN_CPU_FAULT"
 
 // faults are the parsed FaultEnv hooks.
 type faults struct {
-	exitBefore, killBefore string
-	refuse                 map[string]bool
+	exitBefore, killBefore, stopBefore, stopIn string
+	refuse                                     map[string]bool
 }
 
 func parseFaults(v string) (faults, error) {
@@ -70,12 +74,16 @@ func parseFaults(v string) (faults, error) {
 			f.exitBefore = arg
 		case "kill-before":
 			f.killBefore = arg
+		case "stop-before":
+			f.stopBefore = arg
+		case "stop-in":
+			f.stopIn = arg
 		case "refuse":
 			for _, op := range strings.Split(arg, ",") {
 				f.refuse[op] = true
 			}
 		default:
-			return f, fmt.Errorf("%s: unknown hook %q (want exit-before, kill-before or refuse)", FaultEnv, kind)
+			return f, fmt.Errorf("%s: unknown hook %q (want exit-before, kill-before, stop-before, stop-in or refuse)", FaultEnv, kind)
 		}
 	}
 	return f, nil
@@ -135,7 +143,7 @@ func NewServer() (*Server, error) {
 		return nil, err
 	}
 	s := &Server{status: st, faults: f, parts: map[plugins.PartitionID]*partition{}, budget: budget.New(budget.DefaultLimit())}
-	if f.exitBefore != "" || f.killBefore != "" {
+	if f.exitBefore != "" || f.killBefore != "" || f.stopBefore != "" {
 		s.onNode = func(n *ir.Node) {
 			switch n.OpType {
 			case f.exitBefore:
@@ -143,14 +151,33 @@ func NewServer() (*Server, error) {
 			case f.killBefore:
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				select {} // wait for the signal
+			case f.stopBefore:
+				stopSelf()
 			}
 		}
 	}
 	return s, nil
 }
 
+// stopIn stops the process (SIGSTOP) in the call named by the stop-in fault
+// hook.
+func (s *Server) stopIn(call string) {
+	if s.faults.stopIn == call {
+		stopSelf()
+	}
+}
+
+// stopSelf stops the process (SIGSTOP). The stop reaches the other threads
+// a moment after kill returns, so the caller waits a little: it must not
+// answer the host before the process is stopped.
+func stopSelf() {
+	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	time.Sleep(100 * time.Millisecond)
+}
+
 // Info describes the backend: every op schema registered in package ops.
 func (s *Server) Info(context.Context) (*plugins.Info, error) {
+	s.stopIn("Info")
 	info := &plugins.Info{
 		Name:    Name,
 		Version: Version,
@@ -178,6 +205,7 @@ func (s *Server) Info(context.Context) (*plugins.Info, error) {
 // Capability accepts a node whose op has a schema at the node's opset and
 // whose kernel takes the element type at the schema's type input.
 func (s *Server) Capability(_ context.Context, nodes []plugins.NodeQuery) ([]plugins.Verdict, error) {
+	s.stopIn("Capability")
 	out := make([]plugins.Verdict, len(nodes))
 	for i, q := range nodes {
 		if s.faults.refuse[q.OpType] {
@@ -205,6 +233,7 @@ func verdict(q plugins.NodeQuery) plugins.Verdict {
 // Compile decodes a partition and compiles it with runtime/graph, within
 // the session's memory budget.
 func (s *Server) Compile(_ context.Context, model []byte, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
+	s.stopIn("Compile")
 	s.setBudget(opts.MaxMemoryBytes)
 	m, err := onnx.Decode(model, onnx.Options{MaxTensorBytes: opts.MaxTensorBytes, BaseDir: opts.ModelDir})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/attnrun/attnrun/ir"
@@ -180,13 +181,37 @@ func lowerPlan(prog *graph.Program, inputs map[string]*ir.Tensor, static map[str
 		}
 		fusedAt[last] = f.Node
 	}
-	seq := 0
-	for _, n := range prog.Order {
-		node := n
+	// A node runs only when a later step or a graph output reads one of its
+	// results: one read only by nodes folded on the host (a Transpose
+	// feeding a Shape) is dead, and may read a value a fusion absorbed.
+	live := map[string]bool{}
+	for _, vi := range prog.Model.Graph.Outputs {
+		live[vi.Name] = true
+	}
+	needed := map[*ir.Node]bool{}
+	for i := len(prog.Order) - 1; i >= 0; i-- {
+		n, node := prog.Order[i], prog.Order[i]
 		if f, ok := fusedAt[n]; ok {
 			node = f
 		} else if skip[n] || allConst(n, types) {
 			continue
+		}
+		if !slices.ContainsFunc(node.Outputs, func(o string) bool { return o != "" && live[o] }) {
+			continue
+		}
+		needed[n] = true
+		for _, in := range node.Inputs {
+			live[in] = true
+		}
+	}
+	seq := 0
+	for _, n := range prog.Order {
+		node := n
+		if !needed[n] {
+			continue
+		}
+		if f, ok := fusedAt[n]; ok {
+			node = f
 		}
 		l.cur, l.node, l.step = seq, node, prog.Index[n]
 		if err := l.lowerNode(node, prog.Opsets[n]); err != nil {
@@ -437,6 +462,8 @@ func (l *lowerer) lowerNode(n *ir.Node, opset int) error {
 		return l.tile(n)
 	case "Gather":
 		return l.gather(n)
+	case "Pad":
+		return l.pad(n)
 	case "ConstantOfShape":
 		return l.constantOfShape(n)
 	case "Softmax":
@@ -1020,13 +1047,19 @@ func (l *lowerer) constantOfShape(n *ir.Node) error {
 	if val.Len() != 1 || val.DType != dt {
 		return n.Errorf("value attribute %v does not give one %v element", val, dt)
 	}
+	return l.fill(n, out, o, val)
+}
+
+// fill emits a kernel setting every element of out (of shape o) to val's
+// one element.
+func (l *lowerer) fill(n *ir.Node, out string, o []int, val *ir.Tensor) error {
 	raw, err := tensorBytes(val)
 	if err != nil {
 		return n.Errorf("%w", err)
 	}
 	var word [8]byte
 	copy(word[:], raw)
-	kname, err := elemKernel("fill", dt)
+	kname, err := elemKernel("fill", val.DType)
 	if err != nil {
 		return n.Errorf("%w", err)
 	}
@@ -1034,6 +1067,72 @@ func (l *lowerer) constantOfShape(n *ir.Node) error {
 		l.emit(kernel(kname, "PFill", cnt, fillParams(cnt, out, binary.LittleEndian.Uint64(word[:]))))
 	}
 	return nil
+}
+
+// pad lowers Pad in constant mode (opset 11 on: pads, constant_value and
+// axes are inputs, known before running): a fill of the output with the
+// constant, then a strided copy of the kept part of the input (negative pads
+// crop). The other modes are refused.
+func (l *lowerer) pad(n *ir.Node) error {
+	mode, err := n.AttrString("mode", "constant")
+	if err != nil {
+		return n.Errorf("%w", err)
+	}
+	if mode != "constant" {
+		return n.Errorf("Pad mode %q is not supported on the gpu backend (only constant)", mode)
+	}
+	in, out, s, o, err := l.unaryMove(n)
+	if err != nil {
+		return err
+	}
+	pads, _, err := l.constInts(n, 1)
+	if err != nil {
+		return err
+	}
+	axes, hasAxes, err := l.constInts(n, 3)
+	if err != nil {
+		return err
+	}
+	if !hasAxes {
+		axes = make([]int64, len(s))
+		for i := range axes {
+			axes[i] = int64(i)
+		}
+	}
+	if len(pads) != 2*len(axes) {
+		return n.Errorf("pads has %d values for %d axes", len(pads), len(axes))
+	}
+	begin := make([]int, len(s))
+	for i, a := range axes {
+		ax, err := ops.NormAxis(a, len(s))
+		if err != nil {
+			return n.Errorf("%w", err)
+		}
+		begin[ax] = int(pads[i])
+	}
+	dt := l.dtype(in)
+	val := ir.NewTensor(dt, []int{1})
+	if c := n.Input(2); c != "" {
+		if val = l.types[c].Const; val == nil || val.Len() != 1 {
+			return n.Errorf("constant_value must be a scalar known before running on the gpu backend")
+		}
+	}
+	if err := l.fill(n, out, o, val); err != nil {
+		return err
+	}
+	// The kept region: input index j maps to output index j + begin.
+	cs, co := contiguous(s), contiguous(o)
+	esz := int64(dt.Size())
+	region := make([]int, len(s))
+	var inOff, outOff int64
+	for d := range s {
+		from := max(0, -begin[d]) // first input index kept
+		to := max(0, begin[d])    // where it lands
+		region[d] = max(0, min(s[d]-from, o[d]-to))
+		inOff += int64(from*cs[d]) * esz
+		outOff += int64(to*co[d]) * esz
+	}
+	return l.copyKernel(dt, out, outOff, in, inOff, region, cs, co)
 }
 
 func (l *lowerer) softmax(n *ir.Node, opset int) error {

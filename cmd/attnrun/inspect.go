@@ -35,7 +35,10 @@ func newInspectCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer s.Close()
+			defer g.close(s)
+			if err := checkDimNames(dims, s.Inputs()); err != nil {
+				return err
+			}
 			printInspect(cmd.OutOrStdout(), args[0], s, dims, !g.noFuse)
 			return nil
 		},

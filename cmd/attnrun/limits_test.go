@@ -12,20 +12,12 @@ import (
 	"github.com/attnrun/attnrun/onnx/onnxpb"
 )
 
-// writeGraph writes an opset-17 model of the given nodes, inputs and
+// writeNodes writes an opset-17 model of the given nodes, inputs and
 // outputs to dir/name.
-func writeGraph(t *testing.T, dir, name string, in, out []*onnxpb.ValueInfoProto, nodes ...*onnxpb.NodeProto) string {
+func writeNodes(t *testing.T, dir, name string, in, out []*onnxpb.ValueInfoProto, nodes ...*onnxpb.NodeProto) string {
 	t.Helper()
-	b, err := proto.Marshal(&onnxpb.ModelProto{IrVersion: proto.Int64(8),
-		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(17)}},
-		Graph:       &onnxpb.GraphProto{Name: proto.String("g"), Input: in, Output: out, Node: nodes}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeGraph(t, p, &onnxpb.GraphProto{Name: proto.String("g"), Input: in, Output: out, Node: nodes})
 	return p
 }
 
@@ -36,7 +28,7 @@ func TestLongListsElided(t *testing.T) {
 	for i := range perm {
 		perm[i] = int64(i)
 	}
-	model := writeGraph(t, t.TempDir(), "perm.onnx", []*onnxpb.ValueInfoProto{floatVI("x", 2, 3)}, []*onnxpb.ValueInfoProto{floatVI("y", 3, 2)},
+	model := writeNodes(t, t.TempDir(), "perm.onnx", []*onnxpb.ValueInfoProto{floatVI("x", 2, 3)}, []*onnxpb.ValueInfoProto{floatVI("y", 3, 2)},
 		&onnxpb.NodeProto{Name: proto.String("/Transpose"), OpType: proto.String("Transpose"), Input: []string{"x"}, Output: []string{"y"},
 			Attribute: []*onnxpb.AttributeProto{{Name: proto.String("perm"), Type: onnxpb.AttributeProto_INTS.Enum(), Ints: perm}}})
 	timed(t, cmdWall, "run", model, "-i", "x=random").wantError(t, 1, cmdWall,
@@ -56,7 +48,7 @@ func writeShapeBomb(t *testing.T, dir string) string {
 		return []*onnxpb.AttributeProto{{Name: proto.String("value"), Type: onnxpb.AttributeProto_TENSOR.Enum(),
 			T: &onnxpb.TensorProto{DataType: proto.Int32(int32(onnxpb.TensorProto_FLOAT)), Dims: []int64{1}, FloatData: []float32{v}}}}
 	}
-	return writeGraph(t, dir, "bomb.onnx", []*onnxpb.ValueInfoProto{s}, []*onnxpb.ValueInfoProto{y},
+	return writeNodes(t, dir, "bomb.onnx", []*onnxpb.ValueInfoProto{s}, []*onnxpb.ValueInfoProto{y},
 		&onnxpb.NodeProto{OpType: proto.String("ConstantOfShape"), Input: []string{"s"}, Output: []string{"a"}, Attribute: fill(1)},
 		&onnxpb.NodeProto{OpType: proto.String("ConstantOfShape"), Input: []string{"s"}, Output: []string{"b"}, Attribute: fill(2)},
 		&onnxpb.NodeProto{Name: proto.String("/Add"), OpType: proto.String("Add"), Input: []string{"a", "b"}, Output: []string{"y"}})

@@ -52,6 +52,11 @@ type Options struct {
 	// folded constants and bookkeeping); the least recently used plans are
 	// evicted past it. 0: DefaultPlanCacheBytes.
 	PlanCacheBytes int64
+	// StrictDims refuses a run whose inputs bind one dim_param name to two
+	// sizes (e.g. decoder and encoder lengths both exported as "S").
+	// Without it such a run goes ahead, as in ONNX Runtime (see
+	// ValidateInputs).
+	StrictDims bool
 }
 
 // Program is a validated, scheduled and type-inferred graph.
@@ -231,6 +236,9 @@ func (p *Program) infer(types map[string]ops.Value, reserve func(int64) bool) er
 			in[i] = v
 		}
 		s := p.Schemas[n]
+		if err := s.CheckNarrow(n, in); err != nil {
+			return err
+		}
 		if s.TypeInput >= 0 && s.TypeInput < len(in) && in[s.TypeInput].Present() && !s.TakesDType(in[s.TypeInput].Type.DType) {
 			return n.Errorf("input %d has element type %v, which this op does not take (it takes %v)", s.TypeInput, in[s.TypeInput].Type.DType, s.DTypes)
 		}

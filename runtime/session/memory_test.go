@@ -136,7 +136,7 @@ func TestIdleShrink(t *testing.T) {
 		t.Fatalf("output shape %v", got)
 	}
 	hostPeak, backPeak := vmRSS(t, os.Getpid()), vmRSS(t, pid)
-	region := s.backends[0].proc.SharedBytes()
+	region := s.backends[0].current().p.SharedBytes()
 	big, out = nil, nil
 	// Idle for a while: the region shrinks, the backend drops its arenas.
 	deadline := time.Now().Add(10 * time.Second)
@@ -150,7 +150,7 @@ func TestIdleShrink(t *testing.T) {
 		}
 	}
 	t.Logf("request of %d MiB: host RSS %d → %d → %d MiB, backend RSS %d → %d → %d MiB (before → after the request → idle); region %d → %d MiB",
-		mb, hostBefore>>20, hostPeak>>20, hostAfter>>20, backBefore>>20, backPeak>>20, backAfter>>20, region>>20, s.backends[0].proc.SharedBytes()>>20)
+		mb, hostBefore>>20, hostPeak>>20, hostAfter>>20, backBefore>>20, backPeak>>20, backAfter>>20, region>>20, s.backends[0].current().p.SharedBytes()>>20)
 	if backPeak < backBefore+int64(mb)<<20/2 || hostPeak < hostBefore+int64(mb)<<20/2 {
 		t.Fatalf("the request did not grow the processes (host %d → %d, backend %d → %d MiB): nothing to shrink", hostBefore>>20, hostPeak>>20, backBefore>>20, backPeak>>20)
 	}
@@ -158,7 +158,7 @@ func TestIdleShrink(t *testing.T) {
 		smaps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
 		t.Errorf("idle after the request: host RSS %d MiB (was %d), backend %d MiB (was %d); backend's smaps_rollup:\n%s", hostAfter>>20, hostBefore>>20, backAfter>>20, backBefore>>20, smaps)
 	}
-	if got := s.backends[0].proc.SharedBytes(); got > plugins.DefaultSharedBytes {
+	if got := s.backends[0].current().p.SharedBytes(); got > plugins.DefaultSharedBytes {
 		t.Errorf("the shared region is %d MiB after idling", got>>20)
 	}
 	// And it still runs.
