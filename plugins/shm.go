@@ -329,6 +329,11 @@ func (h *hostShm) shrinkIdle() {
 	// the backend's mapping still holds those of the last large Run.
 	_ = h.f.Truncate(0)
 	err := h.resize(h.initial)
+	if err != nil {
+		// Still mapped at its old size: give the memfd that size back, or
+		// the next Run would fault (SIGBUS) past the file's end.
+		_ = h.f.Truncate(int64(len(h.mem)))
+	}
 	h.release()
 	if err == nil {
 		FreeOSMemory() // after release: a Run need not wait for the collector

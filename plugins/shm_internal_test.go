@@ -1,9 +1,11 @@
 package plugins
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/plugins/backendpb"
@@ -114,6 +116,77 @@ func TestHostShmBudget(t *testing.T) {
 	defer small.close()
 	if len(small.mem) != 2<<20 {
 		t.Errorf("initial region in an 8 MiB budget: %d bytes, want 2 MiB", len(small.mem))
+	}
+}
+
+// TestShrinkIdleTakesTurn: the idle shrink takes the region as a Run
+// does, without waiting: it leaves alone a region that a Run (or the drain
+// of an abandoned Run, which holds the region the same way) holds, and a
+// broken one, whose backend may still write to it; the holder's release
+// arms the next shrink, which then takes the region back to its initial
+// size.
+func TestShrinkIdleTakesTurn(t *testing.T) {
+	t.Setenv(IdleReleaseEnv, "20ms")
+	b := budget.New(64 << 20)
+	h, err := newHostShm(1<<20, 64<<20, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.close()
+	ctx := context.Background()
+	if err := h.acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := h.reserve(8<<20, 0); err != nil || got != 8<<20 {
+		t.Fatalf("reserve(8 MiB) = %d, %v", got, err)
+	}
+	// Held: the shrink returns at once and changes nothing.
+	done := make(chan struct{})
+	go func() { h.shrinkIdle(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("shrinkIdle waited for the Run holding the region")
+	}
+	if len(h.mem) != 8<<20 || b.Used() != 8<<20 {
+		t.Fatalf("shrunk under a Run: %d bytes mapped, %d reserved", len(h.mem), b.Used())
+	}
+	// Broken (an abandoned Run never confirmed): never armed, never shrunk.
+	h.broken = true
+	h.release()
+	if h.idle != nil {
+		t.Error("a broken region armed the idle shrink")
+	}
+	h.shrinkIdle()
+	if len(h.mem) != 8<<20 {
+		t.Fatalf("a broken region was shrunk to %d bytes", len(h.mem))
+	}
+	if err := h.acquire(ctx); err == nil {
+		t.Fatal("a broken region was handed to a Run")
+	}
+	// Released by its holder: the shrink comes IdleRelease later.
+	h.broken = false
+	if err := h.acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.release()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if err := h.acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		size := len(h.mem)
+		h.release()
+		if size == 1<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle region is still %d bytes", size)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if b.Used() != 1<<20 {
+		t.Errorf("after the shrink %d bytes reserved, want 1 MiB", b.Used())
 	}
 }
 
