@@ -8,39 +8,29 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/internal/procfs"
 	"github.com/attnrun/attnrun/plugins"
 )
 
 // vmRSS reads a process's resident set size from /proc/<pid>/status.
-func vmRSS(t *testing.T, pid int) int64 { return procStatus(t, pid, "VmRSS:") }
+func vmRSS(t *testing.T, pid int) int64 { return procStatus(t, pid, "VmRSS") }
 
 // vmHWM reads a process's peak resident set size.
-func vmHWM(t *testing.T, pid int) int64 { return procStatus(t, pid, "VmHWM:") }
+func vmHWM(t *testing.T, pid int) int64 { return procStatus(t, pid, "VmHWM") }
 
-// procStatus reads a size in kB from /proc/<pid>/status.
+// procStatus reads a size field of /proc/<pid>/status in bytes.
 func procStatus(t *testing.T, pid int, field string) int64 {
 	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	n, err := procfs.Size(pid, field)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, field); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
+	return n
 }
 
 // backendPeak is the backend's peak RSS (getrusage in the backend).
