@@ -524,9 +524,13 @@ func (p *Process) check(ctx context.Context, err error) error {
 	}
 	if st, ok := status.FromError(err); ok && (st.Code() == codes.DeadlineExceeded || st.Code() == codes.Canceled) && ctx.Err() == nil {
 		// The backend's end of the deadline (gRPC sends it along) can
-		// fire a moment before ours: wait for ours, briefly.
+		// fire a moment before ours: wait for ours. Past its deadline a
+		// context ends only once its timer's goroutine has run, which on
+		// a loaded machine can be well after the deadline (and after a
+		// timer of our own that is due by then), so wait up to
+		// deadlineGrace past it.
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < time.Second {
-			t := time.NewTimer(time.Until(dl) + 10*time.Millisecond)
+			t := time.NewTimer(max(time.Until(dl), 0) + deadlineGrace)
 			select {
 			case <-ctx.Done():
 			case <-t.C:

@@ -3,6 +3,7 @@ package plugins
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/plugins/backendpb"
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func TestWireRoundTrip(t *testing.T) {
@@ -281,6 +284,43 @@ func TestInterruptedAndStuckErrors(t *testing.T) {
 		if !errors.Is(c.err, c.is) {
 			t.Errorf("%s: errors.Is(%v) is false", c.want, c.is)
 		}
+	}
+}
+
+// lateContext is a context past its deadline whose Done closes only later,
+// as a context.WithDeadline's does when its timer's goroutine waits for a
+// thread on a loaded machine.
+type lateContext struct {
+	context.Context
+	deadline time.Time
+	done     chan struct{}
+}
+
+func (c *lateContext) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *lateContext) Done() <-chan struct{}       { return c.done }
+func (c *lateContext) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// TestCheckLateDeadline: a Run the backend ended for the caller's deadline
+// (gRPC's DeadlineExceeded) is an *InterruptedError matching
+// context.DeadlineExceeded even when the caller's context ends well after
+// its deadline; it was returned as a bare gRPC error when the context had
+// not ended 10 ms past the deadline (seen once in a soak).
+func TestCheckLateDeadline(t *testing.T) {
+	p := &Process{name: "cpu", pid: 7, run: &procRunner{done: make(chan struct{})}}
+	ctx := &lateContext{Context: context.Background(), deadline: time.Now().Add(-50 * time.Millisecond), done: make(chan struct{})}
+	time.AfterFunc(100*time.Millisecond, func() { close(ctx.done) })
+	rpcErr := fmt.Errorf("run: %w", status.Error(codes.DeadlineExceeded, "stream terminated by RST_STREAM with error code: CANCEL"))
+	err := p.check(ctx, rpcErr)
+	var ie *InterruptedError
+	if !errors.As(err, &ie) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("check = %v (%T), want an *InterruptedError matching context.DeadlineExceeded", err, err)
 	}
 }
 
