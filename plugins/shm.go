@@ -316,10 +316,9 @@ func (h *hostShm) shrinkIdle() {
 	default:
 		return
 	}
-	if !h.mu.TryLock() { // close holds it
-		<-h.turn
-		return
-	}
+	// Without the turn, mu is only ever held for a moment (close,
+	// SharedBytes): no Run or drain is behind it.
+	h.mu.Lock()
 	if h.mem == nil || h.broken || int64(len(h.mem)) <= h.initial {
 		h.mu.Unlock()
 		<-h.turn
