@@ -152,6 +152,17 @@ func (c mixedCase) check(t testing.TB, out map[string]*tensor.Dense) {
 	}
 }
 
+// differs names an output that is not what it must be ("" when all are),
+// for goroutines that cannot stop the test.
+func (c mixedCase) differs(t testing.TB, out map[string]*tensor.Dense) string {
+	for name, want := range c.want {
+		if !equal(data(t, out[name]), want) {
+			return name
+		}
+	}
+	return ""
+}
+
 // data is d's backing slice (gorgonia's Data panics on empty tensors).
 func data(t testing.TB, d *tensor.Dense) any {
 	if d == nil {
@@ -344,11 +355,9 @@ func TestConcurrentRuns(t *testing.T) {
 					errs <- err
 					return
 				}
-				for name, want := range mc.want {
-					if !equal(data(t, out[name]), want) {
-						errs <- fmt.Errorf("goroutine %d run %d: output %q differs", g, r, name)
-						return
-					}
+				if name := mc.differs(t, out); name != "" {
+					errs <- fmt.Errorf("goroutine %d run %d: output %q differs", g, r, name)
+					return
 				}
 			}
 		}(g)
@@ -393,11 +402,9 @@ func TestShrinkBetweenAbandonedRuns(t *testing.T) {
 					switch {
 					case err == nil:
 						answered.Add(1)
-						for name, want := range mc.want {
-							if !equal(data(t, out[name]), want) {
-								errs <- fmt.Errorf("round %d, goroutine %d, run %d (n %d): output %q differs", round, g, r, n, name)
-								return
-							}
+						if name := mc.differs(t, out); name != "" {
+							errs <- fmt.Errorf("round %d, goroutine %d, run %d (n %d): output %q differs", round, g, r, n, name)
+							return
 						}
 					case errors.Is(err, context.DeadlineExceeded):
 						interrupted.Add(1)
