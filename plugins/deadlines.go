@@ -55,10 +55,6 @@ const (
 	// stderrWait bounds how long a dead backend's error waits for the rest
 	// of its stderr (a panic message).
 	stderrWait = 500 * time.Millisecond
-	// deadlineGrace bounds how long past its deadline a Run that the
-	// backend ended for that deadline waits for its context to end too
-	// (Process.check); it ends as soon as its timer's goroutine runs.
-	deadlineGrace = time.Second
 )
 
 // CompileDeadline is Compile's deadline for a partition whose initializers

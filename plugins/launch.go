@@ -522,24 +522,27 @@ func (p *Process) check(ctx context.Context, err error) error {
 	if errors.As(err, &remote) && ctx.Err() == nil {
 		return err
 	}
-	if st, ok := status.FromError(err); ok && (st.Code() == codes.DeadlineExceeded || st.Code() == codes.Canceled) && ctx.Err() == nil {
+	ctxErr := ctx.Err()
+	if st, ok := status.FromError(err); ok && (st.Code() == codes.DeadlineExceeded || st.Code() == codes.Canceled) && ctxErr == nil {
 		// The backend's end of the deadline (gRPC sends it along) can
-		// fire a moment before ours: wait for ours. Past its deadline a
-		// context ends only once its timer's goroutine has run, which on
-		// a loaded machine can be well after the deadline (and after a
-		// timer of our own that is due by then), so wait up to
-		// deadlineGrace past it.
+		// fire a moment before ours: wait for ours.
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < time.Second {
-			t := time.NewTimer(max(time.Until(dl), 0) + deadlineGrace)
+			t := time.NewTimer(time.Until(dl))
 			select {
 			case <-ctx.Done():
 			case <-t.C:
 			}
 			t.Stop()
+			// Past its deadline a context ends only once its timer's
+			// goroutine has run, which on a loaded machine can be well
+			// after the deadline: its error is the deadline's already.
+			if ctxErr = ctx.Err(); ctxErr == nil && !time.Now().Before(dl) {
+				ctxErr = context.DeadlineExceeded
+			}
 		}
 	}
-	if ctx.Err() != nil {
-		e := &InterruptedError{Backend: p.name, Pid: p.pid, Op: "run", Err: ctx.Err(), Queued: errors.Is(err, errQueued)}
+	if ctxErr != nil {
+		e := &InterruptedError{Backend: p.name, Pid: p.pid, Op: "run", Err: ctxErr, Queued: errors.Is(err, errQueued)}
 		if !e.Queued {
 			e.Where = p.where()
 		}

@@ -287,9 +287,10 @@ func TestInterruptedAndStuckErrors(t *testing.T) {
 	}
 }
 
-// lateContext is a context past its deadline whose Done closes only later,
-// as a context.WithDeadline's does when its timer's goroutine waits for a
-// thread on a loaded machine.
+// lateContext is a context with a deadline whose Done closes only when the
+// test closes it, as a context.WithDeadline's closes only when its timer's
+// goroutine runs, which on a loaded machine can be well after the
+// deadline.
 type lateContext struct {
 	context.Context
 	deadline time.Time
@@ -309,13 +310,14 @@ func (c *lateContext) Err() error {
 
 // TestCheckLateDeadline: a Run the backend ended for the caller's deadline
 // (gRPC's DeadlineExceeded) is an *InterruptedError matching
-// context.DeadlineExceeded even when the caller's context ends well after
-// its deadline; it was returned as a bare gRPC error when the context had
-// not ended 10 ms past the deadline (seen once in a soak).
+// context.DeadlineExceeded, at once, even when the caller's context has not
+// ended yet although its deadline has passed (its timer's goroutine has not
+// run); it was returned as a bare gRPC error when the context had not ended
+// 10 ms past the deadline (seen once in a soak). Here the context never
+// ends by itself.
 func TestCheckLateDeadline(t *testing.T) {
 	p := &Process{name: "cpu", pid: 7, run: &procRunner{done: make(chan struct{})}}
 	ctx := &lateContext{Context: context.Background(), deadline: time.Now().Add(-50 * time.Millisecond), done: make(chan struct{})}
-	time.AfterFunc(100*time.Millisecond, func() { close(ctx.done) })
 	rpcErr := fmt.Errorf("run: %w", status.Error(codes.DeadlineExceeded, "stream terminated by RST_STREAM with error code: CANCEL"))
 	err := p.check(ctx, rpcErr)
 	var ie *InterruptedError
