@@ -561,18 +561,25 @@ func (p *Process) died() *DiedError {
 	return &DiedError{Backend: p.name, Pid: p.pid, Where: p.where(), ExitErr: p.run.waitErr, Stderr: p.stderr.panicLine(), Killed: p.KillReason()}
 }
 
-// where reads what the backend is running from its status page.
+// where reads what the backend is running from its status page, or once
+// Kill has closed the page, what it said then.
 func (p *Process) where() Where {
 	if w := p.final.Load(); w != nil {
 		return *w
 	}
-	var w Where
-	w.Partition, w.NodeIndex, w.Running, _ = p.page.read()
+	st := p.page.state()
+	if !st.Open {
+		// Closed since final was loaded: kill keeps the page's last word in
+		// final before it closes the page.
+		if w := p.final.Load(); w != nil {
+			return *w
+		}
+	}
+	w := Where{Partition: st.Partition, NodeIndex: st.Node, Running: st.Running, Step: st.Label}
 	if w.Running {
 		if m := p.rpc.meta(w.Partition); m != nil && w.NodeIndex < len(m.nodes) {
 			w.Node = m.nodes[w.NodeIndex]
 		}
-		w.Step = p.page.label()
 	}
 	return w
 }

@@ -89,24 +89,43 @@ func (p *statusPage) close() {
 	}
 }
 
-// read returns the last state the backend recorded: running is false when
-// it was between nodes (or never started one).
-func (p *statusPage) read() (partition PartitionID, node int, running bool, seq uint64) {
+// pageState is what the status page says.
+type pageState struct {
+	Partition PartitionID
+	Node      int  // valid when Running
+	Running   bool // false between nodes (or before the first)
+	Seq       uint64
+	Label     string // the running step's label, "" for a node of its own
+	// Open is false when the page is closed (or was never mapped): the
+	// rest is then zero.
+	Open bool
+}
+
+// state returns the last state the backend recorded, all of it read while
+// the page is held against close.
+func (p *statusPage) state() pageState {
 	if p == nil {
-		return 0, 0, false, 0
+		return pageState{}
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.mem == nil || string(p.mem[:8]) != statusMagic {
-		return 0, 0, false, 0
+		return pageState{}
 	}
-	seq = atomic.LoadUint64(p.word(offSeq))
-	partition = PartitionID(atomic.LoadUint64(p.word(offPartition)))
-	n := atomic.LoadUint64(p.word(offNode))
-	if n == 0 {
-		return partition, 0, false, seq
+	st := pageState{Open: true, Seq: atomic.LoadUint64(p.word(offSeq)), Partition: PartitionID(atomic.LoadUint64(p.word(offPartition)))}
+	if n := atomic.LoadUint64(p.word(offNode)); n > 0 {
+		st.Node, st.Running = int(n-1), true
+		l := min(atomic.LoadUint64(p.word(offLabelLen)), uint64(len(p.mem)-offLabel))
+		st.Label = string(p.mem[offLabel : offLabel+int(l)])
 	}
-	return partition, int(n - 1), true, seq
+	return st
+}
+
+// read returns the last state the backend recorded: running is false when
+// it was between nodes (or never started one).
+func (p *statusPage) read() (partition PartitionID, node int, running bool, seq uint64) {
+	st := p.state()
+	return st.Partition, st.Node, st.Running, st.Seq
 }
 
 // StatusWriter records what a backend is running in the host's status page.
@@ -172,17 +191,6 @@ func (w *StatusWriter) Idle(partition PartitionID) {
 	w.set(partition, 0, "")
 }
 
-// label returns the step label last recorded ("" when none).
-func (p *statusPage) label() string {
-	if p == nil {
-		return ""
-	}
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if p.mem == nil {
-		return ""
-	}
-	n := atomic.LoadUint64(p.word(offLabelLen))
-	n = min(n, uint64(len(p.mem)-offLabel))
-	return string(p.mem[offLabel : offLabel+int(n)])
-}
+// label returns the step label last recorded ("" when none, or when no
+// node is running).
+func (p *statusPage) label() string { return p.state().Label }
