@@ -7,7 +7,6 @@ require (
 	github.com/hashicorp/go-plugin v1.8.0
 	github.com/owulveryck/onnx-go v0.5.0
 	github.com/prometheus/client_golang v1.22.0
-	github.com/sbinet/npyio v0.9.0
 	github.com/spf13/cobra v1.8.1
 	golang.org/x/sys v0.31.0
 	gonum.org/v1/gonum v0.14.0
@@ -40,7 +39,6 @@ require (
 	github.com/mattn/go-colorable v0.1.12 // indirect
 	github.com/mattn/go-isatty v0.0.17 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/nlpodyssey/gopickle v0.3.0 // indirect
 	github.com/oklog/run v1.1.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect

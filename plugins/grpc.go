@@ -99,7 +99,8 @@ func (s *grpcServer) Capability(ctx context.Context, req *backendpb.CapabilityRe
 }
 
 func (s *grpcServer) Compile(ctx context.Context, req *backendpb.CompileRequest) (*backendpb.CompileResponse, error) {
-	id, nodes, err := s.impl.Compile(ctx, req.Model, CompileOptions{Threads: int(req.Threads), MaxTensorBytes: req.MaxTensorBytes, NoFuse: req.NoFuse})
+	id, nodes, err := s.impl.Compile(ctx, req.Model, CompileOptions{Threads: int(req.Threads), MaxTensorBytes: req.MaxTensorBytes, NoFuse: req.NoFuse,
+		MaxMemoryBytes: req.MaxMemoryBytes, ModelDir: req.ModelDir})
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -220,7 +221,17 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 		prof.Encode = since(mark)
 		r.Profile = profileToWire(prof)
 	}
+	if rel, ok := s.impl.(OutputsReleaser); ok && OutputsCopied(ctx) {
+		rel.OutputsReleased()
+	}
 	return r, nil
+}
+
+// OutputsReleaser is implemented by a Server that wants to know when the
+// outputs of a Run it returned under OutputsCopied are no longer used (the
+// response holds copies): its run memory is idle from then on.
+type OutputsReleaser interface {
+	OutputsReleased()
 }
 
 func (s *grpcServer) Release(ctx context.Context, req *backendpb.ReleaseRequest) (*backendpb.ReleaseResponse, error) {
@@ -286,7 +297,7 @@ func rpcError(what string, err error) error {
 	case codes.Unavailable, codes.Canceled, codes.DeadlineExceeded:
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	return &RemoteError{Op: what, Msg: st.Message()}
+	return &RemoteError{Op: what, Msg: ir.Elide(st.Message())}
 }
 
 // RemoteError is an error the backend returned (as opposed to a transport
@@ -345,11 +356,11 @@ func (c *client) Compile(ctx context.Context, m *ir.Model, opts CompileOptions) 
 	if m == nil || m.Graph == nil {
 		return 0, errors.New("compile: partition has no graph")
 	}
-	data, err := onnx.Encode(m)
+	req, err := compileRequest(m, opts)
 	if err != nil {
-		return 0, fmt.Errorf("compile: encoding partition: %w", err)
+		return 0, err
 	}
-	r, err := c.rpc.Compile(ctx, &backendpb.CompileRequest{Model: data, Threads: int32(opts.Threads), MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse})
+	r, err := c.rpc.Compile(ctx, req)
 	if err != nil {
 		return 0, rpcError("compile", err)
 	}
@@ -368,6 +379,20 @@ func (c *client) Compile(ctx context.Context, m *ir.Model, opts CompileOptions) 
 	c.parts[id] = meta
 	c.mu.Unlock()
 	return id, nil
+}
+
+// compileRequest encodes a partition for Compile. Weights loaded from
+// external data go as references to their files (onnx.EncodeExternal),
+// which the backend reads itself: no weight bytes in the message, so that
+// a model past gRPC's 2 GiB limit loads, and the host never holds an
+// encoded copy of its weights.
+func compileRequest(m *ir.Model, opts CompileOptions) (*backendpb.CompileRequest, error) {
+	data, dir, err := onnx.EncodeExternal(m)
+	if err != nil {
+		return nil, fmt.Errorf("compile: encoding partition: %w", err)
+	}
+	return &backendpb.CompileRequest{Model: data, Threads: int32(opts.Threads), MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse,
+		MaxMemoryBytes: opts.MaxMemoryBytes, ModelDir: dir}, nil
 }
 
 func (c *client) meta(id PartitionID) *partMeta {
@@ -431,11 +456,10 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 		held = true
 		h.seq++
 		seq = h.seq
-		want, ok := h.outBytes[id]
-		if !ok {
-			want = inBytes // first Run: guess outputs as large as inputs
+		size, err := h.reserve(inBytes+h.expectOutput(id, inBytes), inBytes)
+		if err != nil {
+			return nil, fmt.Errorf("run: %w", err)
 		}
-		size := h.reserve(inBytes + want)
 		region = h.mem[:size:size]
 	}
 	var off int64
@@ -481,7 +505,7 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 		defer func() { prof.ReadOutputs = since(mark) }()
 	}
 	if region != nil {
-		c.shm.outBytes[id] = int64(min(r.OutputBytes, uint64(c.shm.max)))
+		c.shm.learnOutput(id, inBytes, r.OutputBytes)
 	}
 	out := make(map[string]*tensor.Dense, len(r.Outputs))
 	for _, nt := range r.Outputs {
@@ -500,7 +524,9 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 			}
 		case nt.Tensor != nil && nt.Tensor.Shm != nil:
 			// Copied out: the result must outlive the region's next Run.
-			t, err = shmTensor(nt.Tensor, region, true)
+			if err = c.shm.copyOutFits(nt.Tensor); err == nil {
+				t, err = shmTensor(nt.Tensor, region, true)
+			}
 		default:
 			t, err = fromWire(nt.Tensor, 0)
 		}

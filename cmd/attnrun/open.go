@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/runtime/budget"
 	"github.com/attnrun/attnrun/runtime/session"
 )
 
@@ -25,11 +26,31 @@ func (g *globalFlags) sessionOptions() session.Options {
 		NoFallback:     g.noFallback,
 		Threads:        g.threads,
 		MaxTensorBytes: g.maxTensorBytes,
+		MaxMemoryBytes: g.maxMemoryBytes,
 		NoFuse:         g.noFuse,
 		StrictDims:     g.strictDims,
 		RunTimeout:     g.timeout,
 		Logf:           logf,
 	}
+}
+
+// parseMaxMemory reads --max-memory into maxMemoryBytes: a byte count,
+// none (-1: no budget) or empty (0: the default).
+func (g *globalFlags) parseMaxMemory() error {
+	switch strings.ToLower(strings.TrimSpace(g.maxMemory)) {
+	case "":
+		g.maxMemoryBytes = 0
+		return nil
+	case "none":
+		g.maxMemoryBytes = -1
+		return nil
+	}
+	n, err := budget.Parse(g.maxMemory)
+	if err != nil {
+		return usageErrorf("--max-memory: %v", err)
+	}
+	g.maxMemoryBytes = n
+	return nil
 }
 
 // open starts a session on a model; close it with g.close.
@@ -80,7 +101,7 @@ func (e flagError) Unwrap() error { return e.err }
 
 // flagNames rewrites the library option names in messages to the CLI
 // flags that set them.
-var flagNames = strings.NewReplacer("Options.MaxTensorBytes", "--max-tensor-bytes", "Options.StrictDims", "--strict-dims", "Options.RunTimeout", "--timeout")
+var flagNames = strings.NewReplacer("Options.MaxTensorBytes", "--max-tensor-bytes", budget.LimitName, "--max-memory", "Options.StrictDims", "--strict-dims", "Options.RunTimeout", "--timeout")
 
 // cliError rewrites library option names in err's message to the flags
 // that set them.

@@ -724,7 +724,16 @@ type CompileRequest struct {
 	Threads        int32                  `protobuf:"varint,2,opt,name=threads,proto3" json:"threads,omitempty"`
 	MaxTensorBytes int64                  `protobuf:"varint,3,opt,name=max_tensor_bytes,json=maxTensorBytes,proto3" json:"max_tensor_bytes,omitempty"`
 	// no_fuse turns off graph rewrites such as attention fusion.
-	NoFuse        bool `protobuf:"varint,4,opt,name=no_fuse,json=noFuse,proto3" json:"no_fuse,omitempty"`
+	NoFuse bool `protobuf:"varint,4,opt,name=no_fuse,json=noFuse,proto3" json:"no_fuse,omitempty"`
+	// max_memory_bytes is the session's memory budget (see runtime/budget):
+	// the backend keeps its weights, constants, plans and run memory within
+	// it. 0: the backend's default; negative: none.
+	MaxMemoryBytes int64 `protobuf:"varint,5,opt,name=max_memory_bytes,json=maxMemoryBytes,proto3" json:"max_memory_bytes,omitempty"`
+	// model_dir, when set, is the absolute directory the partition's
+	// external-data tensors are relative to: their bytes are not in model,
+	// the backend reads (maps) them from the files, with the same checks as
+	// the host's loader (relative locations inside model_dir, regular files).
+	ModelDir      string `protobuf:"bytes,6,opt,name=model_dir,json=modelDir,proto3" json:"model_dir,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -785,6 +794,20 @@ func (x *CompileRequest) GetNoFuse() bool {
 		return x.NoFuse
 	}
 	return false
+}
+
+func (x *CompileRequest) GetMaxMemoryBytes() int64 {
+	if x != nil {
+		return x.MaxMemoryBytes
+	}
+	return 0
+}
+
+func (x *CompileRequest) GetModelDir() string {
+	if x != nil {
+		return x.ModelDir
+	}
+	return ""
 }
 
 // NodeRef names a node of a compiled partition in execution order; the
@@ -1564,12 +1587,14 @@ const file_backend_proto_rawDesc = "" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"M\n" +
 	"\x12CapabilityResponse\x127\n" +
-	"\bverdicts\x18\x01 \x03(\v2\x1b.attnrun.backend.v1.VerdictR\bverdicts\"\x83\x01\n" +
+	"\bverdicts\x18\x01 \x03(\v2\x1b.attnrun.backend.v1.VerdictR\bverdicts\"\xca\x01\n" +
 	"\x0eCompileRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\fR\x05model\x12\x18\n" +
 	"\athreads\x18\x02 \x01(\x05R\athreads\x12(\n" +
 	"\x10max_tensor_bytes\x18\x03 \x01(\x03R\x0emaxTensorBytes\x12\x17\n" +
-	"\ano_fuse\x18\x04 \x01(\bR\x06noFuse\"N\n" +
+	"\ano_fuse\x18\x04 \x01(\bR\x06noFuse\x12(\n" +
+	"\x10max_memory_bytes\x18\x05 \x01(\x03R\x0emaxMemoryBytes\x12\x1b\n" +
+	"\tmodel_dir\x18\x06 \x01(\tR\bmodelDir\"N\n" +
 	"\aNodeRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\aop_type\x18\x02 \x01(\tR\x06opType\x12\x16\n" +

@@ -96,7 +96,7 @@ func OpenModel(ctx context.Context, m *ir.Model, opts Options) (*Session, error)
 }
 
 func openModel(ctx context.Context, m *ir.Model, opts Options) (*Session, error) {
-	gopts := graph.Options{Threads: opts.Threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, StrictDims: opts.StrictDims}
+	gopts := graph.Options{Threads: opts.Threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, StrictDims: opts.StrictDims, Budget: opts.budget}
 	prog, err := graph.Compile(m, gopts)
 	if err != nil {
 		return nil, err
