@@ -112,3 +112,19 @@ ops-table: build
 	mkdir -p docs
 	ATTNRUN_PLUGIN_DIR= ./bin/attnrun ops --markdown > docs/ops.md.tmp
 	mv docs/ops.md.tmp docs/ops.md
+
+# ---- Serving: attnrun serve (README "Serve") ----
+# serve-load   ghz (gRPC, installed at a pinned version if missing) and wrk (HTTP) against attnrun serve:
+#              the s003 latency target and the s000 C=768 S=128 batching target (DURATION=60s by default)
+# serve-fault  kill -9 a backend in the middle of a ghz load and count what the clients saw
+# serve-gen    regenerate serve/v2pb from KServe's grpc_predict_v2.proto (needs protoc; see serve/gen.sh)
+.PHONY: serve-load serve-fault serve-gen
+
+serve-load: build bench-models
+	ATTNRUN=bin/attnrun BENCH_MODELS=$(BENCH_MODELS) ./scripts/serve-load.sh
+
+serve-fault: build bench-models
+	ATTNRUN=bin/attnrun BENCH_MODELS=$(BENCH_MODELS) ./scripts/serve-fault.sh
+
+serve-gen:
+	./serve/gen.sh

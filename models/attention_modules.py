@@ -731,6 +731,45 @@ class TorchMultiheadAttention(nn.Module):
         return y
 
 
+class EncoderLayer(nn.Module):
+    """A pre-norm transformer encoder layer (not in the seed text): seed 001's
+    encoder self-attention with seed 000's fused Wqkv heads and key padding
+    mask, then a GELU MLP, each with a residual connection."""
+
+    def __init__(self, hidden_size: int, num_heads: int):
+        super().__init__()
+        assert hidden_size % num_heads == 0
+        self.nh = num_heads
+        self.ln1 = nn.LayerNorm(hidden_size)
+        self.Wqkv = nn.Linear(hidden_size, hidden_size * 3)
+        self.Wo = nn.Linear(hidden_size, hidden_size)
+        self.ln2 = nn.LayerNorm(hidden_size)
+        self.fc1 = nn.Linear(hidden_size, hidden_size * 4)
+        self.fc2 = nn.Linear(hidden_size * 4, hidden_size)
+
+    def forward(self, x: Tensor, mask: BoolTensor):
+        B, S, C = x.shape
+        q, k, v = self.Wqkv(self.ln1(x)).reshape(B, S, 3, self.nh, C // self.nh).permute(2, 0, 3, 1, 4).unbind(dim=0)
+        attn = q @ k.transpose(-2, -1) / math.sqrt(C // self.nh)
+        attn = attn.masked_fill(mask.view(B, 1, 1, S), float('-inf'))
+        attn = attn.softmax(dim=-1)
+        x = x + self.Wo((attn @ v).transpose(1, 2).reshape(B, S, C))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class EncoderStack(nn.Module):
+    """num_layers EncoderLayers in sequence, sharing the padding mask."""
+
+    def __init__(self, hidden_size: int, num_heads: int, num_layers: int):
+        super().__init__()
+        self.layers = nn.ModuleList([EncoderLayer(hidden_size, num_heads) for _ in range(num_layers)])
+
+    def forward(self, x: Tensor, mask: BoolTensor):
+        for layer in self.layers:
+            x = layer(x, mask)
+        return x
+
+
 # ---------------------------------------------------------------------------
 # Attention as real exports spell it (issue 13): PyTorch's own modules and
 # re-implementations of T5-, LLaMA-, GPT-2- and Whisper-style attention and

@@ -7,6 +7,8 @@ Usage (from the repository root):
     /usr/bin/python3 models/export.py --only NAME  # exports NAME only; the other models' files
                                                    # are re-checked as they are, not rewritten
     /usr/bin/python3 models/export.py --bench DIR  # big seed-000 models, no test data
+    /usr/bin/python3 models/export.py --intermediates [--only NAME]  # PyTorch's attention
+                                                   # weights beside data set 0, nothing else
 
 Needs Debian's PyTorch and ONNX for the system Python:
     apt-get install python3-torch python3-onnx python3-numpy
@@ -33,6 +35,7 @@ numpy interpreter re-run on their committed test data).
 import argparse
 import collections
 import glob
+import math
 import os
 import shutil
 import sys
@@ -41,6 +44,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 import torch
+from torch.overrides import TorchFunctionMode
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True  # keep models/ free of __pycache__
@@ -306,6 +310,14 @@ SPECS = [
          _std_sets(),
          "a zero key/value row appended after the projections (Concat of zeros); key_padding_mask: bool, "
          "True = padding, padded by one kept column (Pad on bool)"),
+    # a small encoder stack: 2 layers x 4 heads, for attention maps per layer and head
+    Spec("s001_encoder_2x4", "001*", "EncoderStack(hidden_size=32, num_heads=4, num_layers=2) (not in seed)",
+         lambda: am.EncoderStack(C, H, 2),
+         [("x", ("batch", "seq", C), randn), ("mask", ("batch", "seq"), pad_mask_bool)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "2 pre-norm encoder layers (LayerNorm, fused Wqkv, 4 heads, key padding mask with -inf, GELU MLP, residuals); "
+         "mask: bool, True = padding"),
     # Attention as real exports spell it (issue 13): PyTorch's own modules and re-implementations
     # of T5-, LLaMA-, GPT-2- and Whisper-style attention; exported with --only, leaving the
     # other models' files as they were.
@@ -592,6 +604,16 @@ def run_numpy(model, feeds):
         elif op == "Trilu":
             k = int(x[1]) if len(x) > 1 and x[1] is not None else 0
             out = [np.triu(x[0], k) if a.get("upper", 1) else np.tril(x[0], k)]
+        elif op == "LayerNormalization":
+            axes = tuple(range(a.get("axis", -1) % x[0].ndim, x[0].ndim))
+            mu = x[0].mean(axis=axes, keepdims=True)
+            var = ((x[0] - mu) ** 2).mean(axis=axes, keepdims=True)
+            y = (x[0] - mu) / np.sqrt(var + a.get("epsilon", 1e-5)) * x[1]
+            if len(x) > 2 and x[2] is not None:
+                y = y + x[2]
+            out = [y.astype(x[0].dtype)]
+        elif op == "Erf":
+            out = [np.vectorize(math.erf)(x[0]).astype(x[0].dtype)]
         elif op == "Range":
             out = [np.arange(x[0], x[1], x[2]).astype(x[0].dtype)]
         elif op == "Pad":
@@ -617,14 +639,6 @@ def run_numpy(model, feeds):
             out = [f(x[0], axis=axes, keepdims=bool(a.get("keepdims", 1))).astype(x[0].dtype)]
         elif op == "Einsum":
             out = [np.einsum(a["equation"].decode(), *x)]
-        elif op == "LayerNormalization":
-            axes = tuple(range(a.get("axis", -1) % x[0].ndim, x[0].ndim))
-            mu = x[0].mean(axis=axes, keepdims=True)
-            var = ((x[0] - mu) ** 2).mean(axis=axes, keepdims=True)
-            y = (x[0] - mu) / np.sqrt(var + a.get("epsilon", 1e-5)) * x[1]
-            if len(x) > 2 and x[2] is not None:
-                y = y + x[2]
-            out = [y.astype(x[0].dtype)]
         else:
             raise NotImplementedError("numpy check: op %s (node %s)" % (op, node.name))
         for name, v in zip(node.output, out):
@@ -877,6 +891,69 @@ def write_readme(path, rows):
         f.write("\n".join(L))
 
 
+class SoftmaxRecorder(TorchFunctionMode):
+    """Records the input (the scaled, masked scores) and the output (the
+    attention weights) of every softmax PyTorch computes, in call order."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if getattr(func, "__name__", "") == "softmax":
+            self.calls.append((args[0].detach().numpy().copy(), out.detach().numpy().copy()))
+        return out
+
+
+def export_intermediates(outdir, only=None):
+    """Write PyTorch's attention intermediates for data set 0 of each model
+    beside its test data: test_data_set_0/attention_scores_K.npy (the
+    softmax input: QKᵀ·scale with the mask applied) and
+    attention_weights_K.npy (the softmax output), K counting softmax calls
+    in forward order (= the Softmax nodes in graph order); for PyTorch's
+    nn.MultiheadAttention, whose softmax the recorder cannot see, only the
+    weights it returns (need_weights, per head). The inputs and
+    the output are re-made and checked against the committed .pb files, so
+    the committed models and test data are left untouched."""
+    for spec in SPECS:
+        if only and spec.name not in only:
+            continue
+        sd = os.path.join(outdir, spec.name, "test_data_set_0")
+        model = build(spec)
+        arrays = make_inputs(spec, spec.datasets[0], seed=100 + len(spec.name))
+        for k, arr in enumerate(arrays):
+            got = read_tensor(os.path.join(sd, "input_%d.pb" % k))
+            assert np.array_equal(got, arr), (spec.name, "input %d differs from the committed data set" % k)
+        rec = SoftmaxRecorder()
+        with torch.no_grad(), rec:
+            y = model(*[torch.from_numpy(a) for a in arrays])
+        want = read_tensor(os.path.join(sd, "output_0.pb"))
+        assert np.array_equal(y.numpy(), want), (spec.name, "output differs from the committed data set")
+        for f in os.listdir(sd):
+            if f.startswith("attention_") and f.endswith(".npy"):
+                os.remove(os.path.join(sd, f))
+        if isinstance(model, am.TorchMultiheadAttention):
+            # F.multi_head_attention_forward is one torch function to the
+            # recorder, its softmax inside unseen: take the weights it
+            # returns per head instead (there are no scores to save).
+            with torch.no_grad():
+                x, kpm = [torch.from_numpy(a) for a in arrays]
+                _, w = model.mha(x, x, x, key_padding_mask=kpm, need_weights=True, average_attn_weights=False)
+            # PyTorch's softmax runs on (B·H, Sq, Sk), the heads folded
+            # into the batch, as the exported graph's does.
+            rec.calls = [(None, w.numpy().reshape(-1, *w.shape[2:]))]
+        for k, (scores, weights) in enumerate(rec.calls):
+            if scores is not None:
+                # the weights are softmax(scores) along the last axis
+                err = float(np.nanmax(np.abs(_np_softmax(scores, -1) - weights))) if weights.size else 0.0
+                assert err < 1e-5, (spec.name, k, err)
+                np.save(os.path.join(sd, "attention_scores_%d.npy" % k), scores)
+            np.save(os.path.join(sd, "attention_weights_%d.npy" % k), weights)
+        print("%-30s %d softmax call(s): %s" % (spec.name, len(rec.calls), ", ".join(
+            "%s" % (list(w.shape),) for _, w in rec.calls)))
+
+
 def export_bench(outdir):
     torch.manual_seed(0)
     items = [
@@ -919,11 +996,17 @@ def main():
     ap.add_argument("--bench", metavar="DIR", help="export the large seed-000 benchmark models into DIR instead")
     ap.add_argument("--only", metavar="NAMES", action="append",
                     help="export only these models (comma-separated, repeatable); the others are checked as they are on disk")
+    ap.add_argument("--intermediates", action="store_true",
+                    help="only write PyTorch's attention scores and weights for data set 0 of the models "
+                         "(all, or --only) beside their committed test data")
     args = ap.parse_args()
     if args.bench:
         export_bench(args.bench)
         return
     only = {n for arg in args.only for n in arg.split(",") if n} if args.only else None
+    if args.intermediates:
+        export_intermediates(args.out, only)
+        return
     export_all(args.out, readme=True, only=only)
 
 

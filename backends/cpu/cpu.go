@@ -8,8 +8,10 @@ package cpu
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +24,7 @@ import (
 	"github.com/attnrun/attnrun/ops"
 	"github.com/attnrun/attnrun/ops/blas"
 	"github.com/attnrun/attnrun/plugins"
+	"github.com/attnrun/attnrun/runtime/budget"
 	"github.com/attnrun/attnrun/runtime/graph"
 )
 
@@ -112,6 +115,12 @@ type Server struct {
 	next  plugins.PartitionID
 	parts map[plugins.PartitionID]*partition
 	runs  atomic.Uint64
+	// budget is the process's memory budget, shared by every partition
+	// (the host sends the session's limit with each Compile).
+	budget *budget.Budget
+	// idle releases the partitions' run memory once no run has come for
+	// plugins.IdleRelease.
+	idle *time.Timer
 }
 
 // partition is one compiled partition.
@@ -133,7 +142,7 @@ func NewServer() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{status: st, faults: f, parts: map[plugins.PartitionID]*partition{}}
+	s := &Server{status: st, faults: f, parts: map[plugins.PartitionID]*partition{}, budget: budget.New(budget.DefaultLimit())}
 	if f.exitBefore != "" || f.killBefore != "" || f.stopBefore != "" {
 		s.onNode = func(n *ir.Node) {
 			switch n.OpType {
@@ -221,10 +230,12 @@ func verdict(q plugins.NodeQuery) plugins.Verdict {
 	return plugins.Verdict{Accepted: true}
 }
 
-// Compile decodes a partition and compiles it with runtime/graph.
+// Compile decodes a partition and compiles it with runtime/graph, within
+// the session's memory budget.
 func (s *Server) Compile(_ context.Context, model []byte, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
 	s.stopIn("Compile")
-	m, err := onnx.Decode(model, onnx.Options{MaxTensorBytes: opts.MaxTensorBytes})
+	s.setBudget(opts.MaxMemoryBytes)
+	m, err := onnx.Decode(model, onnx.Options{MaxTensorBytes: opts.MaxTensorBytes, BaseDir: opts.ModelDir})
 	if err != nil {
 		return 0, nil, fmt.Errorf("cpu backend: decoding partition: %w", err)
 	}
@@ -237,7 +248,7 @@ func (s *Server) Compile(_ context.Context, model []byte, opts plugins.CompileOp
 		// partition for the same count wants.
 		blas.SetThreads(threads)
 	}
-	prog, err := graph.Compile(m, graph.Options{Threads: threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse})
+	prog, err := graph.Compile(m, graph.Options{Threads: threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, Budget: s.budget})
 	if err != nil {
 		return 0, nil, fmt.Errorf("cpu backend: %w", err)
 	}
@@ -261,25 +272,97 @@ func (s *Server) Run(ctx context.Context, id plugins.PartitionID, inputs map[str
 	s.runs.Add(1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ro := graph.RunOptions{OnNode: func(i int, n *ir.Node) {
-		s.status.Running(id, i)
+	ro := graph.RunOptions{OnNode: func(i int, n *ir.Node, fused string) {
+		if fused != "" {
+			s.status.RunningStep(id, i, fused)
+		} else {
+			s.status.Running(id, i)
+		}
 		if s.onNode != nil {
 			s.onNode(n)
 		}
 	}, ReuseOutputs: plugins.OutputsCopied(ctx)}
+	prof := plugins.ProfileFrom(ctx)
+	var steps []graph.StepTime
+	if prof != nil {
+		ro.Profile = &steps
+	}
 	out, err := p.prog.Run(ctx, inputs, ro)
 	s.status.Idle(id)
+	for _, st := range steps {
+		prof.Steps = append(prof.Steps, plugins.StepTiming{Name: st.Node.Label(), OpType: st.Node.OpType, Domain: st.Node.Domain, Span: plugins.Span{Start: st.Start, Duration: st.Duration}})
+	}
+	if err != nil || !ro.ReuseOutputs {
+		s.idleLater() // else once the outputs are copied: OutputsReleased
+	}
 	return out, err
+}
+
+// OutputsReleased is called by the protocol layer once it has copied a
+// Run's outputs away (plugins.OutputsCopied): the run's memory is idle from
+// then on.
+func (s *Server) OutputsReleased() { s.idleLater() }
+
+// setBudget applies the session's memory budget (see
+// plugins.CompileOptions.MaxMemoryBytes) to the process, and makes it Go's
+// soft memory limit too, so that the collector works harder as the heap
+// nears it.
+func (s *Server) setBudget(limit int64) {
+	switch {
+	case limit == 0:
+		limit = budget.DefaultLimit()
+	case limit < 0:
+		limit = 0 // none
+	}
+	s.budget.SetLimit(limit)
+	if limit > 0 {
+		debug.SetMemoryLimit(limit)
+	} else {
+		debug.SetMemoryLimit(math.MaxInt64)
+	}
+}
+
+// idleLater arranges for releaseIdle to run once no run has come for
+// plugins.IdleRelease.
+func (s *Server) idleLater() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idle == nil {
+		s.idle = time.AfterFunc(plugins.IdleRelease(), s.releaseIdle)
+		return
+	}
+	s.idle.Reset(plugins.IdleRelease())
+}
+
+// releaseIdle drops the memory the partitions keep for their next run
+// (arenas: planned buffers, scratch) and hands the freed heap back to the
+// system, so that one large request does not leave the process large.
+func (s *Server) releaseIdle() {
+	s.mu.Lock()
+	progs := make([]*graph.Program, 0, len(s.parts))
+	for _, p := range s.parts {
+		progs = append(progs, p.prog)
+	}
+	s.mu.Unlock()
+	var freed int64
+	for _, p := range progs {
+		freed += p.ReleaseIdle()
+	}
+	if freed > 0 {
+		plugins.FreeOSMemory()
+	}
 }
 
 // Release drops a compiled partition.
 func (s *Server) Release(_ context.Context, id plugins.PartitionID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.parts[id]; !ok {
+	p, ok := s.parts[id]
+	if !ok {
 		return fmt.Errorf("cpu backend: no partition %d", id)
 	}
 	delete(s.parts, id)
+	p.prog.Close() // its memory goes back to the budget
 	return nil
 }
 

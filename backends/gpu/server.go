@@ -220,7 +220,7 @@ func (s *Server) Compile(_ context.Context, model []byte, opts plugins.CompileOp
 	if s.dev == nil {
 		return 0, nil, s.errUnavailable()
 	}
-	m, err := onnx.Decode(model, onnx.Options{MaxTensorBytes: opts.MaxTensorBytes})
+	m, err := onnx.Decode(model, onnx.Options{MaxTensorBytes: opts.MaxTensorBytes, BaseDir: opts.ModelDir})
 	if err != nil {
 		return 0, nil, fmt.Errorf("gpu backend: decoding partition: %w", err)
 	}

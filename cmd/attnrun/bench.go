@@ -56,6 +56,7 @@ func newBenchCmd(g *globalFlags) *cobra.Command {
 	var in inputFlags
 	var iters, warmup int
 	var asJSON, noShm, freshOutputs, quiet bool
+	var profilePath string
 	cmd := &cobra.Command{
 		Use:   "bench MODEL.onnx --input NAME=SOURCE ... [--iters N] [--warmup N]",
 		Short: "Time repeated runs of a model: latency percentiles, throughput, backend peak memory",
@@ -106,7 +107,11 @@ loop would; --fresh-outputs gives every run new output tensors instead.`,
 			if w := cmd.ErrOrStderr(); !quiet && !asJSON && isTerminal(w) {
 				bar = newProgress(w, warmup+iters)
 			}
-			times, err := benchLoop(ctx, s, inputs, warmup, iters, !freshOutputs, bar)
+			var prof *session.Profile
+			if profilePath != "" {
+				prof = &session.Profile{}
+			}
+			times, err := benchLoop(ctx, s, inputs, warmup, iters, !freshOutputs, bar, prof)
 			bar.finish()
 			if err != nil {
 				return err
@@ -137,6 +142,11 @@ loop would; --fresh-outputs gives every run new output tensors instead.`,
 			}
 			res.PeakRSS = res.BackendRSS[g.backend]
 			w := cmd.OutOrStdout()
+			if prof != nil {
+				if err := writeProfile(cmd.ErrOrStderr(), args[0], s, prof, profilePath); err != nil {
+					return err
+				}
+			}
 			if asJSON {
 				b, err := json.Marshal(res)
 				if err != nil {
@@ -156,18 +166,22 @@ loop would; --fresh-outputs gives every run new output tensors instead.`,
 	cmd.Flags().BoolVar(&noShm, "no-shm", false, "send tensors as bytes inside the gRPC messages instead of through shared memory")
 	cmd.Flags().BoolVar(&freshOutputs, "fresh-outputs", false, "give every run new output tensors instead of writing into the first run's")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar (there is none either when stderr is not a terminal, or with --json)")
+	cmd.Flags().StringVar(&profilePath, "profile", "", "profile the timed runs: print time per op type and node (stderr) and write a Chrome trace-event JSON to this file")
 	return cmd
 }
 
 // benchLoop runs warmup untimed runs and then iters timed ones, returning
 // each timed run's duration. With bind, the first run's outputs are bound
-// and later runs write into them.
-func benchLoop(ctx context.Context, s *session.Session, inputs map[string]*tensor.Dense, warmup, iters int, bind bool, bar *progress) ([]time.Duration, error) {
+// and later runs write into them. With prof, the timed runs are profiled.
+func benchLoop(ctx context.Context, s *session.Session, inputs map[string]*tensor.Dense, warmup, iters int, bind bool, bar *progress, prof *session.Profile) ([]time.Duration, error) {
 	times := make([]time.Duration, 0, iters)
 	var ro session.RunOptions
 	for i := 0; i < warmup+iters; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		if i == warmup {
+			ro.Profile = prof // the timed runs only
 		}
 		start := time.Now()
 		out, err := s.RunWith(ctx, inputs, ro)

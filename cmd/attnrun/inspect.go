@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/runtime/session"
+	"github.com/attnrun/attnrun/viz"
 )
 
 // defaultInspectDim is the size given to unbound symbolic dims when inspect
@@ -22,6 +24,7 @@ const inspectInputBudget = 64 << 20
 
 func newInspectCmd(g *globalFlags) *cobra.Command {
 	var dimFlags []string
+	var dot bool
 	cmd := &cobra.Command{
 		Use:   "inspect MODEL.onnx",
 		Short: "Show a model: metadata, inputs/outputs, ops, notes, backend per node, fusions",
@@ -39,11 +42,15 @@ func newInspectCmd(g *globalFlags) *cobra.Command {
 			if err := checkDimNames(dims, s.Inputs()); err != nil {
 				return err
 			}
+			if dot {
+				return printDOT(cmd.OutOrStdout(), args[0], s, dims)
+			}
 			printInspect(cmd.OutOrStdout(), args[0], s, dims, !g.noFuse)
 			return nil
 		},
 	}
-	cmd.Flags().StringArrayVar(&dimFlags, "dim", nil, fmt.Sprintf("bind a symbolic dim when showing fusions, e.g. --dim seq=128 (default %d)", defaultInspectDim))
+	cmd.Flags().StringArrayVar(&dimFlags, "dim", nil, fmt.Sprintf("bind a symbolic dim when showing fusions, e.g. --dim seq=128 (default %d); with --dot, draw the plan for those shapes", defaultInspectDim))
+	cmd.Flags().BoolVar(&dot, "dot", false, "print the graph as Graphviz DOT (render with: dot -Tpng): partitions as clusters coloured by backend, fused nodes as one box, shapes on the edges")
 	return cmd
 }
 
@@ -305,6 +312,28 @@ func planInputs(w io.Writer, label string, s *session.Session, dims map[string]i
 		inputs[vi.Name] = ir.NewTensor(vi.Type.DType, shape)
 	}
 	return inputs, shapes, true
+}
+
+// printDOT prints the model as Graphviz DOT: the whole graph with symbolic
+// shapes, or with --dim the plan for those shapes.
+func printDOT(w io.Writer, path string, s *session.Session, dims map[string]int) error {
+	var why strings.Builder
+	inputs, shapes, ok := planInputs(&why, "inputs for the plan", s, dims)
+	plan := len(dims) > 0
+	if !ok && plan {
+		return errors.New(strings.TrimSpace(why.String()))
+	}
+	title := path + ": graph, symbolic shapes"
+	switch {
+	case plan:
+		title = fmt.Sprintf("%s: plan at %s", path, strings.Join(shapes, " "))
+	case !ok:
+		title += fmt.Sprintf(", no fusions shown (%s)", strings.TrimSpace(why.String()))
+		inputs = nil
+	default:
+		title += fmt.Sprintf(", fusions as planned at %s", strings.Join(shapes, " "))
+	}
+	return viz.GraphDOT(w, s, viz.DOTOptions{Inputs: inputs, Plan: plan, Title: title})
 }
 
 // backendSummary names the session's backends and their processes.

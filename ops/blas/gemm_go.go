@@ -360,6 +360,15 @@ func PackB(transB bool, k, n int, b []float32, ldb int) *PackedB {
 // Dims returns the packed operand's k and n.
 func (pb *PackedB) Dims() (k, n int) { return pb.k, pb.n }
 
+// Bytes is the memory the packed blocks hold.
+func (pb *PackedB) Bytes() int64 {
+	var n int64
+	for _, b := range pb.blocks {
+		n += 4 * int64(len(b))
+	}
+	return n
+}
+
 // block returns the packed block starting at row p0, column j0 of op(B).
 func (pb *PackedB) block(j0, p0 int) []float32 {
 	return pb.blocks[(j0/ncBlock)*pb.nK+p0/kcBlock]

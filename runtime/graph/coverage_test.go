@@ -6,23 +6,8 @@ import (
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
-	"github.com/attnrun/attnrun/onnx"
 	"github.com/attnrun/attnrun/ops"
 )
-
-// compileModel loads and compiles a bundled model (models/<name>).
-func compileModel(t testing.TB, name string) (*ir.Model, *Program) {
-	t.Helper()
-	m, err := onnx.Load(filepath.Join("../../models", name, "model.onnx"), onnx.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Compile(m, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, p
-}
 
 // attentionCore is one attention computation in a graph, found without
 // the matcher: a Softmax whose output, through no-op nodes (Cast,

@@ -1,7 +1,10 @@
 package graph
 
 import (
+	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops"
@@ -91,6 +94,22 @@ type Fusion struct {
 	Opsets []int
 }
 
+// Describe names the fused node and the graph nodes it replaced, for
+// messages about the fused step: `fused node "/attn/FusedAttention"
+// (com.attnrun:FusedAttention, replacing "/MatMul", "/Div", "/Softmax",
+// "/MatMul_1")`. A long list is elided with a count.
+func (f Fusion) Describe() string {
+	names := make([]string, len(f.Replaced))
+	for i, n := range f.Replaced {
+		names[i] = strconv.Quote(n.Label())
+	}
+	list := strings.Join(names, ", ")
+	if len(names) > 12 {
+		list = strings.Join(names[:10], ", ") + fmt.Sprintf(", … %d more … , ", len(names)-11) + names[len(names)-1]
+	}
+	return ir.Elide(fmt.Sprintf("fused node %q (%s, replacing %s)", f.Node.Label(), f.Node.QualifiedOp(), list))
+}
+
 // Fusions returns the fused regions of the plan for the given inputs'
 // shapes (building and caching the plan): com.attnrun:FusedAttention ones
 // first, then com.attnrun:FusedMatMul ones (fuse_matmul.go). It is empty
@@ -100,6 +119,7 @@ func (p *Program) Fusions(inputs map[string]*ir.Tensor) ([]Fusion, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.donePlan(pl)
 	return pl.fusions, nil
 }
 

@@ -43,6 +43,7 @@ func (p *Program) AttentionKernels(inputs map[string]*ir.Tensor) ([]AttentionKer
 	if err != nil {
 		return nil, err
 	}
+	defer p.donePlan(pl)
 	var out []AttentionKernel
 	for _, n := range p.Order {
 		if n.OpType != "Attention" || !isDefaultDomain(n) {

@@ -145,6 +145,10 @@ func (f *fuser) biasAdd(x string) (int, *ir.Node, string, bool) {
 }
 
 // newFuser indexes the plan's steps for a rewrite.
+// graphOutputUse is what a graph output adds to its use count: far more
+// than the readers any tensor has.
+const graphOutputUse = 1 << 20
+
 func newFuser(p *Program, pl *plan, types map[string]ops.Value) *fuser {
 	f := &fuser{pl: pl, types: types, producer: map[string]int{}, uses: map[string]int{}, slot: map[string]int{}, removed: map[int]bool{}}
 	for i, st := range pl.steps {
@@ -162,7 +166,7 @@ func newFuser(p *Program, pl *plan, types map[string]ops.Value) *fuser {
 		}
 	}
 	for _, o := range p.Model.Graph.Outputs {
-		f.uses[o.Name] += 1 << 20 // a graph output is never an internal value
+		f.uses[o.Name] += graphOutputUse // a graph output is never an internal value
 	}
 	return f
 }

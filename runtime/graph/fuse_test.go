@@ -75,6 +75,7 @@ func TestModelFusions(t *testing.T) {
 		{"s004_param_free", 1, "Transpose MatMul Softmax MatMul", 1, false, "", 0, true},
 		{"s004_multi_head_bmm", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
 		{"s004_multi_head_bmm_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s001_encoder_2x4", 2, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		// An ONNX Attention node (GQA, causal over a KV cache; opset 23).
 		{"llama_block_gqa", 1, "Attention", 0.25, false, "", 0, true},
 		// nn.MultiheadAttention divides q by sqrt(d) before the product

@@ -87,7 +87,7 @@ func (b *backend) spec() (plugins.LaunchSpec, error) {
 // launchSpec says how to start the named backend, and the plugin's path
 // ("" for cpu).
 func launchSpec(name string, opts *Options) (plugins.LaunchSpec, string, error) {
-	spec := plugins.LaunchSpec{Name: name, Logger: plugins.NewLogger(logWriter{opts.Logf})}
+	spec := plugins.LaunchSpec{Name: name, Logger: plugins.NewLogger(logWriter{opts.Logf}), Budget: opts.budget}
 	if opts.NoSharedMemory {
 		spec.SharedBytes = -1
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/attnrun/attnrun/plugins"
+	"github.com/attnrun/attnrun/runtime/budget"
 )
 
 // Options configure a Session.
@@ -29,6 +30,14 @@ type Options struct {
 	Threads int
 	// MaxTensorBytes bounds any one tensor (0: the default, 4 GiB).
 	MaxTensorBytes int64
+	// MaxMemoryBytes is the session's memory budget (package
+	// runtime/budget): the host and each backend process keep what they
+	// allocate for the model within it (weights, constants, plans, run
+	// memory, the shared tensor region), and a run that cannot fit is
+	// refused before it allocates. 0: budget.DefaultLimit (half of the
+	// machine's memory, cgroup limit or ulimit -v, the smallest);
+	// negative: no budget.
+	MaxMemoryBytes int64
 	// NoFuse turns off attention fusion in every backend.
 	NoFuse bool
 	// StrictDims refuses a run whose inputs give one dim_param name two
@@ -48,6 +57,19 @@ type Options struct {
 	// SelfExe is the executable re-executed as the CPU backend (default
 	// os.Executable()); it must call cpu.ServeIfRequested first thing.
 	SelfExe string
+	// ExtraOutputs names intermediate values of the graph that every Run
+	// also returns, as if they were graph outputs (e.g. each attention
+	// core's weights, graph.AttentionCore.Weights, for heat maps). A chain
+	// whose intermediate is exposed this way is fused only when the fused
+	// kernel can write that intermediate too.
+	ExtraOutputs []string
+	// AttentionWeights makes every Run also return the weights of each
+	// attention core (Session.AttentionCores) and its mask, where the mask
+	// is computed inside the graph, as extra outputs.
+	AttentionWeights bool
+
+	// budget is the host's side of MaxMemoryBytes (set by defaults).
+	budget *budget.Budget
 }
 
 func (o *Options) defaults() error {
@@ -65,6 +87,12 @@ func (o *Options) defaults() error {
 			fmt.Fprintf(os.Stderr, "attnrun: "+format+"\n", args...)
 		}
 	}
+	if o.MaxMemoryBytes == 0 {
+		o.MaxMemoryBytes = budget.DefaultLimit()
+	}
+	if o.budget == nil {
+		o.budget = budget.New(max(o.MaxMemoryBytes, 0))
+	}
 	if o.SelfExe == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -77,7 +105,7 @@ func (o *Options) defaults() error {
 
 // compileOptions are the options every partition is compiled with.
 func (o *Options) compileOptions() plugins.CompileOptions {
-	return plugins.CompileOptions{Threads: o.Threads, MaxTensorBytes: o.MaxTensorBytes, NoFuse: o.NoFuse}
+	return plugins.CompileOptions{Threads: o.Threads, MaxTensorBytes: o.MaxTensorBytes, NoFuse: o.NoFuse, MaxMemoryBytes: o.MaxMemoryBytes}
 }
 
 // logWriter routes go-plugin's log lines to Logf.
