@@ -928,6 +928,8 @@ def export_intermediates(outdir, only=None):
         rec = SoftmaxRecorder()
         with torch.no_grad(), rec:
             y = model(*[torch.from_numpy(a) for a in arrays])
+        if isinstance(y, tuple):
+            y = y[0]  # the graph's output 0 (output_0.pb)
         want = read_tensor(os.path.join(sd, "output_0.pb"))
         assert np.array_equal(y.numpy(), want), (spec.name, "output differs from the committed data set")
         for f in os.listdir(sd):
@@ -943,6 +945,17 @@ def export_intermediates(outdir, only=None):
             # PyTorch's softmax runs on (B·H, Sq, Sk), the heads folded
             # into the batch, as the exported graph's does.
             rec.calls = [(None, w.numpy().reshape(-1, *w.shape[2:]))]
+        elif isinstance(model, (am.TorchMHAWeights, am.TorchMHAUnbatched)):
+            # Likewise, with the attention mask, or for unbatched queries
+            # attending to a memory (weights [H, T, S]).
+            with torch.no_grad():
+                t = [torch.from_numpy(a) for a in arrays]
+                if isinstance(model, am.TorchMHAWeights):
+                    q, kv, kw = t[0], t[0], dict(key_padding_mask=t[1], attn_mask=t[2])
+                else:
+                    q, kv, kw = t[0], t[1], dict(key_padding_mask=t[2])
+                _, w = model.mha(q, kv, kv, need_weights=True, average_attn_weights=False, **kw)
+            rec.calls = [(None, w.numpy().reshape(-1, *w.shape[-2:]))]
         for k, (scores, weights) in enumerate(rec.calls):
             if scores is not None:
                 # the weights are softmax(scores) along the last axis
