@@ -46,11 +46,13 @@ import (
 //
 // The chain's intermediates must have no other reader among the remaining
 // steps and must not be graph outputs (P and its Casts excepted); they are
-// then never computed. A mask that is itself Where(cond, -inf, 0) (or
-// Where(cond, 0, -inf)), possibly times positive constants,
-// nn.MultiheadAttention's float version of a bool mask, is read as the
-// bool mask cond with a -inf fill when nothing else reads it: the kernel
-// then skips the key blocks it hides. The matched steps are replaced by one
+// then never computed. An added mask of only 0 and -inf is read as a bool
+// mask with a -inf fill, so that the kernel skips the key blocks it hides:
+// Where(cond, -inf, 0) (or Where(cond, 0, -inf)), possibly times positive
+// constants, nn.MultiheadAttention's float version of a bool mask, as cond
+// when nothing else reads it; a plan constant (a causal mask folded from
+// the lengths) as its bool form, made once per plan. A chain that also has
+// a Where keeps such a mask additive (the fused node has one bool mask). The matched steps are replaced by one
 // com.attnrun:FusedAttention step (see ops/attention.go for its contract)
 // at the position of the final product (or of the first reader of P, when
 // one comes before it and every input of the fused node is ready there),

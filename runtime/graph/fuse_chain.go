@@ -34,6 +34,12 @@ type maskStage struct {
 	kind string  // ops.MaskBoolTrueMasks, ops.MaskBoolFalseMasks or ops.MaskAdditive
 	fill float64 // Where kinds: the value a masked score takes
 	post float64 // the product of the scales applied after the stage
+	// additive, for a bool mask read from an additive term (maskOperand),
+	// is that term as an additive mask, and steps the steps computing it
+	// that the bool form replaces: the fused node takes it back when the
+	// chain has a Where besides (it has one bool mask).
+	additive *maskStage
+	steps    []int
 }
 
 // attnMatch is one matched attention chain.
@@ -231,7 +237,7 @@ func (f *fuser) maskOperand(m, x string, post float64) (maskStage, []int) {
 		return additive, nil
 	}
 	if name, ok := f.constBoolMask(m, x); ok {
-		return maskStage{name: name, kind: ops.MaskBoolTrueMasks, fill: math.Inf(-1), post: 1}, nil
+		return maskStage{name: name, kind: ops.MaskBoolTrueMasks, fill: math.Inf(-1), post: 1, additive: &additive}, nil
 	}
 	var steps []int
 	cur := m
@@ -255,7 +261,7 @@ func (f *fuser) maskOperand(m, x string, post float64) (maskStage, []int) {
 			if !f.fitsScores(cond, x) {
 				return additive, nil
 			}
-			return maskStage{name: cond, kind: kind, fill: math.Inf(-1), post: 1}, steps
+			return maskStage{name: cond, kind: kind, fill: math.Inf(-1), post: 1, additive: &additive, steps: steps}, steps
 		}
 		if f.noOp(n) {
 			cur = n.Inputs[0]
@@ -376,7 +382,17 @@ func (f *fuser) scoresProduct(n *ir.Node, m attnMatch, post float64, chain []int
 		}
 	}
 	if len(m.masks) == maxMaskStages && m.masks[0].kind != ops.MaskAdditive && m.masks[1].kind != ops.MaskAdditive {
-		return m, false // two Wheres: the fused node has one bool mask
+		// Two bool masks: one read from an additive term goes back to it
+		// (its steps run again); two Wheres do not fuse (the fused node
+		// has one bool mask).
+		k := slices.IndexFunc(m.masks, func(s maskStage) bool { return s.additive != nil })
+		if k < 0 {
+			return m, false
+		}
+		back := m.masks[k]
+		m.masks = slices.Clone(m.masks)
+		m.masks[k] = *back.additive
+		chain = slices.DeleteFunc(slices.Clone(chain), func(i int) bool { return slices.Contains(back.steps, i) })
 	}
 	m.scale *= post
 	m.steps = append([]int{}, chain...)
