@@ -148,7 +148,7 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 		if !ok {
 			continue
 		}
-		pos, ok := f.placement(m, fused, i, writes)
+		pos, ok := f.placement(m, fused, i)
 		if !ok {
 			continue
 		}
@@ -296,15 +296,19 @@ func (f *fuser) operandView(op attnOperand, through bool) (base string, v ops.Vi
 // placement returns the step before which the fused node runs: the final
 // product's (step i), or the first step reading the weights output when
 // that comes earlier. ok is false when an input of the fused node is not
-// computed by then, or a step the fusion replaces reads something a later
-// step it keeps computes.
-func (f *fuser) placement(m attnMatch, fused *ir.Node, i int, writes []int) (int, bool) {
+// computed by then, or is computed by a step the fusion replaces.
+func (f *fuser) placement(m attnMatch, fused *ir.Node, i int) (int, bool) {
+	gone := map[int]bool{}
+	for _, k := range m.steps {
+		gone[k] = true
+	}
+	for _, name := range fused.Inputs {
+		if k, ok := f.producer[name]; ok && name != "" && gone[k] {
+			return 0, false // the chain computes an input (P·P is no attention)
+		}
+	}
 	pos := i
 	if len(fused.Outputs) > 1 {
-		gone := map[int]bool{}
-		for _, k := range m.steps {
-			gone[k] = true
-		}
 		w := fused.Outputs[1]
 		for k := 0; k < i; k++ {
 			if gone[k] || f.removed[k] {

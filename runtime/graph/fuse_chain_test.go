@@ -114,6 +114,8 @@ func TestFuseExportForms(t *testing.T) {
 			node("Cast", []string{"s0"}, []string{"s1"}, castTo(ir.Float)), softmax("s1", "p0"),
 			node("Cast", []string{"p0"}, []string{"p1"}, castTo(ir.Float)), node("Identity", []string{"p1"}, []string{"p"}), pv("p")}},
 			ops: "Transpose MatMul Cast Softmax Cast Identity MatMul", attrs: "scale=1"},
+		{name: "P·P: not fused", syn: synth{inputs: qkv, nodes: []*ir.Node{kt, qk, softmax("s0", "p"),
+			node("MatMul", []string{"p", "p"}, []string{"y"})}}, none: true},
 		{name: "softmax in double: not fused", syn: synth{inputs: qkv, nodes: []*ir.Node{kt, qk,
 			node("Cast", []string{"s0"}, []string{"s1"}, castTo(ir.Double)), softmax("s1", "p0"),
 			node("Cast", []string{"p0"}, []string{"p"}, castTo(ir.Float)), pv("p")}}, none: true},
