@@ -79,3 +79,49 @@ func Sgemm8x32Bias(k int, a, b, c *float32, ldc int, bias *float32)
 //
 //go:noescape
 func Sgemm8x32Loop(k int, a, b, c *float32, lda, ldc, n, as, bs, cs int, add bool)
+
+// BF16 reports whether the bf16 kernels (DotBF16Peak512 and the
+// BF16Gemm micro-kernels) can run: AVX512_BF16 (CPUID leaf 7 subleaf 1,
+// EAX bit 5) besides AVX512.
+var BF16 = AVX512 && cpu.X86.HasAVX512BF16
+
+// FMAPeak512 runs n iterations of 24 independent VFMADD231PS on ZMM
+// registers (768 flops each) with no memory operands: the FP pipes'
+// fp32 throughput, the roofline's ceiling. It needs AVX512.
+//
+//go:noescape
+func FMAPeak512(n int)
+
+// FMAPeak256 is FMAPeak512 on YMM registers (384 flops an iteration),
+// for AVX2+FMA CPUs (Available).
+//
+//go:noescape
+func FMAPeak256(n int)
+
+// DotBF16Peak512 runs n iterations of 24 independent VDPBF16PS on ZMM
+// registers (1536 flops each: every fp32 lane adds two bf16 products).
+// It needs BF16.
+//
+//go:noescape
+func DotBF16Peak512(n int)
+
+// BF16Gemm8x32 computes an 8×32 tile of C (row stride ldc) from bf16
+// operands with fp32 accumulation: C = acc (add false) or C += acc, then
+// C += bias (32 floats, every row) when bias is not nil. acc is the
+// product of 8 rows of A and a packed sliver of B over kp pairs of k:
+// A's row r holds its k pairs as 32-bit words at a + r·lda (word p is
+// bf16 elements 2p and 2p+1, low half first), and b[p·32 + j] is the pair
+// (B[2p][j], B[2p+1][j]). Each product of two bf16 is exact in fp32 and
+// each sum rounds to nearest even (VDPBF16PS; subnormal inputs and
+// results are flushed to zero). It needs BF16.
+//
+//go:noescape
+func BF16Gemm8x32(kp int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool)
+
+// CvtBF16 rounds n floats at src (n a multiple of 32) to bf16, nearest
+// even (VCVTNE2PS2BF16: NaN stays NaN, quieted; subnormals become zero),
+// and stores them as n/2 words at dst: word w holds src[2w] in its low
+// half and src[2w+1] in its high half. It needs BF16.
+//
+//go:noescape
+func CvtBF16(dst *uint32, src *float32, n int)

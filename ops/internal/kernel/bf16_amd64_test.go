@@ -1,0 +1,196 @@
+package kernel
+
+import (
+	"bytes"
+	"math"
+	"math/rand"
+	"testing"
+	"unsafe"
+)
+
+// TestBF16Encodings checks the bytes bf16_amd64.h's macros produce against
+// GNU as 2.40 (Debian binutils)'s encodings of the same instructions (Intel syntax:
+// destination first), so a wrong bit in a macro cannot hide behind
+// registers that happen to work.
+func TestBF16Encodings(t *testing.T) {
+	want := []struct {
+		asm string
+		enc []byte
+	}{
+		{"vdpbf16ps zmm4, zmm2, zmm0", []byte{0x62, 0xf2, 0x6e, 0x48, 0x52, 0xe0}},
+		{"vdpbf16ps zmm19, zmm3, zmm1", []byte{0x62, 0xe2, 0x66, 0x48, 0x52, 0xd9}},
+		{"vdpbf16ps zmm9, zmm30, zmm17", []byte{0x62, 0x32, 0x0e, 0x40, 0x52, 0xc9}},
+		{"vdpbf16ps zmm0, zmm31, zmm30", []byte{0x62, 0x92, 0x06, 0x40, 0x52, 0xc6}},
+		{"vcvtne2ps2bf16 zmm2, zmm1, zmm0", []byte{0x62, 0xf2, 0x77, 0x48, 0x72, 0xd0}},
+		{"vcvtne2ps2bf16 zmm21, zmm9, zmm28", []byte{0x62, 0x82, 0x37, 0x48, 0x72, 0xec}},
+	}
+	code := unsafe.Slice(bf16SamplesAddr(), 6*len(want))
+	for i, w := range want {
+		if got := code[6*i : 6*i+6]; !bytes.Equal(got, w.enc) {
+			t.Errorf("%s: macro gives % x, want % x", w.asm, got, w.enc)
+		}
+	}
+}
+
+// bf16Of rounds f to bf16, nearest even, as the hardware does for
+// normal numbers.
+func bf16Of(f float32) uint16 {
+	b := math.Float32bits(f)
+	if f != f {
+		return uint16(b>>16) | 0x40 // quiet NaN
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}
+
+// f32Of widens a bf16.
+func f32Of(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// packPairs returns words w[p] = (x[2p], x[2p+1]) of a k-vector, padded.
+func packPairs(x []float32) []uint32 {
+	w := make([]uint32, (len(x)+1)/2)
+	for i, v := range x {
+		w[i/2] |= uint32(bf16Of(v)) << (16 * (i % 2))
+	}
+	return w
+}
+
+// bf16Tile runs BF16Gemm8x32 on row-major A (8×k) and B (k×32) and returns
+// the tile and the exact (float64) products of the bf16-rounded operands.
+func bf16Tile(t *testing.T, a, b []float32, k, ldc int, bias []float32, add bool, c []float32) []float64 {
+	t.Helper()
+	kp := (k + 1) / 2
+	lda := kp + 3 // a row stride other than the row length
+	aw := make([]uint32, 8*lda)
+	for r := 0; r < 8; r++ {
+		copy(aw[r*lda:], packPairs(a[r*k:(r+1)*k]))
+	}
+	bw := make([]uint32, max(kp, 1)*32)
+	for j := 0; j < 32; j++ {
+		col := make([]float32, k)
+		for p := range col {
+			col[p] = b[p*32+j]
+		}
+		for p, w := range packPairs(col) {
+			bw[p*32+j] = w
+		}
+	}
+	want := make([]float64, 8*32)
+	for r := 0; r < 8; r++ {
+		for j := 0; j < 32; j++ {
+			for p := 0; p < k; p++ {
+				want[r*32+j] += float64(f32Of(bf16Of(a[r*k+p]))) * float64(f32Of(bf16Of(b[p*32+j])))
+			}
+		}
+	}
+	var bp *float32
+	if bias != nil {
+		bp = &bias[0]
+	}
+	BF16Gemm8x32(kp, &aw[0], lda, &bw[0], &c[0], ldc, bp, add)
+	return want
+}
+
+// TestBF16Gemm8x32 checks the bf16 micro-kernel, and so the VDPBF16PS
+// encodings of every register pair it uses, against a Go reference: with
+// small integers every product and sum is exact, so the tile must match
+// exactly; with random data, within fp32 rounding of the sums.
+func TestBF16Gemm8x32(t *testing.T) {
+	if !BF16 {
+		t.Skip("no AVX512_BF16 on this CPU")
+	}
+	r := rand.New(rand.NewSource(1))
+	for _, k := range []int{0, 1, 2, 7, 64, 301} {
+		for _, exact := range []bool{true, false} {
+			for _, mode := range []string{"store", "add", "bias", "add+bias"} {
+				a, b := make([]float32, 8*k), make([]float32, k*32)
+				for i := range a {
+					a[i] = float32(i%7) - 3
+					if !exact {
+						a[i] = r.Float32()*2 - 1
+					}
+				}
+				for i := range b {
+					b[i] = float32(i%5) * 0.5
+					if !exact {
+						b[i] = r.Float32()*2 - 1
+					}
+				}
+				const ldc = 37
+				c := make([]float32, 7*ldc+32+5)
+				for i := range c {
+					c[i] = float32(i%3) + 0.25
+				}
+				old := append([]float32(nil), c...)
+				add := mode == "add" || mode == "add+bias"
+				var bias []float32
+				if mode == "bias" || mode == "add+bias" {
+					bias = make([]float32, 32)
+					for j := range bias {
+						bias[j] = float32(j) - 16.5
+					}
+				}
+				want := bf16Tile(t, a, b, k, ldc, bias, add, c)
+				for i, got := range c {
+					row, j := i/ldc, i%ldc
+					if row >= 8 || j >= 32 {
+						if got != old[i] {
+							t.Fatalf("k=%d %s: C[%d][%d] outside the tile changed to %g", k, mode, row, j, got)
+						}
+						continue
+					}
+					w := want[row*32+j]
+					if add {
+						w += float64(old[i])
+					}
+					if bias != nil {
+						w += float64(bias[j])
+					}
+					tol := 0.0
+					if !exact {
+						tol = float64(k+2) * 0x1p-23 * (float64(k) + math.Abs(w))
+					}
+					if math.Abs(float64(got)-w) > tol {
+						t.Fatalf("k=%d exact=%v %s: C[%d][%d] = %g, want %g (±%g)", k, exact, mode, row, j, got, w, tol)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestCvtBF16 checks the vector conversion against bf16Of: nearest even
+// (ties included), infinities, NaN quieted, subnormals to zero.
+func TestCvtBF16(t *testing.T) {
+	if !BF16 {
+		t.Skip("no AVX512_BF16 on this CPU")
+	}
+	inf := float32(math.Inf(1))
+	src := []float32{0, 1, -1, 1.00390625, 1.01171875, 1.0078125, 3.14159265, -2.71828, 65504, 1e30, -1e-30, inf, -inf,
+		float32(math.NaN()), math.Float32frombits(0x7f800001), math.Float32frombits(0x3f808000), math.Float32frombits(0x3f818000),
+		math.Float32frombits(0x7f7fffff), math.MaxFloat32, 0x1p-126}
+	r := rand.New(rand.NewSource(2))
+	for len(src) < 32*5 {
+		src = append(src, float32(r.NormFloat64()*math.Pow(10, float64(r.Intn(20)-10))))
+	}
+	sub := []float32{0x1p-130, -0x1p-140}
+	src = append(src[:len(src)-len(sub)], sub...)
+	dst := make([]uint32, len(src)/2)
+	CvtBF16(&dst[0], &src[0], len(src))
+	for i, x := range src {
+		got := uint16(dst[i/2] >> (16 * (i % 2)))
+		want := bf16Of(x)
+		switch {
+		case x != x:
+			if g := f32Of(got); g == g {
+				t.Errorf("bf16(NaN) = %#04x, not a NaN", got)
+			}
+		case x != 0 && math.Abs(float64(x)) < 0x1p-126:
+			if got&0x7fff != 0 {
+				t.Errorf("bf16(subnormal %g) = %#04x, want ±0", x, got)
+			}
+		case got != want:
+			t.Errorf("bf16(%g = %#08x) = %#04x, want %#04x", x, math.Float32bits(x), got, want)
+		}
+	}
+}
