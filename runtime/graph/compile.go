@@ -33,6 +33,9 @@ type Options struct {
 	// rewrite (fuse_matmul.go), which folds transposes, head-split views and
 	// bias Adds into com.attnrun:FusedMatMul.
 	NoFuse bool
+	// Precision is the arithmetic of float32 matrix products (see
+	// ops.Precision; "" is fp32). Compile-time constant folding stays fp32.
+	Precision ops.Precision
 }
 
 // Program is a validated, scheduled and type-inferred graph.
