@@ -98,7 +98,7 @@ func (s *grpcServer) Capability(ctx context.Context, req *backendpb.CapabilityRe
 }
 
 func (s *grpcServer) Compile(ctx context.Context, req *backendpb.CompileRequest) (*backendpb.CompileResponse, error) {
-	id, nodes, err := s.impl.Compile(ctx, req.Model, CompileOptions{Threads: int(req.Threads), MaxTensorBytes: req.MaxTensorBytes, NoFuse: req.NoFuse})
+	id, nodes, err := s.impl.Compile(ctx, req.Model, CompileOptions{Threads: int(req.Threads), MaxTensorBytes: req.MaxTensorBytes, NoFuse: req.NoFuse, Precision: req.Precision})
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -308,7 +308,7 @@ func (c *client) Compile(ctx context.Context, m *ir.Model, opts CompileOptions) 
 	if err != nil {
 		return 0, fmt.Errorf("compile: encoding partition: %w", err)
 	}
-	r, err := c.rpc.Compile(ctx, &backendpb.CompileRequest{Model: data, Threads: int32(opts.Threads), MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse})
+	r, err := c.rpc.Compile(ctx, &backendpb.CompileRequest{Model: data, Threads: int32(opts.Threads), MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, Precision: opts.Precision})
 	if err != nil {
 		return 0, rpcError("compile", err)
 	}

@@ -105,6 +105,11 @@ type CompileOptions struct {
 	MaxTensorBytes int64
 	// NoFuse turns off graph rewrites such as attention fusion.
 	NoFuse bool
+	// Precision is the arithmetic of float32 matrix products: "" or
+	// "fp32", or "bf16" (operands rounded to bfloat16, fp32 accumulation;
+	// see ops.Precision). A backend that cannot honour it refuses the
+	// partition with an error that says why.
+	Precision string
 }
 
 // NodeRef names a node of a compiled partition; Compile returns them in

@@ -713,7 +713,11 @@ type CompileRequest struct {
 	Threads        int32                  `protobuf:"varint,2,opt,name=threads,proto3" json:"threads,omitempty"`
 	MaxTensorBytes int64                  `protobuf:"varint,3,opt,name=max_tensor_bytes,json=maxTensorBytes,proto3" json:"max_tensor_bytes,omitempty"`
 	// no_fuse turns off graph rewrites such as attention fusion.
-	NoFuse        bool `protobuf:"varint,4,opt,name=no_fuse,json=noFuse,proto3" json:"no_fuse,omitempty"`
+	NoFuse bool `protobuf:"varint,4,opt,name=no_fuse,json=noFuse,proto3" json:"no_fuse,omitempty"`
+	// precision is the arithmetic of float32 matrix products: "" or "fp32",
+	// or "bf16" (operands rounded to bfloat16, fp32 accumulation). A backend
+	// that cannot honour it refuses the partition.
+	Precision     string `protobuf:"bytes,5,opt,name=precision,proto3" json:"precision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -774,6 +778,13 @@ func (x *CompileRequest) GetNoFuse() bool {
 		return x.NoFuse
 	}
 	return false
+}
+
+func (x *CompileRequest) GetPrecision() string {
+	if x != nil {
+		return x.Precision
+	}
+	return ""
 }
 
 // NodeRef names a node of a compiled partition in execution order; the
@@ -1236,12 +1247,13 @@ const file_backend_proto_rawDesc = "" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"M\n" +
 	"\x12CapabilityResponse\x127\n" +
-	"\bverdicts\x18\x01 \x03(\v2\x1b.attnrun.backend.v1.VerdictR\bverdicts\"\x83\x01\n" +
+	"\bverdicts\x18\x01 \x03(\v2\x1b.attnrun.backend.v1.VerdictR\bverdicts\"\xa1\x01\n" +
 	"\x0eCompileRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\fR\x05model\x12\x18\n" +
 	"\athreads\x18\x02 \x01(\x05R\athreads\x12(\n" +
 	"\x10max_tensor_bytes\x18\x03 \x01(\x03R\x0emaxTensorBytes\x12\x17\n" +
-	"\ano_fuse\x18\x04 \x01(\bR\x06noFuse\"N\n" +
+	"\ano_fuse\x18\x04 \x01(\bR\x06noFuse\x12\x1c\n" +
+	"\tprecision\x18\x05 \x01(\tR\tprecision\"N\n" +
 	"\aNodeRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\aop_type\x18\x02 \x01(\tR\x06opType\x12\x16\n" +
