@@ -55,6 +55,11 @@ type Options struct {
 	MaxTensorBytes int64
 	// NoFuse turns off attention fusion in every backend.
 	NoFuse bool
+	// Precision is the arithmetic of float32 matrix products in every
+	// backend: "" or "fp32", or "bf16" (operands rounded to bfloat16, fp32
+	// accumulation; see ops.Precision). Open fails where a backend cannot
+	// honour it (the CPU backend needs AVX512_BF16 for bf16).
+	Precision string
 	// NoSharedMemory makes tensors travel as bytes inside the gRPC messages
 	// instead of through the memory region shared with each backend
 	// process (see package plugins); for measurement and diagnosis.
@@ -275,7 +280,7 @@ func (s *Session) start(ctx context.Context) error {
 }
 
 func (s *Session) compileOptions() plugins.CompileOptions {
-	return plugins.CompileOptions{Threads: s.opts.Threads, MaxTensorBytes: s.opts.MaxTensorBytes, NoFuse: s.opts.NoFuse}
+	return plugins.CompileOptions{Threads: s.opts.Threads, MaxTensorBytes: s.opts.MaxTensorBytes, NoFuse: s.opts.NoFuse, Precision: s.opts.Precision}
 }
 
 // startBackend launches the named backend and adds it to the session.
