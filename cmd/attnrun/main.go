@@ -33,6 +33,7 @@ type globalFlags struct {
 	threads        int
 	maxTensorBytes int64
 	noFuse         bool
+	precision      string
 }
 
 func main() {
@@ -117,6 +118,7 @@ func newRootCmd() *cobra.Command {
 	pf.IntVar(&g.threads, "threads", 0, "compute threads in the backend (default: number of CPUs)")
 	pf.Int64Var(&g.maxTensorBytes, "max-tensor-bytes", graph.DefaultMaxTensorBytes, "largest tensor (in bytes) attnrun will load or create")
 	pf.BoolVar(&g.noFuse, "no-fuse", false, "turn off attention fusion (run the exported graph node by node)")
+	pf.StringVar(&g.precision, "precision", "fp32", "arithmetic of float32 matrix products: fp32, or bf16 (bfloat16 operands, fp32 accumulation; needs AVX512_BF16)")
 	root.AddCommand(newRunCmd(g), newConformCmd(g), newInspectCmd(g), newBackendsCmd(g), newBenchCmd(g), newOpsCmd(g))
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)

@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
 	"github.com/attnrun/attnrun/runtime/session"
 )
 
@@ -23,8 +24,17 @@ func (g *globalFlags) sessionOptions() session.Options {
 		Threads:        g.threads,
 		MaxTensorBytes: g.maxTensorBytes,
 		NoFuse:         g.noFuse,
+		Precision:      g.precision,
 		Logf:           logf,
 	}
+}
+
+// checkPrecision validates --precision.
+func (g *globalFlags) checkPrecision() error {
+	if _, err := ops.ParsePrecision(g.precision); err != nil {
+		return usageErrorf("--precision: %v", err)
+	}
+	return nil
 }
 
 // open starts a session on a model.
@@ -34,6 +44,9 @@ func (g *globalFlags) open(ctx context.Context, path string) (*session.Session, 
 	}
 	if g.threads < 0 {
 		return nil, usageErrorf("--threads must be ≥ 0")
+	}
+	if err := g.checkPrecision(); err != nil {
+		return nil, err
 	}
 	if st, err := os.Stat(path); err != nil {
 		return nil, err
