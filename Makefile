@@ -36,7 +36,8 @@ models:
 # ort-diff      build bin/attnrun, then cross-check attnrun against ONNX Runtime over models/
 # bench-models  export the large seed-000 C=768 benchmark models into $(BENCH_MODELS) if missing
 #               (needs python3-torch python3-onnx python3-numpy for /usr/bin/python3; not committed)
-# bench-compare attnrun vs ONNX Runtime latency / peak RSS table (THREADS=2 by default)
+# bench-compare attnrun vs ONNX Runtime latency / peak RSS table (THREADS=2 by default), fp32 and bf16 rows,
+#               GFLOP/s as a share of the machine's peak (measured first: go test -bench Roofline/peak ./ops/blas)
 ORT_DIR ?= tools/ort
 ORT_STAMP := $(ORT_DIR)/node_modules/.package-lock.json
 THREADS ?= 2
@@ -70,7 +71,7 @@ bench-models:
 
 bench-compare: $(ORT_STAMP) bench-models
 	if [ "$(ATTNRUN)" = bin/attnrun ]; then go build -o bin/attnrun ./cmd/attnrun; fi
-	node $(ORT_DIR)/bench.js --threads $(THREADS) --bench-models $(BENCH_MODELS) --attnrun $(ATTNRUN)
+	node $(ORT_DIR)/bench.js --threads $(THREADS) --bench-models $(BENCH_MODELS) --attnrun $(ATTNRUN) --peak
 
 # ---- Conformance: ONNX's node tests and the op table ----
 # node-suite  run ONNX's backend node tests (libonnx-testdata: apt-get install libonnx-testdata) for every op
