@@ -110,7 +110,7 @@ func cvtRow(dst []uint32, src []float32) {
 	}
 }
 
-func (bf16Tiles) packA(trans bool, alpha float32, a []float32, lda, i0, mb, p0, kb int, dst []float32) {
+func (bf16Tiles) packA(trans bool, alpha float32, a []float32, lda, i0, mb, p0, kb int, dst []float32) aBlock {
 	w := bf16Stride(kb)
 	kp := (kb + 1) / 2
 	d := words(dst)
@@ -136,6 +136,7 @@ func (bf16Tiles) packA(trans bool, alpha float32, a []float32, lda, i0, mb, p0, 
 			}
 		}
 	}
+	return aBlock{buf: dst, bufLd: w}
 }
 
 func (bf16Tiles) packB(trans bool, b []float32, ldb, p0, kb, j0, nb int, dst []float32, plo, phi int) {
@@ -166,9 +167,9 @@ func (bf16Tiles) packB(trans bool, b []float32, ldb, p0, kb, j0, nb int, dst []f
 	}
 }
 
-func (t bf16Tiles) tile(kb int, ap []float32, ip int, bp []float32, c []float32, ldc int, add bool, bias []float32) {
-	w, kp := bf16Stride(kb), (kb+1)/2
-	as := ap[ip*mr*w : (ip+1)*mr*w]
+func (t bf16Tiles) tile(kb int, ab aBlock, ip int, bp []float32, c []float32, ldc int, add bool, bias []float32) {
+	as, w := ab.sliver(ip, kb)
+	kp := (kb + 1) / 2
 	if kernel.BF16 && !t.portable {
 		var bptr *float32
 		if bias != nil {

@@ -29,14 +29,14 @@ const (
 // start from the CPU's features and never change afterwards.
 var (
 	mr, nr, asmKernel = tileFor(kernel.AVX512)
-	biasKernel        = biasKernelFor(kernel.AVX512)
+	rowKernel         = rowKernelFor(kernel.AVX512)
 )
 
-// biasKernelFor picks the micro-kernel that stores A·B + bias, where there
-// is one (nil: the kernel stores, then Go adds the bias).
-func biasKernelFor(avx512 bool) func(k int, a, b, c *float32, ldc int, bias *float32) {
+// rowKernelFor picks the micro-kernel that reads A's rows in place
+// (nil: A is packed in interleaved slivers for asmKernel).
+func rowKernelFor(avx512 bool) func(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool) {
 	if avx512 {
-		return kernel.Sgemm8x32Bias
+		return kernel.Sgemm8x32Rows
 	}
 	return nil
 }
@@ -112,7 +112,7 @@ func putBuf(p *[]float32) {
 // sgemmGo is the pure-Go Sgemm. useAsm selects the assembly micro-kernel
 // (only honoured where kernel.Available); nthreads bounds the goroutines used.
 func sgemmGo(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, nthreads int, useAsm bool) {
-	gemmGo(fp32Tiles{asm: useAsm && kernel.Available}, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, nthreads, nil)
+	gemmGo(newFP32Tiles(useAsm), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, nthreads, nil)
 }
 
 // tileOps is what a precision of the GEMM brings to the blocked loops of
@@ -125,16 +125,43 @@ type tileOps interface {
 	// and of nPanels packed B panels, over kb of k.
 	aLen(mc, kb int) int
 	bLen(nPanels, kb int) int
-	// packA packs alpha·op(A)[i0:i0+mb, p0:p0+kb] into dst (aLen(mb, kb)).
-	packA(trans bool, alpha float32, a []float32, lda, i0, mb, p0, kb int, dst []float32)
+	// packA readies alpha·op(A)[i0:i0+mb, p0:p0+kb] for tile, packing
+	// into buf (aLen(mb, kb)) what it does not read in place.
+	packA(trans bool, alpha float32, a []float32, lda, i0, mb, p0, kb int, buf []float32) aBlock
 	// packB packs column panels [plo, phi) of op(B)[p0:p0+kb, j0:j0+nb]
 	// into dst (bLen of the block's panels), zero-padding the last one.
 	packB(trans bool, b []float32, ldb, p0, kb, j0, nb int, dst []float32, plo, phi int)
-	// tile computes the mr×nr tile of row sliver ip of the packed A block
-	// ap and the packed B panel bp into c (row stride ldc): it stores the
-	// product, adds it (add), or stores it plus bias (nr elements; bias is
-	// only given when add is false).
-	tile(kb int, ap []float32, ip int, bp []float32, c []float32, ldc int, add bool, bias []float32)
+	// tile computes the mr×nr tile of row sliver ip of the A block ab and
+	// the packed B panel bp into c (row stride ldc): it stores the product,
+	// adds it (add), or stores it plus bias (nr elements; bias is only
+	// given when add is false).
+	tile(kb int, ab aBlock, ip int, bp []float32, c []float32, ldc int, add bool, bias []float32)
+}
+
+// aBlock is a block of A as packA readied it: row slivers ip < inPlace
+// are read in place, sliver ip starting at src[off + ip·mr·ld] with rows
+// ld apart; the others are in buf, from sliver inPlace on: row-major
+// with rows bufLd apart, or interleaved (bufLd 0: element (r, p) of a
+// sliver at p·mr + r).
+type aBlock struct {
+	src     []float32
+	off, ld int
+	inPlace int
+	buf     []float32
+	bufLd   int
+}
+
+// sliver returns the start of row sliver ip and its row stride (0 for an
+// interleaved sliver of kb columns).
+func (ab *aBlock) sliver(ip, kb int) ([]float32, int) {
+	if ip < ab.inPlace {
+		return ab.src[ab.off+ip*mr*ab.ld:], ab.ld
+	}
+	ip -= ab.inPlace
+	if ab.bufLd == 0 {
+		return ab.buf[ip*mr*kb : (ip+1)*mr*kb], 0
+	}
+	return ab.buf[ip*mr*ab.bufLd:], ab.bufLd
 }
 
 // gemmGo computes C = alpha·op(A)·op(B) + beta·C with the precision's
@@ -272,8 +299,7 @@ func (b *blockItems) run(it int, buf []float32) {
 	i0 := ib * b.mc
 	mb := min(b.mc, b.m-i0)
 	jlo, jhi := jg*b.nPanels/b.nJG, (jg+1)*b.nPanels/b.nJG
-	ap := buf[:b.ops.aLen(mb, b.kb)]
-	b.ops.packA(b.transA, b.alpha, b.a, b.lda, i0, mb, b.p0, b.kb, ap)
+	ab := b.ops.packA(b.transA, b.alpha, b.a, b.lda, i0, mb, b.p0, b.kb, buf[:b.ops.aLen(mb, b.kb)])
 	tile := buf[len(buf)-maxTile:]
 	panel := b.ops.bLen(1, b.kb)
 	for jp := jlo; jp < jhi; jp++ {
@@ -288,12 +314,12 @@ func (b *blockItems) run(it int, buf []float32) {
 			rows := min(mr, mb-ip*mr)
 			coff := (i0+ip*mr)*b.ldc + b.j0 + jc
 			if rows == mr && cols == nr {
-				b.ops.tile(b.kb, ap, ip, bs, b.c[coff:], b.ldc, b.add, bj)
+				b.ops.tile(b.kb, ab, ip, bs, b.c[coff:], b.ldc, b.add, bj)
 				continue
 			}
 			// Edge tile: compute the full padded tile, then add or store
 			// the valid part.
-			b.ops.tile(b.kb, ap, ip, bs, tile, nr, false, nil)
+			b.ops.tile(b.kb, ab, ip, bs, tile, nr, false, nil)
 			for r := 0; r < rows; r++ {
 				crow := b.c[coff+r*b.ldc : coff+r*b.ldc+cols]
 				trow := tile[r*nr : r*nr+cols]
@@ -314,28 +340,92 @@ func (b *blockItems) run(it int, buf []float32) {
 	}
 }
 
-// fp32Tiles is the fp32 GEMM's packing and micro-kernel: A in slivers of
-// mr rows (kb×mr, column-interleaved), B in panels of nr columns (kb×nr
-// row-major), the assembly kernel where asm is set, else kernelGo.
-type fp32Tiles struct{ asm bool }
+// fp32Tiles is the fp32 GEMM's packing and micro-kernel. B is packed in
+// panels of nr columns (kb×nr row-major). With rows (AVX-512), the
+// kernel (kernel.Sgemm8x32Rows) reads A's rows in place where A is
+// row-major with alpha 1 and packs it row-major otherwise; else A is
+// packed in interleaved slivers for the asm kernel (asm: AVX2's 6×16) or
+// kernelGo.
+type fp32Tiles struct{ asm, rows bool }
 
-func (fp32Tiles) aLen(mc, kb int) int      { return (mc + mr - 1) / mr * mr * kb }
+// newFP32Tiles picks the fp32 kernels: assembly where asm is set and the
+// CPU has it, row-reading on AVX-512.
+func newFP32Tiles(asm bool) fp32Tiles {
+	asm = asm && kernel.Available
+	return fp32Tiles{asm: asm, rows: asm && rowKernel != nil}
+}
+
+// rowStride is the row stride of a row-major packed A block over kb of k:
+// kb rounded up to a 64-byte line, and off multiples of 4 KiB (rows 4 KiB
+// apart would share L1 sets).
+func rowStride(kb int) int {
+	ld := (kb + 15) / 16 * 16
+	if ld%1024 == 0 {
+		ld += 16
+	}
+	return ld
+}
+
+func (t fp32Tiles) aLen(mc, kb int) int {
+	if t.rows {
+		return (mc + mr - 1) / mr * mr * rowStride(kb)
+	}
+	return (mc + mr - 1) / mr * mr * kb
+}
+
 func (fp32Tiles) bLen(nPanels, kb int) int { return nPanels * nr * kb }
 
-func (fp32Tiles) packA(trans bool, alpha float32, a []float32, lda, i0, mb, p0, kb int, dst []float32) {
-	packA(trans, alpha, a, lda, i0, mb, p0, kb, dst)
+func (t fp32Tiles) packA(trans bool, alpha float32, a []float32, lda, i0, mb, p0, kb int, buf []float32) aBlock {
+	if !t.rows {
+		packA(trans, alpha, a, lda, i0, mb, p0, kb, buf)
+		return aBlock{buf: buf}
+	}
+	ab := aBlock{buf: buf, bufLd: rowStride(kb)}
+	if !trans && alpha == 1 && lda%1024 != 0 {
+		ab.src, ab.off, ab.ld, ab.inPlace = a, i0*lda+p0, lda, mb/mr
+	}
+	first := ab.inPlace * mr
+	for r := 0; r < (mb+mr-1)/mr*mr-first; r++ {
+		row := buf[r*ab.bufLd : r*ab.bufLd+kb]
+		i := i0 + first + r
+		switch {
+		case first+r >= mb:
+			clear(row)
+		case !trans:
+			src := a[i*lda+p0 : i*lda+p0+kb]
+			if alpha == 1 {
+				copy(row, src)
+				continue
+			}
+			for p, v := range src {
+				row[p] = alpha * v
+			}
+		default:
+			for p := range row {
+				row[p] = alpha * a[(p0+p)*lda+i]
+			}
+		}
+	}
+	return ab
 }
 
 func (fp32Tiles) packB(trans bool, b []float32, ldb, p0, kb, j0, nb int, dst []float32, plo, phi int) {
 	packB(trans, b, ldb, p0, kb, j0, nb, dst, plo, phi)
 }
 
-func (t fp32Tiles) tile(kb int, ap []float32, ip int, bp []float32, c []float32, ldc int, add bool, bias []float32) {
-	as := ap[ip*mr*kb : (ip+1)*mr*kb]
-	switch {
-	case bias != nil && t.asm && biasKernel != nil:
-		biasKernel(kb, &as[0], &bp[0], &c[0], ldc, &bias[0])
+func (t fp32Tiles) tile(kb int, ab aBlock, ip int, bp []float32, c []float32, ldc int, add bool, bias []float32) {
+	as, ld := ab.sliver(ip, kb)
+	if t.rows {
+		var bptr *float32
+		if bias != nil {
+			bptr = &bias[0]
+		}
+		_ = as[(mr-1)*ld+kb-1]
+		_ = c[(mr-1)*ldc+nr-1]
+		rowKernel(kb, &as[0], ld, &bp[0], &c[0], ldc, bptr, add)
 		return
+	}
+	switch {
 	case t.asm:
 		asmKernel(kb, &as[0], &bp[0], &c[0], ldc, add)
 	default:
@@ -442,7 +532,7 @@ func (pb *PackedB) tiles() tileOps {
 	if pb.bf16 {
 		return bf16Tiles{}
 	}
-	return fp32Tiles{asm: kernel.Available}
+	return newFP32Tiles(true)
 }
 
 // BF16 reports whether the operand was packed in bf16 (PackBBF16).

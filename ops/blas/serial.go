@@ -48,7 +48,7 @@ func MicroKernel(k int, a, b, c []float32, ldc int, add bool) {
 // Sgemm's; bias shorter than n panics. The OpenBLAS build runs the pure-Go
 // GEMM here.
 func SgemmBias(threads int, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, bias, c []float32, ldc int) {
-	gemmBias("SgemmBias", fp32Tiles{asm: kernel.Available}, threads, transA, transB, m, n, k, a, lda, b, ldb, bias, c, ldc)
+	gemmBias("SgemmBias", newFP32Tiles(true), threads, transA, transB, m, n, k, a, lda, b, ldb, bias, c, ldc)
 }
 
 // gemmBias checks SgemmBias's arguments and runs it with ops' tiles.

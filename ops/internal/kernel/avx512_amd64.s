@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "tile8x32_amd64.h"
 
 // func Sgemm8x32(k int, a, b, c *float32, ldc int, add bool)
 // Z0, Z1 hold a row of B; Z2, Z3 broadcast elements of A; Z4..Z19 the
@@ -314,110 +315,6 @@ storeonly12:
 	VZEROUPPER
 	RET
 
-// func Sgemm8x32Bias(k int, a, b, c *float32, ldc int, bias *float32)
-// Sgemm8x32 storing C = A·B + bias (bias: 32 floats added to every row).
-TEXT ·Sgemm8x32Bias(SB), NOSPLIT, $0-48
-	MOVQ k+0(FP), CX
-	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), DI
-	MOVQ c+24(FP), DX
-	MOVQ ldc+32(FP), R8
-	MOVQ bias+40(FP), R9
-	SHLQ $2, R8
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	TESTQ CX, CX
-	JE bstore8
-bloop8:
-	VMOVUPS (DI), Z0
-	VMOVUPS 64(DI), Z1
-	VBROADCASTSS 0(SI), Z2
-	VFMADD231PS Z0, Z2, Z4
-	VFMADD231PS Z1, Z2, Z5
-	VBROADCASTSS 4(SI), Z3
-	VFMADD231PS Z0, Z3, Z6
-	VFMADD231PS Z1, Z3, Z7
-	VBROADCASTSS 8(SI), Z2
-	VFMADD231PS Z0, Z2, Z8
-	VFMADD231PS Z1, Z2, Z9
-	VBROADCASTSS 12(SI), Z3
-	VFMADD231PS Z0, Z3, Z10
-	VFMADD231PS Z1, Z3, Z11
-	VBROADCASTSS 16(SI), Z2
-	VFMADD231PS Z0, Z2, Z12
-	VFMADD231PS Z1, Z2, Z13
-	VBROADCASTSS 20(SI), Z3
-	VFMADD231PS Z0, Z3, Z14
-	VFMADD231PS Z1, Z3, Z15
-	VBROADCASTSS 24(SI), Z2
-	VFMADD231PS Z0, Z2, Z16
-	VFMADD231PS Z1, Z2, Z17
-	VBROADCASTSS 28(SI), Z3
-	VFMADD231PS Z0, Z3, Z18
-	VFMADD231PS Z1, Z3, Z19
-	ADDQ $32, SI
-	ADDQ $128, DI
-	DECQ CX
-	JNZ bloop8
-bstore8:
-	VMOVUPS (R9), Z0
-	VMOVUPS 64(R9), Z1
-	VADDPS Z0, Z4, Z4
-	VMOVUPS Z4, (DX)
-	VADDPS Z1, Z5, Z5
-	VMOVUPS Z5, 64(DX)
-	ADDQ R8, DX
-	VADDPS Z0, Z6, Z6
-	VMOVUPS Z6, (DX)
-	VADDPS Z1, Z7, Z7
-	VMOVUPS Z7, 64(DX)
-	ADDQ R8, DX
-	VADDPS Z0, Z8, Z8
-	VMOVUPS Z8, (DX)
-	VADDPS Z1, Z9, Z9
-	VMOVUPS Z9, 64(DX)
-	ADDQ R8, DX
-	VADDPS Z0, Z10, Z10
-	VMOVUPS Z10, (DX)
-	VADDPS Z1, Z11, Z11
-	VMOVUPS Z11, 64(DX)
-	ADDQ R8, DX
-	VADDPS Z0, Z12, Z12
-	VMOVUPS Z12, (DX)
-	VADDPS Z1, Z13, Z13
-	VMOVUPS Z13, 64(DX)
-	ADDQ R8, DX
-	VADDPS Z0, Z14, Z14
-	VMOVUPS Z14, (DX)
-	VADDPS Z1, Z15, Z15
-	VMOVUPS Z15, 64(DX)
-	ADDQ R8, DX
-	VADDPS Z0, Z16, Z16
-	VMOVUPS Z16, (DX)
-	VADDPS Z1, Z17, Z17
-	VMOVUPS Z17, 64(DX)
-	ADDQ R8, DX
-	VADDPS Z0, Z18, Z18
-	VMOVUPS Z18, (DX)
-	VADDPS Z1, Z19, Z19
-	VMOVUPS Z19, 64(DX)
-	VZEROUPPER
-	RET
-
 // func Sgemm8x32Loop(k int, a, b, c *float32, lda, ldc, n, as, bs, cs int, add bool)
 // n Sgemm8x32 tiles: tile t uses a + t·as, b + t·bs, c + t·cs (in floats);
 // A's k step p is at a + p·lda (lda 8 for a packed sliver).
@@ -569,3 +466,47 @@ lnext8:
 ldone8:
 	VZEROUPPER
 	RET
+
+// func Sgemm8x32Rows(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool)
+// Z0, Z1 hold a row of B; Z2, Z3 broadcast elements of A; Z4..Z19 the
+// 8x32 tile of C (two ZMM per row). A's rows r = 0..3 are read from
+// SI + r·lda, rows 4..7 from R11 = SI + 4·lda (R8 = lda, R10 = 3·lda, in
+// bytes). One k step per iteration.
+TEXT ·Sgemm8x32Rows(SB), NOSPLIT, $0-57
+	TILE8x32_ROWS_START
+	TESTQ CX, CX
+	JE rstore
+rloop:
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VBROADCASTSS (SI), Z2
+	VFMADD231PS Z0, Z2, Z4
+	VFMADD231PS Z1, Z2, Z5
+	VBROADCASTSS (SI)(R8*1), Z3
+	VFMADD231PS Z0, Z3, Z6
+	VFMADD231PS Z1, Z3, Z7
+	VBROADCASTSS (SI)(R8*2), Z2
+	VFMADD231PS Z0, Z2, Z8
+	VFMADD231PS Z1, Z2, Z9
+	VBROADCASTSS (SI)(R10*1), Z3
+	VFMADD231PS Z0, Z3, Z10
+	VFMADD231PS Z1, Z3, Z11
+	VBROADCASTSS (R11), Z2
+	VFMADD231PS Z0, Z2, Z12
+	VFMADD231PS Z1, Z2, Z13
+	VBROADCASTSS (R11)(R8*1), Z3
+	VFMADD231PS Z0, Z3, Z14
+	VFMADD231PS Z1, Z3, Z15
+	VBROADCASTSS (R11)(R8*2), Z2
+	VFMADD231PS Z0, Z2, Z16
+	VFMADD231PS Z1, Z2, Z17
+	VBROADCASTSS (R11)(R10*1), Z3
+	VFMADD231PS Z0, Z3, Z18
+	VFMADD231PS Z1, Z3, Z19
+	ADDQ $4, SI
+	ADDQ $4, R11
+	ADDQ $128, DI
+	DECQ CX
+	JNZ rloop
+rstore:
+	TILE8x32_ROWS_END

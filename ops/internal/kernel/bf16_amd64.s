@@ -1,39 +1,14 @@
 #include "textflag.h"
+#include "tile8x32_amd64.h"
 #include "bf16_amd64.h"
 
-// func BF16Gemm8x32(kp int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool)
+// func BF16Gemm8x32(k int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool)
 // Z0, Z1 hold a k pair of B's 32 columns; Z2, Z3 broadcast a pair of A;
 // Z4..Z19 the 8x32 tile of C (two ZMM per row). A's rows r = 0..3 are
 // read from SI + r·lda, rows 4..7 from R11 = SI + 4·lda (R8 = lda,
 // R10 = 3·lda, in bytes). One k pair per iteration.
 TEXT ·BF16Gemm8x32(SB), NOSPLIT, $0-57
-	MOVQ kp+0(FP), CX
-	MOVQ a+8(FP), SI
-	MOVQ lda+16(FP), R8
-	MOVQ b+24(FP), DI
-	MOVQ c+32(FP), DX
-	MOVQ ldc+40(FP), R9
-	MOVQ bias+48(FP), BX
-	SHLQ $2, R8
-	SHLQ $2, R9
-	LEAQ (R8)(R8*2), R10
-	LEAQ (SI)(R8*4), R11
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
+	TILE8x32_ROWS_START
 	TESTQ CX, CX
 	JE bstore
 bloop:
@@ -69,80 +44,7 @@ bloop:
 	DECQ CX
 	JNZ bloop
 bstore:
-	MOVBLZX add+56(FP), AX
-	TESTL AX, AX
-	JZ bnoadd
-	VADDPS (DX), Z4, Z4
-	VADDPS 64(DX), Z5, Z5
-	ADDQ R9, DX
-	VADDPS (DX), Z6, Z6
-	VADDPS 64(DX), Z7, Z7
-	ADDQ R9, DX
-	VADDPS (DX), Z8, Z8
-	VADDPS 64(DX), Z9, Z9
-	ADDQ R9, DX
-	VADDPS (DX), Z10, Z10
-	VADDPS 64(DX), Z11, Z11
-	ADDQ R9, DX
-	VADDPS (DX), Z12, Z12
-	VADDPS 64(DX), Z13, Z13
-	ADDQ R9, DX
-	VADDPS (DX), Z14, Z14
-	VADDPS 64(DX), Z15, Z15
-	ADDQ R9, DX
-	VADDPS (DX), Z16, Z16
-	VADDPS 64(DX), Z17, Z17
-	ADDQ R9, DX
-	VADDPS (DX), Z18, Z18
-	VADDPS 64(DX), Z19, Z19
-	MOVQ c+32(FP), DX
-bnoadd:
-	TESTQ BX, BX
-	JE bwrite
-	VMOVUPS (BX), Z0
-	VMOVUPS 64(BX), Z1
-	VADDPS Z0, Z4, Z4
-	VADDPS Z1, Z5, Z5
-	VADDPS Z0, Z6, Z6
-	VADDPS Z1, Z7, Z7
-	VADDPS Z0, Z8, Z8
-	VADDPS Z1, Z9, Z9
-	VADDPS Z0, Z10, Z10
-	VADDPS Z1, Z11, Z11
-	VADDPS Z0, Z12, Z12
-	VADDPS Z1, Z13, Z13
-	VADDPS Z0, Z14, Z14
-	VADDPS Z1, Z15, Z15
-	VADDPS Z0, Z16, Z16
-	VADDPS Z1, Z17, Z17
-	VADDPS Z0, Z18, Z18
-	VADDPS Z1, Z19, Z19
-bwrite:
-	VMOVUPS Z4, (DX)
-	VMOVUPS Z5, 64(DX)
-	ADDQ R9, DX
-	VMOVUPS Z6, (DX)
-	VMOVUPS Z7, 64(DX)
-	ADDQ R9, DX
-	VMOVUPS Z8, (DX)
-	VMOVUPS Z9, 64(DX)
-	ADDQ R9, DX
-	VMOVUPS Z10, (DX)
-	VMOVUPS Z11, 64(DX)
-	ADDQ R9, DX
-	VMOVUPS Z12, (DX)
-	VMOVUPS Z13, 64(DX)
-	ADDQ R9, DX
-	VMOVUPS Z14, (DX)
-	VMOVUPS Z15, 64(DX)
-	ADDQ R9, DX
-	VMOVUPS Z16, (DX)
-	VMOVUPS Z17, 64(DX)
-	ADDQ R9, DX
-	VMOVUPS Z18, (DX)
-	VMOVUPS Z19, 64(DX)
-	VZEROUPPER
-	RET
+	TILE8x32_ROWS_END
 
 // func CvtBF16(dst *uint32, src *float32, n int)
 // 32 floats an iteration: Z0, Z1 the floats, Z2 their bf16.

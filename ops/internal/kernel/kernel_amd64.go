@@ -35,7 +35,7 @@ func MaxCols16(src *float32, n int, mx *float32)
 //go:noescape
 func ExpShiftSumCols16(p *float32, n int, shift, sum *float32)
 
-// AVX512 reports whether the AVX-512 kernels (Sgemm8x32, Sgemm12x32,
+// AVX512 reports whether the AVX-512 kernels (Sgemm8x32, Sgemm12x32, Sgemm8x32Rows,
 // MaxCols32, ExpShiftSumCols32) can run: AVX-512F with OS support for the
 // ZMM state, and the AVX2+FMA of Available.
 var AVX512 = Available && cpu.X86.HasAVX512F
@@ -62,12 +62,6 @@ func MaxCols32(src *float32, n int, mx *float32)
 //
 //go:noescape
 func ExpShiftSumCols32(p *float32, n int, shift, sum *float32)
-
-// Sgemm8x32Bias is Sgemm8x32 storing C = A·B + bias, where bias holds 32
-// floats added to every row of the tile.
-//
-//go:noescape
-func Sgemm8x32Bias(k int, a, b, c *float32, ldc int, bias *float32)
 
 // Sgemm8x32Loop runs n Sgemm8x32 tiles in one call: tile t reads its A
 // sliver at a + t·as, its B sliver at b + t·bs and adds to (or stores into)
@@ -108,7 +102,8 @@ func DotBF16Peak512(n int)
 // BF16Gemm8x32 computes an 8×32 tile of C (row stride ldc) from bf16
 // operands with fp32 accumulation: C = acc (add false) or C += acc, then
 // C += bias (32 floats, every row) when bias is not nil. acc is the
-// product of 8 rows of A and a packed sliver of B over kp pairs of k:
+// product of 8 rows of A and a packed sliver of B over k pairs of
+// elements (2k of the product's inner dimension):
 // A's row r holds its k pairs as 32-bit words at a + r·lda (word p is
 // bf16 elements 2p and 2p+1, low half first), and b[p·32 + j] is the pair
 // (B[2p][j], B[2p+1][j]). Each product of two bf16 is exact in fp32 and
@@ -116,7 +111,7 @@ func DotBF16Peak512(n int)
 // results are flushed to zero). It needs BF16.
 //
 //go:noescape
-func BF16Gemm8x32(kp int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool)
+func BF16Gemm8x32(k int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool)
 
 // CvtBF16 rounds n floats at src (n a multiple of 32) to bf16, nearest
 // even (VCVTNE2PS2BF16: NaN stays NaN, quieted; subnormals become zero),
@@ -125,3 +120,11 @@ func BF16Gemm8x32(kp int, a *uint32, lda int, b *uint32, c *float32, ldc int, bi
 //
 //go:noescape
 func CvtBF16(dst *uint32, src *float32, n int)
+
+// Sgemm8x32Rows is Sgemm8x32 reading A's 8 rows in place: row r's k
+// elements are consecutive at a + r·lda (no packing), and B is a packed
+// k×32 sliver. It stores C = A·B (add false) or adds it (add), then adds
+// bias (32 floats, every row) when bias is not nil.
+//
+//go:noescape
+func Sgemm8x32Rows(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool)

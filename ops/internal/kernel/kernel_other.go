@@ -48,11 +48,6 @@ func ExpShiftSumCols32(p *float32, n int, shift, sum *float32) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
 
-// Sgemm8x32Bias is never called where AVX512 is false.
-func Sgemm8x32Bias(k int, a, b, c *float32, ldc int, bias *float32) {
-	panic("ops/internal/kernel: no AVX-512 on this architecture")
-}
-
 // Sgemm8x32Loop is never called where AVX512 is false.
 func Sgemm8x32Loop(k int, a, b, c *float32, lda, ldc, n, as, bs, cs int, add bool) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
@@ -71,11 +66,16 @@ func FMAPeak256(n int) { panic("ops/internal/kernel: no AVX2 on this architectur
 func DotBF16Peak512(n int) { panic("ops/internal/kernel: no AVX512_BF16 on this architecture") }
 
 // BF16Gemm8x32 is never called where BF16 is false.
-func BF16Gemm8x32(kp int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool) {
+func BF16Gemm8x32(k int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool) {
 	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
 }
 
 // CvtBF16 is never called where BF16 is false.
 func CvtBF16(dst *uint32, src *float32, n int) {
 	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
+}
+
+// Sgemm8x32Rows is never called where AVX512 is false.
+func Sgemm8x32Rows(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
