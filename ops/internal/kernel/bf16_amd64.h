@@ -28,3 +28,7 @@
 // (EVEX.512.F2.0F38.W0 72 /r): d's 16 low bf16 are s2's floats, its 16
 // high ones s1's, rounded to nearest even.
 #define VCVTNE2PS2BF16_Z(s2, s1, d) EVEX_0F38_Z(3, s2, s1, d); BYTE $0x72; MODRM_RR(d, s2)
+
+// VCVTNEPS2BF16_Z(s, d): VCVTNEPS2BF16 ymm_d, zmm_s (EVEX.512.F3.0F38.W0
+// 72 /r): d's 16 bf16 are s's floats rounded to nearest even.
+#define VCVTNEPS2BF16_Z(s, d) EVEX_0F38_Z(2, s, 0, d); BYTE $0x72; MODRM_RR(d, s)

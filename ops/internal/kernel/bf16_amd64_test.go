@@ -23,6 +23,8 @@ func TestBF16Encodings(t *testing.T) {
 		{"vdpbf16ps zmm0, zmm31, zmm30", []byte{0x62, 0x92, 0x06, 0x40, 0x52, 0xc6}},
 		{"vcvtne2ps2bf16 zmm2, zmm1, zmm0", []byte{0x62, 0xf2, 0x77, 0x48, 0x72, 0xd0}},
 		{"vcvtne2ps2bf16 zmm21, zmm9, zmm28", []byte{0x62, 0x82, 0x37, 0x48, 0x72, 0xec}},
+		{"vcvtneps2bf16 ymm3, zmm1", []byte{0x62, 0xf2, 0x7e, 0x48, 0x72, 0xd9}},
+		{"vcvtneps2bf16 ymm18, zmm25", []byte{0x62, 0x82, 0x7e, 0x48, 0x72, 0xd1}},
 	}
 	code := unsafe.Slice(bf16SamplesAddr(), 6*len(want))
 	for i, w := range want {
@@ -191,6 +193,76 @@ func TestCvtBF16(t *testing.T) {
 			}
 		case got != want:
 			t.Errorf("bf16(%g = %#08x) = %#04x, want %#04x", x, math.Float32bits(x), got, want)
+		}
+	}
+}
+
+// TestBF16Gemm8x32Loop checks the tile loop against one BF16Gemm8x32 call
+// per tile: the same arithmetic, so the same bits.
+func TestBF16Gemm8x32Loop(t *testing.T) {
+	if !BF16 {
+		t.Skip("no AVX512_BF16 on this CPU")
+	}
+	r := rand.New(rand.NewSource(3))
+	const k, lda, n, ldc = 13, 17, 3, 40
+	as, bs, cs := 8*lda+2, 32*k+5, 8*ldc+7 // tile strides: A, B in words, C in floats
+	a := make([]uint32, n*as)
+	b := make([]uint32, n*bs)
+	for i := range a {
+		a[i] = uint32(bf16Of(r.Float32()-0.5)) | uint32(bf16Of(r.Float32()-0.5))<<16
+	}
+	for i := range b {
+		b[i] = uint32(bf16Of(r.Float32()-0.5)) | uint32(bf16Of(r.Float32()-0.5))<<16
+	}
+	for _, add := range []bool{false, true} {
+		got := make([]float32, n*cs)
+		for i := range got {
+			got[i] = r.Float32()
+		}
+		want := append([]float32(nil), got...)
+		BF16Gemm8x32Loop(k, &a[0], lda, &b[0], &got[0], ldc, n, as, bs, cs, add)
+		for tile := 0; tile < n; tile++ {
+			BF16Gemm8x32(k, &a[tile*as], lda, &b[tile*bs], &want[tile*cs], ldc, nil, add)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("add=%v: C[%d] = %g, one call per tile gives %g", add, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+func TestPairRowsBF16x32(t *testing.T) {
+	if !BF16 {
+		t.Skip("no AVX512_BF16 on this CPU")
+	}
+	r := rand.New(rand.NewSource(4))
+	for _, rows := range []int{0, 1, 2, 7} {
+		src := make([]float32, max(rows, 1)*32)
+		for i := range src {
+			src[i] = float32(r.NormFloat64())
+		}
+		pairs := (rows + 1) / 2
+		dst := make([]uint32, pairs*32+3)
+		for i := range dst {
+			dst[i] = 0xdeadbeef
+		}
+		PairRowsBF16x32(&dst[0], &src[0], rows)
+		for p := 0; p < pairs; p++ {
+			for j := 0; j < 32; j++ {
+				want := uint32(bf16Of(src[2*p*32+j]))
+				if 2*p+1 < rows {
+					want |= uint32(bf16Of(src[(2*p+1)*32+j])) << 16
+				}
+				if got := dst[p*32+j]; got != want {
+					t.Fatalf("rows=%d: pair %d column %d = %#08x, want %#08x", rows, p, j, got, want)
+				}
+			}
+		}
+		for i := pairs * 32; i < len(dst); i++ {
+			if dst[i] != 0xdeadbeef {
+				t.Fatalf("rows=%d: word %d past the pairs written", rows, i)
+			}
 		}
 	}
 }

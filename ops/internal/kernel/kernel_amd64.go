@@ -128,3 +128,20 @@ func CvtBF16(dst *uint32, src *float32, n int)
 //
 //go:noescape
 func Sgemm8x32Rows(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool)
+
+// BF16Gemm8x32Loop runs n BF16Gemm8x32 tiles (without bias) in one call:
+// tile t reads A's rows at a + t·as and B at b + t·bs (in words) and
+// stores into (or, with add, adds to) the tile of C at c + t·cs (floats).
+// It saves the per-tile call for fused kernels sweeping many short tiles.
+//
+//go:noescape
+func BF16Gemm8x32Loop(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n, as, bs, cs int, add bool)
+
+// PairRowsBF16x32 rounds rows of 32 floats at src to bf16 (nearest even)
+// and pairs consecutive rows: dst[p·32 + j] holds src row 2p's column j
+// in its low half and row 2p+1's in its high half (zero past the last of
+// an odd count of rows): the k pairs of a B operand whose k runs down the
+// rows. It writes ⌈rows/2⌉·32 words. It needs BF16.
+//
+//go:noescape
+func PairRowsBF16x32(dst *uint32, src *float32, rows int)

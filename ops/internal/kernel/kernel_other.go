@@ -79,3 +79,13 @@ func CvtBF16(dst *uint32, src *float32, n int) {
 func Sgemm8x32Rows(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
+
+// BF16Gemm8x32Loop is never called where BF16 is false.
+func BF16Gemm8x32Loop(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n, as, bs, cs int, add bool) {
+	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
+}
+
+// PairRowsBF16x32 is never called where BF16 is false.
+func PairRowsBF16x32(dst *uint32, src *float32, rows int) {
+	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
+}
