@@ -468,45 +468,23 @@ ldone8:
 	RET
 
 // func Sgemm8x32Rows(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool)
-// Z0, Z1 hold a row of B; Z2, Z3 broadcast elements of A; Z4..Z19 the
-// 8x32 tile of C (two ZMM per row). A's rows r = 0..3 are read from
-// SI + r·lda, rows 4..7 from R11 = SI + 4·lda (R8 = lda, R10 = 3·lda, in
-// bytes). One k step per iteration.
+// One k step per iteration (see tile8x32_amd64.h).
 TEXT ·Sgemm8x32Rows(SB), NOSPLIT, $0-57
 	TILE8x32_ROWS_START
-	TESTQ CX, CX
-	JE rstore
-rloop:
-	VMOVUPS (DI), Z0
-	VMOVUPS 64(DI), Z1
-	VBROADCASTSS (SI), Z2
-	VFMADD231PS Z0, Z2, Z4
-	VFMADD231PS Z1, Z2, Z5
-	VBROADCASTSS (SI)(R8*1), Z3
-	VFMADD231PS Z0, Z3, Z6
-	VFMADD231PS Z1, Z3, Z7
-	VBROADCASTSS (SI)(R8*2), Z2
-	VFMADD231PS Z0, Z2, Z8
-	VFMADD231PS Z1, Z2, Z9
-	VBROADCASTSS (SI)(R10*1), Z3
-	VFMADD231PS Z0, Z3, Z10
-	VFMADD231PS Z1, Z3, Z11
-	VBROADCASTSS (R11), Z2
-	VFMADD231PS Z0, Z2, Z12
-	VFMADD231PS Z1, Z2, Z13
-	VBROADCASTSS (R11)(R8*1), Z3
-	VFMADD231PS Z0, Z3, Z14
-	VFMADD231PS Z1, Z3, Z15
-	VBROADCASTSS (R11)(R8*2), Z2
-	VFMADD231PS Z0, Z2, Z16
-	VFMADD231PS Z1, Z2, Z17
-	VBROADCASTSS (R11)(R10*1), Z3
-	VFMADD231PS Z0, Z3, Z18
-	VFMADD231PS Z1, Z3, Z19
-	ADDQ $4, SI
-	ADDQ $4, R11
-	ADDQ $128, DI
+loop:
+	SGEMM8x32_ROWS_KSTEP
 	DECQ CX
-	JNZ rloop
-rstore:
+	JNZ loop
+store:
 	TILE8x32_ROWS_END
+
+// func Sgemm8x32RowsLoop(k int, a *float32, lda int, b, c *float32, ldc, n, as, bs, cs int, add bool)
+// n Sgemm8x32Rows tiles without bias (see tile8x32_amd64.h).
+TEXT ·Sgemm8x32RowsLoop(SB), NOSPLIT, $0-81
+	TILE8x32_LOOP_START
+loop:
+	SGEMM8x32_ROWS_KSTEP
+	DECQ CX
+	JNZ loop
+store:
+	TILE8x32_LOOP_END

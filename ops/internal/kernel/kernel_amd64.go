@@ -145,3 +145,11 @@ func BF16Gemm8x32Loop(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n, 
 //
 //go:noescape
 func PairRowsBF16x32(dst *uint32, src *float32, rows int)
+
+// Sgemm8x32RowsLoop runs n Sgemm8x32Rows tiles (without bias) in one
+// call: tile t reads A's rows at a + t·as and B at b + t·bs and stores
+// into (or, with add, adds to) the tile of C at c + t·cs (all strides in
+// floats). Fused kernels use it to read operands in place.
+//
+//go:noescape
+func Sgemm8x32RowsLoop(k int, a *float32, lda int, b, c *float32, ldc, n, as, bs, cs int, add bool)

@@ -89,3 +89,8 @@ func BF16Gemm8x32Loop(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n, 
 func PairRowsBF16x32(dst *uint32, src *float32, rows int) {
 	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
 }
+
+// Sgemm8x32RowsLoop is never called where AVX512 is false.
+func Sgemm8x32RowsLoop(k int, a *float32, lda int, b, c *float32, ldc, n, as, bs, cs int, add bool) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}

@@ -388,3 +388,37 @@ func TestSgemm8x32Rows(t *testing.T) {
 		}
 	}
 }
+
+// TestSgemm8x32RowsLoop checks the tile loop against one Sgemm8x32Rows
+// call per tile.
+func TestSgemm8x32RowsLoop(t *testing.T) {
+	if !AVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	const k, lda, n, ldc = 13, 17, 3, 40
+	as, bs, cs := 8*lda+2, 32*k+5, 8*ldc+7
+	a := make([]float32, n*as)
+	b := make([]float32, n*bs)
+	for i := range a {
+		a[i] = float32(i%11) - 5
+	}
+	for i := range b {
+		b[i] = float32(i%7) * 0.25
+	}
+	for _, add := range []bool{false, true} {
+		got := make([]float32, n*cs)
+		for i := range got {
+			got[i] = float32(i%5) - 2
+		}
+		want := append([]float32(nil), got...)
+		Sgemm8x32RowsLoop(k, &a[0], lda, &b[0], &got[0], ldc, n, as, bs, cs, add)
+		for tile := 0; tile < n; tile++ {
+			Sgemm8x32Rows(k, &a[tile*as], lda, &b[tile*bs], &want[tile*cs], ldc, nil, add)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("add=%v: C[%d] = %g, one call per tile gives %g", add, i, got[i], want[i])
+			}
+		}
+	}
+}
