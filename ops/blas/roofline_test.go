@@ -187,6 +187,10 @@ func l1Tile(bf16 bool) (func(threads int) (func(t int), float64), bool) {
 			}
 			return func(t int) {
 				for i := 0; i < reps; i++ {
+					if rowKernel != nil { // the kernel the GEMM runs: A's rows in place
+						rowKernel(k, &a[0], k, &bb[0], &cs[t][0], nr, nil, true)
+						continue
+					}
 					asmKernel(k, &a[0], &bb[0], &cs[t][0], nr, true)
 				}
 			}, float64(2 * k * mr * nr * reps)
