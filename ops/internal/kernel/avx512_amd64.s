@@ -488,3 +488,57 @@ loop:
 	JNZ loop
 store:
 	TILE8x32_LOOP_END
+
+// func GatherScale32(dst, src *float32, lds, n int, scale float32)
+// dst[j·32 + c] = scale·src[c·lds + j] for 32 rows c and n columns j:
+// Z2, Z3 hold the rows' offsets (c·lds, in floats), Z4 the scale; each
+// column is two 16-lane gathers (K1, K2 all ones, cleared by the gather).
+TEXT ·GatherScale32(SB), NOSPLIT, $0-36
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ lds+16(FP), AX
+	MOVQ n+24(FP), CX
+	VBROADCASTSS scale+32(FP), Z4
+	// Z2 = [0, lds, 2·lds, ..., 15·lds], Z3 = Z2 + 16·lds.
+	VPBROADCASTD AX, Z5
+	VPMULLD ·iota16(SB), Z5, Z2
+	SHLQ $4, AX
+	VPBROADCASTD AX, Z5
+	VPADDD Z5, Z2, Z3
+	TESTQ CX, CX
+	JE gsdone
+gsloop:
+	KXNORW K1, K1, K1
+	KXNORW K2, K2, K2
+	VGATHERDPS (SI)(Z2*4), K1, Z0
+	VGATHERDPS (SI)(Z3*4), K2, Z1
+	VMULPS Z4, Z0, Z0
+	VMULPS Z4, Z1, Z1
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	ADDQ $4, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ gsloop
+gsdone:
+	VZEROUPPER
+	RET
+
+// iota16 is 0, 1, ..., 15 as int32.
+DATA ·iota16+0(SB)/4, $0
+DATA ·iota16+4(SB)/4, $1
+DATA ·iota16+8(SB)/4, $2
+DATA ·iota16+12(SB)/4, $3
+DATA ·iota16+16(SB)/4, $4
+DATA ·iota16+20(SB)/4, $5
+DATA ·iota16+24(SB)/4, $6
+DATA ·iota16+28(SB)/4, $7
+DATA ·iota16+32(SB)/4, $8
+DATA ·iota16+36(SB)/4, $9
+DATA ·iota16+40(SB)/4, $10
+DATA ·iota16+44(SB)/4, $11
+DATA ·iota16+48(SB)/4, $12
+DATA ·iota16+52(SB)/4, $13
+DATA ·iota16+56(SB)/4, $14
+DATA ·iota16+60(SB)/4, $15
+GLOBL ·iota16(SB), RODATA|NOPTR, $64

@@ -153,3 +153,12 @@ func PairRowsBF16x32(dst *uint32, src *float32, rows int)
 //
 //go:noescape
 func Sgemm8x32RowsLoop(k int, a *float32, lda int, b, c *float32, ldc, n, as, bs, cs int, add bool)
+
+// GatherScale32 transposes and scales a 32-row block: dst[j·32 + c] =
+// scale·src[c·lds + j] for rows c < 32 and columns j < n (lds in floats;
+// 31·lds must fit in an int32). It packs B panels of 32 columns from a
+// row-major matrix (the attention's scale·Qᵀ) with gathers instead of
+// element-by-element copies. It needs AVX512.
+//
+//go:noescape
+func GatherScale32(dst, src *float32, lds, n int, scale float32)

@@ -94,3 +94,8 @@ func PairRowsBF16x32(dst *uint32, src *float32, rows int) {
 func Sgemm8x32RowsLoop(k int, a *float32, lda int, b, c *float32, ldc, n, as, bs, cs int, add bool) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
+
+// GatherScale32 is never called where AVX512 is false.
+func GatherScale32(dst, src *float32, lds, n int, scale float32) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}

@@ -422,3 +422,28 @@ func TestSgemm8x32RowsLoop(t *testing.T) {
 		}
 	}
 }
+
+func TestGatherScale32(t *testing.T) {
+	if !AVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	const lds, n = 70, 9
+	src := make([]float32, 31*lds+n)
+	for i := range src {
+		src[i] = float32(i%13) - 6
+	}
+	dst := make([]float32, n*32+4)
+	for i := range dst {
+		dst[i] = -99
+	}
+	GatherScale32(&dst[0], &src[0], lds, n, 0.5)
+	for i, got := range dst {
+		want := float32(-99)
+		if j, c := i/32, i%32; i < n*32 {
+			want = 0.5 * src[c*lds+j]
+		}
+		if got != want {
+			t.Fatalf("dst[%d] = %g, want %g", i, got, want)
+		}
+	}
+}
