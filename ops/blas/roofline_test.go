@@ -3,13 +3,12 @@ package blas
 import (
 	"fmt"
 	"math/rand"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/attnrun/attnrun/ops/internal/kernel"
+	"github.com/attnrun/attnrun/ops/internal/roofline"
 )
 
 // The roofline: this machine's fp32 (and bf16) peak, measured, and the
@@ -29,132 +28,10 @@ import (
 // lock-step rounds: a round ends when both copies have. gemm/* are the
 // products of the MHA layer through the GEMM the ops use, on 1 and 2
 // threads; their %peak metric is GFLOP/s over the peak/fma (or peak/bf16)
-// of as many cores, measured once per process.
-
-// lockstep runs call(t) on threads goroutines, each locked to an OS
-// thread, for rounds rounds that start together, and returns the best and
-// the mean rate in GFLOP/s of flops per call per thread.
-func lockstep(rounds, threads int, flops float64, call func(t int)) (best, mean float64) {
-	if threads == 1 {
-		var total time.Duration
-		fastest := time.Duration(1 << 62)
-		for i := 0; i < rounds; i++ {
-			t0 := time.Now()
-			call(0)
-			d := time.Since(t0)
-			total += d
-			fastest = min(fastest, d)
-		}
-		return flops / fastest.Seconds() / 1e9, flops * float64(rounds) / total.Seconds() / 1e9
-	}
-	var arrived atomic.Int64 // barrier: threads·(2·round + phase) arrivals so far
-	barrier := func(target int64) {
-		arrived.Add(1)
-		for arrived.Load() < target {
-			runtime.Gosched()
-		}
-	}
-	durs := make([]time.Duration, rounds)
-	var wg sync.WaitGroup
-	for t := 0; t < threads; t++ {
-		wg.Add(1)
-		go func(t int) {
-			defer wg.Done()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			var t0 time.Time
-			for r := 0; r < rounds; r++ {
-				barrier(int64(threads * (2*r + 1)))
-				if t == 0 {
-					t0 = time.Now()
-				}
-				call(t)
-				barrier(int64(threads * (2*r + 2)))
-				if t == 0 {
-					durs[r] = time.Since(t0)
-				}
-			}
-		}(t)
-	}
-	wg.Wait()
-	var total time.Duration
-	fastest := time.Duration(1 << 62)
-	for _, d := range durs {
-		total += d
-		fastest = min(fastest, d)
-	}
-	all := flops * float64(threads)
-	return all / fastest.Seconds() / 1e9, all * float64(rounds) / total.Seconds() / 1e9
-}
-
-// peakCall returns the register-only multiply-add loop of the widest
-// vectors this CPU has for the precision (bf16: DotBF16Peak512), sized to
-// about 0.1 ms, and its flops; ok is false when there is none.
-func peakCall(bf16 bool) (call func(int), flops float64, ok bool) {
-	const iters = 35000
-	switch {
-	case bf16 && kernel.BF16:
-		return func(int) { kernel.DotBF16Peak512(iters / 2) }, 1536 * iters / 2, true
-	case bf16:
-		return nil, 0, false
-	case kernel.AVX512:
-		return func(int) { kernel.FMAPeak512(iters) }, 768 * iters, true
-	case kernel.Available:
-		return func(int) { kernel.FMAPeak256(iters) }, 384 * iters, true
-	}
-	return nil, 0, false
-}
-
-// peaks caches measured peaks by precision and core count.
-var peaks struct {
-	sync.Mutex
-	gflops map[[2]int]float64
-}
-
-// measuredPeak returns the best GFLOP/s of the peak loop on threads cores
-// over 2000 rounds of about 0.1 ms (0 where the CPU has no such loop), measured once per
-// process.
-func measuredPeak(bf16 bool, threads int) float64 {
-	peaks.Lock()
-	defer peaks.Unlock()
-	key := [2]int{threads, 0}
-	if bf16 {
-		key[1] = 1
-	}
-	if g, ok := peaks.gflops[key]; ok {
-		return g
-	}
-	call, flops, ok := peakCall(bf16)
-	g := 0.0
-	if ok {
-		g, _ = lockstep(2000, threads, flops, func(int) { call(0) })
-	}
-	if peaks.gflops == nil {
-		peaks.gflops = map[[2]int]float64{}
-	}
-	peaks.gflops[key] = g
-	return g
-}
-
-// reportRate runs b.N rounds of call on lockThreads goroutines in
-// lock-step and reports best and mean GFLOP/s, and with pctCores > 0 the
-// best as a percentage of the measured peak of that many cores.
-func reportRate(b *testing.B, lockThreads, pctCores int, flops float64, call func(t int), bf16 bool) {
-	b.Helper()
-	var peak float64
-	if pctCores > 0 {
-		peak = measuredPeak(bf16, pctCores)
-	}
-	call(0) // warm caches and packing buffers outside the timed rounds
-	b.ResetTimer()
-	best, mean := lockstep(b.N, lockThreads, flops, call)
-	b.StopTimer()
-	b.ReportMetric(best, "GFLOP/s")
-	b.ReportMetric(mean, "mean-GFLOP/s")
-	if peak > 0 {
-		b.ReportMetric(100*best/peak, "%peak")
-	}
-}
+// of as many cores, measured once per process (package roofline). The
+// scores and context rows multiply each head with the plain GEMM; the
+// fused attention kernel, which the plan runs instead, has its own row in
+// package ops (go test ./ops -bench Roofline).
 
 // l1Tile returns, for a thread count, a call that runs the micro-kernel
 // 32 times on L1-resident operands (k = 256) in each thread, with its own
@@ -223,20 +100,20 @@ func BenchmarkRoofline(b *testing.B) {
 		if bf16 {
 			prec = "bf16"
 		}
-		call, flops, ok := peakCall(bf16)
+		call, flops, ok := roofline.PeakLoop(bf16)
 		if !ok {
 			continue
 		}
 		for _, th := range []int{1, 2} {
 			b.Run(fmt.Sprintf("peak/%s/%dcore", prec, th), func(b *testing.B) {
-				reportRate(b, th, 0, flops, func(int) { call(0) }, bf16)
+				roofline.Report(b, th, 0, flops, func(int) { call(0) }, bf16)
 			})
 		}
 		if tile, ok := l1Tile(bf16); ok {
 			for _, th := range []int{1, 2} {
 				b.Run(fmt.Sprintf("microkernel/%s/%dcore", prec, th), func(b *testing.B) {
 					run, fl := tile(th)
-					reportRate(b, th, th, fl, run, bf16)
+					roofline.Report(b, th, th, fl, run, bf16)
 				})
 			}
 		}
@@ -266,7 +143,7 @@ func BenchmarkRoofline(b *testing.B) {
 			}
 			for _, th := range []int{1, 2} {
 				b.Run(fmt.Sprintf("gemm/%s/%s/%dthread", prec, g.name, th), func(b *testing.B) {
-					reportRate(b, 1, th, flops, func(int) {
+					roofline.Report(b, 1, th, flops, func(int) {
 						if pb != nil {
 							SgemmPacked(th, false, g.m, a, g.k, pb, bias, c, g.n)
 							return
