@@ -1,6 +1,6 @@
 # attnrun's make targets. The two that set up a fresh machine (see README):
 #   make demo   build attnrun and run every bundled model through the CPU backend
-#   make test   install test dependencies, then vet, format-check and test everything
+#   make test   install test dependencies, then format-, tidy- and vet-check and test everything
 .PHONY: demo test build test-deps
 
 build:
@@ -15,10 +15,21 @@ test-deps:
 test: test-deps
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	go mod tidy -diff
 	go vet ./...
 	go build ./...
 	go test -count=1 ./...
 	go test -count=1 -tags openblas ./ops/blas/
+
+# soak: the chaos soak test (not part of make test; a few minutes): random seed models and shapes
+# from many goroutines while backends are SIGKILLed and SIGSTOPped and contexts cancelled; fails on
+# any wrong answer, hung call, unexpected error, or growth of fds, processes, temp dirs or RSS > 10%.
+# SOAK_FLAGS passes more flags to tools/soak (-goroutines, -models, -seed, -warmup; see its doc).
+.PHONY: soak
+SOAK_DURATION ?= 2m
+SOAK_FLAGS ?=
+soak:
+	go run ./tools/soak -duration $(SOAK_DURATION) $(SOAK_FLAGS)
 
 .PHONY: models
 
@@ -26,8 +37,11 @@ test: test-deps
 # CI does not need this). Needs Debian's PyTorch/ONNX for the system Python:
 #   apt-get install python3-torch python3-onnx python3-numpy
 # Large benchmark exports (not committed): /usr/bin/python3 models/export.py --bench /tmp/bench_models
+# ONLY=name1,name2 exports only those models (the others' committed files stay as they are).
+ONLY ?=
 models:
-	/usr/bin/python3 models/export.py
+	/usr/bin/python3 models/export.py$(if $(ONLY), --only $(ONLY))
+	$(if $(ONLY),,/usr/bin/python3 models/export_opset23.py)
 
 # ---- ONNX Runtime, the peer to beat (tools/ort: Node.js, outside the Go module) ----
 # ort-install   install onnxruntime-node 1.30.0 from tools/ort/package-lock.json (install script skipped:
@@ -35,6 +49,7 @@ models:
 # ort-check     ONNX Runtime vs the PyTorch outputs committed in models/ (no attnrun needed)
 # ort-diff      build bin/attnrun, then cross-check attnrun against ONNX Runtime over models/
 # bench-models  export the large seed-000 C=768 benchmark models into $(BENCH_MODELS) if missing
+#               (and s000_multi_head_c768_attention_op, its twin with one ONNX Attention node)
 #               (needs python3-torch python3-onnx python3-numpy for /usr/bin/python3; not committed)
 # bench-compare attnrun vs ONNX Runtime latency / peak RSS table (THREADS=2 by default), fp32 and bf16 rows,
 #               GFLOP/s as a share of the machine's peak (measured first: go test -bench Roofline/peak ./ops/blas)
@@ -68,24 +83,31 @@ bench-models:
 	else \
 		/usr/bin/python3 models/export.py --bench $(BENCH_MODELS); \
 	fi
+	@if [ ! -f $(BENCH_MODELS)/s000_multi_head_c768_attention_op/model.onnx ]; then \
+		/usr/bin/python3 models/export_opset23.py --bench $(BENCH_MODELS); \
+	fi
 
 bench-compare: $(ORT_STAMP) bench-models
 	if [ "$(ATTNRUN)" = bin/attnrun ]; then go build -o bin/attnrun ./cmd/attnrun; fi
 	node $(ORT_DIR)/bench.js --threads $(THREADS) --bench-models $(BENCH_MODELS) --attnrun $(ATTNRUN) --peak
 
 # ---- Conformance: ONNX's node tests and the op table ----
-# node-suite  run ONNX's backend node tests (libonnx-testdata: apt-get install libonnx-testdata) for every op
-#             the backend claims, against conformance/expectations/$(BACKEND).txt (BACKEND=cpu by default;
-#             NODE_SUITE overrides the suite directory). `go test ./conformance/` runs the same check.
+# node-suite  run ONNX's backend node tests for every op the backend claims (BACKEND=cpu by default), two suites:
+#             Debian's onnx 1.12 data (libonnx-testdata; NODE_SUITE overrides the directory) against
+#             conformance/expectations/$(BACKEND).txt, and ONNX 1.22's ../shared/onnx-node (node/ and node-opset24/;
+#             ONNX122_SUITE overrides, default ../shared/onnx-node beside the repository, skipped loudly when absent)
+#             against conformance/expectations/$(BACKEND)-onnx122.txt with upstream's rtol 1e-3, atol 1e-7.
+#             `go test ./conformance/` runs the same checks.
 # ops-table   regenerate docs/ops.md from the op registry (`attnrun ops --markdown`, built-in backends only);
 #             TestOpsTableMatchesDocs in cmd/attnrun fails when docs/ops.md is stale.
 BACKEND ?= cpu
 NODE_SUITE ?= /usr/share/libonnx-testdata/data/node
+ONNX122_SUITE ?=
 
 .PHONY: node-suite ops-table
 
 node-suite: build
-	go run ./conformance/nodesuite --attnrun bin/attnrun --backend $(BACKEND) --suite $(NODE_SUITE)
+	go run ./conformance/nodesuite --attnrun bin/attnrun --backend $(BACKEND) --debian $(NODE_SUITE)$(if $(ONNX122_SUITE), --onnx122 $(ONNX122_SUITE))
 
 ops-table: build
 	mkdir -p docs

@@ -6,6 +6,8 @@ require (
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/go-plugin v1.8.0
 	github.com/owulveryck/onnx-go v0.5.0
+	github.com/sbinet/npyio v0.9.0
+	github.com/spf13/cobra v1.8.1
 	golang.org/x/sys v0.31.0
 	gonum.org/v1/gonum v0.14.0
 	google.golang.org/grpc v1.72.0
@@ -30,8 +32,6 @@ require (
 	github.com/oklog/run v1.1.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
-	github.com/sbinet/npyio v0.9.0 // indirect
-	github.com/spf13/cobra v1.8.1 // indirect
 	github.com/spf13/pflag v1.0.5 // indirect
 	github.com/xtgo/set v1.0.0 // indirect
 	go4.org/unsafe/assume-no-moving-gc v0.0.0-20231121144256-b99613f794b6 // indirect

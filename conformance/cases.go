@@ -29,7 +29,9 @@ var prefixOverrides = map[string][]string{
 	"ConstantOfShape":           {"constantofshape"},
 	"CumSum":                    {"cumsum"},
 	"DepthToSpace":              {"depthtospace"},
+	"DequantizeLinear":          {"dequantizelinear"},
 	"Dropout":                   {"dropout", "training_dropout"},
+	"DynamicQuantizeLinear":     {"dynamicquantizelinear"},
 	"EyeLike":                   {"eyelike"},
 	"GatherND":                  {"gathernd"},
 	"GlobalAveragePool":         {"globalaveragepool"},
@@ -38,6 +40,7 @@ var prefixOverrides = map[string][]string{
 	"HardSigmoid":               {"hardsigmoid"},
 	"HardSwish":                 {"hardswish"},
 	"Hardmax":                   {"hardmax"},
+	"RMSNormalization":          {"rms_normalization"},
 	"InstanceNormalization":     {"instancenorm"},
 	"IsInf":                     {"isinf"},
 	"IsNaN":                     {"isnan"},
@@ -54,6 +57,7 @@ var prefixOverrides = map[string][]string{
 	"NonZero":                   {"nonzero"},
 	"OneHot":                    {"onehot"},
 	"PRelu":                     {"prelu"},
+	"QuantizeLinear":            {"quantizelinear"},
 	"ReduceL1":                  {"reduce_l1"},
 	"ReduceL2":                  {"reduce_l2"},
 	"ScatterND":                 {"scatternd"},
@@ -74,11 +78,12 @@ var foreignOps = []string{
 	"GatherElements", "GatherND", "Pad", "ReduceLogSum", "ReduceLogSumExp",
 	"ReduceSumSquare", "SoftmaxCrossEntropyLoss", "ScatterElements", "ScatterND",
 	"SequenceInsert", "SequenceMap", "MatMulInteger", "MaxPool", "MaxUnpool",
+	"SplitToSequence",
 }
 
 // extraPrefixes are prefixes of foreign ops not derivable from their names.
 var extraPrefixes = map[string][]string{
-	"Pad": {"pad", "constant_pad", "edge_pad", "reflect_pad"},
+	"Pad": {"pad", "constant_pad", "edge_pad", "reflect_pad", "wrap_pad"},
 }
 
 // CasePrefixes returns the case-name prefixes (without "test_") of op's

@@ -134,6 +134,7 @@ exclude test_new_op -- opset: needs opset 19
 func TestReportCheck(t *testing.T) {
 	r := &Report{
 		Backend: "cpu",
+		Suite:   "onnx-1.12 (Debian)",
 		Ops:     []string{"Add", "Cast"},
 		Cases: map[string]string{"test_add": "Add", "test_add_bcast": "Add", "test_cast_A": "Cast",
 			"test_cast_B": "Cast", "test_cast_C": "Cast", "test_cast_D": "Cast",
@@ -173,7 +174,7 @@ func TestReportCheck(t *testing.T) {
 	if r.Passed != 1 || r.Excluded != 5 {
 		t.Errorf("passed %d excluded %d, want 1 and 5", r.Passed, r.Excluded)
 	}
-	if got := r.Summary(); !strings.HasPrefix(got, "node suite (cpu): 1 of 9 cases of 2 claimed ops pass, 5 excluded") {
+	if got := r.Summary(); !strings.HasPrefix(got, "node suite onnx-1.12 (Debian) (cpu): 1 of 9 cases of 2 claimed ops pass, 5 excluded") {
 		t.Errorf("summary %q", got)
 	}
 }

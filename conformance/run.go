@@ -46,12 +46,11 @@ type Config struct {
 	Backend string
 	// PluginDir is passed as --plugin-dir ("" leaves attnrun's default).
 	PluginDir string
-	// SuiteDir holds the test_* case directories.
-	SuiteDir string
-	// Expectations are the backend's expected outcomes.
+	// Suite is the node-test collection to run (DebianSuite,
+	// ONNX122Suite); its Rtol and Atol are the comparison tolerances.
+	Suite Suite
+	// Expectations are the backend's expected outcomes for the suite.
 	Expectations *Expectations
-	// Rtol and Atol are the comparison tolerances (SuiteRtol, SuiteAtol).
-	Rtol, Atol float64
 	// Stderr receives attnrun's diagnostics (nil: discarded).
 	Stderr io.Writer
 	// Parallel is how many `attnrun conform` processes share the cases
@@ -68,6 +67,7 @@ type Outcome struct {
 // Report is the result of a node-suite run checked against expectations.
 type Report struct {
 	Backend string
+	Suite   string // the suite's name
 	// Ops are the claimed ops; Cases maps each of their cases to its op.
 	Ops   []string
 	Cases map[string]string
@@ -82,11 +82,11 @@ type Report struct {
 	Elapsed time.Duration
 }
 
-// Summary is the one-line count: "node suite (cpu): N of M cases of K
-// claimed ops pass, E excluded".
+// Summary is the one-line count: "node suite onnx-1.12 (Debian) (cpu): N
+// of M cases of K claimed ops pass, E excluded".
 func (r *Report) Summary() string {
-	return fmt.Sprintf("node suite (%s): %d of %d cases of %d claimed ops pass, %d excluded (%.1fs)",
-		r.Backend, r.Passed, len(r.Cases), len(r.Ops), r.Excluded, r.Elapsed.Seconds())
+	return fmt.Sprintf("node suite %s (%s): %d of %d cases of %d claimed ops pass, %d excluded (%.1fs)",
+		r.Suite, r.Backend, r.Passed, len(r.Cases), len(r.Ops), r.Excluded, r.Elapsed.Seconds())
 }
 
 // ClaimedOps returns the default-domain ops the backend reports, by starting
@@ -142,7 +142,7 @@ func SuiteCases(dir string) ([]string, error) {
 
 // RunConform runs `attnrun conform` over the given case directories (each
 // case in its own backend session), split over cfg.Parallel processes, and
-// parses its PASS/FAIL lines by case name.
+// parses its PASS/FAIL lines by case name (the directory's base name).
 func RunConform(ctx context.Context, cfg Config, dirs []string) (map[string]Outcome, error) {
 	par := cfg.Parallel
 	if par <= 0 {
@@ -183,7 +183,7 @@ var failedSummary = regexp.MustCompile(`^attnrun: \d+ of \d+ cases failed\n?$`)
 // runConform runs one `attnrun conform` process.
 func runConform(ctx context.Context, cfg Config, dirs []string) (map[string]Outcome, error) {
 	args := []string{"conform", "--backend", cfg.Backend, "--no-fallback",
-		"--rtol", fmt.Sprint(cfg.Rtol), "--atol", fmt.Sprint(cfg.Atol)}
+		"--rtol", fmt.Sprint(cfg.Suite.Rtol), "--atol", fmt.Sprint(cfg.Suite.Atol)}
 	if cfg.PluginDir != "" {
 		args = append(args, "--plugin-dir", cfg.PluginDir)
 	}
@@ -214,7 +214,12 @@ func runConform(ctx context.Context, cfg Config, dirs []string) (map[string]Outc
 		if verdict != "PASS" && verdict != "FAIL" {
 			continue
 		}
+		// "FAIL name max_abs=… max_rel=…: why", or "FAIL name: why" for
+		// a case that failed before comparing anything.
 		name, detail, _ := strings.Cut(rest, " ")
+		if n, ok := strings.CutSuffix(name, ":"); ok {
+			name, detail = n, strings.TrimSpace(detail)
+		}
 		out[name] = Outcome{Pass: verdict == "PASS", Detail: detail}
 	}
 	return out, sc.Err()
@@ -230,29 +235,41 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if !ok {
 		return nil, fmt.Errorf("backend %s is not available: %s", cfg.Backend, reason)
 	}
-	names, err := SuiteCases(cfg.SuiteDir)
-	if err != nil {
-		return nil, err
-	}
-	cases, err := Assign(names, claimed)
-	if err != nil {
-		return nil, err
-	}
-	dirs := make([]string, 0, len(cases))
-	for c := range cases {
-		dirs = append(dirs, filepath.Join(cfg.SuiteDir, c))
-	}
-	sort.Strings(dirs)
+	var names []string
+	cases := map[string]string{}
+	outcomes := map[string]Outcome{}
 	start := time.Now()
-	outcomes, err := RunConform(ctx, cfg, dirs)
-	if err != nil {
-		return nil, err
+	for _, d := range cfg.Suite.Dirs {
+		dirNames, err := SuiteCases(d.Path)
+		if err != nil {
+			return nil, err
+		}
+		assigned, err := Assign(dirNames, claimed)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range dirNames {
+			names = append(names, d.caseKey(n))
+		}
+		dirs := make([]string, 0, len(assigned))
+		for c, op := range assigned {
+			cases[d.caseKey(c)] = op
+			dirs = append(dirs, filepath.Join(d.Path, c))
+		}
+		sort.Strings(dirs)
+		got, err := RunConform(ctx, cfg, dirs)
+		if err != nil {
+			return nil, err
+		}
+		for c, o := range got {
+			outcomes[d.caseKey(c)] = o
+		}
 	}
-	r := &Report{Backend: cfg.Backend, Ops: claimed, Cases: cases, Outcomes: outcomes, Elapsed: time.Since(start)}
+	r := &Report{Backend: cfg.Backend, Suite: cfg.Suite.Name, Ops: claimed, Cases: cases, Outcomes: outcomes, Elapsed: time.Since(start)}
 	subgraphs := map[string]bool{}
 	for c, reason := range cfg.Expectations.Exclude {
 		if _, ok := cases[c]; ok && ReasonKind(reason) == "subgraph" {
-			has, err := hasSubgraph(filepath.Join(cfg.SuiteDir, c, "model.onnx"))
+			has, err := hasSubgraph(filepath.Join(cfg.Suite.CaseDir(c), "model.onnx"))
 			if err != nil {
 				return nil, err
 			}

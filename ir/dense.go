@@ -30,12 +30,12 @@ import (
 // DenseDType returns the gorgonia dtype that holds elements of dt. Float16
 // and BFloat16 map to tensor.Uint16 (their bit patterns).
 func DenseDType(dt DType) (tensor.Dtype, error) {
-	switch dt {
+	switch dt.Storage() {
 	case Float:
 		return tensor.Float32, nil
 	case Double:
 		return tensor.Float64, nil
-	case Float16, BFloat16, Uint16:
+	case Uint16:
 		return tensor.Uint16, nil
 	case Int64:
 		return tensor.Int64, nil
@@ -124,6 +124,18 @@ func FromDense(d *tensor.Dense) (*Tensor, error) {
 		return nil, fmt.Errorf("from dense: %w", err)
 	}
 	return fromDense(d, dt)
+}
+
+// FromDenseDeclared is FromDense for a value declared of type declared: a
+// Dense of declared's storage type (uint16 for float16 and bfloat16, uint8
+// or int8 for the narrow types) is read as declared.
+func FromDenseDeclared(d *tensor.Dense, declared DType) (*Tensor, error) {
+	if d != nil && declared.Known() && declared.Storage() != declared {
+		if want, err := DenseDType(declared); err == nil && d.Dtype() == want {
+			return FromDenseAs(d, declared)
+		}
+	}
+	return FromDense(d)
 }
 
 // FromDenseAs is FromDense with the element type given: dt must be stored

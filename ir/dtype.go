@@ -28,6 +28,18 @@ const (
 	Uint32    DType = 12
 	Uint64    DType = 13
 	BFloat16  DType = 16
+	// The narrow types of IR versions 9 to 13 (see narrow.go): 8-, 4- and
+	// 2-bit floats and integers. attnrun holds them one element per byte.
+	Float8E4M3FN   DType = 17
+	Float8E4M3FNUZ DType = 18
+	Float8E5M2     DType = 19
+	Float8E5M2FNUZ DType = 20
+	Uint4          DType = 21
+	Int4           DType = 22
+	Float4E2M1     DType = 23
+	Float8E8M0     DType = 24
+	Uint2          DType = 25
+	Int2           DType = 26
 )
 
 var dtypeNames = map[DType]string{
@@ -35,6 +47,9 @@ var dtypeNames = map[DType]string{
 	Uint16: "uint16", Int16: "int16", Int32: "int32", Int64: "int64",
 	String: "string", Bool: "bool", Float16: "float16", Double: "float64",
 	Uint32: "uint32", Uint64: "uint64", BFloat16: "bfloat16",
+	Float8E4M3FN: "float8e4m3fn", Float8E4M3FNUZ: "float8e4m3fnuz", Float8E5M2: "float8e5m2",
+	Float8E5M2FNUZ: "float8e5m2fnuz", Uint4: "uint4", Int4: "int4", Float4E2M1: "float4e2m1",
+	Float8E8M0: "float8e8m0", Uint2: "uint2", Int2: "int2",
 }
 
 // String returns the numpy-style name of the type ("float32", "int64", ...).
@@ -58,6 +73,9 @@ func ParseDType(s string) (DType, error) {
 // Size is the number of bytes one element occupies in memory (and in ONNX
 // raw_data). Strings have no fixed size and report 0.
 func (d DType) Size() int {
+	if d.Narrow() {
+		return 1
+	}
 	switch d {
 	case Bool, Uint8, Int8:
 		return 1
@@ -77,7 +95,26 @@ func (d DType) Known() bool { return d != Undefined && dtypeNames[d] != "" }
 // IsFloat reports whether d is a floating-point type.
 func (d DType) IsFloat() bool { return d == Float || d == Double || d == Float16 || d == BFloat16 }
 
-// IsInt reports whether d is a signed or unsigned integer type.
+// Storage returns the type whose Go slice holds elements of d (see
+// Tensor.Data): Uint16 for float16 and bfloat16 bit patterns, Uint8 for the
+// narrow floats' bit patterns and for uint4 and uint2 values, Int8 for int4
+// and int2 values, d itself otherwise.
+func (d DType) Storage() DType {
+	switch d {
+	case Float16, BFloat16:
+		return Uint16
+	case Int4, Int2:
+		return Int8
+	}
+	if d.Narrow() {
+		return Uint8
+	}
+	return d
+}
+
+// IsInt reports whether d is a signed or unsigned integer type. The narrow
+// integers (int4, uint4, int2, uint2) are not: no arithmetic kernel takes
+// them (see Narrow).
 func (d DType) IsInt() bool {
 	switch d {
 	case Uint8, Int8, Uint16, Int16, Int32, Int64, Uint32, Uint64:

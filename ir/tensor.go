@@ -44,12 +44,12 @@ func NewTensor(dt DType, shape []int) *Tensor {
 
 // MakeSlice allocates a zero-filled backing slice of n elements of type dt.
 func MakeSlice(dt DType, n int) any {
-	switch dt {
+	switch dt.Storage() {
 	case Float:
 		return make([]float32, n)
 	case Double:
 		return make([]float64, n)
-	case Float16, BFloat16, Uint16:
+	case Uint16:
 		return make([]uint16, n)
 	case Int64:
 		return make([]int64, n)
@@ -161,10 +161,7 @@ func (t *Tensor) Check() error {
 	if n < 0 {
 		return fmt.Errorf("invalid shape %v", t.Shape)
 	}
-	want := t.DType
-	if want == Float16 || want == BFloat16 {
-		want = Uint16
-	}
+	want := t.DType.Storage()
 	if got := dtypeOfSlice(t.Data); got != want {
 		return fmt.Errorf("tensor of dtype %v holds %T", t.DType, t.Data)
 	}
@@ -185,8 +182,12 @@ func (t *Tensor) Bools() []bool { s, _ := t.Data.([]bool); return s }
 
 // AsInt64s converts the elements of an integer or bool tensor to int64 (a
 // copy unless the tensor already is int64). It is meant for small index and
-// shape tensors.
+// shape tensors. The narrow integers (int4, uint4, int2, uint2) count; the
+// narrow floats do not.
 func (t *Tensor) AsInt64s() ([]int64, error) {
+	if t.DType.NarrowFloat() {
+		return nil, fmt.Errorf("expected an integer tensor, got %v", t.DType)
+	}
 	switch d := t.Data.(type) {
 	case []int64:
 		return d, nil
@@ -341,7 +342,11 @@ func (t *Tensor) Preview(n int) string {
 		case []int8:
 			fmt.Fprint(&b, d[i])
 		case []uint8:
-			fmt.Fprint(&b, d[i])
+			if t.DType.NarrowFloat() {
+				fmt.Fprintf(&b, "%.4g", NarrowFloatToFloat32(t.DType, d[i]))
+			} else {
+				fmt.Fprint(&b, d[i])
+			}
 		case []uint32:
 			fmt.Fprint(&b, d[i])
 		case []uint64:

@@ -703,3 +703,29 @@ class DecoderSelfAttention(nn.Module):
 
         y = (attn @ v).transpose(1, 2).reshape(B, T, C)
         return self.Wo(y)
+
+
+# ---------------------------------------------------------------------------
+# PyTorch's own nn.MultiheadAttention with add_bias_kv / add_zero_attn
+# (issue 12): not from a seed; they take PyTorch's slow path, which appends
+# a learned key/value row (bias_k, bias_v) or a zero row to the keys and
+# values and pads the key padding mask by one column (F.pad -> ONNX Pad).
+# ---------------------------------------------------------------------------
+
+
+class TorchMultiheadAttention(nn.Module):
+    """nn.MultiheadAttention self-attention over x (B, S, C), batch first,
+    with a key padding mask (B, S) BoolTensor, True = padding."""
+
+    def __init__(self, embed_dim: int, num_heads: int, add_bias_kv: bool = False, add_zero_attn: bool = False):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(embed_dim, num_heads, batch_first=True,
+                                         add_bias_kv=add_bias_kv, add_zero_attn=add_zero_attn)
+        if add_bias_kv:
+            # nn.MultiheadAttention initializes bias_k/bias_v with xavier_normal_;
+            # they are parameters like any other weight.
+            assert self.mha.bias_k is not None and self.mha.bias_v is not None
+
+    def forward(self, x: Tensor, key_padding_mask: BoolTensor):
+        y, _ = self.mha(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)
+        return y

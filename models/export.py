@@ -4,6 +4,8 @@
 Usage (from the repository root):
 
     /usr/bin/python3 models/export.py              # writes models/<name>/...
+    /usr/bin/python3 models/export.py --only NAME  # exports NAME only; the other models' files
+                                                   # are re-checked as they are, not rewritten
     /usr/bin/python3 models/export.py --bench DIR  # big seed-000 models, no test data
 
 Needs Debian's PyTorch and ONNX for the system Python:
@@ -23,11 +25,14 @@ and sequence sizes wherever those axes are dynamic.
 After exporting, each model is checked with onnx.checker, reloaded, and run
 through a small numpy interpreter of the ONNX ops it uses (onnx 1.12 has no
 onnx.reference); the result must match PyTorch. models/README.md is
-regenerated from the exported graphs.
+regenerated from the exported graphs (with --only, the rows of the models not
+exported are rebuilt from their committed files: graph summary, and the
+numpy interpreter re-run on their committed test data).
 """
 
 import argparse
 import collections
+import glob
 import os
 import shutil
 import sys
@@ -111,10 +116,13 @@ H = 4       # heads
 CTX = 64    # context size for seed 000 CausalAttention
 
 Spec = collections.namedtuple(
-    "Spec", "name seed module build inputs outputs datasets notes")
+    "Spec", "name seed module build inputs outputs datasets notes dim_params",
+    defaults=(None,))
 # inputs: list of (name, shape (ints or axis names), generator, dtype label)
 # outputs: list of (name, shape)
 # datasets: list of {axis name: size}; the first is the export shape
+# dim_params: {axis name: dim_param name} where the exported name differs
+#   from the axis name (two axes of independent sizes exported under one name)
 
 
 def _std_sets(**extra):
@@ -123,6 +131,10 @@ def _std_sets(**extra):
         s.update(extra)
     return sets
 
+
+# seed 001's CrossAttention: decoder x, encoder enc and its padding mask
+CROSS_INPUTS = [("x", ("batch", "seq", C), randn), ("enc", ("batch", "enc_seq", C), randn),
+                ("enc_mask", ("batch", "enc_seq"), pad_mask_bool)]
 
 SPECS = [
     # seed 000
@@ -238,8 +250,7 @@ SPECS = [
     # seed 001
     Spec("s001_cross_attention", "001", "CrossAttention(hidden_size=32, num_heads=4)",
          lambda: am.CrossAttention(C, H),
-         [("x", ("batch", "seq", C), randn), ("enc", ("batch", "enc_seq", C), randn),
-          ("enc_mask", ("batch", "enc_seq"), pad_mask_bool)],
+         CROSS_INPUTS,
          [("y", ("batch", "seq", C))],
          [dict(batch=2, seq=5, enc_seq=9), dict(batch=3, seq=11, enc_seq=4), dict(batch=1, seq=1, enc_seq=1)],
          "decoder queries (B,T,C) attend to encoder keys/values (B,S,C); enc_mask: bool, True = padding, fill -inf"),
@@ -255,6 +266,30 @@ SPECS = [
          [("y", ("batch", "seq", C))],
          _std_sets(),
          "masked (causal) decoder self-attention, mask built from the run-time length (Trilu); no context limit"),
+    Spec("s001_cross_attention_shared_dim", "001", "CrossAttention(hidden_size=32, num_heads=4), one dim_param for two lengths",
+         lambda: am.CrossAttention(C, H),
+         CROSS_INPUTS,
+         [("y", ("batch", "seq", C))],
+         [dict(batch=2, seq=5, enc_seq=9), dict(batch=3, seq=11, enc_seq=4), dict(batch=1, seq=1, enc_seq=3)],
+         "as s001_cross_attention, but dynamic_axes names both the decoder and the encoder length `S`, "
+         "an exporter's mistake seen in the wild: the graph says x and enc have one length, the data sets "
+         "give them different ones (ONNX Runtime runs them)",
+         dim_params=dict(seq="S", enc_seq="S")),
+    # PyTorch's nn.MultiheadAttention (issue 12: its add_bias_kv / add_zero_attn forms export Pad)
+    Spec("torch_mha_bias_kv", "torch", "nn.MultiheadAttention(32, 4, batch_first=True, add_bias_kv=True)",
+         lambda: am.TorchMultiheadAttention(C, H, add_bias_kv=True),
+         [("x", ("batch", "seq", C), randn), ("key_padding_mask", ("batch", "seq"), pad_mask_bool)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "learned bias_k/bias_v rows appended to the keys and values (Concat); key_padding_mask: bool, "
+         "True = padding, padded by one kept column (Pad on bool)"),
+    Spec("torch_mha_zero_attn", "torch", "nn.MultiheadAttention(32, 4, batch_first=True, add_zero_attn=True)",
+         lambda: am.TorchMultiheadAttention(C, H, add_zero_attn=True),
+         [("x", ("batch", "seq", C), randn), ("key_padding_mask", ("batch", "seq"), pad_mask_bool)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "a zero key/value row appended after the projections (Concat of zeros); key_padding_mask: bool, "
+         "True = padding, padded by one kept column (Pad on bool)"),
 ]
 
 
@@ -267,10 +302,11 @@ def concrete(shape, sizes):
     return tuple(sizes[d] if isinstance(d, str) else d for d in shape)
 
 
-def dyn_axes(items):
+def dyn_axes(items, dim_params=None):
+    names = dim_params or {}
     out = {}
     for name, shape, *_ in items:
-        ax = {i: d for i, d in enumerate(shape) if isinstance(d, str)}
+        ax = {i: names.get(d, d) for i, d in enumerate(shape) if isinstance(d, str)}
         if ax:
             out[name] = ax
     return out
@@ -301,7 +337,7 @@ def export_model(model, spec, arrays, path):
             model, args, path,
             input_names=[n for n, *_ in spec.inputs],
             output_names=[n for n, *_ in spec.outputs],
-            dynamic_axes={**dyn_axes(spec.inputs), **dyn_axes(spec.outputs)},
+            dynamic_axes={**dyn_axes(spec.inputs, spec.dim_params), **dyn_axes(spec.outputs, spec.dim_params)},
             opset_version=OPSET,
             do_constant_folding=True,
         )
@@ -311,6 +347,13 @@ def write_tensor(path, arr, name):
     t = numpy_helper.from_array(arr, name)
     with open(path, "wb") as f:
         f.write(t.SerializeToString())
+
+
+def read_tensor(path):
+    t = onnx.TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return numpy_helper.to_array(t)
 
 
 # ---------------------------------------------------------------------------
@@ -429,6 +472,16 @@ def run_numpy(model, feeds):
             out = [np.triu(x[0], k) if a.get("upper", 1) else np.tril(x[0], k)]
         elif op == "Range":
             out = [np.arange(x[0], x[1], x[2]).astype(x[0].dtype)]
+        elif op == "Pad":
+            mode = a.get("mode", b"constant").decode()
+            pads = [int(v) for v in x[1]]
+            r = x[0].ndim
+            width = list(zip(pads[:r], pads[r:]))
+            if mode == "constant":
+                cv = x[2] if len(x) > 2 and x[2] is not None else np.zeros((), x[0].dtype)
+                out = [np.pad(x[0], width, mode="constant", constant_values=cv)]
+            else:
+                out = [np.pad(x[0], width, mode=mode)]
         else:
             raise NotImplementedError("numpy check: op %s (node %s)" % (op, node.name))
         for name, v in zip(node.output, out):
@@ -481,39 +534,69 @@ def quirks(model):
 # ---------------------------------------------------------------------------
 
 
-def export_all(outdir, readme):
+def summary_row(spec, om, worst, extra_quirks, path):
+    hist = op_histogram(om)
+    return dict(
+        spec=spec,
+        inputs=[value_info_str(v) for v in om.graph.input],
+        outputs=[value_info_str(v) for v in om.graph.output],
+        hist=hist,
+        n_init=len(om.graph.initializer),
+        n_const=hist.get("Constant", 0),
+        quirks=quirks(om) + extra_quirks,
+        opset=[(o.domain or "ai.onnx", o.version) for o in om.opset_import],
+        size=os.path.getsize(path),
+        err=worst,
+    )
+
+
+def full_check_quirks(om):
+    try:
+        onnx.checker.check_model(om, full_check=True)
+    except onnx.shape_inference.InferenceError as e:
+        # s000_causal: strict shape inference rejects the bool Add
+        return ["onnx.checker full_check (strict shape inference) fails: %s"
+                % str(e).strip().splitlines()[0]]
+    return []
+
+
+def export_all(outdir, readme, only=None):
+    """Exports every spec, or only those named in `only`: the others' files
+    are checked (and summarized in the README) as they are on disk."""
+    unknown = set(only or ()) - {spec.name for spec in SPECS}
+    if unknown:
+        sys.exit("export.py: no model named %s" % ", ".join(sorted(unknown)))
     rows = []
     failures = []
     for spec in SPECS:
         d = os.path.join(outdir, spec.name)
-        if os.path.isdir(d):
-            shutil.rmtree(d)
-        os.makedirs(d)
-        model = build(spec)
-        export_inputs = make_inputs(spec, spec.datasets[0], seed=1000)
         path = os.path.join(d, "model.onnx")
-        export_model(model, spec, export_inputs, path)
+        fresh = only is None or spec.name in only
+        if fresh:
+            if os.path.isdir(d):
+                shutil.rmtree(d)
+            os.makedirs(d)
+            model = build(spec)
+            export_inputs = make_inputs(spec, spec.datasets[0], seed=1000)
+            export_model(model, spec, export_inputs, path)
 
         onnx.checker.check_model(path)
         om = onnx.load(path)
-        extra_quirks = []
-        try:
-            onnx.checker.check_model(om, full_check=True)
-        except onnx.shape_inference.InferenceError as e:
-            # s000_causal: strict shape inference rejects the bool Add
-            extra_quirks.append("onnx.checker full_check (strict shape inference) fails: %s"
-                                % str(e).strip().splitlines()[0])
+        extra_quirks = full_check_quirks(om)
 
         worst = 0.0
         for i, sizes in enumerate(spec.datasets):
-            arrays = make_inputs(spec, sizes, seed=100 * (i + 1) + len(spec.name))
-            y = run_torch(model, arrays)
-            assert np.isfinite(y).all(), (spec.name, i, "non-finite PyTorch output")
             sd = os.path.join(d, "test_data_set_%d" % i)
-            os.makedirs(sd)
-            for k, ((name, *_), arr) in enumerate(zip(spec.inputs, arrays)):
-                write_tensor(os.path.join(sd, "input_%d.pb" % k), arr, name)
-            write_tensor(os.path.join(sd, "output_0.pb"), y, spec.outputs[0][0])
+            if fresh:
+                arrays = make_inputs(spec, sizes, seed=100 * (i + 1) + len(spec.name))
+                y = run_torch(model, arrays)
+                assert np.isfinite(y).all(), (spec.name, i, "non-finite PyTorch output")
+                os.makedirs(sd)
+                for k, ((name, *_), arr) in enumerate(zip(spec.inputs, arrays)):
+                    write_tensor(os.path.join(sd, "input_%d.pb" % k), arr, name)
+                write_tensor(os.path.join(sd, "output_0.pb"), y, spec.outputs[0][0])
+            else:
+                y = read_tensor(os.path.join(sd, "output_0.pb"))
 
             # reload what was written and check the graph against it
             feeds = {}
@@ -533,18 +616,7 @@ def export_all(outdir, readme):
                 failures.append("%s set %d: max abs err %g" % (spec.name, i, err))
 
         hist = op_histogram(om)
-        rows.append(dict(
-            spec=spec,
-            inputs=[value_info_str(v) for v in om.graph.input],
-            outputs=[value_info_str(v) for v in om.graph.output],
-            hist=hist,
-            n_init=len(om.graph.initializer),
-            n_const=hist.get("Constant", 0),
-            quirks=quirks(om) + extra_quirks,
-            opset=[(o.domain or "ai.onnx", o.version) for o in om.opset_import],
-            size=os.path.getsize(path),
-            err=worst,
-        ))
+        rows.append(summary_row(spec, om, worst, extra_quirks, path))
         print("%-30s opset %s  err %.2e  %s" % (spec.name, rows[-1]["opset"], worst, dict(sorted(hist.items()))))
         for line in rows[-1]["inputs"]:
             print("    in  " + line)
@@ -558,7 +630,25 @@ def export_all(outdir, readme):
     if failures:
         print("\nFAILURES:\n  " + "\n  ".join(failures))
         sys.exit(1)
-    print("\n%d models exported and checked" % len(rows))
+    print("\n%d models exported and checked" % (len(only) if only else len(rows)))
+
+
+# models/export_opset23.py writes these beside the exports (make models runs both).
+OPSET23_SECTION = """
+## Opset-23 models (models/export_opset23.py)
+
+Debian's torch 1.13 exports opsets up to 17, so these graphs are written with onnx.helper at
+opset 23 (IR 11) on PyTorch weights, with PyTorch's outputs as reference data, and checked by
+the script's numpy interpreter of the ONNX ops they use (see its docstring):
+
+- `s000_multi_head_attention_op`: `s000_multi_head` with its attention as one `Attention` node
+  (3-D, 4 heads) on the same weights and data sets: MatMul+Add -> Split -> Attention -> MatMul+Add.
+- `llama_block_gqa`: a LLaMA-style decoder block computed by PyTorch: RMSNormalization, q/k/v
+  projections, RotaryEmbedding by `position_ids`, grouped-query `Attention` (4 query heads on 2
+  KV heads) causal over a KV cache (`past_key`/`past_value` in, `present_key`/`present_value`
+  out), output projection and residual, RMSNormalization, SwiGLU MLP (Sigmoid, Mul) and residual.
+  Data sets: a prefill of 7 after 5 cached positions, one decode step after 12, and a prefill of
+  4 with an empty cache."""
 
 
 def write_readme(path, rows):
@@ -576,13 +666,18 @@ def write_readme(path, rows):
              "(serialized TensorProto named after the graph input/output), as in ONNX's backend tests. "
              "Data set 0 uses the export shapes; sets 1 and 2 use other batch and sequence sizes "
              "(set 2 mostly batch 1, length 1).")
-    L.append("- Dynamic axes appear as `dim_param` names: `batch`, `seq`, `enc_seq`, `seq_q`, `seq_kv`.")
+    L.append("- Dynamic axes appear as `dim_param` names: `batch`, `seq`, `enc_seq`, `seq_q`, `seq_kv`; "
+             "`s001_cross_attention_shared_dim` names two lengths of independent sizes `S`.")
     L.append("- Masks: `bool` masks are True = masked; `int64` masks (seed 002) are 0 = masked. "
              "Test masks are right-padding style (or column 0 kept), so no softmax row is fully masked "
              "and the outputs are NaN-free.")
     L.append("- Checked at export time: `onnx.checker.check_model(full_check=True)`, and every data set "
              "re-run through a numpy interpreter of the graph (max abs error vs PyTorch in the table).")
-    L.append("- Seed `000*`/`004*`: variants not in the seed text (see notes).\n")
+    L.append("- Seed `000*`/`004*`: variants not in the seed text (see notes).")
+    L.append("- Seed `torch`: PyTorch's own `nn.MultiheadAttention` (not from a seed) with `add_bias_kv` or "
+             "`add_zero_attn`, which take its slow path: the keys and values get one more row and the "
+             "key padding mask one more (kept) column, through `F.pad` (ONNX `Pad`). Exported with "
+             "`--only torch_mha_bias_kv,torch_mha_zero_attn`, leaving the other models' files as they were.\n")
     L.append("| name | seed | module | inputs | output | ops | init | max err | notes |")
     L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
@@ -604,7 +699,8 @@ def write_readme(path, rows):
             L.append("- `%s`: %s" % (r["spec"].name, q))
     L.append("- Opset import: %s for every model." % ", ".join("%s %d" % o for o in rows[0]["opset"]))
     L.append("- `nn.Linear` on 3-D input exports as `MatMul` with a pre-transposed weight initializer "
-             "followed by `Add` of the bias (no `Gemm`); without bias it is a bare `MatMul`.")
+             "followed by `Add` of the bias (no `Gemm`); without bias it is a bare `MatMul`. "
+             "`nn.MultiheadAttention` applies its output projection to a 2-D view: `Gemm` (transB=1).")
     L.append("- Shapes read in forward() (`B, S, C = x.shape`) become `Shape` + `Gather` (+ `Unsqueeze`, "
              "`Concat` to rebuild Reshape targets); Python-constant scales become `Constant` scalars, "
              "so `Constant` nodes carry the scalars and shape pieces, while weights and the causal "
@@ -623,6 +719,7 @@ def write_readme(path, rows):
     L.append("- `masked_fill(mask, v)` exports as `Where(mask, v, scores)`; with an int mask it is "
              "`Equal(mask, 0)` first. In `s000_causal` the bool `Add` result is `Cast` to bool before `Where`.")
     L.append("- Dropout modules are present in the PyTorch modules but absent from the graphs (eval mode).")
+    L.append(OPSET23_SECTION)
     L.append("")
     with open(path, "w") as f:
         f.write("\n".join(L))
@@ -668,11 +765,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=HERE, help="output directory (default: models/)")
     ap.add_argument("--bench", metavar="DIR", help="export the large seed-000 benchmark models into DIR instead")
+    ap.add_argument("--only", metavar="NAMES", action="append",
+                    help="export only these models (comma-separated, repeatable); the others are checked as they are on disk")
     args = ap.parse_args()
     if args.bench:
         export_bench(args.bench)
         return
-    export_all(args.out, readme=True)
+    only = {n for arg in args.only for n in arg.split(",") if n} if args.only else None
+    export_all(args.out, readme=True, only=only)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,11 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// MaxIRVersion is the newest ONNX IR version attnrun reads: 13, ONNX 1.22's
+// (opsets up to 27, the narrow element types float8, int4, float4 and
+// int2). A model declaring a newer one is refused rather than misread.
+const MaxIRVersion = 13
+
 // DefaultMaxTensorBytes is the tensor size limit used when
 // Options.MaxTensorBytes is 0: 4 GiB.
 const DefaultMaxTensorBytes int64 = 4 << 30
@@ -72,6 +77,9 @@ func Decode(data []byte, opts Options) (*ir.Model, error) {
 	}
 	if mp.Graph == nil {
 		return nil, fmt.Errorf("%w: no graph in the file", ErrNotONNX)
+	}
+	if v := mp.GetIrVersion(); v > MaxIRVersion {
+		return nil, fmt.Errorf("IR version %d is newer than attnrun reads (up to %d, ONNX 1.22's)", v, MaxIRVersion)
 	}
 	d := &decoder{opts: opts, limit: opts.maxBytes()}
 	m := &ir.Model{

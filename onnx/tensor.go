@@ -64,6 +64,12 @@ func tensorFromProto(tp *onnxpb.TensorProto, opts Options, limit int64) (*ir.Ten
 	if dt == ir.String {
 		return stringTensor(tp, shape, n, limit)
 	}
+	if dt.Narrow() {
+		if n > limit {
+			return nil, fmt.Errorf("dims %v of %v need %d bytes, more than the limit of %d bytes (Options.MaxTensorBytes)", dims, dt, n, limit)
+		}
+		return narrowFromProto(tp, dt, shape, n, opts)
+	}
 	size := dt.Size()
 	need, needS, ok := needBytes(n, size)
 	if !ok || need > limit {
@@ -380,6 +386,10 @@ func tensorToProto(name string, t *ir.Tensor) (*onnxpb.TensorProto, error) {
 		for _, s := range t.Data.([]string) {
 			tp.StringData = append(tp.StringData, []byte(s))
 		}
+		return tp, nil
+	}
+	if t.DType.Narrow() {
+		tp.RawData = packNarrow(t)
 		return tp, nil
 	}
 	raw := make([]byte, 0, t.Bytes())

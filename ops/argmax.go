@@ -10,7 +10,7 @@ import (
 // when select_last_index is 1. NaN counts as the extreme value, as numpy's
 // argmax and argmin (the ONNX reference) treat it: the first NaN wins, the
 // last with select_last_index. A negative axis needs opset 11; opset 13
-// only adds bfloat16, so the schemas cover 1-10, 11 and 12-18.
+// only adds bfloat16.
 
 func init() {
 	for _, op := range []struct {
@@ -21,7 +21,7 @@ func init() {
 		{"ArgMax", false, "int64 index of the largest element along axis (first or, with select_last_index, last of ties)"},
 		{"ArgMin", true, "int64 index of the smallest element along axis (first or, with select_last_index, last of ties)"},
 	} {
-		for _, r := range [][2]int{{1, 10}, {11, 11}, {12, 18}} {
+		for _, r := range versions(1, 11, 12, 13) {
 			Register(&Schema{
 				Domain: DomainONNX, OpType: op.name, Since: r[0], Until: r[1],
 				MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: NumericTypes,

@@ -32,7 +32,8 @@ var arithNames = [...]string{"Add", "Sub", "Mul", "Div"}
 func init() {
 	// Types by opset: 7 (and 13, which only adds bfloat16) take
 	// float16/float/double/int32/int64/uint32/uint64; 14 adds the 8- and
-	// 16-bit integers.
+	// 16-bit integers. Versions 1 and 6 broadcast the old way (attributes
+	// broadcast and axis), which attnrun does not implement.
 	for op, name := range arithNames {
 		t7, t14 := arith7Types, NumericTypes
 		if arithOp(op) == opAdd {
@@ -41,7 +42,7 @@ func init() {
 		for _, r := range []struct {
 			since, until int
 			types        []ir.DType
-		}{{7, 13, t7}, {14, 18, t14}} {
+		}{{7, 12, t7}, {13, 13, t7}, {14, MaxOpset, t14}} {
 			doc := fmt.Sprintf("elementwise %s with numpy broadcasting", name)
 			if arithOp(op) == opAdd {
 				doc += " (bool + bool = logical or: an attnrun extension)"
@@ -55,6 +56,8 @@ func init() {
 			})
 		}
 	}
+	// Pow: 12 lets the exponent have another (numeric) type and the base be
+	// int32/int64; 13 and 15 only add bfloat16 (base, then exponent).
 	powBase12 := append(append([]ir.DType{}, FloatTypes...), ir.Int32, ir.Int64)
 	Register(&Schema{
 		OpType: "Pow", Since: 7, Until: 11, MinInputs: 2, MaxInputs: 2,
@@ -63,13 +66,15 @@ func init() {
 		Run:   runPow(FloatTypes, nil),
 		Doc:   "elementwise power, base and exponent of one float type",
 	})
-	Register(&Schema{
-		OpType: "Pow", Since: 12, Until: 18, MinInputs: 2, MaxInputs: 2,
-		TypeInput: 0, DTypes: powBase12,
-		Infer: inferPow(powBase12, NumericTypes),
-		Run:   runPow(powBase12, NumericTypes),
-		Doc:   "elementwise power; the output has the base's type",
-	})
+	for _, r := range versions(12, 13, 15) {
+		Register(&Schema{
+			OpType: "Pow", Since: r[0], Until: r[1], MinInputs: 2, MaxInputs: 2,
+			TypeInput: 0, DTypes: powBase12,
+			Infer: inferPow(powBase12, NumericTypes),
+			Run:   runPow(powBase12, NumericTypes),
+			Doc:   "elementwise power; the output has the base's type",
+		})
+	}
 }
 
 // broadcastOperands checks the two inputs of a broadcasting binary op

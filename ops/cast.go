@@ -16,64 +16,166 @@ import (
 // wraps, anything to bool is `!= 0` (NaN is true), bool to a number is 0 or
 // 1, and float16 converts through float32. String conversions (Cast-9+)
 // parse and print numbers; bfloat16 (Cast-13+) converts through float32
-// with round-to-nearest-even. Cast-19's `saturate` is not supported.
+// with round-to-nearest-even.
+//
+// The narrow types (ir.DType.Narrow) join at 19 (float8, with attribute
+// `saturate`), 21 (int4, uint4), 23 (float4e2m1), 24 (float8e8m0, with
+// attribute `round_mode`) and 25 (int2, uint2). A float converts to float8
+// or float4 rounding to nearest even; out of range, `saturate` (default 1)
+// gives ±max, else ±Inf (e5m2) or NaN. Up to Cast-23 a saturating cast of
+// ±Inf to the fnuz encodings gives NaN; from 24 on it gives ±max too (the
+// two versions' tables differ). To float8e8m0 the value rounds up, down or
+// to nearest (`round_mode`) to a power of two. To a narrow integer a value
+// converts as to int64 and keeps its low bits (-9 to int4 is 7), as Cast
+// does for every integer narrowing. From a narrow type the value converts
+// exactly to float32 or int64 first.
 
-// castTypes13 are the types Cast takes from opset 13 on: bfloat16 joins.
-var castTypes13 = append(append([]ir.DType{}, AllTypes...), ir.BFloat16)
-
-func init() {
-	Register(&Schema{
-		OpType: "Cast", Since: 6, Until: 8, MinInputs: 1, MaxInputs: 1,
-		TypeInput: 0, DTypes: plainTypes,
-		Infer: inferCast(plainTypes), Run: runCast(plainTypes),
-		Doc: "elementwise type conversion to attribute `to` (numeric and bool types)",
-	})
-	Register(&Schema{
-		OpType: "Cast", Since: 9, Until: 12, MinInputs: 1, MaxInputs: 1,
-		TypeInput: 0, DTypes: AllTypes,
-		Infer: inferCast(AllTypes), Run: runCast(AllTypes),
-		Doc: "elementwise type conversion to attribute `to` (numeric, bool and string types)",
-	})
-	Register(&Schema{
-		OpType: "Cast", Since: 13, Until: 18, MinInputs: 1, MaxInputs: 1,
-		TypeInput: 0, DTypes: castTypes13,
-		Infer: inferCast(castTypes13), Run: runCast(castTypes13),
-		Doc: "elementwise type conversion to attribute `to` (numeric incl. bfloat16, bool and string types)",
-	})
-	Register(&Schema{
-		OpType: "CastLike", Since: 15, Until: 18, MinInputs: 2, MaxInputs: 2,
-		TypeInput: 0, DTypes: castTypes13,
-		Infer: inferCastLike, Run: runCastLike,
-		Doc: "elementwise type conversion to the type of the second input",
-	})
+// castTypesAt returns the types Cast and CastLike convert between in the
+// version starting at opset since: numeric and bool types; string from 9;
+// bfloat16 from 13; narrow types from 19 (narrowTypesAt).
+func castTypesAt(since int) []ir.DType {
+	types := append([]ir.DType{}, plainTypes...)
+	if since >= 9 {
+		types = append(types, ir.String)
+	}
+	if since >= 13 {
+		types = append(types, ir.BFloat16)
+	}
+	return append(types, narrowTypesAt(since)...)
 }
 
-// castTarget reads and validates attribute `to`.
-func castTarget(n *ir.Node, allowed []ir.DType) (ir.DType, error) {
-	if n.Attr("to") == nil {
+func init() {
+	for _, r := range versions(1, 6, 9, 13, 19, 21, 23, 24, 25) {
+		types, since := castTypesAt(r[0]), r[0]
+		doc := "elementwise type conversion to attribute `to`"
+		switch {
+		case since >= 24:
+			doc += " (narrow floats with saturate; float8e8m0 with round_mode)"
+		case since >= 19:
+			doc += " (narrow floats rounded to nearest even, with saturate)"
+		}
+		Register(&Schema{
+			OpType: "Cast", Since: r[0], Until: r[1], MinInputs: 1, MaxInputs: 1,
+			TypeInput: 0, DTypes: types,
+			Infer: inferCast(types, since), Run: runCast(types, since),
+			Doc: doc,
+		})
+	}
+	for _, r := range versions(15, 19, 21, 23, 24, 25) {
+		types, since := castTypesAt(r[0]), r[0]
+		Register(&Schema{
+			OpType: "CastLike", Since: r[0], Until: r[1], MinInputs: 2, MaxInputs: 2,
+			TypeInput: 0, DTypes: types, NarrowInputs: []int{1},
+			Infer: inferCastLike(types, since), Run: runCastLike(types, since),
+			Doc: "elementwise type conversion to the type of the second input",
+		})
+	}
+}
+
+// castTypeNames are Cast-1's names for attribute `to` (a string there).
+var castTypeNames = map[string]ir.DType{
+	"FLOAT": ir.Float, "UINT8": ir.Uint8, "INT8": ir.Int8, "UINT16": ir.Uint16, "INT16": ir.Int16,
+	"INT32": ir.Int32, "INT64": ir.Int64, "BOOL": ir.Bool, "FLOAT16": ir.Float16, "DOUBLE": ir.Double,
+	"UINT32": ir.Uint32, "UINT64": ir.Uint64,
+}
+
+// castTarget reads and validates attribute `to` (a type name before opset
+// 6, a TensorProto data type number after).
+func castTarget(n *ir.Node, allowed []ir.DType, since int) (ir.DType, error) {
+	a := n.Attr("to")
+	if a == nil {
 		return 0, n.Errorf("missing required attribute \"to\"")
 	}
-	v, err := n.AttrInt("to", 0)
-	if err != nil {
-		return 0, n.Errorf("%w", err)
+	var dt ir.DType
+	if since < 6 {
+		name := strings.ToUpper(string(a.String))
+		if a.Type != ir.AttrString {
+			return 0, n.Errorf("attribute \"to\" of Cast-1 must be a type name such as \"FLOAT\", got %v", a.Type)
+		}
+		t, ok := castTypeNames[name]
+		if !ok {
+			return 0, n.Errorf("attribute \"to\" = %q is not a type name Cast-1 knows", a.String)
+		}
+		dt = t
+	} else {
+		v, err := n.AttrInt("to", 0)
+		if err != nil {
+			return 0, n.Errorf("%w", err)
+		}
+		if v < math.MinInt32 || v > math.MaxInt32 {
+			return 0, n.Errorf("attribute \"to\" = %d is not a data type", v)
+		}
+		dt = ir.DType(v)
 	}
-	if v < math.MinInt32 || v > math.MaxInt32 {
-		return 0, n.Errorf("attribute \"to\" = %d is not a data type", v)
-	}
-	dt := ir.DType(v)
 	if !slices.Contains(allowed, dt) {
-		return 0, n.Errorf("cannot cast to %v (attribute \"to\" = %d); casts go to %s", dt, v, typeList(allowed))
+		if dt.Narrow() {
+			return 0, n.Errorf("cannot cast to %v: %s-%d does not define it (a later opset does)", dt, n.OpType, since)
+		}
+		return 0, n.Errorf("cannot cast to %v (attribute \"to\" = %d); casts go to %s", dt, int32(dt), typeList(allowed))
 	}
 	return dt, nil
 }
 
-func inferCast(allowed []ir.DType) InferFunc {
+// castOptions are the attributes of Cast-19 and later that shape a
+// conversion to a narrow float type.
+type castOptions struct {
+	// saturate: out-of-range values become ±max (else ±Inf or NaN).
+	saturate bool
+	// fnuzInfNaN: a saturating cast of ±Inf to a fnuz float8 gives NaN
+	// (Cast-19 to 23) rather than ±max (Cast-24 on).
+	fnuzInfNaN bool
+	// e8m0 is the rounding mode to float8e8m0.
+	e8m0 ir.E8M0Rounding
+}
+
+// defaultCastOptions are the attribute defaults of the latest Cast.
+var defaultCastOptions = castOptions{saturate: true, e8m0: ir.E8M0Up}
+
+// castAttrs reads Cast's saturate (19 on) and round_mode (24 on).
+func castAttrs(n *ir.Node, since int) (castOptions, error) {
+	o := defaultCastOptions
+	o.fnuzInfNaN = since < 24
+	if since < 19 {
+		return o, nil
+	}
+	s, err := n.AttrInt("saturate", 1)
+	if err != nil {
+		return o, n.Errorf("%w", err)
+	}
+	if s != 0 && s != 1 {
+		return o, n.Errorf("attribute saturate = %d must be 0 or 1", s)
+	}
+	o.saturate = s == 1
+	if since < 24 {
+		return o, nil
+	}
+	mode, err := n.AttrString("round_mode", "up")
+	if err != nil {
+		return o, n.Errorf("%w", err)
+	}
+	switch mode {
+	case "up":
+		o.e8m0 = ir.E8M0Up
+	case "down":
+		o.e8m0 = ir.E8M0Down
+	case "nearest":
+		o.e8m0 = ir.E8M0Nearest
+	default:
+		return o, n.Errorf("attribute round_mode = %q is not up, down or nearest", mode)
+	}
+	return o, nil
+}
+
+func inferCast(allowed []ir.DType, since int) InferFunc {
 	return func(n *ir.Node, opset int, in []Value) ([]Value, error) {
 		if err := needValues(n, in, 1); err != nil {
 			return nil, err
 		}
-		to, err := castTarget(n, allowed)
+		to, err := castTarget(n, allowed, since)
 		if err != nil {
+			return nil, err
+		}
+		if _, err := castAttrs(n, since); err != nil {
 			return nil, err
 		}
 		return []Value{castValue(in[0], to)}, nil
@@ -93,19 +195,23 @@ func castValue(v Value, to ir.DType) Value {
 	return out
 }
 
-func runCast(allowed []ir.DType) RunFunc {
+func runCast(allowed []ir.DType, since int) RunFunc {
 	return func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 		if err := checkTensors(n, in, 1); err != nil {
 			return nil, err
 		}
-		to, err := castTarget(n, allowed)
+		to, err := castTarget(n, allowed, since)
+		if err != nil {
+			return nil, err
+		}
+		o, err := castAttrs(n, since)
 		if err != nil {
 			return nil, err
 		}
 		if err := checkType(n, "input", in[0].DType, allowed); err != nil {
 			return nil, err
 		}
-		out, err := castTensor(ctx, in[0], to)
+		out, err := castTensor(ctx, in[0], to, o)
 		if err != nil {
 			return nil, n.Errorf("%w", err)
 		}
@@ -113,40 +219,54 @@ func runCast(allowed []ir.DType) RunFunc {
 	}
 }
 
-func inferCastLike(n *ir.Node, opset int, in []Value) ([]Value, error) {
-	if err := needValues(n, in, 2); err != nil {
-		return nil, err
-	}
-	for i, what := range []string{"input", "target_type"} {
-		if err := checkType(n, what, in[i].Type.DType, castTypes13); err != nil {
+func inferCastLike(allowed []ir.DType, since int) InferFunc {
+	return func(n *ir.Node, opset int, in []Value) ([]Value, error) {
+		if err := needValues(n, in, 2); err != nil {
 			return nil, err
 		}
+		for i, what := range []string{"input", "target_type"} {
+			if err := checkType(n, what, in[i].Type.DType, allowed); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := castAttrs(n, since); err != nil {
+			return nil, err
+		}
+		return []Value{castValue(in[0], in[1].Type.DType)}, nil
 	}
-	return []Value{castValue(in[0], in[1].Type.DType)}, nil
 }
 
-func runCastLike(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
-	if err := checkTensors(n, in, 2); err != nil {
-		return nil, err
-	}
-	for i, what := range []string{"input", "target_type"} {
-		if err := checkType(n, what, in[i].DType, castTypes13); err != nil {
+func runCastLike(allowed []ir.DType, since int) RunFunc {
+	return func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
+		if err := checkTensors(n, in, 2); err != nil {
 			return nil, err
 		}
+		for i, what := range []string{"input", "target_type"} {
+			if err := checkType(n, what, in[i].DType, allowed); err != nil {
+				return nil, err
+			}
+		}
+		o, err := castAttrs(n, since)
+		if err != nil {
+			return nil, err
+		}
+		out, err := castTensor(ctx, in[0], in[1].DType, o)
+		if err != nil {
+			return nil, n.Errorf("%w", err)
+		}
+		return []*ir.Tensor{out}, nil
 	}
-	out, err := castTensor(ctx, in[0], in[1].DType)
-	if err != nil {
-		return nil, n.Errorf("%w", err)
-	}
-	return []*ir.Tensor{out}, nil
 }
 
 // CastTensor returns a new tensor holding t's elements converted to type to
-// with Cast's rules.
-func CastTensor(t *ir.Tensor, to ir.DType) (*ir.Tensor, error) { return castTensor(nil, t, to) }
+// with the latest Cast's rules (and attribute defaults).
+func CastTensor(t *ir.Tensor, to ir.DType) (*ir.Tensor, error) {
+	return castTensor(nil, t, to, defaultCastOptions)
+}
 
-// castTensor is CastTensor with the output from ctx's allocator.
-func castTensor(ctx *Context, t *ir.Tensor, to ir.DType) (*ir.Tensor, error) {
+// castTensor is CastTensor with the output from ctx's allocator and the
+// node's options.
+func castTensor(ctx *Context, t *ir.Tensor, to ir.DType, o castOptions) (*ir.Tensor, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
@@ -159,6 +279,12 @@ func castTensor(ctx *Context, t *ir.Tensor, to ir.DType) (*ir.Tensor, error) {
 	}
 	if t.DType == to {
 		ir.CopyData(out.Data, t.Data)
+		return out, nil
+	}
+	if t.DType.Narrow() || to.Narrow() {
+		if err := castNarrow(out, t, o); err != nil {
+			return nil, err
+		}
 		return out, nil
 	}
 	switch {
@@ -223,13 +349,7 @@ func castNumeric(out *ir.Tensor, src any) error {
 	case []uint64:
 		return castFrom(out, s)
 	case []bool:
-		b := make([]uint8, len(s))
-		for i, v := range s {
-			if v {
-				b[i] = 1
-			}
-		}
-		return castFrom(out, b)
+		return castFrom(out, boolBytes(s))
 	}
 	return fmt.Errorf("cannot cast %T", src)
 }

@@ -14,14 +14,12 @@ import (
 // attributes, defaulting to ∓FLT_MAX (3.402823e+38) as the spec says, and
 // the op takes float types. From opset 11 they are optional scalar inputs of
 // the input's type (an omitted bound does not limit); opset 12 adds the
-// integer types and 13 only bfloat16, so the schemas cover 6-10, 11 and
-// 12-18. Clip-1's legacy consumed_inputs form is not supported.
+// integer types and 13 only bfloat16. Clip-1 states no defaults for its
+// bound attributes and carries the legacy consumed_inputs attribute; attnrun
+// runs it as Clip-6.
 
 func init() {
-	for _, r := range []struct {
-		since, until int
-		types        []ir.DType
-	}{{6, 10, FloatTypes}, {11, 11, FloatTypes}, {12, 18, NumericTypes}} {
+	for _, r := range typedVersions(typesFrom(12, FloatTypes, NumericTypes), 1, 6, 11, 12, 13) {
 		maxIn := 3
 		if r.since < 11 {
 			maxIn = 1

@@ -48,7 +48,8 @@ func TestClip(t *testing.T) {
 			wantErr: "min is an input from opset 11"},
 		{name: "input at opset 10 refused", op: "Clip", opset: 10, in: []*ir.Tensor{x(), f32(0)},
 			wantErr: "takes 1 inputs, got 2"},
-		{name: "not before opset 6", op: "Clip", opset: 5, in: []*ir.Tensor{x()}, wantErr: "unsupported opset version"},
+		{name: "Clip-1 is Clip-6", op: "Clip", opset: 1, attrs: append(minMax, cAttrInts("consumed_inputs", 0)), in: []*ir.Tensor{x()},
+			want: ewT([]int{5}, []float32{-1, -1, 0, 1, 1})},
 	}
 	cRunCases(t, cases)
 }

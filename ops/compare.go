@@ -8,7 +8,11 @@ import (
 
 // Comparisons: Equal, Less, Greater, LessOrEqual, GreaterOrEqual. Both
 // inputs share one element type and broadcast; the output is bool. NaN
-// compares unequal and unordered to everything, as in IEEE 754.
+// compares unequal and unordered to everything, as in IEEE 754. Versions:
+// Equal-11 takes every numeric type, Equal-19 strings too; Less and
+// Greater-9 take integers; 13 and 16 (LessOrEqual, GreaterOrEqual) only add
+// bfloat16. The opset-1 forms broadcast with attributes, which attnrun does
+// not implement.
 
 type cmpOp int
 
@@ -22,17 +26,28 @@ const (
 
 func init() {
 	eq7 := []ir.DType{ir.Bool, ir.Int32, ir.Int64}
+	eq19 := append(append([]ir.DType{}, numericBool...), ir.String)
+	equalTypes := func(since int) []ir.DType {
+		switch {
+		case since >= 19:
+			return eq19
+		case since >= 11:
+			return numericBool
+		}
+		return eq7
+	}
+	ordered := typesFrom(9, FloatTypes, NumericTypes)
 	for _, c := range []struct {
 		name   string
 		op     cmpOp
 		doc    string
 		ranges []opRange
 	}{
-		{"Equal", cmpEq, "elementwise a == b with broadcasting", []opRange{{7, 10, eq7}, {11, 18, numericBool}}},
-		{"Less", cmpLt, "elementwise a < b with broadcasting", []opRange{{7, 8, FloatTypes}, {9, 18, NumericTypes}}},
-		{"Greater", cmpGt, "elementwise a > b with broadcasting", []opRange{{7, 8, FloatTypes}, {9, 18, NumericTypes}}},
-		{"LessOrEqual", cmpLe, "elementwise a <= b with broadcasting", []opRange{{12, 18, NumericTypes}}},
-		{"GreaterOrEqual", cmpGe, "elementwise a >= b with broadcasting", []opRange{{12, 18, NumericTypes}}},
+		{"Equal", cmpEq, "elementwise a == b with broadcasting (strings from opset 19)", typedVersions(equalTypes, 7, 11, 13, 19)},
+		{"Less", cmpLt, "elementwise a < b with broadcasting", typedVersions(ordered, 7, 9, 13)},
+		{"Greater", cmpGt, "elementwise a > b with broadcasting", typedVersions(ordered, 7, 9, 13)},
+		{"LessOrEqual", cmpLe, "elementwise a <= b with broadcasting", typedVersions(always(NumericTypes), 12, 16)},
+		{"GreaterOrEqual", cmpGe, "elementwise a >= b with broadcasting", typedVersions(always(NumericTypes), 12, 16)},
 	} {
 		for _, r := range c.ranges {
 			Register(&Schema{
@@ -96,6 +111,12 @@ func compare(op cmpOp, o, a, b *ir.Tensor) error {
 		}
 		return applyBinary(ob, o.Shape, ad, a.Shape, b.Data.([]bool), b.Shape,
 			elemLoops(func(x, y bool) bool { return x == y }))
+	case []string:
+		if op != cmpEq {
+			return fmt.Errorf("string tensors can only be compared for equality")
+		}
+		return applyBinary(ob, o.Shape, ad, a.Shape, b.Data.([]string), b.Shape,
+			elemLoops(func(x, y string) bool { return x == y }))
 	}
 	return fmt.Errorf("cannot compare %v tensors", a.DType)
 }

@@ -7,30 +7,33 @@ import (
 )
 
 func init() {
-	for _, r := range [][2]int{{4, 10}, {11, 12}, {13, 18}} {
-		neg := r[0] >= 11
+	// Concat-1's axis defaults to 1 (4 makes it required); 11 allows a
+	// negative axis, 13 adds bfloat16.
+	for _, r := range versions(1, 4, 11, 13) {
+		since := r[0]
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Concat", Since: r[0], Until: r[1],
-			MinInputs: 1, MaxInputs: -1, TypeInput: 0, DTypes: AllTypes,
-			Infer: func(n *ir.Node, opset int, in []Value) ([]Value, error) { return inferConcat(n, in, neg) },
+			MinInputs: 1, MaxInputs: -1, TypeInput: 0, DTypes: anyTypesAt(r[0]),
+			Infer: func(n *ir.Node, opset int, in []Value) ([]Value, error) { return inferConcat(n, in, since) },
 			Run: func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
-				return runConcat(ctx, n, in, neg)
+				return runConcat(ctx, n, in, since)
 			},
 			Doc: "joins tensors along an axis",
 		})
 	}
 }
 
-// concatAxis reads and normalizes the required axis attribute.
-func concatAxis(n *ir.Node, rank int, neg bool) (int, error) {
-	if n.Attr("axis") == nil {
+// concatAxis reads and normalizes the axis attribute of the Concat version
+// starting at opset since: required from 4 on, 1 by default before.
+func concatAxis(n *ir.Node, rank int, since int) (int, error) {
+	if n.Attr("axis") == nil && since >= 4 {
 		return 0, n.Errorf("attribute axis is required")
 	}
-	a, err := n.AttrInt("axis", 0)
+	a, err := n.AttrInt("axis", 1)
 	if err != nil {
 		return 0, n.Errorf("%w", err)
 	}
-	if a < 0 && !neg {
+	if a < 0 && since < 11 {
 		return 0, n.Errorf("negative axis %d needs opset 11 or later", a)
 	}
 	if rank == 0 {
@@ -43,7 +46,7 @@ func concatAxis(n *ir.Node, rank int, neg bool) (int, error) {
 	return ax, nil
 }
 
-func inferConcat(n *ir.Node, in []Value, neg bool) ([]Value, error) {
+func inferConcat(n *ir.Node, in []Value, since int) ([]Value, error) {
 	if len(in) == 0 {
 		return nil, n.Errorf("needs at least one input")
 	}
@@ -64,12 +67,12 @@ func inferConcat(n *ir.Node, in []Value, neg bool) ([]Value, error) {
 		}
 	}
 	if rank < 0 {
-		if _, err := concatAxis(n, 1, neg); err != nil {
+		if _, err := concatAxis(n, 1, since); err != nil {
 			return nil, err
 		}
 		return []Value{UnknownRank(dt)}, nil
 	}
-	axis, err := concatAxis(n, rank, neg)
+	axis, err := concatAxis(n, rank, since)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +134,7 @@ func inferConcat(n *ir.Node, in []Value, neg bool) ([]Value, error) {
 	return []Value{Typed(dt, out)}, nil
 }
 
-func runConcat(ctx *Context, n *ir.Node, in []*ir.Tensor, neg bool) ([]*ir.Tensor, error) {
+func runConcat(ctx *Context, n *ir.Node, in []*ir.Tensor, since int) ([]*ir.Tensor, error) {
 	if len(in) == 0 {
 		return nil, n.Errorf("needs at least one input")
 	}
@@ -139,7 +142,7 @@ func runConcat(ctx *Context, n *ir.Node, in []*ir.Tensor, neg bool) ([]*ir.Tenso
 		return nil, err
 	}
 	first := in[0]
-	axis, err := concatAxis(n, first.Rank(), neg)
+	axis, err := concatAxis(n, first.Rank(), since)
 	if err != nil {
 		return nil, err
 	}

@@ -76,3 +76,12 @@ func TestConcatInfer(t *testing.T) {
 		t.Fatalf("reshape: %v %v", r, err)
 	}
 }
+
+// TestConcatOpset1 covers Concat-1, whose axis defaults to 1.
+func TestConcatOpset1(t *testing.T) {
+	a := mvF32([]int{2, 2}, 1, 2, 3, 4)
+	b := mvF32([]int{2, 1}, 5, 6)
+	out := mvRun(t, 1, mvNode("Concat", 2, 1), a, b)
+	mvWant(t, out[0], []int{2, 3}, []float32{1, 2, 5, 3, 4, 6})
+	mvErr(t, 4, mvNode("Concat", 2, 1), "attribute axis is required", a, b)
+}

@@ -3,25 +3,34 @@ package ops
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/attnrun/attnrun/ir"
 )
 
+// Constant: 9 allows every type, 11 sparse_value, 12 the value_* attributes,
+// 13 bfloat16, 19 to 25 the narrow types (anyTypesAt), whose values a
+// version that does not allow them refuses. ConstantOfShape: 20 adds
+// bfloat16 and float8, 21 to 25 the other narrow types. Identity: 14 and 16
+// add sequence and optional values, which attnrun does not hold; 19 to 25
+// narrow types. Range: 27 adds float16 and bfloat16, computed in the type
+// of attribute stash_type.
 func init() {
-	for _, r := range [][2]int{{1, 8}, {9, 10}, {11, 11}, {12, 12}, {13, 18}} {
+	for _, r := range versions(1, 9, 11, 12, 13, 19, 21, 23, 24, 25) {
 		valueAttrs := r[0] >= 12
+		since := r[0]
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Constant", Since: r[0], Until: r[1],
 			MinInputs: 0, MaxInputs: 0, TypeInput: -1,
 			Infer: func(n *ir.Node, opset int, in []Value) ([]Value, error) {
-				t, err := constantValue(n, valueAttrs)
+				t, err := constantValue(n, valueAttrs, since)
 				if err != nil {
 					return nil, err
 				}
 				return []Value{{Type: Known(t.DType, t.Shape), Const: t}}, nil
 			},
 			Run: func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
-				t, err := constantValue(n, valueAttrs)
+				t, err := constantValue(n, valueAttrs, since)
 				if err != nil {
 					return nil, err
 				}
@@ -30,16 +39,22 @@ func init() {
 			Doc: "a constant tensor given by an attribute",
 		})
 	}
-	Register(&Schema{
-		Domain: DomainONNX, OpType: "ConstantOfShape", Since: 9, Until: 18,
-		MinInputs: 1, MaxInputs: 1, TypeInput: -1,
-		Infer: inferConstantOfShape, Run: runConstantOfShape,
-		Doc: "a tensor of the given shape filled with one value (default float32 0)",
-	})
-	for _, r := range [][2]int{{1, 12}, {13, 13}, {14, 15}, {16, 18}} {
+	for _, r := range versions(9, 20, 21, 23, 24, 25) {
+		since := r[0]
+		Register(&Schema{
+			Domain: DomainONNX, OpType: "ConstantOfShape", Since: r[0], Until: r[1],
+			MinInputs: 1, MaxInputs: 1, TypeInput: -1,
+			Infer: func(n *ir.Node, opset int, in []Value) ([]Value, error) { return inferConstantOfShape(n, in, since) },
+			Run: func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
+				return runConstantOfShape(ctx, n, in, since)
+			},
+			Doc: "a tensor of the given shape filled with one value (default float32 0)",
+		})
+	}
+	for _, r := range versions(1, 13, 14, 16, 19, 21, 23, 24, 25) {
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Identity", Since: r[0], Until: r[1],
-			MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: AllTypes,
+			MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: anyTypesAt(r[0]),
 			Infer: func(n *ir.Node, opset int, in []Value) ([]Value, error) {
 				if err := checkInferInputs(n, in, 1); err != nil {
 					return nil, err
@@ -56,16 +71,37 @@ func init() {
 		})
 	}
 	Register(&Schema{
-		Domain: DomainONNX, OpType: "Range", Since: 11, Until: 18,
-		MinInputs: 3, MaxInputs: 3, TypeInput: 0,
-		DTypes: []ir.DType{ir.Float, ir.Double, ir.Int16, ir.Int32, ir.Int64},
-		Infer:  inferRange, Run: runRange,
+		Domain: DomainONNX, OpType: "Range", Since: 11, Until: 26,
+		MinInputs: 3, MaxInputs: 3, TypeInput: 0, DTypes: range11Types,
+		Infer: inferRange, Run: runRange,
 		Doc: "the sequence start, start+delta, … up to (not including) limit",
+	})
+	Register(&Schema{
+		Domain: DomainONNX, OpType: "Range", Since: 27, Until: MaxOpset,
+		MinInputs: 3, MaxInputs: 3, TypeInput: 0, DTypes: range27Types,
+		Infer: inferRange, Run: runRange,
+		Doc: "the sequence start, start+delta, … up to (not including) limit; float16 and bfloat16 computed in stash_type",
 	})
 }
 
-// constantValue reads Constant's one value attribute.
-func constantValue(n *ir.Node, valueAttrs bool) (*ir.Tensor, error) {
+// Range's types: opset 27 adds float16 and bfloat16.
+var (
+	range11Types = []ir.DType{ir.Float, ir.Double, ir.Int16, ir.Int32, ir.Int64}
+	range27Types = append(append([]ir.DType{}, range11Types...), ir.Float16, ir.BFloat16)
+)
+
+// checkNarrowValue refuses a tensor of a narrow type that the op version
+// starting at opset since does not allow.
+func checkNarrowValue(n *ir.Node, what string, dt ir.DType, since int) error {
+	if dt.Narrow() && !slices.Contains(narrowTypesAt(since), dt) {
+		return n.Errorf("%s has element type %v, which %s-%d does not allow (a later opset does)", what, dt, n.OpType, since)
+	}
+	return nil
+}
+
+// constantValue reads Constant's one value attribute; since is the first
+// opset of the op version.
+func constantValue(n *ir.Node, valueAttrs bool, since int) (*ir.Tensor, error) {
 	var found []*ir.Attribute
 	for _, a := range n.Attrs {
 		switch a.Name {
@@ -98,6 +134,9 @@ func constantValue(n *ir.Node, valueAttrs bool) (*ir.Tensor, error) {
 		if !t.DType.Known() {
 			return nil, n.Errorf("value has unsupported dtype %v", t.DType)
 		}
+		if err := checkNarrowValue(n, "value", t.DType, since); err != nil {
+			return nil, err
+		}
 		if err := t.Check(); err != nil {
 			return nil, n.Errorf("value: %w", err)
 		}
@@ -122,8 +161,9 @@ func constantValue(n *ir.Node, valueAttrs bool) (*ir.Tensor, error) {
 	return ir.FromSlice([]int{len(s)}, s), nil
 }
 
-// fillValue reads ConstantOfShape's value attribute (default float32 0).
-func fillValue(n *ir.Node) (*ir.Tensor, error) {
+// fillValue reads ConstantOfShape's value attribute (default float32 0);
+// since is the first opset of the op version.
+func fillValue(n *ir.Node, since int) (*ir.Tensor, error) {
 	a := n.Attr("value")
 	if a == nil {
 		return ir.FromSlice([]int{1}, []float32{0}), nil
@@ -135,6 +175,9 @@ func fillValue(n *ir.Node) (*ir.Tensor, error) {
 	if !t.DType.Known() {
 		return nil, n.Errorf("value has unsupported dtype %v", t.DType)
 	}
+	if err := checkNarrowValue(n, "value", t.DType, since); err != nil {
+		return nil, err
+	}
 	if err := t.Check(); err != nil {
 		return nil, n.Errorf("value: %w", err)
 	}
@@ -144,11 +187,11 @@ func fillValue(n *ir.Node) (*ir.Tensor, error) {
 	return t, nil
 }
 
-func inferConstantOfShape(n *ir.Node, opset int, in []Value) ([]Value, error) {
+func inferConstantOfShape(n *ir.Node, in []Value, since int) ([]Value, error) {
 	if err := checkInferInputs(n, in, 1); err != nil {
 		return nil, err
 	}
-	val, err := fillValue(n)
+	val, err := fillValue(n, since)
 	if err != nil {
 		return nil, err
 	}
@@ -169,11 +212,11 @@ func inferConstantOfShape(n *ir.Node, opset int, in []Value) ([]Value, error) {
 	return []Value{Typed(val.DType, copyShape(dims))}, nil
 }
 
-func runConstantOfShape(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
+func runConstantOfShape(ctx *Context, n *ir.Node, in []*ir.Tensor, since int) ([]*ir.Tensor, error) {
 	if err := checkRunInputs(n, in, 1); err != nil {
 		return nil, err
 	}
-	val, err := fillValue(n)
+	val, err := fillValue(n, since)
 	if err != nil {
 		return nil, err
 	}
@@ -314,10 +357,16 @@ func rangeInputs(start, limit, delta *ir.Tensor) (rangeArgs, error) {
 		}
 	}
 	switch start.DType {
-	case ir.Float, ir.Double:
+	case ir.Float, ir.Double, ir.Float16, ir.BFloat16:
 		f := func(t *ir.Tensor) float64 {
-			if s := t.Float32s(); s != nil {
-				return float64(s[0])
+			switch d := t.Data.(type) {
+			case []float32:
+				return float64(d[0])
+			case []uint16:
+				if t.DType == ir.BFloat16 {
+					return float64(ir.BFloat16ToFloat32(d[0]))
+				}
+				return float64(ir.Float16ToFloat32(d[0]))
 			}
 			return t.Data.([]float64)[0]
 		}
@@ -364,6 +413,30 @@ func runRange(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 		return nil, n.Errorf("%w", err)
 	}
 	out := ir.NewTensor(in[0].DType, []int{c})
+	if dt := in[0].DType; dt == ir.Float16 || dt == ir.BFloat16 {
+		// Range-27: computed in stash_type (float32 or float64), then rounded.
+		stash, err := n.AttrInt("stash_type", int64(ir.Float))
+		if err != nil {
+			return nil, n.Errorf("%w", err)
+		}
+		if ir.DType(stash) != ir.Float && ir.DType(stash) != ir.Double {
+			return nil, n.Errorf("stash_type %d is not float (1) or double (11)", stash)
+		}
+		wide := make([]float64, c)
+		fillRangeFloat(wide, a.sf, a.df)
+		d := out.Data.([]uint16)
+		for i, v := range wide {
+			// Both stash types narrow through float32 (for double, a
+			// float16 tie could round differently than directly).
+			f := float32(v)
+			if dt == ir.BFloat16 {
+				d[i] = ir.Float32ToBFloat16(f)
+			} else {
+				d[i] = ir.Float32ToFloat16(f)
+			}
+		}
+		return []*ir.Tensor{out}, nil
+	}
 	switch d := out.Data.(type) {
 	case []float32:
 		fillRangeFloat(d, a.sf, a.df)

@@ -128,3 +128,43 @@ func TestRange(t *testing.T) {
 		t.Errorf("got %v %v", v, err)
 	}
 }
+
+// TestRangeHalf covers Range-27's float16 and bfloat16, computed in
+// stash_type.
+func TestRangeHalf(t *testing.T) {
+	h := func(dt ir.DType, v float32) *ir.Tensor {
+		b := ir.Float32ToFloat16(v)
+		if dt == ir.BFloat16 {
+			b = ir.Float32ToBFloat16(v)
+		}
+		return &ir.Tensor{DType: dt, Data: []uint16{b}}
+	}
+	for _, dt := range []ir.DType{ir.Float16, ir.BFloat16} {
+		for _, stash := range []int64{1, 11} {
+			out := mvRun(t, 27, mvNode("Range", 3, 1, mvInt("stash_type", stash)), h(dt, 1), h(dt, 2.5), h(dt, 0.5))
+			want := []uint16{h(dt, 1).Data.([]uint16)[0], h(dt, 1.5).Data.([]uint16)[0], h(dt, 2).Data.([]uint16)[0]}
+			mvWant(t, out[0], []int{3}, want)
+		}
+	}
+	mvErr(t, 27, mvNode("Range", 3, 1, mvInt("stash_type", 10)), "stash_type 10 is not float (1) or double (11)",
+		h(ir.Float16, 0), h(ir.Float16, 1), h(ir.Float16, 1))
+	s, err := Lookup("", "Range", 26)
+	if err != nil || s.TakesDType(ir.Float16) {
+		t.Errorf("Range-11 takes float16: %v", err)
+	}
+}
+
+// TestConstantNarrowVersions: a narrow-typed constant needs the version
+// that allows its type.
+func TestConstantNarrowVersions(t *testing.T) {
+	v := &ir.Tensor{DType: ir.Int4, Shape: []int{2}, Data: []int8{-8, 7}}
+	n := mvNode("Constant", 0, 1, &ir.Attribute{Name: "value", Type: ir.AttrTensor, Tensor: v})
+	out := mvRun(t, 21, n)
+	mvWant(t, out[0], []int{2}, []int8{-8, 7})
+	mvErr(t, 19, n, "value has element type int4, which Constant-19 does not allow")
+	f8 := &ir.Tensor{DType: ir.Float8E5M2, Shape: []int{1}, Data: []uint8{0x3c}}
+	cos := mvNode("ConstantOfShape", 1, 1, &ir.Attribute{Name: "value", Type: ir.AttrTensor, Tensor: f8})
+	out = mvRun(t, 20, cos, mvI64(2))
+	mvWant(t, out[0], []int{2}, []uint8{0x3c, 0x3c})
+	mvErr(t, 19, cos, "ConstantOfShape-9 does not allow", mvI64(2))
+}

@@ -21,7 +21,7 @@ var cumSum11Types = []ir.DType{ir.Float, ir.Double, ir.Int32, ir.Int64, ir.Uint3
 var cumSum14Types = []ir.DType{ir.Float, ir.Double, ir.Float16, ir.Int32, ir.Int64, ir.Uint32, ir.Uint64}
 
 func init() {
-	for _, r := range []opRange{{11, 13, cumSum11Types}, {14, 18, cumSum14Types}} {
+	for _, r := range typedVersions(typesFrom(14, cumSum11Types, cumSum14Types), 11, 14) {
 		types := r.types
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "CumSum", Since: r.since, Until: r.until,

@@ -13,10 +13,12 @@ import (
 // RandomState(seed).uniform(0, 1, X.shape) stream (MT19937), and kept
 // elements are scaled by 1/(1-ratio): with the seed attribute set, the
 // output is exactly what ONNX's reference implementation computes. Without
-// a seed, the seed is random.
+// a seed, the seed is random. Dropout-22 only adds types (bfloat16, float8)
+// that these kernels do not take, and rewords ratio's doc (an omitted ratio
+// is 0.5, as attnrun always read it).
 
 func init() {
-	for _, r := range [][2]int{{7, 9}, {10, 11}, {12, 12}, {13, 18}} {
+	for _, r := range versions(7, 10, 12, 13, 22) {
 		maxIn := 1
 		if r[0] >= 12 {
 			maxIn = 3

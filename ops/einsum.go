@@ -36,7 +36,7 @@ import (
 
 func init() {
 	Register(&Schema{
-		Domain: DomainONNX, OpType: "Einsum", Since: 12, Until: 18,
+		Domain: DomainONNX, OpType: "Einsum", Since: 12, Until: MaxOpset,
 		MinInputs: 1, MaxInputs: -1, TypeInput: 0, DTypes: NumericTypes,
 		Infer: inferEinsum, Run: runEinsum, RunInto: runEinsumInto,
 		Doc: "Einstein summation (numpy equation syntax: diagonals, sums, \"...\" broadcasting); batched GEMM where the labels allow",

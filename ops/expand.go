@@ -7,18 +7,20 @@ import (
 )
 
 func init() {
-	for _, r := range [][2]int{{8, 12}, {13, 18}} {
+	// Expand-13 and Tile-13 add bfloat16; Tile-1 (tiles and axis inputs,
+	// one axis) is in legacy.go.
+	for _, r := range versions(8, 13) {
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Expand", Since: r[0], Until: r[1],
-			MinInputs: 2, MaxInputs: 2, TypeInput: 0, DTypes: AllTypes,
+			MinInputs: 2, MaxInputs: 2, TypeInput: 0, DTypes: anyTypesAt(r[0]),
 			Infer: inferExpand, Run: runExpand,
 			Doc: "broadcasts a tensor against a shape (numpy rules, both ways)",
 		})
 	}
-	for _, r := range [][2]int{{6, 12}, {13, 18}} {
+	for _, r := range versions(6, 13) {
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Tile", Since: r[0], Until: r[1],
-			MinInputs: 2, MaxInputs: 2, TypeInput: 0, DTypes: AllTypes,
+			MinInputs: 2, MaxInputs: 2, TypeInput: 0, DTypes: anyTypesAt(r[0]),
 			Infer: inferTile, Run: runTile,
 			Doc: "repeats a tensor along each axis",
 		})

@@ -7,10 +7,11 @@ import (
 )
 
 func init() {
-	for _, r := range [][2]int{{1, 10}, {11, 12}, {13, 18}} {
+	// 11 allows negative indices, 13 adds bfloat16.
+	for _, r := range versions(1, 11, 13) {
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Gather", Since: r[0], Until: r[1],
-			MinInputs: 2, MaxInputs: 2, TypeInput: 0, DTypes: AllTypes,
+			MinInputs: 2, MaxInputs: 2, TypeInput: 0, DTypes: anyTypesAt(r[0]),
 			Infer: inferGather, Run: runGather,
 			Doc: "picks slices along an axis by int32/int64 indices (negative ones count from the end)",
 		})

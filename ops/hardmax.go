@@ -12,7 +12,7 @@ import (
 // negative axis needs opset 11.
 
 func init() {
-	for _, r := range [][2]int{{1, 10}, {11, 12}, {13, 18}} {
+	for _, r := range versions(1, 11, 13) {
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Hardmax", Since: r[0], Until: r[1],
 			MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: FloatTypes,

@@ -14,6 +14,41 @@ var (
 	AllTypes     = append(append([]ir.DType{}, NumericTypes...), ir.Bool, ir.String)
 )
 
+// narrowTypesAt returns the narrow element types (ir.DType.Narrow) that
+// ONNX's ops defined on every tensor type allow from opset since on: float8
+// from 19 (IR 9), int4 and uint4 from 21 (IR 10), float4e2m1 from 23 (IR 11),
+// float8e8m0 from 24 (IR 12), int2 and uint2 from 25 (IR 13).
+func narrowTypesAt(since int) []ir.DType {
+	var out []ir.DType
+	for _, step := range []struct {
+		opset int
+		types []ir.DType
+	}{
+		{19, []ir.DType{ir.Float8E4M3FN, ir.Float8E4M3FNUZ, ir.Float8E5M2, ir.Float8E5M2FNUZ}},
+		{21, []ir.DType{ir.Uint4, ir.Int4}},
+		{23, []ir.DType{ir.Float4E2M1}},
+		{24, []ir.DType{ir.Float8E8M0}},
+		{25, []ir.DType{ir.Uint2, ir.Int2}},
+	} {
+		if since >= step.opset {
+			out = append(out, step.types...)
+		}
+	}
+	return out
+}
+
+// anyTypesAt returns the element types attnrun moves for an op that ONNX
+// defines on every tensor type (Reshape, Identity, Transpose...), in the
+// version starting at opset since: AllTypes, bfloat16 from 13 on, and the
+// narrow types of narrowTypesAt.
+func anyTypesAt(since int) []ir.DType {
+	out := append([]ir.DType{}, AllTypes...)
+	if since >= 13 {
+		out = append(out, ir.BFloat16)
+	}
+	return append(out, narrowTypesAt(since)...)
+}
+
 // NormAxis maps a possibly negative axis into [0, rank) or fails.
 func NormAxis(axis int64, rank int) (int, error) {
 	if axis < -int64(rank) || axis >= int64(rank) {

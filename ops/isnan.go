@@ -9,29 +9,32 @@ import (
 
 // IsNaN and IsInf: elementwise float classification into a bool tensor of
 // the input's shape. IsInf's detect_negative and detect_positive (both 1 by
-// default) choose which infinities count. IsNaN-13 and IsInf-20 only add
-// types attnrun does not hold or support (bfloat16; float16 for IsInf at
-// 20), so IsNaN has one schema for opsets 9-18 and IsInf one for 10-18,
-// taking float32 and float64 as IsInf-10 does.
+// default) choose which infinities count. IsNaN-13 adds bfloat16 and
+// IsNaN-20 float8, which attnrun does not classify; IsInf-20 adds float16
+// (taken) besides those.
 
 // isInfTypes are the types IsInf takes before opset 20.
 var isInfTypes = []ir.DType{ir.Float, ir.Double}
 
 func init() {
-	Register(&Schema{
-		OpType: "IsNaN", Since: 9, Until: 18, MinInputs: 1, MaxInputs: 1,
-		TypeInput: 0, DTypes: FloatTypes,
-		Infer: inferClassify(FloatTypes, isNaNTest),
-		Run:   runClassify(FloatTypes, isNaNTest),
-		Doc:   "elementwise x is NaN (bool output)",
-	})
-	Register(&Schema{
-		OpType: "IsInf", Since: 10, Until: 18, MinInputs: 1, MaxInputs: 1,
-		TypeInput: 0, DTypes: isInfTypes,
-		Infer: inferClassify(isInfTypes, isInfTest),
-		Run:   runClassify(isInfTypes, isInfTest),
-		Doc:   "elementwise x is +Inf or -Inf, as detect_positive/detect_negative select (bool output)",
-	})
+	for _, r := range versions(9, 13, 20) {
+		Register(&Schema{
+			OpType: "IsNaN", Since: r[0], Until: r[1], MinInputs: 1, MaxInputs: 1,
+			TypeInput: 0, DTypes: FloatTypes,
+			Infer: inferClassify(FloatTypes, isNaNTest),
+			Run:   runClassify(FloatTypes, isNaNTest),
+			Doc:   "elementwise x is NaN (bool output)",
+		})
+	}
+	for _, r := range typedVersions(typesFrom(20, isInfTypes, FloatTypes), 10, 20) {
+		Register(&Schema{
+			OpType: "IsInf", Since: r.since, Until: r.until, MinInputs: 1, MaxInputs: 1,
+			TypeInput: 0, DTypes: r.types,
+			Infer: inferClassify(r.types, isInfTest),
+			Run:   runClassify(r.types, isInfTest),
+			Doc:   "elementwise x is +Inf or -Inf, as detect_positive/detect_negative select (bool output)",
+		})
+	}
 }
 
 // isNaNTest returns IsNaN's test.

@@ -13,7 +13,7 @@ import (
 
 func init() {
 	Register(&Schema{
-		Domain: DomainONNX, OpType: "LayerNormalization", Since: 17, Until: 18,
+		Domain: DomainONNX, OpType: "LayerNormalization", Since: 17, Until: MaxOpset,
 		MinInputs: 2, MaxInputs: 3, TypeInput: 0, DTypes: FloatTypes,
 		Infer: inferLayerNorm, Run: runLayerNorm,
 		Doc: "(x - mean) / sqrt(var + epsilon) * scale + bias over dims from axis",

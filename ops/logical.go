@@ -10,7 +10,7 @@ import (
 
 func init() {
 	Register(&Schema{
-		OpType: "Not", Since: 1, Until: 18, MinInputs: 1, MaxInputs: 1,
+		OpType: "Not", Since: 1, Until: MaxOpset, MinInputs: 1, MaxInputs: 1,
 		TypeInput: 0, DTypes: boolOnly,
 		Infer: inferUnary(boolOnly),
 		Run:   runNot,
@@ -26,7 +26,7 @@ func init() {
 	} {
 		f := l.f
 		Register(&Schema{
-			OpType: l.name, Since: 7, Until: 18, MinInputs: 2, MaxInputs: 2,
+			OpType: l.name, Since: 7, Until: MaxOpset, MinInputs: 2, MaxInputs: 2,
 			TypeInput: 0, DTypes: boolOnly,
 			Infer: inferSameTypeBroadcast(boolOnly, ir.Bool),
 			Run:   runLogical(f),

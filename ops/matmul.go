@@ -18,10 +18,10 @@ import (
 var matmulIntTypes = []ir.DType{ir.Float, ir.Double, ir.Float16, ir.Int32, ir.Int64, ir.Uint32, ir.Uint64}
 
 func init() {
-	for _, r := range []struct {
-		since, until int
-		types        []ir.DType
-	}{{7, 8, FloatTypes}, {9, 12, matmulIntTypes}, {13, 18, matmulIntTypes}} {
+	// MatMul-1 and Gemm-7 take float types, 9 adds integers, 13 bfloat16;
+	// Gemm-11 makes C optional. Gemm-1 and 6 broadcast C only with their
+	// broadcast attribute, which attnrun does not implement.
+	for _, r := range typedVersions(typesFrom(9, FloatTypes, matmulIntTypes), 1, 9, 13) {
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "MatMul", Since: r.since, Until: r.until,
 			MinInputs: 2, MaxInputs: 2, TypeInput: 0, DTypes: r.types,
@@ -32,7 +32,7 @@ func init() {
 	for _, r := range []struct {
 		since, until, minIn int
 		types               []ir.DType
-	}{{7, 8, 3, FloatTypes}, {9, 10, 3, matmulIntTypes}, {11, 12, 2, matmulIntTypes}, {13, 18, 2, matmulIntTypes}} {
+	}{{7, 8, 3, FloatTypes}, {9, 10, 3, matmulIntTypes}, {11, 12, 2, matmulIntTypes}, {13, MaxOpset, 2, matmulIntTypes}} {
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Gemm", Since: r.since, Until: r.until,
 			MinInputs: r.minIn, MaxInputs: 3, TypeInput: 0, DTypes: r.types,

@@ -8,7 +8,10 @@ import (
 
 // Variadic elementwise reductions over 1..N broadcast inputs: Max, Min, Sum
 // and Mean. Max and Min propagate NaN (if any input is NaN at a position,
-// so is the output), as ONNX specifies.
+// so is the output), as ONNX specifies. Before opset 8 the inputs must all
+// have one shape (broadcasting them, as attnrun does, only accepts more),
+// and opset 1 carries the legacy consumed_inputs attribute; 12 adds integer
+// types to Max and Min, 13 bfloat16.
 
 type foldOp int
 
@@ -26,10 +29,10 @@ func init() {
 		doc    string
 		ranges []opRange
 	}{
-		{"Max", foldMax, "elementwise maximum of 1..N broadcast inputs (NaN propagates)", []opRange{{6, 11, FloatTypes}, {12, 18, NumericTypes}}},
-		{"Min", foldMin, "elementwise minimum of 1..N broadcast inputs (NaN propagates)", []opRange{{6, 11, FloatTypes}, {12, 18, NumericTypes}}},
-		{"Sum", foldSum, "elementwise sum of 1..N broadcast inputs", []opRange{{6, 18, FloatTypes}}},
-		{"Mean", foldMean, "elementwise mean of 1..N broadcast inputs", []opRange{{6, 18, FloatTypes}}},
+		{"Max", foldMax, "elementwise maximum of 1..N broadcast inputs (NaN propagates)", typedVersions(typesFrom(12, FloatTypes, NumericTypes), 1, 6, 8, 12, 13)},
+		{"Min", foldMin, "elementwise minimum of 1..N broadcast inputs (NaN propagates)", typedVersions(typesFrom(12, FloatTypes, NumericTypes), 1, 6, 8, 12, 13)},
+		{"Sum", foldSum, "elementwise sum of 1..N broadcast inputs", typedVersions(always(FloatTypes), 1, 6, 8, 13)},
+		{"Mean", foldMean, "elementwise mean of 1..N broadcast inputs", typedVersions(always(FloatTypes), 1, 6, 8, 13)},
 	} {
 		for _, r := range f.ranges {
 			Register(&Schema{

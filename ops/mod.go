@@ -12,17 +12,18 @@ import (
 // and numpy's mod do; with fmod 1 it takes the dividend's, as C's fmod
 // does. Float inputs need fmod 1 (the spec says so and ONNX Runtime refuses
 // otherwise). An integer remainder by zero is an error rather than
-// undefined behaviour; a float one is NaN. Mod-13 only adds bfloat16, so
-// one schema covers opsets 10 to 18.
+// undefined behaviour; a float one is NaN. Mod-13 only adds bfloat16.
 
 func init() {
-	Register(&Schema{
-		OpType: "Mod", Since: 10, Until: 18, MinInputs: 2, MaxInputs: 2,
-		TypeInput: 0, DTypes: NumericTypes,
-		Infer: inferMod,
-		Run:   runMod,
-		Doc:   "elementwise remainder with broadcasting: sign of the divisor, or of the dividend with fmod=1 (floats need fmod=1)",
-	})
+	for _, r := range versions(10, 13) {
+		Register(&Schema{
+			OpType: "Mod", Since: r[0], Until: r[1], MinInputs: 2, MaxInputs: 2,
+			TypeInput: 0, DTypes: NumericTypes,
+			Infer: inferMod,
+			Run:   runMod,
+			Doc:   "elementwise remainder with broadcasting: sign of the divisor, or of the dividend with fmod=1 (floats need fmod=1)",
+		})
+	}
 }
 
 // modFmod reads the fmod attribute and checks it against the element type.

@@ -29,32 +29,37 @@ const (
 )
 
 func init() {
+	// Versions: 11 allows negative axes, 12 (Max, Min) adds int8 and uint8,
+	// 13 bfloat16 (and moves ReduceSum's axes to an input), 18 moves the
+	// others' axes to an input, and 20 lets ReduceMax and ReduceMin take
+	// bool (False < True: any and all).
 	for _, op := range []struct {
 		name      string
 		kind      reduceKind
 		axesInput int // first opset taking axes as an input
+		versions  []int
 		doc       string
 	}{
-		{"ReduceSum", reduceSum, 13, "sum over axes"},
-		{"ReduceMean", reduceMean, 18, "mean over axes"},
-		{"ReduceMax", reduceMax, 18, "maximum over axes (NaN propagates)"},
-		{"ReduceMin", reduceMin, 18, "minimum over axes (NaN propagates)"},
-		{"ReduceProd", reduceProd, 18, "product over axes"},
-		{"ReduceSumSquare", reduceSumSquare, 18, "sum of squares over axes"},
+		{"ReduceSum", reduceSum, 13, []int{1, 11, 13}, "sum over axes"},
+		{"ReduceMean", reduceMean, 18, []int{1, 11, 13, 18}, "mean over axes"},
+		{"ReduceMax", reduceMax, 18, []int{1, 11, 12, 13, 18, 20}, "maximum over axes (NaN propagates; on bool from opset 20: any)"},
+		{"ReduceMin", reduceMin, 18, []int{1, 11, 12, 13, 18, 20}, "minimum over axes (NaN propagates; on bool from opset 20: all)"},
+		{"ReduceProd", reduceProd, 18, []int{1, 11, 13, 18}, "product over axes"},
+		{"ReduceSumSquare", reduceSumSquare, 18, []int{1, 11, 13, 18}, "sum of squares over axes"},
 	} {
-		ranges := [][2]int{{1, 10}, {11, 12}, {13, 17}, {18, 18}}
-		if op.axesInput == 13 {
-			ranges = [][2]int{{1, 10}, {11, 12}, {13, 18}}
-		}
-		for _, r := range ranges {
+		for _, r := range versions(op.versions...) {
 			maxIn := 1
 			if r[0] >= op.axesInput {
 				maxIn = 2
 			}
+			types := NumericTypes
+			if r[0] >= 20 {
+				types = numericBool
+			}
 			Register(&Schema{
 				Domain: DomainONNX, OpType: op.name, Since: r[0], Until: r[1],
-				MinInputs: 1, MaxInputs: maxIn, TypeInput: 0, DTypes: NumericTypes,
-				Infer: reduceInferer(op.kind, op.axesInput), Run: reduceRunner(op.kind, op.axesInput),
+				MinInputs: 1, MaxInputs: maxIn, TypeInput: 0, DTypes: types,
+				Infer: reduceInferer(op.kind, op.axesInput, types), Run: reduceRunner(op.kind, op.axesInput, types),
 				Doc: op.doc,
 			})
 		}
@@ -155,7 +160,7 @@ func (r reduceAttrs) reducedFlags(rank int) ([]bool, error) {
 	return flags, nil
 }
 
-func reduceInferer(kind reduceKind, axesInput int) InferFunc {
+func reduceInferer(kind reduceKind, axesInput int, types []ir.DType) InferFunc {
 	return func(n *ir.Node, opset int, in []Value) ([]Value, error) {
 		if err := checkInferInputs(n, in, 1); err != nil {
 			return nil, err
@@ -169,7 +174,7 @@ func reduceInferer(kind reduceKind, axesInput int) InferFunc {
 			return nil, err
 		}
 		x := in[0].Type
-		if err := checkComputeDType(n, "input", x.DType, NumericTypes); err != nil {
+		if err := checkComputeDType(n, "input", x.DType, types); err != nil {
 			return nil, err
 		}
 		if !x.RankKnown {
@@ -223,7 +228,7 @@ func reduceVectorLen(v Value) (int, bool) {
 	return int(v.Type.Shape[0].Value), true
 }
 
-func reduceRunner(kind reduceKind, axesInput int) RunFunc {
+func reduceRunner(kind reduceKind, axesInput int, types []ir.DType) RunFunc {
 	return func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 		if err := checkComputeInputs(n, in, 1); err != nil {
 			return nil, err
@@ -238,7 +243,7 @@ func reduceRunner(kind reduceKind, axesInput int) RunFunc {
 			return nil, err
 		}
 		x := in[0]
-		if err := checkComputeDType(n, "input", x.DType, NumericTypes); err != nil {
+		if err := checkComputeDType(n, "input", x.DType, types); err != nil {
 			return nil, err
 		}
 		flags, err := attrs.reducedFlags(x.Rank())
@@ -287,6 +292,13 @@ func reduceRunner(kind reduceKind, axesInput int) RunFunc {
 			reduceFinish(kind, p, reduceAccumulate[uint32, uint64](kind, x.Data.([]uint32), p), out.Data.([]uint32))
 		case ir.Uint64:
 			reduceFinish(kind, p, reduceAccumulate[uint64, uint64](kind, x.Data.([]uint64), p), out.Data.([]uint64))
+		case ir.Bool:
+			// Max and Min of bools (False < True) as of 0/1 bytes.
+			b := make([]uint8, p.outCount)
+			reduceFinish(kind, p, reduceAccumulate[uint8, uint64](kind, boolBytes(x.Bools()), p), b)
+			for i, v := range b {
+				out.Bools()[i] = v != 0
+			}
 		}
 		return []*ir.Tensor{out}, nil
 	}
@@ -494,4 +506,15 @@ func reduceFinish[T reduceNum, A reduceAcc](kind reduceKind, p *reducePlan, acc 
 		}
 		out[i] = T(a)
 	}
+}
+
+// boolBytes returns bs as 0/1 bytes.
+func boolBytes(bs []bool) []uint8 {
+	out := make([]uint8, len(bs))
+	for i, b := range bs {
+		if b {
+			out[i] = 1
+		}
+	}
+	return out
 }

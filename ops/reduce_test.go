@@ -118,3 +118,25 @@ func TestReduceInferUnknownAxes(t *testing.T) {
 		t.Errorf("const axes: %v, %v", out, err)
 	}
 }
+
+// TestReduceBool: ReduceMax and ReduceMin take bool from opset 20 (False <
+// True: any and all; over no elements, False and True).
+func TestReduceBool(t *testing.T) {
+	x := ir.FromSlice([]int{2, 3}, []bool{true, false, false, false, false, false})
+	for _, c := range []struct {
+		op    string
+		shape []int
+		x     *ir.Tensor
+		want  []bool
+	}{
+		{"ReduceMax", []int{2}, x, []bool{true, false}},
+		{"ReduceMin", []int{2}, x, []bool{false, false}},
+		{"ReduceMin", []int{2}, ir.FromSlice([]int{2, 3}, []bool{true, true, true, true, false, true}), []bool{true, false}},
+		{"ReduceMax", []int{2}, ir.NewTensor(ir.Bool, []int{2, 0}), []bool{false, false}},
+		{"ReduceMin", []int{2}, ir.NewTensor(ir.Bool, []int{2, 0}), []bool{true, true}},
+	} {
+		out := mvRun(t, 20, mvNode(c.op, 2, 1, mvInt("keepdims", 0)), c.x, mvI64(1))
+		mvWant(t, out[0], c.shape, c.want)
+	}
+	mvErr(t, 18, mvNode("ReduceMax", 2, 1), "element type bool", x, mvI64(1))
+}

@@ -7,16 +7,35 @@ package ops
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/attnrun/attnrun/ir"
 )
 
-// MinOpset and MaxOpset bound the default-domain opsets attnrun supports.
+// MinOpset and MaxOpset bound the default-domain opsets attnrun supports
+// (ONNX 1.22's latest is 27).
 const (
 	MinOpset = 1
-	MaxOpset = 18
+	MaxOpset = 27
 )
+
+// versions returns the opset ranges of an op whose ONNX versions (the opsets
+// at which ONNX defined or changed it, from the first one attnrun covers)
+// are since, the last range ending at MaxOpset: versions(5, 13, 14) is
+// [5, 12], [13, 13], [14, MaxOpset]. Op families register one schema per
+// range, so that `attnrun ops` lists every version; TestRegistryFollowsONNX
+// checks the lists against ONNX's.
+func versions(since ...int) [][2]int {
+	out := make([][2]int, len(since))
+	for i, s := range since {
+		out[i] = [2]int{s, MaxOpset}
+		if i+1 < len(since) {
+			out[i][1] = since[i+1] - 1
+		}
+	}
+	return out
+}
 
 // Domain names.
 const (
@@ -145,6 +164,11 @@ type Schema struct {
 	TypeInput int
 	// DTypes lists the element types the kernel takes at TypeInput.
 	DTypes []ir.DType
+	// NarrowInputs lists the inputs besides TypeInput that may hold a
+	// narrow element type (float8, int4, float4, int2: ir.DType.Narrow),
+	// which Infer then checks. A narrow type at TypeInput must be in
+	// DTypes; at any other input it refuses the node at compile time.
+	NarrowInputs []int
 	// Infer computes output types; Run computes output values.
 	Infer InferFunc
 	Run   RunFunc
@@ -158,6 +182,9 @@ type Schema struct {
 	InPlace []int
 	// Doc is a one-line description for `attnrun ops`.
 	Doc string
+	// Notes lists how attnrun reads the op where its specification leaves
+	// room (choices, deviations, limits); docs/ops.md shows them.
+	Notes []string
 }
 
 // Key names the schema: "Add", "com.attnrun:FusedAttention".
@@ -266,4 +293,32 @@ func registered(domain, opType string) []*Schema {
 		key = domain + ":" + opType
 	}
 	return reg.byKey[key]
+}
+
+// CheckNarrow refuses a node that would compute with a narrow element type
+// (float8, int4, float4, int2: ir.DType.Narrow) that its kernel does not
+// take: at TypeInput one not in DTypes, at any other input one not listed in
+// NarrowInputs. The error is one line naming the node, the op, the type and
+// the input, and says when a later version of the op takes the type.
+func (s *Schema) CheckNarrow(n *ir.Node, in []Value) error {
+	for i, v := range in {
+		dt := v.Type.DType
+		if !dt.Narrow() {
+			continue
+		}
+		if i == s.TypeInput && s.TakesDType(dt) || i != s.TypeInput && slices.Contains(s.NarrowInputs, i) {
+			continue
+		}
+		if i == s.TypeInput {
+			for _, later := range registered(s.Domain, s.OpType) {
+				if later.Since > s.Since && later.TakesDType(dt) {
+					return n.Errorf("input %d has element type %v, which %s takes only from opset %d on (this node runs %s-%d)",
+						i, dt, s.OpType, later.Since, s.OpType, s.Since)
+				}
+			}
+		}
+		return n.Errorf("input %d has element type %v, which attnrun does not compute with: it converts the narrow types "+
+			"(float8, int4, float4, int2) in Cast, CastLike, QuantizeLinear and DequantizeLinear and moves them in shape ops, not in %s", i, dt, s.OpType)
+	}
+	return nil
 }

@@ -7,24 +7,56 @@ import (
 	"github.com/attnrun/attnrun/ir"
 )
 
+// Reshape-1 takes the target shape as attribute `shape` (float types only);
+// from 5 on it is the second input. 14 adds `allowzero` (a 0 is a zero-size
+// dim rather than a copy of the input's). 13 adds bfloat16; 19, 21, 23, 24
+// and 25 add narrow types (anyTypesAt). Flatten: 9 takes every type, 11
+// negative axes, 13 bfloat16, 21 to 25 narrow types.
 func init() {
-	for _, r := range [][2]int{{5, 12}, {13, 13}, {14, 18}} {
+	Register(&Schema{
+		Domain: DomainONNX, OpType: "Reshape", Since: 1, Until: 4,
+		MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: FloatTypes,
+		Infer: func(n *ir.Node, opset int, in []Value) ([]Value, error) {
+			shape, err := reshapeAttrShape(n)
+			if err != nil {
+				return nil, err
+			}
+			return inferReshape(n, append(in[:1:1], constValue(shape)), false)
+		},
+		Run: func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
+			shape, err := reshapeAttrShape(n)
+			if err != nil {
+				return nil, err
+			}
+			return runReshape(n, append(in[:1:1], shape), false)
+		},
+		Doc: "gives a tensor the shape of attribute `shape` (0 copies a dim, -1 is inferred)",
+	})
+	for _, r := range versions(5, 13, 14, 19, 21, 23, 24, 25) {
 		allowZeroAttr := r[0] >= 14
+		doc := "gives a tensor a new shape of the same size (0 copies a dim, -1 is inferred)"
+		if allowZeroAttr {
+			doc = "gives a tensor a new shape of the same size (0 copies a dim unless allowzero, -1 is inferred)"
+		}
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Reshape", Since: r[0], Until: r[1],
-			MinInputs: 2, MaxInputs: 2, TypeInput: 0, DTypes: AllTypes,
+			MinInputs: 2, MaxInputs: 2, TypeInput: 0, DTypes: anyTypesAt(r[0]),
 			Infer: func(n *ir.Node, opset int, in []Value) ([]Value, error) { return inferReshape(n, in, allowZeroAttr) },
 			Run: func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 				return runReshape(n, in, allowZeroAttr)
 			},
-			Doc: "gives a tensor a new shape of the same size (0 copies a dim, -1 is inferred)",
+			Doc: doc,
 		})
 	}
-	for _, r := range [][2]int{{1, 8}, {9, 10}, {11, 12}, {13, 18}} {
+	for _, r := range versions(1, 9, 11, 13, 21, 23, 24, 25) {
 		neg := r[0] >= 11
+		types := anyTypesAt(r[0])
+		if r[0] < 9 {
+			types = FloatTypes
+		}
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Flatten", Since: r[0], Until: r[1],
-			MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: AllTypes,
+			MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: types,
 			Infer: func(n *ir.Node, opset int, in []Value) ([]Value, error) { return inferFlatten(n, in, neg) },
 			Run: func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 				return runFlatten(n, in, neg)
@@ -33,6 +65,21 @@ func init() {
 		})
 	}
 }
+
+// reshapeAttrShape reads Reshape-1's `shape` attribute as an int64 vector.
+func reshapeAttrShape(n *ir.Node) (*ir.Tensor, error) {
+	shape, ok, err := n.AttrInts("shape")
+	if err != nil {
+		return nil, n.Errorf("%w", err)
+	}
+	if !ok {
+		return nil, n.Errorf("missing required attribute \"shape\"")
+	}
+	return ir.FromSlice([]int{len(shape)}, shape), nil
+}
+
+// constValue is the Value of a constant tensor.
+func constValue(t *ir.Tensor) Value { return Value{Type: Known(t.DType, t.Shape), Const: t} }
 
 func reshapeAllowZero(n *ir.Node, attr bool) (bool, error) {
 	if !attr {

@@ -160,3 +160,11 @@ func TestReshapeAllowZeroMismatch(t *testing.T) {
 	// Without allowzero the trailing 0 copies the input's 4: 48 elements, not 0.
 	mvErr(t, 14, mvNode("Reshape", 2, 1), "element counts differ", empty, mvI64(3, 4, 0))
 }
+
+// TestReshapeOpset1 covers Reshape-1, whose target is attribute shape.
+func TestReshapeOpset1(t *testing.T) {
+	x := mvIota(2, 3, 4)
+	out := mvRun(t, 1, mvNode("Reshape", 1, 1, mvInts("shape", 0, -1)), x)
+	mvWant(t, out[0], []int{2, 12}, x.Data)
+	mvErr(t, 4, mvNode("Reshape", 1, 1), `missing required attribute "shape"`, x)
+}

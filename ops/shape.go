@@ -3,11 +3,13 @@ package ops
 import "github.com/attnrun/attnrun/ir"
 
 func init() {
-	for _, r := range [][2]int{{1, 12}, {13, 14}, {15, 18}} {
+	// Shape and Size: 13 adds bfloat16; 19, 21, 23, 24 and 25 add the
+	// narrow types of their IR versions (anyTypesAt).
+	for _, r := range versions(1, 13, 15, 19, 21, 23, 24, 25) {
 		withRange := r[0] >= 15
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Shape", Since: r[0], Until: r[1],
-			MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: AllTypes,
+			MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: anyTypesAt(r[0]),
 			Infer: func(n *ir.Node, opset int, in []Value) ([]Value, error) { return inferShape(n, in, withRange) },
 			Run: func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 				return runShape(n, in, withRange)
@@ -15,10 +17,10 @@ func init() {
 			Doc: "the shape of a tensor as a 1-D int64 tensor",
 		})
 	}
-	for _, r := range [][2]int{{1, 12}, {13, 18}} {
+	for _, r := range versions(1, 13, 19, 21, 23, 24, 25) {
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Size", Since: r[0], Until: r[1],
-			MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: AllTypes,
+			MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: anyTypesAt(r[0]),
 			Infer: inferSize, Run: runSize,
 			Doc: "the number of elements of a tensor as an int64 scalar",
 		})

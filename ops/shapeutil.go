@@ -368,6 +368,12 @@ type moveKernels struct {
 	blocks func(dst any, dOff, dStride int, src any, sOff, sStride, count, length int)
 	// gather picks rows of src: dst[o][k][:] = src[o][idx[k]][:].
 	gather func(dst, src any, outer, axisDim, inner int, idx []int64)
+	// padRows is gather where a negative idx[k] fills row k with fill[0]
+	// (fill is a one-element backing slice, or nil for the zero value).
+	padRows func(dst, src any, outer, axisDim, inner int, idx []int, fill any)
+	// take and put move single elements: dst[i] = src[idx[i]] (take) and
+	// dst[idx[i]] = src[i] in order (put: a later index wins).
+	take, put func(dst, src any, idx []int)
 	// trilu zeroes the elements of each trailing rows×cols matrix of dst
 	// that are outside the kept triangle.
 	trilu func(dst any, mats, rows, cols int, k int64, upper bool)
@@ -397,6 +403,40 @@ func kernelsFor[T any]() *moveKernels {
 					copy(d[o:o+inner], s[p:p+inner])
 					o += inner
 				}
+			}
+		},
+		padRows: func(dst, src any, outer, axisDim, inner int, idx []int, fill any) {
+			d, s := dst.([]T), src.([]T)
+			var v T
+			if f, ok := fill.([]T); ok && len(f) > 0 {
+				v = f[0]
+			}
+			o := 0
+			for i := 0; i < outer; i++ {
+				base := i * axisDim * inner
+				for _, x := range idx {
+					row := d[o : o+inner]
+					if x < 0 {
+						for j := range row {
+							row[j] = v
+						}
+					} else {
+						copy(row, s[base+x*inner:])
+					}
+					o += inner
+				}
+			}
+		},
+		take: func(dst, src any, idx []int) {
+			d, s := dst.([]T), src.([]T)
+			for i, x := range idx {
+				d[i] = s[x]
+			}
+		},
+		put: func(dst, src any, idx []int) {
+			d, s := dst.([]T), src.([]T)
+			for i, x := range idx {
+				d[x] = s[i]
 			}
 		},
 		trilu: func(dst any, mats, rows, cols int, k int64, upper bool) {

@@ -21,7 +21,7 @@ func init() {
 		{1, 9, sliceVariant{}},
 		{10, 10, sliceVariant{inputs: true}},
 		{11, 12, sliceVariant{inputs: true, neg: true}},
-		{13, 18, sliceVariant{inputs: true, neg: true}},
+		{13, MaxOpset, sliceVariant{inputs: true, neg: true}},
 	} {
 		v := r.v
 		minIn, maxIn := 1, 1
@@ -30,7 +30,7 @@ func init() {
 		}
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Slice", Since: r.since, Until: r.until,
-			MinInputs: minIn, MaxInputs: maxIn, TypeInput: 0, DTypes: AllTypes,
+			MinInputs: minIn, MaxInputs: maxIn, TypeInput: 0, DTypes: anyTypesAt(r.since),
 			Infer: func(n *ir.Node, opset int, in []Value) ([]Value, error) { return inferSlice(n, in, v) },
 			Run: func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 				return runSlice(ctx, n, in, v)

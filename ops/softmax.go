@@ -9,7 +9,8 @@ import (
 
 // Softmax and LogSoftmax. Before opset 13 the input is coerced to 2-D at
 // axis (default 1) and each row of the flattened trailing block is
-// normalized; from opset 13 only the axis (default -1) is. Both subtract the
+// normalized; from opset 13 only the axis (default -1) is. Version 11 only
+// allows a negative axis (which attnrun also takes at 1). Both subtract the
 // maximum first, so a row that is entirely -Inf gives NaN (-Inf - -Inf), as
 // in the ONNX reference, ONNX Runtime and PyTorch.
 
@@ -19,7 +20,7 @@ func init() {
 		log  bool
 		doc  string
 	}{{"Softmax", false, "exp(x - max) / sum along axis"}, {"LogSoftmax", true, "x - max - log(sum(exp(x - max))) along axis"}} {
-		for _, r := range [][2]int{{7, 12}, {13, 18}} {
+		for _, r := range versions(1, 11, 13) {
 			Register(&Schema{
 				Domain: DomainONNX, OpType: op.name, Since: r[0], Until: r[1],
 				MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: FloatTypes,

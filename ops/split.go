@@ -17,7 +17,7 @@ func init() {
 		{2, 10, splitVariant{}},
 		{11, 12, splitVariant{neg: true}},
 		{13, 17, splitVariant{neg: true, splitInput: true}},
-		{18, 18, splitVariant{neg: true, splitInput: true, numOutputs: true}},
+		{18, MaxOpset, splitVariant{neg: true, splitInput: true, numOutputs: true}},
 	} {
 		v := r.v
 		maxIn := 1
@@ -26,7 +26,7 @@ func init() {
 		}
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Split", Since: r.since, Until: r.until,
-			MinInputs: 1, MaxInputs: maxIn, TypeInput: 0, DTypes: AllTypes,
+			MinInputs: 1, MaxInputs: maxIn, TypeInput: 0, DTypes: anyTypesAt(r.since),
 			Infer: func(n *ir.Node, opset int, in []Value) ([]Value, error) { return inferSplit(n, in, v) },
 			Run: func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 				return runSplit(ctx, n, in, v)

@@ -7,15 +7,18 @@ import (
 )
 
 func init() {
-	for _, r := range [][2]int{{1, 10}, {11, 12}, {13, 18}} {
+	// 11 allows negative axes, 13 moves axes to an input (and adds
+	// bfloat16); 21, 23, 24 and 25 add narrow types (anyTypesAt).
+	for _, r := range versions(1, 11, 13, 21, 23, 24, 25) {
 		neg, attr := r[0] >= 11, r[0] < 13
+		types := anyTypesAt(r[0])
 		maxIn := 1
 		if !attr {
 			maxIn = 2
 		}
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Squeeze", Since: r[0], Until: r[1],
-			MinInputs: 1, MaxInputs: maxIn, TypeInput: 0, DTypes: AllTypes,
+			MinInputs: 1, MaxInputs: maxIn, TypeInput: 0, DTypes: types,
 			Infer: func(n *ir.Node, opset int, in []Value) ([]Value, error) { return inferSqueeze(n, in, neg, attr) },
 			Run: func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 				return runSqueeze(n, in, neg, attr)
@@ -28,7 +31,7 @@ func init() {
 		}
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Unsqueeze", Since: r[0], Until: r[1],
-			MinInputs: minIn, MaxInputs: maxIn, TypeInput: 0, DTypes: AllTypes,
+			MinInputs: minIn, MaxInputs: maxIn, TypeInput: 0, DTypes: types,
 			Infer: func(n *ir.Node, opset int, in []Value) ([]Value, error) { return inferUnsqueeze(n, in, neg, attr) },
 			Run: func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 				return runUnsqueeze(n, in, neg, attr)

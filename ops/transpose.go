@@ -8,10 +8,13 @@ import (
 )
 
 func init() {
-	for _, r := range [][2]int{{7, 12}, {13, 18}} {
+	// Transpose-1 is Transpose-13 without bfloat16; 21 (which also says
+	// that perm must have the input's rank, as attnrun always required), 23,
+	// 24 and 25 add narrow types (anyTypesAt).
+	for _, r := range versions(1, 13, 21, 23, 24, 25) {
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Transpose", Since: r[0], Until: r[1],
-			MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: AllTypes,
+			MinInputs: 1, MaxInputs: 1, TypeInput: 0, DTypes: anyTypesAt(r[0]),
 			Infer: inferTranspose, Run: runTranspose, RunInto: runTransposeInto,
 			Doc: "permutes axes (default: reverses them)",
 		})

@@ -4,7 +4,7 @@ import "github.com/attnrun/attnrun/ir"
 
 func init() {
 	Register(&Schema{
-		Domain: DomainONNX, OpType: "Trilu", Since: 14, Until: 18,
+		Domain: DomainONNX, OpType: "Trilu", Since: 14, Until: MaxOpset,
 		MinInputs: 1, MaxInputs: 2, TypeInput: 0, DTypes: AllTypes,
 		Infer: inferTrilu, Run: runTrilu,
 		Doc: "keeps the upper or lower triangle of the last two axes (diagonal offset k)",

@@ -12,9 +12,11 @@ import (
 // Sigmoid, Tanh, Ceil, Floor, Sin, Cos, Round, Sign, Softplus, and the
 // activations with float attributes Elu, LeakyRelu and HardSigmoid. Float
 // functions are evaluated in float64 and rounded to the tensor's type
-// (float16 goes through float32). Elu, LeakyRelu and HardSigmoid start at
-// opset 6, like Relu: their opset-1 forms carry the legacy consumed_inputs
-// attribute.
+// (float16 goes through float32). The opset-1 forms take float types and
+// carry the legacy consumed_inputs attribute (an optimization hint, ignored);
+// 6 widens Abs, Neg and Relu to integers (14 for Relu); 13, 16 (LeakyRelu)
+// and 22 (Sin, Cos, Elu, HardSigmoid, Softplus, Round) only add bfloat16,
+// which these kernels do not take.
 
 // unaryOp describes one unary op.
 type unaryOp struct {
@@ -39,27 +41,52 @@ type opRange struct {
 	types        []ir.DType
 }
 
+// typedVersions returns the ranges of versions(since...), each with the
+// types typesAt gives for its first opset.
+func typedVersions(typesAt func(since int) []ir.DType, since ...int) []opRange {
+	var out []opRange
+	for _, r := range versions(since...) {
+		out = append(out, opRange{r[0], r[1], typesAt(r[0])})
+	}
+	return out
+}
+
+// always is a typesAt giving ts for every version.
+func always(ts []ir.DType) func(int) []ir.DType { return func(int) []ir.DType { return ts } }
+
+// typesFrom is a typesAt giving before for versions before opset v and
+// after from v on.
+func typesFrom(v int, before, after []ir.DType) func(int) []ir.DType {
+	return func(since int) []ir.DType {
+		if since < v {
+			return before
+		}
+		return after
+	}
+}
+
 var unaryOps = []unaryOp{
-	{name: "Sqrt", doc: "elementwise square root", ranges: []opRange{{6, 18, FloatTypes}}, float: math.Sqrt},
-	{name: "Neg", doc: "elementwise negation", ranges: []opRange{{6, 18, floatSigned}}, direct: negTensor},
-	{name: "Erf", doc: "elementwise error function", ranges: []opRange{{9, 18, NumericTypes}}, float: math.Erf},
-	{name: "Abs", doc: "elementwise absolute value", ranges: []opRange{{6, 18, NumericTypes}}, direct: absTensor},
-	{name: "Exp", doc: "elementwise e^x", ranges: []opRange{{6, 18, FloatTypes}}, float: math.Exp},
-	{name: "Log", doc: "elementwise natural logarithm", ranges: []opRange{{6, 18, FloatTypes}}, float: math.Log},
-	{name: "Reciprocal", doc: "elementwise 1/x", ranges: []opRange{{6, 18, FloatTypes}}, float: func(x float64) float64 { return 1 / x }},
-	{name: "Relu", doc: "elementwise max(x, 0)", ranges: []opRange{{6, 13, FloatTypes}, {14, 18, floatSigned}}, direct: reluTensor},
-	{name: "Sigmoid", doc: "elementwise logistic function 1/(1+e^-x)", ranges: []opRange{{6, 18, FloatTypes}}, float: sigmoid},
-	{name: "Tanh", doc: "elementwise hyperbolic tangent", ranges: []opRange{{6, 18, FloatTypes}}, float: math.Tanh},
-	{name: "Ceil", doc: "elementwise ceiling (round toward +inf)", ranges: []opRange{{6, 18, FloatTypes}}, float: math.Ceil},
-	{name: "Floor", doc: "elementwise floor (round toward -inf)", ranges: []opRange{{6, 18, FloatTypes}}, float: math.Floor},
-	{name: "Sin", doc: "elementwise sine", ranges: []opRange{{7, 18, FloatTypes}}, float: math.Sin},
-	{name: "Cos", doc: "elementwise cosine", ranges: []opRange{{7, 18, FloatTypes}}, float: math.Cos},
-	{name: "Round", doc: "elementwise round to nearest, halves to even", ranges: []opRange{{11, 18, FloatTypes}}, float: math.RoundToEven},
-	{name: "Sign", doc: "elementwise sign: -1, 0 or 1 (NaN stays NaN)", ranges: []opRange{{9, 18, NumericTypes}}, direct: signTensor},
-	{name: "Softplus", doc: "elementwise log(exp(x) + 1)", ranges: []opRange{{1, 18, FloatTypes}}, float: softplus},
-	{name: "Elu", doc: "elementwise x for x ≥ 0, alpha*(exp(x)-1) below (alpha default 1)", ranges: []opRange{{6, 18, FloatTypes}}, param: eluParam},
-	{name: "LeakyRelu", doc: "elementwise x for x ≥ 0, alpha*x below (alpha default 0.01)", ranges: []opRange{{6, 18, FloatTypes}}, param: leakyReluParam},
-	{name: "HardSigmoid", doc: "elementwise max(0, min(1, alpha*x + beta)) (alpha 0.2, beta 0.5 by default)", ranges: []opRange{{6, 18, FloatTypes}}, param: hardSigmoidParam},
+	{name: "Sqrt", doc: "elementwise square root", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: math.Sqrt},
+	{name: "Neg", doc: "elementwise negation", ranges: typedVersions(typesFrom(6, FloatTypes, floatSigned), 1, 6, 13), direct: negTensor},
+	{name: "Erf", doc: "elementwise error function", ranges: typedVersions(always(NumericTypes), 9, 13), float: math.Erf},
+	{name: "Abs", doc: "elementwise absolute value", ranges: typedVersions(typesFrom(6, FloatTypes, NumericTypes), 1, 6, 13), direct: absTensor},
+	{name: "Exp", doc: "elementwise e^x", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: math.Exp},
+	{name: "Log", doc: "elementwise natural logarithm", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: math.Log},
+	{name: "Reciprocal", doc: "elementwise 1/x", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: func(x float64) float64 { return 1 / x }},
+	{name: "Relu", doc: "elementwise max(x, 0)", ranges: typedVersions(typesFrom(14, FloatTypes, floatSigned), 1, 6, 13, 14), direct: reluTensor},
+	{name: "Sigmoid", doc: "elementwise logistic function 1/(1+e^-x)", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: sigmoid},
+	{name: "Tanh", doc: "elementwise hyperbolic tangent", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: math.Tanh},
+	{name: "Ceil", doc: "elementwise ceiling (round toward +inf)", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: math.Ceil},
+	{name: "Floor", doc: "elementwise floor (round toward -inf)", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: math.Floor},
+	{name: "Sin", doc: "elementwise sine", ranges: typedVersions(always(FloatTypes), 7, 22), float: math.Sin},
+	{name: "Cos", doc: "elementwise cosine", ranges: typedVersions(always(FloatTypes), 7, 22), float: math.Cos},
+	{name: "Round", doc: "elementwise round to nearest, halves to even", ranges: typedVersions(always(FloatTypes), 11, 22), float: math.RoundToEven},
+	{name: "Sign", doc: "elementwise sign: -1, 0 or 1 (NaN stays NaN)", ranges: typedVersions(always(NumericTypes), 9, 13), direct: signTensor},
+	{name: "Softplus", doc: "elementwise log(exp(x) + 1)", ranges: typedVersions(always(FloatTypes), 1, 22), float: softplus},
+	{name: "Elu", doc: "elementwise x for x ≥ 0, alpha*(exp(x)-1) below (alpha default 1)", ranges: typedVersions(always(FloatTypes), 1, 6, 22), param: eluParam},
+	{name: "LeakyRelu", doc: "elementwise x for x ≥ 0, alpha*x below (alpha default 0.01)", ranges: typedVersions(always(FloatTypes), 1, 6, 16), param: leakyReluParam},
+	{name: "HardSigmoid", doc: "elementwise max(0, min(1, alpha*x + beta)) (alpha 0.2, beta 0.5 by default)", ranges: typedVersions(always(FloatTypes), 1, 6, 22), param: hardSigmoidParam},
+	{name: "Gelu", doc: "elementwise x·Φ(x) = x/2·(1+erf(x/√2)), or with approximate=\"tanh\" x/2·(1+tanh(√(2/π)(x+0.044715x³)))", ranges: typedVersions(always(FloatTypes), 20), param: geluParam},
 }
 
 func init() {
@@ -119,6 +146,23 @@ func eluParam(n *ir.Node) (func(float64) float64, error) {
 		}
 		return x
 	}, nil
+}
+
+// geluParam builds Gelu's function from approximate ("none", the default,
+// or "tanh").
+func geluParam(n *ir.Node) (func(float64) float64, error) {
+	mode, err := n.AttrString("approximate", "none")
+	if err != nil {
+		return nil, n.Errorf("%w", err)
+	}
+	switch mode {
+	case "none":
+		return func(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) }, nil
+	case "tanh":
+		c := math.Sqrt(2 / math.Pi)
+		return func(x float64) float64 { return 0.5 * x * (1 + math.Tanh(c*(x+0.044715*x*x*x))) }, nil
+	}
+	return nil, n.Errorf("approximate = %q is not none or tanh", mode)
 }
 
 // leakyReluParam builds LeakyRelu's function from alpha (default 0.01).

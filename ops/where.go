@@ -8,16 +8,18 @@ import (
 
 // Where(condition, X, Y) picks X where condition is true and Y elsewhere,
 // broadcasting all three. Where-16 only adds bfloat16, which attnrun does
-// not hold, so one schema covers opsets 9 to 18.
+// not take here.
 
 func init() {
-	Register(&Schema{
-		OpType: "Where", Since: 9, Until: 18, MinInputs: 3, MaxInputs: 3,
-		TypeInput: 1, DTypes: AllTypes,
-		Infer: inferWhere,
-		Run:   runWhere,
-		Doc:   "elementwise select: condition ? X : Y, with three-way broadcasting",
-	})
+	for _, r := range versions(9, 16) {
+		Register(&Schema{
+			OpType: "Where", Since: r[0], Until: r[1], MinInputs: 3, MaxInputs: 3,
+			TypeInput: 1, DTypes: AllTypes,
+			Infer: inferWhere,
+			Run:   runWhere,
+			Doc:   "elementwise select: condition ? X : Y, with three-way broadcasting",
+		})
+	}
 }
 
 func inferWhere(n *ir.Node, opset int, in []Value) ([]Value, error) {

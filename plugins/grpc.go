@@ -123,6 +123,9 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 		// region while this one reads or writes it.
 		s.shm.mu.Lock()
 		defer s.shm.mu.Unlock()
+		if s.shm.fence > 0 && sr.Seq <= s.shm.fence {
+			return nil, status.Errorf(codes.Aborted, "run %d was abandoned by the host", sr.Seq)
+		}
 		if err := s.shm.ensure(sr.Size); err != nil {
 			return nil, status.Error(codes.FailedPrecondition, err.Error())
 		}
@@ -157,6 +160,11 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 	}
 	out, err := s.impl.Run(ctx, PartitionID(req.PartitionId), in)
 	if err != nil {
+		if ctx.Err() != nil {
+			// The host's deadline (or cancellation), not a failure of the
+			// partition: say so, so that the host reports it as such.
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
 		return nil, status.Error(codes.Unknown, err.Error())
 	}
 	r := &backendpb.RunResponse{Outputs: make([]*backendpb.NamedTensor, 0, len(out))}
@@ -205,6 +213,19 @@ func (s *grpcServer) Release(ctx context.Context, req *backendpb.ReleaseRequest)
 	return &backendpb.ReleaseResponse{}, nil
 }
 
+// Ping answers at once; with a fence, once no Run holds the region, and
+// after fencing off every Run numbered up to it (see shm.go).
+func (s *grpcServer) Ping(ctx context.Context, req *backendpb.PingRequest) (*backendpb.PingResponse, error) {
+	if req.Fence > 0 && s.shm != nil {
+		if err := s.shm.lockBefore(ctx); err != nil {
+			return nil, status.FromContextError(err).Err()
+		}
+		s.shm.fence = max(s.shm.fence, req.Fence)
+		s.shm.mu.Unlock()
+	}
+	return &backendpb.PingResponse{Pid: int64(os.Getpid())}, nil
+}
+
 func (s *grpcServer) Stats(ctx context.Context, _ *backendpb.StatsRequest) (*backendpb.StatsResponse, error) {
 	st, err := s.impl.Stats(ctx)
 	if err != nil {
@@ -228,6 +249,9 @@ type client struct {
 	// shm is the tensor region shared with the backend (nil: tensors travel
 	// inline). Launch sets it.
 	shm *hostShm
+	// drainFailed is told when a backend did not confirm that it let go of
+	// the region (timedOut: it did not answer in time); Launch sets it.
+	drainFailed func(timedOut bool)
 
 	mu    sync.Mutex
 	parts map[PartitionID]*partMeta
@@ -366,14 +390,23 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 	}
 	req := &backendpb.RunRequest{PartitionId: uint64(id), Inputs: make([]*backendpb.NamedTensor, 0, len(inputs))}
 	var region []byte
+	var seq uint64
+	held := false // this Run holds the region, and must release it
+	defer func() {
+		if held {
+			c.shm.release()
+		}
+	}()
 	if h := c.shm; h != nil {
 		// One Run at a time owns the region, from writing the inputs to
-		// copying the outputs out.
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if h.mem == nil {
-			return nil, errors.New("run: the backend's tensor region is closed")
+		// copying the outputs out (or, when abandoned, until the backend
+		// confirms it let go of it: see shm.go).
+		if err := h.acquire(ctx); err != nil {
+			return nil, err
 		}
+		held = true
+		h.seq++
+		seq = h.seq
 		want, ok := h.outBytes[id]
 		if !ok {
 			want = inBytes // first Run: guess outputs as large as inputs
@@ -400,11 +433,19 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 	}
 	if region != nil {
 		size := uint64(len(region))
-		req.Shm = &backendpb.SharedRun{Size: size, OutOffset: uint64(off), OutLength: size - uint64(off)}
+		req.Shm = &backendpb.SharedRun{Size: size, OutOffset: uint64(off), OutLength: size - uint64(off), Seq: seq}
 	}
 	r, err := c.rpc.Run(ctx, req)
 	if err != nil {
-		return nil, rpcError("run", err)
+		err = rpcError("run", err)
+		var remote *RemoteError
+		if held && !errors.As(err, &remote) {
+			// The backend may still use the region for this Run: the
+			// drain releases it once it has let go (see shm.go).
+			held = false
+			go c.drain(seq)
+		}
+		return nil, err
 	}
 	if region != nil {
 		c.shm.outBytes[id] = int64(min(r.OutputBytes, uint64(c.shm.max)))
@@ -449,12 +490,36 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 }
 
 // denseToIR converts a Dense, reading a uint16 Dense as float16 or bfloat16
-// when the partition declares the input so.
+// (and a byte Dense as a narrow type) when the partition declares the input so.
 func denseToIR(d *tensor.Dense, declared ir.DType) (*ir.Tensor, error) {
-	if (declared == ir.Float16 || declared == ir.BFloat16) && d != nil && d.Dtype() == tensor.Uint16 {
-		return ir.FromDenseAs(d, declared)
+	return ir.FromDenseDeclared(d, declared)
+}
+
+// drain holds the region for the abandoned Run seq until the backend
+// answers a Ping fenced at seq, then releases it. When the backend does not
+// answer (within PingTimeout), the region stays unusable and drainFailed
+// decides the backend's fate.
+func (c *client) drain(seq uint64) {
+	h := c.shm
+	ctx, cancel := context.WithTimeout(context.Background(), PingTimeout)
+	err := c.ping(ctx, seq)
+	timedOut := ctx.Err() != nil
+	cancel()
+	if err != nil {
+		h.broken = true
 	}
-	return ir.FromDense(d)
+	h.release()
+	if err != nil && c.drainFailed != nil {
+		c.drainFailed(timedOut)
+	}
+}
+
+// ping sends Ping with fence (0: a plain liveness check).
+func (c *client) ping(ctx context.Context, fence uint64) error {
+	if _, err := c.rpc.Ping(ctx, &backendpb.PingRequest{Fence: fence}); err != nil {
+		return rpcError("ping", err)
+	}
+	return nil
 }
 
 func (c *client) Release(ctx context.Context, id PartitionID) error {

@@ -7,10 +7,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/attnrun/attnrun/ir"
@@ -18,6 +18,8 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/go-plugin/runner"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"gorgonia.org/tensor"
 )
 
@@ -29,8 +31,11 @@ const ExecutablePrefix = "attnrun-backend-"
 // directory.
 const PluginDirEnv = "ATTNRUN_PLUGIN_DIR"
 
-// DefaultStartTimeout bounds a backend's start and handshake.
-const DefaultStartTimeout = 20 * time.Second
+// PluginPathEnv names the environment variable that tells a plugin started
+// from a verified file (LaunchSpec.Exe) its path in the plugin directory: it
+// is executed as /proc/self/fd/N, so a wrapper script's $0 is that, not the
+// file's name.
+const PluginPathEnv = "ATTNRUN_PLUGIN_PATH"
 
 // LaunchSpec says how to start one backend process.
 type LaunchSpec struct {
@@ -38,8 +43,15 @@ type LaunchSpec struct {
 	Name string
 	// Cmd is the command to run. Launch adds to its environment (the
 	// handshake, the status page fd) and its ExtraFiles (the status page);
-	// its Stdin, Stdout and Stderr are taken over by go-plugin.
+	// its Stdin, Stdout and Stderr are taken over by go-plugin. Launch sets
+	// its SysProcAttr: the backend leads its own process group and gets
+	// SIGKILL when the host dies (see procrunner.go).
 	Cmd *exec.Cmd
+	// Exe, when set, is the verified executable (see OpenPlugin): Launch
+	// executes exactly that open file, through /proc/self/fd, so that the
+	// bytes checked are the bytes run, and closes it. Cmd.Path then only
+	// names it in messages.
+	Exe *os.File
 	// StartTimeout bounds start and handshake (0: DefaultStartTimeout).
 	StartTimeout time.Duration
 	// Logger receives go-plugin's and the backend's log lines (nil: Warn
@@ -57,7 +69,8 @@ type LaunchSpec struct {
 
 // Process is a running backend process. It implements Backend; when a call
 // fails because the process died, Run returns a *DiedError naming the node
-// that was running.
+// that was running; a call abandoned by its context returns an
+// *InterruptedError at once (see deadlines.go for the other deadlines).
 type Process struct {
 	name   string
 	pid    int
@@ -69,7 +82,13 @@ type Process struct {
 	parent *os.File // write end of the parent pipe
 	stderr *tailBuffer
 
-	killOnce sync.Once
+	busy       atomic.Int32          // Runs in flight; the watchdog pings only then
+	final      atomic.Pointer[Where] // the status page's last word, kept when Kill unmaps it
+	killed     chan struct{}         // closed when Kill starts
+	killOnce   sync.Once
+	parentOnce sync.Once
+	mu         sync.Mutex
+	killReason string // why the host killed the process ("" for a plain Kill)
 }
 
 var _ Backend = (*Process)(nil)
@@ -83,26 +102,41 @@ func NewLogger(w io.Writer) hclog.Logger {
 		Level:  hclog.Warn,
 		Output: w,
 		Exclude: func(_ hclog.Level, msg string, _ ...any) bool {
-			return msg == "plugin process exited" || msg == "plugin failed to exit gracefully"
+			switch msg {
+			case "plugin process exited", "plugin failed to exit gracefully",
+				// go-plugin's readers of pipes Kill had to close (see
+				// terminate): the backend is being killed anyway.
+				"error encountered while scanning stdout", "reading plugin stderr":
+				return true
+			}
+			return false
 		},
 	})
 }
 
 // Launch starts a backend process, completes the go-plugin handshake and
 // returns the connected Process. On failure the process is killed and the
-// error says why in one line (e.g. the executable is not a backend).
+// error says why in one line (e.g. the executable is not a backend). It
+// returns soon after ctx ends, with an error wrapping ctx's.
 func Launch(ctx context.Context, spec LaunchSpec) (*Process, error) {
+	if spec.Exe != nil {
+		defer spec.Exe.Close() // the child has its own descriptor
+	}
 	if spec.Cmd == nil {
 		return nil, errors.New("launch: no command")
 	}
+	display := spec.Cmd.Path // the executable in messages
 	if spec.Name == "" {
-		spec.Name = strings.TrimPrefix(baseName(spec.Cmd.Path), ExecutablePrefix)
+		spec.Name = strings.TrimPrefix(baseName(display), ExecutablePrefix)
 	}
 	if spec.StartTimeout <= 0 {
 		spec.StartTimeout = DefaultStartTimeout
 	}
 	if spec.Logger == nil {
 		spec.Logger = NewLogger(os.Stderr)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("launch backend %q (%s): %w", spec.Name, display, err)
 	}
 	pageFile, page, err := newHostStatusPage()
 	if err != nil {
@@ -145,20 +179,33 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Process, error) {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, shm.f)
 		shmEnv += strconv.Itoa(fd + 2)
 	}
+	var extraEnv []string
+	if spec.Exe != nil {
+		// Executed through the child's own descriptor of the verified file
+		// (not close-on-exec, so that a script's interpreter can open it).
+		exeFD := 3 + len(cmd.ExtraFiles)
+		cmd.ExtraFiles = append(cmd.ExtraFiles, spec.Exe)
+		if len(cmd.Args) == 0 {
+			cmd.Args = []string{display}
+		}
+		cmd.Path = "/proc/self/fd/" + strconv.Itoa(exeFD)
+		extraEnv = append(extraEnv, PluginPathEnv+"="+display)
+	}
 	// The host environment goes first so that the spec's and ours win.
-	cmd.Env = append(append(os.Environ(), cmd.Env...),
+	cmd.Env = append(append(append(os.Environ(), cmd.Env...), extraEnv...),
 		StatusFDEnv+"="+strconv.Itoa(fd), ParentFDEnv+"="+strconv.Itoa(fd+1), shmEnv)
 
 	tail := &tailBuffer{max: 8 << 10}
-	pr := &procRunner{cmd: cmd, done: make(chan struct{})}
+	pr := &procRunner{cmd: cmd, name: display, done: make(chan struct{}), drained: make(chan struct{})}
 	c := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  Handshake,
 		Plugins:          plugin.PluginSet{PluginName: &grpcPlugin{}},
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		// go-plugin passes a blank command carrying only its own variables
 		// (handshake cookie, protocol versions, socket dir): run ours with them.
-		RunnerFunc: func(_ hclog.Logger, spec *exec.Cmd, _ string) (runner.Runner, error) {
+		RunnerFunc: func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
 			cmd.Env = append(cmd.Env, spec.Env...)
+			pr.setSocketDir(socketDir)
 			return pr, pr.pipes()
 		},
 		SkipHostEnv:  true, // added above, before the spec's variables
@@ -167,48 +214,99 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Process, error) {
 		Stderr:       tail,
 		GRPCDialOptions: []grpc.DialOption{
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
+			// Our dialer removes the socket's directory once connected
+			// (procRunner.dial); so the connection must never be redialed
+			// just because it was idle.
+			grpc.WithContextDialer(pr.dial),
+			grpc.WithIdleTimeout(0),
 		},
 	})
 	fail := func(err error) (*Process, error) {
 		msg := oneLine(err)
 		if msg == noHandshake {
-			// stdout closed: the process is exiting; say how it ended.
-			t := time.NewTimer(time.Second)
-			select {
-			case <-pr.done:
-				if pr.waitErr != nil {
-					msg += " (" + pr.waitErr.Error() + ")"
-				}
-			case <-t.C:
+			// stdout closed: the process is exiting; say how it ended
+			// (once its stderr is read too).
+			if waitFor(pr.drained, time.Second) && pr.waitErr != nil {
+				msg += " (" + pr.waitErr.Error() + ")"
 			}
-			t.Stop()
 		}
 		if last := tail.lastLine(); last != "" {
 			msg += " (backend stderr: " + last + ")"
 		}
-		c.Kill()
+		terminate(c, pr)
 		page.close()
 		shm.close()
 		parentW.Close()
-		return nil, fmt.Errorf("launch backend %q (%s): %s", spec.Name, cmd.Path, msg)
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("launch backend %q (%s): %w", spec.Name, display, err)
+		}
+		return nil, fmt.Errorf("launch backend %q (%s): %s", spec.Name, display, msg)
 	}
-	if err := ctx.Err(); err != nil {
-		return fail(err)
+	type started struct {
+		cl  *client
+		err error
 	}
-	rpc, err := c.Client()
-	if err != nil {
-		return fail(err)
+	ch := make(chan started, 1)
+	go func() {
+		rpc, err := c.Client()
+		if err != nil {
+			ch <- started{err: err}
+			return
+		}
+		raw, err := rpc.Dispense(PluginName)
+		if err != nil {
+			ch <- started{err: err}
+			return
+		}
+		cl, ok := raw.(*client)
+		if !ok {
+			ch <- started{err: fmt.Errorf("dispensed %T, not a backend client", raw)}
+			return
+		}
+		ch <- started{cl: cl}
+	}()
+	var st started
+	select {
+	case st = <-ch:
+	case <-ctx.Done():
+		// End the handshake wait: the group's death closes the pipes
+		// go-plugin reads the handshake from (or, when a process outside
+		// the group holds them, closing them does).
+		pr.killGroup()
+		select {
+		case st = <-ch:
+		case <-time.After(killWait):
+			pr.closePipes()
+			<-ch
+		}
+		return fail(ctx.Err())
 	}
-	raw, err := rpc.Dispense(PluginName)
-	if err != nil {
-		return fail(err)
+	if st.err != nil {
+		return fail(st.err)
 	}
-	cl, ok := raw.(*client)
-	if !ok {
-		return fail(fmt.Errorf("dispensed %T, not a backend client", raw))
+	p := &Process{name: spec.Name, pid: pr.pid, client: c, rpc: st.cl, run: pr, page: page, shm: shm, parent: parentW, stderr: tail, killed: make(chan struct{})}
+	st.cl.shm = shm
+	st.cl.drainFailed = p.drainFailed
+	go p.watchdog()
+	return p, nil
+}
+
+// terminate kills a backend's process group and lets go-plugin clean up,
+// within about 2×killWait whatever the backend does: when go-plugin's
+// readers still wait for the pipes (held open by a process that left the
+// group), the pipes are closed under them.
+func terminate(c *plugin.Client, pr *procRunner) {
+	pr.killGroup()
+	waitFor(pr.done, killWait)
+	done := make(chan struct{})
+	go func() {
+		c.Kill()
+		close(done)
+	}()
+	if !waitFor(done, killWait) {
+		pr.closePipes()
 	}
-	cl.shm = shm
-	return &Process{name: spec.Name, pid: pr.pid, client: c, rpc: cl, run: pr, page: page, shm: shm, parent: parentW, stderr: tail}, nil
+	pr.removeSocketDir()
 }
 
 // noHandshake replaces go-plugin's message for a backend that closed its
@@ -253,14 +351,10 @@ func (p *Process) SharedBytes() int64 {
 }
 
 // Exited reports whether the process has ended.
-func (p *Process) Exited() bool {
-	select {
-	case <-p.run.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *Process) Exited() bool { return p.run.exited() }
+
+// Done is closed once the process has ended.
+func (p *Process) Done() <-chan struct{} { return p.run.done }
 
 // ExitErr returns how the process ended ("exit status 2", "signal: killed");
 // nil while it runs or when it exited with status 0.
@@ -271,35 +365,84 @@ func (p *Process) ExitErr() error {
 	return p.run.waitErr
 }
 
-// Kill ends the process (gracefully if it answers, forcibly otherwise) and
-// releases the host's resources for it. It is safe to call more than once.
-func (p *Process) Kill() {
+// KillReason says why the host killed the process (it stopped answering),
+// "" when it did not, or killed it on request (Kill, Shutdown).
+func (p *Process) KillReason() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.killReason
+}
+
+// Kill ends the process group at once (SIGKILL: a stopped backend too) and
+// releases the host's resources for it, returning within about two seconds
+// whatever the backend does. It is safe to call more than once.
+func (p *Process) Kill() { p.kill("") }
+
+// kill is Kill recording why (reason "" for a requested kill).
+func (p *Process) kill(reason string) {
 	p.killOnce.Do(func() {
-		p.client.Kill()
+		p.mu.Lock()
+		p.killReason = reason
+		p.mu.Unlock()
+		close(p.killed)
+		terminate(p.client, p.run)
+		w := p.where()
+		p.final.Store(&w)
 		p.page.close()
 		// After the process is gone: a Run in flight fails and releases
 		// the region, which close waits for.
 		p.shm.close()
-		p.parent.Close()
+		p.closeParent()
 	})
 }
 
-// Info asks the backend to describe itself.
+// Shutdown asks the backend to exit (it reads end of file on its parent
+// pipe), waits for that at most grace (ShutdownGrace when 0), then kills the
+// process group. Unlike go-plugin's graceful shutdown it never waits on the
+// backend beyond that.
+func (p *Process) Shutdown(grace time.Duration) {
+	if grace <= 0 {
+		grace = ShutdownGrace
+	}
+	p.closeParent()
+	waitFor(p.run.done, grace)
+	p.Kill()
+}
+
+func (p *Process) closeParent() {
+	p.parentOnce.Do(func() { p.parent.Close() })
+}
+
+// Info asks the backend to describe itself (deadline InfoTimeout).
 func (p *Process) Info(ctx context.Context) (*Info, error) {
-	info, err := p.rpc.Info(ctx)
-	return info, p.check(err)
+	var info *Info
+	err := p.control(ctx, "info", InfoTimeout, func(ctx context.Context) (err error) {
+		info, err = p.rpc.Info(ctx)
+		return err
+	})
+	return info, err
 }
 
-// Capability asks which nodes the backend takes.
+// Capability asks which nodes the backend takes (deadline
+// CapabilityTimeout).
 func (p *Process) Capability(ctx context.Context, nodes []NodeQuery) ([]Verdict, error) {
-	v, err := p.rpc.Capability(ctx, nodes)
-	return v, p.check(err)
+	var v []Verdict
+	err := p.control(ctx, "capability", CapabilityTimeout, func(ctx context.Context) (err error) {
+		v, err = p.rpc.Capability(ctx, nodes)
+		return err
+	})
+	return v, err
 }
 
-// Compile sends a partition to the backend.
+// Compile sends a partition to the backend (deadline CompileDeadline of its
+// weights' size).
 func (p *Process) Compile(ctx context.Context, m *ir.Model, opts CompileOptions) (PartitionID, error) {
-	id, err := p.rpc.Compile(ctx, m, opts)
-	return id, p.check(err)
+	var id PartitionID
+	err := p.control(ctx, "compile", CompileDeadline(weightBytes(m)), func(ctx context.Context) (err error) {
+		id, err = p.rpc.Compile(ctx, m, opts)
+		return err
+	})
+	return id, err
 }
 
 // Run runs a compiled partition. If the backend dies meanwhile, the error is
@@ -307,183 +450,115 @@ func (p *Process) Compile(ctx context.Context, m *ir.Model, opts CompileOptions)
 // shared region (see shm.go), which one Run uses at a time: concurrent Runs
 // on one Process are serialized. Outputs are fresh tensors the caller owns.
 func (p *Process) Run(ctx context.Context, id PartitionID, inputs map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
-	out, err := p.rpc.Run(ctx, id, inputs)
-	return out, p.check(err)
+	return p.RunInto(ctx, id, inputs, nil)
 }
 
 // RunInto is Run writing the outputs named in into into those caller-owned
 // tensors (see BindOutput for what they must be), which the result then
-// holds; the other outputs are fresh tensors.
+// holds; the other outputs are fresh tensors. When ctx ends first, it
+// returns an *InterruptedError at once.
 func (p *Process) RunInto(ctx context.Context, id PartitionID, inputs, into map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
+	p.busy.Add(1)
+	defer p.busy.Add(-1)
 	out, err := p.rpc.RunInto(ctx, id, inputs, into)
-	return out, p.check(err)
+	return out, p.check(ctx, err)
 }
 
-// Release frees a compiled partition in the backend.
+// Release frees a compiled partition in the backend (deadline
+// ReleaseTimeout).
 func (p *Process) Release(ctx context.Context, id PartitionID) error {
-	return p.check(p.rpc.Release(ctx, id))
+	return p.control(ctx, "release", ReleaseTimeout, func(ctx context.Context) error {
+		return p.rpc.Release(ctx, id)
+	})
 }
 
-// Stats asks for the backend's resource counters.
+// Stats asks for the backend's resource counters (deadline StatsTimeout).
 func (p *Process) Stats(ctx context.Context) (*Stats, error) {
-	st, err := p.rpc.Stats(ctx)
-	return st, p.check(err)
+	var st *Stats
+	err := p.control(ctx, "stats", StatsTimeout, func(ctx context.Context) (err error) {
+		st, err = p.rpc.Stats(ctx)
+		return err
+	})
+	return st, err
 }
 
-// diedWait bounds how long check waits for a process whose connection broke
-// to be reaped.
-const diedWait = 3 * time.Second
+// Ping checks that the backend answers (deadline PingTimeout).
+func (p *Process) Ping(ctx context.Context) error {
+	return p.control(ctx, "ping", PingTimeout, func(ctx context.Context) error {
+		return p.rpc.ping(ctx, 0)
+	})
+}
 
-// check turns an RPC failure caused by the process's death into a
-// *DiedError.
-func (p *Process) check(err error) error {
+// drainFailed handles a backend that did not confirm, after an abandoned
+// Run, that it let go of the tensor region: one that did not answer in time
+// is stuck and killed; one whose connection broke is dying, and is killed if
+// it does not end by itself.
+func (p *Process) drainFailed(timedOut bool) {
+	if timedOut && !p.Exited() {
+		p.kill(fmt.Sprintf("it did not let go of its tensor region within %v after an abandoned run", PingTimeout))
+		return
+	}
+	if !waitFor(p.run.done, diedWait) {
+		p.kill("its connection to the host broke")
+	}
+}
+
+// check turns a Run's failure into the error to return: an *InterruptedError
+// when ctx ended (at once, whatever the backend does), a *DiedError when the
+// process died or was killed, the error itself otherwise.
+func (p *Process) check(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
 	var remote *RemoteError
-	if errors.As(err, &remote) {
+	if errors.As(err, &remote) && ctx.Err() == nil {
 		return err
 	}
-	if !p.Exited() {
-		// The transport fails a little before the process is reaped.
-		t := time.NewTimer(diedWait)
-		defer t.Stop()
-		select {
-		case <-p.run.done:
-		case <-t.C:
-			return err
+	if st, ok := status.FromError(err); ok && (st.Code() == codes.DeadlineExceeded || st.Code() == codes.Canceled) && ctx.Err() == nil {
+		// The backend's end of the deadline (gRPC sends it along) can
+		// fire a moment before ours: wait for ours, briefly.
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < time.Second {
+			t := time.NewTimer(time.Until(dl) + 10*time.Millisecond)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
 		}
+	}
+	if ctx.Err() != nil {
+		e := &InterruptedError{Backend: p.name, Pid: p.pid, Op: "run", Err: ctx.Err(), Queued: errors.Is(err, errQueued)}
+		if !e.Queued {
+			e.Where = p.where()
+		}
+		return e
+	}
+	// The transport fails a little before the process is reaped.
+	if !waitFor(p.run.done, diedWait) {
+		return err
 	}
 	return p.died()
 }
 
 // died builds the error describing the process's death from the status page.
 func (p *Process) died() *DiedError {
-	e := &DiedError{Backend: p.name, Pid: p.pid, ExitErr: p.run.waitErr, Stderr: p.stderr.panicLine()}
-	part, node, running, _ := p.page.read()
-	e.Partition, e.Running, e.NodeIndex = part, running, node
-	if running {
-		if m := p.rpc.meta(part); m != nil && node < len(m.nodes) {
-			e.Node = m.nodes[node]
+	waitFor(p.run.drained, stderrWait) // its last words, if any
+	return &DiedError{Backend: p.name, Pid: p.pid, Where: p.where(), ExitErr: p.run.waitErr, Stderr: p.stderr.panicLine(), Killed: p.KillReason()}
+}
+
+// where reads what the backend is running from its status page.
+func (p *Process) where() Where {
+	if w := p.final.Load(); w != nil {
+		return *w
+	}
+	var w Where
+	w.Partition, w.NodeIndex, w.Running, _ = p.page.read()
+	if w.Running {
+		if m := p.rpc.meta(w.Partition); m != nil && w.NodeIndex < len(m.nodes) {
+			w.Node = m.nodes[w.NodeIndex]
 		}
 	}
-	return e
-}
-
-// DiedError reports a backend process that died during a call.
-type DiedError struct {
-	Backend string
-	Pid     int
-	// Running is true when a node was running; Partition and NodeIndex (an
-	// index into the partition's execution order) say which, Node names it.
-	Running   bool
-	Partition PartitionID
-	NodeIndex int
-	Node      NodeRef
-	// PartitionLabel, when set, replaces the backend's partition id in the
-	// message (the host's own partition numbering).
-	PartitionLabel string
-	// ExitErr is how the process ended (*exec.ExitError), nil for status 0.
-	ExitErr error
-	// Stderr is the backend's panic or fatal error line, if it printed one.
-	Stderr string
-}
-
-// Error reads `backend "cpu" (pid 1234) died while running node "/Softmax"
-// (Softmax) of partition 0: exit status 2`.
-func (e *DiedError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "backend %q (pid %d) died", e.Backend, e.Pid)
-	part := e.PartitionLabel
-	if part == "" {
-		part = strconv.FormatUint(uint64(e.Partition), 10)
-	}
-	if e.Running {
-		if e.Node.OpType != "" {
-			fmt.Fprintf(&b, " while running node %q (%s) of partition %s", e.Node.Label(), e.Node.QualifiedOp(), part)
-		} else {
-			fmt.Fprintf(&b, " while running node #%d of partition %s", e.NodeIndex, part)
-		}
-	} else {
-		b.WriteString(" while no node was running")
-	}
-	if e.ExitErr != nil {
-		fmt.Fprintf(&b, ": %v", e.ExitErr)
-	} else {
-		b.WriteString(": exit status 0")
-	}
-	if e.Stderr != "" {
-		fmt.Fprintf(&b, " (backend stderr: %s)", e.Stderr)
-	}
-	return b.String()
-}
-
-// procRunner runs the backend command for go-plugin and records how it ended.
-type procRunner struct {
-	cmd            *exec.Cmd
-	stdout, stderr io.ReadCloser
-	pid            int
-	done           chan struct{}
-	waitErr        error
-}
-
-var _ runner.Runner = (*procRunner)(nil)
-
-func (r *procRunner) pipes() error {
-	var err error
-	if r.stdout, err = r.cmd.StdoutPipe(); err != nil {
-		return err
-	}
-	r.stderr, err = r.cmd.StderrPipe()
-	return err
-}
-
-func (r *procRunner) Start(context.Context) error {
-	if err := r.cmd.Start(); err != nil {
-		close(r.done)
-		r.waitErr = err
-		return err
-	}
-	r.pid = r.cmd.Process.Pid
-	return nil
-}
-
-func (r *procRunner) Wait(context.Context) error {
-	err := r.cmd.Wait()
-	select {
-	case <-r.done:
-	default:
-		r.waitErr = err
-		close(r.done)
-	}
-	return err
-}
-
-func (r *procRunner) Kill(context.Context) error {
-	if r.cmd.Process == nil {
-		return nil
-	}
-	if err := r.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	return nil
-}
-
-func (r *procRunner) Stdout() io.ReadCloser { return r.stdout }
-func (r *procRunner) Stderr() io.ReadCloser { return r.stderr }
-func (r *procRunner) Name() string          { return r.cmd.Path }
-func (r *procRunner) ID() string            { return strconv.Itoa(r.pid) }
-
-func (r *procRunner) Diagnose(context.Context) string {
-	return "the executable is not an attnrun backend, or it failed before the go-plugin handshake"
-}
-
-func (r *procRunner) PluginToHost(network, addr string) (string, string, error) {
-	return network, addr, nil
-}
-
-func (r *procRunner) HostToPlugin(network, addr string) (string, string, error) {
-	return network, addr, nil
+	return w
 }
 
 // tailBuffer keeps the last bytes a backend wrote to stderr.
@@ -532,46 +607,4 @@ func (t *tailBuffer) panicLine() string {
 		}
 	}
 	return ""
-}
-
-// Candidate is a file in a plugin directory named like a backend.
-type Candidate struct {
-	// Name is the backend name: the file name without ExecutablePrefix.
-	Name string
-	Path string
-	// Reason is set when the file cannot be a backend (not a regular file,
-	// not executable); such candidates are listed so that they can be
-	// reported as unavailable.
-	Reason string
-}
-
-// Discover lists the attnrun-backend-* files in dir, sorted by name. An empty
-// dir gives no candidates.
-func Discover(dir string) ([]Candidate, error) {
-	if dir == "" {
-		return nil, nil
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("plugin dir: %w", err)
-	}
-	var out []Candidate
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ExecutablePrefix) || len(e.Name()) == len(ExecutablePrefix) {
-			continue
-		}
-		c := Candidate{Name: strings.TrimPrefix(e.Name(), ExecutablePrefix), Path: dir + string(os.PathSeparator) + e.Name()}
-		fi, err := os.Stat(c.Path) // follows symlinks
-		switch {
-		case err != nil:
-			c.Reason = err.Error()
-		case !fi.Mode().IsRegular():
-			c.Reason = "not a regular file"
-		case fi.Mode().Perm()&0o111 == 0:
-			c.Reason = fmt.Sprintf("not executable (mode %v)", fi.Mode().Perm())
-		}
-		out = append(out, c)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
 }

@@ -18,6 +18,14 @@
 // memfd, named by ATTNRUN_SHM_FD). Run writes the inputs there and the
 // backend its outputs, so gRPC carries only descriptors; tensors that do not
 // fit travel as bytes in the messages. See shm.go.
+//
+// Lifecycle: a backend leads its own process group, dies with its host
+// (parent-death signal) and is killed as a group (procrunner.go). Every
+// control call has a default deadline, a Run in flight is watched by
+// health checks, a Run whose context ends returns at once, and a backend
+// that stops answering is killed (deadlines.go). Plugin executables are
+// verified, and optionally pinned by SHA-256, before they are listed or run
+// (verify.go).
 package plugins
 
 import (

@@ -188,7 +188,7 @@ func TestDiscover(t *testing.T) {
 	if err := os.Symlink(filepath.Join(dir, "missing"), filepath.Join(dir, "attnrun-backend-dangling")); err != nil {
 		t.Fatal(err)
 	}
-	got, err := Discover(dir)
+	got, err := Discover(dir, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestDiscover(t *testing.T) {
 	}
 	want := []string{
 		"alpha: not executable (mode -rw-------)",
-		"dangling: stat DIR/attnrun-backend-dangling: no such file or directory",
+		"dangling: broken symlink: lstat DIR/missing: no such file or directory",
 		"dir: not a regular file",
 		"zeta: ",
 	}
@@ -208,10 +208,10 @@ func TestDiscover(t *testing.T) {
 	if got[3].Path != filepath.Join(dir, "attnrun-backend-zeta") {
 		t.Errorf("path %q", got[3].Path)
 	}
-	if c, err := Discover(""); c != nil || err != nil {
+	if c, err := Discover("", ""); c != nil || err != nil {
 		t.Errorf("Discover(\"\") = %v, %v", c, err)
 	}
-	if _, err := Discover(filepath.Join(dir, "nope")); err == nil || !strings.HasPrefix(err.Error(), "plugin dir: open ") {
+	if _, err := Discover(filepath.Join(dir, "nope"), ""); err == nil || !strings.HasPrefix(err.Error(), "plugin dir: open ") {
 		t.Errorf("missing dir error %v", err)
 	}
 }
@@ -226,18 +226,45 @@ func TestDiedErrorMessage(t *testing.T) {
 		e    DiedError
 		want string
 	}{
-		{DiedError{Backend: "cpu", Pid: 1234, Running: true, Partition: 0, NodeIndex: 4, Node: NodeRef{Name: "/Softmax", OpType: "Softmax"}, ExitErr: ee},
+		{DiedError{Backend: "cpu", Pid: 1234, Where: Where{Running: true, Partition: 0, NodeIndex: 4, Node: NodeRef{Name: "/Softmax", OpType: "Softmax"}}, ExitErr: ee},
 			`backend "cpu" (pid 1234) died while running node "/Softmax" (Softmax) of partition 0: exit status 2`},
-		{DiedError{Backend: "gpu", Pid: 7, Running: true, Partition: 3, PartitionLabel: "1", Node: NodeRef{OpType: "FusedAttention", Domain: "com.attnrun"}, ExitErr: ee, Stderr: "panic: boom"},
+		{DiedError{Backend: "gpu", Pid: 7, Where: Where{Running: true, Partition: 3, PartitionLabel: "1", Node: NodeRef{OpType: "FusedAttention", Domain: "com.attnrun"}}, ExitErr: ee, Stderr: "panic: boom"},
 			`backend "gpu" (pid 7) died while running node "FusedAttention" (com.attnrun:FusedAttention) of partition 1: exit status 2 (backend stderr: panic: boom)`},
-		{DiedError{Backend: "cpu", Pid: 9, Running: true, Partition: 2, NodeIndex: 5, ExitErr: ee},
+		{DiedError{Backend: "cpu", Pid: 9, Where: Where{Running: true, Partition: 2, NodeIndex: 5}, ExitErr: ee},
 			`backend "cpu" (pid 9) died while running node #5 of partition 2: exit status 2`},
+		{DiedError{Backend: "cpu", Pid: 9, Where: Where{Running: true, Partition: 2, NodeIndex: 5, Node: NodeRef{Name: "/MatMul", OpType: "MatMul"}}, ExitErr: ee, Killed: "it did not answer a health check within 3s"},
+			`backend "cpu" (pid 9) was killed while running node "/MatMul" (MatMul) of partition 2: it did not answer a health check within 3s`},
 		{DiedError{Backend: "cpu", Pid: 9},
 			`backend "cpu" (pid 9) died while no node was running: exit status 0`},
 	}
 	for _, c := range cases {
 		if got := c.e.Error(); got != c.want {
 			t.Errorf("got  %s\nwant %s", got, c.want)
+		}
+	}
+}
+
+func TestInterruptedAndStuckErrors(t *testing.T) {
+	cases := []struct {
+		err  error
+		want string
+		is   error
+	}{
+		{&InterruptedError{Backend: "cpu", Pid: 5, Op: "run", Where: Where{Running: true, Partition: 1, PartitionLabel: "0", Node: NodeRef{Name: "/MatMul", OpType: "MatMul"}}, Err: context.DeadlineExceeded},
+			`backend "cpu" (pid 5): run interrupted while running node "/MatMul" (MatMul) of partition 0: context deadline exceeded`, context.DeadlineExceeded},
+		{&InterruptedError{Backend: "cpu", Pid: 5, Op: "run", Queued: true, Err: context.Canceled},
+			`backend "cpu" (pid 5): run interrupted while waiting for an earlier run on this backend: context canceled`, context.Canceled},
+		{&InterruptedError{Backend: "gpu", Pid: 6, Op: "compile", Err: context.Canceled},
+			`backend "gpu" (pid 6): compile interrupted: context canceled`, context.Canceled},
+		{&StuckError{Backend: "gpu", Pid: 6, Op: "info", Limit: InfoTimeout},
+			`backend "gpu" (pid 6) did not answer info within 5s and was killed`, context.DeadlineExceeded},
+	}
+	for _, c := range cases {
+		if got := c.err.Error(); got != c.want {
+			t.Errorf("got  %s\nwant %s", got, c.want)
+		}
+		if !errors.Is(c.err, c.is) {
+			t.Errorf("%s: errors.Is(%v) is false", c.want, c.is)
 		}
 	}
 }

@@ -1,10 +1,13 @@
 package plugins
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/attnrun/attnrun/ir"
@@ -79,6 +82,50 @@ type hostShm struct {
 	max int64
 	// outBytes remembers the output bytes each partition's last Run needed.
 	outBytes map[PartitionID]int64
+	// turn queues Runs for mu so that a waiting Run can give up when its
+	// context ends (acquire).
+	turn chan struct{}
+	// seq numbers Runs (SharedRun.seq); broken is set when a Run was
+	// abandoned and the backend never confirmed it let go of the region.
+	seq    uint64
+	broken bool
+}
+
+// Abandoned Runs. A Run whose context ends returns at once, but the backend
+// may still be reading its inputs from the region or writing its outputs
+// there, or may not even have started it. So the abandoning Run hands its
+// hold on the region to a goroutine that sends Ping with fence = the Run's
+// seq: the backend answers once no Run holds its side of the region, and
+// refuses any Run numbered up to the fence that arrives later. Only then is
+// the region released for the next Run. A backend that does not answer
+// within PingTimeout is killed, and the region is never used again.
+
+// errQueued marks a Run that gave up while waiting for the region.
+var errQueued = errors.New("waiting for an earlier run on this backend")
+
+// acquire takes the region for one Run, waiting at most until ctx ends.
+func (h *hostShm) acquire(ctx context.Context) error {
+	select {
+	case h.turn <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("run: %w: %w", errQueued, ctx.Err())
+	}
+	h.mu.Lock()
+	switch {
+	case h.mem == nil:
+		h.release()
+		return errors.New("run: the backend's tensor region is closed")
+	case h.broken:
+		h.release()
+		return errors.New("run: the backend did not let go of its tensor region after an abandoned run")
+	}
+	return nil
+}
+
+// release gives the region to the next Run.
+func (h *hostShm) release() {
+	h.mu.Unlock()
+	<-h.turn
 }
 
 // newHostShm creates a region of size bytes (a memfd mapped shared) that may
@@ -92,7 +139,7 @@ func newHostShm(size, max int64) (*hostShm, error) {
 		return nil, fmt.Errorf("tensor region: memfd_create: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), "attnrun-tensors")
-	h := &hostShm{f: f, max: max, outBytes: map[PartitionID]int64{}}
+	h := &hostShm{f: f, max: max, outBytes: map[PartitionID]int64{}, turn: make(chan struct{}, 1)}
 	if err := h.resize(size); err != nil {
 		f.Close()
 		return nil, err
@@ -239,6 +286,21 @@ type backendShm struct {
 	mu  sync.Mutex // held while a Run uses mem
 	fd  int
 	mem []byte
+	// fence is the highest Run seq the host abandoned (Ping); such Runs
+	// must not touch the region.
+	fence uint64
+}
+
+// lockBefore takes mu, giving up when ctx ends.
+func (b *backendShm) lockBefore(ctx context.Context) error {
+	for !b.mu.TryLock() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // backendShmFromEnv opens the region the host passed (SharedFDEnv); nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -34,6 +35,7 @@ const (
 
 // statusPage is a mapped status page.
 type statusPage struct {
+	mu  sync.RWMutex // the host's reads against its close
 	mem []byte
 }
 
@@ -71,7 +73,12 @@ func newHostStatusPage() (*os.File, *statusPage, error) {
 
 // close unmaps the page.
 func (p *statusPage) close() {
-	if p != nil && p.mem != nil {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mem != nil {
 		_ = unix.Munmap(p.mem)
 		p.mem = nil
 	}
@@ -80,7 +87,12 @@ func (p *statusPage) close() {
 // read returns the last state the backend recorded: running is false when
 // it was between nodes (or never started one).
 func (p *statusPage) read() (partition PartitionID, node int, running bool, seq uint64) {
-	if p == nil || p.mem == nil || string(p.mem[:8]) != statusMagic {
+	if p == nil {
+		return 0, 0, false, 0
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.mem == nil || string(p.mem[:8]) != statusMagic {
 		return 0, 0, false, 0
 	}
 	seq = atomic.LoadUint64(p.word(offSeq))

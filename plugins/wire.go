@@ -158,12 +158,12 @@ func sliceOf(dt ir.DType, raw []byte, n int) (any, error) {
 		return cp, nil
 	}
 	p := unsafe.Pointer(unsafe.SliceData(raw))
-	switch dt {
+	switch dt.Storage() {
 	case ir.Float:
 		return unsafe.Slice((*float32)(p), n), nil
 	case ir.Double:
 		return unsafe.Slice((*float64)(p), n), nil
-	case ir.Float16, ir.BFloat16, ir.Uint16:
+	case ir.Uint16:
 		return unsafe.Slice((*uint16)(p), n), nil
 	case ir.Int64:
 		return unsafe.Slice((*int64)(p), n), nil

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
@@ -41,6 +42,10 @@ const ServeEnv = "ATTNRUN_SERVE_BACKEND"
 //
 //	exit-before:<OpType>   exit with status 2 just before the first node of that op runs
 //	kill-before:<OpType>   send SIGKILL to itself just before that node runs
+//	stop-before:<OpType>   send SIGSTOP to itself just before that node runs
+//	stop-in:<Call>         send SIGSTOP to itself when the host calls Info,
+//	                       Capability or Compile (a backend that handshakes,
+//	                       then never answers)
 //	refuse:<OpType>[,...]  answer Capability with "refused" for those op types
 //
 // Nothing else in attnrun sets or reads it.
@@ -48,8 +53,8 @@ const FaultEnv = "ATTNRUN_CPU_FAULT"
 
 // faults are the parsed FaultEnv hooks.
 type faults struct {
-	exitBefore, killBefore string
-	refuse                 map[string]bool
+	exitBefore, killBefore, stopBefore, stopIn string
+	refuse                                     map[string]bool
 }
 
 func parseFaults(v string) (faults, error) {
@@ -67,12 +72,16 @@ func parseFaults(v string) (faults, error) {
 			f.exitBefore = arg
 		case "kill-before":
 			f.killBefore = arg
+		case "stop-before":
+			f.stopBefore = arg
+		case "stop-in":
+			f.stopIn = arg
 		case "refuse":
 			for _, op := range strings.Split(arg, ",") {
 				f.refuse[op] = true
 			}
 		default:
-			return f, fmt.Errorf("%s: unknown hook %q (want exit-before, kill-before or refuse)", FaultEnv, kind)
+			return f, fmt.Errorf("%s: unknown hook %q (want exit-before, kill-before, stop-before, stop-in or refuse)", FaultEnv, kind)
 		}
 	}
 	return f, nil
@@ -130,7 +139,7 @@ func NewServer() (*Server, error) {
 		return nil, err
 	}
 	s := &Server{status: st, faults: f, bf16: blas.BF16Fast(), parts: map[plugins.PartitionID]*partition{}}
-	if f.exitBefore != "" || f.killBefore != "" {
+	if f.exitBefore != "" || f.killBefore != "" || f.stopBefore != "" {
 		s.onNode = func(n *ir.Node) {
 			switch n.OpType {
 			case f.exitBefore:
@@ -138,14 +147,33 @@ func NewServer() (*Server, error) {
 			case f.killBefore:
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				select {} // wait for the signal
+			case f.stopBefore:
+				stopSelf()
 			}
 		}
 	}
 	return s, nil
 }
 
+// stopIn stops the process (SIGSTOP) in the call named by the stop-in fault
+// hook.
+func (s *Server) stopIn(call string) {
+	if s.faults.stopIn == call {
+		stopSelf()
+	}
+}
+
+// stopSelf stops the process (SIGSTOP). The stop reaches the other threads
+// a moment after kill returns, so the caller waits a little: it must not
+// answer the host before the process is stopped.
+func stopSelf() {
+	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	time.Sleep(100 * time.Millisecond)
+}
+
 // Info describes the backend: every op schema registered in package ops.
 func (s *Server) Info(context.Context) (*plugins.Info, error) {
+	s.stopIn("Info")
 	info := &plugins.Info{
 		Name:    Name,
 		Version: Version,
@@ -174,6 +202,7 @@ func (s *Server) Info(context.Context) (*plugins.Info, error) {
 // Capability accepts a node whose op has a schema at the node's opset and
 // whose kernel takes the element type at the schema's type input.
 func (s *Server) Capability(_ context.Context, nodes []plugins.NodeQuery) ([]plugins.Verdict, error) {
+	s.stopIn("Capability")
 	out := make([]plugins.Verdict, len(nodes))
 	for i, q := range nodes {
 		if s.faults.refuse[q.OpType] {
@@ -200,6 +229,7 @@ func verdict(q plugins.NodeQuery) plugins.Verdict {
 
 // Compile decodes a partition and compiles it with runtime/graph.
 func (s *Server) Compile(_ context.Context, model []byte, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
+	s.stopIn("Compile")
 	prec, err := ops.ParsePrecision(opts.Precision)
 	if err != nil {
 		return 0, nil, fmt.Errorf("cpu backend: %w", err)

@@ -39,7 +39,7 @@ func TestCapability(t *testing.T) {
 		{Accepted: true},
 		{Reason: "MatMul does not take bool at input 0"},
 		{Reason: "unknown op NoSuchOp"},
-		{Reason: "unsupported opset version: MatMul at opset 99 (attnrun covers opsets 7 to 18)"},
+		{Reason: "unsupported opset version: MatMul at opset 99 (attnrun covers opsets 1 to 27)"},
 		{Reason: `unknown op domain "com.example" (op X)`},
 		{Accepted: true},
 		{Accepted: true},
@@ -62,8 +62,9 @@ func TestFaults(t *testing.T) {
 		{"", faults{refuse: map[string]bool{}}, ""},
 		{"exit-before:Softmax", faults{exitBefore: "Softmax", refuse: map[string]bool{}}, ""},
 		{"kill-before:MatMul; refuse:Add,Mul", faults{killBefore: "MatMul", refuse: map[string]bool{"Add": true, "Mul": true}}, ""},
+		{"stop-before:Softmax;stop-in:Info", faults{stopBefore: "Softmax", stopIn: "Info", refuse: map[string]bool{}}, ""},
 		{"refuse", faults{}, `ATTNRUN_CPU_FAULT: "refuse" is not kind:argument`},
-		{"explode:Add", faults{}, `ATTNRUN_CPU_FAULT: unknown hook "explode" (want exit-before, kill-before or refuse)`},
+		{"explode:Add", faults{}, `ATTNRUN_CPU_FAULT: unknown hook "explode" (want exit-before, kill-before, stop-before, stop-in or refuse)`},
 	}
 	for _, c := range cases {
 		got, err := parseFaults(c.in)

@@ -52,6 +52,7 @@ var rules = map[string]opRule{
 	"Slice": {0, anyDevice, "strided copy"}, "Concat": {0, anyDevice, "strided copies"},
 	"Split": {0, anyDevice, "strided copies"}, "Tile": {0, anyDevice, "strided copy"},
 	"Gather":  {0, anyDevice, "gather kernel"},
+	"Pad":     {0, anyDevice, "fill + strided copy (constant mode)"},
 	"Reshape": {0, anyDevice, "metadata only"}, "Squeeze": {0, anyDevice, "metadata only"},
 	"Unsqueeze": {0, anyDevice, "metadata only"}, "Flatten": {0, anyDevice, "metadata only"},
 	"Identity": {0, anyDevice, "metadata only"}, "Dropout": {0, f32Only, "inference: metadata only"},
@@ -59,6 +60,20 @@ var rules = map[string]opRule{
 	"Shape":    {0, nil, "folded on the host at plan time"},
 	"Constant": {0, nil, "folded on the host"}, "ConstantOfShape": {0, nil, "fill kernel (usually folded)"},
 	ops.DomainAttnrun + ":" + ops.FusedAttentionOp: {0, f32Only, "fused attention kernel (online softmax)"},
+	"Attention":        {0, f32Only, "the fused attention kernel (+ Concat for the KV cache); float32, head sizes up to 128"},
+	"RMSNormalization": {0, f32Only, "one block per row"},
+	"RotaryEmbedding":  {0, f32Only, "one thread per element"},
+}
+
+// gpuFromOpset is the first opset whose semantics the gpu lowering of an op
+// implements, for ops whose earlier versions differ in more than types
+// (attribute-driven broadcasting before 7; Concat-1's default axis; Split-1's
+// float sizes input; Tile-1's tiles and axis inputs; Dropout-1/6's random
+// mode): earlier versions run on the cpu backend.
+var gpuFromOpset = map[string]int64{
+	"Add": 7, "Sub": 7, "Mul": 7, "Div": 7, "Pow": 7, "And": 7, "Or": 7, "Xor": 7,
+	"Equal": 7, "Greater": 7, "Less": 7, "Gemm": 7, "Dropout": 7,
+	"Concat": 4, "Split": 2, "Tile": 6, "Reshape": 5, "Pad": 11,
 }
 
 // ruleKey is the rules key of an op.
@@ -79,9 +94,17 @@ func verdict(q plugins.NodeQuery) plugins.Verdict {
 	if _, err := ops.Lookup(q.Domain, q.OpType, int(q.Opset)); err != nil {
 		return plugins.Verdict{Reason: err.Error()}
 	}
+	if from, ok := gpuFromOpset[key]; ok && q.Opset < from {
+		return plugins.Verdict{Reason: fmt.Sprintf("%s before opset %d is not supported on the gpu backend (its kernels implement %s-%d on)", key, from, key, from)}
+	}
 	if q.OpType == "Gather" && len(q.InputDTypes) > 1 {
 		if dt := q.InputDTypes[1]; dt != ir.Undefined && dt != ir.Int64 && dt != ir.Int32 {
 			return plugins.Verdict{Reason: fmt.Sprintf("Gather indices of type %v are not supported on the gpu backend", dt)}
+		}
+	}
+	if want, ok := inputTypes[q.OpType]; ok {
+		if reason := inputsVerdict(q.OpType, q.InputDTypes, want); reason != "" {
+			return plugins.Verdict{Reason: reason}
 		}
 	}
 	if r.dtypes == nil || r.typeInput >= len(q.InputDTypes) {
@@ -125,4 +148,33 @@ func supportedOps() []plugins.OpSupport {
 		return out[i].Since < out[j].Since
 	})
 	return out
+}
+
+// inputTypes lists, for ops whose every input is checked, the element
+// types each input may have on the device (the last entry covers the
+// rest): the kernels are float32 (there is no float16 on the device),
+// masks bool or float32, indices int64.
+var inputTypes = map[string][][]ir.DType{
+	"Attention":        {f32Only, f32Only, f32Only, {ir.Bool, ir.Float}, f32Only, f32Only, {ir.Int64}},
+	"RMSNormalization": {f32Only, f32Only},
+	"RotaryEmbedding":  {f32Only, f32Only, f32Only, {ir.Int64}},
+}
+
+// inputsVerdict checks a node's input types against want; it returns the
+// reason for refusing, or "".
+func inputsVerdict(op string, dts []ir.DType, want [][]ir.DType) string {
+	for i, dt := range dts {
+		if dt == ir.Undefined {
+			continue
+		}
+		w := want[min(i, len(want)-1)]
+		ok := false
+		for _, d := range w {
+			ok = ok || dt == d
+		}
+		if !ok {
+			return fmt.Sprintf("%s input %d of type %v is not supported on the gpu backend (it takes %s)", op, i, dt, typeList(w))
+		}
+	}
+	return ""
 }

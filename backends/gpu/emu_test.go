@@ -359,6 +359,65 @@ func (e *emu) launch(k *launch, words []uint64) (err error) {
 				e.setF32(p.u("invstd")+uint64(4*r), float32(inv))
 			}
 		}
+	case "rmsnorm_f32":
+		rows, cols, period := p.i("rows"), p.i("cols"), p.i("period")
+		if period%cols != 0 {
+			return fmt.Errorf("rmsnorm: period %d is not a multiple of cols %d", period, cols)
+		}
+		for r := int64(0); r < rows; r++ {
+			x := func(j int64) float64 { return float64(e.f32(p.u("in") + uint64(4*(r*cols+j)))) }
+			ss := 0.0
+			for j := int64(0); j < cols; j++ {
+				ss += x(j) * x(j)
+			}
+			inv := 1 / math.Sqrt(ss/float64(cols)+p.f("eps"))
+			for j := int64(0); j < cols; j++ {
+				sc := float64(e.f32(p.u("scale") + uint64(4*((r*cols+j)%period))))
+				e.setF32(p.u("out")+uint64(4*(r*cols+j)), float32(x(j)*inv*sc))
+			}
+		}
+	case "rotary_f32":
+		s, h, d, rd := p.i("s"), p.i("h"), p.i("d"), p.i("rd")
+		half := rd / 2
+		at := func(base uint64, i int64) float64 { return float64(e.f32(base + uint64(4*i))) }
+		for i := int64(0); i < p.i("n"); i++ {
+			j, v := i%d, i/d
+			hh, t := v%h, v/h
+			ss, bb := t%s, t/s
+			off := bb*p.i("b_str") + ss*p.i("s_str") + hh*p.i("h_str")
+			y := p.u("out") + uint64(4*(off+j))
+			if j >= rd {
+				e.setF32(y, float32(at(p.u("in"), off+j)))
+				continue
+			}
+			row := bb*s + ss
+			if p.u("pos") != 0 {
+				_, row = e.load(int64(ir.Int64), p.u("pos"), bb*s+ss)
+				if row < 0 || row >= p.i("cache_rows") {
+					e.setF32(y, 0)
+					binary.LittleEndian.PutUint32(e.bytes(p.u("err"), 4), 1)
+					continue
+				}
+			}
+			j1, j2, first := j, j+half, j < half
+			if !first {
+				j1, j2 = j-half, j
+			}
+			if p.i("interleaved") == 1 {
+				j1, j2, first = j&^1, j|1, j%2 == 0
+			}
+			k := j1
+			if p.i("interleaved") == 1 {
+				k = j1 / 2
+			}
+			c, sn := at(p.u("cos"), row*half+k), at(p.u("sin"), row*half+k)
+			x1, x2 := at(p.u("in"), off+j1), at(p.u("in"), off+j2)
+			r := sn*x1 + c*x2
+			if first {
+				r = c*x1 - sn*x2
+			}
+			e.setF32(y, float32(r))
+		}
 	case "trilu_1", "trilu_4", "trilu_8":
 		sz := size()
 		rows, cols, kk := p.i("rows"), p.i("cols"), p.i("k")
@@ -390,9 +449,18 @@ func (e *emu) attention(k *launch, p params) error {
 	}
 	shape := p.arr("bshape")
 	kind := p.i("mask_kind")
+	softcap, mode := p.f("softcap"), p.i("scores_mode")
 	f32 := func(base uint64, i int64) float64 { return float64(e.f32(base + uint64(4*i))) }
 	for b := int64(0); b < p.i("batches"); b++ {
-		o := offsets(b, shape, p.arr("bq"), p.arr("bk"), p.arr("bv"), p.arr("bm"), p.arr("bo"))
+		o := offsets(b, shape, p.arr("bq"), p.arr("bk"), p.arr("bv"), p.arr("bm"), p.arr("bo"), p.arr("bl"))
+		klim := sk
+		if p.u("kvlen") != 0 {
+			_, n := e.load(int64(ir.Int64), p.u("kvlen"), o[5])
+			klim = min(max(n, 0), sk)
+		}
+		score := func(row, j int64, v float64) {
+			e.setF32(p.u("scores")+uint64(4*((b*sq+row)*sk+j)), float32(v))
+		}
 		for row := int64(0); row < sq; row++ {
 			s := make([]float64, sk)
 			m := math.Inf(-1)
@@ -402,14 +470,31 @@ func (e *emu) attention(k *launch, p params) error {
 					dot += f32(p.u("q"), o[0]+row*p.i("q_rs")+c*p.i("q_cs")) * f32(p.u("k"), o[1]+j*p.i("k_js")+c*p.i("k_cs"))
 				}
 				s[j] = dot * p.f("scale")
+				if mode == scoresRaw {
+					score(row, j, s[j])
+				}
+				if softcap > 0 {
+					s[j] = softcap * math.Tanh(s[j]/softcap)
+				}
+				if mode == scoresSoftcapped {
+					score(row, j, s[j])
+				}
 				mi := o[3] + row*p.i("m_row") + j*p.i("m_col")
-				switch kind {
-				case maskAdditive:
+				switch {
+				case kind != maskNone && j >= p.i("mask_keys"):
+					s[j] = math.Inf(-1)
+				case kind == maskAdditive:
 					s[j] += f32(p.u("mask"), mi) * p.f("mask_scale")
-				case maskBoolTrue, maskBoolFalse:
+				case kind == maskBoolTrue, kind == maskBoolFalse:
 					if (e.bytes(p.u("mask")+uint64(mi), 1)[0] != 0) == (kind == maskBoolTrue) {
 						s[j] = p.f("fill")
 					}
+				}
+				if j >= klim || (p.i("causal") == 1 && j > row+p.i("causal_off")) {
+					s[j] = math.Inf(-1)
+				}
+				if mode >= scoresBiased {
+					score(row, j, s[j])
 				}
 				m = math.Max(m, s[j])
 			}
@@ -417,6 +502,15 @@ func (e *emu) attention(k *launch, p params) error {
 			for j := range s {
 				s[j] = math.Exp(s[j] - m)
 				sum += s[j]
+			}
+			if mode == scoresWeights {
+				for j, x := range s {
+					w := x / sum
+					if math.IsInf(m, -1) {
+						w = math.NaN()
+					}
+					score(row, int64(j), w)
+				}
 			}
 			for c := int64(0); c < dv; c++ {
 				acc := 0.0
@@ -561,19 +655,7 @@ func TestModelsOnEmulator(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, n := range prog.Order {
-				q := plugins.NodeQuery{Name: n.Label(), OpType: n.OpType, Domain: n.Domain, Opset: int64(prog.Opsets[n])}
-				for _, in := range n.Inputs {
-					dt := ir.Undefined
-					if in != "" {
-						dt = prog.Types[in].Type.DType
-					}
-					q.InputDTypes = append(q.InputDTypes, dt)
-				}
-				if v := verdict(q); !v.Accepted {
-					t.Errorf("node %s refused: %s", n.Label(), v.Reason)
-				}
-			}
+			requireAccepted(t, prog)
 		})
 	}
 }

@@ -270,7 +270,7 @@ func (s *Server) runPlan(ctx context.Context, id plugins.PartitionID, p *partiti
 			return err
 		}
 		if binary.LittleEndian.Uint64(flag[:]) != 0 {
-			return fmt.Errorf("gpu backend: a Gather index was out of range")
+			return fmt.Errorf("gpu backend: a Gather index was out of range (or a RotaryEmbedding position id)")
 		}
 	}
 	for _, name := range dp.outputs {

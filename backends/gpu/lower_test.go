@@ -39,6 +39,10 @@ func TestVerdicts(t *testing.T) {
 		{"ReduceMean", "", 17, []ir.DType{f}, false, "the gpu backend has no kernel for ReduceMean"},
 		{"Softmax", "", 17, []ir.DType{ir.Undefined}, true, ""},
 		{"Softmax", "", 99, []ir.DType{f}, false, "unsupported opset version"},
+		{"Softmax", "", 1, []ir.DType{f}, true, ""},
+		{"Add", "", 6, []ir.DType{f, f}, false, "Add before opset 7 is not supported on the gpu backend"},
+		{"Concat", "", 3, []ir.DType{f, f}, false, "Concat before opset 4"},
+		{"Add", "", 25, []ir.DType{f, f}, true, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.op, func(t *testing.T) {
@@ -267,16 +271,7 @@ func TestHeadSizeFallback(t *testing.T) {
 	}{{160, false}, {128, true}} {
 		t.Run(fmt.Sprint(c.d), func(t *testing.T) {
 			m := wideHeads(c.d)
-			data, err := onnx.Encode(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e := newEmu()
-			s := &Server{dev: e, parts: map[plugins.PartitionID]*partition{}}
-			id, _, err := s.Compile(context.Background(), data, plugins.CompileOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, _, id := compileOnEmu(t, m, false)
 			prog, err := graph.Compile(m, graph.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -414,5 +409,48 @@ func TestKitchenSinkOnEmulator(t *testing.T) {
 	in["idx"] = ir.FromSlice([]int{3}, []int64{0, 6, 1})
 	if _, err := s.Run(context.Background(), id, in); err == nil || !strings.Contains(err.Error(), "Gather index was out of range") {
 		t.Errorf("out-of-range index: %v", err)
+	}
+}
+
+// TestPadOnEmulator runs constant-mode Pad (growing one axis, cropping
+// another, with a constant_value input) on the emulator against the CPU
+// program, and checks that the other modes are refused at lowering.
+func TestPadOnEmulator(t *testing.T) {
+	model := func(mode string) *ir.Model {
+		x := ir.TypeInfo{DType: ir.Float, RankKnown: true, Shape: ir.Shape{{Value: 2}, {Value: 3}}}
+		return &ir.Model{
+			IRVersion: 8, Opsets: map[string]int64{"": 18},
+			Graph: &ir.Graph{
+				Name: "pad", Inputs: []*ir.ValueInfo{{Name: "x", Type: x}}, Outputs: []*ir.ValueInfo{{Name: "y"}},
+				Nodes: []*ir.Node{{Name: "pad", OpType: "Pad", Inputs: []string{"x", "pads", "v"}, Outputs: []string{"y"},
+					Attrs: []*ir.Attribute{{Name: "mode", Type: ir.AttrString, String: []byte(mode)}}}},
+				Initializers:     map[string]*ir.Tensor{"pads": ir.FromSlice([]int{4}, []int64{1, -1, 2, 0}), "v": ir.Scalar(float32(7))},
+				InitializerOrder: []string{"pads", "v"},
+			},
+		}
+	}
+	in := map[string]*ir.Tensor{"x": ir.FromSlice([]int{2, 3}, []float32{1, 2, 3, 4, 5, 6})}
+	run := func(mode string) (map[string]*ir.Tensor, error) {
+		data, err := onnx.Encode(model(mode))
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{dev: newEmu(), parts: map[plugins.PartitionID]*partition{}}
+		id, _, err := s.Compile(context.Background(), data, plugins.CompileOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return s.Run(context.Background(), id, in)
+	}
+	got, err := run("constant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ir.FromSlice([]int{5, 2}, []float32{7, 7, 2, 3, 5, 6, 7, 7, 7, 7})
+	if _, _, err := conform.Compare(got["y"], want, conform.Tolerance{}); err != nil {
+		t.Errorf("%v: got %v", err, got["y"])
+	}
+	if _, err := run("reflect"); err == nil || !strings.Contains(err.Error(), `Pad mode "reflect" is not supported on the gpu backend`) {
+		t.Errorf("reflect: %v", err)
 	}
 }

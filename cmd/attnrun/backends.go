@@ -13,8 +13,14 @@ import (
 func newBackendsCmd(g *globalFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "backends",
-		Short: "List the backends attnrun can find: name, version, executable, ops",
-		Args:  cobra.NoArgs,
+		Short: "List the backends attnrun can find: name, version, executable, SHA-256, ops",
+		Long: `backends lists the built-in cpu backend and every attnrun-backend-* file in the
+plugin directory. Each plugin is verified before it runs (a regular file, or a
+symlink to one inside the directory; not writable by group or others, nor its
+directory; owned by root or you; not setuid or setgid; and, when a lock file is
+in effect, its SHA-256 pinned there); a refused file is listed with the reason
+and never executed. The others are started, asked for their Info and stopped.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			list, err := session.ListBackends(cmd.Context(), g.sessionOptions())
 			if err != nil {
@@ -26,11 +32,15 @@ func newBackendsCmd(g *globalFlags) *cobra.Command {
 				if exe == "" {
 					exe = "(built in: attnrun re-executed)"
 				}
+				sum := ""
+				if b.SHA256 != "" {
+					sum = "\n  sha256: " + b.SHA256
+				}
 				if !b.Available {
-					fmt.Fprintf(w, "%s  unavailable: %s\n  executable: %s\n", b.Name, b.Reason, exe)
+					fmt.Fprintf(w, "%s  unavailable: %s\n  executable: %s%s\n", b.Name, b.Reason, exe, sum)
 					continue
 				}
-				fmt.Fprintf(w, "%s %s\n  executable: %s\n", b.Name, b.Version, exe)
+				fmt.Fprintf(w, "%s %s\n  executable: %s%s\n", b.Name, b.Version, exe, sum)
 				keys := make([]string, 0, len(b.Details))
 				for k := range b.Details {
 					keys = append(keys, k)

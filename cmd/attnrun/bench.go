@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/ir"
@@ -39,10 +41,14 @@ type benchResult struct {
 	Warmup  int               `json:"warmup"`
 	P50ms   float64           `json:"p50_ms"`
 	P90ms   float64           `json:"p90_ms"`
+	P99ms   float64           `json:"p99_ms"`
 	Minms   float64           `json:"min_ms"`
 	Maxms   float64           `json:"max_ms"`
 	Meanms  float64           `json:"mean_ms"`
-	RunsSec float64           `json:"runs_per_sec"`
+	// Stddevms is the sample standard deviation (n-1) of the timed runs'
+	// latencies (0 for one run).
+	Stddevms float64 `json:"stddev_ms"`
+	RunsSec  float64 `json:"runs_per_sec"`
 	// PeakRSS is the preferred backend process's peak resident set size;
 	// BackendRSS has every backend's.
 	PeakRSS    int64            `json:"peak_rss_bytes"`
@@ -52,15 +58,17 @@ type benchResult struct {
 func newBenchCmd(g *globalFlags) *cobra.Command {
 	var in inputFlags
 	var iters, warmup int
-	var asJSON, noShm, freshOutputs bool
+	var asJSON, noShm, freshOutputs, quiet bool
 	cmd := &cobra.Command{
 		Use:   "bench MODEL.onnx --input NAME=SOURCE ... [--iters N] [--warmup N]",
 		Short: "Time repeated runs of a model: latency percentiles, throughput, backend peak memory",
 		Long: `bench opens a session, runs the model --warmup times untimed, then --iters
 times, timing each whole run as a caller sees it (host → backend process →
-host). It prints p50, p90, min, max and mean latency, runs per second and the
-backend process's peak resident set size. A progress bar goes to stderr;
-with --json, stdout holds one JSON object on its last line.
+host). It prints p50, p90, p99 (nearest rank), min, max, mean and the sample
+standard deviation of the latency, runs per second and the
+backend process's peak resident set size. With --json, stdout holds one JSON
+object on its last line. A progress bar is drawn on stderr only when stderr
+is a terminal, and never with --json or --quiet.
 
 The outputs of the first run are bound (session.RunOptions.Into, like ONNX
 Runtime's IOBinding) and every later run writes into them, as a serving
@@ -75,23 +83,14 @@ loop would; --fresh-outputs gives every run new output tensors instead.`,
 			if warmup < 0 {
 				return usageErrorf("--warmup must be ≥ 0")
 			}
-			if g.maxTensorBytes <= 0 {
-				return usageErrorf("--max-tensor-bytes must be positive")
-			}
-			if g.threads < 0 {
-				return usageErrorf("--threads must be ≥ 0")
-			}
-			if err := g.checkPrecision(); err != nil {
-				return err
-			}
 			ctx := cmd.Context()
 			opts := g.sessionOptions()
 			opts.NoSharedMemory = noShm
-			s, err := session.Open(ctx, args[0], opts)
+			s, err := g.openWith(ctx, args[0], opts)
 			if err != nil {
 				return err
 			}
-			defer s.Close()
+			defer g.close(s)
 			loaded, err := in.load(s.Inputs(), g.maxTensorBytes)
 			if err != nil {
 				return err
@@ -106,7 +105,10 @@ loop would; --fresh-outputs gives every run new output tensors instead.`,
 				inputs[name] = d
 				shapes[name] = fmt.Sprintf("%v[%s]", t.DType, ir.ShapeString(t.Shape))
 			}
-			bar := newProgress(cmd.ErrOrStderr(), warmup+iters)
+			var bar *progress
+			if w := cmd.ErrOrStderr(); !quiet && !asJSON && isTerminal(w) {
+				bar = newProgress(w, warmup+iters)
+			}
 			times, err := benchLoop(ctx, s, inputs, warmup, iters, !freshOutputs, bar)
 			bar.finish()
 			if err != nil {
@@ -157,6 +159,7 @@ loop would; --fresh-outputs gives every run new output tensors instead.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as one JSON object (the last line of stdout)")
 	cmd.Flags().BoolVar(&noShm, "no-shm", false, "send tensors as bytes inside the gRPC messages instead of through shared memory")
 	cmd.Flags().BoolVar(&freshOutputs, "fresh-outputs", false, "give every run new output tensors instead of writing into the first run's")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar (there is none either when stderr is not a terminal, or with --json)")
 	return cmd
 }
 
@@ -173,7 +176,7 @@ func benchLoop(ctx context.Context, s *session.Session, inputs map[string]*tenso
 		start := time.Now()
 		out, err := s.RunWith(ctx, inputs, ro)
 		if err != nil {
-			return nil, fmt.Errorf("run %d: %w", i+1, err)
+			return nil, fmt.Errorf("run %d: %w", i+1, cliError(err))
 		}
 		d := time.Since(start)
 		if bind && ro.Into == nil {
@@ -211,9 +214,18 @@ func summarize(times []time.Duration) benchResult {
 	r := benchResult{
 		P50ms:  ms(percentile(sorted, 50)),
 		P90ms:  ms(percentile(sorted, 90)),
+		P99ms:  ms(percentile(sorted, 99)),
 		Minms:  ms(sorted[0]),
 		Maxms:  ms(sorted[len(sorted)-1]),
 		Meanms: ms(total) / float64(len(sorted)),
+	}
+	if n := len(sorted); n > 1 {
+		var sq float64
+		for _, d := range sorted {
+			dev := ms(d) - r.Meanms
+			sq += dev * dev
+		}
+		r.Stddevms = math.Sqrt(sq / float64(n-1))
 	}
 	if total > 0 {
 		r.RunsSec = float64(len(sorted)) / total.Seconds()
@@ -241,7 +253,8 @@ func printBench(w io.Writer, r *benchResult) {
 	fmt.Fprintf(w, "inputs:     %s\n", strings.Join(ins, ", "))
 	fmt.Fprintf(w, "backend:    %s (blas %s, %d threads, %s products, tensors via %s, %s outputs)\n", r.Backend, r.BLAS, r.Threads, r.Precision, r.Transport, r.Outputs)
 	fmt.Fprintf(w, "runs:       %d timed after %d warmup\n", r.Iters, r.Warmup)
-	fmt.Fprintf(w, "latency:    p50 %.3f ms  p90 %.3f ms  min %.3f ms  max %.3f ms  mean %.3f ms\n", r.P50ms, r.P90ms, r.Minms, r.Maxms, r.Meanms)
+	fmt.Fprintf(w, "latency:    p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  min %.3f ms  max %.3f ms\n", r.P50ms, r.P90ms, r.P99ms, r.Minms, r.Maxms)
+	fmt.Fprintf(w, "            mean %.3f ms  stddev %.3f ms\n", r.Meanms, r.Stddevms)
 	fmt.Fprintf(w, "throughput: %.1f runs/s\n", r.RunsSec)
 	fmt.Fprintf(w, "peak RSS:   %s (backend %q process)\n", humanBytes(r.PeakRSS), r.Backend)
 	for name, rss := range r.BackendRSS {
@@ -263,8 +276,19 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
 }
 
+// isTerminal reports whether w is a terminal (a progress bar redrawn with
+// \r belongs on one, not in a log file or a pipe).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
 // progress is a one-line progress bar redrawn in place with \r, at most
-// every progressEvery, on w (stderr: stdout stays clean for --json).
+// every progressEvery, on w (a terminal). A nil *progress draws nothing.
 type progress struct {
 	w       io.Writer
 	total   int
@@ -282,6 +306,9 @@ func newProgress(w io.Writer, total int) *progress {
 
 // step records one finished run taking d.
 func (p *progress) step(d time.Duration) {
+	if p == nil {
+		return
+	}
 	p.done++
 	p.recent = d
 	if now := time.Now(); !p.started || now.Sub(p.last) >= progressEvery || p.done == p.total {
@@ -298,7 +325,7 @@ func (p *progress) draw() {
 
 // finish ends the bar's line.
 func (p *progress) finish() {
-	if p.started {
+	if p != nil && p.started {
 		fmt.Fprintln(p.w)
 	}
 }

@@ -3,12 +3,22 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
+
+// msRange is 1, 2, ..., n milliseconds.
+func msRange(n int) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = time.Duration(i+1) * time.Millisecond
+	}
+	return out
+}
 
 func TestSummarize(t *testing.T) {
 	ms := func(v ...float64) []time.Duration {
@@ -19,21 +29,25 @@ func TestSummarize(t *testing.T) {
 		return out
 	}
 	cases := []struct {
-		name                          string
-		times                         []time.Duration
-		p50, p90, min, max, mean, rps float64
+		name                                       string
+		times                                      []time.Duration
+		p50, p90, p99, min, max, mean, stddev, rps float64
 	}{
-		{"one", ms(2), 2, 2, 2, 2, 2, 500},
-		// Nearest rank: p50 of 4 is the 2nd, p90 the 4th.
-		{"four unsorted", ms(4, 1, 3, 2), 2, 4, 1, 4, 2.5, 400},
-		// Ten values 1..10: p50 is the 5th, p90 the 9th.
-		{"ten", ms(10, 9, 8, 7, 6, 5, 4, 3, 2, 1), 5, 9, 1, 10, 5.5, 1000.0 / 5.5},
+		{"one", ms(2), 2, 2, 2, 2, 2, 2, 0, 500},
+		// Nearest rank: p50 of 4 is the 2nd, p90 and p99 the 4th;
+		// sample stddev sqrt(((1.5²+0.5²)·2)/3).
+		{"four unsorted", ms(4, 1, 3, 2), 2, 4, 4, 1, 4, 2.5, math.Sqrt(5.0 / 3), 400},
+		// Ten values 1..10: p50 is the 5th, p90 the 9th, p99 the 10th;
+		// sample variance 82.5/9.
+		{"ten", ms(10, 9, 8, 7, 6, 5, 4, 3, 2, 1), 5, 9, 10, 1, 10, 5.5, math.Sqrt(82.5 / 9), 1000.0 / 5.5},
+		// 200 values 1..200: p99 is the 198th.
+		{"two hundred", msRange(200), 100, 180, 198, 1, 200, 100.5, math.Sqrt(200 * 201 / 12.0), 1000.0 / 100.5},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := summarize(c.times)
-			got := []float64{r.P50ms, r.P90ms, r.Minms, r.Maxms, r.Meanms, r.RunsSec}
-			want := []float64{c.p50, c.p90, c.min, c.max, c.mean, c.rps}
+			got := []float64{r.P50ms, r.P90ms, r.P99ms, r.Minms, r.Maxms, r.Meanms, r.Stddevms, r.RunsSec}
+			want := []float64{c.p50, c.p90, c.p99, c.min, c.max, c.mean, c.stddev, c.rps}
 			for i := range got {
 				if d := got[i] - want[i]; d > 1e-9 || d < -1e-9 {
 					t.Errorf("summary %v, want %v", got, want)
@@ -44,17 +58,10 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
-// TestBenchJSON builds attnrun, runs `attnrun bench --iters 5 --json` on a
-// model and parses the last line of stdout.
+// TestBenchJSON runs `attnrun bench --iters 5 --json` on a model and parses
+// the last line of stdout.
 func TestBenchJSON(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the attnrun binary")
-	}
-	bin := filepath.Join(t.TempDir(), "attnrun")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := binPath
 	model := filepath.Join("..", "..", "models", "s003_self_attention", "model.onnx")
 	for _, extra := range [][]string{nil, {"--no-shm", "--threads", "1", "--fresh-outputs"}} {
 		args := append([]string{"bench", model, "--input", "x=random:3x32", "--iters", "5", "--warmup", "2", "--json"}, extra...)
@@ -66,21 +73,27 @@ func TestBenchJSON(t *testing.T) {
 		}
 		lines := strings.Split(strings.TrimRight(stdout.String(), "\n"), "\n")
 		var r struct {
-			P50ms     float64 `json:"p50_ms"`
-			P90ms     float64 `json:"p90_ms"`
-			Minms     float64 `json:"min_ms"`
-			Meanms    float64 `json:"mean_ms"`
-			RunsSec   float64 `json:"runs_per_sec"`
-			PeakRSS   int64   `json:"peak_rss_bytes"`
-			Iters     int     `json:"iters"`
-			Threads   int     `json:"threads"`
-			Backend   string  `json:"backend"`
-			BLAS      string  `json:"blas"`
-			Transport string  `json:"transport"`
-			Outputs   string  `json:"outputs"`
+			P50ms     float64  `json:"p50_ms"`
+			P90ms     float64  `json:"p90_ms"`
+			P99ms     float64  `json:"p99_ms"`
+			Maxms     float64  `json:"max_ms"`
+			Stddevms  *float64 `json:"stddev_ms"`
+			Minms     float64  `json:"min_ms"`
+			Meanms    float64  `json:"mean_ms"`
+			RunsSec   float64  `json:"runs_per_sec"`
+			PeakRSS   int64    `json:"peak_rss_bytes"`
+			Iters     int      `json:"iters"`
+			Threads   int      `json:"threads"`
+			Backend   string   `json:"backend"`
+			BLAS      string   `json:"blas"`
+			Transport string   `json:"transport"`
+			Outputs   string   `json:"outputs"`
 		}
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
 			t.Fatalf("last stdout line %q: %v", lines[len(lines)-1], err)
+		}
+		if r.P99ms < r.P90ms || r.Maxms < r.P99ms || r.Stddevms == nil || *r.Stddevms < 0 || *r.Stddevms > r.Maxms-r.Minms {
+			t.Errorf("p99 %v, max %v, stddev %v: missing or out of order", r.P99ms, r.Maxms, r.Stddevms)
 		}
 		if r.P50ms <= 0 || r.P90ms < r.P50ms || r.Minms <= 0 || r.Minms > r.P50ms || r.Meanms <= 0 || r.RunsSec <= 0 || r.PeakRSS <= 0 || r.Threads <= 0 {
 			t.Errorf("fields not positive or out of order: %+v", r)
@@ -95,8 +108,8 @@ func TestBenchJSON(t *testing.T) {
 		if r.Iters != 5 || r.Backend != "cpu" || r.BLAS == "" || r.Transport != wantTransport || r.Outputs != wantOutputs {
 			t.Errorf("iters %d, backend %q, blas %q, transport %q, outputs %q", r.Iters, r.Backend, r.BLAS, r.Transport, r.Outputs)
 		}
-		if !strings.Contains(stderr.String(), "bench [") || !strings.Contains(stderr.String(), "] 7/7") {
-			t.Errorf("no progress bar on stderr: %q", stderr.String())
+		if stderr.Len() != 0 {
+			t.Errorf("stderr is not a terminal, yet it got %q", stderr.String())
 		}
 	}
 }

@@ -444,9 +444,19 @@ func TestMalformedCorpus(t *testing.T) {
 	t.Logf("corpus timings (slowest %v):\n%s", slowest, strings.Join(timings, "\n"))
 }
 
-// TestUsageErrors: mistakes in how attnrun is called exit 2.
+// TestUsageErrors: mistakes in how attnrun is called exit 2: a malformed
+// command line, a name the model does not have, or an input it needs that
+// is not given.
 func TestUsageErrors(t *testing.T) {
-	model := filepath.Join(modelsDir, "s002_self_attention_v1", "model.onnx")
+	model := filepath.Join(modelsDir, "s002_self_attention_v1", "model.onnx") // x: float32[batch, seq, 32]
+	causal := filepath.Join(modelsDir, "s000_causal", "model.onnx")           // x, mask: bool[batch, seq]
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.npy")
+	writeNpy(t, good, ir.NewTensor(ir.Float, []int{1, 4, 32}))
+	csv := filepath.Join(dir, "x.csv")
+	if err := os.WriteFile(csv, []byte("1,2,3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		args []string
@@ -471,6 +481,18 @@ func TestUsageErrors(t *testing.T) {
 		{"zero max-tensor-bytes", []string{"run", model, "-i", "x=random", "--max-tensor-bytes", "0"}, []string{"--max-tensor-bytes must be positive"}},
 		{"negative threads", []string{"run", model, "-i", "x=random", "--threads", "-1"}, []string{"--threads must be ≥ 0"}},
 		{"negative rtol", []string{"conform", modelsDir, "--rtol", "-1"}, []string{"--rtol and --atol must be ≥ 0"}},
+		{"random bad shape", []string{"run", model, "-i", "x=random:1xax32"}, []string{`input "x": bad random shape "1xax32"`}},
+		{"random unbound symbolic dim", []string{"run", model, "-i", "x=random"}, []string{`input "x": dim 0 is symbolic (batch): bind it with --dim batch=N`}},
+		{"missing input", []string{"run", model}, []string{`missing input "x" (float32[batch, seq, 32]): give it with --input x=FILE or x=random`}},
+		{"missing one of two inputs", []string{"run", causal, "-i", "x=random:1x4x32"}, []string{`missing input "mask" (bool[batch, seq])`}},
+		{"extra input (random)", []string{"run", model, "-i", "x=random:1x4x32", "-i", "y=random"}, []string{`unexpected input "y": the model's inputs are x`}},
+		{"extra input (npy)", []string{"run", model, "-i", "x=" + good, "-i", "z=" + good}, []string{`unexpected input "z": the model's inputs are x`}},
+		{"input of unknown format", []string{"run", model, "-i", "x=" + csv}, []string{`input "x": ` + csv + `: unknown input format (want .npy, .pb or random[:DIMS])`}},
+		{"random with a bad dim", []string{"run", model, "-i", "x=random:1xAx32"}, []string{`input "x": bad random shape "1xAx32"`}},
+		{"unknown --dim", []string{"run", model, "-i", "x=random", "--dim", "batch=1", "--dim", "foo=3", "--dim", "seq=4"}, []string{`--dim foo: the model has no dim_param "foo" (its dim_params: batch, seq)`}},
+		{"unknown --dim (bench)", []string{"bench", model, "-i", "x=random:1x4x32", "--dim", "sequence=4"}, []string{`--dim sequence: the model has no dim_param "sequence" (its dim_params: batch, seq)`}},
+		{"unknown --dim (inspect)", []string{"inspect", model, "--dim", "foo=3"}, []string{`--dim foo: the model has no dim_param "foo" (its dim_params: batch, seq)`}},
+		{"unknown --dim, model without dim_params", []string{"run", filepath.Join(corpusDir, "valid_add.onnx"), "-i", "x=random", "--dim", "n=2"}, []string{`--dim n: the model has no dim_param "n" (it has none)`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -501,11 +523,9 @@ func TestRunErrors(t *testing.T) {
 	i64 := npyFile("int64.npy", ir.NewTensor(ir.Int64, []int{1, 4, 32}))
 	narrow := npyFile("narrow.npy", ir.NewTensor(ir.Float, []int{1, 4, 16}))
 	rank2 := npyFile("rank2.npy", ir.NewTensor(ir.Float, []int{4, 32}))
-	good := npyFile("good.npy", ir.NewTensor(ir.Float, []int{1, 4, 32}))
 	textNpy := file("text.npy", []byte("x = [[1, 2, 3]]\nthis is text, not NumPy\n"))
 	textPb := file("text.pb", []byte("name: \"x\"\ndims: 1\n"))
 	emptyPb := file("empty.pb", nil)
-	csv := file("x.csv", []byte("1,2,3\n"))
 	// A .npy header that declares 1x1048576x1048576 float32 (4 TiB) over 16 bytes of data.
 	lying := file("lying.npy", lyingNpy())
 	// A TensorProto declaring 2^20 x 2^20 floats with no data.
@@ -528,12 +548,6 @@ func TestRunErrors(t *testing.T) {
 		{"random beyond the size limit", []string{"run", model, "-i", "x=random:1x99999999999x768"}, []string{`input "x": random shape 1x99999999999x768 is larger than the tensor size limit of 4294967296 bytes (--max-tensor-bytes)`}},
 		{"random beyond --max-tensor-bytes", []string{"run", model, "--max-tensor-bytes", "200000", "-i", "x=random:1x1000x64"}, []string{`input "x": random shape 1x1000x64 is larger than the tensor size limit of 200000 bytes`}},
 		{"random overflowing int64", []string{"run", model, "-i", "x=random:99999999999x99999999999x99999999999"}, []string{`input "x": random shape`, "larger than the tensor size limit"}},
-		{"random bad shape", []string{"run", model, "-i", "x=random:1xax32"}, []string{`input "x": bad random shape "1xax32"`}},
-		{"random unbound symbolic dim", []string{"run", model, "-i", "x=random"}, []string{`input "x": dim 0 is symbolic (batch): bind it with --dim batch=N`}},
-		{"missing input", []string{"run", model}, []string{`missing input "x" (float32[batch, seq, 32])`}},
-		{"missing one of two inputs", []string{"run", causal, "-i", "x=random:1x4x32"}, []string{`missing input "mask" (bool[batch, seq])`}},
-		{"extra input (random)", []string{"run", model, "-i", "x=random:1x4x32", "-i", "y=random"}, []string{`unexpected input "y": the model's inputs are x`}},
-		{"extra input (npy)", []string{"run", model, "-i", "x=" + good, "-i", "z=" + good}, []string{`unexpected input "z": the model's inputs are x`}},
 		{"npy of wrong dtype", []string{"run", model, "-i", "x=" + i64}, []string{`input "x" has element type int64, the model expects float32`}},
 		{"npy of wrong shape", []string{"run", model, "-i", "x=" + narrow}, []string{`input "x" has shape [1x4x16], the model expects [batch, seq, 32] (dim 2 must be 32)`}},
 		{"npy of wrong rank", []string{"run", model, "-i", "x=" + rank2}, []string{`input "x" has shape [4x32], the model expects rank 3 [batch, seq, 32]`}},
@@ -544,7 +558,6 @@ func TestRunErrors(t *testing.T) {
 		{"pb that is empty", []string{"run", model, "-i", "x=" + emptyPb}, []string{`input "x": ` + emptyPb + `: not a serialized ONNX tensor: empty file`}},
 		{"pb declaring 4 TiB", []string{"run", model, "-i", "x=" + hugePbFile}, []string{`input "x": ` + hugePbFile + `: dims [1048576 1048576] of float32 need 4398046511104 bytes, more than the limit of 4294967296 bytes (--max-tensor-bytes)`}},
 		{"input file missing", []string{"run", model, "-i", "x=" + filepath.Join(dir, "nope.npy")}, []string{`input "x":`, "nope.npy: no such file or directory"}},
-		{"input of unknown format", []string{"run", model, "-i", "x=" + csv}, []string{`input "x": ` + csv + `: unknown input format (want .npy, .pb or random[:DIMS])`}},
 		{"initializer beyond --max-tensor-bytes", []string{"inspect", model, "--max-tensor-bytes", "100"}, []string{`initializer "query_proj.bias": dims [32] of float32 need 128 bytes, more than the limit of 100 bytes (--max-tensor-bytes)`}},
 		{"intermediate beyond the size limit", []string{"run", paramFree, "--no-fuse", "-i", "x=random:1x100000x32"}, []string{`node "/MatMul" (MatMul): output "/MatMul_output_0" of shape [1 100000 100000] would exceed the tensor size limit of 4294967296 bytes`}},
 		{"shape mismatch at run time", []string{"run", causal, "-i", "x=random:1x100x32", "-i", "mask=random:1x100"}, []string{`node "/Add" (Add): shapes`, "are not broadcastable"}},
@@ -684,7 +697,7 @@ func TestBackendIsAChildProcess(t *testing.T) {
 		// process, attnrun would die with it.
 		r := timed(t, cmdWall, "conform", "--no-fuse", "--backend", "faulty", "--plugin-dir", pluginDir(t), filepath.Join(modelsDir, "s002_self_attention_v1"), filepath.Join(modelsDir, "s003_self_attention"))
 		r.wantError(t, 1, cmdWall, "2 of 2 cases failed")
-		re := regexp.MustCompile(`(?m)^FAIL (\S+) max_abs=0 max_rel=0: test_data_set_0: backend "faulty" \(pid (\d+)\) died while running node "[^"]+" \(MatMul\) of partition 0: signal: killed$`)
+		re := regexp.MustCompile(`(?m)^FAIL (\S+): test_data_set_0: backend "faulty" \(pid (\d+)\) died while running node "[^"]+" \(MatMul\) of partition 0: signal: killed$`)
 		fails := re.FindAllStringSubmatch(r.stdout, -1)
 		if len(fails) != 2 || !strings.HasSuffix(r.stdout, "0 passed, 2 failed\n") {
 			t.Fatalf("stdout:\n%s", r.stdout)
@@ -775,6 +788,92 @@ func TestConform(t *testing.T) {
 	t.Logf("%s", lines[0])
 }
 
+// TestConformChecksEverything: conform passes a case only when it compared
+// every graph output with an expected file and every file matched a graph
+// value; a case that fails before comparing anything prints no error
+// figures.
+func TestConformChecksEverything(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(modelsDir, "s002_self_attention_v1") // x → y
+	for _, c := range []string{"good", "missing_output", "extra_output", "extra_input", "truncated"} {
+		copyCase(t, src, filepath.Join(dir, c))
+	}
+	ds := func(c string) string { return filepath.Join(dir, c, "test_data_set_0") }
+	if err := os.Remove(filepath.Join(ds("missing_output"), "output_0.pb")); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, filepath.Join(ds("extra_output"), "output_0.pb"), filepath.Join(ds("extra_output"), "output_1.pb"))
+	copyFile(t, filepath.Join(ds("extra_input"), "input_0.pb"), filepath.Join(ds("extra_input"), "input_1.pb"))
+	copyFile(t, filepath.Join(corpusDir, "truncated.onnx"), filepath.Join(dir, "truncated", "model.onnx"))
+
+	// A model with two outputs whose data set has an expected value for
+	// the first only, and the same model with both.
+	x := ir.FromSlice([]int{2, 3}, []float32{-1, 2, -3, 4, -5, 6})
+	relu := ir.FromSlice([]int{2, 3}, []float32{0, 2, 0, 4, 0, 6})
+	neg := ir.FromSlice([]int{2, 3}, []float32{1, -2, 3, -4, 5, -6})
+	for _, c := range []string{"two_outputs", "two_outputs_one_file"} {
+		if err := os.MkdirAll(ds(c), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeModel(t, filepath.Join(dir, c, "model.onnx"), []int64{2, 3}, map[string]string{"a_relu": "Relu", "b_neg": "Neg"})
+		writePb(t, filepath.Join(ds(c), "input_0.pb"), "x", x)
+		writePb(t, filepath.Join(ds(c), "output_0.pb"), "a_relu", relu)
+	}
+	writePb(t, filepath.Join(ds("two_outputs"), "output_1.pb"), "b_neg", neg)
+
+	r := timed(t, cmdWall, "conform", dir)
+	r.wantError(t, 1, cmdWall, "5 of 7 cases failed")
+	got := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+		verdict, rest, _ := strings.Cut(l, " ")
+		name, _, _ := strings.Cut(rest, " ")
+		got[strings.TrimSuffix(name, ":")] = l
+		if verdict == "FAIL" && strings.Contains(l, "max_abs") {
+			t.Errorf("a case that compared nothing prints error figures: %q", l)
+		}
+	}
+	want := map[string]*regexp.Regexp{
+		"good":                 regexp.MustCompile(`^PASS good max_abs=\S+ max_rel=\S+$`),
+		"two_outputs":          regexp.MustCompile(`^PASS two_outputs max_abs=0 max_rel=0$`),
+		"missing_output":       regexp.MustCompile(`^FAIL missing_output: test_data_set_0: output_0\.pb is missing: graph output 0 \("y"\) has no expected value$`),
+		"two_outputs_one_file": regexp.MustCompile(`^FAIL two_outputs_one_file: test_data_set_0: output_1\.pb is missing: graph output 1 \("b_neg"\) has no expected value$`),
+		"extra_output":         regexp.MustCompile(`^FAIL extra_output: test_data_set_0: output_1\.pb has no graph output to match \(the model has 1 output: y\)$`),
+		"extra_input":          regexp.MustCompile(`^FAIL extra_input: test_data_set_0: input_1\.pb has no graph input to match \(the model has 1 input: x\)$`),
+		"truncated":            regexp.MustCompile(`^FAIL truncated: \S+truncated/model\.onnx: not an ONNX model: `),
+	}
+	for name, re := range want {
+		if !re.MatchString(got[name]) {
+			t.Errorf("case %s: line %q does not match %v", name, got[name], re)
+		}
+	}
+	if len(got) != len(want)+1 || !strings.HasSuffix(r.stdout, "\n2 passed, 5 failed\n") {
+		t.Errorf("stdout:\n%s", r.stdout)
+	}
+	t.Logf("stdout:\n%s", r.stdout)
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writePb(t *testing.T, path, name string, tn *ir.Tensor) {
+	t.Helper()
+	data, err := onnx.EncodeTensor(name, tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // copyCase copies model.onnx and test_data_set_0 of a case.
 func copyCase(t *testing.T, from, to string) {
 	t.Helper()
@@ -796,9 +895,11 @@ func copyCase(t *testing.T, from, to string) {
 	}
 }
 
-// TestRunFromTestData: `run -i NAME=input_K.pb --out DIR` on every exported
-// model reproduces output_0.pb within 1e-4, through the .npy it writes.
-func TestRunFromTestData(t *testing.T) {
+// forEachModel calls check, as a parallel subtest, for every bundled model
+// with its test_data_set_0 directory and the `run MODEL -i NAME=input_K.pb
+// ...` arguments that feed that data set.
+func forEachModel(t *testing.T, check func(t *testing.T, m *ir.Model, ds string, runArgs []string)) {
+	t.Helper()
 	dirs, err := filepath.Glob(filepath.Join(modelsDir, "*", "test_data_set_0"))
 	if err != nil || len(dirs) == 0 {
 		t.Fatalf("no test data: %v", err)
@@ -815,30 +916,54 @@ func TestRunFromTestData(t *testing.T) {
 			for k, vi := range m.Graph.Inputs {
 				args = append(args, "-i", fmt.Sprintf("%s=%s", vi.Name, filepath.Join(ds, fmt.Sprintf("input_%d.pb", k))))
 			}
-			out := t.TempDir()
-			r := attnrun(t, append(args, "--out", out)...)
-			r.wantOK(t)
-			if !ranLine.MatchString(r.stderr) {
-				t.Errorf("stderr %q", r.stderr)
-			}
-			for k, vi := range m.Graph.Outputs {
-				_, want := readPb(t, filepath.Join(ds, fmt.Sprintf("output_%d.pb", k)))
-				got := readNpy(t, filepath.Join(out, outputFileName(vi.Name)))
-				assertClose(t, vi.Name, got, want, 1e-4)
-				if !strings.Contains(r.stdout, fmt.Sprintf("%s: %v [%s] ", vi.Name, want.DType, ir.ShapeString(want.Shape))) {
-					t.Errorf("stdout does not describe %s as %v [%s]:\n%s", vi.Name, want.DType, ir.ShapeString(want.Shape), r.stdout)
-				}
-			}
-			files, _ := os.ReadDir(out)
-			if len(files) != len(m.Graph.Outputs) {
-				t.Errorf("%d files in --out, want %d", len(files), len(m.Graph.Outputs))
-			}
+			check(t, m, ds, args)
 		})
 	}
 }
 
+// TestRunFromTestData: `run -i NAME=input_K.pb --out DIR` on every exported
+// model reproduces output_0.pb within 1e-4, through the .npy it writes.
+func TestRunFromTestData(t *testing.T) {
+	forEachModel(t, func(t *testing.T, m *ir.Model, ds string, args []string) {
+		caseDir := filepath.Dir(ds)
+		out := t.TempDir()
+		r := attnrun(t, append(args, "--out", out)...)
+		r.wantOK(t)
+		stderr := r.stderr
+		if filepath.Base(caseDir) == sharedDimModel {
+			// The one model whose inputs give a dim_param two sizes.
+			warning, rest, _ := strings.Cut(stderr, "\n")
+			if !strings.HasPrefix(warning, "attnrun: warning: inputs give dim_param \"S\" different sizes: ") {
+				t.Errorf("stderr %q lacks the dim_param warning", r.stderr)
+			}
+			stderr = rest
+		}
+		if !ranLine.MatchString(stderr) {
+			t.Errorf("stderr %q", r.stderr)
+		}
+		for k, vi := range m.Graph.Outputs {
+			_, want := readPb(t, filepath.Join(ds, fmt.Sprintf("output_%d.pb", k)))
+			got := readNpy(t, filepath.Join(out, outputFileName(vi.Name)))
+			assertClose(t, vi.Name, got, want, 1e-4)
+			if !strings.Contains(r.stdout, fmt.Sprintf("%s: %v [%s] ", vi.Name, want.DType, ir.ShapeString(want.Shape))) {
+				t.Errorf("stdout does not describe %s as %v [%s]:\n%s", vi.Name, want.DType, ir.ShapeString(want.Shape), r.stdout)
+			}
+		}
+		files, _ := os.ReadDir(out)
+		if len(files) != len(m.Graph.Outputs) {
+			t.Errorf("%d files in --out, want %d", len(files), len(m.Graph.Outputs))
+		}
+	})
+}
+
 // floatVI declares a float32 value; a dim of -1 is the symbolic dim "n".
 func floatVI(name string, dims ...int64) *onnxpb.ValueInfoProto {
+	return typedVI(name, onnxpb.TensorProto_FLOAT, dims...)
+}
+
+// typedVI declares a value of element type et; a dim of -1 is the symbolic
+// dim "n".
+func typedVI(name string, et onnxpb.TensorProto_DataType, dims ...int64) *onnxpb.ValueInfoProto {
 	shape := &onnxpb.TensorShapeProto{}
 	for _, d := range dims {
 		dim := &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: d}}
@@ -848,7 +973,7 @@ func floatVI(name string, dims ...int64) *onnxpb.ValueInfoProto {
 		shape.Dim = append(shape.Dim, dim)
 	}
 	return &onnxpb.ValueInfoProto{Name: proto.String(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
-		TensorType: &onnxpb.TypeProto_Tensor{ElemType: proto.Int32(int32(onnxpb.TensorProto_FLOAT)), Shape: shape}}}}
+		TensorType: &onnxpb.TypeProto_Tensor{ElemType: proto.Int32(int32(et)), Shape: shape}}}}
 }
 
 // writeModel writes an opset-17 model of unary float32 nodes, one per
@@ -865,6 +990,12 @@ func writeModel(t *testing.T, path string, dims []int64, outputs map[string]stri
 		g.Output = append(g.Output, floatVI(out, dims...))
 		g.Node = append(g.Node, &onnxpb.NodeProto{Name: proto.String(fmt.Sprintf("node%d", i)), OpType: proto.String(outputs[out]), Input: []string{"x"}, Output: []string{out}})
 	}
+	writeGraph(t, path, g)
+}
+
+// writeGraph writes g as an opset-17 model.
+func writeGraph(t *testing.T, path string, g *onnxpb.GraphProto) {
+	t.Helper()
 	data, err := proto.Marshal(&onnxpb.ModelProto{
 		IrVersion:   proto.Int64(8),
 		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(17)}},

@@ -18,8 +18,15 @@ func newConformCmd(g *globalFlags) *cobra.Command {
 		Short: "Check models against reference outputs (ONNX backend-test layout)",
 		Long: `conform runs every test case found in or under each DIR: a directory with
 model.onnx and test_data_set_N/{input,output}_K.pb. It prints one line per case,
-PASS or FAIL, the case name, and the largest absolute and relative errors, then
-"N passed, N failed". It exits 1 if any case fails.
+PASS or FAIL, the case name, and the largest absolute and relative errors over
+the outputs it compared (none when a case failed before comparing any, e.g. a
+model that does not load), then "N passed, N failed". It exits 1 if any case
+fails.
+
+A case passes only when everything it holds was checked: every graph output K
+has its output_K.pb in every data set (a missing one is a FAIL naming it), and
+every output_K.pb and input_K.pb matches a graph output or input (by index K,
+as in ONNX's backend tests).
 
 With --precision bf16 the default tolerance is rtol 2e-2, atol 1e-2
 (conform.BF16Tolerance): bfloat16 operands keep 8 significant bits, so
@@ -54,7 +61,7 @@ references.`,
 				if err != nil {
 					return nil, err
 				}
-				return sessionRunner{s}, nil
+				return sessionRunner{g, s}, nil
 			}
 			w := cmd.OutOrStdout()
 			passed, failed := 0, 0
@@ -63,14 +70,18 @@ references.`,
 					return err
 				}
 				r := conform.Run(cmd.Context(), c, open, tol)
+				figures := ""
+				if r.Compared > 0 {
+					figures = fmt.Sprintf(" max_abs=%.3g max_rel=%.3g", r.MaxAbs, r.MaxRel)
+				}
 				if r.Pass {
 					passed++
 					if !quiet {
-						fmt.Fprintf(w, "PASS %s max_abs=%.3g max_rel=%.3g\n", c.Name, r.MaxAbs, r.MaxRel)
+						fmt.Fprintf(w, "PASS %s%s\n", c.Name, figures)
 					}
 				} else {
 					failed++
-					fmt.Fprintf(w, "FAIL %s max_abs=%.3g max_rel=%.3g: %v\n", c.Name, r.MaxAbs, r.MaxRel, r.Err)
+					fmt.Fprintf(w, "FAIL %s%s: %v\n", c.Name, figures, r.Err)
 				}
 			}
 			fmt.Fprintf(w, "%d passed, %d failed\n", passed, failed)

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -52,6 +53,36 @@ func parseDims(flags []string) (map[string]int, error) {
 	return dims, nil
 }
 
+// checkDimNames makes a --dim naming no dim_param of the model's inputs a
+// usage error (a typo would otherwise be ignored).
+func checkDimNames(dims map[string]int, declared []*ir.ValueInfo) error {
+	known := map[string]bool{}
+	var params []string
+	for _, vi := range declared {
+		for _, d := range vi.Type.Shape {
+			if d.Param != "" && !known[d.Param] {
+				known[d.Param] = true
+				params = append(params, d.Param)
+			}
+		}
+	}
+	var unknown []string
+	for name := range dims {
+		if !known[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	sort.Strings(unknown)
+	has := "it has none"
+	if len(params) > 0 {
+		has = "its dim_params: " + strings.Join(params, ", ")
+	}
+	return usageErrorf("--dim %s: the model has no dim_param %q (%s)", unknown[0], unknown[0], has)
+}
+
 // inputLoader turns input specs into tensors for a model's declared inputs.
 type inputLoader struct {
 	declared []*ir.ValueInfo
@@ -60,8 +91,9 @@ type inputLoader struct {
 	seed     uint64
 }
 
-// load reads every spec. Inputs the user did not give are left out: the
-// session reports them as missing by name.
+// load reads every spec. A spec naming an input the model lacks, and an
+// input the model declares that no spec gives, are usage errors, found
+// before any file is read.
 func (l *inputLoader) load(specs []inputSpec) (map[string]*ir.Tensor, error) {
 	byName := make(map[string]*ir.ValueInfo, len(l.declared))
 	names := make([]string, len(l.declared))
@@ -69,10 +101,16 @@ func (l *inputLoader) load(specs []inputSpec) (map[string]*ir.Tensor, error) {
 		byName[d.Name] = d
 		names[i] = d.Name
 	}
-	// Reject names the model does not take before reading any file.
+	given := make(map[string]bool, len(specs))
 	for _, s := range specs {
 		if byName[s.name] == nil {
-			return nil, fmt.Errorf("unexpected input %q: the model's inputs are %s", s.name, strings.Join(names, ", "))
+			return nil, usageErrorf("unexpected input %q: the model's inputs are %s", s.name, strings.Join(names, ", "))
+		}
+		given[s.name] = true
+	}
+	for _, d := range l.declared {
+		if !given[d.Name] {
+			return nil, usageErrorf("missing input %q (%v): give it with --input %s=FILE or %s=random", d.Name, d.Type, d.Name, d.Name)
 		}
 	}
 	out := make(map[string]*ir.Tensor, len(specs))
@@ -111,7 +149,7 @@ func (l *inputLoader) loadOne(s inputSpec, vi *ir.ValueInfo, seed uint64) (*ir.T
 	case ".pb":
 		return l.readTensorProto(path)
 	}
-	return nil, fmt.Errorf("%s: unknown input format (want .npy, .pb or random[:DIMS])", path)
+	return nil, usageErrorf("%s: unknown input format (want .npy, .pb or random[:DIMS])", path)
 }
 
 // readTensorProto reads a serialized ONNX TensorProto (the input_K.pb files
@@ -147,14 +185,14 @@ func (l *inputLoader) randomShape(dims string, vi *ir.ValueInfo) ([]int, error) 
 		for _, p := range strings.Split(dims, "x") {
 			d, err := strconv.Atoi(p)
 			if err != nil || d < 0 {
-				return nil, fmt.Errorf("bad random shape %q: want sizes ≥ 0 joined by x, e.g. 1x512x768", dims)
+				return nil, usageErrorf("bad random shape %q: want sizes ≥ 0 joined by x, e.g. 1x512x768", dims)
 			}
 			shape = append(shape, d)
 		}
 		return shape, nil
 	}
 	if !vi.Type.RankKnown {
-		return nil, fmt.Errorf("the model declares no shape for it: give one, e.g. %s=random:1x16", vi.Name)
+		return nil, usageErrorf("the model declares no shape for it: give one, e.g. %s=random:1x16", vi.Name)
 	}
 	shape := make([]int, len(vi.Type.Shape))
 	for i, d := range vi.Type.Shape {
@@ -164,11 +202,11 @@ func (l *inputLoader) randomShape(dims string, vi *ir.ValueInfo) ([]int, error) 
 		case d.Param != "":
 			v, ok := l.dims[d.Param]
 			if !ok {
-				return nil, fmt.Errorf("dim %d is symbolic (%s): bind it with --dim %s=N or give a shape (%s=random:…)", i, d.Param, d.Param, vi.Name)
+				return nil, usageErrorf("dim %d is symbolic (%s): bind it with --dim %s=N or give a shape (%s=random:…)", i, d.Param, d.Param, vi.Name)
 			}
 			shape[i] = v
 		default:
-			return nil, fmt.Errorf("dim %d is unknown: give a shape (%s=random:…)", i, vi.Name)
+			return nil, usageErrorf("dim %d is unknown: give a shape (%s=random:…)", i, vi.Name)
 		}
 	}
 	return shape, nil

@@ -11,6 +11,9 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -34,6 +37,12 @@ type globalFlags struct {
 	maxTensorBytes int64
 	noFuse         bool
 	precision      string
+	strictDims     bool
+	pluginLock     string
+	timeout        time.Duration
+	// live holds the sessions open now, for closing them when a signal
+	// forces attnrun to exit.
+	live liveSessions
 }
 
 func main() {
@@ -43,13 +52,20 @@ func main() {
 }
 
 // run executes the CLI and returns the exit status: 0 success, 1 failure,
-// 2 usage error.
+// 2 usage error, 128+n after signal n (130 for Ctrl-C).
 func run(args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	root := newRootCmd()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := &globalFlags{}
+	sig := onSignal(cancel, g)
+	defer sig.stop()
+	root := newRootCmd(g)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
+	if s := sig.caught(); s != nil {
+		fmt.Fprintln(os.Stderr, "attnrun: "+interrupted(s))
+		return signalStatus(s)
+	}
 	if err == nil {
 		return 0
 	}
@@ -102,8 +118,7 @@ type exitError struct {
 	code int
 }
 
-func newRootCmd() *cobra.Command {
-	g := &globalFlags{}
+func newRootCmd(g *globalFlags) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "attnrun",
 		Short:         "Run ONNX attention models exported from PyTorch, on pluggable backends",
@@ -119,7 +134,11 @@ func newRootCmd() *cobra.Command {
 	pf.Int64Var(&g.maxTensorBytes, "max-tensor-bytes", graph.DefaultMaxTensorBytes, "largest tensor (in bytes) attnrun will load or create")
 	pf.BoolVar(&g.noFuse, "no-fuse", false, "turn off attention fusion (run the exported graph node by node)")
 	pf.StringVar(&g.precision, "precision", "fp32", "arithmetic of float32 matrix products: fp32, or bf16 (bfloat16 operands, fp32 accumulation; needs AVX512_BF16)")
+	pf.BoolVar(&g.strictDims, "strict-dims", false, "refuse inputs that give one dim_param name two sizes (by default they run, with a warning, as in ONNX Runtime)")
+	pf.StringVar(&g.pluginLock, "plugin-lock", "", "lock file pinning each plugin's SHA-256 (default: attnrun-plugins.lock in the plugin directory, if present)")
+	pf.DurationVar(&g.timeout, "timeout", defaultRunTimeout, "bound on each model run, e.g. 30s or 10m (0: none)")
 	root.AddCommand(newRunCmd(g), newConformCmd(g), newInspectCmd(g), newBackendsCmd(g), newBenchCmd(g), newOpsCmd(g))
+	setVersion(root)
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}
@@ -136,5 +155,136 @@ func wrapArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 			return usageError{fmt.Errorf("%s: %w (see attnrun %s --help)", cmd.Name(), err, cmd.Name())}
 		}
 		return nil
+	}
+}
+
+// defaultRunTimeout is --timeout's default: a bound on each run that no
+// model of the size attnrun targets comes near on a CPU, so that a run that
+// hangs anyway ends with an error.
+const defaultRunTimeout = 10 * time.Minute
+
+// Signals. SIGINT (Ctrl-C), SIGTERM and SIGHUP cancel the command's
+// context: a run in flight returns at once, the command's sessions close
+// (backends are killed within Session.Close's bound, go-plugin's socket
+// directories were removed when connected) and attnrun exits with 128+n.
+// If unwinding takes longer than forceExitAfter (a model still loading), or a
+// second signal comes, attnrun closes the open sessions and exits anyway:
+// within a second of the signal in every case.
+const forceExitAfter = 700 * time.Millisecond
+
+// signals are the signals attnrun handles.
+var signals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
+// signalWatch is the signal handling of one attnrun invocation.
+type signalWatch struct {
+	ch   chan os.Signal
+	mu   sync.Mutex
+	got  os.Signal
+	done chan struct{}
+}
+
+// onSignal installs the signal handling: cancel is called on the first
+// signal; g's live sessions are closed if attnrun must exit by force.
+func onSignal(cancel context.CancelFunc, g *globalFlags) *signalWatch {
+	w := &signalWatch{ch: make(chan os.Signal, 2), done: make(chan struct{})}
+	signal.Notify(w.ch, signals...)
+	go func() {
+		var s os.Signal
+		select {
+		case s = <-w.ch:
+		case <-w.done:
+			return
+		}
+		w.mu.Lock()
+		w.got = s
+		w.mu.Unlock()
+		cancel()
+		t := time.NewTimer(forceExitAfter)
+		select {
+		case <-w.done:
+			return
+		case <-w.ch:
+		case <-t.C:
+		}
+		g.live.closeAll(150 * time.Millisecond)
+		fmt.Fprintln(os.Stderr, "attnrun: "+interrupted(s))
+		os.Exit(signalStatus(s))
+	}()
+	return w
+}
+
+// caught is the signal received, nil if none.
+func (w *signalWatch) caught() os.Signal {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.got
+}
+
+// stop uninstalls the handling (the command has returned).
+func (w *signalWatch) stop() {
+	signal.Stop(w.ch)
+	close(w.done)
+}
+
+// signalStatus is the exit status after signal s: 128 + its number.
+func signalStatus(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return 128 + int(n)
+	}
+	return 1
+}
+
+// interrupted is the line printed after signal s, e.g. "interrupted
+// (SIGINT)".
+func interrupted(s os.Signal) string {
+	names := map[os.Signal]string{os.Interrupt: "SIGINT", syscall.SIGTERM: "SIGTERM", syscall.SIGHUP: "SIGHUP"}
+	return "interrupted (" + names[s] + ")"
+}
+
+// liveSessions are the sessions the command has open.
+type liveSessions struct {
+	mu   sync.Mutex
+	open map[closer]struct{}
+}
+
+type closer interface{ Close() error }
+
+func (l *liveSessions) add(c closer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open == nil {
+		l.open = map[closer]struct{}{}
+	}
+	l.open[c] = struct{}{}
+}
+
+// close closes c and forgets it.
+func (l *liveSessions) close(c closer) error {
+	l.mu.Lock()
+	delete(l.open, c)
+	l.mu.Unlock()
+	return c.Close()
+}
+
+// closeAll closes every live session concurrently, waiting at most limit.
+func (l *liveSessions) closeAll(limit time.Duration) {
+	l.mu.Lock()
+	done := make(chan struct{}, len(l.open))
+	for c := range l.open {
+		go func() {
+			c.Close()
+			done <- struct{}{}
+		}()
+	}
+	n := len(l.open)
+	l.mu.Unlock()
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	for ; n > 0; n-- {
+		select {
+		case <-done:
+		case <-t.C:
+			return
+		}
 	}
 }

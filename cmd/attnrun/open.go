@@ -16,15 +16,20 @@ import (
 
 // sessionOptions maps the global flags to session options.
 func (g *globalFlags) sessionOptions() session.Options {
-	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "attnrun: "+format+"\n", args...) }
+	logf := func(format string, args ...any) {
+		fmt.Fprintln(os.Stderr, "attnrun: "+flagNames.Replace(fmt.Sprintf(format, args...)))
+	}
 	return session.Options{
 		Backend:        g.backend,
 		PluginDir:      g.pluginDir,
+		PluginLock:     g.pluginLock,
 		NoFallback:     g.noFallback,
 		Threads:        g.threads,
 		MaxTensorBytes: g.maxTensorBytes,
 		NoFuse:         g.noFuse,
 		Precision:      g.precision,
+		StrictDims:     g.strictDims,
+		RunTimeout:     g.timeout,
 		Logf:           logf,
 	}
 }
@@ -37,8 +42,16 @@ func (g *globalFlags) checkPrecision() error {
 	return nil
 }
 
-// open starts a session on a model.
+// open starts a session on a model; close it with g.close.
 func (g *globalFlags) open(ctx context.Context, path string) (*session.Session, error) {
+	return g.openWith(ctx, path, g.sessionOptions())
+}
+
+// close closes a session that open or openWith returned.
+func (g *globalFlags) close(s *session.Session) error { return g.live.close(s) }
+
+// openWith is open with options derived from the flags.
+func (g *globalFlags) openWith(ctx context.Context, path string, opts session.Options) (*session.Session, error) {
 	if g.maxTensorBytes <= 0 {
 		return nil, usageErrorf("--max-tensor-bytes must be positive")
 	}
@@ -47,6 +60,9 @@ func (g *globalFlags) open(ctx context.Context, path string) (*session.Session, 
 	}
 	if err := g.checkPrecision(); err != nil {
 		return nil, err
+	}
+	if g.timeout < 0 {
+		return nil, usageErrorf("--timeout must be ≥ 0")
 	}
 	if st, err := os.Stat(path); err != nil {
 		return nil, err
@@ -57,10 +73,11 @@ func (g *globalFlags) open(ctx context.Context, path string) (*session.Session, 
 		}
 		return nil, fmt.Errorf("%s is a directory, not an ONNX model file%s", path, hint)
 	}
-	s, err := session.Open(ctx, path, g.sessionOptions())
+	s, err := session.Open(ctx, path, opts)
 	if err != nil {
 		return nil, cliError(err)
 	}
+	g.live.add(s)
 	return s, nil
 }
 
@@ -74,14 +91,18 @@ type flagError struct {
 func (e flagError) Error() string { return e.msg }
 func (e flagError) Unwrap() error { return e.err }
 
+// flagNames rewrites the library option names in messages to the CLI
+// flags that set them.
+var flagNames = strings.NewReplacer("Options.MaxTensorBytes", "--max-tensor-bytes", "Options.StrictDims", "--strict-dims", "Options.RunTimeout", "--timeout")
+
 // cliError rewrites library option names in err's message to the flags
 // that set them.
 func cliError(err error) error {
 	msg := err.Error()
-	if !strings.Contains(msg, "(Options.MaxTensorBytes)") {
-		return err
+	if out := flagNames.Replace(msg); out != msg {
+		return flagError{out, err}
 	}
-	return flagError{strings.ReplaceAll(msg, "(Options.MaxTensorBytes)", "(--max-tensor-bytes)"), err}
+	return err
 }
 
 // runIR runs a session on ir tensors (the session API takes gorgonia Dense
@@ -97,7 +118,7 @@ func runIR(ctx context.Context, s *session.Session, in map[string]*ir.Tensor) (m
 	}
 	out, err := s.Run(ctx, dense)
 	if err != nil {
-		return nil, err
+		return nil, cliError(err)
 	}
 	res := make(map[string]*ir.Tensor, len(out))
 	for _, vi := range s.Outputs() {
@@ -115,11 +136,14 @@ func runIR(ctx context.Context, s *session.Session, in map[string]*ir.Tensor) (m
 }
 
 // sessionRunner adapts a session to conform.Runner.
-type sessionRunner struct{ s *session.Session }
+type sessionRunner struct {
+	g *globalFlags
+	s *session.Session
+}
 
 func (r sessionRunner) InputNames() []string  { return valueNames(r.s.Inputs()) }
 func (r sessionRunner) OutputNames() []string { return valueNames(r.s.Outputs()) }
-func (r sessionRunner) Close() error          { return r.s.Close() }
+func (r sessionRunner) Close() error          { return r.g.close(r.s) }
 func (r sessionRunner) Run(ctx context.Context, in map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
 	return runIR(ctx, r.s, in)
 }

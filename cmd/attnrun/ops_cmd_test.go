@@ -69,6 +69,7 @@ func TestDescribeDTypes(t *testing.T) {
 		{[]ir.DType{ir.Float, ir.Double, ir.Float16, ir.Int32, ir.Int64, ir.Uint32, ir.Uint64, ir.Bool}, "float, int32, int64, uint32, uint64, bool"},
 		{[]ir.DType{ir.Bool}, "bool"},
 		{[]ir.DType{ir.Float, ir.Int64}, "float32, int64"},
+		{[]ir.DType{ir.Float8E4M3FN, ir.Float8E4M3FNUZ, ir.Float8E5M2, ir.Float8E5M2FNUZ, ir.Int4, ir.Uint4, ir.Float8E8M0}, "float8, int4, float8e8m0"},
 	}
 	for _, tc := range tests {
 		if got := describeDTypes(tc.in); got != tc.want {
@@ -83,18 +84,19 @@ func TestOpsRows(t *testing.T) {
 	schemas := []*ops.Schema{
 		{OpType: "Add", Since: 7, Until: 13, TypeInput: 0, DTypes: ops.FloatTypes, Infer: infer, Run: run, Doc: "add"},
 		{OpType: "Add", Since: 14, Until: 18, TypeInput: 0, DTypes: ops.NumericTypes, Infer: infer, Run: run, Doc: "add v14"},
+		{OpType: "Add", Since: 19, Until: 20, TypeInput: 0, DTypes: ops.NumericTypes, Infer: infer, Run: run, Doc: "add v19"},
 		{OpType: "Constant", Since: 1, Until: 18, TypeInput: -1, Infer: infer, Run: run},
 		{Domain: ops.DomainAttnrun, OpType: "FusedAttention", Since: 1, Until: 1, TypeInput: 0, DTypes: []ir.DType{ir.Float}, Infer: infer, Run: run},
 	}
 	backends := []opsBackend{
-		{"cpu", []plugins.OpSupport{{OpType: "Add", Since: 7, Until: 13}, {OpType: "Add", Since: 14, Until: 18},
+		{"cpu", []plugins.OpSupport{{OpType: "Add", Since: 7, Until: 13}, {OpType: "Add", Since: 14, Until: 18}, {OpType: "Add", Since: 19, Until: 20},
 			{OpType: "Constant", Since: 1, Until: 18}, {Domain: ops.DomainAttnrun, OpType: "FusedAttention", Since: 1, Until: 1}}},
 		{"gpu", []plugins.OpSupport{{Domain: "ai.onnx", OpType: "Add", Since: 14, Until: 18}, {OpType: "Constant", Since: 1, Until: 12}}},
 	}
 	rows := opsRows(schemas, backends)
 	type row struct{ key, opsets, types, backends, doc string }
 	want := []row{
-		{"Add", "7-13, 14-18", "7-13: float; 14-18: float, int, uint", "cpu, gpu (14-18)", "add v14"},
+		{"Add", "7-13, 14-18, 19-20", "7-13: float; 14-18, 19-20: + int, uint", "cpu, gpu (14-18)", "add v19"},
 		{"Constant", "1-18", "any", "cpu", ""},
 		{"com.attnrun:FusedAttention", "1", "float32", "cpu", ""},
 	}
@@ -111,7 +113,7 @@ func TestOpsRows(t *testing.T) {
 	if err := writeOpsText(&text, rows[:1]); err != nil {
 		t.Fatal(err)
 	}
-	wantText := "Add\n  opsets:   7-13, 14-18\n  types:    7-13: float; 14-18: float, int, uint\n  backends: cpu, gpu (14-18)\n  add v14\n1 ops\n"
+	wantText := "Add\n  opsets:   7-13, 14-18, 19-20\n  types:    7-13: float; 14-18, 19-20: + int, uint\n  backends: cpu, gpu (14-18)\n  add v19\n1 ops\n"
 	if text.String() != wantText {
 		t.Errorf("text:\n%s\nwant:\n%s", text.String(), wantText)
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,6 +37,9 @@ func (f *inputFlags) load(declared []*ir.ValueInfo, maxBytes int64) (map[string]
 	if err != nil {
 		return nil, err
 	}
+	if err := checkDimNames(dims, declared); err != nil {
+		return nil, err
+	}
 	l := &inputLoader{declared: declared, dims: dims, maxBytes: maxBytes, seed: f.seed}
 	return l.load(specs)
 }
@@ -48,19 +52,51 @@ func outputFileName(name string) string { return unsafeName.ReplaceAllString(nam
 func newRunCmd(g *globalFlags) *cobra.Command {
 	var in inputFlags
 	var outDir string
+	var asJSON bool
+	var printLimit int
 	cmd := &cobra.Command{
 		Use:   "run MODEL.onnx --input NAME=SOURCE ...",
 		Short: "Run a model once and print (or save) its outputs",
+		Long: `run runs a model once on the given inputs. It prints each output's name,
+element type, shape and first values (--print-limit, 0 for all), or with
+--json every output in full as one JSON object:
+
+  {"model": PATH, "outputs": [{"name": "y", "dtype": "float32", "shape": [2, 5, 32], "data": [...]}]}
+
+where data is flat, in row-major order, floats in the fewest digits that read
+back as the same value, and NaN and infinities (which JSON lacks) the strings
+"NaN", "Infinity" and "-Infinity".
+
+--out DIR writes one NAME.npy per output into DIR. --out - writes the .npy of
+a model's only output to stdout (the text goes to stderr); it is a usage
+error for a model with several outputs, with --json, or when stdout is a
+terminal. The time of the run goes to stderr.`,
 		Example: `  attnrun run models/s000_multi_head/model.onnx --input x=random:1x16x32
-  attnrun run model.onnx -i x=x.npy -i mask=mask.npy --out results/`,
+  attnrun run model.onnx -i x=x.npy -i mask=mask.npy --out results/
+  attnrun run model.onnx -i x=x.npy --json > y.json
+  attnrun run model.onnx -i x=x.npy --out - > y.npy`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if printLimit < 0 {
+				return usageErrorf("--print-limit must be ≥ 0 (0 prints every value)")
+			}
+			toStdout := outDir == "-"
+			if toStdout && asJSON {
+				return usageErrorf("--out - and --json both write to stdout: give --out a directory")
+			}
+			if toStdout && isTerminal(stdout) {
+				return usageErrorf("--out - writes a binary .npy to stdout, which is a terminal: redirect it (… --out - > y.npy)")
+			}
 			ctx := cmd.Context()
 			s, err := g.open(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			defer s.Close()
+			defer g.close(s)
+			if outs := s.Outputs(); toStdout && len(outs) != 1 {
+				return usageErrorf("--out - writes one .npy to stdout, and the model has %d outputs (%s): give --out a directory", len(outs), strings.Join(valueNames(outs), ", "))
+			}
 			inputs, err := in.load(s.Inputs(), g.maxTensorBytes)
 			if err != nil {
 				return err
@@ -71,28 +107,50 @@ func newRunCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			elapsed := time.Since(start)
-			w := cmd.OutOrStdout()
-			if outDir != "" {
+			// The text report goes to stdout unless stdout carries data.
+			report := stdout
+			if asJSON || toStdout {
+				report = stderr
+			}
+			if asJSON {
+				if err := writeOutputsJSON(stdout, args[0], valueNames(s.Outputs()), outs); err != nil {
+					return err
+				}
+			}
+			if outDir != "" && !toStdout {
 				if err := os.MkdirAll(outDir, 0o755); err != nil {
 					return err
 				}
 			}
 			for _, vi := range s.Outputs() {
 				t := outs[vi.Name]
-				fmt.Fprintf(w, "%s: %v [%s] %s\n", vi.Name, t.DType, ir.ShapeString(t.Shape), t.Preview(8))
-				if outDir != "" {
+				if !asJSON {
+					limit := printLimit
+					if limit == 0 {
+						limit = t.Len()
+					}
+					fmt.Fprintf(report, "%s: %v [%s] %s\n", vi.Name, t.DType, ir.ShapeString(t.Shape), t.Preview(limit))
+				}
+				switch {
+				case toStdout:
+					if err := npy.Write(stdout, t); err != nil {
+						return fmt.Errorf("writing output %q to stdout: %w", vi.Name, err)
+					}
+				case outDir != "":
 					path := filepath.Join(outDir, outputFileName(vi.Name))
 					if err := npy.WriteFile(path, t); err != nil {
 						return err
 					}
-					fmt.Fprintf(w, "  wrote %s\n", path)
+					fmt.Fprintf(report, "  wrote %s\n", path)
 				}
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "ran in %.2f ms on %s\n", float64(elapsed.Microseconds())/1000, backendSummary(s))
+			fmt.Fprintf(stderr, "ran in %.2f ms on %s\n", float64(elapsed.Microseconds())/1000, backendSummary(s))
 			return nil
 		},
 	}
 	in.register(cmd)
-	cmd.Flags().StringVarP(&outDir, "out", "o", "", "write one NAME.npy per output into this directory")
+	cmd.Flags().StringVarP(&outDir, "out", "o", "", "write one NAME.npy per output into this directory (- : the only output's .npy to stdout)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print every output in full as one JSON object (NaN and ±Inf as the strings \"NaN\", \"Infinity\", \"-Infinity\")")
+	cmd.Flags().IntVar(&printLimit, "print-limit", 8, "values of each output to print (0: all)")
 	return cmd
 }

@@ -167,10 +167,14 @@ func (x *ShmRef) GetLength() uint64 {
 // size (the backend remaps when its mapping is smaller) and the output area
 // [out_offset, out_offset + out_length) the backend may write outputs into.
 type SharedRun struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Size          uint64                 `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`
-	OutOffset     uint64                 `protobuf:"varint,2,opt,name=out_offset,json=outOffset,proto3" json:"out_offset,omitempty"`
-	OutLength     uint64                 `protobuf:"varint,3,opt,name=out_length,json=outLength,proto3" json:"out_length,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Size      uint64                 `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`
+	OutOffset uint64                 `protobuf:"varint,2,opt,name=out_offset,json=outOffset,proto3" json:"out_offset,omitempty"`
+	OutLength uint64                 `protobuf:"varint,3,opt,name=out_length,json=outLength,proto3" json:"out_length,omitempty"`
+	// seq numbers the host's Runs through the region (1, 2, ...). A backend
+	// refuses, without touching the region, a Run whose seq a Ping has fenced
+	// off (see PingRequest.fence).
+	Seq           uint64 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -222,6 +226,13 @@ func (x *SharedRun) GetOutOffset() uint64 {
 func (x *SharedRun) GetOutLength() uint64 {
 	if x != nil {
 		return x.OutLength
+	}
+	return 0
+}
+
+func (x *SharedRun) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
 	}
 	return 0
 }
@@ -1194,6 +1205,99 @@ func (x *StatsResponse) GetRuns() uint64 {
 	return 0
 }
 
+// PingRequest asks a backend whether it is alive. With fence > 0 the answer
+// also means that no Run uses the shared tensor region any more and that
+// every Run numbered fence or lower (SharedRun.seq) that has not started yet
+// never will: the host sends it after abandoning a Run (its context ended)
+// and reuses the region only once it is answered.
+type PingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fence         uint64                 `protobuf:"varint,1,opt,name=fence,proto3" json:"fence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PingRequest) Reset() {
+	*x = PingRequest{}
+	mi := &file_backend_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PingRequest) ProtoMessage() {}
+
+func (x *PingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
+func (*PingRequest) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *PingRequest) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+type PingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pid           int64                  `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PingResponse) Reset() {
+	*x = PingResponse{}
+	mi := &file_backend_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PingResponse) ProtoMessage() {}
+
+func (x *PingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
+func (*PingResponse) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *PingResponse) GetPid() int64 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
 var File_backend_proto protoreflect.FileDescriptor
 
 const file_backend_proto_rawDesc = "" +
@@ -1207,13 +1311,14 @@ const file_backend_proto_rawDesc = "" +
 	"\x03shm\x18\x05 \x01(\v2\x1a.attnrun.backend.v1.ShmRefR\x03shm\"8\n" +
 	"\x06ShmRef\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x16\n" +
-	"\x06length\x18\x02 \x01(\x04R\x06length\"]\n" +
+	"\x06length\x18\x02 \x01(\x04R\x06length\"o\n" +
 	"\tSharedRun\x12\x12\n" +
 	"\x04size\x18\x01 \x01(\x04R\x04size\x12\x1d\n" +
 	"\n" +
 	"out_offset\x18\x02 \x01(\x04R\toutOffset\x12\x1d\n" +
 	"\n" +
-	"out_length\x18\x03 \x01(\x04R\toutLength\"U\n" +
+	"out_length\x18\x03 \x01(\x04R\toutLength\x12\x10\n" +
+	"\x03seq\x18\x04 \x01(\x04R\x03seq\"U\n" +
 	"\vNamedTensor\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x06tensor\x18\x02 \x01(\v2\x1a.attnrun.backend.v1.TensorR\x06tensor\"\r\n" +
@@ -1278,7 +1383,11 @@ const file_backend_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x02 \x01(\x03R\n" +
 	"partitions\x12\x12\n" +
-	"\x04runs\x18\x03 \x01(\x04R\x04runs2\xef\x03\n" +
+	"\x04runs\x18\x03 \x01(\x04R\x04runs\"#\n" +
+	"\vPingRequest\x12\x14\n" +
+	"\x05fence\x18\x01 \x01(\x04R\x05fence\" \n" +
+	"\fPingResponse\x12\x10\n" +
+	"\x03pid\x18\x01 \x01(\x03R\x03pid2\xba\x04\n" +
 	"\aBackend\x12I\n" +
 	"\x04Info\x12\x1f.attnrun.backend.v1.InfoRequest\x1a .attnrun.backend.v1.InfoResponse\x12[\n" +
 	"\n" +
@@ -1286,7 +1395,8 @@ const file_backend_proto_rawDesc = "" +
 	"\aCompile\x12\".attnrun.backend.v1.CompileRequest\x1a#.attnrun.backend.v1.CompileResponse\x12F\n" +
 	"\x03Run\x12\x1e.attnrun.backend.v1.RunRequest\x1a\x1f.attnrun.backend.v1.RunResponse\x12R\n" +
 	"\aRelease\x12\".attnrun.backend.v1.ReleaseRequest\x1a#.attnrun.backend.v1.ReleaseResponse\x12L\n" +
-	"\x05Stats\x12 .attnrun.backend.v1.StatsRequest\x1a!.attnrun.backend.v1.StatsResponseB.Z,github.com/attnrun/attnrun/plugins/backendpbb\x06proto3"
+	"\x05Stats\x12 .attnrun.backend.v1.StatsRequest\x1a!.attnrun.backend.v1.StatsResponse\x12I\n" +
+	"\x04Ping\x12\x1f.attnrun.backend.v1.PingRequest\x1a .attnrun.backend.v1.PingResponseB.Z,github.com/attnrun/attnrun/plugins/backendpbb\x06proto3"
 
 var (
 	file_backend_proto_rawDescOnce sync.Once
@@ -1300,7 +1410,7 @@ func file_backend_proto_rawDescGZIP() []byte {
 	return file_backend_proto_rawDescData
 }
 
-var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_backend_proto_goTypes = []any{
 	(*Tensor)(nil),             // 0: attnrun.backend.v1.Tensor
 	(*ShmRef)(nil),             // 1: attnrun.backend.v1.ShmRef
@@ -1322,12 +1432,14 @@ var file_backend_proto_goTypes = []any{
 	(*ReleaseResponse)(nil),    // 17: attnrun.backend.v1.ReleaseResponse
 	(*StatsRequest)(nil),       // 18: attnrun.backend.v1.StatsRequest
 	(*StatsResponse)(nil),      // 19: attnrun.backend.v1.StatsResponse
-	nil,                        // 20: attnrun.backend.v1.InfoResponse.DetailsEntry
+	(*PingRequest)(nil),        // 20: attnrun.backend.v1.PingRequest
+	(*PingResponse)(nil),       // 21: attnrun.backend.v1.PingResponse
+	nil,                        // 22: attnrun.backend.v1.InfoResponse.DetailsEntry
 }
 var file_backend_proto_depIdxs = []int32{
 	1,  // 0: attnrun.backend.v1.Tensor.shm:type_name -> attnrun.backend.v1.ShmRef
 	0,  // 1: attnrun.backend.v1.NamedTensor.tensor:type_name -> attnrun.backend.v1.Tensor
-	20, // 2: attnrun.backend.v1.InfoResponse.details:type_name -> attnrun.backend.v1.InfoResponse.DetailsEntry
+	22, // 2: attnrun.backend.v1.InfoResponse.details:type_name -> attnrun.backend.v1.InfoResponse.DetailsEntry
 	5,  // 3: attnrun.backend.v1.InfoResponse.ops:type_name -> attnrun.backend.v1.OpSupport
 	7,  // 4: attnrun.backend.v1.CapabilityRequest.nodes:type_name -> attnrun.backend.v1.NodeQuery
 	9,  // 5: attnrun.backend.v1.CapabilityResponse.verdicts:type_name -> attnrun.backend.v1.Verdict
@@ -1341,14 +1453,16 @@ var file_backend_proto_depIdxs = []int32{
 	14, // 13: attnrun.backend.v1.Backend.Run:input_type -> attnrun.backend.v1.RunRequest
 	16, // 14: attnrun.backend.v1.Backend.Release:input_type -> attnrun.backend.v1.ReleaseRequest
 	18, // 15: attnrun.backend.v1.Backend.Stats:input_type -> attnrun.backend.v1.StatsRequest
-	6,  // 16: attnrun.backend.v1.Backend.Info:output_type -> attnrun.backend.v1.InfoResponse
-	10, // 17: attnrun.backend.v1.Backend.Capability:output_type -> attnrun.backend.v1.CapabilityResponse
-	13, // 18: attnrun.backend.v1.Backend.Compile:output_type -> attnrun.backend.v1.CompileResponse
-	15, // 19: attnrun.backend.v1.Backend.Run:output_type -> attnrun.backend.v1.RunResponse
-	17, // 20: attnrun.backend.v1.Backend.Release:output_type -> attnrun.backend.v1.ReleaseResponse
-	19, // 21: attnrun.backend.v1.Backend.Stats:output_type -> attnrun.backend.v1.StatsResponse
-	16, // [16:22] is the sub-list for method output_type
-	10, // [10:16] is the sub-list for method input_type
+	20, // 16: attnrun.backend.v1.Backend.Ping:input_type -> attnrun.backend.v1.PingRequest
+	6,  // 17: attnrun.backend.v1.Backend.Info:output_type -> attnrun.backend.v1.InfoResponse
+	10, // 18: attnrun.backend.v1.Backend.Capability:output_type -> attnrun.backend.v1.CapabilityResponse
+	13, // 19: attnrun.backend.v1.Backend.Compile:output_type -> attnrun.backend.v1.CompileResponse
+	15, // 20: attnrun.backend.v1.Backend.Run:output_type -> attnrun.backend.v1.RunResponse
+	17, // 21: attnrun.backend.v1.Backend.Release:output_type -> attnrun.backend.v1.ReleaseResponse
+	19, // 22: attnrun.backend.v1.Backend.Stats:output_type -> attnrun.backend.v1.StatsResponse
+	21, // 23: attnrun.backend.v1.Backend.Ping:output_type -> attnrun.backend.v1.PingResponse
+	17, // [17:24] is the sub-list for method output_type
+	10, // [10:17] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
 	10, // [10:10] is the sub-list for extension extendee
 	0,  // [0:10] is the sub-list for field type_name
@@ -1365,7 +1479,7 @@ func file_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_backend_proto_rawDesc), len(file_backend_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

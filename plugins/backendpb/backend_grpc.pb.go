@@ -30,6 +30,7 @@ const (
 	Backend_Run_FullMethodName        = "/attnrun.backend.v1.Backend/Run"
 	Backend_Release_FullMethodName    = "/attnrun.backend.v1.Backend/Release"
 	Backend_Stats_FullMethodName      = "/attnrun.backend.v1.Backend/Stats"
+	Backend_Ping_FullMethodName       = "/attnrun.backend.v1.Backend/Ping"
 )
 
 // BackendClient is the client API for Backend service.
@@ -44,6 +45,7 @@ type BackendClient interface {
 	Run(ctx context.Context, in *RunRequest, opts ...grpc.CallOption) (*RunResponse, error)
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
+	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
 }
 
 type backendClient struct {
@@ -114,6 +116,16 @@ func (c *backendClient) Stats(ctx context.Context, in *StatsRequest, opts ...grp
 	return out, nil
 }
 
+func (c *backendClient) Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PingResponse)
+	err := c.cc.Invoke(ctx, Backend_Ping_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BackendServer is the server API for Backend service.
 // All implementations must embed UnimplementedBackendServer
 // for forward compatibility.
@@ -126,6 +138,7 @@ type BackendServer interface {
 	Run(context.Context, *RunRequest) (*RunResponse, error)
 	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
+	Ping(context.Context, *PingRequest) (*PingResponse, error)
 	mustEmbedUnimplementedBackendServer()
 }
 
@@ -153,6 +166,9 @@ func (UnimplementedBackendServer) Release(context.Context, *ReleaseRequest) (*Re
 }
 func (UnimplementedBackendServer) Stats(context.Context, *StatsRequest) (*StatsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Stats not implemented")
+}
+func (UnimplementedBackendServer) Ping(context.Context, *PingRequest) (*PingResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Ping not implemented")
 }
 func (UnimplementedBackendServer) mustEmbedUnimplementedBackendServer() {}
 func (UnimplementedBackendServer) testEmbeddedByValue()                 {}
@@ -283,6 +299,24 @@ func _Backend_Stats_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Backend_Ping_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).Ping(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_Ping_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).Ping(ctx, req.(*PingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Backend_ServiceDesc is the grpc.ServiceDesc for Backend service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -313,6 +347,10 @@ var Backend_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Stats",
 			Handler:    _Backend_Stats_Handler,
+		},
+		{
+			MethodName: "Ping",
+			Handler:    _Backend_Ping_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

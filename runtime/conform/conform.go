@@ -7,10 +7,13 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/attnrun/attnrun/ir"
@@ -108,14 +111,22 @@ type Opener func(ctx context.Context, modelPath string) (Runner, error)
 
 // Result is the outcome of one case over all its data sets.
 type Result struct {
-	Case   Case
-	Pass   bool
-	MaxAbs float64 // largest |got - want| over all outputs and data sets
-	MaxRel float64 // largest |got - want| / |want| (where want ≠ 0)
-	Err    error   // why it failed: a load or run error, or the first mismatch
+	Case Case
+	Pass bool
+	// Compared counts the outputs compared with their expected values,
+	// over all data sets. MaxAbs and MaxRel describe those comparisons:
+	// they mean nothing when Compared is 0 (a case that failed before any
+	// output could be compared).
+	Compared int
+	MaxAbs   float64 // largest |got - want| over all outputs and data sets
+	MaxRel   float64 // largest |got - want| / |want| (where want ≠ 0)
+	Err      error   // why it failed: a load or run error, or the first mismatch
 }
 
 // Run checks one case: it loads the model once and runs every data set.
+// A case passes only when every data set checks every graph output: each
+// output K must have its expected output_K.pb, and every output_K.pb must
+// match a graph output (the K-th, as in ONNX's backend tests).
 func Run(ctx context.Context, c Case, open Opener, tol Tolerance) Result {
 	res := Result{Case: c}
 	if len(c.DataSets) == 0 {
@@ -129,12 +140,13 @@ func Run(ctx context.Context, c Case, open Opener, tol Tolerance) Result {
 	}
 	defer r.Close()
 	for _, ds := range c.DataSets {
-		inputs, err := readTensors(ds, "input", r.InputNames())
+		inputs, err := readNumbered(ds, "input", r.InputNames())
 		if err != nil {
 			res.Err = err
 			return res
 		}
-		wants, err := readTensors(ds, "output", r.OutputNames())
+		outNames := r.OutputNames()
+		wants, err := readExpected(ds, outNames)
 		if err != nil {
 			res.Err = err
 			return res
@@ -144,52 +156,100 @@ func Run(ctx context.Context, c Case, open Opener, tol Tolerance) Result {
 			res.Err = fmt.Errorf("%s: %w", filepath.Base(ds), err)
 			return res
 		}
-		for name, want := range wants {
+		for _, name := range outNames {
 			g, ok := got[name]
 			if !ok {
-				res.Err = fmt.Errorf("%s: output %q missing", filepath.Base(ds), name)
+				res.Err = fmt.Errorf("%s: output %q missing from the run's results", filepath.Base(ds), name)
 				return res
 			}
-			a, rel, err := Compare(g, want, tol)
+			a, rel, err := Compare(g, wants[name], tol)
+			res.Compared++
 			res.MaxAbs, res.MaxRel = math.Max(res.MaxAbs, a), math.Max(res.MaxRel, rel)
 			if err != nil && res.Err == nil {
 				res.Err = fmt.Errorf("%s: output %q: %w", filepath.Base(ds), name, err)
 			}
 		}
 	}
+	if res.Err == nil && res.Compared == 0 {
+		res.Err = fmt.Errorf("the model has no outputs: nothing was checked")
+	}
 	res.Pass = res.Err == nil
 	return res
 }
 
-// readTensors reads <prefix>_K.pb files, naming them by names[K] (or by the
-// name stored in the file when it has one).
-func readTensors(dir, prefix string, names []string) (map[string]*ir.Tensor, error) {
+// readExpected reads a data set's output_K.pb files: exactly one for each
+// graph output, matched by index K (the name stored in a file is not used,
+// as in ONNX's own backend test runner).
+func readExpected(dir string, names []string) (map[string]*ir.Tensor, error) {
+	out, err := readNumbered(dir, "output", names)
+	if err != nil {
+		return nil, err
+	}
+	for k, name := range names {
+		if out[name] == nil {
+			return nil, fmt.Errorf("%s: output_%d.pb is missing: graph output %d (%q) has no expected value", filepath.Base(dir), k, k, name)
+		}
+	}
+	return out, nil
+}
+
+// readNumbered reads a data set's <prefix>_K.pb files (prefix "input" or
+// "output"), each for the graph value names[K]; a file whose K has no
+// graph value is an error. Values without a file are left out.
+func readNumbered(dir, prefix string, names []string) (map[string]*ir.Tensor, error) {
+	files, err := numberedFiles(dir, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*ir.Tensor, len(files))
+	for _, k := range slices.Sorted(maps.Keys(files)) {
+		f := files[k]
+		if k >= len(names) {
+			return nil, fmt.Errorf("%s: %s has no graph %s to match (the model has %d %s%s: %s)",
+				filepath.Base(dir), filepath.Base(f), prefix, len(names), prefix, plural(len(names)), strings.Join(names, ", "))
+		}
+		if out[names[k]], err = readTensor(f); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// numberedFiles maps K to dir/<prefix>_K.pb for every such file.
+func numberedFiles(dir, prefix string) (map[int]string, error) {
 	files, err := filepath.Glob(filepath.Join(dir, prefix+"_*.pb"))
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]*ir.Tensor{}
+	out := make(map[int]string, len(files))
 	for _, f := range files {
-		var k int
-		if _, err := fmt.Sscanf(filepath.Base(f), prefix+"_%d.pb", &k); err != nil {
-			continue
+		digits := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), prefix+"_"), ".pb")
+		if k, err := strconv.Atoi(digits); err == nil && k >= 0 && strconv.Itoa(k) == digits {
+			out[k] = f
 		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		name, t, err := onnx.DecodeTensor(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
-		}
-		if k < len(names) {
-			name = names[k]
-		} else if name == "" {
-			return nil, fmt.Errorf("%s: the model has only %d %ss", f, len(names), prefix)
-		}
-		out[name] = t
 	}
 	return out, nil
+}
+
+// readTensor reads one serialized TensorProto (its stored name is not
+// used: files match graph values by index).
+func readTensor(path string) (*ir.Tensor, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	_, t, err := onnx.DecodeTensor(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
 }
 
 // Compare checks got against want: same dtype and shape, and every element
@@ -285,6 +345,13 @@ func asFloat64s(t *ir.Tensor) []float64 {
 	case []int8:
 		return widen(d)
 	case []uint8:
+		if t.DType.NarrowFloat() {
+			out := make([]float64, len(d))
+			for i, v := range d {
+				out[i] = float64(ir.NarrowFloatToFloat32(t.DType, v))
+			}
+			return out
+		}
 		return widen(d)
 	case []uint32:
 		return widen(d)

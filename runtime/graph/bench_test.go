@@ -155,6 +155,14 @@ func BenchmarkMHA768(b *testing.B) {
 	benchModel(b, "s000_multi_head_c768", benchSizes([]int{512, 2048}))
 }
 
+// BenchmarkMHA768AttentionOp runs the same model with its attention as one
+// ONNX Attention node on the same weights (models/export_opset23.py
+// --bench DIR writes it): within a few percent of BenchmarkMHA768, as both
+// run the same FusedAttention step.
+func BenchmarkMHA768AttentionOp(b *testing.B) {
+	benchModel(b, "s000_multi_head_c768_attention_op", benchSizes([]int{512, 2048}))
+}
+
 // BenchmarkCausal768 runs seed 000's CausalAttention (C=768) likewise.
 func BenchmarkCausal768(b *testing.B) {
 	benchModel(b, "s000_causal_c768", benchSizes([]int{512, 2048}))

@@ -36,6 +36,11 @@ type Options struct {
 	// Precision is the arithmetic of float32 matrix products (see
 	// ops.Precision; "" is fp32). Compile-time constant folding stays fp32.
 	Precision ops.Precision
+	// StrictDims refuses a run whose inputs bind one dim_param name to two
+	// sizes (e.g. decoder and encoder lengths both exported as "S").
+	// Without it such a run goes ahead, as in ONNX Runtime (see
+	// ValidateInputs).
+	StrictDims bool
 }
 
 // Program is a validated, scheduled and type-inferred graph.
@@ -177,6 +182,9 @@ func (p *Program) infer(types map[string]ops.Value) error {
 			in[i] = v
 		}
 		s := p.Schemas[n]
+		if err := s.CheckNarrow(n, in); err != nil {
+			return err
+		}
 		if s.TypeInput >= 0 && s.TypeInput < len(in) && in[s.TypeInput].Present() && !s.TakesDType(in[s.TypeInput].Type.DType) {
 			return n.Errorf("input %d has element type %v, which this op does not take (it takes %v)", s.TypeInput, in[s.TypeInput].Type.DType, s.DTypes)
 		}

@@ -59,6 +59,12 @@ type Fusion struct {
 	// reads its inputs or writes its output through a strided view
 	// (views.go) instead.
 	Absorbed []*ir.Node
+	// Nodes, when the rewrite runs more than Node (ONNX Attention's
+	// lowering: KV-cache Concat, head split, Casts), lists every node it
+	// runs in place of Replaced, in order, Node among them, with each
+	// node's domain opset in Opsets. Empty otherwise.
+	Nodes  []*ir.Node
+	Opsets []int
 }
 
 // Fusions returns the fused regions of the plan for the given inputs'
@@ -94,7 +100,7 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 	}
 	f := newFuser(p, pl, types)
 	removed, slot := f.removed, f.slot
-	replace := map[int]step{}
+	replace := map[int][]step{}
 	readChains := map[*ir.Node]int{} // movement node read through → fusion
 	for i, st := range pl.steps {
 		if removed[i] || st.node.OpType != "MatMul" || !isDefaultDomain(st.node) {
@@ -153,22 +159,28 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 		for _, k := range reads {
 			readChains[pl.steps[k].node] = len(pl.fusions)
 		}
-		replace[i] = fs
+		replace[i] = []step{fs}
 		pl.fusions = append(pl.fusions, fusion)
 	}
 	if len(replace) == 0 {
 		return
 	}
-	defer p.dropDead(pl, readChains)
-	kept := pl.steps[:0:0]
-	for i, st := range pl.steps {
-		if fs, ok := replace[i]; ok {
-			kept = append(kept, fs)
+	pl.steps = replaceSteps(pl.steps, replace, removed)
+	p.dropDead(pl, readChains)
+}
+
+// replaceSteps returns steps with step i replaced by replace[i] and the
+// removed steps dropped.
+func replaceSteps(steps []step, replace map[int][]step, removed map[int]bool) []step {
+	kept := steps[:0:0]
+	for i, st := range steps {
+		if add, ok := replace[i]; ok {
+			kept = append(kept, add...)
 		} else if !removed[i] {
 			kept = append(kept, st)
 		}
 	}
-	pl.steps = kept
+	return kept
 }
 
 // inferMatches runs the fused node's inference and reports whether it gives

@@ -30,7 +30,7 @@ func (p *Program) fuseMatMuls(pl *plan, types map[string]ops.Value) {
 		return
 	}
 	f := newFuser(p, pl, types)
-	replace := map[int]step{}
+	replace := map[int][]step{}
 	readChains := map[*ir.Node]int{}
 	for i, st := range pl.steps {
 		n := st.node
@@ -92,21 +92,13 @@ func (p *Program) fuseMatMuls(pl *plan, types map[string]ops.Value) {
 		for _, k := range reads {
 			readChains[pl.steps[k].node] = len(pl.fusions)
 		}
-		replace[last] = fs
+		replace[last] = []step{fs}
 		pl.fusions = append(pl.fusions, fusion)
 	}
 	if len(replace) == 0 {
 		return
 	}
-	kept := pl.steps[:0:0]
-	for i, st := range pl.steps {
-		if fs, ok := replace[i]; ok {
-			kept = append(kept, fs)
-		} else if !f.removed[i] {
-			kept = append(kept, st)
-		}
-	}
-	pl.steps = kept
+	pl.steps = replaceSteps(pl.steps, replace, f.removed)
 	p.dropDead(pl, readChains)
 }
 

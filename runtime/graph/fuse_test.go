@@ -56,9 +56,11 @@ func TestModelFusions(t *testing.T) {
 	}{
 		{"s000_single_head", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
 		{"s000_multi_head", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
+		{"s000_multi_head_attention_op", 1, "Attention", scale8, false, "", 0, true},
 		{"s000_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"s000_causal_or", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"s001_cross_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s001_cross_attention_shared_dim", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"s001_cross_attention_nomask", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
 		{"s001_decoder_self_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		// Seed 002's MultiHeadAttention transposes K before the head split.
@@ -74,8 +76,15 @@ func TestModelFusions(t *testing.T) {
 		{"s004_param_free", 1, "Transpose MatMul Softmax MatMul", 1, false, "", 0, true},
 		{"s004_multi_head_bmm", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
 		{"s004_multi_head_bmm_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, inf, false},
+		// An ONNX Attention node (GQA, causal over a KV cache; opset 23).
+		{"llama_block_gqa", 1, "Attention", 0.25, false, "", 0, true},
+		// nn.MultiheadAttention scales q by Mul before the product and adds the
+		// (padded) key padding mask as a float mask; with add_bias_kv, K is
+		// concatenated with bias_k after its transpose.
+		{"torch_mha_bias_kv", 1, "MatMul Mul Add Softmax MatMul", 1, true, ops.MaskAdditive, 0, false},
+		{"torch_mha_zero_attn", 1, "Transpose MatMul Mul Add Softmax MatMul", 1, false, ops.MaskAdditive, 0, false},
 	}
-	all, _ := filepath.Glob("../../models/s0*/model.onnx")
+	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {
 		t.Errorf("%d models, %d cases: add the new model here", len(all), len(cases))
 	}
@@ -89,7 +98,7 @@ func TestModelFusions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			in := zeroInputs(t, m.Graph, map[string]int{"batch": 2, "seq": 5, "enc_seq": 7, "seq_q": 5, "seq_kv": 7})
+			in := zeroInputs(t, m.Graph, map[string]int{"batch": 2, "seq": 5, "enc_seq": 7, "seq_q": 5, "seq_kv": 7, "S": 6, "past": 4})
 			all, err := p.Fusions(in)
 			if err != nil {
 				t.Fatal(err)

@@ -174,7 +174,7 @@ func TestInputErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Compile(m, Options{})
+	p, err := Compile(m, Options{StrictDims: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestInputErrors(t *testing.T) {
 		{"dtype", map[string]*ir.Tensor{"x": x, "mask": ir.NewTensor(ir.Float, []int{2, 4})}, `input "mask" has element type float32, the model expects bool`},
 		{"rank", map[string]*ir.Tensor{"x": ir.NewTensor(ir.Float, []int{8, 32}), "mask": mask}, `input "x" has shape [8x32], the model expects rank 3 [batch, seq, 32]`},
 		{"fixed dim", map[string]*ir.Tensor{"x": ir.NewTensor(ir.Float, []int{2, 4, 16}), "mask": mask}, `dim 2 must be 32`},
-		{"symbol bound twice", map[string]*ir.Tensor{"x": x, "mask": ir.NewTensor(ir.Bool, []int{2, 5})}, `input "mask" dim 1 (seq) is 5, but x dim 1 set seq=4`},
+		{"symbol bound twice (StrictDims)", map[string]*ir.Tensor{"x": x, "mask": ir.NewTensor(ir.Bool, []int{2, 5})}, `input "mask" dim 1 (seq) is 5, but x dim 1 set seq=4`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -199,6 +199,16 @@ func TestInputErrors(t *testing.T) {
 				t.Fatalf("err = %v\nwant it to contain %s", err, c.want)
 			}
 		})
+	}
+	// Without StrictDims the run goes ahead, and this model cannot take a
+	// mask longer than x: the node that finds out says so.
+	lenient, err := Compile(m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = lenient.Run(context.Background(), map[string]*ir.Tensor{"x": x, "mask": ir.NewTensor(ir.Bool, []int{2, 5})}, RunOptions{})
+	if want := `node "/Reshape_1" (Reshape): cannot reshape [2, 5] to [2, 1, 1, 4]`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v\nwant it to contain %s", err, want)
 	}
 }
 
@@ -231,6 +241,51 @@ func TestCompileErrors(t *testing.T) {
 			_, err = Compile(m, Options{})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestCompileNarrowTypes: a model that converts or moves a narrow type
+// compiles; one that computes with it is refused, in one line naming the
+// node, the op, the type and (where one exists) the opset that takes it.
+func TestCompileNarrowTypes(t *testing.T) {
+	model := func(opset int64, in ir.DType, nodes ...*ir.Node) *ir.Model {
+		return &ir.Model{IRVersion: 13, Opsets: map[string]int64{"": opset}, Graph: &ir.Graph{
+			Inputs:       []*ir.ValueInfo{{Name: "x", Type: ir.TypeInfo{DType: in, RankKnown: true, Shape: ir.Shape{{Value: 2}, {Value: 3}}}}},
+			Outputs:      []*ir.ValueInfo{{Name: "y"}},
+			Nodes:        nodes,
+			Initializers: map[string]*ir.Tensor{"s": ir.FromSlice([]int{1}, []int64{6})},
+		}}
+	}
+	node := func(op string, in []string, attrs ...*ir.Attribute) *ir.Node {
+		return &ir.Node{Name: "n", OpType: op, Inputs: in, Outputs: []string{"y"}, Attrs: attrs}
+	}
+	to := &ir.Attribute{Name: "to", Type: ir.AttrInt, Int: int64(ir.Float)}
+	cases := []struct {
+		name string
+		m    *ir.Model
+		want string // "" compiles
+	}{
+		{"cast from float8", model(19, ir.Float8E4M3FN, node("Cast", []string{"x"}, to)), ""},
+		{"reshape int4", model(21, ir.Int4, node("Reshape", []string{"x", "s"})), ""},
+		{"add float8", model(25, ir.Float8E5M2, node("Add", []string{"x", "x"})),
+			`node "n" (Add): input 0 has element type float8e5m2, which attnrun does not compute with`},
+		{"reshape int4 at opset 19", model(19, ir.Int4, node("Reshape", []string{"x", "s"})),
+			`node "n" (Reshape): input 0 has element type int4, which Reshape takes only from opset 21 on (this node runs Reshape-19)`},
+		{"cast from int2 at opset 24", model(24, ir.Int2, node("Cast", []string{"x"}, to)),
+			`node "n" (Cast): input 0 has element type int2, which Cast takes only from opset 25 on`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Compile(c.m, Options{})
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatal(err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("err = %v, want it to contain %q", err, c.want)
+			case err != nil && strings.Contains(err.Error(), "\n"):
+				t.Fatalf("error is more than one line: %q", err)
 			}
 		})
 	}

@@ -41,7 +41,10 @@ type plan struct {
 	outputs []int                // graph outputs' slots, in order
 	types   map[string]ops.Value // concrete types of every tensor
 	fusions []Fusion             // fused regions (fuse.go), in step order
-	mem     memPlan              // buffers of the steps that run into them
+	// attnReasons says why an Attention node was not rewritten
+	// (fuse_attention_op.go).
+	attnReasons map[*ir.Node]string
+	mem         memPlan // buffers of the steps that run into them
 }
 
 type step struct {
@@ -71,41 +74,84 @@ type step struct {
 
 // CheckInputs validates named inputs against the graph's declared inputs:
 // none missing, none extra, element types equal, ranks equal, known dims
-// equal, and each symbolic dim bound to one size across all inputs.
+// equal. With Options.StrictDims each symbolic dim must also be bound to
+// one size across all inputs; see ValidateInputs.
 func (p *Program) CheckInputs(inputs map[string]*ir.Tensor) error {
+	_, err := p.ValidateInputs(inputs)
+	return err
+}
+
+// DimBinding is the size one graph input gives a dim_param.
+type DimBinding struct {
+	Input string // the graph input
+	Dim   int    // the axis
+	Size  int
+}
+
+// DimConflict is a dim_param name that the graph inputs bind to different
+// sizes in one run: an exporter that gave two independent dims one name
+// (e.g. torch.onnx.export's dynamic_axes naming both the decoder and the
+// encoder length "S").
+type DimConflict struct {
+	Param string
+	// Bindings are every input axis declared with Param, in input order.
+	Bindings []DimBinding
+}
+
+func (c DimConflict) String() string {
+	parts := make([]string, len(c.Bindings))
+	for i, b := range c.Bindings {
+		parts[i] = fmt.Sprintf("%q dim %d = %d", b.Input, b.Dim, b.Size)
+	}
+	return fmt.Sprintf("inputs give dim_param %q different sizes: %s", c.Param, strings.Join(parts, ", "))
+}
+
+// ValidateInputs is CheckInputs that also returns the dim_param conflicts
+// it let through, one per dim_param name, in input order. A conflict is an
+// error with Options.StrictDims; otherwise the run goes ahead, as ONNX
+// Runtime's does. It runs right: the symbolic types of compile time took
+// the sizes for one, but a plan is inferred afresh from the concrete input
+// shapes (see buildPlan), so every shape in it is the real one.
+func (p *Program) ValidateInputs(inputs map[string]*ir.Tensor) ([]DimConflict, error) {
 	g := p.Model.Graph
 	declared := make(map[string]bool, len(g.Inputs))
-	bound := map[string]string{} // symbol → "input[dim]=size"
-	sizes := map[string]int{}
+	bindings := map[string][]DimBinding{} // dim_param → every axis declared with it
+	var params []string                   // dim_params in order of first binding
+	conflicting := map[string]bool{}
 	for _, vi := range g.Inputs {
 		declared[vi.Name] = true
 		t, ok := inputs[vi.Name]
 		if !ok || t == nil {
-			return fmt.Errorf("missing input %q (%v)", vi.Name, vi.Type)
+			return nil, fmt.Errorf("missing input %q (%v)", vi.Name, vi.Type)
 		}
 		if err := t.Check(); err != nil {
-			return fmt.Errorf("input %q: %w", vi.Name, err)
+			return nil, fmt.Errorf("input %q: %w", vi.Name, err)
 		}
 		if t.DType != vi.Type.DType {
-			return fmt.Errorf("input %q has element type %v, the model expects %v", vi.Name, t.DType, vi.Type.DType)
+			return nil, fmt.Errorf("input %q has element type %v, the model expects %v", vi.Name, t.DType, vi.Type.DType)
 		}
 		if !vi.Type.RankKnown {
 			continue
 		}
 		if len(t.Shape) != len(vi.Type.Shape) {
-			return fmt.Errorf("input %q has shape [%s], the model expects rank %d %v", vi.Name, ir.ShapeString(t.Shape), len(vi.Type.Shape), vi.Type.Shape)
+			return nil, fmt.Errorf("input %q has shape [%s], the model expects rank %d %v", vi.Name, ir.ShapeString(t.Shape), len(vi.Type.Shape), vi.Type.Shape)
 		}
 		for i, d := range vi.Type.Shape {
 			got := t.Shape[i]
 			switch {
 			case d.Param != "":
-				where := fmt.Sprintf("%s dim %d", vi.Name, i)
-				if prev, ok := sizes[d.Param]; ok && prev != got {
-					return fmt.Errorf("input %q dim %d (%s) is %d, but %s set %s=%d", vi.Name, i, d.Param, got, bound[d.Param], d.Param, prev)
+				prev := bindings[d.Param]
+				if len(prev) == 0 {
+					params = append(params, d.Param)
+				} else if first := prev[0]; first.Size != got {
+					if p.opts.StrictDims {
+						return nil, fmt.Errorf("input %q dim %d (%s) is %d, but %s dim %d set %s=%d (refused: strict dims)", vi.Name, i, d.Param, got, first.Input, first.Dim, d.Param, first.Size)
+					}
+					conflicting[d.Param] = true
 				}
-				sizes[d.Param], bound[d.Param] = got, where
+				bindings[d.Param] = append(prev, DimBinding{vi.Name, i, got})
 			case d.Value >= 0 && int64(got) != d.Value:
-				return fmt.Errorf("input %q has shape [%s], the model expects %v (dim %d must be %d)", vi.Name, ir.ShapeString(t.Shape), vi.Type.Shape, i, d.Value)
+				return nil, fmt.Errorf("input %q has shape [%s], the model expects %v (dim %d must be %d)", vi.Name, ir.ShapeString(t.Shape), vi.Type.Shape, i, d.Value)
 			}
 		}
 	}
@@ -121,9 +167,15 @@ func (p *Program) CheckInputs(inputs map[string]*ir.Tensor) error {
 		for _, vi := range g.Inputs {
 			names = append(names, vi.Name)
 		}
-		return fmt.Errorf("unexpected input %q: the model's inputs are %s", extra[0], strings.Join(names, ", "))
+		return nil, fmt.Errorf("unexpected input %q: the model's inputs are %s", extra[0], strings.Join(names, ", "))
 	}
-	return nil
+	var conflicts []DimConflict
+	for _, param := range params {
+		if conflicting[param] {
+			conflicts = append(conflicts, DimConflict{Param: param, Bindings: bindings[param]})
+		}
+	}
+	return conflicts, nil
 }
 
 // planKey identifies a set of concrete input shapes.
@@ -148,7 +200,7 @@ func (p *Program) Plan(inputs map[string]*ir.Tensor) (map[string]ops.Value, erro
 }
 
 func (p *Program) planFor(inputs map[string]*ir.Tensor) (*plan, error) {
-	if err := p.CheckInputs(inputs); err != nil {
+	if _, err := p.ValidateInputs(inputs); err != nil {
 		return nil, err
 	}
 	key := p.planKey(inputs)
@@ -172,7 +224,11 @@ func (p *Program) planFor(inputs map[string]*ir.Tensor) (*plan, error) {
 }
 
 // buildPlan infers concrete types for the inputs' shapes, folds every node
-// computable ahead of time, assigns slots and computes last uses.
+// computable ahead of time, assigns slots and computes last uses. The
+// compile-time constants seed the types, but inference runs again over
+// every node from the concrete input shapes and replaces each node output's
+// value, so only the initializers carry over: nothing in a plan rests on
+// the symbolic shapes (and their dim_param names) of compile time.
 func (p *Program) buildPlan(inputs map[string]*ir.Tensor) (*plan, error) {
 	types := make(map[string]ops.Value, len(p.Types))
 	for name, v := range p.Types {
@@ -232,6 +288,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor) (*plan, error) {
 	}
 	// Attention fusion (fuse.go) rewrites the steps; last uses follow.
 	if !p.opts.NoFuse {
+		p.rewriteAttentionOps(pl, types)
 		p.fuseAttention(pl, types)
 		p.fuseMatMuls(pl, types)
 		lastUse = stepLastUses(pl.steps)
@@ -239,7 +296,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor) (*plan, error) {
 	// Kernels may cache work on the model's constants (ops.Context.Memo).
 	slotConst := map[int]bool{}
 	for name, s := range slots {
-		slotConst[s] = p.Types[name].Const != nil
+		slotConst[s] = p.Types[name].Const != nil && types[name].Const != nil
 	}
 	for i := range pl.steps {
 		st := &pl.steps[i]

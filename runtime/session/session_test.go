@@ -31,8 +31,12 @@ func TestMain(m *testing.M) {
 }
 
 // testHostEnv makes this test binary a host that opens a session on the
-// model named by the variable, prints its backend's pid and dies by SIGKILL.
-const testHostEnv = "ATTNRUN_SESSION_TEST_HOST"
+// model named by the variable, prints its backend's pid and dies by SIGKILL;
+// with testHostStopEnv=1 it first stops the backend (SIGSTOP).
+const (
+	testHostEnv     = "ATTNRUN_SESSION_TEST_HOST"
+	testHostStopEnv = "ATTNRUN_SESSION_TEST_HOST_STOP"
+)
 
 func runTestHost(path string) {
 	s, err := Open(context.Background(), path, Options{})
@@ -40,7 +44,14 @@ func runTestHost(path string) {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
-	fmt.Println(s.Backends()[0].Pid)
+	pid := s.Backends()[0].Pid
+	if os.Getenv(testHostStopEnv) == "1" {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+		for st, _ := procState(pid); st != "T"; st, _ = procState(pid) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	fmt.Println(pid)
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {}
 }
@@ -211,7 +222,8 @@ func TestRunInBackendProcess(t *testing.T) {
 }
 
 func TestInputValidation(t *testing.T) {
-	s, _ := openTiny(t, Options{})
+	// StrictDims: the "symbolic" case is refused in the host too.
+	s, _ := openTiny(t, Options{StrictDims: true})
 	x := func(shape ...int) *tensor.Dense {
 		n := 1
 		for _, d := range shape {
@@ -237,7 +249,7 @@ func TestInputValidation(t *testing.T) {
 		{"dim", map[string]*tensor.Dense{"x": x(2, 5), "r": x(2, 3)},
 			`input "x" has shape [2x5], the model expects [batch, 4] (dim 1 must be 4)`},
 		{"symbolic", map[string]*tensor.Dense{"x": x(2, 4), "r": x(3, 3)},
-			`input "r" dim 0 (batch) is 3, but x dim 0 set batch=2`},
+			`input "r" dim 0 (batch) is 3, but x dim 0 set batch=2 (refused: strict dims)`},
 		{"unconvertible", map[string]*tensor.Dense{"x": dense([]int{2, 4}, make([]complex64, 8)), "r": x(2, 3)},
 			`input "x": from dense: gorgonia dtype complex64 has no attnrun dtype`},
 	}
@@ -259,12 +271,14 @@ func TestInputValidation(t *testing.T) {
 	}
 }
 
-// waitExited polls until the session sees its backend gone.
-func waitExited(t *testing.T, s *Session) {
+// waitExited polls until the session sees backend pid gone: unavailable, or
+// already replaced by another process (replacements start in the
+// background).
+func waitExited(t *testing.T, s *Session, pid int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if !s.Backends()[0].Available {
+		if b := s.Backends()[0]; !b.Available || b.Pid != pid {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -319,7 +333,7 @@ func TestBackendKilledBetweenRuns(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitExited(t, s)
+	waitExited(t, s, pid)
 	out, err := s.Run(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
@@ -495,7 +509,7 @@ func TestUnknownBackend(t *testing.T) {
 		backend, dir, want string
 	}{
 		{"nope", dir, `unknown backend "nope": available backends: cpu, broken, picky (no DIR/attnrun-backend-nope)`},
-		{"noexec", dir, `backend "noexec": DIR/attnrun-backend-noexec is not an executable file`},
+		{"noexec", dir, `backend "noexec": DIR/attnrun-backend-noexec is refused: not executable (mode -rw-r--r--)`},
 		{"gpu", "", `unknown backend "gpu": available backends: cpu (no plugin directory is set: --plugin-dir or ATTNRUN_PLUGIN_DIR)`},
 	}
 	t.Setenv("ATTNRUN_PLUGIN_DIR", "")
@@ -533,12 +547,7 @@ func TestModels(t *testing.T) {
 				t.Fatal("no data sets")
 			}
 			for _, set := range sets {
-				in := map[string]*tensor.Dense{}
-				for _, f := range mustGlob(t, filepath.Join(set, "input_*.pb")) {
-					name, d := readPB(t, f)
-					in[name] = d
-				}
-				out, err := s.Run(context.Background(), in)
+				out, err := s.Run(context.Background(), readInputs(t, set))
 				if err != nil {
 					t.Fatalf("%s: %v", filepath.Base(set), err)
 				}
