@@ -266,3 +266,98 @@ func TestPairRowsBF16x32(t *testing.T) {
 		}
 	}
 }
+
+func TestGatherPairsBF16x32(t *testing.T) {
+	if !BF16 {
+		t.Skip("no AVX512_BF16 on this CPU")
+	}
+	r := rand.New(rand.NewSource(5))
+	const lds, pairs = 75, 5
+	src := make([]float32, 31*lds+2*pairs)
+	for i := range src {
+		src[i] = float32(r.NormFloat64())
+	}
+	dst := make([]uint32, pairs*32+2)
+	dst[len(dst)-1] = 7
+	GatherPairsBF16x32(&dst[0], &src[0], lds, pairs, 0.3)
+	for p := 0; p < pairs; p++ {
+		for c := 0; c < 32; c++ {
+			want := uint32(bf16Of(0.3*src[c*lds+2*p])) | uint32(bf16Of(0.3*src[c*lds+2*p+1]))<<16
+			if got := dst[p*32+c]; got != want {
+				t.Fatalf("pair %d row %d = %#08x, want %#08x", p, c, got, want)
+			}
+		}
+	}
+	if dst[len(dst)-1] != 7 {
+		t.Fatal("wrote past the pairs")
+	}
+}
+
+// TestBF16Gemm8x32LoopA8 checks the sliver form against the row form on
+// the same operand laid out both ways.
+func TestBF16Gemm8x32LoopA8(t *testing.T) {
+	if !BF16 {
+		t.Skip("no AVX512_BF16 on this CPU")
+	}
+	r := rand.New(rand.NewSource(7))
+	const k, n, ldc = 11, 3, 36
+	word := func() uint32 { return uint32(bf16Of(r.Float32()-0.5)) | uint32(bf16Of(r.Float32()-0.5))<<16 }
+	rows := make([]uint32, n*8*k) // tile t's row i at (t·8 + i)·k
+	slv := make([]uint32, n*8*k)  // tile t's pair p at t·8·k + p·8
+	for tile := 0; tile < n; tile++ {
+		for i := 0; i < 8; i++ {
+			for p := 0; p < k; p++ {
+				w := word()
+				rows[(tile*8+i)*k+p] = w
+				slv[tile*8*k+p*8+i] = w
+			}
+		}
+	}
+	b := make([]uint32, 32*k)
+	for i := range b {
+		b[i] = word()
+	}
+	for _, add := range []bool{false, true} {
+		got := make([]float32, n*8*ldc)
+		for i := range got {
+			got[i] = float32(i%7) - 3
+		}
+		want := append([]float32(nil), got...)
+		BF16Gemm8x32LoopA8(k, &slv[0], 8, &b[0], &got[0], ldc, n, 8*k, 0, 8*ldc, add)
+		BF16Gemm8x32Loop(k, &rows[0], k, &b[0], &want[0], ldc, n, 8*k, 0, 8*ldc, add)
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("add=%v: C[%d] = %g, the row form gives %g", add, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+func TestPairSliversBF16(t *testing.T) {
+	if !BF16 {
+		t.Skip("no AVX512_BF16 on this CPU")
+	}
+	r := rand.New(rand.NewSource(8))
+	const lds, pairs, slivers, ldsliver = 40, 3, 4, 30
+	src := make([]float32, 2*pairs*lds)
+	for i := range src {
+		src[i] = float32(r.NormFloat64())
+	}
+	dst := make([]uint32, slivers*ldsliver)
+	for i := range dst {
+		dst[i] = 0xdeadbeef
+	}
+	PairSliversBF16(&dst[0], &src[0], lds, pairs, slivers, ldsliver)
+	for i, got := range dst {
+		s, rest := i/ldsliver, i%ldsliver
+		p, c := rest/8, rest%8
+		want := uint32(0xdeadbeef)
+		if p < pairs {
+			j := 8*s + c
+			want = uint32(bf16Of(src[2*p*lds+j])) | uint32(bf16Of(src[(2*p+1)*lds+j]))<<16
+		}
+		if got != want {
+			t.Fatalf("dst[%d] (sliver %d pair %d column %d) = %#08x, want %#08x", i, s, p, c, got, want)
+		}
+	}
+}

@@ -162,3 +162,26 @@ func Sgemm8x32RowsLoop(k int, a *float32, lda int, b, c *float32, ldc, n, as, bs
 //
 //go:noescape
 func GatherScale32(dst, src *float32, lds, n int, scale float32)
+
+// GatherPairsBF16x32 packs k pairs of 32 rows as a bf16 B panel:
+// dst[p·32 + c] = (scale·src[c·lds + 2p], scale·src[c·lds + 2p + 1]),
+// rounded to bf16, for rows c < 32 and pairs p < pairs (lds in floats;
+// 31·lds must fit in an int32). It needs BF16.
+//
+//go:noescape
+func GatherPairsBF16x32(dst *uint32, src *float32, lds, pairs int, scale float32)
+
+// BF16Gemm8x32LoopA8 is BF16Gemm8x32Loop with A in slivers: A's k pair p
+// is the 8 rows' words at a + p·lda (lda 8: a packed sliver).
+//
+//go:noescape
+func BF16Gemm8x32LoopA8(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n, as, bs, cs int, add bool)
+
+// PairSliversBF16 packs pairs of rows as bf16 A slivers of 8 columns
+// (the layout BF16Gemm8x32LoopA8 reads with lda 8): for pairs p < pairs
+// and columns j < 8·slivers (slivers even),
+// dst[(j/8)·ldsliver + p·8 + j%8] = (src[2p·lds + j], src[(2p+1)·lds + j]),
+// rounded to bf16. It needs BF16.
+//
+//go:noescape
+func PairSliversBF16(dst *uint32, src *float32, lds, pairs, slivers, ldsliver int)

@@ -99,3 +99,18 @@ func Sgemm8x32RowsLoop(k int, a *float32, lda int, b, c *float32, ldc, n, as, bs
 func GatherScale32(dst, src *float32, lds, n int, scale float32) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
+
+// GatherPairsBF16x32 is never called where BF16 is false.
+func GatherPairsBF16x32(dst *uint32, src *float32, lds, pairs int, scale float32) {
+	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
+}
+
+// BF16Gemm8x32LoopA8 is never called where BF16 is false.
+func BF16Gemm8x32LoopA8(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n, as, bs, cs int, add bool) {
+	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
+}
+
+// PairSliversBF16 is never called where BF16 is false.
+func PairSliversBF16(dst *uint32, src *float32, lds, pairs, slivers, ldsliver int) {
+	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
+}

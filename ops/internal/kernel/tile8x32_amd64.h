@@ -25,6 +25,9 @@
 //	store:
 //		TILE8x32_ROWS_END (or TILE8x32_LOOP_END)
 //
+// BF16Gemm8x32LoopA8 runs the loop form on A in slivers instead of rows:
+// its k pair p is the 8 rows' words at a + p·lda (BF16_8x32_A8_KSTEP).
+//
 // The macros use the labels tile, store, noadd, write and done.
 
 #define TILE8x32_ZERO \
@@ -247,3 +250,35 @@
 	JNZ tile; \
 	done: VZEROUPPER; \
 	RET
+
+// One k pair of an A sliver (rows at SI + 4r, the next pair R8 bytes on)
+// with VDPBF16PS, then step SI and DI.
+#define BF16_8x32_A8_KSTEP \
+	VMOVDQU32 (DI), Z0; \
+	VMOVDQU32 64(DI), Z1; \
+	VPBROADCASTD 0(SI), Z2; \
+	VDPBF16PS_Z(0, 2, 4); \
+	VDPBF16PS_Z(1, 2, 5); \
+	VPBROADCASTD 4(SI), Z3; \
+	VDPBF16PS_Z(0, 3, 6); \
+	VDPBF16PS_Z(1, 3, 7); \
+	VPBROADCASTD 8(SI), Z2; \
+	VDPBF16PS_Z(0, 2, 8); \
+	VDPBF16PS_Z(1, 2, 9); \
+	VPBROADCASTD 12(SI), Z3; \
+	VDPBF16PS_Z(0, 3, 10); \
+	VDPBF16PS_Z(1, 3, 11); \
+	VPBROADCASTD 16(SI), Z2; \
+	VDPBF16PS_Z(0, 2, 12); \
+	VDPBF16PS_Z(1, 2, 13); \
+	VPBROADCASTD 20(SI), Z3; \
+	VDPBF16PS_Z(0, 3, 14); \
+	VDPBF16PS_Z(1, 3, 15); \
+	VPBROADCASTD 24(SI), Z2; \
+	VDPBF16PS_Z(0, 2, 16); \
+	VDPBF16PS_Z(1, 2, 17); \
+	VPBROADCASTD 28(SI), Z3; \
+	VDPBF16PS_Z(0, 3, 18); \
+	VDPBF16PS_Z(1, 3, 19); \
+	ADDQ R8, SI; \
+	ADDQ $128, DI
