@@ -16,8 +16,8 @@ import (
 //
 //	Kw  K's rows as pair words over D (keys padded to a multiple of 8):
 //	    Kw[key·dw + p] = (K[key][2p], K[key][2p+1])
-//	Vw  Vᵀ's rows as pair words over the keys (Dv padded to 8):
-//	    Vw[j·skw + p] = (V[2p][j], V[2p+1][j])
+//	Vw  Vᵀ as A-slivers of 8 value dims over the key pairs (Dv padded to 8):
+//	    Vw[s·8·skw + p·8 + r] = (V[2p][8s+r], V[2p+1][8s+r])
 //	Qw  scale·Qᵀ as B-panels of 32 queries over D pairs:
 //	    Qw[n·32·dw + p·32 + c] = scale·(Q[32n+c][2p], Q[32n+c][2p+1])
 //	Pw  one panel's probabilities as B pairs over its block's keys:
@@ -25,8 +25,10 @@ import (
 //
 // The scores tile of 8 keys × 32 queries is Kw's 8 rows (read in place)
 // times a Qw panel, stored transposed as the fp32 kernel's; the context
-// update is accᵀ += Vw's 8 rows (from the block's first key pair) times
-// Pw. Key blocks start at multiples of 8, so at whole words of Vw.
+// update is accᵀ += a Vw sliver (from the block's first key pair) times
+// Pw. Key blocks start at multiples of 8, so at whole pairs of Vw. Vw is
+// a sliver layout rather than rows so that packing it needs no transpose
+// of words: two rows of V become 16 pair words for 2 slivers.
 
 // attnBF16Lanes is the bf16 path's query panel width (kernel's 32).
 const attnBF16Lanes = 32
@@ -73,22 +75,34 @@ func packAttnKBF16(dst []uint32, data []float32, off, rs, cs, sk, d, k0, k1 int)
 
 // packAttnVBF16 packs keys [k0, k1) (k0 even) of the transpose of the
 // sk×dv matrix at data[off] (element (key, j) at off + key·rs + j·cs)
-// into dst (Vw); the rows past dv (padding to 8) are zeroed by the task
-// that packs key 0.
+// into dst (Vw), zeros in the value dims past dv and the key past sk.
 func packAttnVBF16(dst []uint32, data []float32, off, rs, cs, sk, dv, k0, k1 int) {
 	skw := (sk + 1) / 2
-	for key := k0; key < k1; key += 2 {
-		base, next := off+key*rs, off+(key+1)*rs
-		for j := 0; j < dv; j++ {
-			hi := float32(0)
-			if key+1 < sk {
-				hi = data[next+j*cs]
-			}
-			dst[j*skw+key/2] = bf16Pair(data[base+j*cs], hi)
-		}
+	dvPad := ceilTo(dv, 8)
+	vec := 0 // value dims the vector kernel packs, for whole pairs of keys
+	if cs == 1 && kernel.BF16 {
+		vec = dv &^ 15
 	}
-	if k0 == 0 {
-		clear(dst[dv*skw : ceilTo(dv, 8)*skw])
+	if pairs := (k1 - k0) / 2; vec > 0 && pairs > 0 {
+		_ = data[off+(k0+2*pairs-1)*rs+vec-1]
+		_ = dst[(vec/8-1)*8*skw+(k0/2+pairs)*8-1]
+		kernel.PairSliversBF16(&dst[k0/2*8], &data[off+k0*rs], rs, pairs, vec/8, 8*skw)
+	}
+	at := func(key, j int) float32 {
+		if key >= sk || j >= dv {
+			return 0
+		}
+		return data[off+key*rs+j*cs]
+	}
+	for key := k0; key < k1; key += 2 {
+		first := vec
+		if key+1 >= k1 {
+			first = 0 // an odd last key: every column here
+		}
+		p := key / 2
+		for j := first; j < dvPad; j++ {
+			dst[(j/8)*8*skw+p*8+j%8] = bf16Pair(at(key, j), at(key+1, j))
+		}
 	}
 }
 
@@ -100,6 +114,11 @@ func packQBF16(qw []uint32, data []float32, off, rs, cs, sq, d int, scale float3
 	for pn := i0 / attnBF16Lanes; pn*attnBF16Lanes < i1; pn++ {
 		pan := qw[pn*attnBF16Lanes*dw : (pn+1)*attnBF16Lanes*dw]
 		lanes := min(attnBF16Lanes, sq-pn*attnBF16Lanes)
+		if lanes == attnBF16Lanes && cs == 1 && d%2 == 0 && kernel.BF16 && 31*rs < 1<<31 && d > 0 {
+			_ = data[off+(pn*attnBF16Lanes+31)*rs+d-1]
+			kernel.GatherPairsBF16x32(&pan[0], &data[off+pn*attnBF16Lanes*rs], rs, d/2, scale)
+			continue
+		}
 		if lanes < attnBF16Lanes {
 			clear(pan)
 		}
@@ -129,14 +148,14 @@ func scoresBF16(st []float32, kw, qpanel []uint32, d, j0, keys int) {
 // contextBF16 adds P·V for keys [j0, j0+cols) to the transposed
 // accumulator acc (dvPad rows of ldAcc floats, this panel's 32 lanes at
 // acc[0]): the panel's probabilities st (cols × 32) are paired into pw
-// (⌈cols/2⌉·32 words), then multiplied by Vw's rows (sk keys) from j0.
+// (⌈cols/2⌉·32 words), then multiplied by Vw's slivers (sk keys) from j0.
 func contextBF16(acc []float32, ldAcc int, st []float32, pw, vw []uint32, sk, dvPad, j0, cols int) {
 	skw := (sk + 1) / 2
 	kp := (cols + 1) / 2
 	_ = st[cols*attnBF16Lanes-1]
 	_ = pw[kp*attnBF16Lanes-1]
 	kernel.PairRowsBF16x32(&pw[0], &st[0], cols)
-	_ = vw[(dvPad-1)*skw+j0/2+kp-1]
+	_ = vw[(dvPad/8-1)*8*skw+(j0/2+kp)*8-1]
 	_ = acc[(dvPad-1)*ldAcc+attnBF16Lanes-1]
-	kernel.BF16Gemm8x32Loop(kp, &vw[j0/2], skw, &pw[0], &acc[0], ldAcc, dvPad/8, 8*skw, 0, 8*ldAcc, true)
+	kernel.BF16Gemm8x32LoopA8(kp, &vw[j0/2*8], 8, &pw[0], &acc[0], ldAcc, dvPad/8, 8*skw, 0, 8*ldAcc, true)
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops/blas"
 	"github.com/attnrun/attnrun/ops/internal/kernel"
 )
@@ -24,25 +25,29 @@ func half(w uint32, hi bool) float64 {
 // (strided like a fused QKV projection's heads, odd sizes so that every
 // padding path runs) and checks the scores tiles and the context update
 // against float64 sums of the same rounded operands. Head size 64 packs K
-// with the vector conversion, 34 with the scalar one.
+// with the vector conversion, 34 with the scalar one; Dv 32 packs Vᵀ with
+// the vector scatter, 13 with the scalar loop.
 func TestAttnBF16Products(t *testing.T) {
 	if !kernel.BF16 {
 		t.Skip("no AVX512_BF16 on this CPU")
 	}
-	for _, d := range []int{34, 64} {
-		attnBF16Products(t, d)
+	for _, c := range [][2]int{{34, 13}, {64, 32}} {
+		attnBF16Products(t, c[0], c[1])
 	}
 }
 
-func attnBF16Products(t *testing.T, d int) {
+func attnBF16Products(t *testing.T, d, dv int) {
 	r := rand.New(rand.NewSource(12))
-	const sq, sk, dv, rs = 37, 45, 13, 220 // rows of a wide projection output
+	const sq, sk, rs = 37, 45, 240 // rows of a wide projection output
 	const scale = 0.17
 	data := make([]float32, 3*sk*rs)
 	for i := range data {
 		data[i] = float32(r.NormFloat64())
 	}
 	qOff, kOff, vOff := 0, 70, 140+d-34 // three heads' columns in the same rows
+	if vOff+dv > rs {
+		t.Fatalf("row of %d floats too short", rs)
+	}
 	dw, skw := (d+1)/2, (sk+1)/2
 	skPad, dvPad, sqPad := ceilTo(sk, 8), ceilTo(dv, 8), ceilTo(sq, attnBF16Lanes)
 	kw := make([]uint32, skPad*dw)
@@ -114,6 +119,43 @@ func attnBF16Products(t *testing.T, d int) {
 			if got := float64(acc[j*ldAcc+c]); math.Abs(got-want) > 1e-5*(1+math.Abs(want)) {
 				t.Fatalf("d=%d: acc[%d][%d] = %g, want %g", d, j, c, got, want)
 			}
+		}
+	}
+}
+
+// TestFusedAttentionBF16Views runs the fused kernel in bf16 on Q, K and V
+// read from a fused QKV projection (head sizes 64, the vector K packing,
+// and 34 with Dv 13, odd pairs), over several key blocks with a causal
+// mask, against the fp32 kernel: within 1% of the output's scale, and not
+// equal to it (bf16 really ran).
+func TestFusedAttentionBF16Views(t *testing.T) {
+	if !kernel.BF16 {
+		t.Skip("no AVX512_BF16 on this CPU")
+	}
+	r := rand.New(rand.NewSource(13))
+	for _, c := range []struct{ d, dv int }{{64, 64}, {34, 13}} {
+		const h = 2
+		s := attnKBlock + 70
+		width := h * (2*c.d + c.dv)
+		qkv := randTensor(r, 1, s, width)
+		view := func(off, d int) []int64 {
+			return View{Offset: off, Shape: []int{1, h, s, d}, Strides: []int{s * width, d, width, 1}}.Ints()
+		}
+		n := attnNode(fAttr("scale", 0.125), iAttr("causal", 1),
+			intsAttr("q_view", view(0, c.d)), intsAttr("k_view", view(h*c.d, c.d)), intsAttr("v_view", view(2*h*c.d, c.dv)))
+		in := []*ir.Tensor{qkv, qkv, qkv}
+		want, err := runFusedAttention(&Context{Threads: 2}, n, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := runFusedAttention(&Context{Threads: 2, Precision: PrecisionBF16}, n, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, scale := maxAbsDiff(got[0], want[0])
+		t.Logf("D=%d Dv=%d: bf16 vs fp32 max diff %.3g of max |y| %.3g", c.d, c.dv, d, scale)
+		if d == 0 || d > 1e-2*scale {
+			t.Errorf("D=%d Dv=%d: bf16 vs fp32 max diff %g, want in (0, %g]", c.d, c.dv, d, 1e-2*scale)
 		}
 	}
 }

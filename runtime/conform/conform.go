@@ -93,7 +93,7 @@ type Tolerance struct {
 // the terms' magnitudes, not of the result, and an attention layer chains
 // two to four products. Elements near zero keep no relative accuracy at
 // all, hence the absolute term, sized for outputs of order one. On the
-// bundled models the largest error is 5e-3 fused and 8e-3 unfused
+// bundled models the largest error is 8e-3, fused or not
 // (TestModelsInProcessBF16).
 var BF16Tolerance = Tolerance{Rtol: 2e-2, Atol: 1e-2}
 
