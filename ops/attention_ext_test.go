@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops/internal/kernel"
 )
 
 // attnExtCase is a FusedAttention call on 4-D operands with the attributes
@@ -226,8 +227,27 @@ func TestFusedAttentionExtensions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, threads := range []int{1, 3} {
-				out, err := runFusedAttention(&Context{Threads: threads}, n, in)
+			for _, run := range []struct {
+				threads int
+				prec    Precision
+			}{{1, PrecisionFP32}, {3, PrecisionFP32}, {3, PrecisionBF16}} {
+				threads := run.threads
+				if run.prec == PrecisionBF16 && !kernel.BF16 {
+					continue
+				}
+				// bf16 products (8 significant bits) against the float64
+				// reference: within 1e-2 + 2e-2·|want|.
+				closeF64 := closeF64
+				if run.prec == PrecisionBF16 {
+					exact := closeF64 // NaN and ±Inf must match as they are
+					closeF64 = func(g float32, w float64) bool {
+						if math.IsNaN(w) || math.IsInf(w, 0) {
+							return exact(g, w)
+						}
+						return math.Abs(float64(g)-w) <= 1e-2+2e-2*math.Abs(w)
+					}
+				}
+				out, err := runFusedAttention(&Context{Threads: threads, Precision: run.prec}, n, in)
 				if err != nil {
 					t.Fatal(err)
 				}
