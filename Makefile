@@ -51,7 +51,8 @@ models:
 # bench-models  export the large seed-000 C=768 benchmark models into $(BENCH_MODELS) if missing
 #               (and s000_multi_head_c768_attention_op, its twin with one ONNX Attention node)
 #               (needs python3-torch python3-onnx python3-numpy for /usr/bin/python3; not committed)
-# bench-compare attnrun vs ONNX Runtime latency / peak RSS table (THREADS=2 by default)
+# bench-compare attnrun vs ONNX Runtime latency / peak RSS table (THREADS=2 by default), fp32 and bf16 rows,
+#               GFLOP/s as a share of the machine's peak (measured first: go test -bench Roofline/peak ./ops/blas)
 ORT_DIR ?= tools/ort
 ORT_STAMP := $(ORT_DIR)/node_modules/.package-lock.json
 THREADS ?= 2
@@ -88,7 +89,7 @@ bench-models:
 
 bench-compare: $(ORT_STAMP) bench-models
 	if [ "$(ATTNRUN)" = bin/attnrun ]; then go build -o bin/attnrun ./cmd/attnrun; fi
-	node $(ORT_DIR)/bench.js --threads $(THREADS) --bench-models $(BENCH_MODELS) --attnrun $(ATTNRUN)
+	node $(ORT_DIR)/bench.js --threads $(THREADS) --bench-models $(BENCH_MODELS) --attnrun $(ATTNRUN) --peak
 
 # ---- Conformance: ONNX's node tests and the op table ----
 # node-suite  run ONNX's backend node tests for every op the backend claims (BACKEND=cpu by default), two suites:

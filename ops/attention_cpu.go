@@ -30,6 +30,14 @@ import (
 // with row stride NR, which is exactly the panel layout of St; St is then
 // the B operand of accᵀ += Vpᵀ·St with no packing in between. The softmax
 // runs down each panel's columns (one query per lane).
+//
+// With the AVX-512 tile the products read K's and V's rows in place where
+// their columns are contiguous (a fused projection's heads are): the
+// scores kernel takes MR rows of K at a stride (kernel.Sgemm8x32RowsLoop,
+// Kp then holds only a partial last sliver), and Vpᵀ's MR rows at a key
+// are MR consecutive floats of V's row (lda = V's row stride, no Vp).
+// scale·Qᵀ is packed with gathers. With Context.Precision bf16 the
+// products run in bf16 instead (attention_bf16.go).
 
 // attnMR and attnNR are the micro-kernel's tile (blas.Tile: 8×32 with
 // AVX-512, 6×16 otherwise); attnQBlock and attnKBlock are multiples of
@@ -84,6 +92,11 @@ type attnPlan struct {
 	keyLim []int
 	// scores is output 1's data while running (nil when not requested).
 	scores []float32
+	// How the products get their operands in this run (set by run): bf16
+	// packs K, Vᵀ and scale·Qᵀ in bf16 pairs (attention_bf16.go); else
+	// with the AVX-512 tile, kInPlace reads K's rows from the input (only
+	// a last partial sliver of MR keys is packed) and vInPlace V's rows.
+	bf16, kInPlace, vInPlace bool
 }
 
 // operandView returns the view operand i is read through.
@@ -457,8 +470,23 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 		return
 	}
 	p.o.data, p.scores = out, scores
+	p.bf16 = ctx.bf16() && kernel.BF16 && tileLoop
+	p.kInPlace = tileLoop && !p.bf16 && p.k.cs == 1
+	p.vInPlace = tileLoop && !p.bf16 && p.v.cs == 1 && p.dv%attnMR == 0
 	skPad, dvPad, sqPad := ceilTo(p.sk, attnMR), ceilTo(p.dv, attnMR), ceilTo(p.sq, attnNR)
+	dq := p.d // Q's packed columns (pair words in bf16)
 	kLen, vLen, qLen := skPad*p.d, dvPad*p.sk, sqPad*p.d
+	tail0 := p.sk / attnMR * attnMR // first key of K's partial last sliver
+	switch {
+	case p.bf16:
+		dq = (p.d + 1) / 2
+		kLen, vLen, qLen = skPad*dq, dvPad*((p.sk+1)/2), sqPad*dq
+	case p.kInPlace:
+		kLen = (skPad - tail0) * p.d
+	}
+	if p.vInPlace {
+		vLen = 0
+	}
 	packed := ctx.ScratchFloats(kLen*len(p.kUniq) + vLen*len(p.vUniq) + qLen*len(p.qUniq))
 	kp, packed := packed[:kLen*len(p.kUniq)], packed[kLen*len(p.kUniq):]
 	vp, qp := packed[:vLen*len(p.vUniq)], packed[vLen*len(p.vUniq):]
@@ -470,18 +498,36 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	parallelFor(threads, kTasks+vTasks+qTasks, func(t int) {
 		switch {
 		case t < kTasks:
+			k0, k1 := t*chunk, min(p.sk, (t+1)*chunk)
 			for i, off := range p.kUniq {
-				packAttnK(kp[i*kLen:(i+1)*kLen], p.k.data, off, p.k.rs, p.k.cs, p.sk, p.d, t*chunk, min(p.sk, (t+1)*chunk))
+				switch {
+				case p.bf16:
+					packAttnKBF16(wordsOf(kp[i*kLen:(i+1)*kLen]), p.k.data, off, p.k.rs, p.k.cs, p.sk, p.d, k0, k1)
+				case !p.kInPlace:
+					packAttnK(kp[i*kLen:(i+1)*kLen], p.k.data, off, p.k.rs, p.k.cs, p.sk, p.d, k0, k1)
+				case k1 > tail0: // the partial last sliver, as a matrix of its own
+					packAttnK(kp[i*kLen:(i+1)*kLen], p.k.data, off+tail0*p.k.rs, p.k.rs, p.k.cs, p.sk-tail0, p.d, 0, p.sk-tail0)
+				}
 			}
 		case t < kTasks+vTasks:
-			t -= kTasks
+			k0 := (t - kTasks) * chunk
+			k1 := min(p.sk, k0+chunk)
 			for i, off := range p.vUniq {
-				packAttnV(vp[i*vLen:(i+1)*vLen], p.v.data, off, p.v.rs, p.v.cs, p.sk, p.dv, t*chunk, min(p.sk, (t+1)*chunk))
+				switch {
+				case p.bf16:
+					packAttnVBF16(wordsOf(vp[i*vLen:(i+1)*vLen]), p.v.data, off, p.v.rs, p.v.cs, p.sk, p.dv, k0, k1)
+				case !p.vInPlace:
+					packAttnV(vp[i*vLen:(i+1)*vLen], p.v.data, off, p.v.rs, p.v.cs, p.sk, p.dv, k0, k1)
+				}
 			}
 		default:
-			t -= kTasks + vTasks
+			i0 := (t - kTasks - vTasks) * chunk
 			for i, off := range p.qUniq {
-				p.packQ(qp[i*qLen:(i+1)*qLen], off, t*chunk, min(p.sq, (t+1)*chunk))
+				if p.bf16 {
+					packQBF16(wordsOf(qp[i*qLen:(i+1)*qLen]), p.q.data, off, p.q.rs, p.q.cs, p.sq, p.d, p.scale, i0, min(p.sq, i0+chunk))
+					continue
+				}
+				p.packQ(qp[i*qLen:(i+1)*qLen], off, i0, min(p.sq, i0+chunk))
 			}
 		}
 	})
@@ -497,7 +543,7 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 		for it := next(); it < items; it = next() {
 			b := it / qBlocks
 			i0 := (it % qBlocks) * attnQBlock
-			qb := qp[p.qIdx[b]*qLen+i0*p.d : (p.qIdx[b]+1)*qLen]
+			qb := qp[p.qIdx[b]*qLen+i0*dq : (p.qIdx[b]+1)*qLen]
 			p.item(b, i0, w, qb, kp[p.kIdx[b]*kLen:(p.kIdx[b]+1)*kLen], vp[p.vIdx[b]*vLen:(p.vIdx[b]+1)*vLen], dvPad)
 		}
 	}
@@ -587,11 +633,20 @@ type attnWork struct {
 	m   []float32 // running max per query
 	l   []float64 // running sum per query
 	cls []uint8   // mask class per query row of the current key block
+	pw  []uint32  // bf16: one panel's probabilities as pair words
 }
 
 // workFloats is the float32 scratch one worker needs.
 func (p *attnPlan) workFloats(dvPad int) int {
-	return attnQBlock*attnKBlock + dvPad*attnQBlock + attnQBlock
+	return attnQBlock*attnKBlock + dvPad*attnQBlock + attnQBlock + p.pairWords()
+}
+
+// pairWords is the scratch of one panel's probabilities in bf16 pairs.
+func (p *attnPlan) pairWords() int {
+	if !p.bf16 {
+		return 0
+	}
+	return (attnKBlock + 1) / 2 * attnNR
 }
 
 // newWork carves a worker's scratch out of buf (workFloats long).
@@ -605,6 +660,7 @@ func (p *attnPlan) newWork(dvPad int, buf []float32) *attnWork {
 		st:  take(attnQBlock * attnKBlock),
 		acc: take(dvPad * attnQBlock),
 		m:   take(attnQBlock),
+		pw:  wordsOf(take(p.pairWords())),
 		l:   make([]float64, attnQBlock),
 		cls: make([]uint8, attnQBlock),
 	}
@@ -653,11 +709,31 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 			continue // every score of the block is masked with -inf
 		}
 		// Scores, transposed: MR keys × NR queries per tile.
-		if tileLoop {
+		switch {
+		case p.bf16:
+			dw := (d + 1) / 2
+			for pn := 0; pn < panels; pn++ {
+				scoresBF16(w.st[pn*attnNR*kb:], wordsOf(kp), wordsOf(qp[pn*attnNR*dw:]), d, j0, colsPad)
+			}
+		case p.kInPlace:
+			// Slivers before K's partial last one read K's rows in place;
+			// that one (at most one, the block's last) is packed in kp.
+			slivers := colsPad / attnMR
+			inPlace := min(slivers, max(0, (sk/attnMR*attnMR-j0)/attnMR))
+			for pn := 0; pn < panels; pn++ {
+				st, qpan := w.st[pn*attnNR*kb:], qp[pn*attnNR*d:]
+				if inPlace > 0 {
+					kernel.Sgemm8x32RowsLoop(d, &p.k.data[p.k.off[b]+j0*p.k.rs], p.k.rs, &qpan[0], &st[0], attnNR, inPlace, attnMR*p.k.rs, 0, attnMR*attnNR, false)
+				}
+				if inPlace < slivers {
+					kernel.Sgemm8x32Loop(d, &kp[0], &qpan[0], &st[inPlace*attnMR*attnNR], attnMR, attnNR, 1, 0, 0, 0, false)
+				}
+			}
+		case tileLoop:
 			for pn := 0; pn < panels; pn++ {
 				kernel.Sgemm8x32Loop(d, &kp[j0*d], &qp[pn*attnNR*d], &w.st[pn*attnNR*kb], attnMR, attnNR, colsPad/attnMR, attnMR*d, 0, attnMR*attnNR, false)
 			}
-		} else {
+		default:
 			for ks := 0; ks*attnMR < colsPad; ks++ {
 				a := kp[(j0+ks*attnMR)*d : (j0+ks*attnMR+attnMR)*d]
 				for pn := 0; pn < panels; pn++ {
@@ -705,7 +781,14 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 		}
 		for pn := 0; pn < panels; pn++ {
 			bp := w.st[pn*attnNR*kb : pn*attnNR*kb+cols*attnNR]
-			if tileLoop {
+			switch {
+			case p.bf16:
+				contextBF16(acc[pn*attnNR:], qb, bp, w.pw, wordsOf(vp), sk, dvPad, j0, cols)
+				continue
+			case p.vInPlace: // Vᵀ's MR rows at a key step are MR consecutive floats of V's row
+				kernel.Sgemm8x32Loop(cols, &p.v.data[p.v.off[b]+j0*p.v.rs], &bp[0], &acc[pn*attnNR], p.v.rs, qb, dvPad/attnMR, attnMR, 0, attnMR*qb, true)
+				continue
+			case tileLoop:
 				kernel.Sgemm8x32Loop(cols, &vp[j0*attnMR], &bp[0], &acc[pn*attnNR], attnMR, qb, dvPad/attnMR, attnMR*sk, 0, attnMR*qb, true)
 				continue
 			}
@@ -840,6 +923,11 @@ func (p *attnPlan) packQ(qp []float32, off, i0, i1 int) {
 	for pn := i0 / attnNR; pn*attnNR < i1; pn++ {
 		pan := qp[pn*attnNR*d : (pn+1)*attnNR*d]
 		lanes := min(attnNR, p.sq-pn*attnNR)
+		if lanes == 32 && tileLoop && q.cs == 1 && 31*q.rs < 1<<31 && d > 0 {
+			_ = q.data[off+(pn*attnNR+31)*q.rs+d-1]
+			kernel.GatherScale32(&pan[0], &q.data[off+pn*attnNR*q.rs], q.rs, d, sc)
+			continue
+		}
 		if lanes < attnNR {
 			clear(pan)
 		}

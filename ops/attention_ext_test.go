@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops/internal/kernel"
 )
 
 // attnExtCase is a FusedAttention call on 4-D operands with the attributes
@@ -208,7 +209,7 @@ func TestFusedAttentionExtensions(t *testing.T) {
 			mask: []int{1, 1, 33, 2*kb + 1}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.9, bias: []int{1, 1, 33, 1}, biasScale: 2},
 		{name: "additive mask then bias + gqa + weights", b: 2, hq: 4, hk: 2, sq: 7, sk: 11, d: 8, dv: 8, scale: 1,
 			mask: []int{1, 4, 7, 11}, kind: MaskAdditive, bias: []int{2, 1, 1, 11}, biasScale: 1, scoresMode: ScoresWeights},
-		{name: "bias over heads with gqa, biased scores", b: 1, hq: 4, hk: 2, sq: 5, sk: 6, d: 8, dv: 8, scale: 0.5,
+		{name: "bias over heads with gqa, biased scores", b: 1, hq: 4, hk: 2, sq: 5, sk: 6, d: 8, dv: 8, scale: 0.3,
 			bias: []int{1, 4, 5, 6}, biasScale: 1, scoresMode: ScoresBiased, causal: true},
 	}
 	r := rand.New(rand.NewSource(11))
@@ -266,8 +267,27 @@ func TestFusedAttentionExtensions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, threads := range []int{1, 3} {
-				out, err := runFusedAttention(&Context{Threads: threads}, n, in)
+			for _, run := range []struct {
+				threads int
+				prec    Precision
+			}{{1, PrecisionFP32}, {3, PrecisionFP32}, {3, PrecisionBF16}} {
+				threads := run.threads
+				if run.prec == PrecisionBF16 && !kernel.BF16 {
+					continue
+				}
+				// bf16 products (8 significant bits) against the float64
+				// reference: within 1e-2 + 2e-2·|want|.
+				closeF64 := closeF64
+				if run.prec == PrecisionBF16 {
+					exact := closeF64 // NaN and ±Inf must match as they are
+					closeF64 = func(g float32, w float64) bool {
+						if math.IsNaN(w) || math.IsInf(w, 0) {
+							return exact(g, w)
+						}
+						return math.Abs(float64(g)-w) <= 1e-2+2e-2*math.Abs(w)
+					}
+				}
+				out, err := runFusedAttention(&Context{Threads: threads, Precision: run.prec}, n, in)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -285,7 +305,7 @@ func TestFusedAttentionExtensions(t *testing.T) {
 						nans++
 					}
 					if !closeF64(g, wantY[i]) {
-						t.Fatalf("threads %d: Y[%d] = %g, want %g", threads, i, g, wantY[i])
+						t.Fatalf("threads %d, %v: Y[%d] = %g, want %g", threads, run.prec, i, g, wantY[i])
 					}
 				}
 				if nans > 0 != c.fullyMaskedRows && c.dv > 0 {
@@ -294,7 +314,7 @@ func TestFusedAttentionExtensions(t *testing.T) {
 				if c.scoresMode != "" {
 					for i, g := range out[1].Float32s() {
 						if !closeF64(g, wantS[i]) {
-							t.Fatalf("threads %d: scores[%d] = %g, want %g", threads, i, g, wantS[i])
+							t.Fatalf("threads %d, %v: scores[%d] = %g, want %g", threads, run.prec, i, g, wantS[i])
 						}
 					}
 				}

@@ -116,6 +116,9 @@ type Context struct {
 	// its runs and plans). Kernels cache work on constant inputs there,
 	// keyed by the input's memory, such as weights packed for the GEMM.
 	Memo func(key any, build func() any) any
+	// Precision is the arithmetic of float32 matrix products ("" is
+	// PrecisionFP32).
+	Precision Precision
 }
 
 // memoOf returns build's result through ctx.Memo when input i is a

@@ -100,7 +100,7 @@ func (s *grpcServer) Capability(ctx context.Context, req *backendpb.CapabilityRe
 
 func (s *grpcServer) Compile(ctx context.Context, req *backendpb.CompileRequest) (*backendpb.CompileResponse, error) {
 	id, nodes, err := s.impl.Compile(ctx, req.Model, CompileOptions{Threads: int(req.Threads), MaxTensorBytes: req.MaxTensorBytes, NoFuse: req.NoFuse,
-		MaxMemoryBytes: req.MaxMemoryBytes, ModelDir: req.ModelDir})
+		MaxMemoryBytes: req.MaxMemoryBytes, ModelDir: req.ModelDir, Precision: req.Precision})
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -392,7 +392,7 @@ func compileRequest(m *ir.Model, opts CompileOptions) (*backendpb.CompileRequest
 		return nil, fmt.Errorf("compile: encoding partition: %w", err)
 	}
 	return &backendpb.CompileRequest{Model: data, Threads: int32(opts.Threads), MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse,
-		MaxMemoryBytes: opts.MaxMemoryBytes, ModelDir: dir}, nil
+		MaxMemoryBytes: opts.MaxMemoryBytes, ModelDir: dir, Precision: opts.Precision}, nil
 }
 
 func (c *client) meta(id PartitionID) *partMeta {

@@ -127,6 +127,11 @@ type CompileOptions struct {
 	// external data as references to their files (onnx.EncodeExternal), so
 	// that however large they are they never travel in a message.
 	ModelDir string
+	// Precision is the arithmetic of float32 matrix products: "" or
+	// "fp32", or "bf16" (operands rounded to bfloat16, fp32 accumulation;
+	// see ops.Precision). A backend that cannot honour it refuses the
+	// partition with an error that says why.
+	Precision string
 }
 
 // NodeRef names a node of a compiled partition; Compile returns them in

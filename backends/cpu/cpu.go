@@ -7,6 +7,7 @@ package cpu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -111,6 +112,10 @@ type Server struct {
 	// onNode is set only when a fault hook needs to see every node.
 	onNode func(n *ir.Node)
 
+	// bf16 says whether the CPU multiplies bf16 natively (AVX512_BF16);
+	// precision bf16 is refused where it does not.
+	bf16 bool
+
 	mu    sync.Mutex
 	next  plugins.PartitionID
 	parts map[plugins.PartitionID]*partition
@@ -142,7 +147,7 @@ func NewServer() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{status: st, faults: f, parts: map[plugins.PartitionID]*partition{}, budget: budget.New(budget.DefaultLimit())}
+	s := &Server{status: st, faults: f, bf16: blas.BF16Fast(), parts: map[plugins.PartitionID]*partition{}, budget: budget.New(budget.DefaultLimit())}
 	if f.exitBefore != "" || f.killBefore != "" || f.stopBefore != "" {
 		s.onNode = func(n *ir.Node) {
 			switch n.OpType {
@@ -189,6 +194,7 @@ func (s *Server) Info(context.Context) (*plugins.Info, error) {
 			"blas_threads":  strconv.Itoa(blas.Threads()),
 			"spin":          ops.SpinTime().String(),
 			"max_rss_bytes": strconv.FormatInt(plugins.ProcessMaxRSS(), 10),
+			"bf16":          strconv.FormatBool(s.bf16),
 		},
 		ProtocolVersion: plugins.ProtocolVersion,
 	}
@@ -235,6 +241,13 @@ func verdict(q plugins.NodeQuery) plugins.Verdict {
 func (s *Server) Compile(_ context.Context, model []byte, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
 	s.stopIn("Compile")
 	s.setBudget(opts.MaxMemoryBytes)
+	prec, err := ops.ParsePrecision(opts.Precision)
+	if err != nil {
+		return 0, nil, fmt.Errorf("cpu backend: %w", err)
+	}
+	if prec == ops.PrecisionBF16 && !s.bf16 {
+		return 0, nil, errors.New("cpu backend: precision bf16 needs a CPU with AVX512_BF16 (bfloat16 dot products); this one has none, use fp32")
+	}
 	m, err := onnx.Decode(model, onnx.Options{MaxTensorBytes: opts.MaxTensorBytes, BaseDir: opts.ModelDir})
 	if err != nil {
 		return 0, nil, fmt.Errorf("cpu backend: decoding partition: %w", err)
@@ -248,7 +261,7 @@ func (s *Server) Compile(_ context.Context, model []byte, opts plugins.CompileOp
 		// partition for the same count wants.
 		blas.SetThreads(threads)
 	}
-	prog, err := graph.Compile(m, graph.Options{Threads: threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, Budget: s.budget})
+	prog, err := graph.Compile(m, graph.Options{Threads: threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, Budget: s.budget, Precision: prec})
 	if err != nil {
 		return 0, nil, fmt.Errorf("cpu backend: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
 	"github.com/attnrun/attnrun/runtime/session"
 )
 
@@ -26,6 +27,8 @@ type benchResult struct {
 	Backend string `json:"backend"`
 	BLAS    string `json:"blas"`
 	Threads int    `json:"threads"`
+	// Precision is the arithmetic of the matrix products (--precision).
+	Precision ops.Precision `json:"precision"`
 	// Transport is "shm" (tensors through the shared region) or "inline"
 	// (tensor bytes inside the gRPC messages, --no-shm).
 	Transport string `json:"transport"`
@@ -119,6 +122,7 @@ loop would; --fresh-outputs gives every run new output tensors instead.`,
 			res := summarize(times)
 			res.Model, res.Inputs, res.Iters, res.Warmup = args[0], shapes, iters, warmup
 			res.Backend, res.Transport, res.Outputs = g.backend, "shm", "bound"
+			res.Precision, _ = ops.ParsePrecision(g.precision)
 			if freshOutputs {
 				res.Outputs = "fresh"
 			}
@@ -261,7 +265,7 @@ func printBench(w io.Writer, r *benchResult) {
 	}
 	fmt.Fprintf(w, "model:      %s\n", r.Model)
 	fmt.Fprintf(w, "inputs:     %s\n", strings.Join(ins, ", "))
-	fmt.Fprintf(w, "backend:    %s (blas %s, %d threads, tensors via %s, %s outputs)\n", r.Backend, r.BLAS, r.Threads, r.Transport, r.Outputs)
+	fmt.Fprintf(w, "backend:    %s (blas %s, %d threads, %s products, tensors via %s, %s outputs)\n", r.Backend, r.BLAS, r.Threads, r.Precision, r.Transport, r.Outputs)
 	fmt.Fprintf(w, "runs:       %d timed after %d warmup\n", r.Iters, r.Warmup)
 	fmt.Fprintf(w, "latency:    p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  min %.3f ms  max %.3f ms\n", r.P50ms, r.P90ms, r.P99ms, r.Minms, r.Maxms)
 	fmt.Fprintf(w, "            mean %.3f ms  stddev %.3f ms\n", r.Meanms, r.Stddevms)

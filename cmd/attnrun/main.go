@@ -41,6 +41,7 @@ type globalFlags struct {
 	maxMemory      string
 	maxMemoryBytes int64 // --max-memory, parsed before any command runs
 	noFuse         bool
+	precision      string
 	strictDims     bool
 	pluginLock     string
 	timeout        time.Duration
@@ -146,6 +147,7 @@ func newRootCmd(g *globalFlags) *cobra.Command {
 	mem, from := budget.Machine()
 	pf.StringVar(&g.maxMemory, "max-memory", "", fmt.Sprintf("total memory budget of the session, e.g. 8GiB or 512MiB, or none; a run that cannot fit is refused before it allocates (default: half the machine's memory, cgroup limit or ulimit -v, whichever is smallest: %s of %s %s here)", budget.Format(mem/2), budget.Format(mem), from))
 	pf.BoolVar(&g.noFuse, "no-fuse", false, "turn off attention fusion (run the exported graph node by node)")
+	pf.StringVar(&g.precision, "precision", "fp32", "arithmetic of float32 matrix products: fp32, or bf16 (bfloat16 operands, fp32 accumulation; needs AVX512_BF16)")
 	pf.BoolVar(&g.strictDims, "strict-dims", false, "refuse inputs that give one dim_param name two sizes (by default they run, with a warning, as in ONNX Runtime)")
 	pf.StringVar(&g.pluginLock, "plugin-lock", "", "lock file pinning each plugin's SHA-256 (default: attnrun-plugins.lock in the plugin directory, if present)")
 	pf.DurationVar(&g.timeout, "timeout", defaultRunTimeout, "bound on each model run, e.g. 30s or 10m (0: none)")

@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
 	"github.com/attnrun/attnrun/runtime/budget"
 	"github.com/attnrun/attnrun/runtime/session"
 )
@@ -28,6 +29,7 @@ func (g *globalFlags) sessionOptions() session.Options {
 		MaxTensorBytes: g.maxTensorBytes,
 		MaxMemoryBytes: g.maxMemoryBytes,
 		NoFuse:         g.noFuse,
+		Precision:      g.precision,
 		StrictDims:     g.strictDims,
 		RunTimeout:     g.timeout,
 		Logf:           logf,
@@ -53,6 +55,14 @@ func (g *globalFlags) parseMaxMemory() error {
 	return nil
 }
 
+// checkPrecision validates --precision.
+func (g *globalFlags) checkPrecision() error {
+	if _, err := ops.ParsePrecision(g.precision); err != nil {
+		return usageErrorf("--precision: %v", err)
+	}
+	return nil
+}
+
 // open starts a session on a model; close it with g.close.
 func (g *globalFlags) open(ctx context.Context, path string) (*session.Session, error) {
 	return g.openWith(ctx, path, g.sessionOptions())
@@ -68,6 +78,9 @@ func (g *globalFlags) openWith(ctx context.Context, path string, opts session.Op
 	}
 	if g.threads < 0 {
 		return nil, usageErrorf("--threads must be ≥ 0")
+	}
+	if err := g.checkPrecision(); err != nil {
+		return nil, err
 	}
 	if g.timeout < 0 {
 		return nil, usageErrorf("--timeout must be ≥ 0")

@@ -733,7 +733,11 @@ type CompileRequest struct {
 	// external-data tensors are relative to: their bytes are not in model,
 	// the backend reads (maps) them from the files, with the same checks as
 	// the host's loader (relative locations inside model_dir, regular files).
-	ModelDir      string `protobuf:"bytes,6,opt,name=model_dir,json=modelDir,proto3" json:"model_dir,omitempty"`
+	ModelDir string `protobuf:"bytes,6,opt,name=model_dir,json=modelDir,proto3" json:"model_dir,omitempty"`
+	// precision is the arithmetic of float32 matrix products: "" or "fp32",
+	// or "bf16" (operands rounded to bfloat16, fp32 accumulation). A backend
+	// that cannot honour it refuses the partition.
+	Precision     string `protobuf:"bytes,7,opt,name=precision,proto3" json:"precision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -806,6 +810,13 @@ func (x *CompileRequest) GetMaxMemoryBytes() int64 {
 func (x *CompileRequest) GetModelDir() string {
 	if x != nil {
 		return x.ModelDir
+	}
+	return ""
+}
+
+func (x *CompileRequest) GetPrecision() string {
+	if x != nil {
+		return x.Precision
 	}
 	return ""
 }
@@ -1587,14 +1598,15 @@ const file_backend_proto_rawDesc = "" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"M\n" +
 	"\x12CapabilityResponse\x127\n" +
-	"\bverdicts\x18\x01 \x03(\v2\x1b.attnrun.backend.v1.VerdictR\bverdicts\"\xca\x01\n" +
+	"\bverdicts\x18\x01 \x03(\v2\x1b.attnrun.backend.v1.VerdictR\bverdicts\"\xe8\x01\n" +
 	"\x0eCompileRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\fR\x05model\x12\x18\n" +
 	"\athreads\x18\x02 \x01(\x05R\athreads\x12(\n" +
 	"\x10max_tensor_bytes\x18\x03 \x01(\x03R\x0emaxTensorBytes\x12\x17\n" +
 	"\ano_fuse\x18\x04 \x01(\bR\x06noFuse\x12(\n" +
 	"\x10max_memory_bytes\x18\x05 \x01(\x03R\x0emaxMemoryBytes\x12\x1b\n" +
-	"\tmodel_dir\x18\x06 \x01(\tR\bmodelDir\"N\n" +
+	"\tmodel_dir\x18\x06 \x01(\tR\bmodelDir\x12\x1c\n" +
+	"\tprecision\x18\a \x01(\tR\tprecision\"N\n" +
 	"\aNodeRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\aop_type\x18\x02 \x01(\tR\x06opType\x12\x16\n" +

@@ -14,6 +14,7 @@ import (
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
+	"github.com/attnrun/attnrun/ops"
 )
 
 // benchModelDir returns the directory holding the benchmark models written
@@ -40,7 +41,8 @@ func benchThreads() int {
 	return 2
 }
 
-// loadBenchModel compiles a benchmark model, skipping when it is absent.
+// loadBenchModel compiles a benchmark model, skipping when it is absent,
+// with the precision of $ATTNRUN_BENCH_PRECISION (fp32 when unset).
 func loadBenchModel(b *testing.B, name string, noFuse bool) *Program {
 	b.Helper()
 	path := filepath.Join(benchModelDir(), name, "model.onnx")
@@ -51,7 +53,7 @@ func loadBenchModel(b *testing.B, name string, noFuse bool) *Program {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := Compile(m, Options{Threads: benchThreads(), NoFuse: noFuse})
+	p, err := Compile(m, Options{Threads: benchThreads(), NoFuse: noFuse, Precision: ops.Precision(os.Getenv("ATTNRUN_BENCH_PRECISION"))})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -52,6 +52,9 @@ type Options struct {
 	// folded constants and bookkeeping); the least recently used plans are
 	// evicted past it. 0: DefaultPlanCacheBytes.
 	PlanCacheBytes int64
+	// Precision is the arithmetic of float32 matrix products (see
+	// ops.Precision; "" is fp32). Compile-time constant folding stays fp32.
+	Precision ops.Precision
 	// StrictDims refuses a run whose inputs bind one dim_param name to two
 	// sizes (e.g. decoder and encoder lengths both exported as "S").
 	// Without it such a run goes ahead, as in ONNX Runtime (see

@@ -418,6 +418,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool)
 	for i := range pl.steps {
 		st := &pl.steps[i]
 		st.ctx.Memo = p.memoize
+		st.ctx.Precision = p.opts.Precision
 		st.ctx.Constant = make([]bool, len(st.args))
 		for k, s := range st.args {
 			st.ctx.Constant[k] = s >= 0 && slotConst[s]

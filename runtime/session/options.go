@@ -40,6 +40,11 @@ type Options struct {
 	MaxMemoryBytes int64
 	// NoFuse turns off attention fusion in every backend.
 	NoFuse bool
+	// Precision is the arithmetic of float32 matrix products in every
+	// backend: "" or "fp32", or "bf16" (operands rounded to bfloat16, fp32
+	// accumulation; see ops.Precision). Open fails where a backend cannot
+	// honour it (the CPU backend needs AVX512_BF16 for bf16).
+	Precision string
 	// StrictDims refuses a run whose inputs give one dim_param name two
 	// sizes. Without it the run goes ahead, as in ONNX Runtime, and the
 	// session logs one warning per dim_param name (see
@@ -105,7 +110,7 @@ func (o *Options) defaults() error {
 
 // compileOptions are the options every partition is compiled with.
 func (o *Options) compileOptions() plugins.CompileOptions {
-	return plugins.CompileOptions{Threads: o.Threads, MaxTensorBytes: o.MaxTensorBytes, NoFuse: o.NoFuse, MaxMemoryBytes: o.MaxMemoryBytes}
+	return plugins.CompileOptions{Threads: o.Threads, MaxTensorBytes: o.MaxTensorBytes, NoFuse: o.NoFuse, MaxMemoryBytes: o.MaxMemoryBytes, Precision: o.Precision}
 }
 
 // logWriter routes go-plugin's log lines to Logf.
