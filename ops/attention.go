@@ -26,6 +26,14 @@ import (
 //	       batch: N is 1 or the output's first dim (rank ≥ 3), and key j
 //	       of every matrix whose first batch index is b is masked (-inf)
 //	       when j ≥ kv_lengths[b] (ONNX Attention's nonpad_kv_seqlen).
+//	5 bias (optional) float32 of rank ≥ 0, broadcastable to [..., Sq, Sk]
+//	       as the mask is (its last two dims each 1 or Sq and Sk): a
+//	       second additive term, scores = scores + bias_scale·bias, added
+//	       after the mask (or before it, with bias_first). Exports that
+//	       change the scores twice (GPT-2's torch.where with its causal
+//	       buffer, then + the padding mask; a position bias, then + a
+//	       mask) take the first change as the mask and the second as the
+//	       bias.
 //
 // Every input has rank ≥ 2 except the mask (which is left-padded with 1s).
 // The leading (batch, head) dims of Q, K, V and the mask broadcast together,
@@ -57,14 +65,18 @@ import (
 //	             than Sk (Attention's padded KV mask): keys beyond it are
 //	             masked (-inf), and a last dim of 1 then covers key 0 only,
 //	             it does not broadcast.
+//	bias_scale   float, default 1: factor on the bias (the scale the export
+//	             applied after adding it).
+//	bias_first   int, default 0: 1 adds the bias before the mask is applied
+//	             (a masked score then takes mask_fill whatever the bias).
 //	causal       int, default 0: 1 masks (-inf) key j for query i when
 //	             j > i + causal_offset.
 //	causal_offset int, default 0: the causal diagonal's offset (the length
 //	             of a KV cache that precedes the current keys).
 //	scores_mode  string, required when output 1 is present: what output 1
 //	             holds: "scores" (scale·Q·Kᵀ), "softcapped" (after softcap),
-//	             "biased" (after softcap, mask, causal and key padding: the
-//	             softmax's input) or "weights" (the softmax's output).
+//	             "biased" (after softcap, mask, bias, causal and key padding:
+//	             the softmax's input) or "weights" (the softmax's output).
 //
 //	q_view, k_view, v_view
 //	             ints, optional: read the operand through a strided view of
@@ -140,9 +152,9 @@ var attnKBlock = 64 * attnMR
 func init() {
 	Register(&Schema{
 		Domain: DomainAttnrun, OpType: FusedAttentionOp, Since: 1, Until: 1,
-		MinInputs: 3, MaxInputs: 5, TypeInput: 0, DTypes: []ir.DType{ir.Float},
+		MinInputs: 3, MaxInputs: 6, TypeInput: 0, DTypes: []ir.DType{ir.Float},
 		Infer: inferFusedAttention, Run: runFusedAttention, RunInto: runFusedAttentionInto,
-		Doc: "softmax(softcap(scale·Q·Kᵀ) masked) · V with grouped KV heads, causal offset and key lengths, blocked with a streaming softmax (no Sq×Sk scores unless output 1 asks for them)",
+		Doc: "softmax(softcap(scale·Q·Kᵀ) masked, plus a bias) · V with grouped KV heads, causal offset and key lengths, blocked with a streaming softmax (no Sq×Sk scores unless output 1 asks for them)",
 	})
 }
 
@@ -153,6 +165,11 @@ type attnAttrs struct {
 	maskKind  string // "" when there is no mask
 	fill      float32
 	maskScale float32
+	// hasBias: input 5 is given; it is added times biasScale, before the
+	// mask when biasFirst.
+	hasBias   bool
+	biasScale float32
+	biasFirst bool
 	kvGroup   int
 	softcap   float32 // 0: none
 	padKeys   bool
@@ -169,8 +186,8 @@ type attnAttrs struct {
 // attnHasScores reports whether a FusedAttention node asks for output 1.
 func attnHasScores(n *ir.Node) bool { return len(n.Outputs) > 1 && n.Outputs[1] != "" }
 
-func parseAttnAttrs(n *ir.Node, hasMask bool) (attnAttrs, error) {
-	a := attnAttrs{}
+func parseAttnAttrs(n *ir.Node, hasMask, hasBias bool) (attnAttrs, error) {
+	a := attnAttrs{hasBias: hasBias}
 	var err error
 	if a.scale, err = n.AttrFloat("scale", 1); err != nil {
 		return a, n.Errorf("%w", err)
@@ -193,6 +210,12 @@ func parseAttnAttrs(n *ir.Node, hasMask bool) (attnAttrs, error) {
 	}
 	if a.causal, err = flag("causal"); err != nil {
 		return a, err
+	}
+	if a.biasFirst, err = flag("bias_first"); err != nil {
+		return a, err
+	}
+	if a.biasScale, err = n.AttrFloat("bias_scale", 1); err != nil {
+		return a, n.Errorf("%w", err)
 	}
 	off, err := n.AttrInt("causal_offset", 0)
 	if err != nil {
@@ -348,6 +371,15 @@ func splitAttn[D any](q, k, v, m []D, kT, hasMask bool, one D) (attnDims[D], err
 	return s, nil
 }
 
+// splitBias splits the bias's shape, left-padded with 1s to rank 2, into
+// its batch dims and its [Sq, Sk] dims.
+func splitBias[D any](b []D, one D) (batch []D, sq, sk D) {
+	for len(b) < 2 {
+		b = append([]D{one}, b...)
+	}
+	return b[:len(b)-2], b[len(b)-2], b[len(b)-1]
+}
+
 // groupHeads returns K's (or V's) shape as the query heads see it when
 // kv_group g > 1: its dim -3 (Hkv) replaced by Q's (Hq = g·Hkv). ok is
 // false, with the reason, when the shapes do not fit a group of g.
@@ -373,7 +405,8 @@ func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 	}
 	hasMask := len(in) > 3 && in[3].Present()
 	hasLens := len(in) > 4 && in[4].Present()
-	a, err := parseAttnAttrs(n, hasMask)
+	hasBias := len(in) > 5 && in[5].Present()
+	a, err := parseAttnAttrs(n, hasMask, hasBias)
 	if err != nil {
 		return nil, err
 	}
@@ -381,6 +414,9 @@ func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 		if in[i].Type.DType != ir.Float {
 			return nil, n.Errorf("%s has element type %v, FusedAttention takes float32", what, in[i].Type.DType)
 		}
+	}
+	if hasBias && in[5].Type.DType != ir.Float {
+		return nil, n.Errorf("bias has element type %v, FusedAttention takes float32", in[5].Type.DType)
 	}
 	if hasMask && in[3].Type.DType != attnMaskDType(a.maskKind) {
 		return nil, n.Errorf("mask has element type %v, mask_kind %q takes %v", in[3].Type.DType, a.maskKind, attnMaskDType(a.maskKind))
@@ -394,8 +430,8 @@ func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 	if a.scoresMode != "" {
 		nOut = 2
 	}
-	for i := 0; i < len(in) && i < 4; i++ {
-		if in[i].Present() && !in[i].Type.RankKnown {
+	for i := 0; i < len(in) && i < 6; i++ {
+		if i != 4 && in[i].Present() && !in[i].Type.RankKnown {
 			return []Value{UnknownRank(ir.Float), UnknownRank(ir.Float)}[:nOut], nil
 		}
 	}
@@ -441,9 +477,18 @@ func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 			return nil, n.Errorf("mask %s does not broadcast to the scores [%v, %v]", shapeText(in[3].Type.Shape), s.sq, s.sk)
 		}
 	}
-	batch, err := BroadcastDims(s.qB, s.kB, s.vB, s.mB)
+	var bB []ir.Dim
+	if hasBias {
+		var bsq, bsk ir.Dim
+		bB, bsq, bsk = splitBias(in[5].Type.Shape, ir.Dim{Value: 1})
+		bad := func(bd, want ir.Dim) bool { return bd.Known() && bd.Value != 1 && differ(bd, want) }
+		if bad(bsq, s.sq) || bad(bsk, s.sk) {
+			return nil, n.Errorf("bias %s does not broadcast to the scores [%v, %v]", shapeText(in[5].Type.Shape), s.sq, s.sk)
+		}
+	}
+	batch, err := BroadcastDims(s.qB, s.kB, s.vB, s.mB, bB)
 	if err != nil {
-		return nil, n.Errorf("batch dims of Q %s, K %s, V %s and mask do not broadcast", shapeText(in[0].Type.Shape), shapeText(in[1].Type.Shape), shapeText(in[2].Type.Shape))
+		return nil, n.Errorf("batch dims of Q %s, K %s, V %s, mask and bias do not broadcast", shapeText(in[0].Type.Shape), shapeText(in[1].Type.Shape), shapeText(in[2].Type.Shape))
 	}
 	if hasLens {
 		if len(batch) == 0 {

@@ -79,6 +79,14 @@ type attnPlan struct {
 	maskBools           []bool
 	maskFloats          []float32
 	maskedVal           bool // the bool value that masks a score
+	// The bias (input 5) as the mask: element offset of each batch's
+	// matrix and element steps along Sq and Sk (0 when broadcast).
+	bOff               []int
+	bRowStep, bColStep int
+	biasFloats         []float32
+	// biasKeepsInf: adding the bias to -inf gives -inf (no +inf or NaN in
+	// it), so that key blocks a -inf mask hides stay hidden after it.
+	biasKeepsInf bool
 	// keyLim[b] is how many leading keys of batch b are not padding
 	// (mask_pad_keys, kv_lengths); nil when every key takes part.
 	keyLim []int
@@ -178,7 +186,8 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 		return nil, err
 	}
 	hasMask := len(in) > 3 && in[3] != nil
-	a, err := parseAttnAttrs(n, hasMask)
+	hasBias := len(in) > 5 && in[5] != nil
+	a, err := parseAttnAttrs(n, hasMask, hasBias)
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +207,14 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 			return nil, n.Errorf("mask has element type %v, mask_kind %q takes %v", in[3].DType, a.maskKind, attnMaskDType(a.maskKind))
 		}
 		mshape = in[3].Shape
+	}
+	var bB []int
+	bsq, bsk := 1, 1
+	if hasBias {
+		if in[5].DType != ir.Float {
+			return nil, n.Errorf("bias has element type %v, FusedAttention takes float32", in[5].DType)
+		}
+		bB, bsq, bsk = splitBias(in[5].Shape, 1)
 	}
 	// Shapes as the query heads see them: with kv_group, K's and V's heads
 	// dim stands for Q's.
@@ -233,9 +250,12 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 			return nil, n.Errorf("mask %v does not broadcast to the scores [%d %d]", in[3].Shape, s.sq, s.sk)
 		}
 	}
-	batch, err := BroadcastShapes(s.qB, s.kB, s.vB, s.mB)
+	if hasBias && ((bsq != 1 && bsq != s.sq) || (bsk != 1 && bsk != s.sk)) {
+		return nil, n.Errorf("bias %v does not broadcast to the scores [%d %d]", in[5].Shape, s.sq, s.sk)
+	}
+	batch, err := BroadcastShapes(s.qB, s.kB, s.vB, s.mB, bB)
 	if err != nil {
-		return nil, n.Errorf("batch dims of Q %v, K %v, V %v and mask %v do not broadcast", views[0].Shape, views[1].Shape, views[2].Shape, mshape)
+		return nil, n.Errorf("batch dims of Q %v, K %v, V %v, mask %v and bias do not broadcast", views[0].Shape, views[1].Shape, views[2].Shape, mshape)
 	}
 	p := &attnPlan{attnAttrs: a, sq: s.sq, d: s.d, sk: s.sk, dv: s.dv}
 	logical := append(append([]int{}, batch...), s.sq, s.dv)
@@ -266,6 +286,7 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 		}
 	}
 	mview := Contiguous(append(append([]int{}, s.mB...), s.msq, s.msk))
+	bview := Contiguous(append(append([]int{}, bB...), bsq, bsk))
 	// Grouped-query attention: the heads axis of the batch splits into
 	// (Hkv, g); K and V broadcast along g. The batch index order stays
 	// that of the logical batch.
@@ -283,6 +304,9 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 		}
 		if ok && len(s.mB) > 0 {
 			mview, ok = splitHeadAxis(mview, len(s.mB)-1, a.kvGroup)
+		}
+		if ok && len(bB) > 0 {
+			bview, ok = splitHeadAxis(bview, len(bB)-1, a.kvGroup)
 		}
 		if !ok || batch[ha]%a.kvGroup != 0 {
 			return nil, n.Errorf("kv_group %d: cannot split the heads of Q %v, K %v, V %v", a.kvGroup, views[0].Shape, views[1].Shape, views[2].Shape)
@@ -304,6 +328,24 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 	p.kIdx, p.kUniq = uniqueIndex(p.k.off)
 	p.vIdx, p.vUniq = uniqueIndex(p.v.off)
 	p.maskKeys = s.sk
+	if hasBias {
+		r := len(bview.Shape)
+		p.bOff = batchElemOffsets(iter, bview.Shape[:r-2], bview.Strides[:r-2], 0)
+		if bsq != 1 {
+			p.bRowStep = bsk
+		}
+		if bsk != 1 {
+			p.bColStep = 1
+		}
+		p.biasFloats = in[5].Float32s()
+		p.biasKeepsInf = true
+		for _, x := range p.biasFloats {
+			if x != x || math.IsInf(float64(x), 1) {
+				p.biasKeepsInf = false
+				break
+			}
+		}
+	}
 	if hasMask {
 		r := len(mview.Shape)
 		p.mOff = batchElemOffsets(iter, mview.Shape[:r-2], mview.Strides[:r-2], 0)
@@ -662,7 +704,8 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 	for j0 := 0; j0 < end; j0 += kb {
 		cols := min(kb, sk-j0)
 		colsPad := ceilTo(cols, attnMR)
-		if p.maskKind != "" && !p.classify(w.cls[:rows], b, i0, j0, min(cols, max(0, p.maskKeys-j0))) && p.scores == nil {
+		if p.maskKind != "" && !p.classify(w.cls[:rows], b, i0, j0, min(cols, max(0, p.maskKeys-j0))) && p.scores == nil &&
+			(p.biasFloats == nil || p.biasFirst || p.biasKeepsInf) {
 			continue // every score of the block is masked with -inf
 		}
 		// Scores, transposed: MR keys × NR queries per tile.
@@ -711,10 +754,16 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 			if p.scoresMode == ScoresSoftcapped {
 				p.writeScores(st, b, q0, j0, cols, lanes)
 			}
+			if p.biasFloats != nil && p.biasFirst {
+				p.biasPanel(st, b, q0, j0, cols, lanes)
+			}
 			if p.maskKind != "" {
 				if mcols := min(cols, p.maskKeys-j0); mcols > 0 {
 					p.maskPanel(st, w.cls[pn*attnNR:pn*attnNR+lanes], b, q0, j0, mcols)
 				}
+			}
+			if p.biasFloats != nil && !p.biasFirst {
+				p.biasPanel(st, b, q0, j0, cols, lanes)
 			}
 			if j0+cols > lim {
 				maskKeysFrom(st, max(0, lim-j0), cols, 0, attnNR)
@@ -824,8 +873,9 @@ func (p *attnPlan) normalizeWeights(b, i0, rows int, w *attnWork) {
 			continue
 		}
 		inv := float32(1 / w.l[r])
-		for j, s := range row {
-			row[j] = fastExp32(s-m) * inv
+		expShiftSum32(row, row, m) // vectorized; the row's weights sum to l
+		for j := range row {
+			row[j] *= inv
 		}
 	}
 }
@@ -1005,6 +1055,25 @@ func (p *attnPlan) maskPanel(st []float32, cls []uint8, b, i0, j0, cols int) {
 			for key, v := range p.maskFloats[off : off+cols] {
 				st[key*attnNR+c] += v * p.maskScale
 			}
+		}
+	}
+}
+
+// biasPanel adds bias_scale·bias to one transposed scores panel: lane c
+// is query i0+c, row key is key j0+key.
+func (p *attnPlan) biasPanel(st []float32, b, i0, j0, cols, lanes int) {
+	sc := p.biasScale
+	for c := 0; c < lanes; c++ {
+		off := p.bOff[b] + (i0+c)*p.bRowStep + j0*p.bColStep
+		if p.bColStep == 0 {
+			add := p.biasFloats[off] * sc
+			for key := 0; key < cols; key++ {
+				st[key*attnNR+c] += add
+			}
+			continue
+		}
+		for key, v := range p.biasFloats[off : off+cols] {
+			st[key*attnNR+c] += v * sc
 		}
 	}
 }

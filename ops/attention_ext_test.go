@@ -27,12 +27,15 @@ type attnExtCase struct {
 	kvLens          []int64 // nil: none
 	maskP           float64
 	scoresMode      string
-	fullyMaskedRows bool // some rows are expected to be all -inf (NaN)
+	fullyMaskedRows bool  // some rows are expected to be all -inf (NaN)
+	bias            []int // 4-D bias shape (nil: none)
+	biasScale       float32
+	biasFirst       bool
 }
 
 // refAttentionExt computes the case in float64 with the scores matrix
 // materialized: Y [B, Hq, Sq, Dv] and the scores at c.scoresMode.
-func refAttentionExt(c attnExtCase, q, k, v, mask *ir.Tensor) (y, scores []float64) {
+func refAttentionExt(c attnExtCase, q, k, v, mask, bias *ir.Tensor) (y, scores []float64) {
 	qd, kd, vd := q.Float32s(), k.Float32s(), v.Float32s()
 	y = make([]float64, c.b*c.hq*c.sq*c.dv)
 	scores = make([]float64, c.b*c.hq*c.sq*c.sk)
@@ -57,6 +60,19 @@ func refAttentionExt(c attnExtCase, q, k, v, mask *ir.Tensor) (y, scores []float
 					}
 					if c.scoresMode == ScoresSoftcapped {
 						scores[((b*c.hq+h)*c.sq+i)*c.sk+j] = s
+					}
+					addBias := func() {
+						bs := c.bias
+						bi := func(dim, idx int) int {
+							if bs[dim] == 1 {
+								return 0
+							}
+							return idx
+						}
+						s += float64(c.biasScale) * float64(bias.Float32s()[((bi(0, b)*bs[1]+bi(1, h))*bs[2]+bi(2, i))*bs[3]+bi(3, j)])
+					}
+					if bias != nil && c.biasFirst {
+						addBias()
 					}
 					if mask != nil {
 						ms := c.mask
@@ -84,6 +100,9 @@ func refAttentionExt(c attnExtCase, q, k, v, mask *ir.Tensor) (y, scores []float
 								}
 							}
 						}
+					}
+					if bias != nil && !c.biasFirst {
+						addBias()
 					}
 					if c.kvLens != nil && int64(j) >= c.kvLens[b] {
 						s = negInf
@@ -180,6 +199,18 @@ func TestFusedAttentionExtensions(t *testing.T) {
 		{name: "scores weights, masked rows", b: 2, hq: 2, hk: 2, sq: 6, sk: 7, d: 8, dv: 3, scale: 0.3, scoresMode: ScoresWeights,
 			mask: []int{2, 1, 6, 7}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.5, kvLens: []int64{7, 0}, fullyMaskedRows: true},
 		{name: "scores with Dv = 0", b: 1, hq: 1, hk: 1, sq: 3, sk: 4, d: 8, dv: 0, scale: 1, scoresMode: ScoresWeights},
+		// A bias beside the mask: GPT-2's where(causal, s, -1e4) + padding
+		// mask, a position bias before a bool mask, two additive terms.
+		{name: "bool mask then bias", b: 2, hq: 2, hk: 2, sq: 9, sk: 9, d: 8, dv: 8, scale: 0.35,
+			mask: []int{1, 1, 9, 9}, kind: MaskBoolFalseMasks, fill: -1e4, maskP: 0.6, bias: []int{2, 1, 1, 9}, biasScale: 1},
+		{name: "bias first, then -inf mask, long, skipped blocks", b: 1, hq: 2, hk: 1, sq: 40, sk: 2*kb + 9, d: 8, dv: 8, scale: 0.3,
+			mask: []int{1, 1, 1, 2*kb + 9}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.5, bias: []int{1, 2, 40, 2*kb + 9}, biasScale: 0.5, biasFirst: true},
+		{name: "-inf mask then bias, long", b: 1, hq: 1, hk: 1, sq: 33, sk: 2*kb + 1, d: 8, dv: 8, scale: 0.3,
+			mask: []int{1, 1, 33, 2*kb + 1}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.9, bias: []int{1, 1, 33, 1}, biasScale: 2},
+		{name: "additive mask then bias + gqa + weights", b: 2, hq: 4, hk: 2, sq: 7, sk: 11, d: 8, dv: 8, scale: 1,
+			mask: []int{1, 4, 7, 11}, kind: MaskAdditive, bias: []int{2, 1, 1, 11}, biasScale: 1, scoresMode: ScoresWeights},
+		{name: "bias over heads with gqa, biased scores", b: 1, hq: 4, hk: 2, sq: 5, sk: 6, d: 8, dv: 8, scale: 0.3,
+			bias: []int{1, 4, 5, 6}, biasScale: 1, scoresMode: ScoresBiased, causal: true},
 	}
 	r := rand.New(rand.NewSource(11))
 	for _, c := range cases {
@@ -210,13 +241,22 @@ func TestFusedAttentionExtensions(t *testing.T) {
 			if c.kvLens != nil {
 				in[4] = ir.FromSlice([]int{len(c.kvLens)}, c.kvLens)
 			}
+			var bias *ir.Tensor
+			if c.bias != nil {
+				bias = randTensor(r, c.bias...)
+				in = append(in, bias)
+				attrs = append(attrs, fAttr("bias_scale", c.biasScale))
+				if c.biasFirst {
+					attrs = append(attrs, iAttr("bias_first", 1))
+				}
+			}
 			n := attnNode(attrs...)
 			n.Outputs = []string{"y"}
 			if c.scoresMode != "" {
 				n.Outputs = append(n.Outputs, "scores")
 				n.Attrs = append(n.Attrs, sAttr("scores_mode", c.scoresMode))
 			}
-			wantY, wantS := refAttentionExt(c, q, k, v, mask)
+			wantY, wantS := refAttentionExt(c, q, k, v, mask, bias)
 			vals := make([]Value, len(in))
 			for i, x := range in {
 				if x != nil {
@@ -265,7 +305,7 @@ func TestFusedAttentionExtensions(t *testing.T) {
 						nans++
 					}
 					if !closeF64(g, wantY[i]) {
-						t.Fatalf("threads %d: Y[%d] = %g, want %g", threads, i, g, wantY[i])
+						t.Fatalf("threads %d, %v: Y[%d] = %g, want %g", threads, run.prec, i, g, wantY[i])
 					}
 				}
 				if nans > 0 != c.fullyMaskedRows && c.dv > 0 {
@@ -274,7 +314,7 @@ func TestFusedAttentionExtensions(t *testing.T) {
 				if c.scoresMode != "" {
 					for i, g := range out[1].Float32s() {
 						if !closeF64(g, wantS[i]) {
-							t.Fatalf("threads %d: scores[%d] = %g, want %g", threads, i, g, wantS[i])
+							t.Fatalf("threads %d, %v: scores[%d] = %g, want %g", threads, run.prec, i, g, wantS[i])
 						}
 					}
 				}
@@ -304,6 +344,10 @@ func TestFusedAttentionExtensionErrors(t *testing.T) {
 		{"kv lengths type", nil, []*ir.Tensor{x, x, x, nil, ir.FromSlice([]int{1}, []float32{1})}, nil, "kv_lengths must be a 1-D int64"},
 		{"mask longer than keys", []*ir.Attribute{sAttr("mask_kind", MaskAdditive), iAttr("mask_pad_keys", 1)}, []*ir.Tensor{x, x, x, randTensor(rand.New(rand.NewSource(4)), 3, 4)}, nil, "does not broadcast"},
 		{"short mask without padding", []*ir.Attribute{sAttr("mask_kind", MaskAdditive)}, []*ir.Tensor{x, x, x, randTensor(rand.New(rand.NewSource(4)), 3, 2)}, nil, "does not broadcast"},
+		{"bias of the wrong length", nil, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(5)), 3, 2)}, nil, "bias [3 2] does not broadcast"},
+		{"bool bias", nil, []*ir.Tensor{x, x, x, nil, nil, ir.NewTensor(ir.Bool, []int{3, 3})}, nil, "bias has element type bool"},
+		{"bias batch does not broadcast", nil, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(6)), 3, 3, 3)}, nil, "do not broadcast"},
+		{"bad bias_first", []*ir.Attribute{iAttr("bias_first", 3)}, []*ir.Tensor{x, x, x}, nil, "bias_first must be 0 or 1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

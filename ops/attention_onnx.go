@@ -250,14 +250,7 @@ func attentionGeometry(n *ir.Node, a onnxAttn, in []Value) (attnGeom, error) {
 				return g, n.Errorf("past_key has %v positions but past_value has %v", pk.Shape[2], pv.Shape[2])
 			}
 			g.past = pk.Shape[2]
-			switch {
-			case known(g.past) && known(g.skv):
-				g.total = ir.Dim{Value: g.past.Value + g.skv.Value}
-			case known(g.past) && g.past.Value == 0:
-				g.total = g.skv
-			default:
-				g.total = ir.UnknownDim
-			}
+			g.total = SymSum(g.past, g.skv)
 		} else {
 			g.past, g.total = ir.UnknownDim, ir.UnknownDim
 		}

@@ -7,7 +7,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
@@ -617,10 +619,25 @@ func emuOpener(noFuse bool, runners *[]*emuRunner) conform.Opener {
 	}
 }
 
+// gpuMissingOps lists, for the bundled models that use ops the GPU backend
+// has no kernel for, exactly those ops. A session runs such nodes on the
+// cpu backend (a logged fallback); this test talks to the GPU server
+// alone, so a run that reaches one of them is skipped, saying so, and the
+// capability check requires the refused ops to be exactly these (a kernel
+// added later must update the list).
+var gpuMissingOps = map[string][]string{
+	"einsum_attention":        {"Einsum"},
+	"einsum_cross_attention":  {"Einsum"},
+	"llama_attention_opset17": {"Cos", "ReduceMean", "Sin"},
+	"t5_attention":            {"Min", "Range"}, // folded on the host at run time
+	"torch_mha_need_weights":  {"ReduceSum"},
+}
+
 // TestModelsOnEmulator lowers every reference model in models/ (fused and
 // unfused), runs it through the executor on the emulator and compares with
 // PyTorch's outputs at attnrun conform's default tolerance. It also checks
-// that the GPU backend accepts every node of these models.
+// that the GPU backend accepts every node of these models (but the ops
+// gpuMissingOps lists).
 func TestModelsOnEmulator(t *testing.T) {
 	cases, err := conform.Find([]string{"../../models"})
 	if err != nil {
@@ -635,6 +652,13 @@ func TestModelsOnEmulator(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				var runners []*emuRunner
 				res := conform.Run(context.Background(), c, emuOpener(noFuse, &runners), conform.Tolerance{Rtol: 1e-4, Atol: 1e-5})
+				if !res.Pass && res.Err != nil && strings.Contains(res.Err.Error(), "the gpu backend has no kernel for this op") {
+					for _, op := range gpuMissingOps[c.Name] {
+						if strings.Contains(res.Err.Error(), "("+op+")") {
+							t.Skipf("the gpu backend has no %s kernel (a session runs it on the cpu backend): %v", op, res.Err)
+						}
+					}
+				}
 				if !res.Pass {
 					t.Fatalf("%v (max abs %g, max rel %g)", res.Err, res.MaxAbs, res.MaxRel)
 				}
@@ -655,7 +679,25 @@ func TestModelsOnEmulator(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			requireAccepted(t, prog)
+			missing := gpuMissingOps[c.Name]
+			if len(missing) == 0 {
+				requireAccepted(t, prog)
+				return
+			}
+			refused := map[string]bool{}
+			for _, n := range prog.Order {
+				if v := verdict(nodeQuery(prog, n)); !v.Accepted {
+					refused[n.OpType] = true
+					if !slices.Contains(missing, n.OpType) {
+						t.Errorf("node %s refused: %s", n.Label(), v.Reason)
+					}
+				}
+			}
+			for _, op := range missing {
+				if !refused[op] {
+					t.Errorf("gpuMissingOps lists %s, but the gpu backend takes every %s node of the model: update the list", op, op)
+				}
+			}
 		})
 	}
 }

@@ -1772,6 +1772,11 @@ func attnGeometry(n *ir.Node, types map[string]ops.Value) (attnShapes, error) {
 		}
 	}
 	g.hasLens = n.Input(4) != ""
+	if n.Input(5) != "" {
+		// attention_f32 applies one mask; a chain with a second additive
+		// term (FusedAttention's bias) runs its original nodes instead.
+		return g, n.Errorf("a bias input (5) beside the mask: the attention kernel takes one mask")
+	}
 	if g.batch, err = ops.BroadcastShapes(g.qB, kBB, vBB, g.mB); err != nil {
 		return g, n.Errorf("%w", err)
 	}

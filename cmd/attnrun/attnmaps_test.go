@@ -44,7 +44,7 @@ func softmaxLast(scores *ir.Tensor) []float64 {
 // batch item and head, all linked from index.html.
 func TestAttentionMapsMatchPyTorch(t *testing.T) {
 	dirs, _ := filepath.Glob(filepath.Join(modelsDir, "*", "test_data_set_0", "attention_weights_0.npy"))
-	if len(dirs) < 23 {
+	if len(dirs) < 32 { // all but the opset-23 graphs and nn.Transformer{Encoder,Decoder}Layer, whose softmax export.py cannot see
 		t.Fatalf("%d models with PyTorch attention weights, want every model of models/export.py in %s (models/export.py --intermediates)", len(dirs), modelsDir)
 	}
 	// The Attention-node twin of s000_multi_head (models/export_opset23.py)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
 	"github.com/attnrun/attnrun/runtime/session"
 	"github.com/attnrun/attnrun/viz"
 )
@@ -146,7 +147,9 @@ func modelNotes(s *session.Session) []string {
 	return notes
 }
 
-// printFusions shows the attention fusions made for one set of input shapes.
+// printFusions shows the attention fusions made for one set of input
+// shapes; under each FusedAttention made from primitive ops, what it
+// computes (an ONNX Attention node's is in the attention: section).
 func printFusions(w io.Writer, s *session.Session, dims map[string]int) {
 	inputs, shapes, ok := planInputs(w, "fusions: ", s, dims)
 	if !ok {
@@ -164,6 +167,9 @@ func printFusions(w io.Writer, s *session.Session, dims map[string]int) {
 			replaced = append(replaced, fmt.Sprintf("%s(%s)", n.OpType, n.Label()))
 		}
 		fmt.Fprintf(w, "  %s replaces %s\n", f.Node.Label(), strings.Join(replaced, " "))
+		if f.Node.OpType == ops.FusedAttentionOp && len(f.Nodes) == 0 {
+			fmt.Fprintf(w, "      streaming: %s\n", describeFusedAttention(f.Node))
+		}
 	}
 }
 
@@ -255,6 +261,13 @@ func describeFusedAttention(n *ir.Node) string {
 	}
 	if len(n.Inputs) > 4 && n.Inputs[4] != "" {
 		parts = append(parts, "key lengths "+n.Inputs[4])
+	}
+	if len(n.Inputs) > 5 && n.Inputs[5] != "" {
+		when := "after"
+		if f, _ := n.AttrInt("bias_first", 0); f == 1 {
+			when = "before"
+		}
+		parts = append(parts, fmt.Sprintf("bias %s added %s the mask", n.Inputs[5], when))
 	}
 	var views []string
 	for i, a := range []string{"q_view", "k_view", "v_view"} {

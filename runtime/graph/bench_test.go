@@ -100,35 +100,39 @@ func benchModel(b *testing.B, name string, sizes []int) {
 	for _, s := range sizes {
 		b.Run(fmt.Sprintf("S=%d", s), func(b *testing.B) {
 			p := loadBenchModel(b, name, false)
-			in := benchInputs(p, s)
-			ctx := context.Background()
-			// Like a backend, which copies its outputs away before the
-			// next run: outputs in the plan's buffers. ATTNRUN_BENCH_FRESH=1
-			// gives them new memory every run instead.
-			ro := RunOptions{ReuseOutputs: os.Getenv("ATTNRUN_BENCH_FRESH") != "1"}
-			// Two warm-up runs: the first plans and sizes the arena, the
-			// second touches its scratch.
-			for i := 0; i < 2; i++ {
-				if _, err := p.Run(ctx, in, ro); err != nil {
-					b.Fatal(err)
-				}
-			}
-			runtime.GC()
-			cpu0, flt0 := cpuTime(), minorFaults()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, err := p.Run(ctx, in, ro); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			// CPU time per run: less sensitive than wall time to other
-			// processes on a shared machine (wall ≈ cpu/threads when the
-			// threads are busy).
-			b.ReportMetric(float64(cpuTime()-cpu0)/1e6/float64(b.N), "cpu-ms/op")
-			b.ReportMetric(float64(minorFaults()-flt0)/float64(b.N), "faults/op")
+			timeRuns(b, p, benchInputs(p, s))
 		})
 	}
+}
+
+// timeRuns times b.N runs of p on in after two warm-up runs, and reports
+// the CPU time and the page faults per run.
+func timeRuns(b *testing.B, p *Program, in map[string]*ir.Tensor) {
+	ctx := context.Background()
+	// Like a backend, which copies its outputs away before the next run:
+	// outputs in the plan's buffers. ATTNRUN_BENCH_FRESH=1 gives them new
+	// memory every run instead.
+	ro := RunOptions{ReuseOutputs: os.Getenv("ATTNRUN_BENCH_FRESH") != "1"}
+	// Two warm-up runs: the first plans and sizes the arena, the second
+	// touches its scratch.
+	for i := 0; i < 2; i++ {
+		if _, err := p.Run(ctx, in, ro); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.GC()
+	cpu0, flt0 := cpuTime(), minorFaults()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := p.Run(ctx, in, ro); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	// CPU time per run: less sensitive than wall time to other processes
+	// on a shared machine (wall ≈ cpu/threads when the threads are busy).
+	b.ReportMetric(float64(cpuTime()-cpu0)/1e6/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(minorFaults()-flt0)/float64(b.N), "faults/op")
 }
 
 // cpuTime returns the process's user+system CPU time.

@@ -7,21 +7,25 @@ import (
 
 // AttentionCore is one attention computation of the graph whose weights
 // softmax(scale·QKᵀ masked) can be shown: a Softmax over the last axis
-// whose output feeds a MatMul as its first operand (P·V), the chain the
-// attention fusion (fuse.go) replaces by one FusedAttention step; or an
-// ONNX Attention node, whose weights are its qk_matmul_output in mode 3.
+// whose output feeds, directly or through no-op Casts, a MatMul or an
+// Einsum as its first operand (P·V), the chain the attention fusion
+// (fuse.go) replaces by one FusedAttention step; or an ONNX Attention
+// node, whose weights are its qk_matmul_output in mode 3.
 type AttentionCore struct {
 	// Weights names the tensor holding the weights, [..., Sq, Sk]: the
 	// Softmax's output.
 	Weights string
-	// Softmax computes the weights; Output is the MatMul reading them.
+	// Softmax computes the weights; Output is the MatMul (or Einsum)
+	// reading them.
 	Softmax, Output *ir.Node
-	// Nodes is the chain from the scores MatMul (when it was found) to
-	// Output, in execution order.
+	// Nodes is the chain from the scores MatMul or Einsum (when it was
+	// found) to Output, in execution order.
 	Nodes []*ir.Node
 	// Mask names the tensor masking the scores ("" when the chain has no
 	// mask); MaskKind says how (ops.MaskBoolTrueMasks,
 	// ops.MaskBoolFalseMasks or ops.MaskAdditive), as in FusedAttention.
+	// Of a chain with two masks (GPT-2's Where, then an added padding
+	// mask), the Where's condition; else the last one applied.
 	Mask, MaskKind string
 
 	// Attention is the ONNX Attention node of the core (nil for a
@@ -141,18 +145,13 @@ func (p *Program) AttentionCores() []AttentionCore {
 		if sm.OpType != "Softmax" || !isDefaultDomain(sm) || len(sm.Inputs) != 1 || len(sm.Outputs) != 1 || !p.softmaxOverLastAxis(sm) {
 			continue
 		}
-		var pv *ir.Node
-		for _, r := range readers[sm.Outputs[0]] {
-			if r.OpType == "MatMul" && isDefaultDomain(r) && len(r.Inputs) == 2 && r.Inputs[0] == sm.Outputs[0] {
-				pv = r
-				break
-			}
-		}
+		pv, casts := probabilitiesProduct(readers, sm.Outputs[0])
 		if pv == nil {
 			continue
 		}
 		c := AttentionCore{Weights: sm.Outputs[0], Softmax: sm, Output: pv}
-		chain := []*ir.Node{pv, sm}
+		chain := append([]*ir.Node{pv}, casts...)
+		chain = append(chain, sm)
 		x := sm.Inputs[0]
 	walk:
 		for len(chain) < 16 {
@@ -161,14 +160,20 @@ func (p *Program) AttentionCores() []AttentionCore {
 				break
 			}
 			switch n.OpType {
-			case "MatMul":
+			case "MatMul", "Einsum":
 				chain = append(chain, n)
 				break walk
 			case "Div", "Mul":
 				chain = append(chain, n)
 				x = p.scoresOperand(producer, n, n.Inputs)
+			case "Cast", "Identity":
+				if len(n.Inputs) != 1 {
+					break walk
+				}
+				chain = append(chain, n)
+				x = n.Inputs[0]
 			case "Where":
-				if c.Mask != "" || len(n.Inputs) != 3 || p.Types[n.Inputs[0]].Type.DType != ir.Bool {
+				if c.MaskKind == ops.MaskBoolTrueMasks || c.MaskKind == ops.MaskBoolFalseMasks || len(n.Inputs) != 3 || p.Types[n.Inputs[0]].Type.DType != ir.Bool {
 					break walk
 				}
 				chain = append(chain, n)
@@ -178,15 +183,17 @@ func (p *Program) AttentionCores() []AttentionCore {
 				} else {
 					c.MaskKind = ops.MaskBoolFalseMasks
 				}
-			case "Add":
-				if c.Mask != "" || len(n.Inputs) != 2 {
+			case "Add", "Sub":
+				if len(n.Inputs) != 2 {
 					break walk
 				}
 				chain = append(chain, n)
 				x = p.scoresOperand(producer, n, n.Inputs)
-				c.Mask, c.MaskKind = n.Inputs[0], ops.MaskAdditive
-				if x == n.Inputs[0] {
-					c.Mask = n.Inputs[1]
+				if c.Mask == "" {
+					c.Mask, c.MaskKind = n.Inputs[0], ops.MaskAdditive
+					if x == n.Inputs[0] {
+						c.Mask = n.Inputs[1]
+					}
 				}
 			default:
 				break walk
@@ -198,6 +205,34 @@ func (p *Program) AttentionCores() []AttentionCore {
 		cores = append(cores, c)
 	}
 	return cores
+}
+
+// probabilitiesProduct follows the softmax output p through no-op Casts
+// and Identities to the MatMul or Einsum reading it as its first operand
+// (P·V); it returns that node (nil when none) and the nodes passed, last
+// first.
+func probabilitiesProduct(readers map[string][]*ir.Node, p string) (*ir.Node, []*ir.Node) {
+	var passed []*ir.Node
+	for len(passed) < 8 {
+		var next *ir.Node
+		for _, r := range readers[p] {
+			if !isDefaultDomain(r) {
+				continue
+			}
+			switch {
+			case (r.OpType == "MatMul" || r.OpType == "Einsum") && len(r.Inputs) == 2 && r.Inputs[0] == p:
+				return r, passed
+			case (r.OpType == "Cast" || r.OpType == "Identity") && len(r.Outputs) == 1 && next == nil:
+				next = r
+			}
+		}
+		if next == nil {
+			return nil, nil
+		}
+		passed = append([]*ir.Node{next}, passed...)
+		p = next.Outputs[0]
+	}
+	return nil, nil
 }
 
 // softmaxOverLastAxis reports whether a Softmax normalizes over the last
@@ -238,16 +273,18 @@ func (p *Program) scoresOperand(producer map[string]*ir.Node, n *ir.Node, cands 
 	return best
 }
 
-// reachesScores reports whether a tensor is a MatMul's output, or a
-// scaling (Div, Mul) of one, within depth steps back.
+// reachesScores reports whether a tensor is a MatMul's or Einsum's output,
+// or computed from one by the ops of the scores chain (scalings, Casts,
+// masks), within depth steps back.
 func reachesScores(producer map[string]*ir.Node, name string, depth int) bool {
 	n := producer[name]
 	switch {
 	case n == nil || depth == 0:
 		return false
-	case n.OpType == "MatMul":
+	case n.OpType == "MatMul" || n.OpType == "Einsum":
 		return true
-	case n.OpType == "Div" || n.OpType == "Mul":
+	case n.OpType == "Div" || n.OpType == "Mul" || n.OpType == "Cast" || n.OpType == "Identity" ||
+		n.OpType == "Where" || n.OpType == "Add" || n.OpType == "Sub":
 		for _, in := range n.Inputs {
 			if reachesScores(producer, in, depth-1) {
 				return true
