@@ -41,6 +41,7 @@ soak:
 ONLY ?=
 models:
 	/usr/bin/python3 models/export.py$(if $(ONLY), --only $(ONLY))
+	$(if $(ONLY),,/usr/bin/python3 models/export_opset23.py)
 
 # ---- ONNX Runtime, the peer to beat (tools/ort: Node.js, outside the Go module) ----
 # ort-install   install onnxruntime-node 1.30.0 from tools/ort/package-lock.json (install script skipped:
@@ -48,8 +49,10 @@ models:
 # ort-check     ONNX Runtime vs the PyTorch outputs committed in models/ (no attnrun needed)
 # ort-diff      build bin/attnrun, then cross-check attnrun against ONNX Runtime over models/
 # bench-models  export the large seed-000 C=768 benchmark models into $(BENCH_MODELS) if missing
+#               (and s000_multi_head_c768_attention_op, its twin with one ONNX Attention node)
 #               (needs python3-torch python3-onnx python3-numpy for /usr/bin/python3; not committed)
-# bench-compare attnrun vs ONNX Runtime latency / peak RSS table (THREADS=2 by default)
+# bench-compare attnrun vs ONNX Runtime latency / peak RSS table (THREADS=2 by default), fp32 and bf16 rows,
+#               GFLOP/s as a share of the machine's peak (measured first: go test -bench Roofline/peak ./ops/blas)
 ORT_DIR ?= tools/ort
 ORT_STAMP := $(ORT_DIR)/node_modules/.package-lock.json
 THREADS ?= 2
@@ -80,10 +83,13 @@ bench-models:
 	else \
 		/usr/bin/python3 models/export.py --bench $(BENCH_MODELS); \
 	fi
+	@if [ ! -f $(BENCH_MODELS)/s000_multi_head_c768_attention_op/model.onnx ]; then \
+		/usr/bin/python3 models/export_opset23.py --bench $(BENCH_MODELS); \
+	fi
 
 bench-compare: $(ORT_STAMP) bench-models
 	if [ "$(ATTNRUN)" = bin/attnrun ]; then go build -o bin/attnrun ./cmd/attnrun; fi
-	node $(ORT_DIR)/bench.js --threads $(THREADS) --bench-models $(BENCH_MODELS) --attnrun $(ATTNRUN)
+	node $(ORT_DIR)/bench.js --threads $(THREADS) --bench-models $(BENCH_MODELS) --attnrun $(ATTNRUN) --peak
 
 # ---- Conformance: ONNX's node tests and the op table ----
 # node-suite  run ONNX's backend node tests for every op the backend claims (BACKEND=cpu by default), two suites:
@@ -107,3 +113,19 @@ ops-table: build
 	mkdir -p docs
 	ATTNRUN_PLUGIN_DIR= ./bin/attnrun ops --markdown > docs/ops.md.tmp
 	mv docs/ops.md.tmp docs/ops.md
+
+# ---- Serving: attnrun serve (README "Serve") ----
+# serve-load   ghz (gRPC, installed at a pinned version if missing) and wrk (HTTP) against attnrun serve:
+#              the s003 latency target and the s000 C=768 S=128 batching target (DURATION=60s by default)
+# serve-fault  kill -9 a backend in the middle of a ghz load and count what the clients saw
+# serve-gen    regenerate serve/v2pb from KServe's grpc_predict_v2.proto (needs protoc; see serve/gen.sh)
+.PHONY: serve-load serve-fault serve-gen
+
+serve-load: build bench-models
+	ATTNRUN=bin/attnrun BENCH_MODELS=$(BENCH_MODELS) ./scripts/serve-load.sh
+
+serve-fault: build bench-models
+	ATTNRUN=bin/attnrun BENCH_MODELS=$(BENCH_MODELS) ./scripts/serve-fault.sh
+
+serve-gen:
+	./serve/gen.sh

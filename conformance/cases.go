@@ -40,6 +40,7 @@ var prefixOverrides = map[string][]string{
 	"HardSigmoid":               {"hardsigmoid"},
 	"HardSwish":                 {"hardswish"},
 	"Hardmax":                   {"hardmax"},
+	"RMSNormalization":          {"rms_normalization"},
 	"InstanceNormalization":     {"instancenorm"},
 	"IsInf":                     {"isinf"},
 	"IsNaN":                     {"isnan"},

@@ -82,9 +82,10 @@ func (n *Node) QualifiedOp() string {
 }
 
 // Errorf wraps an error with the node's name and op type, the form every
-// error about a node takes: `node "x" (MatMul): ...`.
+// error about a node takes: `node "x" (MatMul): ...`. A long message is
+// shortened (see Elide), so that no model can make an error line huge.
 func (n *Node) Errorf(format string, args ...any) error {
-	return fmt.Errorf("node %q (%s): %w", n.Label(), n.QualifiedOp(), fmt.Errorf(format, args...))
+	return ElideError(fmt.Errorf("node %q (%s): %w", Elide(n.Label()), n.QualifiedOp(), fmt.Errorf(format, args...)))
 }
 
 // Attr returns the attribute with the given name, or nil.

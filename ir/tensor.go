@@ -14,6 +14,22 @@ type Tensor struct {
 	DType DType
 	Shape []int
 	Data  any
+	// External, when set, says that Data holds the bytes of a file (a
+	// model's external data, usually memory-mapped): an encoder may refer
+	// to the file instead of copying the bytes (see onnx.EncodeExternal),
+	// so that large weights reach a backend process without passing
+	// through a message. Data must then not be modified.
+	External *ExternalData
+}
+
+// ExternalData locates a tensor's bytes in a file, as ONNX's external data
+// does: Location is relative to Dir, the model's directory (absolute, with
+// symbolic links resolved), and the bytes are [Offset, Offset+Length).
+type ExternalData struct {
+	Dir      string
+	Location string
+	Offset   int64
+	Length   int64
 }
 
 // NumElements returns the product of dims (1 for a scalar). It returns -1 if

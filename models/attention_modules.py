@@ -729,3 +729,408 @@ class TorchMultiheadAttention(nn.Module):
     def forward(self, x: Tensor, key_padding_mask: BoolTensor):
         y, _ = self.mha(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)
         return y
+
+
+class EncoderLayer(nn.Module):
+    """A pre-norm transformer encoder layer (not in the seed text): seed 001's
+    encoder self-attention with seed 000's fused Wqkv heads and key padding
+    mask, then a GELU MLP, each with a residual connection."""
+
+    def __init__(self, hidden_size: int, num_heads: int):
+        super().__init__()
+        assert hidden_size % num_heads == 0
+        self.nh = num_heads
+        self.ln1 = nn.LayerNorm(hidden_size)
+        self.Wqkv = nn.Linear(hidden_size, hidden_size * 3)
+        self.Wo = nn.Linear(hidden_size, hidden_size)
+        self.ln2 = nn.LayerNorm(hidden_size)
+        self.fc1 = nn.Linear(hidden_size, hidden_size * 4)
+        self.fc2 = nn.Linear(hidden_size * 4, hidden_size)
+
+    def forward(self, x: Tensor, mask: BoolTensor):
+        B, S, C = x.shape
+        q, k, v = self.Wqkv(self.ln1(x)).reshape(B, S, 3, self.nh, C // self.nh).permute(2, 0, 3, 1, 4).unbind(dim=0)
+        attn = q @ k.transpose(-2, -1) / math.sqrt(C // self.nh)
+        attn = attn.masked_fill(mask.view(B, 1, 1, S), float('-inf'))
+        attn = attn.softmax(dim=-1)
+        x = x + self.Wo((attn @ v).transpose(1, 2).reshape(B, S, C))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class EncoderStack(nn.Module):
+    """num_layers EncoderLayers in sequence, sharing the padding mask."""
+
+    def __init__(self, hidden_size: int, num_heads: int, num_layers: int):
+        super().__init__()
+        self.layers = nn.ModuleList([EncoderLayer(hidden_size, num_heads) for _ in range(num_layers)])
+
+    def forward(self, x: Tensor, mask: BoolTensor):
+        for layer in self.layers:
+            x = layer(x, mask)
+        return x
+
+
+# ---------------------------------------------------------------------------
+# Attention as real exports spell it (issue 13): PyTorch's own modules and
+# re-implementations of T5-, LLaMA-, GPT-2- and Whisper-style attention and
+# an einsum spelling. Not from a seed; each is written the way its original
+# code base writes it, so that the ONNX graphs carry their export patterns
+# (no scaling, scales folded into q and k, position biases, no-op Casts
+# around Softmax, grouped KV heads by expand + reshape, Gemm projections,
+# masks built at run time, softmax weights returned as an output).
+# ---------------------------------------------------------------------------
+
+
+class TorchMHAWeights(nn.Module):
+    """nn.MultiheadAttention self-attention over x (B, S, C), batch first,
+    with a key padding mask (B, S) and an attention mask (S, S), both bool
+    (True = masked). With need_weights it also returns the attention weights
+    averaged over the heads (B, S, S), as PyTorch does by default; without,
+    the attention mask is given as a float (additive) mask instead."""
+
+    def __init__(self, embed_dim: int, num_heads: int, need_weights: bool):
+        super().__init__()
+        self.need_weights = need_weights
+        self.mha = nn.MultiheadAttention(embed_dim, num_heads, batch_first=True)
+
+    def forward(self, x: Tensor, key_padding_mask: BoolTensor, attn_mask: Tensor):
+        y, w = self.mha(x, x, x, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                        need_weights=self.need_weights)
+        if self.need_weights:
+            return y, w
+        return y
+
+
+class TorchMHAUnbatched(nn.Module):
+    """nn.MultiheadAttention on unbatched (2-D) inputs: queries x (T, C)
+    attend to a memory (S, C) with a key padding mask (S,) bool, True =
+    padding. PyTorch adds the batch dim of 1 itself."""
+
+    def __init__(self, embed_dim: int, num_heads: int):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(embed_dim, num_heads)
+
+    def forward(self, x: Tensor, memory: Tensor, key_padding_mask: BoolTensor):
+        y, _ = self.mha(x, memory, memory, key_padding_mask=key_padding_mask, need_weights=False)
+        return y
+
+
+class TorchEncoderLayer(nn.Module):
+    """nn.TransformerEncoderLayer in PyTorch's default sequence-first layout
+    on x (S, B, C) with a src_key_padding_mask (B, S) bool, True = padding,
+    in the one-layer nn.TransformerEncoder PyTorch users build. (With
+    batch_first=True, torch 1.13 runs eval-mode layers through its fused
+    fast path, aten::_transformer_encoder_layer_fwd, which has no ONNX
+    export.)"""
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout=0.1)
+        self.enc = nn.TransformerEncoder(layer, num_layers=1, enable_nested_tensor=False)
+
+    def forward(self, x: Tensor, src_key_padding_mask: BoolTensor):
+        return self.enc(x, src_key_padding_mask=src_key_padding_mask)
+
+
+class TorchDecoderLayer(nn.Module):
+    """nn.TransformerDecoderLayer(batch_first=True): masked self-attention
+    over tgt (B, T, C) with the float causal mask of
+    nn.Transformer.generate_square_subsequent_mask (built at run time) and a
+    tgt_key_padding_mask, then cross-attention to memory (B, S, C) with a
+    memory_key_padding_mask (masks bool, True = padding)."""
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int):
+        super().__init__()
+        self.dec = nn.TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout=0.1, batch_first=True)
+
+    def forward(self, tgt: Tensor, memory: Tensor, tgt_key_padding_mask: BoolTensor,
+                memory_key_padding_mask: BoolTensor):
+        T = tgt.shape[1]
+        causal = torch.triu(torch.full((T, T), float('-inf')), diagonal=1)
+        return self.dec(tgt, memory, tgt_mask=causal, tgt_key_padding_mask=tgt_key_padding_mask,
+                        memory_key_padding_mask=memory_key_padding_mask)
+
+
+class T5Attention(nn.Module):
+    """T5's self-attention (Hugging Face transformers' T5Attention, encoder
+    side): q, k, v, o projections without bias, no 1/sqrt(d) scaling, a
+    learned relative position bias (bidirectional buckets, computed from the
+    sequence length at run time) with the key padding mask folded into it,
+    and the softmax in float (`scores.float()` ... `.type_as(scores)`).
+
+    mask: (B, S) int64, 1 = keep, 0 = padding."""
+
+    def __init__(self, d_model: int, n_heads: int, d_kv: int, num_buckets: int = 32, max_distance: int = 128):
+        super().__init__()
+        self.n_heads, self.d_kv = n_heads, d_kv
+        self.num_buckets, self.max_distance = num_buckets, max_distance
+        inner = n_heads * d_kv
+        self.q = nn.Linear(d_model, inner, bias=False)
+        self.k = nn.Linear(d_model, inner, bias=False)
+        self.v = nn.Linear(d_model, inner, bias=False)
+        self.o = nn.Linear(inner, d_model, bias=False)
+        self.relative_attention_bias = nn.Embedding(num_buckets, n_heads)
+
+    @staticmethod
+    def _relative_position_bucket(relative_position, num_buckets, max_distance):
+        # bidirectional, as in transformers' T5Attention
+        relative_buckets = 0
+        num_buckets //= 2
+        relative_buckets += (relative_position > 0).to(torch.long) * num_buckets
+        relative_position = torch.abs(relative_position)
+        max_exact = num_buckets // 2
+        is_small = relative_position < max_exact
+        relative_position_if_large = max_exact + (
+            torch.log(relative_position.float() / max_exact)
+            / math.log(max_distance / max_exact)
+            * (num_buckets - max_exact)
+        ).to(torch.long)
+        relative_position_if_large = torch.min(
+            relative_position_if_large, torch.full_like(relative_position_if_large, num_buckets - 1))
+        relative_buckets += torch.where(is_small, relative_position, relative_position_if_large)
+        return relative_buckets
+
+    def compute_bias(self, query_length: int, key_length: int):
+        context_position = torch.arange(query_length, dtype=torch.long)[:, None]
+        memory_position = torch.arange(key_length, dtype=torch.long)[None, :]
+        relative_position = memory_position - context_position
+        buckets = self._relative_position_bucket(relative_position, self.num_buckets, self.max_distance)
+        values = self.relative_attention_bias(buckets)  # (q, k, H)
+        return values.permute([2, 0, 1]).unsqueeze(0)  # (1, H, q, k)
+
+    def forward(self, x: Tensor, mask: Tensor):
+        B, S = x.shape[:2]
+
+        def shape(t):
+            return t.view(B, -1, self.n_heads, self.d_kv).transpose(1, 2)
+
+        q, k, v = shape(self.q(x)), shape(self.k(x)), shape(self.v(x))
+        scores = torch.matmul(q, k.transpose(3, 2))
+        ext = (1.0 - mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
+        position_bias = self.compute_bias(S, S) + ext
+        scores += position_bias
+        attn_weights = F.softmax(scores.float(), dim=-1).type_as(scores)
+        y = torch.matmul(attn_weights, v).transpose(1, 2).contiguous().view(B, -1, self.n_heads * self.d_kv)
+        return self.o(y)
+
+
+class LlamaRMSNorm(nn.Module):
+    def __init__(self, hidden_size: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size) + 0.1 * torch.randn(hidden_size))
+        self.eps = eps
+
+    def forward(self, x: Tensor):
+        variance = x.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(variance + self.eps)
+        return self.weight * x.to(torch.float32)
+
+
+def _rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def _repeat_kv(x: Tensor, n_rep: int) -> Tensor:
+    """transformers' repeat_kv: (B, Hkv, S, D) -> (B, Hkv*n_rep, S, D)."""
+    b, hkv, s, d = x.shape
+    if n_rep == 1:
+        return x
+    x = x[:, :, None, :, :].expand(b, hkv, n_rep, s, d)
+    return x.reshape(b, hkv * n_rep, s, d)
+
+
+class LlamaAttentionBlock(nn.Module):
+    """A LLaMA-style decoder block as transformers' LlamaDecoderLayer spells
+    it at opset 17 (no RMSNormalization or RotaryEmbedding op): RMSNorm in
+    primitive ops, rotary embedding by position_ids (cos/sin and
+    rotate_half), grouped-query attention (4 query heads on 2 KV heads,
+    repeat_kv by expand + reshape) over a KV cache, the causal mask built at
+    run time as an additive float mask (finfo.min above the diagonal offset
+    by the cache length), softmax in float32 and `.to(q.dtype)` after it,
+    output projection, residuals and a SwiGLU MLP.
+
+    Inputs x (B, S, C), position_ids (B, S) int64, past_key and past_value
+    (B, Hkv, P, D); outputs y, present_key, present_value."""
+
+    def __init__(self, hidden: int = 64, heads: int = 4, kv_heads: int = 2, inter: int = 128):
+        super().__init__()
+        self.h, self.hkv, self.d = heads, kv_heads, hidden // heads
+        self.ln1, self.ln2 = LlamaRMSNorm(hidden), LlamaRMSNorm(hidden)
+        self.q_proj = nn.Linear(hidden, heads * self.d, bias=False)
+        self.k_proj = nn.Linear(hidden, kv_heads * self.d, bias=False)
+        self.v_proj = nn.Linear(hidden, kv_heads * self.d, bias=False)
+        self.o_proj = nn.Linear(heads * self.d, hidden, bias=False)
+        self.gate = nn.Linear(hidden, inter, bias=False)
+        self.up = nn.Linear(hidden, inter, bias=False)
+        self.down = nn.Linear(inter, hidden, bias=False)
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, self.d, 2, dtype=torch.float32) / self.d))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def rotary(self, position_ids):
+        freqs = position_ids[:, :, None].float() * self.inv_freq[None, None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos()[:, None], emb.sin()[:, None]  # (B, 1, S, D)
+
+    def forward(self, x: Tensor, position_ids: Tensor, past_key: Tensor, past_value: Tensor):
+        B, S, _ = x.shape
+        h = self.ln1(x)
+        q = self.q_proj(h).view(B, S, self.h, self.d).transpose(1, 2)
+        k = self.k_proj(h).view(B, S, self.hkv, self.d).transpose(1, 2)
+        v = self.v_proj(h).view(B, S, self.hkv, self.d).transpose(1, 2)
+        cos, sin = self.rotary(position_ids)
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        k = torch.cat([past_key, k], dim=2)
+        v = torch.cat([past_value, v], dim=2)
+        present_key, present_value = k, v
+        kr, vr = _repeat_kv(k, self.h // self.hkv), _repeat_kv(v, self.h // self.hkv)
+        T = kr.shape[2]
+        scores = torch.matmul(q, kr.transpose(2, 3)) / math.sqrt(self.d)
+        causal = torch.full((S, T), torch.finfo(x.dtype).min).triu(T - S + 1)
+        scores = scores + causal[None, None, :, :]
+        w = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+        y = torch.matmul(w, vr).transpose(1, 2).reshape(B, S, self.h * self.d)
+        x = x + self.o_proj(y)
+        h = self.ln2(x)
+        x = x + self.down(F.silu(self.gate(h)) * self.up(h))
+        return x, present_key, present_value
+
+
+class GPT2Conv1D(nn.Module):
+    """transformers' Conv1D: a Linear with a (in, out) weight, applied as
+    addmm on the 2-D view (exports as Gemm)."""
+
+    def __init__(self, nf: int, nx: int):
+        super().__init__()
+        self.nf = nf
+        self.weight = nn.Parameter(torch.randn(nx, nf) * 0.02)
+        self.bias = nn.Parameter(torch.randn(nf) * 0.02)
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + (self.nf,)
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        return x.view(size_out)
+
+
+class GPT2Attention(nn.Module):
+    """GPT-2's attention (the original transformers GPT2Attention): fused
+    c_attn Conv1D, K split into heads already transposed (permute(0, 2, 3,
+    1)), scores / sqrt(head size), the causal mask as a registered uint8
+    `bias` buffer (1, 1, n_ctx, n_ctx) sliced to the length and applied with
+    torch.where and a -1e4 `masked_bias`, then the padding mask added as
+    (1 - mask) * -10000, softmax, c_proj.
+
+    attention_mask: (B, S) float, 1 = keep, 0 = padding."""
+
+    def __init__(self, n_embd: int, n_head: int, n_ctx: int):
+        super().__init__()
+        self.n_head, self.split_size = n_head, n_embd
+        self.register_buffer("bias", torch.tril(torch.ones((n_ctx, n_ctx), dtype=torch.uint8)).view(1, 1, n_ctx, n_ctx))
+        self.register_buffer("masked_bias", torch.tensor(-1e4))
+        self.c_attn = GPT2Conv1D(3 * n_embd, n_embd)
+        self.c_proj = GPT2Conv1D(n_embd, n_embd)
+
+    def split_heads(self, x, k=False):
+        new_x_shape = x.size()[:-1] + (self.n_head, x.size(-1) // self.n_head)
+        x = x.view(*new_x_shape)
+        if k:
+            return x.permute(0, 2, 3, 1)  # (batch, head, head_features, seq_length)
+        return x.permute(0, 2, 1, 3)  # (batch, head, seq_length, head_features)
+
+    def merge_heads(self, x):
+        x = x.permute(0, 2, 1, 3).contiguous()
+        new_x_shape = x.size()[:-2] + (x.size(-2) * x.size(-1),)
+        return x.view(*new_x_shape)
+
+    def _attn(self, q, k, v, attention_mask):
+        w = torch.matmul(q, k)
+        w = w / (float(v.size(-1)) ** 0.5)
+        nd, ns = w.size(-2), w.size(-1)
+        mask = self.bias[:, :, ns - nd: ns, :ns]
+        w = torch.where(mask.bool(), w, self.masked_bias.to(w.dtype))
+        w = w + attention_mask
+        w = nn.Softmax(dim=-1)(w)
+        return torch.matmul(w, v)
+
+    def forward(self, x: Tensor, attention_mask: Tensor):
+        query, key, value = self.c_attn(x).split(self.split_size, dim=2)
+        query = self.split_heads(query)
+        key = self.split_heads(key, k=True)
+        value = self.split_heads(value)
+        ext = (1.0 - attention_mask[:, None, None, :]) * -10000.0
+        a = self._attn(query, key, value, ext)
+        return self.c_proj(self.merge_heads(a))
+
+
+class WhisperAttention(nn.Module):
+    """Whisper's MultiHeadAttention (openai/whisper model.py) in a decoder:
+    q and k each scaled by head_dim^-0.25 before their product (the scale
+    folded into both), a causal -inf mask buffer (n_ctx, n_ctx) sliced to
+    the length and added, `qk.float()` before the softmax and `.to(q.dtype)`
+    after it."""
+
+    def __init__(self, n_state: int, n_head: int, n_ctx: int):
+        super().__init__()
+        self.n_head = n_head
+        self.query = nn.Linear(n_state, n_state)
+        self.key = nn.Linear(n_state, n_state, bias=False)
+        self.value = nn.Linear(n_state, n_state)
+        self.out = nn.Linear(n_state, n_state)
+        self.register_buffer("mask", torch.empty(n_ctx, n_ctx).fill_(-float('inf')).triu_(1), persistent=False)
+
+    def forward(self, x: Tensor):
+        q, k, v = self.query(x), self.key(x), self.value(x)
+        n_batch, n_ctx, n_state = q.shape
+        scale = (n_state // self.n_head) ** -0.25
+        q = q.view(*q.shape[:2], self.n_head, -1).permute(0, 2, 1, 3) * scale
+        k = k.view(*k.shape[:2], self.n_head, -1).permute(0, 2, 3, 1) * scale
+        v = v.view(*v.shape[:2], self.n_head, -1).permute(0, 2, 1, 3)
+        qk = q @ k
+        qk = qk + self.mask[:n_ctx, :n_ctx]
+        qk = qk.float()
+        w = F.softmax(qk, dim=-1).to(q.dtype)
+        return self.out((w @ v).permute(0, 2, 1, 3).flatten(start_dim=2))
+
+
+class EinsumAttention(nn.Module):
+    """Multi-head self-attention written with torch.einsum on the (B, S, H,
+    D) head layout, as several code bases do: scores
+    einsum("bqhd,bkhd->bhqk") scaled after, a key padding mask (B, S) bool
+    (True = padding) by masked_fill, output einsum("bhqk,bkhd->bqhd")."""
+
+    def __init__(self, hidden_size: int, num_heads: int):
+        super().__init__()
+        self.nh, self.hs = num_heads, hidden_size // num_heads
+        self.Wqkv = nn.Linear(hidden_size, hidden_size * 3)
+        self.Wo = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, x: Tensor, mask: BoolTensor):
+        B, S, C = x.shape
+        q, k, v = self.Wqkv(x).view(B, S, 3, self.nh, self.hs).unbind(dim=2)
+        scores = torch.einsum("bqhd,bkhd->bhqk", q, k) * self.hs ** -0.5
+        scores = scores.masked_fill(mask[:, None, None, :], float('-inf'))
+        w = scores.softmax(dim=-1)
+        y = torch.einsum("bhqk,bkhd->bqhd", w, v).reshape(B, S, C)
+        return self.Wo(y)
+
+
+class EinsumAttentionBHQD(nn.Module):
+    """Cross-attention with einsum on the (B, H, S, D) layout:
+    einsum("bhqd,bhkd->bhqk") and einsum("bhqk,bhkd->bhqd"), no mask."""
+
+    def __init__(self, hidden_size: int, num_heads: int):
+        super().__init__()
+        self.nh, self.hs = num_heads, hidden_size // num_heads
+        self.Wq = nn.Linear(hidden_size, hidden_size)
+        self.Wkv = nn.Linear(hidden_size, hidden_size * 2)
+        self.Wo = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, x: Tensor, enc: Tensor):
+        B, T, C = x.shape
+        S = enc.shape[1]
+        q = self.Wq(x).view(B, T, self.nh, self.hs).transpose(1, 2)
+        k, v = self.Wkv(enc).view(B, S, 2, self.nh, self.hs).permute(2, 0, 3, 1, 4).unbind(dim=0)
+        w = (torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(self.hs)).softmax(dim=-1)
+        return self.Wo(torch.einsum("bhqk,bhkd->bhqd", w, v).transpose(1, 2).reshape(B, T, C))

@@ -1,24 +1,26 @@
 // Package npy reads and writes NumPy .npy files as ir.Tensors, the format
-// attnrun uses for user-facing tensors. Reading goes through
-// github.com/sbinet/npyio, after checking the header's declared size
-// against the file so that a lying header cannot trigger a huge allocation.
+// attnrun uses for user-facing tensors. The reader validates everything a
+// file declares before using it (header.go): a malformed or lying header is
+// an error naming what is wrong, never a panic or a huge allocation, and the
+// file must hold exactly the data its header declares.
 package npy
 
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"unicode/utf8"
 
-	"github.com/sbinet/npyio"
-
+	"github.com/attnrun/attnrun/internal/regfile"
 	"github.com/attnrun/attnrun/ir"
 )
 
 var descrs = map[string]ir.DType{
-	"<f4": ir.Float, "<f8": ir.Double,
+	"<f4": ir.Float, "<f8": ir.Double, "<f2": ir.Float16,
 	"<i8": ir.Int64, "<i4": ir.Int32, "<i2": ir.Int16, "|i1": ir.Int8,
 	"|u1": ir.Uint8, "<u2": ir.Uint16, "<u4": ir.Uint32, "<u8": ir.Uint64,
 	"|b1": ir.Bool,
@@ -33,97 +35,167 @@ func descrOf(dt ir.DType) (string, error) {
 	return "", fmt.Errorf("dtype %v cannot be written as .npy", dt)
 }
 
-// ReadFile reads a .npy file into a tensor.
+// dtypeOf maps a header's descr to an element type. One-byte types may
+// carry any byte-order mark; '=' (native) means little-endian here, the
+// only byte order attnrun runs on.
+func dtypeOf(descr string) (ir.DType, error) {
+	d := descr
+	if len(d) == 3 && d[0] == '=' {
+		d = "<" + d[1:]
+	}
+	if len(d) == 3 && (d[2] == '1') && (d[0] == '<' || d[0] == '>' || d[0] == '=') {
+		d = "|" + d[1:]
+	}
+	if dt, ok := descrs[d]; ok {
+		return dt, nil
+	}
+	return ir.Undefined, fmt.Errorf("unsupported .npy dtype %q (big-endian, complex, object, string and structured arrays are not supported)", descr)
+}
+
+// ReadFile reads a .npy file into a tensor. The path must name a regular
+// file (a FIFO or device is refused without blocking, see package regfile).
 func ReadFile(path string) (*ir.Tensor, error) {
-	f, err := os.Open(path)
+	f, st, err := regfile.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	t, err := Read(f, st.Size())
+	t, err := Read(bufio.NewReaderSize(f, 1<<16), st.Size())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return t, nil
 }
 
-// Read decodes a .npy stream of the given total size (used to reject
-// headers that declare more data than the stream holds).
+// magic starts every .npy file.
+const magic = "\x93NUMPY"
+
+// Read decodes a .npy stream of the given total size in bytes, or of
+// unknown size when size < 0. The stream must hold exactly one array:
+// bytes after the data are an error, as is a header declaring more data
+// than the stream holds (checked before allocating when size is known).
 func Read(r io.Reader, size int64) (*ir.Tensor, error) {
-	rd, err := npyio.NewReader(r)
-	if err != nil {
-		return nil, fmt.Errorf("not a .npy file: %w", err)
+	var pre [8]byte
+	if _, err := io.ReadFull(r, pre[:]); err != nil {
+		return nil, fmt.Errorf("not a .npy file: %d bytes, too short for the magic string", max(size, 0))
 	}
-	h := rd.Header
-	if h.Descr.Fortran {
+	if string(pre[:6]) != magic {
+		return nil, fmt.Errorf("not a .npy file: it does not start with %q", magic)
+	}
+	major, minor := pre[6], pre[7]
+	lenBytes := 4
+	switch {
+	case major == 1 && minor == 0:
+		lenBytes = 2
+	case (major == 2 || major == 3) && minor == 0:
+	default:
+		return nil, fmt.Errorf("unsupported .npy format version %d.%d (attnrun reads 1.0, 2.0 and 3.0)", major, minor)
+	}
+	var lb [4]byte
+	if _, err := io.ReadFull(r, lb[:lenBytes]); err != nil {
+		return nil, errors.New("truncated .npy file: it ends inside the header length")
+	}
+	hlen := int64(binary.LittleEndian.Uint32(lb[:]))
+	prefix := int64(8 + lenBytes)
+	if hlen > maxHeaderBytes {
+		return nil, fmt.Errorf("the .npy header declares %d bytes, more than the %d attnrun reads", hlen, maxHeaderBytes)
+	}
+	if size >= 0 && hlen > size-prefix {
+		return nil, fmt.Errorf("truncated .npy file: the header declares %d bytes, the file has %d after the magic string", hlen, size-prefix)
+	}
+	raw := make([]byte, hlen)
+	if _, err := io.ReadFull(r, raw); err != nil {
+		return nil, fmt.Errorf("truncated .npy file: the header declares %d bytes", hlen)
+	}
+	text := string(raw)
+	if !strings.HasSuffix(text, "\n") {
+		return nil, fmt.Errorf("malformed header %s: it does not end with a newline", quoteShort(text))
+	}
+	if major == 3 && !utf8.ValidString(text) {
+		return nil, errors.New("malformed header: a version 3.0 header must be UTF-8")
+	}
+	h, err := parseHeader(strings.TrimRight(text, " \n"))
+	if err != nil {
+		return nil, err
+	}
+	if h.fortran {
 		return nil, fmt.Errorf("Fortran-order arrays are not supported; save with np.ascontiguousarray")
 	}
-	typ := h.Descr.Type
-	if typ == "<b1" || typ == ">b1" {
-		typ = "|b1"
+	dt, err := dtypeOf(h.descr)
+	if err != nil {
+		return nil, err
 	}
-	if typ == "<i1" {
-		typ = "|i1"
+	n := ir.NumElements(h.shape)
+	es := int64(dt.Size())
+	if n < 0 || n > (1<<62)/es {
+		return nil, fmt.Errorf("shape %v is too large", h.shape)
 	}
-	if typ == "<u1" {
-		typ = "|u1"
-	}
-	dt, ok := descrs[typ]
-	if !ok {
-		return nil, fmt.Errorf("unsupported .npy dtype %q (big-endian, complex, object and string arrays are not supported)", h.Descr.Type)
-	}
-	shape := append([]int{}, h.Descr.Shape...)
-	n := ir.NumElements(shape)
-	if n < 0 {
-		return nil, fmt.Errorf("invalid shape %v", shape)
-	}
-	if size >= 0 && n*int64(dt.Size()) > size {
-		return nil, fmt.Errorf("header declares shape %v (%d bytes of %v) but the file has only %d bytes", shape, n*int64(dt.Size()), dt, size)
-	}
-	t := &ir.Tensor{DType: dt, Shape: shape}
-	if dt == ir.Float16 {
-		return nil, fmt.Errorf("float16 .npy files are not supported; save as float32")
-	}
-	ptr := ir.MakeSlice(dt, int(n))
-	if n > 0 {
-		if err := readInto(rd, dt, &ptr); err != nil {
-			return nil, fmt.Errorf("reading %v data of shape %v: %w", dt, shape, err)
+	need := n * es
+	if size >= 0 {
+		have := size - prefix - hlen
+		switch {
+		case have < need:
+			return nil, fmt.Errorf("header declares shape %v (%d bytes of %v) but the file has only %d bytes of data", h.shape, need, dt, have)
+		case have > need:
+			return nil, fmt.Errorf("%d trailing bytes after the %d bytes of data that shape %v of %v needs", have-need, need, h.shape, dt)
 		}
 	}
-	t.Data = ptr
+	t := &ir.Tensor{DType: dt, Shape: h.shape}
+	if t.Data, err = readData(r, dt, n, need, size >= 0); err != nil {
+		return nil, fmt.Errorf("reading %v data of shape %v: %w", dt, h.shape, err)
+	}
 	return t, t.Check()
 }
 
-func readInto(rd *npyio.Reader, dt ir.DType, data *any) error {
-	switch s := (*data).(type) {
-	case []float32:
-		return rd.Read(&s)
-	case []float64:
-		return rd.Read(&s)
-	case []int64:
-		return rd.Read(&s)
-	case []int32:
-		return rd.Read(&s)
-	case []int16:
-		return rd.Read(&s)
-	case []int8:
-		return rd.Read(&s)
-	case []uint8:
-		return rd.Read(&s)
-	case []uint16:
-		return rd.Read(&s)
-	case []uint32:
-		return rd.Read(&s)
-	case []uint64:
-		return rd.Read(&s)
-	case []bool:
-		return rd.Read(&s)
+// readData reads the n elements (need bytes) of the array and checks that
+// nothing follows. With sized, the stream's size was checked against need
+// already, so the slice is allocated up front; otherwise the bytes are read
+// first, so that a lying header cannot make it allocate more than the
+// stream holds.
+func readData(r io.Reader, dt ir.DType, n, need int64, sized bool) (any, error) {
+	var data any
+	if sized {
+		data = ir.MakeSlice(dt, int(n))
+		if _, err := io.ReadFull(r, ir.BytesOf(data)); err != nil {
+			return nil, fmt.Errorf("the file ends early: %w", err)
+		}
+	} else {
+		raw, err := io.ReadAll(io.LimitReader(r, need))
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(raw)) < need {
+			return nil, fmt.Errorf("the stream ends after %d of %d bytes", len(raw), need)
+		}
+		data = ir.MakeSlice(dt, int(n))
+		copy(ir.BytesOf(data), raw)
 	}
-	return fmt.Errorf("unsupported dtype %v", dt)
+	var one [1]byte
+	if k, _ := io.ReadFull(r, one[:]); k > 0 {
+		return nil, fmt.Errorf("trailing bytes after the %d bytes of data", need)
+	}
+	if !ir.NativeLittleEndian && dt.Size() > 1 {
+		swapInPlace(ir.BytesOf(data), dt.Size())
+	}
+	if b, ok := data.([]bool); ok {
+		// A Go bool must be 0 or 1; NumPy writes 0 and 1, anything else
+		// is true.
+		for i, v := range ir.BytesOf(b) {
+			if v > 1 {
+				b[i] = true
+			}
+		}
+	}
+	return data, nil
+}
+
+// swapInPlace reverses the bytes of each size-byte element.
+func swapInPlace(raw []byte, size int) {
+	for i := 0; i+size <= len(raw); i += size {
+		for a, b := i, i+size-1; a < b; a, b = a+1, b-1 {
+			raw[a], raw[b] = raw[b], raw[a]
+		}
+	}
 }
 
 // WriteFile writes t as a version 1.0 .npy file.

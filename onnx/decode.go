@@ -11,9 +11,9 @@ package onnx
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
+	"github.com/attnrun/attnrun/internal/regfile"
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx/onnxpb"
 	"google.golang.org/protobuf/proto"
@@ -49,18 +49,23 @@ func (o Options) maxBytes() int64 {
 // serialized ModelProto at all (empty, truncated, garbage or text).
 var ErrNotONNX = errors.New("not an ONNX model")
 
+// maxModelFileBytes bounds the model file itself: a protobuf message cannot
+// exceed 2 GiB (larger weights must be stored as external data).
+const maxModelFileBytes = 1<<31 - 1
+
 // Load reads and decodes the model file at path. Options.BaseDir is set to
 // the file's directory, so external data is resolved next to the model.
-// Errors are prefixed with the path.
+// The path and every external data file must be regular files: a FIFO or a
+// device is refused without blocking. Errors are prefixed with the path.
 func Load(path string, opts Options) (*ir.Model, error) {
-	data, err := os.ReadFile(path)
+	data, err := regfile.ReadFile(path, maxModelFileBytes)
 	if err != nil {
 		return nil, err // already names the path
 	}
 	opts.BaseDir = filepath.Dir(path)
 	m, err := Decode(data, opts)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, ir.ElideError(fmt.Errorf("%s: %w", path, err))
 	}
 	return m, nil
 }

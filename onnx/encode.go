@@ -3,6 +3,7 @@ package onnx
 import (
 	"fmt"
 	"sort"
+	"strconv"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx/onnxpb"
@@ -14,11 +15,52 @@ import (
 // written with raw_data (strings with string_data), opsets and metadata in
 // sorted key order, so the output is deterministic.
 func Encode(m *ir.Model) ([]byte, error) {
-	mp, err := modelToProto(m)
+	mp, err := modelToProto(m, nil)
 	if err != nil {
 		return nil, err
 	}
 	return proto.MarshalOptions{Deterministic: true}.Marshal(mp)
+}
+
+// EncodeExternal is Encode for a process that can read the model's files:
+// initializers loaded from external data (ir.Tensor.External) are written
+// as external-data references to their files rather than as bytes, so the
+// encoding stays small however large the weights are. It returns the
+// directory the references are relative to ("" when there are none), which
+// the reader passes as Options.BaseDir to Decode. Initializers of another
+// directory than the first one met are written as bytes.
+func EncodeExternal(m *ir.Model) (data []byte, dir string, err error) {
+	refs := &externalRefs{}
+	mp, err := modelToProto(m, refs)
+	if err != nil {
+		return nil, "", err
+	}
+	data, err = proto.MarshalOptions{Deterministic: true}.Marshal(mp)
+	return data, refs.dir, err
+}
+
+// externalRefs collects the directory EncodeExternal's references are
+// relative to.
+type externalRefs struct {
+	dir string
+}
+
+// ref returns t as an external-data reference, or nil when t is to be
+// written as bytes.
+func (r *externalRefs) ref(name string, t *ir.Tensor) *onnxpb.TensorProto {
+	e := t.External
+	if r == nil || e == nil || t.DType == ir.String || (r.dir != "" && e.Dir != r.dir) {
+		return nil
+	}
+	r.dir = e.Dir
+	tp := &onnxpb.TensorProto{Name: ptr(name), DataType: ptr(int32(t.DType)), Dims: make([]int64, len(t.Shape)), DataLocation: onnxpb.TensorProto_EXTERNAL.Enum()}
+	for i, d := range t.Shape {
+		tp.Dims[i] = int64(d)
+	}
+	for _, kv := range [][2]string{{"location", e.Location}, {"offset", strconv.FormatInt(e.Offset, 10)}, {"length", strconv.FormatInt(e.Length, 10)}} {
+		tp.ExternalData = append(tp.ExternalData, &onnxpb.StringStringEntryProto{Key: ptr(kv[0]), Value: ptr(kv[1])})
+	}
+	return tp
 }
 
 // EncodeTensor serializes one tensor as a TensorProto with the given name
@@ -34,7 +76,7 @@ func EncodeTensor(name string, t *ir.Tensor) ([]byte, error) {
 	return proto.MarshalOptions{Deterministic: true}.Marshal(tp)
 }
 
-func modelToProto(m *ir.Model) (*onnxpb.ModelProto, error) {
+func modelToProto(m *ir.Model, refs *externalRefs) (*onnxpb.ModelProto, error) {
 	if m == nil {
 		return nil, fmt.Errorf("nil model")
 	}
@@ -55,7 +97,7 @@ func modelToProto(m *ir.Model) (*onnxpb.ModelProto, error) {
 	for _, k := range sortedKeys(m.Metadata) {
 		mp.MetadataProps = append(mp.MetadataProps, &onnxpb.StringStringEntryProto{Key: ptr(k), Value: ptr(m.Metadata[k])})
 	}
-	g, err := graphToProto(m.Graph)
+	g, err := graphToProto(m.Graph, refs)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +128,9 @@ func optInt(v int64) *int64 {
 	return &v
 }
 
-func graphToProto(g *ir.Graph) (*onnxpb.GraphProto, error) {
+// graphToProto converts a graph; with refs, initializers loaded from
+// external data are written as references (EncodeExternal).
+func graphToProto(g *ir.Graph, refs *externalRefs) (*onnxpb.GraphProto, error) {
 	gp := &onnxpb.GraphProto{Name: optStr(g.Name)}
 	wrap := func(err error) error {
 		if g.Name != "" {
@@ -104,6 +148,10 @@ func graphToProto(g *ir.Graph) (*onnxpb.GraphProto, error) {
 		t, ok := g.Initializers[name]
 		if !ok {
 			return nil, wrap(fmt.Errorf("initializer %q is in InitializerOrder but not in Initializers", name))
+		}
+		if tp := refs.ref(name, t); tp != nil {
+			gp.Initializer = append(gp.Initializer, tp)
+			continue
 		}
 		tp, err := tensorToProto(name, t)
 		if err != nil {
@@ -195,7 +243,7 @@ func attrToProto(a *ir.Attribute) (*onnxpb.AttributeProto, error) {
 		if a.Graph == nil {
 			return nil, fmt.Errorf("graph attribute has no graph")
 		}
-		gp, err := graphToProto(a.Graph)
+		gp, err := graphToProto(a.Graph, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -216,7 +264,7 @@ func attrToProto(a *ir.Attribute) (*onnxpb.AttributeProto, error) {
 		}
 	case ir.AttrGraphs:
 		for i, g := range a.Graphs {
-			gp, err := graphToProto(g)
+			gp, err := graphToProto(g, nil)
 			if err != nil {
 				return nil, fmt.Errorf("graph #%d: %w", i, err)
 			}

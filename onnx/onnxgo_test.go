@@ -32,28 +32,34 @@ import (
 //     of the Trilu-mask models). Those models are listed in onnxGoFails; the
 //     test recovers from the panic and checks that our decoder does find a
 //     bool tensor there.
+//   - uint8 tensors: "Unknown type uint8" (GPT-2's causal buffer), listed
+//     in onnxGoFails too, and checked the same way.
 //   - Duplicate inputs: its graph builder keeps one edge per (output, input)
-//     pair, so MatMul(x, x) has one input in onnx-go. No reference model has
-//     a node reading one tensor twice today (seed 004 computes bmm(x, xᵀ),
-//     whose inputs differ), so onnxGoDupEdges is empty and the test checks
-//     that it stays accurate; TestOnnxGoDuplicateEdge shows the defect on a
-//     built MatMul(x, x) model.
+//     pair, so MatMul(x, x) has one input in onnx-go. The LLaMA-style export
+//     concatenates its rotary frequencies with themselves (Concat(f, f)); it
+//     is listed in onnxGoDupEdges, and the test checks that the list stays
+//     accurate; TestOnnxGoDuplicateEdge shows the defect on a built
+//     MatMul(x, x) model.
 //   - onnx-go drops dim_param dims from input shapes: shapes are compared on
 //     the concrete dims only.
 //   - Nodes without inputs (Constant) get a fake input "<node name>/input".
 
-// onnxGoFails lists the reference models onnx-go cannot decode because of
-// a bool raw_data tensor (initializer or Constant attribute).
-var onnxGoFails = map[string]bool{
-	"s000_causal":                 true, // bool initializer causal_mask
-	"s000_causal_or":              true, // bool initializer causal_mask
-	"s001_decoder_self_attention": true, // bool Constant (Trilu mask)
-	"s004_multi_head_bmm_causal":  true, // bool Constant (Trilu mask)
+// onnxGoFails lists the reference models onnx-go cannot decode, with the
+// element type of the tensor (initializer or Constant attribute) that
+// defeats it: a bool raw_data tensor, or a uint8 one.
+var onnxGoFails = map[string]ir.DType{
+	"s000_causal":                 ir.Bool,  // bool initializer causal_mask
+	"s000_causal_or":              ir.Bool,  // bool initializer causal_mask
+	"s001_decoder_self_attention": ir.Bool,  // bool Constant (Trilu mask)
+	"s004_multi_head_bmm_causal":  ir.Bool,  // bool Constant (Trilu mask)
+	"gpt2_attention":              ir.Uint8, // uint8 initializer (the causal buffer)
 }
 
 // onnxGoDupEdges lists the reference models with a node that reads the same
-// tensor twice (seed 004's bmm(x, x^T) ... x patterns).
-var onnxGoDupEdges = map[string]bool{}
+// tensor twice.
+var onnxGoDupEdges = map[string]bool{
+	"llama_attention_opset17": true, // Concat(freqs, freqs) of the rotary embedding
+}
 
 type ogNode struct {
 	id   int64
@@ -177,16 +183,17 @@ func TestCrossCheckOnnxGo(t *testing.T) {
 			g := ours.Graph
 			og, om, err := onnxGoDecode(data)
 			if err != nil {
-				if !onnxGoFails[name] {
+				dt, listed := onnxGoFails[name]
+				if !listed {
 					t.Fatalf("onnx-go failed on a model not listed in onnxGoFails: %v", err)
 				}
-				if !hasBoolTensor(g) {
-					t.Fatalf("onnx-go failed (%v), but the model has no bool tensor to explain it", err)
+				if !hasTensorOf(g, dt) {
+					t.Fatalf("onnx-go failed (%v), but the model has no %v tensor to explain it", err, dt)
 				}
 				failed[name] = true
 				return
 			}
-			if onnxGoFails[name] {
+			if _, listed := onnxGoFails[name]; listed {
 				t.Fatalf("onnx-go decoded %s, which is listed in onnxGoFails", name)
 			}
 			decoded++
@@ -274,15 +281,17 @@ func TestCrossCheckOnnxGo(t *testing.T) {
 	t.Logf("onnx-go cross-checked %d models; %d expected failures", decoded, len(failed))
 }
 
-func hasBoolTensor(g *ir.Graph) bool {
+// hasTensorOf reports whether an initializer or a tensor attribute of the
+// graph has element type dt.
+func hasTensorOf(g *ir.Graph, dt ir.DType) bool {
 	for _, t := range g.Initializers {
-		if t.DType == ir.Bool {
+		if t.DType == dt {
 			return true
 		}
 	}
 	for _, n := range g.Nodes {
 		for _, a := range n.Attrs {
-			if a.Tensor != nil && a.Tensor.DType == ir.Bool {
+			if a.Tensor != nil && a.Tensor.DType == dt {
 				return true
 			}
 		}

@@ -3,13 +3,9 @@ package onnx
 import (
 	"encoding/binary"
 	"fmt"
-	"io"
 	"math"
 	"math/bits"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx/onnxpb"
@@ -79,11 +75,7 @@ func tensorFromProto(tp *onnxpb.TensorProto, opts Options, limit int64) (*ir.Ten
 		return nil, fmt.Errorf("dims %v of %v need %s bytes, more than this platform can address", dims, dt, needS)
 	}
 	if tp.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
-		raw, err := readExternal(tp, opts, need)
-		if err != nil {
-			return nil, err
-		}
-		return fromRaw(dt, shape, raw), nil
+		return externalTensor(tp, opts, dt, shape, need)
 	}
 	if tp.RawData != nil {
 		if int64(len(tp.RawData)) != need {
@@ -277,90 +269,6 @@ func fromTyped(tp *onnxpb.TensorProto, dt ir.DType, shape []int, n int64) (*ir.T
 		return nil, fmt.Errorf("unsupported data type %v", dt)
 	}
 	return t, nil
-}
-
-// readExternal reads need bytes of a tensor stored outside the model file.
-// The location must be a relative path that stays inside opts.BaseDir once
-// cleaned and once symlinks are resolved.
-func readExternal(tp *onnxpb.TensorProto, opts Options, need int64) ([]byte, error) {
-	var loc string
-	offset, length := int64(0), int64(-1)
-	for _, kv := range tp.ExternalData {
-		switch kv.GetKey() {
-		case "location":
-			loc = kv.GetValue()
-		case "offset", "length":
-			v, err := strconv.ParseInt(kv.GetValue(), 10, 64)
-			if err != nil || v < 0 {
-				return nil, fmt.Errorf("external data %s %q is not a non-negative integer", kv.GetKey(), kv.GetValue())
-			}
-			if kv.GetKey() == "offset" {
-				offset = v
-			} else {
-				length = v
-			}
-		}
-	}
-	if loc == "" {
-		return nil, fmt.Errorf("external data has no location")
-	}
-	if opts.BaseDir == "" {
-		return nil, fmt.Errorf("external data %q: no base directory to resolve it in (use Load or set Options.BaseDir)", loc)
-	}
-	p := filepath.FromSlash(loc)
-	if filepath.IsAbs(p) || strings.HasPrefix(loc, "/") || strings.HasPrefix(loc, `\`) || filepath.VolumeName(p) != "" {
-		return nil, fmt.Errorf("external data location %q is an absolute path; it must be relative to the model's directory", loc)
-	}
-	clean := filepath.Clean(p)
-	if clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
-		return nil, fmt.Errorf("external data location %q escapes the model's directory", loc)
-	}
-	base, err := filepath.Abs(opts.BaseDir)
-	if err == nil {
-		base, err = filepath.EvalSymlinks(base)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("external data %q: model directory: %v", loc, err)
-	}
-	full, err := filepath.EvalSymlinks(filepath.Join(base, clean))
-	if err != nil {
-		return nil, fmt.Errorf("external data %q: %v", loc, err)
-	}
-	rel, err := filepath.Rel(base, full)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
-		return nil, fmt.Errorf("external data location %q escapes the model's directory (through a symbolic link)", loc)
-	}
-	f, err := os.Open(full)
-	if err != nil {
-		return nil, fmt.Errorf("external data %q: %v", loc, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("external data %q: %v", loc, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("external data %q is not a regular file", loc)
-	}
-	size := st.Size()
-	if offset > size {
-		return nil, fmt.Errorf("external data %q: offset %d is past the end of the file (%d bytes)", loc, offset, size)
-	}
-	if length >= 0 {
-		if length > size-offset {
-			return nil, fmt.Errorf("external data %q: offset %d + length %d is past the end of the file (%d bytes)", loc, offset, length, size)
-		}
-		if length != need {
-			return nil, fmt.Errorf("dims %v of %v need %d bytes, external data %q has length %d", tp.Dims, ir.DType(tp.GetDataType()), need, loc, length)
-		}
-	} else if need > size-offset {
-		return nil, fmt.Errorf("dims %v of %v need %d bytes, external data %q has %d bytes from offset %d", tp.Dims, ir.DType(tp.GetDataType()), need, loc, size-offset, offset)
-	}
-	buf := make([]byte, need)
-	if _, err := f.ReadAt(buf, offset); err != nil && !(err == io.EOF && need == 0) {
-		return nil, fmt.Errorf("external data %q: %v", loc, err)
-	}
-	return buf, nil
 }
 
 // tensorToProto converts a tensor to a TensorProto, numeric data in raw_data

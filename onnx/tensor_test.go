@@ -2,10 +2,12 @@ package onnx
 
 import (
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
@@ -206,8 +208,14 @@ func TestMaxTensorBytesTotal(t *testing.T) {
 // stored externally with the given key/values.
 func externalModel(t *testing.T, dir string, kv ...string) string {
 	t.Helper()
+	return externalModelDims(t, dir, []int64{2, 3}, kv...)
+}
+
+// externalModelDims is externalModel for a w of the given dims.
+func externalModelDims(t *testing.T, dir string, dims []int64, kv ...string) string {
+	t.Helper()
 	f := int32(onnxpb.TensorProto_FLOAT)
-	tp := &onnxpb.TensorProto{Name: proto.String("w"), DataType: &f, Dims: []int64{2, 3}, DataLocation: onnxpb.TensorProto_EXTERNAL.Enum()}
+	tp := &onnxpb.TensorProto{Name: proto.String("w"), DataType: &f, Dims: dims, DataLocation: onnxpb.TensorProto_EXTERNAL.Enum()}
 	for i := 0; i+1 < len(kv); i += 2 {
 		tp.ExternalData = append(tp.ExternalData, &onnxpb.StringStringEntryProto{Key: proto.String(kv[i]), Value: proto.String(kv[i+1])})
 	}
@@ -242,6 +250,17 @@ func TestExternalData(t *testing.T) {
 	if err := os.Symlink(filepath.Join(dir, "data", "w.bin"), filepath.Join(dir, "inside_link.bin")); err != nil {
 		t.Fatal(err)
 	}
+	// A FIFO would block open(2) until a writer came, for ever: it, a
+	// socket and a device are refused before anything opens them.
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", filepath.Join(dir, "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	haveDevice := syscall.Mknod(filepath.Join(dir, "zero"), syscall.S_IFCHR|0o644, 1<<8|5) == nil // /dev/zero's numbers; needs root
 	want := []float32{1, 2, 3, 4, 5, 6}
 	cases := []struct {
 		name string
@@ -259,7 +278,10 @@ func TestExternalData(t *testing.T) {
 		{"absolute", []string{"location", "/etc/passwd"}, `external data location "/etc/passwd" is an absolute path`},
 		{"symlink outside", []string{"location", "link.bin", "offset", "8"}, "escapes the model's directory (through a symbolic link)"},
 		{"missing file", []string{"location", "nope.bin"}, `external data "nope.bin"`},
-		{"directory", []string{"location", "data"}, `external data "data" is not a regular file`},
+		{"directory", []string{"location", "data"}, `external data "data" is a directory, not a regular file`},
+		{"fifo", []string{"location", "fifo"}, `external data "fifo" is a FIFO (named pipe), not a regular file`},
+		{"socket", []string{"location", "sock"}, `external data "sock" is a socket, not a regular file`},
+		{"device", []string{"location", "zero"}, `external data "zero" is a device, not a regular file`},
 		{"no location", []string{"offset", "0"}, "external data has no location"},
 		{"offset past end", []string{"location", "w.bin", "offset", "100"}, "offset 100 is past the end of the file (36 bytes)"},
 		{"length past end", []string{"location", "w.bin", "offset", "20", "length", "24"}, "offset 20 + length 24 is past the end of the file (36 bytes)"},
@@ -269,6 +291,9 @@ func TestExternalData(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "device" && !haveDevice {
+				t.Skip("mknod needs root")
+			}
 			path := externalModel(t, dir, tc.kv...)
 			m, err := Load(path, Options{})
 			if tc.err != "" {
@@ -280,9 +305,15 @@ func TestExternalData(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := m.Graph.Initializers["w"]; !reflect.DeepEqual(got.Float32s(), want) || !reflect.DeepEqual(got.Shape, []int{2, 3}) {
+			got := m.Graph.Initializers["w"]
+			if !reflect.DeepEqual(got.Float32s(), want) || !reflect.DeepEqual(got.Shape, []int{2, 3}) {
 				t.Errorf("w = %v", got)
 			}
+			// It remembers where its bytes are, for EncodeExternal.
+			if e := got.External; e == nil || !filepath.IsAbs(e.Dir) || e.Offset != 8 || e.Length != 24 {
+				t.Errorf("w.External = %+v", e)
+			}
+			got.External = nil
 			// Encode inlines the data: the result no longer needs the file.
 			b, err := Encode(m)
 			if err != nil {

@@ -8,9 +8,10 @@ import (
 )
 
 // FusedAttention (com.attnrun, opset 1) is scaled dot-product attention in
-// one node: it is what the attention rewrite in runtime/graph puts in place
-// of the exported MatMul → [scale] → [mask] → Softmax → MatMul chain, and it
-// never materializes the Sq×Sk score matrix.
+// one node: it is what the attention rewrites in runtime/graph put in place
+// of the exported MatMul → [scale] → [mask] → Softmax → MatMul chain and of
+// ONNX's Attention op, and it never materializes the Sq×Sk score matrix
+// unless output 1 asks for it.
 //
 // Inputs (float32 unless stated):
 //
@@ -19,7 +20,20 @@ import (
 //	2 V    [..., Sk, Dv]
 //	3 mask (optional) of rank ≥ 0, broadcastable to [..., Sq, Sk]: bool for
 //	       mask_kind "bool_true_masks" / "bool_false_masks", float32 for
-//	       "additive". Its last two dims must each be 1 or equal Sq and Sk.
+//	       "additive". Its last two dims must each be 1 or equal Sq and Sk
+//	       (with mask_pad_keys, the last may also be shorter than Sk).
+//	4 kv_lengths (optional) int64 [N]: how many keys take part in each
+//	       batch: N is 1 or the output's first dim (rank ≥ 3), and key j
+//	       of every matrix whose first batch index is b is masked (-inf)
+//	       when j ≥ kv_lengths[b] (ONNX Attention's nonpad_kv_seqlen).
+//	5 bias (optional) float32 of rank ≥ 0, broadcastable to [..., Sq, Sk]
+//	       as the mask is (its last two dims each 1 or Sq and Sk): a
+//	       second additive term, scores = scores + bias_scale·bias, added
+//	       after the mask (or before it, with bias_first). Exports that
+//	       change the scores twice (GPT-2's torch.where with its causal
+//	       buffer, then + the padding mask; a position bias, then + a
+//	       mask) take the first change as the mask and the second as the
+//	       bias.
 //
 // Every input has rank ≥ 2 except the mask (which is left-padded with 1s).
 // The leading (batch, head) dims of Q, K, V and the mask broadcast together,
@@ -30,6 +44,14 @@ import (
 //	scale        float, default 1: scores = scale · Q·Kᵀ (an export's Div by c
 //	             becomes 1/c, Mul by c becomes c, several multiply).
 //	k_transposed int, default 0: 1 when K is given as [..., D, Sk].
+//	kv_group     int, default 1: grouped-query attention. With g > 1, Q, K
+//	             and V have rank ≥ 3, Q's dim -3 (its heads, Hq) is g times
+//	             K's and V's (Hkv), and query head h reads K/V head h / g
+//	             (heads repeated as [h0, h0, h1, h1, ...], ONNX's and
+//	             PyTorch's repeat_interleave) without copying K or V. Where
+//	             K and V have one head it broadcasts as usual (multi-query).
+//	softcap      float, default 0 (none): scores = c·tanh(scores / c) with
+//	             c = softcap > 0, applied after scale and before any mask.
 //	mask_kind    string, required when the mask is given:
 //	             "bool_true_masks"  scores = where(mask, mask_fill, scores)
 //	             "bool_false_masks" scores = where(mask, scores, mask_fill)
@@ -39,6 +61,22 @@ import (
 //	             the export applied after masking.
 //	mask_scale   float, default 1: factor on an additive mask (the scale the
 //	             export applied after adding the mask).
+//	mask_pad_keys int, default 0: 1 lets the mask's last dim be shorter
+//	             than Sk (Attention's padded KV mask): keys beyond it are
+//	             masked (-inf), and a last dim of 1 then covers key 0 only,
+//	             it does not broadcast.
+//	bias_scale   float, default 1: factor on the bias (the scale the export
+//	             applied after adding it).
+//	bias_first   int, default 0: 1 adds the bias before the mask is applied
+//	             (a masked score then takes mask_fill whatever the bias).
+//	causal       int, default 0: 1 masks (-inf) key j for query i when
+//	             j > i + causal_offset.
+//	causal_offset int, default 0: the causal diagonal's offset (the length
+//	             of a KV cache that precedes the current keys).
+//	scores_mode  string, required when output 1 is present: what output 1
+//	             holds: "scores" (scale·Q·Kᵀ), "softcapped" (after softcap),
+//	             "biased" (after softcap, mask, bias, causal and key padding:
+//	             the softmax's input) or "weights" (the softmax's output).
 //
 //	q_view, k_view, v_view
 //	             ints, optional: read the operand through a strided view of
@@ -53,8 +91,15 @@ import (
 //	             through out_view, which must cover it exactly once (so the
 //	             head merge Transpose+Reshape after attention is free).
 //
-// Output: softmax(scores, last axis) · V, shape broadcast(...) + [Sq, Dv]
-// (or out_shape).
+// Outputs:
+//
+//	0 softmax(scores, last axis) · V, shape broadcast(...) + [Sq, Dv] (or
+//	  out_shape).
+//	1 (optional) the scores at the stage scores_mode names, float32 of
+//	  shape broadcast(...) + [Sq, Sk], contiguous. Only when this output is
+//	  requested does the kernel hold Sq×Sk values (it writes them as it
+//	  goes and, for "weights", normalizes each row once its sum is known);
+//	  it then also computes the key blocks that masking would let it skip.
 //
 // Semantics follow the unfused ONNX graph exactly in the edge cases: a row
 // whose scores are all -inf (fully masked with a -inf fill) gives NaN, as
@@ -67,7 +112,10 @@ import (
 // transposed (keys × queries) with the GEMM micro-kernel, so that the scores
 // block is already the packed operand of the P·V product and the softmax
 // runs down columns of 16 or 32 queries with vector max/exp kernels; blocks
-// whose keys a -inf bool mask hides from every row of an item are skipped.
+// whose keys a -inf bool mask hides from every row of an item are skipped,
+// and so are the key blocks past the causal diagonal and past the key
+// lengths. With kv_group, K and V are packed once per KV head and shared
+// by the query heads of the group.
 // The packed operands and the workers' scratch (O(attnQBlock·(attnKBlock +
 // Dv)) each) come from ctx.Scratch when the executor provides it; items are
 // spread over ctx.Threads goroutines, each multiplying on its own goroutine.
@@ -77,6 +125,15 @@ const (
 	MaskBoolTrueMasks  = "bool_true_masks"
 	MaskBoolFalseMasks = "bool_false_masks"
 	MaskAdditive       = "additive"
+)
+
+// Stages of the scores FusedAttention's optional output 1 holds
+// (attribute scores_mode).
+const (
+	ScoresRaw        = "scores"     // scale·Q·Kᵀ
+	ScoresSoftcapped = "softcapped" // after softcap
+	ScoresBiased     = "biased"     // after softcap and every mask: the softmax's input
+	ScoresWeights    = "weights"    // the softmax's output
 )
 
 // FusedAttentionOp is the op type of the fused attention node (domain
@@ -95,9 +152,9 @@ var attnKBlock = 64 * attnMR
 func init() {
 	Register(&Schema{
 		Domain: DomainAttnrun, OpType: FusedAttentionOp, Since: 1, Until: 1,
-		MinInputs: 3, MaxInputs: 4, TypeInput: 0, DTypes: []ir.DType{ir.Float},
+		MinInputs: 3, MaxInputs: 6, TypeInput: 0, DTypes: []ir.DType{ir.Float},
 		Infer: inferFusedAttention, Run: runFusedAttention, RunInto: runFusedAttentionInto,
-		Doc: "softmax(scale·Q·Kᵀ masked) · V, blocked with a streaming softmax (no Sq×Sk scores)",
+		Doc: "softmax(softcap(scale·Q·Kᵀ) masked, plus a bias) · V with grouped KV heads, causal offset and key lengths, blocked with a streaming softmax (no Sq×Sk scores unless output 1 asks for them)",
 	})
 }
 
@@ -108,26 +165,80 @@ type attnAttrs struct {
 	maskKind  string // "" when there is no mask
 	fill      float32
 	maskScale float32
+	// hasBias: input 5 is given; it is added times biasScale, before the
+	// mask when biasFirst.
+	hasBias   bool
+	biasScale float32
+	biasFirst bool
+	kvGroup   int
+	softcap   float32 // 0: none
+	padKeys   bool
+	causal    bool
+	causalOff int
+	// scoresMode is what output 1 holds; "" when it is not requested.
+	scoresMode string
 	// views of Q, K, V (nil: the input as is) and of the output.
 	views    [3]*View
 	outShape []int
 	outView  *View
 }
 
-func parseAttnAttrs(n *ir.Node, hasMask bool) (attnAttrs, error) {
-	a := attnAttrs{}
+// attnHasScores reports whether a FusedAttention node asks for output 1.
+func attnHasScores(n *ir.Node) bool { return len(n.Outputs) > 1 && n.Outputs[1] != "" }
+
+func parseAttnAttrs(n *ir.Node, hasMask, hasBias bool) (attnAttrs, error) {
+	a := attnAttrs{hasBias: hasBias}
 	var err error
 	if a.scale, err = n.AttrFloat("scale", 1); err != nil {
 		return a, n.Errorf("%w", err)
 	}
-	kt, err := n.AttrInt("k_transposed", 0)
+	flag := func(name string) (bool, error) {
+		v, err := n.AttrInt(name, 0)
+		if err != nil {
+			return false, n.Errorf("%w", err)
+		}
+		if v != 0 && v != 1 {
+			return false, n.Errorf("%s must be 0 or 1, got %d", name, v)
+		}
+		return v == 1, nil
+	}
+	if a.kT, err = flag("k_transposed"); err != nil {
+		return a, err
+	}
+	if a.padKeys, err = flag("mask_pad_keys"); err != nil {
+		return a, err
+	}
+	if a.causal, err = flag("causal"); err != nil {
+		return a, err
+	}
+	if a.biasFirst, err = flag("bias_first"); err != nil {
+		return a, err
+	}
+	if a.biasScale, err = n.AttrFloat("bias_scale", 1); err != nil {
+		return a, n.Errorf("%w", err)
+	}
+	off, err := n.AttrInt("causal_offset", 0)
 	if err != nil {
 		return a, n.Errorf("%w", err)
 	}
-	if kt != 0 && kt != 1 {
-		return a, n.Errorf("k_transposed must be 0 or 1, got %d", kt)
+	if off < -math.MaxInt32 || off > math.MaxInt32 {
+		return a, n.Errorf("causal_offset %d is out of range", off)
 	}
-	a.kT = kt == 1
+	a.causalOff = int(off)
+	g, err := n.AttrInt("kv_group", 1)
+	if err != nil {
+		return a, n.Errorf("%w", err)
+	}
+	if g < 1 || g > math.MaxInt32 {
+		return a, n.Errorf("kv_group must be ≥ 1, got %d", g)
+	}
+	a.kvGroup = int(g)
+	if a.softcap, err = n.AttrFloat("softcap", 0); err != nil {
+		return a, n.Errorf("%w", err)
+	}
+	if a.softcap < 0 || math.IsNaN(float64(a.softcap)) || math.IsInf(float64(a.softcap), 0) {
+		return a, n.Errorf("softcap must be a finite value ≥ 0 (0: none), got %g", a.softcap)
+	}
 	if a.maskKind, err = n.AttrString("mask_kind", ""); err != nil {
 		return a, n.Errorf("%w", err)
 	}
@@ -144,6 +255,21 @@ func parseAttnAttrs(n *ir.Node, hasMask bool) (attnAttrs, error) {
 	}
 	if a.maskScale, err = n.AttrFloat("mask_scale", 1); err != nil {
 		return a, n.Errorf("%w", err)
+	}
+	if len(n.Outputs) > 2 {
+		return a, n.Errorf("has %d outputs, FusedAttention has at most 2 (Y, scores)", len(n.Outputs))
+	}
+	if attnHasScores(n) {
+		if a.scoresMode, err = n.AttrString("scores_mode", ""); err != nil {
+			return a, n.Errorf("%w", err)
+		}
+		switch a.scoresMode {
+		case ScoresRaw, ScoresSoftcapped, ScoresBiased, ScoresWeights:
+		case "":
+			return a, n.Errorf("output 1 (scores) is requested but attribute scores_mode is not set")
+		default:
+			return a, n.Errorf("scores_mode %q is not one of %s, %s, %s, %s", a.scoresMode, ScoresRaw, ScoresSoftcapped, ScoresBiased, ScoresWeights)
+		}
 	}
 	for i, name := range []string{"q_view", "k_view", "v_view"} {
 		ints, ok, err := n.AttrInts(name)
@@ -245,12 +371,42 @@ func splitAttn[D any](q, k, v, m []D, kT, hasMask bool, one D) (attnDims[D], err
 	return s, nil
 }
 
+// splitBias splits the bias's shape, left-padded with 1s to rank 2, into
+// its batch dims and its [Sq, Sk] dims.
+func splitBias[D any](b []D, one D) (batch []D, sq, sk D) {
+	for len(b) < 2 {
+		b = append([]D{one}, b...)
+	}
+	return b[:len(b)-2], b[len(b)-2], b[len(b)-1]
+}
+
+// groupHeads returns K's (or V's) shape as the query heads see it when
+// kv_group g > 1: its dim -3 (Hkv) replaced by Q's (Hq = g·Hkv). ok is
+// false, with the reason, when the shapes do not fit a group of g.
+func groupHeads(q, kv ir.Shape, g int, what string) (ir.Shape, error) {
+	if len(q) < 3 || len(kv) < 3 {
+		return nil, fmt.Errorf("kv_group %d needs Q and %s of rank ≥ 3 (a heads dim), got %s and %s", g, what, shapeText(q), shapeText(kv))
+	}
+	hq, hk := q[len(q)-3], kv[len(kv)-3]
+	if hk.Known() && hk.Value == 1 {
+		return kv, nil // one KV head broadcasts (multi-query)
+	}
+	if hq.Known() && hk.Known() && hq.Value != int64(g)*hk.Value {
+		return nil, fmt.Errorf("kv_group %d: Q has %v heads, %s has %v (Q's heads must be %d times %s's)", g, hq, what, hk, g, what)
+	}
+	out := append(ir.Shape{}, kv...)
+	out[len(out)-3] = hq
+	return out, nil
+}
+
 func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 	if err := checkInferInputs(n, in, 3); err != nil {
 		return nil, err
 	}
 	hasMask := len(in) > 3 && in[3].Present()
-	a, err := parseAttnAttrs(n, hasMask)
+	hasLens := len(in) > 4 && in[4].Present()
+	hasBias := len(in) > 5 && in[5].Present()
+	a, err := parseAttnAttrs(n, hasMask, hasBias)
 	if err != nil {
 		return nil, err
 	}
@@ -259,12 +415,24 @@ func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 			return nil, n.Errorf("%s has element type %v, FusedAttention takes float32", what, in[i].Type.DType)
 		}
 	}
+	if hasBias && in[5].Type.DType != ir.Float {
+		return nil, n.Errorf("bias has element type %v, FusedAttention takes float32", in[5].Type.DType)
+	}
 	if hasMask && in[3].Type.DType != attnMaskDType(a.maskKind) {
 		return nil, n.Errorf("mask has element type %v, mask_kind %q takes %v", in[3].Type.DType, a.maskKind, attnMaskDType(a.maskKind))
 	}
-	for i := 0; i < len(in) && i < 4; i++ {
-		if in[i].Present() && !in[i].Type.RankKnown {
-			return []Value{UnknownRank(ir.Float)}, nil
+	if hasLens {
+		if t := in[4].Type; t.DType != ir.Int64 || (t.RankKnown && len(t.Shape) != 1) {
+			return nil, n.Errorf("kv_lengths must be a 1-D int64 tensor, got %v", t)
+		}
+	}
+	nOut := 1
+	if a.scoresMode != "" {
+		nOut = 2
+	}
+	for i := 0; i < len(in) && i < 6; i++ {
+		if i != 4 && in[i].Present() && !in[i].Type.RankKnown {
+			return []Value{UnknownRank(ir.Float), UnknownRank(ir.Float)}[:nOut], nil
 		}
 	}
 	var m ir.Shape
@@ -279,7 +447,16 @@ func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 			return nil, n.Errorf("%s view %v does not fit the input of shape %v", what, a.views[i].Ints(), dims)
 		}
 	}
-	s, err := splitAttn(a.logicalShape(0, in[0].Type.Shape), a.logicalShape(1, in[1].Type.Shape), a.logicalShape(2, in[2].Type.Shape), m, a.kT, hasMask, ir.Dim{Value: 1})
+	qs, ks, vs := a.logicalShape(0, in[0].Type.Shape), a.logicalShape(1, in[1].Type.Shape), a.logicalShape(2, in[2].Type.Shape)
+	if a.kvGroup > 1 {
+		if ks, err = groupHeads(qs, ks, a.kvGroup, "K"); err != nil {
+			return nil, n.Errorf("%w", err)
+		}
+		if vs, err = groupHeads(qs, vs, a.kvGroup, "V"); err != nil {
+			return nil, n.Errorf("%w", err)
+		}
+	}
+	s, err := splitAttn(qs, ks, vs, m, a.kT, hasMask, ir.Dim{Value: 1})
 	if err != nil {
 		return nil, n.Errorf("%w", err)
 	}
@@ -292,15 +469,37 @@ func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 	}
 	if hasMask {
 		bad := func(md, want ir.Dim) bool { return md.Known() && md.Value != 1 && differ(md, want) }
-		if bad(s.msq, s.sq) || bad(s.msk, s.sk) {
+		badKeys := bad(s.msk, s.sk)
+		if a.padKeys {
+			badKeys = s.msk.Known() && s.sk.Known() && s.msk.Value > s.sk.Value
+		}
+		if bad(s.msq, s.sq) || badKeys {
 			return nil, n.Errorf("mask %s does not broadcast to the scores [%v, %v]", shapeText(in[3].Type.Shape), s.sq, s.sk)
 		}
 	}
-	batch, err := BroadcastDims(s.qB, s.kB, s.vB, s.mB)
-	if err != nil {
-		return nil, n.Errorf("batch dims of Q %s, K %s, V %s and mask do not broadcast", shapeText(in[0].Type.Shape), shapeText(in[1].Type.Shape), shapeText(in[2].Type.Shape))
+	var bB []ir.Dim
+	if hasBias {
+		var bsq, bsk ir.Dim
+		bB, bsq, bsk = splitBias(in[5].Type.Shape, ir.Dim{Value: 1})
+		bad := func(bd, want ir.Dim) bool { return bd.Known() && bd.Value != 1 && differ(bd, want) }
+		if bad(bsq, s.sq) || bad(bsk, s.sk) {
+			return nil, n.Errorf("bias %s does not broadcast to the scores [%v, %v]", shapeText(in[5].Type.Shape), s.sq, s.sk)
+		}
 	}
-	out := append(batch, s.sq, s.dv)
+	batch, err := BroadcastDims(s.qB, s.kB, s.vB, s.mB, bB)
+	if err != nil {
+		return nil, n.Errorf("batch dims of Q %s, K %s, V %s, mask and bias do not broadcast", shapeText(in[0].Type.Shape), shapeText(in[1].Type.Shape), shapeText(in[2].Type.Shape))
+	}
+	if hasLens {
+		if len(batch) == 0 {
+			return nil, n.Errorf("kv_lengths needs a batch dim (inputs of rank ≥ 3)")
+		}
+		if t := in[4].Type; t.RankKnown && differ(t.Shape[0], batch[0]) && !(t.Shape[0].Known() && t.Shape[0].Value == 1) {
+			return nil, n.Errorf("kv_lengths has %v entries, the batch has %v", t.Shape[0], batch[0])
+		}
+	}
+	out := append(append(ir.Shape{}, batch...), s.sq, s.dv)
+	res := []Value{Typed(ir.Float, out)}
 	if a.outView != nil {
 		if len(a.outView.Shape) != len(out) {
 			return nil, n.Errorf("out_view has rank %d, the result has rank %d", len(a.outView.Shape), len(out))
@@ -313,7 +512,10 @@ func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 		if !a.outView.Bijective(ShapeElems(a.outShape)) {
 			return nil, n.Errorf("out_view %v does not cover out_shape %v exactly once", a.outView.Ints(), a.outShape)
 		}
-		return []Value{Typed(ir.Float, ir.ShapeOf(a.outShape))}, nil
+		res[0] = Typed(ir.Float, ir.ShapeOf(a.outShape))
 	}
-	return []Value{Typed(ir.Float, out)}, nil
+	if a.scoresMode != "" {
+		res = append(res, Typed(ir.Float, append(append(ir.Shape{}, batch...), s.sq, s.sk)))
+	}
+	return res, nil
 }

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"fmt"
 	"math"
 	"sync/atomic"
 	"unsafe"
@@ -29,6 +30,14 @@ import (
 // with row stride NR, which is exactly the panel layout of St; St is then
 // the B operand of accᵀ += Vpᵀ·St with no packing in between. The softmax
 // runs down each panel's columns (one query per lane).
+//
+// With the AVX-512 tile the products read K's and V's rows in place where
+// their columns are contiguous (a fused projection's heads are): the
+// scores kernel takes MR rows of K at a stride (kernel.Sgemm8x32RowsLoop,
+// Kp then holds only a partial last sliver), and Vpᵀ's MR rows at a key
+// are MR consecutive floats of V's row (lda = V's row stride, no Vp).
+// scale·Qᵀ is packed with gathers. With Context.Precision bf16 the
+// products run in bf16 instead (attention_bf16.go).
 
 // attnMR and attnNR are the micro-kernel's tile (blas.Tile: 8×32 with
 // AVX-512, 6×16 otherwise); attnQBlock and attnKBlock are multiples of
@@ -53,6 +62,7 @@ type attnOperand struct {
 type attnPlan struct {
 	attnAttrs
 	out           []int // output tensor shape
+	scoresShape   []int // output 1's shape (nil when not requested)
 	batches       int
 	sq, d, sk, dv int
 	// q: rows are queries, columns D; k: rows are keys, columns D; v: rows
@@ -62,13 +72,31 @@ type attnPlan struct {
 	// the matrices to pack (offsets into k.data and v.data).
 	qIdx, kIdx, vIdx    []int
 	qUniq, kUniq, vUniq []int
-	mOff                []int
-	mRowStep            int // mask element steps along Sq and Sk (0 when broadcast)
+	mOff                []int // element offset of each batch's mask matrix
+	mRowStep            int   // mask element steps along Sq and Sk (0 when broadcast)
 	mColStep            int
-	mMatrix             int // elements per mask matrix
+	maskKeys            int // keys the mask covers (Sk unless mask_pad_keys)
 	maskBools           []bool
 	maskFloats          []float32
 	maskedVal           bool // the bool value that masks a score
+	// The bias (input 5) as the mask: element offset of each batch's
+	// matrix and element steps along Sq and Sk (0 when broadcast).
+	bOff               []int
+	bRowStep, bColStep int
+	biasFloats         []float32
+	// biasKeepsInf: adding the bias to -inf gives -inf (no +inf or NaN in
+	// it), so that key blocks a -inf mask hides stay hidden after it.
+	biasKeepsInf bool
+	// keyLim[b] is how many leading keys of batch b are not padding
+	// (mask_pad_keys, kv_lengths); nil when every key takes part.
+	keyLim []int
+	// scores is output 1's data while running (nil when not requested).
+	scores []float32
+	// How the products get their operands in this run (set by run): bf16
+	// packs K, Vᵀ and scale·Qᵀ in bf16 pairs (attention_bf16.go); else
+	// with the AVX-512 tile, kInPlace reads K's rows from the input (only
+	// a last partial sliver of MR keys is packed) and vInPlace V's rows.
+	bf16, kInPlace, vInPlace bool
 }
 
 // operandView returns the view operand i is read through.
@@ -125,12 +153,41 @@ func uniqueIndex(offs []int) (idx, uniq []int) {
 	return idx, uniq
 }
 
+// splitHeadAxis splits dim axis of a view (the heads axis, of size h) into
+// (h/g, g) for grouped-query attention; a dim of size 1 becomes (1, 1).
+func splitHeadAxis(v View, axis, g int) (View, bool) {
+	if axis < 0 || axis >= len(v.Shape) {
+		return View{}, false
+	}
+	h := v.Shape[axis]
+	parts := []int{1, 1}
+	if h != 1 {
+		if h%g != 0 {
+			return View{}, false
+		}
+		parts = []int{h / g, g}
+	}
+	shape := append(append(append([]int{}, v.Shape[:axis]...), parts...), v.Shape[axis+1:]...)
+	return v.Reshape(shape)
+}
+
+// unitAfterHeadAxis inserts a size-1 dim after dim axis (K's and V's
+// heads): the group index, along which K and V broadcast.
+func unitAfterHeadAxis(v View, axis int) (View, bool) {
+	if axis < 0 || axis >= len(v.Shape) {
+		return View{}, false
+	}
+	shape := append(append(append([]int{}, v.Shape[:axis+1]...), 1), v.Shape[axis+1:]...)
+	return v.Reshape(shape)
+}
+
 func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 	if err := checkComputeInputs(n, in, 3); err != nil {
 		return nil, err
 	}
 	hasMask := len(in) > 3 && in[3] != nil
-	a, err := parseAttnAttrs(n, hasMask)
+	hasBias := len(in) > 5 && in[5] != nil
+	a, err := parseAttnAttrs(n, hasMask, hasBias)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +208,30 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 		}
 		mshape = in[3].Shape
 	}
-	s, err := splitAttn(views[0].Shape, views[1].Shape, views[2].Shape, mshape, a.kT, hasMask, 1)
+	var bB []int
+	bsq, bsk := 1, 1
+	if hasBias {
+		if in[5].DType != ir.Float {
+			return nil, n.Errorf("bias has element type %v, FusedAttention takes float32", in[5].DType)
+		}
+		bB, bsq, bsk = splitBias(in[5].Shape, 1)
+	}
+	// Shapes as the query heads see them: with kv_group, K's and V's heads
+	// dim stands for Q's.
+	kShape, vShape := views[1].Shape, views[2].Shape
+	if a.kvGroup > 1 {
+		ks, err := groupHeads(ir.ShapeOf(views[0].Shape), ir.ShapeOf(kShape), a.kvGroup, "K")
+		if err != nil {
+			return nil, n.Errorf("%w", err)
+		}
+		vs, err := groupHeads(ir.ShapeOf(views[0].Shape), ir.ShapeOf(vShape), a.kvGroup, "V")
+		if err != nil {
+			return nil, n.Errorf("%w", err)
+		}
+		kShape, _ = ks.Concrete()
+		vShape, _ = vs.Concrete()
+	}
+	s, err := splitAttn(views[0].Shape, kShape, vShape, mshape, a.kT, hasMask, 1)
 	if err != nil {
 		return nil, n.Errorf("%w", err)
 	}
@@ -161,12 +241,21 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 	if s.sk != s.vsk {
 		return nil, n.Errorf("K %v has %d keys but V %v has %d", views[1].Shape, s.sk, views[2].Shape, s.vsk)
 	}
-	if hasMask && ((s.msq != 1 && s.msq != s.sq) || (s.msk != 1 && s.msk != s.sk)) {
-		return nil, n.Errorf("mask %v does not broadcast to the scores [%d %d]", in[3].Shape, s.sq, s.sk)
+	if hasMask {
+		badKeys := s.msk != 1 && s.msk != s.sk
+		if a.padKeys {
+			badKeys = s.msk > s.sk
+		}
+		if (s.msq != 1 && s.msq != s.sq) || badKeys {
+			return nil, n.Errorf("mask %v does not broadcast to the scores [%d %d]", in[3].Shape, s.sq, s.sk)
+		}
 	}
-	batch, err := BroadcastShapes(s.qB, s.kB, s.vB, s.mB)
+	if hasBias && ((bsq != 1 && bsq != s.sq) || (bsk != 1 && bsk != s.sk)) {
+		return nil, n.Errorf("bias %v does not broadcast to the scores [%d %d]", in[5].Shape, s.sq, s.sk)
+	}
+	batch, err := BroadcastShapes(s.qB, s.kB, s.vB, s.mB, bB)
 	if err != nil {
-		return nil, n.Errorf("batch dims of Q %v, K %v, V %v and mask %v do not broadcast", views[0].Shape, views[1].Shape, views[2].Shape, mshape)
+		return nil, n.Errorf("batch dims of Q %v, K %v, V %v, mask %v and bias do not broadcast", views[0].Shape, views[1].Shape, views[2].Shape, mshape)
 	}
 	p := &attnPlan{attnAttrs: a, sq: s.sq, d: s.d, sk: s.sk, dv: s.dv}
 	logical := append(append([]int{}, batch...), s.sq, s.dv)
@@ -184,10 +273,48 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 		}
 		ov, p.out = *a.outView, a.outShape
 	}
+	if a.scoresMode != "" {
+		p.scoresShape = append(append([]int{}, batch...), s.sq, s.sk)
+		if _, err := checkedElements(p.scoresShape); err != nil {
+			return nil, n.Errorf("scores output: %w", err)
+		}
+	}
 	p.batches = ShapeElems(batch)
+	if len(in) > 4 && in[4] != nil {
+		if p.keyLim, err = kvLengths(in[4], batch, s.sk); err != nil {
+			return nil, n.Errorf("%w", err)
+		}
+	}
+	mview := Contiguous(append(append([]int{}, s.mB...), s.msq, s.msk))
+	bview := Contiguous(append(append([]int{}, bB...), bsq, bsk))
+	// Grouped-query attention: the heads axis of the batch splits into
+	// (Hkv, g); K and V broadcast along g. The batch index order stays
+	// that of the logical batch.
+	iter := batch
+	if a.kvGroup > 1 && len(batch) > 0 {
+		ok := true
+		ha := len(batch) - 1
+		iter = append(append([]int{}, batch[:ha]...), batch[ha]/a.kvGroup, a.kvGroup)
+		views[0], ok = splitHeadAxis(views[0], len(views[0].Shape)-3, a.kvGroup)
+		for i := 1; i < 3 && ok; i++ {
+			views[i], ok = unitAfterHeadAxis(views[i], len(views[i].Shape)-3)
+		}
+		if ok {
+			ov, ok = splitHeadAxis(ov, ha, a.kvGroup)
+		}
+		if ok && len(s.mB) > 0 {
+			mview, ok = splitHeadAxis(mview, len(s.mB)-1, a.kvGroup)
+		}
+		if ok && len(bB) > 0 {
+			bview, ok = splitHeadAxis(bview, len(bB)-1, a.kvGroup)
+		}
+		if !ok || batch[ha]%a.kvGroup != 0 {
+			return nil, n.Errorf("kv_group %d: cannot split the heads of Q %v, K %v, V %v", a.kvGroup, views[0].Shape, views[1].Shape, views[2].Shape)
+		}
+	}
 	operand := func(v View, data []float32, trans bool) attnOperand {
 		r := len(v.Shape)
-		op := attnOperand{data: data, off: batchElemOffsets(batch, v.Shape[:r-2], v.Strides[:r-2], v.Offset), rs: v.Strides[r-2], cs: v.Strides[r-1]}
+		op := attnOperand{data: data, off: batchElemOffsets(iter, v.Shape[:r-2], v.Strides[:r-2], v.Offset), rs: v.Strides[r-2], cs: v.Strides[r-1]}
 		if trans {
 			op.rs, op.cs = op.cs, op.rs
 		}
@@ -200,9 +327,28 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 	p.qIdx, p.qUniq = uniqueIndex(p.q.off)
 	p.kIdx, p.kUniq = uniqueIndex(p.k.off)
 	p.vIdx, p.vUniq = uniqueIndex(p.v.off)
+	p.maskKeys = s.sk
+	if hasBias {
+		r := len(bview.Shape)
+		p.bOff = batchElemOffsets(iter, bview.Shape[:r-2], bview.Strides[:r-2], 0)
+		if bsq != 1 {
+			p.bRowStep = bsk
+		}
+		if bsk != 1 {
+			p.bColStep = 1
+		}
+		p.biasFloats = in[5].Float32s()
+		p.biasKeepsInf = true
+		for _, x := range p.biasFloats {
+			if x != x || math.IsInf(float64(x), 1) {
+				p.biasKeepsInf = false
+				break
+			}
+		}
+	}
 	if hasMask {
-		p.mOff = batchOffsets(batch, s.mB)
-		p.mMatrix = s.msq * s.msk
+		r := len(mview.Shape)
+		p.mOff = batchElemOffsets(iter, mview.Shape[:r-2], mview.Strides[:r-2], 0)
 		if s.msq != 1 {
 			p.mRowStep = s.msk
 		}
@@ -216,8 +362,57 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 			p.maskBools = in[3].Bools()
 			p.maskedVal = a.maskKind == MaskBoolTrueMasks
 		}
+		if a.padKeys && s.msk < s.sk {
+			p.maskKeys = s.msk
+			if s.msk == 1 {
+				p.mColStep = 0 // one key: no broadcast, the rest is padding
+			}
+			p.limitKeys(s.msk)
+		}
 	}
 	return p, nil
+}
+
+// kvLengths reads the kv_lengths input: the number of keys each batch
+// matrix takes (indexed by the batch's first dim, clamped to [0, sk]).
+func kvLengths(t *ir.Tensor, batch []int, sk int) ([]int, error) {
+	if t.DType != ir.Int64 || t.Rank() != 1 {
+		return nil, fmt.Errorf("kv_lengths must be a 1-D int64 tensor, got %v %v", t.DType, t.Shape)
+	}
+	if len(batch) == 0 {
+		return nil, fmt.Errorf("kv_lengths needs a batch dim (inputs of rank ≥ 3)")
+	}
+	lens := t.Int64s()
+	if len(lens) != 1 && len(lens) != batch[0] {
+		return nil, fmt.Errorf("kv_lengths has %d entries, the batch has %d", len(lens), batch[0])
+	}
+	count := ShapeElems(batch)
+	inner := 1
+	if batch[0] > 0 {
+		inner = count / batch[0]
+	}
+	lim := make([]int, count)
+	for b := range lim {
+		l := lens[0]
+		if len(lens) > 1 {
+			l = lens[b/inner]
+		}
+		lim[b] = int(min(max(l, 0), int64(sk)))
+	}
+	return lim, nil
+}
+
+// limitKeys caps every batch's key limit at n.
+func (p *attnPlan) limitKeys(n int) {
+	if p.keyLim == nil {
+		p.keyLim = make([]int, p.batches)
+		for b := range p.keyLim {
+			p.keyLim[b] = p.sk
+		}
+	}
+	for b := range p.keyLim {
+		p.keyLim[b] = min(p.keyLim[b], n)
+	}
 }
 
 func runFusedAttention(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
@@ -225,9 +420,14 @@ func runFusedAttention(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor,
 	if err != nil {
 		return nil, err
 	}
-	out := ir.NewTensor(ir.Float, p.out)
-	p.run(ctx, out.Float32s(), true)
-	return []*ir.Tensor{out}, nil
+	out := []*ir.Tensor{ir.NewTensor(ir.Float, p.out)}
+	var scores []float32
+	if p.scoresShape != nil {
+		out = append(out, ir.NewTensor(ir.Float, p.scoresShape))
+		scores = out[1].Float32s()
+	}
+	p.run(ctx, out[0].Float32s(), scores, true)
+	return out, nil
 }
 
 func runFusedAttentionInto(ctx *Context, n *ir.Node, in []*ir.Tensor, out []*ir.Tensor) error {
@@ -235,32 +435,58 @@ func runFusedAttentionInto(ctx *Context, n *ir.Node, in []*ir.Tensor, out []*ir.
 	if err != nil {
 		return err
 	}
-	if len(out) < 1 || out[0] == nil || out[0].DType != ir.Float || !SameShape(out[0].Shape, p.out) || len(out[0].Float32s()) != ShapeElems(p.out) {
+	fits := func(k int, shape []int) bool {
+		return len(out) > k && out[k] != nil && out[k].DType == ir.Float && SameShape(out[k].Shape, shape) && len(out[k].Float32s()) == ShapeElems(shape)
+	}
+	if !fits(0, p.out) {
 		return n.Errorf("internal error: output buffer does not match shape %v", p.out)
 	}
-	p.run(ctx, out[0].Float32s(), false)
+	var scores []float32
+	if p.scoresShape != nil {
+		if !fits(1, p.scoresShape) {
+			return n.Errorf("internal error: scores buffer does not match shape %v", p.scoresShape)
+		}
+		scores = out[1].Float32s()
+	}
+	p.run(ctx, out[0].Float32s(), scores, false)
 	return nil
 }
 
 func ceilTo(x, m int) int { return (x + m - 1) / m * m }
 
-// run computes the output into out (zeroed already when zeroed is set),
-// with the packed operands and the workers' scratch from ctx.Scratch.
-func (p *attnPlan) run(ctx *Context, out []float32, zeroed bool) {
+// run computes the output into out (zeroed already when zeroed is set)
+// and, when requested, the scores into scores, with the packed operands
+// and the workers' scratch from ctx.Scratch.
+func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	threads := computeThreads(ctx)
-	if len(out) == 0 {
+	if len(out) == 0 && len(scores) == 0 {
 		return
 	}
-	if p.sk == 0 || p.dv == 0 {
+	if p.sk == 0 || (p.dv == 0 && scores == nil) {
 		// Sk = 0: softmax over nothing times an empty V is MatMul's zero sum.
 		if !zeroed {
 			clear(out)
 		}
 		return
 	}
-	p.o.data = out
+	p.o.data, p.scores = out, scores
+	p.bf16 = ctx.bf16() && kernel.BF16 && tileLoop
+	p.kInPlace = tileLoop && !p.bf16 && p.k.cs == 1
+	p.vInPlace = tileLoop && !p.bf16 && p.v.cs == 1 && p.dv%attnMR == 0
 	skPad, dvPad, sqPad := ceilTo(p.sk, attnMR), ceilTo(p.dv, attnMR), ceilTo(p.sq, attnNR)
+	dq := p.d // Q's packed columns (pair words in bf16)
 	kLen, vLen, qLen := skPad*p.d, dvPad*p.sk, sqPad*p.d
+	tail0 := p.sk / attnMR * attnMR // first key of K's partial last sliver
+	switch {
+	case p.bf16:
+		dq = (p.d + 1) / 2
+		kLen, vLen, qLen = skPad*dq, dvPad*((p.sk+1)/2), sqPad*dq
+	case p.kInPlace:
+		kLen = (skPad - tail0) * p.d
+	}
+	if p.vInPlace {
+		vLen = 0
+	}
 	packed := ctx.ScratchFloats(kLen*len(p.kUniq) + vLen*len(p.vUniq) + qLen*len(p.qUniq))
 	kp, packed := packed[:kLen*len(p.kUniq)], packed[kLen*len(p.kUniq):]
 	vp, qp := packed[:vLen*len(p.vUniq)], packed[vLen*len(p.vUniq):]
@@ -272,18 +498,36 @@ func (p *attnPlan) run(ctx *Context, out []float32, zeroed bool) {
 	parallelFor(threads, kTasks+vTasks+qTasks, func(t int) {
 		switch {
 		case t < kTasks:
+			k0, k1 := t*chunk, min(p.sk, (t+1)*chunk)
 			for i, off := range p.kUniq {
-				packAttnK(kp[i*kLen:(i+1)*kLen], p.k.data, off, p.k.rs, p.k.cs, p.sk, p.d, t*chunk, min(p.sk, (t+1)*chunk))
+				switch {
+				case p.bf16:
+					packAttnKBF16(wordsOf(kp[i*kLen:(i+1)*kLen]), p.k.data, off, p.k.rs, p.k.cs, p.sk, p.d, k0, k1)
+				case !p.kInPlace:
+					packAttnK(kp[i*kLen:(i+1)*kLen], p.k.data, off, p.k.rs, p.k.cs, p.sk, p.d, k0, k1)
+				case k1 > tail0: // the partial last sliver, as a matrix of its own
+					packAttnK(kp[i*kLen:(i+1)*kLen], p.k.data, off+tail0*p.k.rs, p.k.rs, p.k.cs, p.sk-tail0, p.d, 0, p.sk-tail0)
+				}
 			}
 		case t < kTasks+vTasks:
-			t -= kTasks
+			k0 := (t - kTasks) * chunk
+			k1 := min(p.sk, k0+chunk)
 			for i, off := range p.vUniq {
-				packAttnV(vp[i*vLen:(i+1)*vLen], p.v.data, off, p.v.rs, p.v.cs, p.sk, p.dv, t*chunk, min(p.sk, (t+1)*chunk))
+				switch {
+				case p.bf16:
+					packAttnVBF16(wordsOf(vp[i*vLen:(i+1)*vLen]), p.v.data, off, p.v.rs, p.v.cs, p.sk, p.dv, k0, k1)
+				case !p.vInPlace:
+					packAttnV(vp[i*vLen:(i+1)*vLen], p.v.data, off, p.v.rs, p.v.cs, p.sk, p.dv, k0, k1)
+				}
 			}
 		default:
-			t -= kTasks + vTasks
+			i0 := (t - kTasks - vTasks) * chunk
 			for i, off := range p.qUniq {
-				p.packQ(qp[i*qLen:(i+1)*qLen], off, t*chunk, min(p.sq, (t+1)*chunk))
+				if p.bf16 {
+					packQBF16(wordsOf(qp[i*qLen:(i+1)*qLen]), p.q.data, off, p.q.rs, p.q.cs, p.sq, p.d, p.scale, i0, min(p.sq, i0+chunk))
+					continue
+				}
+				p.packQ(qp[i*qLen:(i+1)*qLen], off, i0, min(p.sq, i0+chunk))
 			}
 		}
 	})
@@ -299,7 +543,7 @@ func (p *attnPlan) run(ctx *Context, out []float32, zeroed bool) {
 		for it := next(); it < items; it = next() {
 			b := it / qBlocks
 			i0 := (it % qBlocks) * attnQBlock
-			qb := qp[p.qIdx[b]*qLen+i0*p.d : (p.qIdx[b]+1)*qLen]
+			qb := qp[p.qIdx[b]*qLen+i0*dq : (p.qIdx[b]+1)*qLen]
 			p.item(b, i0, w, qb, kp[p.kIdx[b]*kLen:(p.kIdx[b]+1)*kLen], vp[p.vIdx[b]*vLen:(p.vIdx[b]+1)*vLen], dvPad)
 		}
 	}
@@ -389,11 +633,20 @@ type attnWork struct {
 	m   []float32 // running max per query
 	l   []float64 // running sum per query
 	cls []uint8   // mask class per query row of the current key block
+	pw  []uint32  // bf16: one panel's probabilities as pair words
 }
 
 // workFloats is the float32 scratch one worker needs.
 func (p *attnPlan) workFloats(dvPad int) int {
-	return attnQBlock*attnKBlock + dvPad*attnQBlock + attnQBlock
+	return attnQBlock*attnKBlock + dvPad*attnQBlock + attnQBlock + p.pairWords()
+}
+
+// pairWords is the scratch of one panel's probabilities in bf16 pairs.
+func (p *attnPlan) pairWords() int {
+	if !p.bf16 {
+		return 0
+	}
+	return (attnKBlock + 1) / 2 * attnNR
 }
 
 // newWork carves a worker's scratch out of buf (workFloats long).
@@ -407,6 +660,7 @@ func (p *attnPlan) newWork(dvPad int, buf []float32) *attnWork {
 		st:  take(attnQBlock * attnKBlock),
 		acc: take(dvPad * attnQBlock),
 		m:   take(attnQBlock),
+		pw:  wordsOf(take(p.pairWords())),
 		l:   make([]float64, attnQBlock),
 		cls: make([]uint8, attnQBlock),
 	}
@@ -433,18 +687,53 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 	for r := range w.m {
 		w.m[r], w.l[r] = negInf, 0
 	}
-	for j0 := 0; j0 < sk; j0 += kb {
+	// Keys past lim are padding; with causal masking no row of the item
+	// sees keys past the last row's diagonal. Blocks beyond either are
+	// skipped, unless the scores are an output.
+	lim := sk
+	if p.keyLim != nil {
+		lim = p.keyLim[b]
+	}
+	end := lim
+	if p.causal {
+		end = min(end, max(0, i0+rows+p.causalOff))
+	}
+	if p.scores != nil {
+		end = sk
+	}
+	for j0 := 0; j0 < end; j0 += kb {
 		cols := min(kb, sk-j0)
 		colsPad := ceilTo(cols, attnMR)
-		if p.maskKind != "" && !p.classify(w.cls[:rows], b, i0, j0, cols) {
+		if p.maskKind != "" && !p.classify(w.cls[:rows], b, i0, j0, min(cols, max(0, p.maskKeys-j0))) && p.scores == nil &&
+			(p.biasFloats == nil || p.biasFirst || p.biasKeepsInf) {
 			continue // every score of the block is masked with -inf
 		}
 		// Scores, transposed: MR keys × NR queries per tile.
-		if tileLoop {
+		switch {
+		case p.bf16:
+			dw := (d + 1) / 2
+			for pn := 0; pn < panels; pn++ {
+				scoresBF16(w.st[pn*attnNR*kb:], wordsOf(kp), wordsOf(qp[pn*attnNR*dw:]), d, j0, colsPad)
+			}
+		case p.kInPlace:
+			// Slivers before K's partial last one read K's rows in place;
+			// that one (at most one, the block's last) is packed in kp.
+			slivers := colsPad / attnMR
+			inPlace := min(slivers, max(0, (sk/attnMR*attnMR-j0)/attnMR))
+			for pn := 0; pn < panels; pn++ {
+				st, qpan := w.st[pn*attnNR*kb:], qp[pn*attnNR*d:]
+				if inPlace > 0 {
+					kernel.Sgemm8x32RowsLoop(d, &p.k.data[p.k.off[b]+j0*p.k.rs], p.k.rs, &qpan[0], &st[0], attnNR, inPlace, attnMR*p.k.rs, 0, attnMR*attnNR, false)
+				}
+				if inPlace < slivers {
+					kernel.Sgemm8x32Loop(d, &kp[0], &qpan[0], &st[inPlace*attnMR*attnNR], attnMR, attnNR, 1, 0, 0, 0, false)
+				}
+			}
+		case tileLoop:
 			for pn := 0; pn < panels; pn++ {
 				kernel.Sgemm8x32Loop(d, &kp[j0*d], &qp[pn*attnNR*d], &w.st[pn*attnNR*kb], attnMR, attnNR, colsPad/attnMR, attnMR*d, 0, attnMR*attnNR, false)
 			}
-		} else {
+		default:
 			for ks := 0; ks*attnMR < colsPad; ks++ {
 				a := kp[(j0+ks*attnMR)*d : (j0+ks*attnMR+attnMR)*d]
 				for pn := 0; pn < panels; pn++ {
@@ -455,14 +744,51 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 		for pn := 0; pn < panels; pn++ {
 			st := w.st[pn*attnNR*kb : pn*attnNR*kb+cols*attnNR]
 			lanes := min(attnNR, rows-pn*attnNR)
+			q0 := i0 + pn*attnNR
+			if p.scoresMode == ScoresRaw {
+				p.writeScores(st, b, q0, j0, cols, lanes)
+			}
+			if p.softcap > 0 {
+				softcapScores(st, p.softcap)
+			}
+			if p.scoresMode == ScoresSoftcapped {
+				p.writeScores(st, b, q0, j0, cols, lanes)
+			}
+			if p.biasFloats != nil && p.biasFirst {
+				p.biasPanel(st, b, q0, j0, cols, lanes)
+			}
 			if p.maskKind != "" {
-				p.maskPanel(st, w.cls[pn*attnNR:pn*attnNR+lanes], b, i0+pn*attnNR, j0, cols)
+				if mcols := min(cols, p.maskKeys-j0); mcols > 0 {
+					p.maskPanel(st, w.cls[pn*attnNR:pn*attnNR+lanes], b, q0, j0, mcols)
+				}
+			}
+			if p.biasFloats != nil && !p.biasFirst {
+				p.biasPanel(st, b, q0, j0, cols, lanes)
+			}
+			if j0+cols > lim {
+				maskKeysFrom(st, max(0, lim-j0), cols, 0, attnNR)
+			}
+			if p.causal && j0+cols-1 > q0+p.causalOff {
+				maskCausal(st, cols, j0-q0-p.causalOff)
+			}
+			if p.scoresMode == ScoresBiased || p.scoresMode == ScoresWeights {
+				p.writeScores(st, b, q0, j0, cols, lanes)
 			}
 			p.softmaxPanel(st, cols, w, pn, acc, dvPad)
 		}
+		if dvPad == 0 {
+			continue
+		}
 		for pn := 0; pn < panels; pn++ {
 			bp := w.st[pn*attnNR*kb : pn*attnNR*kb+cols*attnNR]
-			if tileLoop {
+			switch {
+			case p.bf16:
+				contextBF16(acc[pn*attnNR:], qb, bp, w.pw, wordsOf(vp), sk, dvPad, j0, cols)
+				continue
+			case p.vInPlace: // Vᵀ's MR rows at a key step are MR consecutive floats of V's row
+				kernel.Sgemm8x32Loop(cols, &p.v.data[p.v.off[b]+j0*p.v.rs], &bp[0], &acc[pn*attnNR], p.v.rs, qb, dvPad/attnMR, attnMR, 0, attnMR*qb, true)
+				continue
+			case tileLoop:
 				kernel.Sgemm8x32Loop(cols, &vp[j0*attnMR], &bp[0], &acc[pn*attnNR], attnMR, qb, dvPad/attnMR, attnMR*sk, 0, attnMR*qb, true)
 				continue
 			}
@@ -470,6 +796,9 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 				blas.MicroKernel(cols, vp[ds*attnMR*sk+j0*attnMR:], bp, acc[ds*attnMR*qb+pn*attnNR:], qb, true)
 			}
 		}
+	}
+	if p.scoresMode == ScoresWeights {
+		p.normalizeWeights(b, i0, rows, w)
 	}
 	// out[r][c] = acc[c][r] / l[r]; a row whose scores are all -inf is
 	// NaN, as Softmax gives (-inf - -inf).
@@ -492,6 +821,100 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 	}
 }
 
+// maskKeysFrom sets the scores of keys [from, cols) of lanes [c0, c1) of a
+// transposed panel to -inf.
+func maskKeysFrom(st []float32, from, cols, c0, c1 int) {
+	negInf := float32(math.Inf(-1))
+	for key := from; key < cols; key++ {
+		row := st[key*attnNR : (key+1)*attnNR]
+		for c := c0; c < c1; c++ {
+			row[c] = negInf
+		}
+	}
+}
+
+// maskCausal sets to -inf the scores of a transposed panel whose key (row
+// key) lies past its query's (lane c's) diagonal: c < key + shift, with
+// shift = j0 - q0 - causal_offset. Each key row masks its first lanes.
+func maskCausal(st []float32, cols, shift int) {
+	negInf := float32(math.Inf(-1))
+	for key := max(0, 1-shift); key < cols; key++ {
+		row := st[key*attnNR : (key+1)*attnNR]
+		for c := range row[:min(key+shift, attnNR)] {
+			row[c] = negInf
+		}
+	}
+}
+
+// writeScores copies a transposed panel (keys [j0, j0+cols) of queries
+// [q0, q0+lanes)) into the scores output of batch b.
+func (p *attnPlan) writeScores(st []float32, b, q0, j0, cols, lanes int) {
+	base := (b*p.sq+q0)*p.sk + j0
+	for c := 0; c < lanes; c++ {
+		row := p.scores[base+c*p.sk : base+c*p.sk+cols]
+		for key := range row {
+			row[key] = st[key*attnNR+c]
+		}
+	}
+}
+
+// normalizeWeights turns the scores output's rows [i0, i0+rows) of batch b,
+// written as the softmax's input, into its output: exp(s - shift) / sum
+// with the row's final shift and sum (NaN for a row of -inf scores).
+func (p *attnPlan) normalizeWeights(b, i0, rows int, w *attnWork) {
+	negInf := float32(math.Inf(-1))
+	for r := 0; r < rows; r++ {
+		row := p.scores[(b*p.sq+i0+r)*p.sk : (b*p.sq+i0+r+1)*p.sk]
+		m := w.m[r]
+		if m == negInf {
+			for j := range row {
+				row[j] = float32(math.NaN())
+			}
+			continue
+		}
+		inv := float32(1 / w.l[r])
+		expShiftSum32(row, row, m) // vectorized; the row's weights sum to l
+		for j := range row {
+			row[j] *= inv
+		}
+	}
+}
+
+// softcapScores replaces every score s by c·tanh(s/c).
+func softcapScores(st []float32, c float32) {
+	inv := 1 / c
+	for i, s := range st {
+		st[i] = c * tanh32(s*inv)
+	}
+}
+
+// tanh32 is tanh in float32 (Cephes' tanhf: a polynomial below 0.625, the
+// exponential form above; about 2 ulp).
+func tanh32(x float32) float32 {
+	z := x
+	if z < 0 {
+		z = -z
+	}
+	switch {
+	case z != z:
+		return x
+	case z > 44.0148: // 0.5·log(2^127): tanh is ±1 in float32
+		if x < 0 {
+			return -1
+		}
+		return 1
+	case z >= 0.625:
+		e := fastExp32(2 * z)
+		t := 1 - 2/(e+1)
+		if x < 0 {
+			return -t
+		}
+		return t
+	}
+	s := x * x
+	return ((((-5.70498872745e-3*s+2.06390887954e-2)*s-5.37397155531e-2)*s+1.33314422036e-1)*s-3.33332819422e-1)*s*x + x
+}
+
 // packQ packs scale·Q[i0:i1] (i0 a multiple of NR) of the Q matrix at
 // q.data[off] into qp, the matrix's B-panels of NR queries over D,
 // zero-padding the last panel.
@@ -500,6 +923,11 @@ func (p *attnPlan) packQ(qp []float32, off, i0, i1 int) {
 	for pn := i0 / attnNR; pn*attnNR < i1; pn++ {
 		pan := qp[pn*attnNR*d : (pn+1)*attnNR*d]
 		lanes := min(attnNR, p.sq-pn*attnNR)
+		if lanes == 32 && tileLoop && q.cs == 1 && 31*q.rs < 1<<31 && d > 0 {
+			_ = q.data[off+(pn*attnNR+31)*q.rs+d-1]
+			kernel.GatherScale32(&pan[0], &q.data[off+pn*attnNR*q.rs], q.rs, d, sc)
+			continue
+		}
 		if lanes < attnNR {
 			clear(pan)
 		}
@@ -534,7 +962,7 @@ func (p *attnPlan) classify(cls []uint8, b, i0, j0, cols int) bool {
 			cls[r] = cls[0] // the mask row is broadcast over queries
 			continue
 		}
-		off := p.mOff[b]*p.mMatrix + (i0+r)*p.mRowStep + j0*p.mColStep
+		off := p.mOff[b] + (i0+r)*p.mRowStep + j0*p.mColStep
 		switch {
 		case p.mColStep == 0:
 			cls[r] = maskNone
@@ -604,7 +1032,7 @@ func (p *attnPlan) maskPanel(st []float32, cls []uint8, b, i0, j0, cols int) {
 		if k == maskNone {
 			continue
 		}
-		off := p.mOff[b]*p.mMatrix + (i0+c)*p.mRowStep + j0*p.mColStep
+		off := p.mOff[b] + (i0+c)*p.mRowStep + j0*p.mColStep
 		switch k {
 		case maskAll:
 			for key := 0; key < cols; key++ {
@@ -627,6 +1055,25 @@ func (p *attnPlan) maskPanel(st []float32, cls []uint8, b, i0, j0, cols int) {
 			for key, v := range p.maskFloats[off : off+cols] {
 				st[key*attnNR+c] += v * p.maskScale
 			}
+		}
+	}
+}
+
+// biasPanel adds bias_scale·bias to one transposed scores panel: lane c
+// is query i0+c, row key is key j0+key.
+func (p *attnPlan) biasPanel(st []float32, b, i0, j0, cols, lanes int) {
+	sc := p.biasScale
+	for c := 0; c < lanes; c++ {
+		off := p.bOff[b] + (i0+c)*p.bRowStep + j0*p.bColStep
+		if p.bColStep == 0 {
+			add := p.biasFloats[off] * sc
+			for key := 0; key < cols; key++ {
+				st[key*attnNR+c] += add
+			}
+			continue
+		}
+		for key, v := range p.biasFloats[off : off+cols] {
+			st[key*attnNR+c] += v * sc
 		}
 	}
 }

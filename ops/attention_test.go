@@ -214,10 +214,8 @@ func TestFusedAttentionVsReference(t *testing.T) {
 			}
 			var mask *ir.Tensor
 			if c.mask != nil {
-				if c.kind == MaskAdditive {
-					mask = randTensor(r, c.mask...)
-				} else {
-					mask = randBools(r, c.maskP, c.mask...)
+				mask = randMask(r, c.kind, c.maskP, c.mask)
+				if c.kind != MaskAdditive {
 					msk := c.mask[len(c.mask)-1]
 					masked := c.kind == MaskBoolTrueMasks
 					rows := len(mask.Bools()) / msk
@@ -300,19 +298,22 @@ func TestFusedAttentionEmpty(t *testing.T) {
 	}
 }
 
-func TestFusedAttentionInfer(t *testing.T) {
-	sym := func(dims ...any) ir.Shape {
-		s := make(ir.Shape, len(dims))
-		for i, d := range dims {
-			switch x := d.(type) {
-			case int:
-				s[i] = ir.Dim{Value: int64(x)}
-			case string:
-				s[i] = ir.Dim{Param: x}
-			}
+// symShape builds a shape from ints (known dims) and strings (symbols).
+func symShape(dims ...any) ir.Shape {
+	s := make(ir.Shape, len(dims))
+	for i, d := range dims {
+		switch x := d.(type) {
+		case int:
+			s[i] = ir.Dim{Value: int64(x)}
+		case string:
+			s[i] = ir.Dim{Param: x}
 		}
-		return s
 	}
+	return s
+}
+
+func TestFusedAttentionInfer(t *testing.T) {
+	sym := symShape
 	f := func(s ir.Shape) Value { return Typed(ir.Float, s) }
 	cases := []struct {
 		name string

@@ -53,7 +53,7 @@ func init() {
 			Register(&Schema{
 				OpType: c.name, Since: r.since, Until: r.until,
 				MinInputs: 2, MaxInputs: 2, TypeInput: 0, DTypes: r.types,
-				Infer: inferSameTypeBroadcast(r.types, ir.Bool),
+				Infer: inferCompare(c.op, r.types),
 				Run:   runCompare(c.op, r.types),
 				Doc:   c.doc,
 			})
@@ -139,3 +139,51 @@ func compareT[T numElem](op cmpOp, o []bool, oShape []int, a []T, aShape []int, 
 	}
 	return applyBinary(o, oShape, a, aShape, b, bShape, elemLoops(f))
 }
+
+// inferCompare is the comparisons' Infer. An Equal of two shape vectors
+// whose elements are known symbolically (Value.Sym) is decided where it
+// can be: equal literals or the same symbol are equal; a symbol (a dim,
+// never negative) differs from a negative literal. PyTorch's expand()
+// exports Where(Equal(shape, -1), ones, shape); deciding the Equal keeps
+// the shape symbolic through the Where.
+func inferCompare(op cmpOp, allowed []ir.DType) InferFunc {
+	infer := inferSameTypeBroadcast(allowed, ir.Bool)
+	return func(n *ir.Node, opset int, in []Value) ([]Value, error) {
+		out, err := infer(n, opset, in)
+		if err != nil || op != cmpEq || out[0].Const != nil {
+			return out, err
+		}
+		a, okA := SymOf(in[0])
+		b, okB := SymOf(in[1])
+		if !okA || !okB || !symVector(in[0]) || !symVector(in[1]) || (len(a) != len(b) && len(a) != 1 && len(b) != 1) {
+			return out, nil
+		}
+		size := max(len(a), len(b))
+		res := make([]bool, size)
+		for i := range res {
+			x, y := a[min(i, len(a)-1)], b[min(i, len(b)-1)]
+			xv, xLit := SymInt(x)
+			yv, yLit := SymInt(y)
+			switch {
+			case xLit && yLit:
+				res[i] = xv == yv
+			case isSymbol(x) && x == y:
+				res[i] = true
+			case (isSymbol(x) && yLit && yv < 0) || (isSymbol(y) && xLit && xv < 0):
+				res[i] = false
+			default:
+				return out, nil
+			}
+		}
+		var shape []int
+		if len(in[0].Type.Shape) == 1 || len(in[1].Type.Shape) == 1 {
+			shape = []int{size}
+		}
+		out[0].Const = ir.FromSlice(shape, res)
+		return out, nil
+	}
+}
+
+// symVector reports whether a value is a scalar or 1-D tensor of known
+// rank (the forms Sym describes).
+func symVector(v Value) bool { return v.Type.RankKnown && len(v.Type.Shape) <= 1 }

@@ -77,7 +77,7 @@ func inferConcat(n *ir.Node, in []Value, since int) ([]Value, error) {
 		return nil, err
 	}
 	out := unknownDims(rank)
-	sum := ir.Dim{Value: 0}
+	var along []ir.Dim // the inputs' dims on the axis
 	allRanks := true
 	for i, v := range in {
 		if !v.Type.RankKnown {
@@ -96,19 +96,10 @@ func inferConcat(n *ir.Node, in []Value, since int) ([]Value, error) {
 				out[k] = d
 			}
 		}
-		d := v.Type.Shape[axis]
-		switch {
-		case d.Known() && sum.Known():
-			sum.Value += d.Value
-		case d.Known() && d.Value == 0:
-		case sum.Known() && sum.Value == 0:
-			sum = d
-		default:
-			sum = ir.UnknownDim
-		}
+		along = append(along, v.Type.Shape[axis])
 	}
 	if allRanks {
-		out[axis] = sum
+		out[axis] = SymSum(along...)
 	}
 	if rank == 1 && (dt == ir.Int64 || dt == ir.Int32) {
 		// Inputs of known length but unknown contents contribute unknown

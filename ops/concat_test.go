@@ -49,8 +49,17 @@ func TestConcatErrors(t *testing.T) {
 
 func TestConcatInfer(t *testing.T) {
 	n := mvNode("Concat", 2, 1, mvInt("axis", 1))
+	// Symbolic lengths add up to a symbol naming the sum (a KV cache).
 	out, err := mvInfer(t, 13, n, Typed(ir.Float, mvShape("b", "s", nil)), Typed(ir.Float, mvShape(nil, 5, 64)))
-	if err != nil || out[0].Type.String() != "float32[b, ?, 64]" {
+	if err != nil || out[0].Type.String() != "float32[b, s + 5, 64]" {
+		t.Fatalf("got %v %v", out, err)
+	}
+	out, err = mvInfer(t, 13, n, Typed(ir.Float, mvShape("b", "seq", 8)), Typed(ir.Float, mvShape("b", "past", 8)))
+	if err != nil || out[0].Type.String() != "float32[b, past + seq, 8]" {
+		t.Fatalf("got %v %v", out, err)
+	}
+	out, err = mvInfer(t, 13, n, Typed(ir.Float, mvShape("b", nil, 8)), Typed(ir.Float, mvShape("b", "past", 8)))
+	if err != nil || out[0].Type.String() != "float32[b, ?, 8]" {
 		t.Fatalf("got %v %v", out, err)
 	}
 	out, err = mvInfer(t, 13, n, Typed(ir.Float, mvShape("b", 3)), Typed(ir.Float, mvShape("b", 5)))
@@ -84,4 +93,25 @@ func TestConcatOpset1(t *testing.T) {
 	out := mvRun(t, 1, mvNode("Concat", 2, 1), a, b)
 	mvWant(t, out[0], []int{2, 3}, []float32{1, 2, 5, 3, 4, 6})
 	mvErr(t, 4, mvNode("Concat", 2, 1), "attribute axis is required", a, b)
+}
+
+func TestSymSum(t *testing.T) {
+	sym := func(p string) ir.Dim { return ir.Dim{Param: p} }
+	cases := []struct {
+		in   []ir.Dim
+		want string
+	}{
+		{[]ir.Dim{{Value: 3}, {Value: 4}}, "7"},
+		{[]ir.Dim{sym("seq"), sym("past")}, "past + seq"},
+		{[]ir.Dim{sym("past + seq"), {Value: 2}, sym("a"), sym("seq + 1")}, "a + past + seq + seq + 3"},
+		{[]ir.Dim{sym("seq"), {Value: 0}}, "seq"},
+		{[]ir.Dim{sym("seq"), ir.UnknownDim}, "?"},
+		{[]ir.Dim{sym("seq"), SymLiteral(-1)}, "?"},
+		{nil, "0"},
+	}
+	for _, c := range cases {
+		if got := SymSum(c.in...).String(); got != c.want {
+			t.Errorf("SymSum(%v) = %s, want %s", c.in, got, c.want)
+		}
+	}
 }

@@ -302,6 +302,27 @@ func inferEinsum(n *ir.Node, opset int, in []Value) ([]Value, error) {
 	return []Value{Typed(dt, out)}, nil
 }
 
+// EinsumLabels binds an Einsum node's equation to its inputs' ranks and
+// returns the label of each input dim and of each output dim; the dims an
+// ellipsis stands for get labels of their own, shared across the terms as
+// broadcasting aligns them. Labels are small non-negative ints (equal
+// labels name the same index). Graph rewrites use it to read a two-input
+// einsum as a product of permuted operands.
+func EinsumLabels(n *ir.Node, ranks []int) (in [][]int, out []int, err error) {
+	eq, err := einsumEquationOf(n)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := eq.bind(ranks)
+	if err != nil {
+		return nil, nil, n.Errorf("%w", err)
+	}
+	if !b.outKnown || slices.ContainsFunc(b.in, func(ids []int) bool { return ids == nil }) {
+		return nil, nil, n.Errorf("input ranks are not known")
+	}
+	return b.in, b.out, nil
+}
+
 // einsumEquationOf reads and parses the node's equation attribute.
 func einsumEquationOf(n *ir.Node) (*einsumEquation, error) {
 	if n.Attr("equation") == nil {

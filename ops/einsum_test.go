@@ -209,3 +209,44 @@ func TestEinsumLabelName(t *testing.T) {
 		t.Fatalf("label names %q", s)
 	}
 }
+
+func TestEinsumLabels(t *testing.T) {
+	node := func(eq string) *ir.Node {
+		return &ir.Node{Name: "e", OpType: "Einsum", Attrs: []*ir.Attribute{{Name: "equation", Type: ir.AttrString, String: []byte(eq)}}}
+	}
+	label := func(c byte) int { return 26 + int(c-'a') }
+	b, h, q, k, d := label('b'), label('h'), label('q'), label('k'), label('d')
+	e0, e1 := einsumEllipsisBase, einsumEllipsisBase+1
+	cases := []struct {
+		eq      string
+		ranks   []int
+		in      [][]int
+		out     []int
+		wantErr string
+	}{
+		{"bqhd,bkhd->bhqk", []int{4, 4}, [][]int{{b, q, h, d}, {b, k, h, d}}, []int{b, h, q, k}, ""},
+		{"...qd, ...kd -> ...qk", []int{4, 3}, [][]int{{e0, e1, q, d}, {e1, k, d}}, []int{e0, e1, q, k}, ""},
+		{"hqd,hkd", []int{3, 3}, [][]int{{h, q, d}, {h, k, d}}, []int{k, q}, ""},
+		{"bqhd,bkhd->bhqk", []int{3, 4}, nil, nil, "input 0 has rank 3"},
+		{"bq,bk->", []int{2, 2}, [][]int{{b, q}, {b, k}}, []int{}, ""},
+	}
+	for _, c := range cases {
+		in, out, err := EinsumLabels(node(c.eq), c.ranks)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%s: error %v, want %q", c.eq, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.eq, err)
+			continue
+		}
+		if !slices.EqualFunc(in, c.in, slices.Equal) || !slices.Equal(out, c.out) {
+			t.Errorf("%s: labels %v -> %v, want %v -> %v", c.eq, in, out, c.in, c.out)
+		}
+	}
+	if _, _, err := EinsumLabels(&ir.Node{Name: "e", OpType: "Einsum"}, []int{2, 2}); err == nil {
+		t.Error("no equation: no error")
+	}
+}

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
@@ -90,5 +91,42 @@ func TestTileRun(t *testing.T) {
 	out, err := mvInfer(t, 13, mvNode("Tile", 2, 1), Typed(ir.Float, mvShape("b", 1, 3)), symValue(ir.Int64, mvShape(1, "h", 2), false))
 	if err != nil || out[0].Type.String() != "float32[b, h, 6]" {
 		t.Errorf("got %v %v", out, err)
+	}
+}
+
+// TestExpandInferTorchPattern follows PyTorch's export of x.expand(b, h,
+// n, s, d) with sizes read from shapes: Concat of the sizes, Reshape to
+// [-1], Where(Equal(sizes, -1·ones), ones, sizes), Expand. The symbolic
+// sizes (including a KV cache's "past + seq") must reach Expand's output.
+func TestExpandInferTorchPattern(t *testing.T) {
+	sizes := symValue(ir.Int64, mvShape("batch", 2, 2, "past + seq", 16), false)
+	flat, err := mvInfer(t, 17, mvNode("Reshape", 2, 1), sizes, mvConst(mvI64(-1)))
+	if err != nil || flat[0].Sym.String() != "[batch, 2, 2, past + seq, 16]" {
+		t.Fatalf("Reshape: %v %v", flat, err)
+	}
+	negOnes := mvConst(mvI64(-1, -1, -1, -1, -1))
+	eq, err := mvInfer(t, 17, mvNode("Equal", 2, 1), flat[0], negOnes)
+	if err != nil || eq[0].Const == nil || fmt.Sprint(eq[0].Const.Bools()) != "[false false false false false]" {
+		t.Fatalf("Equal: %v %v", eq, err)
+	}
+	ones := mvConst(mvI64(1, 1, 1, 1, 1))
+	sel, err := mvInfer(t, 17, mvNode("Where", 3, 1), eq[0], ones, flat[0])
+	if err != nil || sel[0].Sym.String() != "[batch, 2, 2, past + seq, 16]" {
+		t.Fatalf("Where: %v %v", sel, err)
+	}
+	x := Typed(ir.Float, mvShape("batch", 2, 1, "past + seq", 16))
+	out, err := mvInfer(t, 17, mvNode("Expand", 2, 1), x, sel[0])
+	if err != nil || out[0].Type.String() != "float32[batch, 2, 2, past + seq, 16]" {
+		t.Fatalf("Expand: %v %v", out, err)
+	}
+	// Equal stays undecided where a symbol meets a non-negative literal,
+	// and the same symbol equals itself.
+	u, err := mvInfer(t, 17, mvNode("Equal", 2, 1), flat[0], mvConst(mvI64(1)))
+	if err != nil || u[0].Const != nil {
+		t.Fatalf("Equal with 1: %v %v", u, err)
+	}
+	same, err := mvInfer(t, 17, mvNode("Equal", 2, 1), symValue(ir.Int64, mvShape("seq"), true), symValue(ir.Int64, mvShape("seq"), true))
+	if err != nil || same[0].Const == nil || !same[0].Const.Bools()[0] || same[0].Const.Rank() != 0 {
+		t.Fatalf("Equal of a symbol with itself: %v %v", same, err)
 	}
 }

@@ -9,9 +9,10 @@ import (
 
 // MatMul and Gemm. Float32 runs through blas.Sgemm directly on the tensors'
 // backing slices (one call per batch matrix, or one call for the whole batch
-// when the right operand is a single shared matrix); float64 through
-// blas.Dgemm; float16 is widened to float32 and back; integer types use a
-// plain loop.
+// when the right operand is a single shared matrix), or blas.SgemmBF16
+// when the context's Precision is bf16; float64 through blas.Dgemm;
+// float16 is widened to float32 and back (always in fp32); integer types
+// use a plain loop.
 
 // matmulIntTypes are the types MatMul and Gemm take from opset 9.
 var matmulIntTypes = []ir.DType{ir.Float, ir.Double, ir.Float16, ir.Int32, ir.Int64, ir.Uint32, ir.Uint64}
@@ -258,8 +259,12 @@ func matmulInto(ctx *Context, n *ir.Node, p *matmulPlan, a, b, out *ir.Tensor, z
 		if a.DType == ir.Float16 {
 			cv = make([]float32, out.Len())
 		}
+		gemm := blas.SgemmThreads
+		if ctx.bf16() && a.DType == ir.Float {
+			gemm = blas.SgemmBF16
+		}
 		p.each(func(aOff, bOff, cOff, rows int) {
-			blas.SgemmThreads(threads, false, false, rows, nn, k, 1, av[aOff:aOff+rows*k], max(1, k), bv[bOff:bOff+k*nn], max(1, nn), 0, cv[cOff:cOff+rows*nn], max(1, nn))
+			gemm(threads, false, false, rows, nn, k, 1, av[aOff:aOff+rows*k], max(1, k), bv[bOff:bOff+k*nn], max(1, nn), 0, cv[cOff:cOff+rows*nn], max(1, nn))
 		})
 		if a.DType == ir.Float16 {
 			copy(out.Data.([]uint16), float32sToHalf(cv))
@@ -477,7 +482,11 @@ func runGemm(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 			cv, _ := float32View(c)
 			gemmFillC(yv, m, nn, cv, cRows, cCols)
 		}
-		blas.SgemmThreads(computeThreads(ctx), g.transA, g.transB, m, nn, k, g.alpha, av, lda, bv, ldb, beta, yv, max(1, nn))
+		gemm := blas.SgemmThreads
+		if ctx.bf16() && a.DType == ir.Float {
+			gemm = blas.SgemmBF16
+		}
+		gemm(computeThreads(ctx), g.transA, g.transB, m, nn, k, g.alpha, av, lda, bv, ldb, beta, yv, max(1, nn))
 		if a.DType == ir.Float16 {
 			out.Data = float32sToHalf(yv)
 		}
@@ -791,14 +800,21 @@ type packedBKey struct {
 	trans bool
 	ld    int
 	k, n  int
+	bf16  bool
 }
 
 // packedB returns B (bs, tb, ldb as gemmOperand gave them for bOff) packed
-// once for every run (blas.PackB) when B is a constant of the model and the
-// executor memoizes; nil otherwise.
+// once for every run (blas.PackB, or blas.PackBBF16 in bf16) when B is a
+// constant of the model and the executor memoizes; nil otherwise.
 func (p *fusedMatMulPlan) packedB(ctx *Context, bOff int, bs []float32, tb bool, ldb int) *blas.PackedB {
-	key := packedBKey{data: &p.b.data[0], off: bOff, trans: tb, ld: ldb, k: p.k, n: p.n}
-	pb, _ := ctx.memoOf(1, key, func() any { return blas.PackB(tb, p.k, p.n, bs, ldb) }).(*blas.PackedB)
+	bf16 := ctx.bf16()
+	key := packedBKey{data: &p.b.data[0], off: bOff, trans: tb, ld: ldb, k: p.k, n: p.n, bf16: bf16}
+	pb, _ := ctx.memoOf(1, key, func() any {
+		if bf16 {
+			return blas.PackBBF16(tb, p.k, p.n, bs, ldb)
+		}
+		return blas.PackB(tb, p.k, p.n, bs, ldb)
+	}).(*blas.PackedB)
 	return pb
 }
 
@@ -834,11 +850,15 @@ func (p *fusedMatMulPlan) run(ctx *Context, out []float32) {
 			bs, tb, ldb = make([]float32, k*nn), false, nn
 			gatherMatrix(bs, p.b.data, bOff, p.b.rs, p.b.cs, k, nn)
 		}
+		gemmBias, gemm := blas.SgemmBias, blas.SgemmThreads
+		if ctx.bf16() {
+			gemmBias, gemm = blas.SgemmBiasBF16, blas.SgemmBF16
+		}
 		if p.bias != nil {
-			blas.SgemmBias(threads, ta, tb, rows, nn, k, as, lda, bs, ldb, p.bias, c, nn)
+			gemmBias(threads, ta, tb, rows, nn, k, as, lda, bs, ldb, p.bias, c, nn)
 			return
 		}
-		blas.SgemmThreads(threads, ta, tb, rows, nn, k, 1, as, lda, bs, ldb, 0, c, nn)
+		gemm(threads, ta, tb, rows, nn, k, 1, as, lda, bs, ldb, 0, c, nn)
 	}
 	if p.foldedRows || p.batches == 1 {
 		gemm(p.a.off[0], p.b.off[0], p.batches*m, out)

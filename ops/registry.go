@@ -116,6 +116,9 @@ type Context struct {
 	// its runs and plans). Kernels cache work on constant inputs there,
 	// keyed by the input's memory, such as weights packed for the GEMM.
 	Memo func(key any, build func() any) any
+	// Precision is the arithmetic of float32 matrix products ("" is
+	// PrecisionFP32).
+	Precision Precision
 }
 
 // memoOf returns build's result through ctx.Memo when input i is a
@@ -179,6 +182,9 @@ type Schema struct {
 	InPlace []int
 	// Doc is a one-line description for `attnrun ops`.
 	Doc string
+	// Notes lists how attnrun reads the op where its specification leaves
+	// room (choices, deviations, limits); docs/ops.md shows them.
+	Notes []string
 }
 
 // Key names the schema: "Add", "com.attnrun:FusedAttention".

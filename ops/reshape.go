@@ -177,6 +177,13 @@ func inferReshape(n *ir.Node, in []Value, allowZeroAttr bool) ([]Value, error) {
 	if err != nil {
 		return nil, n.Errorf("%w", err)
 	}
+	// A shape vector known symbolically, reshaped to a vector or scalar
+	// (PyTorch's expand reshapes its sizes to [-1]), stays known.
+	if sym, ok := SymOf(x); ok && x.Const == nil && symVector(x) && len(out) <= 1 {
+		if c, known := out.Concrete(); known && ir.NumElements(c) == int64(len(sym)) {
+			return []Value{symValue(x.Type.DType, sym, len(out) == 0)}, nil
+		}
+	}
 	return []Value{Typed(x.Type.DType, out)}, nil
 }
 

@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -41,6 +42,40 @@ func SymInt(d ir.Dim) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// SymSum is the symbolic sum of dims: a known size when every term is
+// known, else a symbol naming the sum ("past + seq", the length of a KV
+// cache after a Concat), its terms sorted and its literals added up so
+// that one sum has one name; unknown when any term is. Sums of sums
+// flatten.
+func SymSum(dims ...ir.Dim) ir.Dim {
+	var lit int64
+	var names []string
+	for _, d := range dims {
+		switch {
+		case d.Known():
+			lit += d.Value
+		case isSymbol(d):
+			for _, term := range strings.Split(d.Param, " + ") {
+				if v, err := strconv.ParseInt(term, 10, 64); err == nil && v >= 0 {
+					lit += v
+				} else {
+					names = append(names, term)
+				}
+			}
+		default:
+			return ir.UnknownDim
+		}
+	}
+	if len(names) == 0 {
+		return ir.Dim{Value: lit}
+	}
+	sort.Strings(names)
+	if lit != 0 {
+		names = append(names, strconv.FormatInt(lit, 10))
+	}
+	return ir.Dim{Param: strings.Join(names, " + ")}
 }
 
 // isSymbol reports whether d is a named symbolic dim (not a literal, not unknown).

@@ -36,7 +36,7 @@ func transposePerm(n *ir.Node, rank int) ([]int, error) {
 		return perm, nil
 	}
 	bad := func() error {
-		return n.Errorf("perm %v is not a permutation of 0..%d", p, rank-1)
+		return n.Errorf("perm %s is not a permutation of 0..%d", ir.FormatList(p), rank-1)
 	}
 	if len(p) != rank {
 		return nil, bad()
@@ -93,13 +93,13 @@ func Transpose(ctx *Context, t *ir.Tensor, perm []int) (*ir.Tensor, error) {
 
 func transposedShape(t *ir.Tensor, perm []int) ([]int, error) {
 	if len(perm) != t.Rank() {
-		return nil, fmt.Errorf("perm %v is not a permutation of 0..%d", perm, t.Rank()-1)
+		return nil, fmt.Errorf("perm %s is not a permutation of 0..%d", ir.FormatList(perm), t.Rank()-1)
 	}
 	seen := make([]bool, len(perm))
 	shape := make([]int, len(perm))
 	for i, p := range perm {
 		if p < 0 || p >= len(perm) || seen[p] {
-			return nil, fmt.Errorf("perm %v is not a permutation of 0..%d", perm, t.Rank()-1)
+			return nil, fmt.Errorf("perm %s is not a permutation of 0..%d", ir.FormatList(perm), t.Rank()-1)
 		}
 		seen[p] = true
 		shape[i] = t.Shape[p]

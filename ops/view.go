@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"math"
+	"math/bits"
 )
 
 // View is a strided view of a tensor's backing data: element
@@ -64,20 +65,33 @@ func ParseView(ints []int64) (View, error) {
 }
 
 // Span returns one past the largest element index the view addresses (its
-// Offset when the view is empty).
+// Offset when the view is empty), or math.MaxInt when that index does not
+// fit in an int (a view decoded from a hostile attribute may declare
+// strides whose products overflow) or a dim or stride is negative.
 func (v View) Span() int {
 	end := v.Offset
-	for k, d := range v.Shape {
+	for _, d := range v.Shape {
 		if d == 0 {
 			return v.Offset
 		}
-		end += (d - 1) * v.Strides[k]
+	}
+	for k, d := range v.Shape {
+		s := v.Strides[k]
+		if d < 0 || s < 0 || end < 0 {
+			return math.MaxInt
+		}
+		hi, lo := bits.Mul64(uint64(d-1), uint64(s))
+		if hi != 0 || lo > uint64(math.MaxInt-1-end) {
+			return math.MaxInt
+		}
+		end += int(lo)
 	}
 	return end + 1
 }
 
 // Fits reports whether the view addresses only elements of a tensor of n
-// elements.
+// elements. It is exact whatever the view's numbers: no overflow makes a
+// view that reaches past n fit.
 func (v View) Fits(n int) bool {
 	for _, d := range v.Shape {
 		if d == 0 {

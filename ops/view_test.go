@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"math"
 	"testing"
 )
 
@@ -84,5 +85,31 @@ func TestViewChecks(t *testing.T) {
 		if _, err := ParseView(bad); err == nil {
 			t.Errorf("ParseView(%v) accepted", bad)
 		}
+	}
+}
+
+// TestViewFitsOverflow: a view whose strides make (dim-1)·stride overflow
+// int64 must not fit anything. Span used to wrap around to a small (or
+// negative) number, so a hostile FusedMatMul view passed the bounds check
+// and only Go's own index check stopped the kernel.
+func TestViewFitsOverflow(t *testing.T) {
+	big := int64(math.MaxInt32) * int64(math.MaxInt32) // the largest stride ParseView takes
+	cases := [][]int64{
+		{0, 3, 4, big, 1},                        // 2·big + 3 wraps below n
+		{0, 2, 2, 2, big, big, big},              // three terms of big
+		{0, 1 << 30, 1 << 30, big >> 28, 1 << 3}, // (2^30-1)·(big/2^28)
+		{big, 2, 1, 1},                           // offset near the top
+	}
+	for _, ints := range cases {
+		v, err := ParseView(ints)
+		if err != nil {
+			continue // refused outright: fine
+		}
+		if v.Fits(1 << 20) {
+			t.Errorf("view %v (span %d) fits a 2^20-element tensor", ints, v.Span())
+		}
+	}
+	if s := (View{Shape: []int{3}, Strides: []int{math.MaxInt / 2}}).Span(); s != math.MaxInt {
+		t.Errorf("Span of an overflowing view = %d, want math.MaxInt", s)
 	}
 }

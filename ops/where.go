@@ -40,6 +40,27 @@ func inferWhere(n *ir.Node, opset int, in []Value) ([]Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A known condition selecting between shape vectors known
+	// symbolically (PyTorch's expand: Where(Equal(shape, -1), 1, shape))
+	// gives a shape vector known symbolically.
+	c := in[0].Const
+	x, okX := SymOf(in[1])
+	y, okY := SymOf(in[2])
+	if c != nil && okX && okY && symVector(in[0]) && symVector(in[1]) && symVector(in[2]) && v.Type.RankKnown {
+		size := max(c.Len(), len(x), len(y))
+		fits := func(l int) bool { return l == size || l == 1 }
+		if fits(c.Len()) && fits(len(x)) && fits(len(y)) {
+			sym := make(ir.Shape, size)
+			for i := range sym {
+				if c.Bools()[min(i, c.Len()-1)] {
+					sym[i] = x[min(i, len(x)-1)]
+				} else {
+					sym[i] = y[min(i, len(y)-1)]
+				}
+			}
+			return []Value{symValue(dt, sym, len(v.Type.Shape) == 0)}, nil
+		}
+	}
 	return []Value{v}, nil
 }
 

@@ -16,6 +16,9 @@ type Where struct {
 	Partition PartitionID
 	NodeIndex int
 	Node      NodeRef
+	// Step, when set, describes the step that was running in place of
+	// Node: a fused step, named with the nodes it replaced.
+	Step string
 	// PartitionLabel, when set, replaces the backend's partition id in
 	// messages (the host's own partition numbering).
 	PartitionLabel string
@@ -31,6 +34,8 @@ func (w Where) String() string {
 	switch {
 	case !w.Running:
 		return " while no node was running"
+	case w.Step != "":
+		return fmt.Sprintf(" while running %s of partition %s", w.Step, label)
 	case w.Node.OpType != "":
 		return fmt.Sprintf(" while running node %q (%s) of partition %s", w.Node.Label(), w.Node.QualifiedOp(), label)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
@@ -98,7 +99,8 @@ func (s *grpcServer) Capability(ctx context.Context, req *backendpb.CapabilityRe
 }
 
 func (s *grpcServer) Compile(ctx context.Context, req *backendpb.CompileRequest) (*backendpb.CompileResponse, error) {
-	id, nodes, err := s.impl.Compile(ctx, req.Model, CompileOptions{Threads: int(req.Threads), MaxTensorBytes: req.MaxTensorBytes, NoFuse: req.NoFuse})
+	id, nodes, err := s.impl.Compile(ctx, req.Model, CompileOptions{Threads: int(req.Threads), MaxTensorBytes: req.MaxTensorBytes, NoFuse: req.NoFuse,
+		MaxMemoryBytes: req.MaxMemoryBytes, ModelDir: req.ModelDir, Precision: req.Precision})
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -113,6 +115,12 @@ func (s *grpcServer) Compile(ctx context.Context, req *backendpb.CompileRequest)
 // runs the partition and encodes the outputs: into the request's output area
 // while they fit, inline otherwise.
 func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backendpb.RunResponse, error) {
+	var prof *RunProfile
+	var mark time.Time
+	if req.Profile {
+		prof, mark = &RunProfile{}, time.Now()
+		ctx = WithProfile(ctx, prof)
+	}
 	var region []byte // this Run's view of the tensor region
 	var outOff, outEnd uint64
 	if sr := req.Shm; sr != nil {
@@ -158,6 +166,9 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 	if region != nil {
 		ctx = context.WithValue(ctx, outputsCopiedKey{}, true)
 	}
+	if prof != nil {
+		prof.Decode, mark = since(mark), time.Now()
+	}
 	out, err := s.impl.Run(ctx, PartitionID(req.PartitionId), in)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -166,6 +177,9 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
 		return nil, status.Error(codes.Unknown, err.Error())
+	}
+	if prof != nil {
+		prof.Run, mark = since(mark), time.Now()
 	}
 	r := &backendpb.RunResponse{Outputs: make([]*backendpb.NamedTensor, 0, len(out))}
 	for name, t := range out {
@@ -203,7 +217,21 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 		}
 		r.Outputs = append(r.Outputs, &backendpb.NamedTensor{Name: name, Tensor: w})
 	}
+	if prof != nil {
+		prof.Encode = since(mark)
+		r.Profile = profileToWire(prof)
+	}
+	if rel, ok := s.impl.(OutputsReleaser); ok && OutputsCopied(ctx) {
+		rel.OutputsReleased()
+	}
 	return r, nil
+}
+
+// OutputsReleaser is implemented by a Server that wants to know when the
+// outputs of a Run it returned under OutputsCopied are no longer used (the
+// response holds copies): its run memory is idle from then on.
+type OutputsReleaser interface {
+	OutputsReleased()
 }
 
 func (s *grpcServer) Release(ctx context.Context, req *backendpb.ReleaseRequest) (*backendpb.ReleaseResponse, error) {
@@ -285,7 +313,7 @@ func rpcError(what string, err error) error {
 	case codes.Unavailable, codes.Canceled, codes.DeadlineExceeded:
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	return &RemoteError{Op: what, Msg: st.Message()}
+	return &RemoteError{Op: what, Msg: ir.Elide(st.Message())}
 }
 
 // RemoteError is an error the backend returned (as opposed to a transport
@@ -344,11 +372,11 @@ func (c *client) Compile(ctx context.Context, m *ir.Model, opts CompileOptions) 
 	if m == nil || m.Graph == nil {
 		return 0, errors.New("compile: partition has no graph")
 	}
-	data, err := onnx.Encode(m)
+	req, err := compileRequest(m, opts)
 	if err != nil {
-		return 0, fmt.Errorf("compile: encoding partition: %w", err)
+		return 0, err
 	}
-	r, err := c.rpc.Compile(ctx, &backendpb.CompileRequest{Model: data, Threads: int32(opts.Threads), MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse})
+	r, err := c.rpc.Compile(ctx, req)
 	if err != nil {
 		return 0, rpcError("compile", err)
 	}
@@ -364,6 +392,20 @@ func (c *client) Compile(ctx context.Context, m *ir.Model, opts CompileOptions) 
 	return id, nil
 }
 
+// compileRequest encodes a partition for Compile. Weights loaded from
+// external data go as references to their files (onnx.EncodeExternal),
+// which the backend reads itself: no weight bytes in the message, so that
+// a model past gRPC's 2 GiB limit loads, and the host never holds an
+// encoded copy of its weights.
+func compileRequest(m *ir.Model, opts CompileOptions) (*backendpb.CompileRequest, error) {
+	data, dir, err := onnx.EncodeExternal(m)
+	if err != nil {
+		return nil, fmt.Errorf("compile: encoding partition: %w", err)
+	}
+	return &backendpb.CompileRequest{Model: data, Threads: int32(opts.Threads), MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse,
+		MaxMemoryBytes: opts.MaxMemoryBytes, ModelDir: dir, Precision: opts.Precision}, nil
+}
+
 func (c *client) meta(id PartitionID) *partMeta {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -375,6 +417,13 @@ func (c *client) Run(ctx context.Context, id PartitionID, inputs map[string]*ten
 }
 
 func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
+	prof := ProfileFrom(ctx)
+	var mark time.Time
+	if prof != nil {
+		mark = time.Now()
+		prof.Host.Start = mark
+		defer func() { prof.Host = since(prof.Host.Start) }()
+	}
 	meta := c.meta(id)
 	if meta == nil {
 		return nil, fmt.Errorf("run: unknown partition %d", id)
@@ -418,11 +467,10 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 		held = true
 		h.seq++
 		seq = h.seq
-		want, ok := h.outBytes[id]
-		if !ok {
-			want = inBytes // first Run: guess outputs as large as inputs
+		size, err := h.reserve(inBytes+h.expectOutput(id, inBytes), inBytes)
+		if err != nil {
+			return nil, fmt.Errorf("run: %w", err)
 		}
-		size := h.reserve(inBytes + want)
 		region = h.mem[:size:size]
 	}
 	var off int64
@@ -446,6 +494,10 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 		size := uint64(len(region))
 		req.Shm = &backendpb.SharedRun{Size: size, OutOffset: uint64(off), OutLength: size - uint64(off), Seq: seq}
 	}
+	if prof != nil {
+		req.Profile = true
+		prof.WriteInputs, mark = since(mark), time.Now()
+	}
 	r, err := c.rpc.Run(ctx, req)
 	if err != nil {
 		err = rpcError("run", err)
@@ -458,8 +510,13 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 		}
 		return nil, err
 	}
+	if prof != nil {
+		prof.Call, mark = since(mark), time.Now()
+		prof.fromWire(r.Profile)
+		defer func() { prof.ReadOutputs = since(mark) }()
+	}
 	if region != nil {
-		c.shm.outBytes[id] = int64(min(r.OutputBytes, uint64(c.shm.max)))
+		c.shm.learnOutput(id, inBytes, r.OutputBytes)
 	}
 	out := make(map[string]*tensor.Dense, len(r.Outputs))
 	for _, nt := range r.Outputs {
@@ -478,7 +535,9 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 			}
 		case nt.Tensor != nil && nt.Tensor.Shm != nil:
 			// Copied out: the result must outlive the region's next Run.
-			t, err = shmTensor(nt.Tensor, region, true)
+			if err = c.shm.copyOutFits(nt.Tensor); err == nil {
+				t, err = shmTensor(nt.Tensor, region, true)
+			}
 		default:
 			t, err = fromWire(nt.Tensor, 0)
 		}

@@ -167,7 +167,10 @@ func (p *InProcess) call(op string, f func() error) (err error) {
 }
 
 // where reads what the server is running from the status page.
-func (p *InProcess) where() Where { return readWhere(p.page, p.meta) }
+func (p *InProcess) where() Where {
+	w, _ := readWhere(p.page, p.meta)
+	return w
+}
 
 func (p *InProcess) meta(id PartitionID) *partMeta {
 	p.mu.Lock()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/runtime/budget"
 	"github.com/hashicorp/go-hclog"
 	plugin "github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/go-plugin/runner"
@@ -63,8 +64,12 @@ type LaunchSpec struct {
 	// NoSharedMemoryEnv=1 in the host's environment does the same.
 	SharedBytes int64
 	// SharedMaxBytes bounds the region's growth (0: DefaultSharedMaxBytes,
-	// raised to SharedBytes if smaller).
+	// or without that bound when Budget has a limit; raised to SharedBytes
+	// if smaller).
 	SharedMaxBytes int64
+	// Budget is the host's memory budget, which the region's size is
+	// reserved from (nil: none).
+	Budget *budget.Budget
 }
 
 // Process is a running backend process. It implements Backend; when a call
@@ -162,8 +167,11 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Process, error) {
 		}
 		if limit == 0 {
 			limit = DefaultSharedMaxBytes
+			if l := spec.Budget.Limit(); l > 0 {
+				limit = l // the budget bounds it
+			}
 		}
-		if shm, err = newHostShm(size, max(size, limit)); err != nil {
+		if shm, err = newHostShm(size, max(size, limit), spec.Budget); err != nil {
 			page.close()
 			parentR.Close()
 			parentW.Close()
@@ -514,20 +522,27 @@ func (p *Process) check(ctx context.Context, err error) error {
 	if errors.As(err, &remote) && ctx.Err() == nil {
 		return err
 	}
-	if st, ok := status.FromError(err); ok && (st.Code() == codes.DeadlineExceeded || st.Code() == codes.Canceled) && ctx.Err() == nil {
+	ctxErr := ctx.Err()
+	if st, ok := status.FromError(err); ok && (st.Code() == codes.DeadlineExceeded || st.Code() == codes.Canceled) && ctxErr == nil {
 		// The backend's end of the deadline (gRPC sends it along) can
-		// fire a moment before ours: wait for ours, briefly.
+		// fire a moment before ours: wait for ours.
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < time.Second {
-			t := time.NewTimer(time.Until(dl) + 10*time.Millisecond)
+			t := time.NewTimer(time.Until(dl))
 			select {
 			case <-ctx.Done():
 			case <-t.C:
 			}
 			t.Stop()
+			// Past its deadline a context ends only once its timer's
+			// goroutine has run, which on a loaded machine can be well
+			// after the deadline: its error is the deadline's already.
+			if ctxErr = ctx.Err(); ctxErr == nil && !time.Now().Before(dl) {
+				ctxErr = context.DeadlineExceeded
+			}
 		}
 	}
-	if ctx.Err() != nil {
-		e := &InterruptedError{Backend: p.name, Pid: p.pid, Op: "run", Err: ctx.Err(), Queued: errors.Is(err, errQueued)}
+	if ctxErr != nil {
+		e := &InterruptedError{Backend: p.name, Pid: p.pid, Op: "run", Err: ctxErr, Queued: errors.Is(err, errQueued)}
 		if !e.Queued {
 			e.Where = p.where()
 		}
@@ -546,25 +561,36 @@ func (p *Process) died() *DiedError {
 	return &DiedError{Backend: p.name, Pid: p.pid, Where: p.where(), ExitErr: p.run.waitErr, Stderr: p.stderr.panicLine(), Killed: p.KillReason()}
 }
 
-// where reads what the backend is running from its status page.
+// where reads what the backend is running from its status page, or once
+// Kill has closed the page, what it said then.
 func (p *Process) where() Where {
 	if w := p.final.Load(); w != nil {
 		return *w
 	}
-	return readWhere(p.page, p.rpc.meta)
+	w, open := readWhere(p.page, p.rpc.meta)
+	if !open {
+		// Closed since final was loaded: kill keeps the page's last word in
+		// final before it closes the page.
+		if w := p.final.Load(); w != nil {
+			return *w
+		}
+	}
+	return w
 }
 
-// readWhere reads a status page, naming the node from the partition's
-// metadata.
-func readWhere(page *statusPage, meta func(PartitionID) *partMeta) Where {
-	var w Where
-	w.Partition, w.NodeIndex, w.Running, _ = page.read()
+// readWhere reads a status page once, all of it while the page is held
+// against close (see statusPage.state), naming the node from the
+// partition's metadata; open is false when the page was closed (the Where
+// then says no node was running).
+func readWhere(page *statusPage, meta func(PartitionID) *partMeta) (w Where, open bool) {
+	st := page.state()
+	w = Where{Partition: st.Partition, NodeIndex: st.Node, Running: st.Running, Step: st.Label}
 	if w.Running {
 		if m := meta(w.Partition); m != nil && w.NodeIndex < len(m.nodes) {
 			w.Node = m.nodes[w.NodeIndex]
 		}
 	}
-	return w
+	return w, st.Open
 }
 
 // tailBuffer keeps the last bytes a backend wrote to stderr.

@@ -40,8 +40,12 @@ import (
 
 // ProtocolVersion is the backend protocol version; the host and a backend
 // must agree on it during the go-plugin handshake. Version 2 added tensors
-// in the shared region (shm.go).
-const ProtocolVersion = 2
+// in the shared region (shm.go). Version 3 added the memory budget and
+// external-data weights passed by reference (CompileRequest.model_dir): a
+// backend of version 2 would fail to decode such a partition. It also
+// added the Ping RPC and SharedRun.seq, with which the host fences off a
+// Run it abandoned before it reuses the region.
+const ProtocolVersion = 3
 
 // Handshake values shared by host and backends. The cookie is not a security
 // measure: it keeps a backend executable from being run by hand by mistake.
@@ -116,6 +120,21 @@ type CompileOptions struct {
 	MaxTensorBytes int64
 	// NoFuse turns off graph rewrites such as attention fusion.
 	NoFuse bool
+	// MaxMemoryBytes is the session's memory budget, which the backend
+	// keeps its weights, constants, plans and run memory within (0: the
+	// backend's default, budget.DefaultLimit; negative: none).
+	MaxMemoryBytes int64
+	// ModelDir, set on the backend's side, is the directory the
+	// partition's external-data references are relative to: pass it to
+	// onnx.Decode as Options.BaseDir. The host sends weights loaded from
+	// external data as references to their files (onnx.EncodeExternal), so
+	// that however large they are they never travel in a message.
+	ModelDir string
+	// Precision is the arithmetic of float32 matrix products: "" or
+	// "fp32", or "bf16" (operands rounded to bfloat16, fp32 accumulation;
+	// see ops.Precision). A backend that cannot honour it refuses the
+	// partition with an error that says why.
+	Precision string
 }
 
 // NodeRef names a node of a compiled partition; Compile returns them in
@@ -186,7 +205,8 @@ type Server interface {
 	Capability(ctx context.Context, nodes []NodeQuery) ([]Verdict, error)
 	// Compile receives a partition as ONNX ModelProto bytes and returns its
 	// id and its nodes in execution order (the order of the node indices the
-	// backend writes to the status page).
+	// backend writes to the status page). Weights in external data are
+	// references relative to opts.ModelDir.
 	Compile(ctx context.Context, model []byte, opts CompileOptions) (PartitionID, []NodeRef, error)
 	Run(ctx context.Context, id PartitionID, inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, error)
 	Release(ctx context.Context, id PartitionID) error

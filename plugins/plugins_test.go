@@ -3,6 +3,7 @@ package plugins
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/plugins/backendpb"
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func TestWireRoundTrip(t *testing.T) {
@@ -157,6 +160,21 @@ func TestStatusPage(t *testing.T) {
 		}
 		lastSeq = seq
 	}
+	// A fused step's label reaches the host; a plain node clears it; a
+	// label longer than the page is cut.
+	const label = `fused node "/a/FusedAttention" (com.attnrun:FusedAttention, replacing "/MatMul", "/Softmax", "/MatMul_1")`
+	w.RunningStep(3, 7, label)
+	if part, node, running, _ := page.read(); part != 3 || node != 7 || !running || page.label() != label {
+		t.Errorf("page: partition %d node %d running %v label %q", part, node, running, page.label())
+	}
+	w.Running(3, 8)
+	if page.label() != "" {
+		t.Errorf("label %q left after a plain node", page.label())
+	}
+	w.RunningStep(3, 9, strings.Repeat("x", 2*statusPageSize))
+	if n := len(page.label()); n != statusPageSize-offLabel {
+		t.Errorf("label of %d bytes, want it cut to %d", n, statusPageSize-offLabel)
+	}
 	var nilWriter *StatusWriter
 	nilWriter.Running(1, 1) // no page: ignored
 	nilWriter.Idle(1)
@@ -266,6 +284,45 @@ func TestInterruptedAndStuckErrors(t *testing.T) {
 		if !errors.Is(c.err, c.is) {
 			t.Errorf("%s: errors.Is(%v) is false", c.want, c.is)
 		}
+	}
+}
+
+// lateContext is a context with a deadline whose Done closes only when the
+// test closes it, as a context.WithDeadline's closes only when its timer's
+// goroutine runs, which on a loaded machine can be well after the
+// deadline.
+type lateContext struct {
+	context.Context
+	deadline time.Time
+	done     chan struct{}
+}
+
+func (c *lateContext) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *lateContext) Done() <-chan struct{}       { return c.done }
+func (c *lateContext) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// TestCheckLateDeadline: a Run the backend ended for the caller's deadline
+// (gRPC's DeadlineExceeded) is an *InterruptedError matching
+// context.DeadlineExceeded, at once, even when the caller's context has not
+// ended yet although its deadline has passed (its timer's goroutine has not
+// run); it was returned as a bare gRPC error when the context had not ended
+// 10 ms past the deadline (seen once in a soak). Here the context never
+// ends by itself.
+func TestCheckLateDeadline(t *testing.T) {
+	p := &Process{name: "cpu", pid: 7, run: &procRunner{done: make(chan struct{})}}
+	ctx := &lateContext{Context: context.Background(), deadline: time.Now().Add(-50 * time.Millisecond), done: make(chan struct{})}
+	rpcErr := fmt.Errorf("run: %w", status.Error(codes.DeadlineExceeded, "stream terminated by RST_STREAM with error code: CANCEL"))
+	err := p.check(ctx, rpcErr)
+	var ie *InterruptedError
+	if !errors.As(err, &ie) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("check = %v (%T), want an *InterruptedError matching context.DeadlineExceeded", err, err)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/plugins/backendpb"
+	"github.com/attnrun/attnrun/runtime/budget"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,9 +46,19 @@ import (
 // the host grows the memfd with ftruncate (doubling its size until they fit,
 // at most to the LaunchSpec's SharedMaxBytes) and remaps it; RunRequest.shm.size
 // tells the backend, which remaps its side when its mapping is smaller. The
-// region never shrinks while the process lives. A tensor that does not fit
-// even then (or a string tensor, or an empty one) falls back to inline bytes
-// in the gRPC message.
+// region's bytes are reserved from the host's memory budget (LaunchSpec.Budget):
+// a Run whose inputs cannot fit in what the budget leaves fails with an
+// error saying so. A tensor that does not fit in the region (or a string
+// tensor, or an empty one) falls back to inline bytes in the gRPC message.
+//
+// Shrinking: once no Run has used the region for IdleRelease, a region
+// grown past its initial size is truncated to nothing and back to its
+// initial size (which frees its pages in both processes: the memfd is their
+// only backing) and remapped, and its bytes go back to the budget. The next
+// large Run grows it again. The shrink takes the region like a Run does,
+// but never waits for it: a Run in flight, or an abandoned Run whose
+// backend has not yet confirmed it let go (see "Abandoned Runs" below),
+// keeps the region as it is, and a broken region is never shrunk.
 //
 // Lifetime of input views in the backend: graph.Program.Run keeps input
 // tensors only in its per-run slots, and plans are built from shapes alone,
@@ -74,16 +87,45 @@ const shmAlign = 64
 
 func alignUp(n int64) int64 { return (n + shmAlign - 1) &^ (shmAlign - 1) }
 
+// IdleReleaseEnv names the environment variable that sets IdleRelease (a Go
+// duration, e.g. 500ms; the host's environment reaches its backends too).
+const IdleReleaseEnv = "ATTNRUN_IDLE_RELEASE"
+
+// DefaultIdleRelease is how long memory kept for the next run (the grown
+// shared region in the host, arenas in the CPU backend) stays after the
+// last run before it is given back.
+const DefaultIdleRelease = 2 * time.Second
+
+// IdleRelease returns $ATTNRUN_IDLE_RELEASE when it is a positive duration,
+// else DefaultIdleRelease.
+func IdleRelease() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(IdleReleaseEnv)); err == nil && d > 0 {
+		return d
+	}
+	return DefaultIdleRelease
+}
+
 // hostShm is the host's side of a tensor region.
 type hostShm struct {
 	mu  sync.Mutex // held for a whole Run: one Run at a time uses the region
 	f   *os.File
 	mem []byte
 	max int64
-	// outBytes remembers the output bytes each partition's last Run needed.
-	outBytes map[PartitionID]int64
+	// initial is the size the region shrinks back to when idle.
+	initial int64
+	// budget is the host's memory budget; reserved is what the region
+	// holds of it (its size).
+	budget   *budget.Budget
+	reserved int64
+	// idle shrinks the region once no Run has held it for IdleRelease
+	// (idleLater, shrinkIdle).
+	idle *time.Timer
+	// outBytes remembers, per partition, the input and output bytes of its
+	// last Run (see expectOutput).
+	outBytes map[PartitionID]ioBytes
 	// turn queues Runs for mu so that a waiting Run can give up when its
-	// context ends (acquire).
+	// context ends (acquire). Whoever holds the region holds both: a Run,
+	// the drain of an abandoned Run, or the idle shrink.
 	turn chan struct{}
 	// seq numbers Runs (SharedRun.seq); broken is set when a Run was
 	// abandoned and the backend never confirmed it let go of the region.
@@ -98,7 +140,8 @@ type hostShm struct {
 // seq: the backend answers once no Run holds its side of the region, and
 // refuses any Run numbered up to the fence that arrives later. Only then is
 // the region released for the next Run. A backend that does not answer
-// within PingTimeout is killed, and the region is never used again.
+// within PingTimeout is killed, and the region is never used again (nor
+// shrunk: the backend may still write to it).
 
 // errQueued marks a Run that gave up while waiting for the region.
 var errQueued = errors.New("waiting for an earlier run on this backend")
@@ -122,24 +165,30 @@ func (h *hostShm) acquire(ctx context.Context) error {
 	return nil
 }
 
-// release gives the region to the next Run.
+// release gives the region to the next Run, arming the idle shrink first:
+// the region was last used now.
 func (h *hostShm) release() {
+	h.idleLater()
 	h.mu.Unlock()
 	<-h.turn
 }
 
 // newHostShm creates a region of size bytes (a memfd mapped shared) that may
-// grow to max bytes.
-func newHostShm(size, max int64) (*hostShm, error) {
-	if size <= 0 || max < size {
-		return nil, fmt.Errorf("tensor region: bad size %d (max %d)", size, max)
+// grow to max bytes, reserved from b (nil: no budget). A budget with less
+// left than size makes the initial region smaller.
+func newHostShm(size, limit int64, b *budget.Budget) (*hostShm, error) {
+	if size <= 0 || limit < size {
+		return nil, fmt.Errorf("tensor region: bad size %d (max %d)", size, limit)
+	}
+	if left := b.Left() / 4; left < size {
+		size = max(alignPage(left), minSharedBytes)
 	}
 	fd, err := unix.MemfdCreate("attnrun-tensors", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("tensor region: memfd_create: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), "attnrun-tensors")
-	h := &hostShm{f: f, max: max, outBytes: map[PartitionID]int64{}, turn: make(chan struct{}, 1)}
+	h := &hostShm{f: f, max: limit, initial: size, budget: b, outBytes: map[PartitionID]ioBytes{}, turn: make(chan struct{}, 1)}
 	if err := h.resize(size); err != nil {
 		f.Close()
 		return nil, err
@@ -147,44 +196,167 @@ func newHostShm(size, max int64) (*hostShm, error) {
 	return h, nil
 }
 
-// resize sets the memfd's size and maps it whole (the caller holds mu or
-// owns h alone).
+// minSharedBytes is the smallest region: a tiny budget still gets one.
+const minSharedBytes = 64 << 10
+
+func alignPage(n int64) int64 { return n &^ (4096 - 1) }
+
+// resize sets the memfd's size and maps it whole, adjusting the budget
+// reservation (the caller holds mu or owns h alone). Growing past what the
+// budget has left fails without changing anything.
 func (h *hostShm) resize(size int64) error {
 	if size > int64(^uint(0)>>1) {
 		return fmt.Errorf("tensor region: %d bytes do not fit in the address space", size)
 	}
+	if grow := size - h.reserved; grow > 0 && !h.budget.Reserve(grow) {
+		return h.budget.Exceeded(fmt.Sprintf("the shared tensor region of %s", budget.Format(size)), grow, h.budget.Left())
+	}
 	if err := h.f.Truncate(size); err != nil {
-		return fmt.Errorf("tensor region: growing to %d bytes: %w", size, err)
+		h.budget.Release(size - h.reserved)
+		return fmt.Errorf("tensor region: resizing to %d bytes: %w", size, err)
 	}
 	mem, err := unix.Mmap(int(h.f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
+		h.budget.Release(size - h.reserved)
 		return fmt.Errorf("tensor region: mmap %d bytes: %w", size, err)
 	}
 	if h.mem != nil {
 		_ = unix.Munmap(h.mem)
 	}
 	h.mem = mem
+	if shrink := h.reserved - size; shrink > 0 {
+		h.budget.Release(shrink)
+	}
+	h.reserved = size
 	return nil
 }
 
-// reserve makes the region hold at least need bytes when the limit allows,
-// doubling its size until need fits, capped at h.max. It reports the
-// region's size afterwards; a failed growth leaves the region as it was (the
-// caller then sends what does not fit inline).
-func (h *hostShm) reserve(need int64) int64 {
+// reserve makes the region hold at least need bytes when the limits allow,
+// doubling its size until need fits, capped at h.max and at what the
+// budget leaves. It returns the region's size afterwards. When even must
+// bytes (what has to travel through the region) cannot fit because of the
+// budget, it returns the budget's error; other failures leave the region
+// as it was (the caller then sends what does not fit inline).
+func (h *hostShm) reserve(need, must int64) (int64, error) {
 	size := int64(len(h.mem))
 	if need <= size || size >= h.max {
-		return size
+		return size, nil
 	}
 	grown := size
 	for grown < need && grown < h.max {
 		grown *= 2
 	}
-	grown = min(grown, h.max)
-	if err := h.resize(grown); err != nil {
-		return int64(len(h.mem))
+	limit := h.max
+	if left := h.budget.Left(); left < limit-h.reserved {
+		limit = h.reserved + left
 	}
-	return grown
+	grown = alignPage(max(min(grown, limit), size))
+	if grown <= size {
+		grown = size
+	} else if err := h.resize(grown); err != nil && !errors.Is(err, budget.ErrExceeded) {
+		return int64(len(h.mem)), nil
+	}
+	if size = int64(len(h.mem)); size < must && must <= h.max {
+		return size, h.budget.Exceeded(fmt.Sprintf("the shared tensor region, for %s of inputs,", budget.Format(must)), must-size, h.budget.Left())
+	}
+	return size, nil
+}
+
+// ioBytes are a Run's input and output bytes in the region.
+type ioBytes struct{ in, out int64 }
+
+// expectOutput guesses the output bytes of a Run of partition id with in
+// bytes of inputs: as much as the inputs the first time, then the last
+// Run's outputs scaled by how the inputs grew (outputs grow with the
+// sequence length like inputs do), so that a larger request finds room
+// for its outputs instead of sending them inline. The caller holds mu.
+func (h *hostShm) expectOutput(id PartitionID, in int64) int64 {
+	last, ok := h.outBytes[id]
+	switch {
+	case !ok:
+		return in
+	case last.in > 0 && in > last.in:
+		return int64(float64(last.out) * float64(in) / float64(last.in))
+	}
+	return last.out
+}
+
+// learnOutput records what a Run of partition id had (the caller holds mu).
+func (h *hostShm) learnOutput(id PartitionID, in int64, out uint64) {
+	h.outBytes[id] = ioBytes{in, int64(min(out, uint64(h.max)))}
+}
+
+// idleLater arranges for the region to shrink back to its initial size
+// once no Run has used it for IdleRelease (the caller holds mu; release
+// calls it). A closed or broken region is left alone.
+func (h *hostShm) idleLater() {
+	if h.mem == nil || h.broken || int64(len(h.mem)) <= h.initial {
+		return
+	}
+	if h.idle == nil {
+		h.idle = time.AfterFunc(IdleRelease(), h.shrinkIdle)
+		return
+	}
+	h.idle.Reset(IdleRelease())
+}
+
+// shrinkIdle truncates an idle region back to its initial size, and then
+// returns the freed heap to the system too: the host's large buffers of the
+// same request (decoded outputs the caller dropped) are garbage by then.
+//
+// It takes the region's turn without waiting: when a Run holds the region,
+// or the drain of an abandoned Run does (the backend may still be using it
+// for that Run), it does nothing, and whoever holds the region arms the
+// next shrink when it lets go (release). A broken region (a backend that
+// never confirmed it let go of an abandoned Run's tensors) is never
+// shrunk: the backend may still write to it.
+func (h *hostShm) shrinkIdle() {
+	select {
+	case h.turn <- struct{}{}:
+	default:
+		return
+	}
+	// Without the turn, mu is only ever held for a moment (close,
+	// SharedBytes): no Run or drain is behind it.
+	h.mu.Lock()
+	if h.mem == nil || h.broken || int64(len(h.mem)) <= h.initial {
+		h.mu.Unlock()
+		<-h.turn
+		return
+	}
+	// Truncating to zero first frees the pages below the initial size too:
+	// the backend's mapping still holds those of the last large Run.
+	_ = h.f.Truncate(0)
+	err := h.resize(h.initial)
+	if err != nil {
+		// Still mapped at its old size: give the memfd that size back, or
+		// the next Run would fault (SIGBUS) past the file's end.
+		_ = h.f.Truncate(int64(len(h.mem)))
+	}
+	h.release()
+	if err == nil {
+		FreeOSMemory() // after release: a Run need not wait for the collector
+	}
+}
+
+// copyOutFits checks that copying the output w out of the region into new
+// memory fits in what the host's budget leaves (the region itself is
+// reserved already), so that a huge output is an error rather than the
+// host running out of memory.
+func (h *hostShm) copyOutFits(w *backendpb.Tensor) error {
+	if n := int64(w.Shm.Length); n > h.budget.Left() {
+		return h.budget.Exceeded(fmt.Sprintf("copying a %v output out of the shared region", ir.DType(w.Dtype)), n, h.budget.Left())
+	}
+	return nil
+}
+
+// FreeOSMemory returns the process's free memory to the system, after a
+// large request's memory was dropped (the host's region, a backend's
+// arenas). It collects twice: buffers gRPC keeps in sync.Pools (a large
+// inline message's) survive one collection.
+func FreeOSMemory() {
+	runtime.GC()
+	debug.FreeOSMemory()
 }
 
 // close unmaps the region and closes the memfd, waiting for a Run in flight.
@@ -194,6 +366,9 @@ func (h *hostShm) close() {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.idle != nil {
+		h.idle.Stop()
+	}
 	if h.mem != nil {
 		_ = unix.Munmap(h.mem)
 		h.mem = nil
@@ -202,6 +377,8 @@ func (h *hostShm) close() {
 		h.f.Close()
 		h.f = nil
 	}
+	h.budget.Release(h.reserved)
+	h.reserved = 0
 }
 
 // shmEligible reports whether a tensor can travel through the region.

@@ -1,11 +1,15 @@
 package plugins
 
 import (
+	"context"
+	"errors"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/plugins/backendpb"
+	"github.com/attnrun/attnrun/runtime/budget"
 )
 
 func TestShmTensor(t *testing.T) {
@@ -53,7 +57,7 @@ func TestShmTensor(t *testing.T) {
 }
 
 func TestHostShmReserve(t *testing.T) {
-	h, err := newHostShm(1<<20, 8<<20)
+	h, err := newHostShm(1<<20, 8<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,15 +67,126 @@ func TestHostShmReserve(t *testing.T) {
 		{100, 1 << 20}, {1 << 20, 1 << 20}, {1<<20 + 1, 2 << 20}, {5 << 20, 8 << 20}, {100 << 20, 8 << 20},
 	}
 	for _, s := range steps {
-		if got := h.reserve(s.need); got != s.want || int64(len(h.mem)) != s.want {
-			t.Errorf("reserve(%d) = %d (mapped %d), want %d", s.need, got, len(h.mem), s.want)
+		if got, err := h.reserve(s.need, 0); err != nil || got != s.want || int64(len(h.mem)) != s.want {
+			t.Errorf("reserve(%d) = %d, %v (mapped %d), want %d", s.need, got, err, len(h.mem), s.want)
 		}
 	}
 	if string(h.mem[:4]) != "kept" {
 		t.Errorf("growth lost the region's contents: %q", h.mem[:4])
 	}
-	if _, err := newHostShm(0, 1); err == nil {
+	if _, err := newHostShm(0, 1, nil); err == nil {
 		t.Error("a zero-byte region was accepted")
+	}
+}
+
+// TestHostShmBudget: the region's size is reserved from the host's budget:
+// it grows only as far as the budget leaves, a Run whose inputs cannot fit
+// is an error, and an idle region shrinks back, returning its bytes.
+func TestHostShmBudget(t *testing.T) {
+	b := budget.New(6 << 20)
+	h, err := newHostShm(1<<20, 64<<20, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Used() != 1<<20 {
+		t.Fatalf("the initial region reserved %d bytes, want %d", b.Used(), 1<<20)
+	}
+	if got, err := h.reserve(32<<20, 3<<20); err != nil || got != 6<<20 || b.Used() != 6<<20 {
+		t.Fatalf("reserve(32 MiB, 3 MiB) = %d, %v (budget used %d), want the whole 6 MiB", got, err, b.Used())
+	}
+	if _, err := h.reserve(32<<20, 7<<20); !errors.Is(err, budget.ErrExceeded) {
+		t.Fatalf("reserve with 7 MiB of inputs in a 6 MiB budget: %v, want the budget's error", err)
+	}
+	h.shrinkIdle()
+	if len(h.mem) != 1<<20 || b.Used() != 1<<20 {
+		t.Fatalf("after shrinking: %d bytes mapped, %d reserved, want 1 MiB", len(h.mem), b.Used())
+	}
+	if got, _ := h.reserve(4<<20, 0); got != 4<<20 {
+		t.Fatalf("regrown to %d", got)
+	}
+	h.close()
+	if b.Used() != 0 {
+		t.Fatalf("after close %d bytes reserved", b.Used())
+	}
+	// A small budget makes a small initial region.
+	small, err := newHostShm(64<<20, 64<<20, budget.New(8<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.close()
+	if len(small.mem) != 2<<20 {
+		t.Errorf("initial region in an 8 MiB budget: %d bytes, want 2 MiB", len(small.mem))
+	}
+}
+
+// TestShrinkIdleTakesTurn: the idle shrink takes the region as a Run
+// does, without waiting: it leaves alone a region that a Run (or the drain
+// of an abandoned Run, which holds the region the same way) holds, and a
+// broken one, whose backend may still write to it; the holder's release
+// arms the next shrink, which then takes the region back to its initial
+// size.
+func TestShrinkIdleTakesTurn(t *testing.T) {
+	t.Setenv(IdleReleaseEnv, "20ms")
+	b := budget.New(64 << 20)
+	h, err := newHostShm(1<<20, 64<<20, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.close()
+	ctx := context.Background()
+	if err := h.acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := h.reserve(8<<20, 0); err != nil || got != 8<<20 {
+		t.Fatalf("reserve(8 MiB) = %d, %v", got, err)
+	}
+	// Held: the shrink returns at once and changes nothing.
+	done := make(chan struct{})
+	go func() { h.shrinkIdle(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("shrinkIdle waited for the Run holding the region")
+	}
+	if len(h.mem) != 8<<20 || b.Used() != 8<<20 {
+		t.Fatalf("shrunk under a Run: %d bytes mapped, %d reserved", len(h.mem), b.Used())
+	}
+	// Broken (an abandoned Run never confirmed): never armed, never shrunk.
+	h.broken = true
+	h.release()
+	if h.idle != nil {
+		t.Error("a broken region armed the idle shrink")
+	}
+	h.shrinkIdle()
+	if len(h.mem) != 8<<20 {
+		t.Fatalf("a broken region was shrunk to %d bytes", len(h.mem))
+	}
+	if err := h.acquire(ctx); err == nil {
+		t.Fatal("a broken region was handed to a Run")
+	}
+	// Released by its holder: the shrink comes IdleRelease later.
+	h.broken = false
+	if err := h.acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.release()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if err := h.acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		size := len(h.mem)
+		h.release()
+		if size == 1<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle region is still %d bytes", size)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if b.Used() != 1<<20 {
+		t.Errorf("after the shrink %d bytes reserved, want 1 MiB", b.Used())
 	}
 }
 
@@ -105,5 +220,21 @@ func TestWithin(t *testing.T) {
 	}
 	if !overlaps(mem[50:60], mem[:55]) {
 		t.Error("a partly overlapping slice does not overlap")
+	}
+}
+
+// TestExpectOutput: the region reserves room for a Run's outputs from the
+// partition's last Run, scaled by how its inputs grew (a small Run then a
+// large one sent the large one's outputs inline).
+func TestExpectOutput(t *testing.T) {
+	h := &hostShm{max: 1 << 30, outBytes: map[PartitionID]ioBytes{}}
+	if got := h.expectOutput(1, 1000); got != 1000 {
+		t.Errorf("first Run: expect %d, want the inputs' 1000", got)
+	}
+	h.learnOutput(1, 1000, 500)
+	for _, c := range [][2]int64{{4000, 2000}, {1000, 500}, {10, 500}} {
+		if got := h.expectOutput(1, c[0]); got != c[1] {
+			t.Errorf("inputs %d: expect %d, want %d", c[0], got, c[1])
+		}
 	}
 }

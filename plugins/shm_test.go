@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,6 +150,17 @@ func (c mixedCase) check(t testing.TB, out map[string]*tensor.Dense) {
 			t.Fatalf("output %q = %.200s…, want %.200s…", name, fmt.Sprint(got), fmt.Sprint(want))
 		}
 	}
+}
+
+// differs names an output that is not what it must be ("" when all are),
+// for goroutines that cannot stop the test.
+func (c mixedCase) differs(t testing.TB, out map[string]*tensor.Dense) string {
+	for name, want := range c.want {
+		if !equal(data(t, out[name]), want) {
+			return name
+		}
+	}
+	return ""
 }
 
 // data is d's backing slice (gorgonia's Data panics on empty tensors).
@@ -343,11 +355,9 @@ func TestConcurrentRuns(t *testing.T) {
 					errs <- err
 					return
 				}
-				for name, want := range mc.want {
-					if !equal(data(t, out[name]), want) {
-						errs <- fmt.Errorf("goroutine %d run %d: output %q differs", g, r, name)
-						return
-					}
+				if name := mc.differs(t, out); name != "" {
+					errs <- fmt.Errorf("goroutine %d run %d: output %q differs", g, r, name)
+					return
 				}
 			}
 		}(g)
@@ -357,6 +367,76 @@ func TestConcurrentRuns(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// TestShrinkBetweenAbandonedRuns: the idle shrink (after 1 ms idle here)
+// against rounds of Runs of changing sizes from several goroutines, many
+// of them abandoned at short deadlines while the backend still reads or
+// writes the region. Every answer must be right, every failure an
+// interruption by the caller's context, and after each round the region
+// must go back to its initial size: the shrink never takes the region from
+// a Run, nor from the drain that holds it for an abandoned Run until the
+// backend lets go, but it comes once they let go.
+func TestShrinkBetweenAbandonedRuns(t *testing.T) {
+	t.Setenv(plugins.IdleReleaseEnv, "1ms")
+	p := launchCPU(t, plugins.LaunchSpec{SharedBytes: 64 * kib, SharedMaxBytes: 64 * mib})
+	id := compile(t, p, mixedModel())
+	var answered, interrupted atomic.Int64
+	for round := 0; round < 6; round++ {
+		var wg sync.WaitGroup
+		errs := make(chan error, 6)
+		for g := 0; g < 6; g++ {
+			wg.Add(1)
+			go func(g int) {
+				defer wg.Done()
+				for r := 0; r < 8; r++ {
+					k := round*8 + r
+					n := 1000 + (g*7919+k*104729)%(1<<20) // 4 KiB to 4 MiB of x
+					mc := newMixedCase(n, 10+r, 3+g, float32(g*1000+k))
+					ctx, cancel := context.Background(), context.CancelFunc(func() {})
+					if k%3 != 0 {
+						ctx, cancel = context.WithTimeout(ctx, time.Duration(50+(g*31+k*17)%3000)*time.Microsecond)
+					}
+					out, err := p.Run(ctx, id, mc.in)
+					cancel()
+					switch {
+					case err == nil:
+						answered.Add(1)
+						if name := mc.differs(t, out); name != "" {
+							errs <- fmt.Errorf("round %d, goroutine %d, run %d (n %d): output %q differs", round, g, r, n, name)
+							return
+						}
+					case errors.Is(err, context.DeadlineExceeded):
+						interrupted.Add(1)
+					default:
+						errs <- fmt.Errorf("round %d, goroutine %d, run %d (n %d): %v", round, g, r, n, err)
+						return
+					}
+				}
+			}(g)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(5 * time.Second); p.SharedBytes() != 64*kib; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the idle region stayed at %d bytes", round, p.SharedBytes())
+			}
+		}
+	}
+	t.Logf("%d answered, %d interrupted", answered.Load(), interrupted.Load())
+	if answered.Load() == 0 || interrupted.Load() == 0 {
+		t.Errorf("%d answered, %d interrupted: the test wants both", answered.Load(), interrupted.Load())
+	}
+	// The backend is healthy and the region usable.
+	mc := newMixedCase(300000, 5, 5, 1)
+	out, err := p.Run(context.Background(), id, mc.in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc.check(t, out)
 }
 
 // TestSharedDiedError kills the backend mid-run, with inputs in the region:

@@ -22,6 +22,9 @@ const StatusFDEnv = "ATTNRUN_STATUS_FD"
 //	[8:16)  sequence number, incremented by every write (uint64)
 //	[16:24) partition id (uint64)
 //	[24:32) node index + 1 in the partition's execution order; 0 when idle (uint64)
+//	[32:40) length of the step label (uint64); 0 for a node of the partition's own
+//	[64:)   the step label: for a fused step (one that runs in place of several
+//	        nodes), what it is and which nodes it replaced, cut to fit the page
 //
 // Words are written with atomic stores, so a reader never sees a torn word;
 // the sequence number is odd while the two other words are being updated.
@@ -31,6 +34,8 @@ const (
 	offSeq         = 8
 	offPartition   = 16
 	offNode        = 24
+	offLabelLen    = 32
+	offLabel       = 64
 )
 
 // statusPage is a mapped status page.
@@ -84,24 +89,43 @@ func (p *statusPage) close() {
 	}
 }
 
-// read returns the last state the backend recorded: running is false when
-// it was between nodes (or never started one).
-func (p *statusPage) read() (partition PartitionID, node int, running bool, seq uint64) {
+// pageState is what the status page says.
+type pageState struct {
+	Partition PartitionID
+	Node      int  // valid when Running
+	Running   bool // false between nodes (or before the first)
+	Seq       uint64
+	Label     string // the running step's label, "" for a node of its own
+	// Open is false when the page is closed (or was never mapped): the
+	// rest is then zero.
+	Open bool
+}
+
+// state returns the last state the backend recorded, all of it read while
+// the page is held against close.
+func (p *statusPage) state() pageState {
 	if p == nil {
-		return 0, 0, false, 0
+		return pageState{}
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.mem == nil || string(p.mem[:8]) != statusMagic {
-		return 0, 0, false, 0
+		return pageState{}
 	}
-	seq = atomic.LoadUint64(p.word(offSeq))
-	partition = PartitionID(atomic.LoadUint64(p.word(offPartition)))
-	n := atomic.LoadUint64(p.word(offNode))
-	if n == 0 {
-		return partition, 0, false, seq
+	st := pageState{Open: true, Seq: atomic.LoadUint64(p.word(offSeq)), Partition: PartitionID(atomic.LoadUint64(p.word(offPartition)))}
+	if n := atomic.LoadUint64(p.word(offNode)); n > 0 {
+		st.Node, st.Running = int(n-1), true
+		l := min(atomic.LoadUint64(p.word(offLabelLen)), uint64(len(p.mem)-offLabel))
+		st.Label = string(p.mem[offLabel : offLabel+int(l)])
 	}
-	return partition, int(n - 1), true, seq
+	return st
+}
+
+// read returns the last state the backend recorded: running is false when
+// it was between nodes (or never started one).
+func (p *statusPage) read() (partition PartitionID, node int, running bool, seq uint64) {
+	st := p.state()
+	return st.Partition, st.Node, st.Running, st.Seq
 }
 
 // StatusWriter records what a backend is running in the host's status page.
@@ -135,12 +159,14 @@ func StatusWriterFromEnv() (*StatusWriter, error) {
 	return &StatusWriter{page: &statusPage{mem: mem}}, nil
 }
 
-func (w *StatusWriter) set(partition PartitionID, nodePlusOne uint64) {
+func (w *StatusWriter) set(partition PartitionID, nodePlusOne uint64, label string) {
 	if w == nil {
 		return
 	}
 	seq := w.page.word(offSeq)
 	atomic.AddUint64(seq, 1)
+	n := copy(w.page.mem[offLabel:], label)
+	atomic.StoreUint64(w.page.word(offLabelLen), uint64(n))
 	atomic.StoreUint64(w.page.word(offPartition), uint64(partition))
 	atomic.StoreUint64(w.page.word(offNode), nodePlusOne)
 	atomic.AddUint64(seq, 1)
@@ -149,10 +175,22 @@ func (w *StatusWriter) set(partition PartitionID, nodePlusOne uint64) {
 // Running records that node (an index into the partition's execution order,
 // as returned by Compile) of partition is about to run.
 func (w *StatusWriter) Running(partition PartitionID, node int) {
-	w.set(partition, uint64(node)+1)
+	w.set(partition, uint64(node)+1, "")
+}
+
+// RunningStep records that a step standing for node of partition is about
+// to run, with a label saying what it is: a fused step replaces several
+// nodes of the partition, and a DiedError then names it by its label
+// rather than by the node whose index it runs at.
+func (w *StatusWriter) RunningStep(partition PartitionID, node int, label string) {
+	w.set(partition, uint64(node)+1, label)
 }
 
 // Idle records that no node is running (a Run finished).
 func (w *StatusWriter) Idle(partition PartitionID) {
-	w.set(partition, 0)
+	w.set(partition, 0, "")
 }
+
+// label returns the step label last recorded ("" when none, or when no
+// node is running).
+func (p *statusPage) label() string { return p.state().Label }

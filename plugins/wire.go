@@ -3,18 +3,10 @@ package plugins
 import (
 	"fmt"
 	"math"
-	"unsafe"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/plugins/backendpb"
 )
-
-// nativeLittleEndian reports whether this machine stores numbers little-endian,
-// the wire's byte order; then tensors are sent and received without copies.
-var nativeLittleEndian = func() bool {
-	x := uint16(1)
-	return *(*byte)(unsafe.Pointer(&x)) == 1
-}()
 
 // toWire encodes a tensor. On a little-endian machine raw aliases t's data:
 // the message must not outlive t's contents.
@@ -46,41 +38,10 @@ func toWire(t *ir.Tensor) (*backendpb.Tensor, error) {
 }
 
 // bytesOf views a numeric or bool backing slice as bytes (no copy).
-func bytesOf(data any) []byte {
-	switch s := data.(type) {
-	case []float32:
-		return view(s)
-	case []float64:
-		return view(s)
-	case []uint16:
-		return view(s)
-	case []int64:
-		return view(s)
-	case []int32:
-		return view(s)
-	case []int16:
-		return view(s)
-	case []int8:
-		return view(s)
-	case []uint8:
-		return s
-	case []uint32:
-		return view(s)
-	case []uint64:
-		return view(s)
-	case []bool:
-		return view(s)
-	}
-	return nil
-}
+func bytesOf(data any) []byte { return ir.BytesOf(data) }
 
-func view[T any](s []T) []byte {
-	if len(s) == 0 {
-		return []byte{}
-	}
-	var z T
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
-}
+// nativeLittleEndian is ir.NativeLittleEndian.
+var nativeLittleEndian = ir.NativeLittleEndian
 
 // swapCopy returns a copy of raw with each size-byte element reversed.
 func swapCopy(raw []byte, size int) []byte {
@@ -150,41 +111,20 @@ func sliceOf(dt ir.DType, raw []byte, n int) (any, error) {
 	if n == 0 {
 		return ir.MakeSlice(dt, 0), nil
 	}
-	size := dt.Size()
-	aligned := uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%uintptr(size) == 0
-	if !aligned {
-		cp := ir.MakeSlice(dt, n)
-		copy(bytesOf(cp), raw)
-		return cp, nil
+	if data, ok := ir.AliasBytes(dt, raw, n); ok {
+		return data, nil
 	}
-	p := unsafe.Pointer(unsafe.SliceData(raw))
-	switch dt.Storage() {
-	case ir.Float:
-		return unsafe.Slice((*float32)(p), n), nil
-	case ir.Double:
-		return unsafe.Slice((*float64)(p), n), nil
-	case ir.Uint16:
-		return unsafe.Slice((*uint16)(p), n), nil
-	case ir.Int64:
-		return unsafe.Slice((*int64)(p), n), nil
-	case ir.Int32:
-		return unsafe.Slice((*int32)(p), n), nil
-	case ir.Int16:
-		return unsafe.Slice((*int16)(p), n), nil
-	case ir.Int8:
-		return unsafe.Slice((*int8)(p), n), nil
-	case ir.Uint8:
-		return raw[:n:n], nil
-	case ir.Uint32:
-		return unsafe.Slice((*uint32)(p), n), nil
-	case ir.Uint64:
-		return unsafe.Slice((*uint64)(p), n), nil
-	case ir.Bool:
+	if dt == ir.Bool {
 		out := make([]bool, n)
 		for i, b := range raw[:n] {
 			out[i] = b != 0
 		}
 		return out, nil
+	}
+	if dt.Known() && dt != ir.String {
+		cp := ir.MakeSlice(dt, n)
+		copy(bytesOf(cp), raw)
+		return cp, nil
 	}
 	return nil, fmt.Errorf("unsupported dtype %v", dt)
 }

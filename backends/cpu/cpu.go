@@ -17,9 +17,12 @@ package cpu
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +35,7 @@ import (
 	"github.com/attnrun/attnrun/ops"
 	"github.com/attnrun/attnrun/ops/blas"
 	"github.com/attnrun/attnrun/plugins"
+	"github.com/attnrun/attnrun/runtime/budget"
 	"github.com/attnrun/attnrun/runtime/graph"
 )
 
@@ -126,10 +130,24 @@ type Server struct {
 	// onNode is set only when a fault hook needs to see every node.
 	onNode func(n *ir.Node)
 
+	// bf16 says whether the CPU multiplies bf16 natively (AVX512_BF16);
+	// precision bf16 is refused where it does not.
+	bf16 bool
+	// inProcess is set for a backend running inside the host
+	// (NewInProcessServer): it leaves the process-wide settings that are
+	// the host's alone (Go's soft memory limit) as they are.
+	inProcess bool
+
 	mu    sync.Mutex
 	next  plugins.PartitionID
 	parts map[plugins.PartitionID]*partition
 	runs  atomic.Uint64
+	// budget is the process's memory budget, shared by every partition
+	// (the host sends the session's limit with each Compile).
+	budget *budget.Budget
+	// idle releases the partitions' run memory once no run has come for
+	// plugins.IdleRelease.
+	idle *time.Timer
 }
 
 // partition is one compiled partition.
@@ -154,7 +172,7 @@ func NewServer() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{status: st, faults: f, parts: map[plugins.PartitionID]*partition{}}
+	s := &Server{status: st, faults: f, bf16: blas.BF16Fast(), parts: map[plugins.PartitionID]*partition{}, budget: budget.New(budget.DefaultLimit())}
 	if f.exitBefore != "" || f.killBefore != "" || f.stopBefore != "" {
 		s.onNode = func(n *ir.Node) {
 			switch n.OpType {
@@ -176,8 +194,15 @@ func NewServer() (*Server, error) {
 // node it runs in status (nil: nowhere) and has no fault hooks (FaultEnv is
 // read by backend processes only: a hook that kills or stops the backend
 // would kill or stop the host).
+//
+// Like a backend process, it keeps its partitions within a memory budget of
+// its own (the session's limit, sent with each Compile: it counts the
+// weights it shares with the host, as a backend process counts its copy)
+// and refuses precision bf16 without AVX512_BF16; unlike one, it leaves
+// Go's soft memory limit (debug.SetMemoryLimit) to the host program.
 func NewInProcessServer(status *plugins.StatusWriter) *Server {
-	return &Server{status: status, faults: faults{refuse: map[string]bool{}}, parts: map[plugins.PartitionID]*partition{}}
+	return &Server{status: status, faults: faults{refuse: map[string]bool{}}, bf16: blas.BF16Fast(), inProcess: true,
+		parts: map[plugins.PartitionID]*partition{}, budget: budget.New(budget.DefaultLimit())}
 }
 
 // stopIn stops the process (SIGSTOP) in the call named by the stop-in fault
@@ -210,6 +235,7 @@ func (s *Server) Info(context.Context) (*plugins.Info, error) {
 			"blas_threads":  strconv.Itoa(blas.Threads()),
 			"spin":          ops.SpinTime().String(),
 			"max_rss_bytes": strconv.FormatInt(plugins.ProcessMaxRSS(), 10),
+			"bf16":          strconv.FormatBool(s.bf16),
 		},
 		ProtocolVersion: plugins.ProtocolVersion,
 	}
@@ -251,21 +277,51 @@ func verdict(q plugins.NodeQuery) plugins.Verdict {
 	return plugins.Verdict{Accepted: true}
 }
 
-// Compile decodes a partition and compiles it with runtime/graph.
+// Compile decodes a partition (weights in external data are read from
+// opts.ModelDir) and compiles it with CompileModel.
 func (s *Server) Compile(ctx context.Context, model []byte, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
 	s.stopIn("Compile")
-	m, err := onnx.Decode(model, onnx.Options{MaxTensorBytes: opts.MaxTensorBytes})
+	prec, err := s.precision(opts)
+	if err != nil {
+		return 0, nil, err
+	}
+	m, err := onnx.Decode(model, onnx.Options{MaxTensorBytes: opts.MaxTensorBytes, BaseDir: opts.ModelDir})
 	if err != nil {
 		return 0, nil, fmt.Errorf("cpu backend: decoding partition: %w", err)
 	}
-	return s.CompileModel(ctx, m, opts)
+	return s.compile(m, opts, prec)
 }
 
 // CompileModel compiles a partition given as a decoded model
-// (plugins.ModelCompiler: an in-process backend skips the encoding). The
-// program keeps m and reads its initializers in place: they must not change
-// while the partition is compiled.
+// (plugins.ModelCompiler: an in-process backend skips the encoding) with
+// runtime/graph, within the session's memory budget and at its precision.
+// The program keeps m and reads its initializers in place: they must not
+// change while the partition is compiled.
 func (s *Server) CompileModel(_ context.Context, m *ir.Model, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
+	prec, err := s.precision(opts)
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.compile(m, opts, prec)
+}
+
+// precision reads the precision a Compile asks for, refusing bf16 where the
+// CPU has no AVX512_BF16.
+func (s *Server) precision(opts plugins.CompileOptions) (ops.Precision, error) {
+	prec, err := ops.ParsePrecision(opts.Precision)
+	if err != nil {
+		return prec, fmt.Errorf("cpu backend: %w", err)
+	}
+	if prec == ops.PrecisionBF16 && !s.bf16 {
+		return prec, errors.New("cpu backend: precision bf16 needs a CPU with AVX512_BF16 (bfloat16 dot products); this one has none, use fp32")
+	}
+	return prec, nil
+}
+
+// compile compiles decoded partition m at precision prec, within the
+// session's memory budget (opts.MaxMemoryBytes).
+func (s *Server) compile(m *ir.Model, opts plugins.CompileOptions, prec ops.Precision) (plugins.PartitionID, []plugins.NodeRef, error) {
+	s.setBudget(opts.MaxMemoryBytes)
 	threads := opts.Threads
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
@@ -275,7 +331,7 @@ func (s *Server) CompileModel(_ context.Context, m *ir.Model, opts plugins.Compi
 		// partition for the same count wants.
 		blas.SetThreads(threads)
 	}
-	prog, err := graph.Compile(m, graph.Options{Threads: threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse})
+	prog, err := graph.Compile(m, graph.Options{Threads: threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, Budget: s.budget, Precision: prec})
 	if err != nil {
 		return 0, nil, fmt.Errorf("cpu backend: %w", err)
 	}
@@ -299,25 +355,100 @@ func (s *Server) Run(ctx context.Context, id plugins.PartitionID, inputs map[str
 	s.runs.Add(1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ro := graph.RunOptions{OnNode: func(i int, n *ir.Node) {
-		s.status.Running(id, i)
+	ro := graph.RunOptions{OnNode: func(i int, n *ir.Node, fused string) {
+		if fused != "" {
+			s.status.RunningStep(id, i, fused)
+		} else {
+			s.status.Running(id, i)
+		}
 		if s.onNode != nil {
 			s.onNode(n)
 		}
 	}, ReuseOutputs: plugins.OutputsCopied(ctx)}
+	prof := plugins.ProfileFrom(ctx)
+	var steps []graph.StepTime
+	if prof != nil {
+		ro.Profile = &steps
+	}
 	out, err := p.prog.Run(ctx, inputs, ro)
 	s.status.Idle(id)
+	for _, st := range steps {
+		prof.Steps = append(prof.Steps, plugins.StepTiming{Name: st.Node.Label(), OpType: st.Node.OpType, Domain: st.Node.Domain, Span: plugins.Span{Start: st.Start, Duration: st.Duration}})
+	}
+	if err != nil || !ro.ReuseOutputs {
+		s.idleLater() // else once the outputs are copied: OutputsReleased
+	}
 	return out, err
+}
+
+// OutputsReleased is called by the protocol layer once it has copied a
+// Run's outputs away (plugins.OutputsCopied): the run's memory is idle from
+// then on.
+func (s *Server) OutputsReleased() { s.idleLater() }
+
+// setBudget applies the session's memory budget (see
+// plugins.CompileOptions.MaxMemoryBytes) to the process, and, in a backend
+// process, makes it Go's soft memory limit too, so that the collector works
+// harder as the heap nears it (in process, that limit is the host's).
+func (s *Server) setBudget(limit int64) {
+	switch {
+	case limit == 0:
+		limit = budget.DefaultLimit()
+	case limit < 0:
+		limit = 0 // none
+	}
+	s.budget.SetLimit(limit)
+	if s.inProcess {
+		return
+	}
+	if limit > 0 {
+		debug.SetMemoryLimit(limit)
+	} else {
+		debug.SetMemoryLimit(math.MaxInt64)
+	}
+}
+
+// idleLater arranges for releaseIdle to run once no run has come for
+// plugins.IdleRelease.
+func (s *Server) idleLater() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idle == nil {
+		s.idle = time.AfterFunc(plugins.IdleRelease(), s.releaseIdle)
+		return
+	}
+	s.idle.Reset(plugins.IdleRelease())
+}
+
+// releaseIdle drops the memory the partitions keep for their next run
+// (arenas: planned buffers, scratch) and hands the freed heap back to the
+// system, so that one large request does not leave the process large.
+func (s *Server) releaseIdle() {
+	s.mu.Lock()
+	progs := make([]*graph.Program, 0, len(s.parts))
+	for _, p := range s.parts {
+		progs = append(progs, p.prog)
+	}
+	s.mu.Unlock()
+	var freed int64
+	for _, p := range progs {
+		freed += p.ReleaseIdle()
+	}
+	if freed > 0 {
+		plugins.FreeOSMemory()
+	}
 }
 
 // Release drops a compiled partition.
 func (s *Server) Release(_ context.Context, id plugins.PartitionID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.parts[id]; !ok {
+	p, ok := s.parts[id]
+	if !ok {
 		return fmt.Errorf("cpu backend: no partition %d", id)
 	}
 	delete(s.parts, id)
+	p.prog.Close() // its memory goes back to the budget
 	return nil
 }
 

@@ -202,3 +202,59 @@ func TestCompileSetsThreads(t *testing.T) {
 		}
 	}
 }
+
+// TestCompilePrecision checks CompileOptions.Precision: bf16 products on a
+// CPU with AVX512_BF16, a one-line refusal without it, and an error for
+// an unknown precision.
+func TestCompilePrecision(t *testing.T) {
+	s := newServer(t)
+	ctx := context.Background()
+	// y = x·W with W's entries 1 + 2^-12: bf16 rounds them to 1.
+	w := float32(1 + 1.0/4096)
+	m := &ir.Model{
+		IRVersion: 8,
+		Opsets:    map[string]int64{"": 17},
+		Graph: &ir.Graph{
+			Nodes:            []*ir.Node{{Name: "mm", OpType: "MatMul", Inputs: []string{"x", "W"}, Outputs: []string{"y"}}},
+			Inputs:           []*ir.ValueInfo{{Name: "x", Type: ir.TypeInfo{DType: ir.Float, Shape: ir.Shape{{Value: 1}, {Value: 2}}, RankKnown: true}}},
+			Outputs:          []*ir.ValueInfo{{Name: "y", Type: ir.TypeInfo{DType: ir.Float, Shape: ir.Shape{{Value: 1}, {Value: 2}}, RankKnown: true}}},
+			Initializers:     map[string]*ir.Tensor{"W": ir.FromSlice([]int{2, 2}, []float32{w, w, w, w})},
+			InitializerOrder: []string{"W"},
+		},
+	}
+	data, err := onnx.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := map[string]*ir.Tensor{"x": ir.FromSlice([]int{1, 2}, []float32{1, 1})}
+	for _, c := range []struct {
+		precision string
+		want      float32
+	}{{"", 2 * w}, {"fp32", 2 * w}, {"bf16", 2}} {
+		id, _, err := s.Compile(ctx, data, plugins.CompileOptions{Threads: 1, Precision: c.precision})
+		if c.precision == "bf16" && !s.bf16 {
+			if err == nil || !strings.Contains(err.Error(), "AVX512_BF16") {
+				t.Errorf("bf16 on a CPU without AVX512_BF16: %v", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("precision %q: %v", c.precision, err)
+		}
+		out, err := s.Run(ctx, id, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if y := out["y"].Float32s(); y[0] != c.want || y[1] != c.want {
+			t.Errorf("precision %q: y = %v, want [%g %g]", c.precision, y, c.want, c.want)
+		}
+	}
+	s.bf16 = false // as on a CPU without AVX512_BF16
+	_, _, err = s.Compile(ctx, data, plugins.CompileOptions{Precision: "bf16"})
+	if want := "cpu backend: precision bf16 needs a CPU with AVX512_BF16 (bfloat16 dot products); this one has none, use fp32"; err == nil || err.Error() != want {
+		t.Errorf("bf16 without AVX512_BF16: %v, want %q", err, want)
+	}
+	if _, _, err := s.Compile(ctx, data, plugins.CompileOptions{Precision: "fp16"}); err == nil || !strings.Contains(err.Error(), `unknown precision "fp16"`) {
+		t.Errorf("precision fp16: %v", err)
+	}
+}

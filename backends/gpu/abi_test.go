@@ -30,6 +30,8 @@ func sampleParams() []paramSample {
 		{"PSoftmax", softmaxParams("o", "x", 1, 1, 1)},
 		{"PLayerNorm", layerNormParams("o", "x", "s", "b", "", "", 1, 1, 1, 1, 1e-5)},
 		{"PAttn", attnParams(attnArgs{out: "o", q: "q", k: "k", v: "v", sq: 1, sk: 1, d: 1, dv: 1, batches: 1})},
+		{"PRMSNorm", rmsNormParams("o", "x", "s", 1, 1, 1, 1e-5)},
+		{"PRotary", rotaryParams(rotaryArgs{out: "o", in: "x", cos: "c", sin: "s", err: errFlagVal, n: 1, s: 1, h: 1, d: 2, rd: 2})},
 		{"PTrilu", triluParams(1, 1, 1, 0, true, "o", "x")},
 	}
 }
@@ -40,7 +42,7 @@ func kernelStruct(kernel string) string {
 	return map[string]string{
 		"binary": "PBinary", "unary": "PUnary", "cast": "PCast", "where": "PWhere", "copy": "PCopy",
 		"gather": "PGather", "fill": "PFill", "softmax": "PSoftmax", "layernorm": "PLayerNorm",
-		"attention": "PAttn", "trilu": "PTrilu",
+		"attention": "PAttn", "trilu": "PTrilu", "rmsnorm": "PRMSNorm", "rotary": "PRotary",
 	}[prefix]
 }
 
@@ -71,7 +73,8 @@ func TestKernelSourceABI(t *testing.T) {
 		"OP_LE": binLe, "OP_GE": binGe, "UN_SQRT": unSqrt, "UN_ERF": unErf, "UN_NEG": unNeg, "UN_EXP": unExp,
 		"UN_TANH": unTanh, "UN_RELU": unRelu, "UN_ABS": unAbs, "UN_RECIP": unRecip, "UN_SIGMOID": unSigmoid,
 		"UN_LOG": unLog, "UN_NOT": unNot, "MASK_NONE": maskNone, "MASK_BOOL_TRUE": maskBoolTrue,
-		"MASK_BOOL_FALSE": maskBoolFalse, "MASK_ADD": maskAdditive, "AT_WARPS": attnWarps, "AT_ROWS": attnRows,
+		"MASK_BOOL_FALSE": maskBoolFalse, "MASK_ADD": maskAdditive, "SC_NONE": scoresNone, "SC_RAW": scoresRaw,
+		"SC_SOFTCAPPED": scoresSoftcapped, "SC_BIASED": scoresBiased, "SC_WEIGHTS": scoresWeights, "AT_WARPS": attnWarps, "AT_ROWS": attnRows,
 		"AT_BK": attnBK, "AT_MAXD": attnMaxD, "DT_F32": int(ir.Float), "DT_I64": int(ir.Int64),
 		"DT_I32": int(ir.Int32), "DT_BOOL": int(ir.Bool), "DT_U8": int(ir.Uint8), "DT_F64": int(ir.Double),
 	}

@@ -60,6 +60,9 @@ var rules = map[string]opRule{
 	"Shape":    {0, nil, "folded on the host at plan time"},
 	"Constant": {0, nil, "folded on the host"}, "ConstantOfShape": {0, nil, "fill kernel (usually folded)"},
 	ops.DomainAttnrun + ":" + ops.FusedAttentionOp: {0, f32Only, "fused attention kernel (online softmax)"},
+	"Attention":        {0, f32Only, "the fused attention kernel (+ Concat for the KV cache); float32, head sizes up to 128"},
+	"RMSNormalization": {0, f32Only, "one block per row"},
+	"RotaryEmbedding":  {0, f32Only, "one thread per element"},
 }
 
 // gpuFromOpset is the first opset whose semantics the gpu lowering of an op
@@ -97,6 +100,11 @@ func verdict(q plugins.NodeQuery) plugins.Verdict {
 	if q.OpType == "Gather" && len(q.InputDTypes) > 1 {
 		if dt := q.InputDTypes[1]; dt != ir.Undefined && dt != ir.Int64 && dt != ir.Int32 {
 			return plugins.Verdict{Reason: fmt.Sprintf("Gather indices of type %v are not supported on the gpu backend", dt)}
+		}
+	}
+	if want, ok := inputTypes[q.OpType]; ok {
+		if reason := inputsVerdict(q.OpType, q.InputDTypes, want); reason != "" {
+			return plugins.Verdict{Reason: reason}
 		}
 	}
 	if r.dtypes == nil || r.typeInput >= len(q.InputDTypes) {
@@ -140,4 +148,33 @@ func supportedOps() []plugins.OpSupport {
 		return out[i].Since < out[j].Since
 	})
 	return out
+}
+
+// inputTypes lists, for ops whose every input is checked, the element
+// types each input may have on the device (the last entry covers the
+// rest): the kernels are float32 (there is no float16 on the device),
+// masks bool or float32, indices int64.
+var inputTypes = map[string][][]ir.DType{
+	"Attention":        {f32Only, f32Only, f32Only, {ir.Bool, ir.Float}, f32Only, f32Only, {ir.Int64}},
+	"RMSNormalization": {f32Only, f32Only},
+	"RotaryEmbedding":  {f32Only, f32Only, f32Only, {ir.Int64}},
+}
+
+// inputsVerdict checks a node's input types against want; it returns the
+// reason for refusing, or "".
+func inputsVerdict(op string, dts []ir.DType, want [][]ir.DType) string {
+	for i, dt := range dts {
+		if dt == ir.Undefined {
+			continue
+		}
+		w := want[min(i, len(want)-1)]
+		ok := false
+		for _, d := range w {
+			ok = ok || dt == d
+		}
+		if !ok {
+			return fmt.Sprintf("%s input %d of type %v is not supported on the gpu backend (it takes %s)", op, i, dt, typeList(w))
+		}
+	}
+	return ""
 }

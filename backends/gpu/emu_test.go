@@ -7,7 +7,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
@@ -359,6 +361,65 @@ func (e *emu) launch(k *launch, words []uint64) (err error) {
 				e.setF32(p.u("invstd")+uint64(4*r), float32(inv))
 			}
 		}
+	case "rmsnorm_f32":
+		rows, cols, period := p.i("rows"), p.i("cols"), p.i("period")
+		if period%cols != 0 {
+			return fmt.Errorf("rmsnorm: period %d is not a multiple of cols %d", period, cols)
+		}
+		for r := int64(0); r < rows; r++ {
+			x := func(j int64) float64 { return float64(e.f32(p.u("in") + uint64(4*(r*cols+j)))) }
+			ss := 0.0
+			for j := int64(0); j < cols; j++ {
+				ss += x(j) * x(j)
+			}
+			inv := 1 / math.Sqrt(ss/float64(cols)+p.f("eps"))
+			for j := int64(0); j < cols; j++ {
+				sc := float64(e.f32(p.u("scale") + uint64(4*((r*cols+j)%period))))
+				e.setF32(p.u("out")+uint64(4*(r*cols+j)), float32(x(j)*inv*sc))
+			}
+		}
+	case "rotary_f32":
+		s, h, d, rd := p.i("s"), p.i("h"), p.i("d"), p.i("rd")
+		half := rd / 2
+		at := func(base uint64, i int64) float64 { return float64(e.f32(base + uint64(4*i))) }
+		for i := int64(0); i < p.i("n"); i++ {
+			j, v := i%d, i/d
+			hh, t := v%h, v/h
+			ss, bb := t%s, t/s
+			off := bb*p.i("b_str") + ss*p.i("s_str") + hh*p.i("h_str")
+			y := p.u("out") + uint64(4*(off+j))
+			if j >= rd {
+				e.setF32(y, float32(at(p.u("in"), off+j)))
+				continue
+			}
+			row := bb*s + ss
+			if p.u("pos") != 0 {
+				_, row = e.load(int64(ir.Int64), p.u("pos"), bb*s+ss)
+				if row < 0 || row >= p.i("cache_rows") {
+					e.setF32(y, 0)
+					binary.LittleEndian.PutUint32(e.bytes(p.u("err"), 4), 1)
+					continue
+				}
+			}
+			j1, j2, first := j, j+half, j < half
+			if !first {
+				j1, j2 = j-half, j
+			}
+			if p.i("interleaved") == 1 {
+				j1, j2, first = j&^1, j|1, j%2 == 0
+			}
+			k := j1
+			if p.i("interleaved") == 1 {
+				k = j1 / 2
+			}
+			c, sn := at(p.u("cos"), row*half+k), at(p.u("sin"), row*half+k)
+			x1, x2 := at(p.u("in"), off+j1), at(p.u("in"), off+j2)
+			r := sn*x1 + c*x2
+			if first {
+				r = c*x1 - sn*x2
+			}
+			e.setF32(y, float32(r))
+		}
 	case "trilu_1", "trilu_4", "trilu_8":
 		sz := size()
 		rows, cols, kk := p.i("rows"), p.i("cols"), p.i("k")
@@ -390,9 +451,18 @@ func (e *emu) attention(k *launch, p params) error {
 	}
 	shape := p.arr("bshape")
 	kind := p.i("mask_kind")
+	softcap, mode := p.f("softcap"), p.i("scores_mode")
 	f32 := func(base uint64, i int64) float64 { return float64(e.f32(base + uint64(4*i))) }
 	for b := int64(0); b < p.i("batches"); b++ {
-		o := offsets(b, shape, p.arr("bq"), p.arr("bk"), p.arr("bv"), p.arr("bm"), p.arr("bo"))
+		o := offsets(b, shape, p.arr("bq"), p.arr("bk"), p.arr("bv"), p.arr("bm"), p.arr("bo"), p.arr("bl"))
+		klim := sk
+		if p.u("kvlen") != 0 {
+			_, n := e.load(int64(ir.Int64), p.u("kvlen"), o[5])
+			klim = min(max(n, 0), sk)
+		}
+		score := func(row, j int64, v float64) {
+			e.setF32(p.u("scores")+uint64(4*((b*sq+row)*sk+j)), float32(v))
+		}
 		for row := int64(0); row < sq; row++ {
 			s := make([]float64, sk)
 			m := math.Inf(-1)
@@ -402,14 +472,31 @@ func (e *emu) attention(k *launch, p params) error {
 					dot += f32(p.u("q"), o[0]+row*p.i("q_rs")+c*p.i("q_cs")) * f32(p.u("k"), o[1]+j*p.i("k_js")+c*p.i("k_cs"))
 				}
 				s[j] = dot * p.f("scale")
+				if mode == scoresRaw {
+					score(row, j, s[j])
+				}
+				if softcap > 0 {
+					s[j] = softcap * math.Tanh(s[j]/softcap)
+				}
+				if mode == scoresSoftcapped {
+					score(row, j, s[j])
+				}
 				mi := o[3] + row*p.i("m_row") + j*p.i("m_col")
-				switch kind {
-				case maskAdditive:
+				switch {
+				case kind != maskNone && j >= p.i("mask_keys"):
+					s[j] = math.Inf(-1)
+				case kind == maskAdditive:
 					s[j] += f32(p.u("mask"), mi) * p.f("mask_scale")
-				case maskBoolTrue, maskBoolFalse:
+				case kind == maskBoolTrue, kind == maskBoolFalse:
 					if (e.bytes(p.u("mask")+uint64(mi), 1)[0] != 0) == (kind == maskBoolTrue) {
 						s[j] = p.f("fill")
 					}
+				}
+				if j >= klim || (p.i("causal") == 1 && j > row+p.i("causal_off")) {
+					s[j] = math.Inf(-1)
+				}
+				if mode >= scoresBiased {
+					score(row, j, s[j])
 				}
 				m = math.Max(m, s[j])
 			}
@@ -417,6 +504,15 @@ func (e *emu) attention(k *launch, p params) error {
 			for j := range s {
 				s[j] = math.Exp(s[j] - m)
 				sum += s[j]
+			}
+			if mode == scoresWeights {
+				for j, x := range s {
+					w := x / sum
+					if math.IsInf(m, -1) {
+						w = math.NaN()
+					}
+					score(row, int64(j), w)
+				}
 			}
 			for c := int64(0); c < dv; c++ {
 				acc := 0.0
@@ -523,10 +619,25 @@ func emuOpener(noFuse bool, runners *[]*emuRunner) conform.Opener {
 	}
 }
 
+// gpuMissingOps lists, for the bundled models that use ops the GPU backend
+// has no kernel for, exactly those ops. A session runs such nodes on the
+// cpu backend (a logged fallback); this test talks to the GPU server
+// alone, so a run that reaches one of them is skipped, saying so, and the
+// capability check requires the refused ops to be exactly these (a kernel
+// added later must update the list).
+var gpuMissingOps = map[string][]string{
+	"einsum_attention":        {"Einsum"},
+	"einsum_cross_attention":  {"Einsum"},
+	"llama_attention_opset17": {"Cos", "ReduceMean", "Sin"},
+	"t5_attention":            {"Min", "Range"}, // folded on the host at run time
+	"torch_mha_need_weights":  {"ReduceSum"},
+}
+
 // TestModelsOnEmulator lowers every reference model in models/ (fused and
 // unfused), runs it through the executor on the emulator and compares with
 // PyTorch's outputs at attnrun conform's default tolerance. It also checks
-// that the GPU backend accepts every node of these models.
+// that the GPU backend accepts every node of these models (but the ops
+// gpuMissingOps lists).
 func TestModelsOnEmulator(t *testing.T) {
 	cases, err := conform.Find([]string{"../../models"})
 	if err != nil {
@@ -541,6 +652,13 @@ func TestModelsOnEmulator(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				var runners []*emuRunner
 				res := conform.Run(context.Background(), c, emuOpener(noFuse, &runners), conform.Tolerance{Rtol: 1e-4, Atol: 1e-5})
+				if !res.Pass && res.Err != nil && strings.Contains(res.Err.Error(), "the gpu backend has no kernel for this op") {
+					for _, op := range gpuMissingOps[c.Name] {
+						if strings.Contains(res.Err.Error(), "("+op+")") {
+							t.Skipf("the gpu backend has no %s kernel (a session runs it on the cpu backend): %v", op, res.Err)
+						}
+					}
+				}
 				if !res.Pass {
 					t.Fatalf("%v (max abs %g, max rel %g)", res.Err, res.MaxAbs, res.MaxRel)
 				}
@@ -561,17 +679,23 @@ func TestModelsOnEmulator(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			missing := gpuMissingOps[c.Name]
+			if len(missing) == 0 {
+				requireAccepted(t, prog)
+				return
+			}
+			refused := map[string]bool{}
 			for _, n := range prog.Order {
-				q := plugins.NodeQuery{Name: n.Label(), OpType: n.OpType, Domain: n.Domain, Opset: int64(prog.Opsets[n])}
-				for _, in := range n.Inputs {
-					dt := ir.Undefined
-					if in != "" {
-						dt = prog.Types[in].Type.DType
+				if v := verdict(nodeQuery(prog, n)); !v.Accepted {
+					refused[n.OpType] = true
+					if !slices.Contains(missing, n.OpType) {
+						t.Errorf("node %s refused: %s", n.Label(), v.Reason)
 					}
-					q.InputDTypes = append(q.InputDTypes, dt)
 				}
-				if v := verdict(q); !v.Accepted {
-					t.Errorf("node %s refused: %s", n.Label(), v.Reason)
+			}
+			for _, op := range missing {
+				if !refused[op] {
+					t.Errorf("gpuMissingOps lists %s, but the gpu backend takes every %s node of the model: update the list", op, op)
 				}
 			}
 		})

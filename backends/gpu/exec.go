@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/plugins"
@@ -242,19 +243,29 @@ func (s *Server) runPlan(ctx context.Context, id plugins.PartitionID, p *partiti
 			return fmt.Errorf("uploading input %q: %w", name, err)
 		}
 	}
+	// A profiled run waits for each kernel to finish, so that its step
+	// lasts from its launch to its end.
+	prof := plugins.ProfileFrom(ctx)
 	for i := range dp.calls {
 		c := &dp.calls[i]
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("run cancelled before node %q (%s): %w", c.node.Label(), c.node.QualifiedOp(), err)
 		}
+		var start time.Time
+		if prof != nil {
+			start = time.Now()
+		}
 		s.status.Running(id, c.step)
 		if err := s.issue(d, c, addr); err != nil {
 			return c.node.Errorf("%w", err)
 		}
-		if s.syncEach {
+		if s.syncEach || prof != nil {
 			if err := d.sync(); err != nil {
 				return c.node.Errorf("%w", err)
 			}
+		}
+		if prof != nil {
+			prof.Steps = append(prof.Steps, plugins.StepTiming{Name: c.node.Label(), OpType: c.node.OpType, Domain: c.node.Domain, Span: plugins.Span{Start: start, Duration: time.Since(start)}})
 		}
 	}
 	if err := d.sync(); err != nil {
@@ -270,7 +281,7 @@ func (s *Server) runPlan(ctx context.Context, id plugins.PartitionID, p *partiti
 			return err
 		}
 		if binary.LittleEndian.Uint64(flag[:]) != 0 {
-			return fmt.Errorf("gpu backend: a Gather index was out of range")
+			return fmt.Errorf("gpu backend: a Gather index was out of range (or a RotaryEmbedding position id)")
 		}
 	}
 	for _, name := range dp.outputs {

@@ -62,6 +62,13 @@ typedef unsigned char u8;
 #define MASK_BOOL_FALSE 2
 #define MASK_ADD 3
 
+// What attention_f32 writes to its scores output (params.go: scores*).
+#define SC_NONE 0
+#define SC_RAW 1
+#define SC_SOFTCAPPED 2
+#define SC_BIASED 3
+#define SC_WEIGHTS 4
+
 // Attention tiling: AT_WARPS warps of AT_ROWS query rows each per block,
 // AT_BK keys per shared-memory tile (one key per lane), head sizes up to
 // AT_MAXD (the accumulator holds AT_MAXD/32 columns per lane).
@@ -138,6 +145,27 @@ struct PAttn {
   double scale, fill, mask_scale;
   i64 rank;
   i64 bshape[MAXR], bq[MAXR], bk[MAXR], bv[MAXR], bm[MAXR], bo[MAXR];
+  // ONNX Attention's extras (ops/attention.go): softcap c > 0 makes each
+  // score c·tanh(s/c); with causal, key j is -inf for row i when
+  // j > i + causal_off; keys at or past mask_keys are -inf (a padded
+  // mask); kvlen (int64, null: none) gives each batch matrix's key count,
+  // indexed through the bl strides; scores (null: none) receives the
+  // [batches, sq, sk] scores at stage scores_mode.
+  double softcap;
+  i64 causal, causal_off, mask_keys, scores_mode;
+  u64 kvlen, scores;
+  i64 bl[MAXR];
+};
+
+struct PRMSNorm {
+  u64 out, in, scale;
+  i64 rows, cols, period;
+  double eps;
+};
+
+struct PRotary {
+  u64 out, in, cos, sin, pos, err;
+  i64 n, s, h, d, rd, b_str, s_str, h_str, interleaved, cache_rows;
 };
 
 struct PTrilu {
@@ -458,6 +486,60 @@ extern "C" __global__ void layernorm_f32(const PLayerNorm p) {
   }
 }
 
+// RMSNormalization over rows of cols elements, one block per row: y =
+// x / sqrt(mean(x²) + eps) · scale, fp32. The scale is read at
+// (r·cols + j) mod period: the host expands it over X's trailing dims it
+// covers, a multiple of cols.
+extern "C" __global__ void rmsnorm_f32(const PRMSNorm p) {
+  __shared__ float red[32];
+  for (i64 r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    const float* x = (const float*)p.in + r * p.cols;
+    float* y = (float*)p.out + r * p.cols;
+    const float* sc = (const float*)p.scale + (r * p.cols) % p.period;
+    float ss = 0.f;
+    for (i64 j = threadIdx.x; j < p.cols; j += blockDim.x) ss += x[j] * x[j];
+    const float inv = 1.f / sqrtf(block_reduce(ss, false, red) / (float)p.cols + (float)p.eps);
+    for (i64 j = threadIdx.x; j < p.cols; j += blockDim.x) y[j] = x[j] * inv * sc[j];
+  }
+}
+
+// RotaryEmbedding, one thread per element of X seen as [B, S, H, D] (n
+// elements; X's element (b, s, h, j) at b·b_str + s·s_str + h·h_str + j).
+// The first rd elements of each head vector rotate by the (cos, sin) of
+// their pair (halves, or neighbours when interleaved); the rest copy. The
+// cache row is position_ids[b, s] (pos) or b·S + s without them; a
+// position outside [0, cache_rows) writes 0 and sets *err.
+extern "C" __global__ void rotary_f32(const PRotary p) {
+  const float* X = (const float*)p.in;
+  float* Y = (float*)p.out;
+  const i64 half = p.rd / 2;
+  GRID_LOOP(i, p.n) {
+    const i64 j = i % p.d, v = i / p.d;
+    const i64 hh = v % p.h, t = v / p.h;
+    const i64 ss = t % p.s, bb = t / p.s;
+    const i64 off = bb * p.b_str + ss * p.s_str + hh * p.h_str;
+    if (j >= p.rd) {
+      Y[off + j] = X[off + j];
+      continue;
+    }
+    i64 row = bb * p.s + ss;
+    if (p.pos) {
+      row = ((const i64*)p.pos)[bb * p.s + ss];
+      if (row < 0 || row >= p.cache_rows) {
+        Y[off + j] = 0.f;
+        atomicExch((unsigned int*)p.err, 1u);
+        continue;
+      }
+    }
+    const i64 k = p.interleaved ? j / 2 : (j < half ? j : j - half);
+    const bool first = p.interleaved ? (j % 2 == 0) : (j < half);
+    const i64 j1 = p.interleaved ? 2 * k : k, j2 = p.interleaved ? 2 * k + 1 : k + half;
+    const float c = ((const float*)p.cos)[row * half + k], sn = ((const float*)p.sin)[row * half + k];
+    const float x1 = X[off + j1], x2 = X[off + j2];
+    Y[off + j] = first ? c * x1 - sn * x2 : sn * x1 + c * x2;
+  }
+}
+
 // ---- fused attention ----
 
 // softmax(scale·Q·Kᵀ masked)·V without materializing the scores
@@ -475,6 +557,13 @@ extern "C" __global__ void layernorm_f32(const PLayerNorm p) {
 // a matrix from the *_rs/_cs/_js fields. The host adds each view's offset
 // to the pointer.
 //
+// Grouped-query heads need no support here: the host splits the heads
+// axis of the batch into (kv heads, group) with K and V broadcast along
+// the group. Softcap, the causal offset, padded masks, key lengths and the
+// scores output follow ops/attention.go (see PAttn); for the "weights"
+// stage each lane rewrites the scores it wrote once the row's max and sum
+// are final.
+//
 // Semantics follow ops/attention.go: a row whose scores are all -inf gives
 // NaN, a row masked with a finite fill gets uniform weights, Sk = 0 is
 // handled by the host (zeros). Dynamic shared memory:
@@ -488,8 +577,9 @@ extern "C" __global__ void attention_f32(const PAttn p) {
   float* Ps = Qs + AT_WARPS * AT_ROWS * D;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const float scale = (float)p.scale, fill = (float)p.fill, mscale = (float)p.mask_scale;
+  const float softcap = (float)p.softcap;
   for (i64 b = blockIdx.y; b < p.batches; b += gridDim.y) {
-    i64 qo = 0, ko = 0, vo = 0, mo = 0, oo = 0, rem = b;
+    i64 qo = 0, ko = 0, vo = 0, mo = 0, oo = 0, lo = 0, rem = b;
     for (i64 d = p.rank - 1; d >= 0; --d) {
       i64 c = rem % p.bshape[d];
       rem /= p.bshape[d];
@@ -498,7 +588,14 @@ extern "C" __global__ void attention_f32(const PAttn p) {
       vo += c * p.bv[d];
       mo += c * p.bm[d];
       oo += c * p.bo[d];
+      lo += c * p.bl[d];
     }
+    i64 klim = p.sk;  // keys past klim are -inf (key lengths)
+    if (p.kvlen) {
+      const i64 n = ((const i64*)p.kvlen)[lo];
+      klim = n < 0 ? 0 : (n < p.sk ? n : p.sk);
+    }
+    float* SC = p.scores ? (float*)p.scores + b * p.sq * p.sk : (float*)0;
     const float* Q = (const float*)p.q + qo;
     const float* K = (const float*)p.k + ko;
     const float* V = (const float*)p.v + vo;
@@ -538,18 +635,26 @@ extern "C" __global__ void attention_f32(const PAttn p) {
         const bool valid = lane < cols;
         float s = F_NEGINF;
         if (valid) {
+          const i64 j = j0 + lane;
           float dot = 0.f;
           for (int c = 0; c < D; c++) dot += q[c] * Ks[lane * ldk + c];
           s = dot * scale;
+          if (p.scores_mode == SC_RAW) SC[row * p.sk + j] = s;
+          if (softcap > 0.f) s = softcap * tanhf(s / softcap);
+          if (p.scores_mode == SC_SOFTCAPPED) SC[row * p.sk + j] = s;
           if (p.mask_kind != MASK_NONE) {
-            i64 mi = mo + row * p.m_row + (j0 + lane) * p.m_col;
-            if (p.mask_kind == MASK_ADD) {
+            i64 mi = mo + row * p.m_row + j * p.m_col;
+            if (j >= p.mask_keys) {
+              s = F_NEGINF;
+            } else if (p.mask_kind == MASK_ADD) {
               s += ((const float*)p.mask)[mi] * mscale;
             } else {
               bool set = ((const u8*)p.mask)[mi] != 0;
               if (set == (p.mask_kind == MASK_BOOL_TRUE)) s = fill;
             }
           }
+          if (j >= klim || (p.causal && j > row + p.causal_off)) s = F_NEGINF;
+          if (p.scores_mode >= SC_BIASED) SC[row * p.sk + j] = s;
         }
         const float mnew = fmaxf(m[r], warp_max(valid ? s : F_NEGINF));
         if (mnew == F_NEGINF) continue;  // every score so far is -inf (uniform)
@@ -569,6 +674,16 @@ extern "C" __global__ void attention_f32(const PAttn p) {
           }
         }
         __syncwarp();
+      }
+    }
+    if (p.scores_mode == SC_WEIGHTS) {
+      // Each lane wrote keys lane, lane+32, ...: it normalizes them.
+#pragma unroll
+      for (int r = 0; r < AT_ROWS; r++) {
+        const i64 row = row0 + r;
+        if (row >= p.sq) break;
+        float* sr = SC + row * p.sk;
+        for (i64 j = lane; j < p.sk; j += 32) sr[j] = m[r] == F_NEGINF ? F_NAN : expf(sr[j] - m[r]) / l[r];
       }
     }
     float* O = (float*)p.out + oo;

@@ -16,7 +16,7 @@ var kernelNames = []string{
 	"copy_1", "copy_4", "copy_8",
 	"gather_1", "gather_4", "gather_8",
 	"fill_1", "fill_4", "fill_8", "trilu_1", "trilu_4", "trilu_8",
-	"softmax_f32", "layernorm_f32", "attention_f32",
+	"softmax_f32", "layernorm_f32", "attention_f32", "rmsnorm_f32", "rotary_f32",
 }
 
 // deviceConfig selects and configures the GPU.

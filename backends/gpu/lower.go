@@ -162,11 +162,19 @@ func lowerPlan(prog *graph.Program, inputs map[string]*ir.Tensor, static map[str
 	// Fused attention replaces its chain at the position of the chain's last
 	// MatMul; the movement nodes it reads or writes through views
 	// (Absorbed) do not run either. When the kernel cannot take a fused
-	// node's head sizes, the original nodes run instead.
-	fusedAt := map[*ir.Node]*ir.Node{}
+	// node's head sizes, the original nodes run instead. An ONNX Attention
+	// node runs the nodes of its lowering (Fusion.Nodes) in its place; it
+	// has no unfused form here.
+	fusedAt := map[*ir.Node]graph.Fusion{}
 	skip := map[*ir.Node]bool{}
 	for _, f := range fusions {
-		if len(f.Replaced) == 0 || !attnLowerable(f.Node, types) {
+		if len(f.Replaced) == 0 {
+			continue
+		}
+		if !attnLowerable(f.Node, types) {
+			if isAttentionOp(f.Replaced[0]) {
+				return nil, headSizeError(f.Replaced[0], f.Node, types)
+			}
 			continue
 		}
 		last := f.Replaced[0]
@@ -179,47 +187,116 @@ func lowerPlan(prog *graph.Program, inputs map[string]*ir.Tensor, static map[str
 		for _, a := range f.Absorbed {
 			skip[a] = true
 		}
-		fusedAt[last] = f.Node
+		fusedAt[last] = f
 	}
 	// A node runs only when a later step or a graph output reads one of its
 	// results: one read only by nodes folded on the host (a Transpose
 	// feeding a Shape) is dead, and may read a value a fusion absorbed.
+	// A fused node runs as the fusion's node, or its Nodes (an Attention
+	// node's lowering).
+	runs := func(n *ir.Node) ([]*ir.Node, []int) {
+		if f, ok := fusedAt[n]; ok {
+			if len(f.Nodes) > 0 {
+				return f.Nodes, f.Opsets
+			}
+			return []*ir.Node{f.Node}, []int{1}
+		}
+		return []*ir.Node{n}, []int{prog.Opsets[n]}
+	}
 	live := map[string]bool{}
 	for _, vi := range prog.Model.Graph.Outputs {
 		live[vi.Name] = true
 	}
 	needed := map[*ir.Node]bool{}
 	for i := len(prog.Order) - 1; i >= 0; i-- {
-		n, node := prog.Order[i], prog.Order[i]
-		if f, ok := fusedAt[n]; ok {
-			node = f
-		} else if skip[n] || allConst(n, types) {
+		n := prog.Order[i]
+		if _, ok := fusedAt[n]; !ok && (skip[n] || allConst(n, types)) {
 			continue
 		}
-		if !slices.ContainsFunc(node.Outputs, func(o string) bool { return o != "" && live[o] }) {
+		nodes, _ := runs(n)
+		read := false
+		for _, node := range nodes {
+			read = read || slices.ContainsFunc(node.Outputs, func(o string) bool { return o != "" && live[o] })
+		}
+		if !read {
 			continue
 		}
 		needed[n] = true
-		for _, in := range node.Inputs {
-			live[in] = true
+		for _, node := range nodes {
+			for _, in := range node.Inputs {
+				live[in] = true
+			}
 		}
 	}
 	seq := 0
 	for _, n := range prog.Order {
-		node := n
 		if !needed[n] {
 			continue
 		}
-		if f, ok := fusedAt[n]; ok {
-			node = f
+		nodes, opsets := runs(n)
+		if _, fused := fusedAt[n]; !fused && isAttentionOp(n) {
+			// Not rewritten (--no-fuse): lower its lowering here, as the
+			// CPU's Attention kernel runs it.
+			var err error
+			if nodes, opsets, err = lowerAttentionOp(n, types); err != nil {
+				return nil, err
+			}
 		}
-		l.cur, l.node, l.step = seq, node, prog.Index[n]
-		if err := l.lowerNode(node, prog.Opsets[n]); err != nil {
-			return nil, err
+		for k, node := range nodes {
+			l.cur, l.node, l.step = seq, node, prog.Index[n]
+			if err := l.lowerNode(node, opsets[k]); err != nil {
+				return nil, err
+			}
+			seq++
 		}
-		seq++
 	}
 	return l.finish(seq)
+}
+
+// lowerAttentionOp returns the nodes an Attention node the plan did not
+// rewrite runs as (ops.LowerAttention), adding the types of the tensors
+// they make to types.
+func lowerAttentionOp(n *ir.Node, types map[string]ops.Value) ([]*ir.Node, []int, error) {
+	in := make([]ops.Value, len(n.Inputs))
+	for k, name := range n.Inputs {
+		if name != "" {
+			in[k] = types[name]
+		}
+	}
+	low, err := ops.LowerAttention(n, in)
+	if err != nil {
+		return nil, nil, err
+	}
+	local, err := low.Types(func(name string) (ops.Value, bool) {
+		v, ok := types[name]
+		return v, ok
+	})
+	if err != nil {
+		return nil, nil, n.Errorf("%w", err)
+	}
+	for name, v := range local {
+		types[name] = v
+	}
+	if !attnLowerable(low.Fused, types) {
+		return nil, nil, headSizeError(n, low.Fused, types)
+	}
+	opsets := make([]int, len(low.Nodes))
+	for i, node := range low.Nodes {
+		opsets[i] = low.Opsets[node]
+	}
+	return low.Nodes, opsets, nil
+}
+
+// headSizeError is the error for Attention node n whose FusedAttention
+// node fused has head sizes the kernel does not take.
+func headSizeError(n, fused *ir.Node, types map[string]ops.Value) error {
+	g, _ := attnGeometry(fused, types)
+	return n.Errorf("the gpu attention kernel takes head sizes up to %d, this node has %d (Q, K) and %d (V): run it on the cpu backend", attnMaxD, g.d, g.dv)
+}
+
+// isAttentionOp reports whether n is an ONNX Attention node.
+func isAttentionOp(n *ir.Node) bool {
+	return n.OpType == "Attention" && (n.Domain == "" || n.Domain == "ai.onnx")
 }
 
 // finish plans the arena and the boundary transfers; end is the number of
@@ -470,6 +547,10 @@ func (l *lowerer) lowerNode(n *ir.Node, opset int) error {
 		return l.softmax(n, opset)
 	case "LayerNormalization":
 		return l.layerNorm(n)
+	case "RMSNormalization":
+		return l.rmsNorm(n)
+	case "RotaryEmbedding":
+		return l.rotary(n)
 	case "MatMul":
 		return l.matmul(n)
 	case "Gemm":
@@ -1177,22 +1258,37 @@ func softmaxGeometry(s []int, axis, opset int) (rows, cols, inner int64) {
 	return outer * inner, int64(s[axis]), inner
 }
 
-func (l *lowerer) layerNorm(n *ir.Node) error {
-	in, out, s, _, err := l.unaryMove(n)
-	if err != nil {
-		return err
+// normArgs reads a normalization's input, output, shape, axis and epsilon
+// (LayerNormalization, RMSNormalization).
+func (l *lowerer) normArgs(n *ir.Node) (in, out string, s []int, axis int, eps float32, err error) {
+	if in, out, s, _, err = l.unaryMove(n); err != nil {
+		return
 	}
 	a, err := n.AttrInt("axis", -1)
 	if err != nil {
-		return n.Errorf("%w", err)
+		return in, out, s, 0, 0, n.Errorf("%w", err)
 	}
-	eps, err := n.AttrFloat("epsilon", 1e-5)
-	if err != nil {
-		return n.Errorf("%w", err)
+	if eps, err = n.AttrFloat("epsilon", 1e-5); err != nil {
+		return in, out, s, 0, 0, n.Errorf("%w", err)
 	}
-	axis, err := ops.NormAxis(a, len(s))
+	if axis, err = ops.NormAxis(a, len(s)); err != nil {
+		return in, out, s, 0, 0, n.Errorf("%w", err)
+	}
+	return in, out, s, axis, eps, nil
+}
+
+// emitRows launches a one-block-per-row kernel over rows of cols elements.
+func (l *lowerer) emitRows(name, params string, pb *paramBuilder, rows, cols int64) {
+	k := &launch{kernel: name, params: params, fields: pb.fields}
+	k.grid = [3]uint32{uint32(min(rows, maxGridX)), 1, 1}
+	k.block = [3]uint32{rowBlock(cols), 1, 1}
+	l.emit(k)
+}
+
+func (l *lowerer) layerNorm(n *ir.Node) error {
+	in, out, s, axis, eps, err := l.normArgs(n)
 	if err != nil {
-		return n.Errorf("%w", err)
+		return err
 	}
 	rows, cols := ir.NumElements(s[:axis]), ir.NumElements(s[axis:])
 	param := func(i int) (string, int64, error) {
@@ -1227,11 +1323,114 @@ func (l *lowerer) layerNorm(n *ir.Node) error {
 	if rows == 0 || cols == 0 {
 		return nil
 	}
-	k := &launch{kernel: "layernorm_f32", params: "PLayerNorm",
-		fields: layerNormParams(out, in, scale, bias, stats[0], stats[1], rows, cols, scaleN, biasN, float64(eps)).fields}
-	k.grid = [3]uint32{uint32(min(rows, maxGridX)), 1, 1}
-	k.block = [3]uint32{rowBlock(cols), 1, 1}
-	l.emit(k)
+	l.emitRows("layernorm_f32", "PLayerNorm", layerNormParams(out, in, scale, bias, stats[0], stats[1], rows, cols, scaleN, biasN, float64(eps)), rows, cols)
+	return nil
+}
+
+// rmsNorm lowers RMSNormalization to rmsnorm_f32. The scale is read as a
+// pattern over X's trailing dims it covers: the input itself when it
+// already has that shape, else (a constant) expanded on the host.
+func (l *lowerer) rmsNorm(n *ir.Node) error {
+	in, out, s, axis, eps, err := l.normArgs(n)
+	if err != nil {
+		return err
+	}
+	scale, err := l.in(n, 1)
+	if err != nil {
+		return err
+	}
+	if l.dtype(scale) != ir.Float {
+		return n.Errorf("scale is %v; the gpu kernel takes float32", l.dtype(scale))
+	}
+	ss, _ := l.shape(scale)
+	if len(ss) > len(s) {
+		return n.Errorf("scale %v does not broadcast to X %v", ss, s)
+	}
+	k := min(axis, len(s)-len(ss))
+	pattern := s[k:]
+	if !ops.SameShape(ss, pattern) {
+		c := l.types[scale].Const
+		if c == nil {
+			return n.Errorf("scale %v is computed at run time and broadcasts over X %v: the gpu kernel takes it only as X's trailing dims or as a constant", ss, s)
+		}
+		st, err := ops.BroadcastStrides(pattern, ss)
+		if err != nil {
+			return n.Errorf("scale %v does not broadcast to X %v", ss, s)
+		}
+		exp := ir.NewTensor(ir.Float, pattern)
+		src, dst := c.Float32s(), exp.Float32s()
+		for e := range dst {
+			off, rem := 0, e
+			for d := len(pattern) - 1; d >= 0; d-- {
+				off += (rem % pattern[d]) * st[d]
+				rem /= pattern[d]
+			}
+			dst[e] = src[off]
+		}
+		if scale, err = l.read(l.hostConst(scale+"#rms-expanded", exp)); err != nil {
+			return err
+		}
+	}
+	rows, cols := ir.NumElements(s[:axis]), ir.NumElements(s[axis:])
+	if rows == 0 || cols == 0 {
+		return nil
+	}
+	l.emitRows("rmsnorm_f32", "PRMSNorm", rmsNormParams(out, in, scale, rows, cols, ir.NumElements(pattern), float64(eps)), rows, cols)
+	return nil
+}
+
+// rotary lowers RotaryEmbedding to rotary_f32; the shapes were checked by
+// the op's inference.
+func (l *lowerer) rotary(n *ir.Node) error {
+	in, out, s, _, err := l.unaryMove(n)
+	if err != nil {
+		return err
+	}
+	var names [3]string
+	for i := 1; i <= 2 || (i == 3 && n.Input(3) != ""); i++ {
+		if names[i-1], err = l.in(n, i); err != nil {
+			return err
+		}
+	}
+	for _, x := range []string{in, names[0], names[1]} {
+		if l.dtype(x) != ir.Float {
+			return n.Errorf("%q is %v; the gpu kernel takes float32", x, l.dtype(x))
+		}
+	}
+	il, _ := n.AttrInt("interleaved", 0)
+	rd, _ := n.AttrInt("rotary_embedding_dim", 0)
+	a := rotaryArgs{out: out, in: in, cos: names[0], sin: names[1], pos: names[2], interleaved: il == 1}
+	switch len(s) {
+	case 4: // [B, H, S, D]
+		a.s, a.h, a.d = int64(s[2]), int64(s[1]), int64(s[3])
+		a.hStr, a.sStr, a.bStr = a.s*a.d, a.d, a.h*a.s*a.d
+	case 3: // [B, S, H·D]
+		nh, _ := n.AttrInt("num_heads", 0)
+		if nh <= 0 || int64(s[2])%nh != 0 {
+			return n.Errorf("3-D input %v needs num_heads dividing its last dim", s)
+		}
+		a.s, a.h, a.d = int64(s[1]), nh, int64(s[2])/nh
+		a.hStr, a.sStr, a.bStr = a.d, int64(s[2]), a.s*int64(s[2])
+	default:
+		return n.Errorf("input %v must be 3-D or 4-D", s)
+	}
+	a.rd = rd
+	if a.rd == 0 {
+		a.rd = a.d
+	}
+	cs, _ := l.shape(names[0])
+	if names[2] != "" {
+		a.cacheRows = int64(cs[0])
+		a.err = errFlagVal
+		l.pl.usesErr = true
+	} else {
+		a.cacheRows = int64(s[0]) * a.s
+	}
+	a.n = ir.NumElements(s)
+	if a.n == 0 {
+		return nil
+	}
+	l.emit(kernel("rotary_f32", "PRotary", a.n, rotaryParams(a)))
 	return nil
 }
 
@@ -1423,7 +1622,7 @@ type attnOperand struct {
 
 // attnShapes are a FusedAttention node's concrete geometry.
 type attnShapes struct {
-	batch                  []int
+	batch                  []int // the logical batch (heads of Q)
 	q, k, v, out           attnOperand
 	qB, kB, vB, mB         []int
 	sq, d, sk, dv          int
@@ -1431,6 +1630,15 @@ type attnShapes struct {
 	kT, hasMask            bool
 	scale, fill, maskScale float32
 	maskKind               string
+	// ONNX Attention's extras (ops/attention.go).
+	group       int
+	softcap     float32
+	causal      bool
+	causalOff   int
+	padKeys     bool
+	hasLens     bool
+	scoresMode  string
+	scoresShape []int
 }
 
 // attnView reads a view attribute (q_view, ...) or returns the contiguous
@@ -1494,6 +1702,47 @@ func attnGeometry(n *ir.Node, types map[string]ops.Value) (attnShapes, error) {
 	if g.scale, err = n.AttrFloat("scale", 1); err != nil {
 		return g, n.Errorf("%w", err)
 	}
+	group, err := n.AttrInt("kv_group", 1)
+	if err != nil {
+		return g, n.Errorf("%w", err)
+	}
+	g.group = int(group)
+	// Broadcast with K's and V's heads standing for Q's (grouped heads).
+	kBB, vBB := g.kB, g.vB
+	if g.group > 1 {
+		if len(g.qB) == 0 || len(g.kB) == 0 || len(g.vB) == 0 {
+			return g, n.Errorf("kv_group needs a heads dim")
+		}
+		hq := g.qB[len(g.qB)-1]
+		for _, b := range []*[]int{&kBB, &vBB} {
+			c := append([]int{}, *b...)
+			if h := c[len(c)-1]; h != 1 {
+				if h*g.group != hq {
+					return g, n.Errorf("kv_group %d: Q has %d heads, K/V %d", g.group, hq, h)
+				}
+				c[len(c)-1] = hq
+			}
+			*b = c
+		}
+	}
+	if g.softcap, err = n.AttrFloat("softcap", 0); err != nil {
+		return g, n.Errorf("%w", err)
+	}
+	causal, err := n.AttrInt("causal", 0)
+	if err != nil {
+		return g, n.Errorf("%w", err)
+	}
+	g.causal = causal == 1
+	off, err := n.AttrInt("causal_offset", 0)
+	if err != nil {
+		return g, n.Errorf("%w", err)
+	}
+	g.causalOff = int(off)
+	pad, err := n.AttrInt("mask_pad_keys", 0)
+	if err != nil {
+		return g, n.Errorf("%w", err)
+	}
+	g.padKeys = pad == 1
 	g.msq, g.msk = 1, 1
 	if n.Input(3) != "" {
 		g.hasMask = true
@@ -1505,7 +1754,11 @@ func attnGeometry(n *ir.Node, types map[string]ops.Value) (attnShapes, error) {
 			m = append([]int{1}, m...)
 		}
 		g.mB, g.msq, g.msk = m[:len(m)-2], m[len(m)-2], m[len(m)-1]
-		if (g.msq != 1 && g.msq != g.sq) || (g.msk != 1 && g.msk != g.sk) {
+		badKeys := g.msk != 1 && g.msk != g.sk
+		if g.padKeys {
+			badKeys = g.msk > g.sk
+		}
+		if (g.msq != 1 && g.msq != g.sq) || badKeys {
 			return g, n.Errorf("mask %v does not broadcast to the scores [%d %d]", m, g.sq, g.sk)
 		}
 		if g.maskKind, err = n.AttrString("mask_kind", ""); err != nil {
@@ -1518,7 +1771,13 @@ func attnGeometry(n *ir.Node, types map[string]ops.Value) (attnShapes, error) {
 			return g, n.Errorf("%w", err)
 		}
 	}
-	if g.batch, err = ops.BroadcastShapes(g.qB, g.kB, g.vB, g.mB); err != nil {
+	g.hasLens = n.Input(4) != ""
+	if n.Input(5) != "" {
+		// attention_f32 applies one mask; a chain with a second additive
+		// term (FusedAttention's bias) runs its original nodes instead.
+		return g, n.Errorf("a bias input (5) beside the mask: the attention kernel takes one mask")
+	}
+	if g.batch, err = ops.BroadcastShapes(g.qB, kBB, vBB, g.mB); err != nil {
 		return g, n.Errorf("%w", err)
 	}
 	logical := append(append([]int{}, g.batch...), g.sq, g.dv)
@@ -1527,6 +1786,12 @@ func attnGeometry(n *ir.Node, types map[string]ops.Value) (attnShapes, error) {
 	}
 	if len(g.out.shape) != len(logical) || !ops.SameShape(g.out.shape, logical) {
 		return g, n.Errorf("out_view %v does not have the result's shape %v", g.out.shape, logical)
+	}
+	if len(n.Outputs) > 1 && n.Outputs[1] != "" {
+		if g.scoresMode, err = n.AttrString("scores_mode", ""); err != nil {
+			return g, n.Errorf("%w", err)
+		}
+		g.scoresShape = append(append([]int{}, g.batch...), g.sq, g.sk)
 	}
 	return g, nil
 }
@@ -1553,13 +1818,21 @@ func attnLowerable(n *ir.Node, types map[string]ops.Value) bool {
 	return err == nil && g.d <= attnMaxD && g.dv <= attnMaxD
 }
 
+// attnScoresModes maps FusedAttention's scores_mode to attention_f32's.
+var attnScoresModes = map[string]int{
+	ops.ScoresRaw: scoresRaw, ops.ScoresSoftcapped: scoresSoftcapped, ops.ScoresBiased: scoresBiased, ops.ScoresWeights: scoresWeights,
+}
+
 func (l *lowerer) attention(n *ir.Node) error {
 	g, err := attnGeometry(n, l.types)
 	if err != nil {
 		return err
 	}
-	var names [4]string
-	for i := 0; i < 3 || (i == 3 && g.hasMask); i++ {
+	var names [5]string
+	for i := 0; i < 5; i++ {
+		if (i == 3 && !g.hasMask) || (i == 4 && !g.hasLens) {
+			continue
+		}
 		if names[i], err = l.in(n, i); err != nil {
 			return err
 		}
@@ -1568,8 +1841,14 @@ func (l *lowerer) attention(n *ir.Node) error {
 	if err != nil {
 		return err
 	}
+	scores := ""
+	if g.scoresMode != "" {
+		if scores, err = l.out(n, 1); err != nil {
+			return err
+		}
+	}
 	batches := int(ir.NumElements(g.batch))
-	if batches*g.sq*g.dv == 0 {
+	if batches*g.sq*(g.dv+g.sk) == 0 {
 		return nil
 	}
 	if g.sk == 0 {
@@ -1579,7 +1858,9 @@ func (l *lowerer) attention(n *ir.Node) error {
 	a := attnArgs{out: out, q: names[0], k: names[1], v: names[2], mask: names[3],
 		oOff: g.out.offset, qOff: g.q.offset, kOff: g.k.offset, vOff: g.v.offset,
 		sq: g.sq, sk: g.sk, d: g.d, dv: g.dv, batches: batches,
-		scale: float64(g.scale), fill: float64(g.fill), maskScale: float64(g.maskScale)}
+		scale: float64(g.scale), fill: float64(g.fill), maskScale: float64(g.maskScale),
+		softcap: float64(g.softcap), causal: g.causal, causalOff: g.causalOff, maskKeys: g.sk,
+		kvLen: names[4], scores: scores, scoresMode: attnScoresModes[g.scoresMode]}
 	rq, rk, rv, ro := len(g.q.shape), len(g.k.shape), len(g.v.shape), len(g.out.shape)
 	a.qRS, a.qCS = g.q.strides[rq-2], g.q.strides[rq-1]
 	a.kJS, a.kCS = g.k.strides[rk-2], g.k.strides[rk-1]
@@ -1593,6 +1874,19 @@ func (l *lowerer) attention(n *ir.Node) error {
 	bv := viewBatchStrides(g.batch, g.vB, g.v.strides)
 	bo := append([]int{}, g.out.strides[:len(g.batch)]...)
 	bm := make([]int, len(g.batch))
+	bl := make([]int, len(g.batch))
+	if g.hasLens {
+		lens, err := l.shape(names[4])
+		if err != nil {
+			return err
+		}
+		if len(lens) != 1 || len(g.batch) == 0 || (lens[0] != 1 && lens[0] != g.batch[0]) {
+			return n.Errorf("kv_lengths %v does not fit the batch %v", lens, g.batch)
+		}
+		if lens[0] != 1 {
+			bl[0] = 1
+		}
+	}
 	if g.hasMask {
 		mshape := append(append([]int{}, g.mB...), g.msq, g.msk)
 		mst := contiguous(mshape)
@@ -1616,12 +1910,34 @@ func (l *lowerer) attention(n *ir.Node) error {
 		if g.msk != 1 {
 			a.mCol = 1
 		}
+		if g.padKeys && g.msk < g.sk {
+			a.maskKeys = g.msk
+			if g.msk == 1 {
+				a.mCol = 0 // one key: no broadcast, the rest is padding
+			}
+		}
 	}
-	shape, st := coalesce(g.batch, bq, bk, bv, bm, bo)
+	shape := g.batch
+	all := [][]int{bq, bk, bv, bm, bo, bl}
+	if g.group > 1 && len(g.batch) > 0 {
+		// Query head h = kv head h/g and member h%g: the heads axis
+		// becomes (kv heads, g), along which K and V do not move.
+		ha := len(g.batch) - 1
+		shape = append(append([]int{}, g.batch[:ha]...), g.batch[ha]/g.group, g.group)
+		for k, st := range all {
+			s := st[ha]
+			split := []int{s * g.group, s}
+			if k == 1 || k == 2 { // K, V: their own heads axis
+				split = []int{s, 0}
+			}
+			all[k] = append(append(append([]int{}, st[:ha]...), split...), st[ha+1:]...)
+		}
+	}
+	shape, st := coalesce(shape, all...)
 	if err := l.stridedOK(shape); err != nil {
 		return err
 	}
-	a.bshape, a.bq, a.bk, a.bv, a.bmask, a.bo = shape, st[0], st[1], st[2], st[3], st[4]
+	a.bshape, a.bq, a.bk, a.bv, a.bmask, a.bo, a.bl = shape, st[0], st[1], st[2], st[3], st[4], st[5]
 	k := &launch{kernel: "attention_f32", params: "PAttn", fields: attnParams(a).fields,
 		grid: attnGrid(g.sq, batches), block: [3]uint32{attnThreads, 1, 1}, shmem: attnShared(g.d, g.dv)}
 	l.emit(k)

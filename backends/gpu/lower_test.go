@@ -271,16 +271,7 @@ func TestHeadSizeFallback(t *testing.T) {
 	}{{160, false}, {128, true}} {
 		t.Run(fmt.Sprint(c.d), func(t *testing.T) {
 			m := wideHeads(c.d)
-			data, err := onnx.Encode(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e := newEmu()
-			s := &Server{dev: e, parts: map[plugins.PartitionID]*partition{}}
-			id, _, err := s.Compile(context.Background(), data, plugins.CompileOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, _, id := compileOnEmu(t, m, false)
 			prog, err := graph.Compile(m, graph.Options{})
 			if err != nil {
 				t.Fatal(err)

@@ -42,6 +42,14 @@ const (
 	maskBoolTrue  = 1
 	maskBoolFalse = 2
 	maskAdditive  = 3
+
+	// What attention_f32 writes to its scores output (SC_*): nothing, or
+	// FusedAttention's scores_mode stages.
+	scoresNone       = 0
+	scoresRaw        = 1
+	scoresSoftcapped = 2
+	scoresBiased     = 3
+	scoresWeights    = 4
 )
 
 // Attention tiling, as AT_* in kernels.cu.
@@ -313,6 +321,13 @@ type attnArgs struct {
 	oRS, oCS                      int
 	scale, fill, maskScale        float64
 	bshape, bq, bk, bv, bmask, bo []int // batch dims, element strides per operand
+	softcap                       float64
+	causal                        bool
+	causalOff                     int
+	maskKeys                      int    // keys the mask covers (sk unless padded)
+	kvLen, scores                 string // key lengths (int64), scores output ("" when absent)
+	scoresMode                    int
+	bl                            []int // batch strides into kvLen
 }
 
 func attnParams(a attnArgs) *paramBuilder {
@@ -323,8 +338,39 @@ func attnParams(a attnArgs) *paramBuilder {
 		i("q_rs", int64(a.qRS)).i("q_cs", int64(a.qCS)).i("k_js", int64(a.kJS)).i("k_cs", int64(a.kCS)).
 		i("v_js", int64(a.vJS)).i("v_cs", int64(a.vCS)).i("o_rs", int64(a.oRS)).i("o_cs", int64(a.oCS)).
 		f("scale", a.scale).f("fill", a.fill).f("mask_scale", a.maskScale).i("rank", int64(len(a.bshape)))
-	return pb.arr("bshape", i64s(a.bshape)).arr("bq", i64s(a.bq)).arr("bk", i64s(a.bk)).arr("bv", i64s(a.bv)).
+	pb = pb.arr("bshape", i64s(a.bshape)).arr("bq", i64s(a.bq)).arr("bk", i64s(a.bk)).arr("bv", i64s(a.bv)).
 		arr("bm", i64s(a.bmask)).arr("bo", i64s(a.bo))
+	causal := int64(0)
+	if a.causal {
+		causal = 1
+	}
+	return pb.f("softcap", a.softcap).i("causal", causal).i("causal_off", int64(a.causalOff)).i("mask_keys", int64(a.maskKeys)).
+		i("scores_mode", int64(a.scoresMode)).p("kvlen", a.kvLen, 0).p("scores", a.scores, 0).arr("bl", i64s(a.bl))
+}
+
+func rmsNormParams(out, in, scale string, rows, cols, period int64, eps float64) *paramBuilder {
+	return (&paramBuilder{}).p("out", out, 0).p("in", in, 0).p("scale", scale, 0).i("rows", rows).i("cols", cols).
+		i("period", period).f("eps", eps)
+}
+
+// rotaryArgs are rotary_f32's parameters: X as [B, S, H, D] with element
+// strides for B, S and H.
+type rotaryArgs struct {
+	out, in, cos, sin, pos, err string
+	n, s, h, d, rd              int64
+	bStr, sStr, hStr            int64
+	interleaved                 bool
+	cacheRows                   int64
+}
+
+func rotaryParams(a rotaryArgs) *paramBuilder {
+	il := int64(0)
+	if a.interleaved {
+		il = 1
+	}
+	return (&paramBuilder{}).p("out", a.out, 0).p("in", a.in, 0).p("cos", a.cos, 0).p("sin", a.sin, 0).p("pos", a.pos, 0).
+		p("err", a.err, 0).i("n", a.n).i("s", a.s).i("h", a.h).i("d", a.d).i("rd", a.rd).i("b_str", a.bStr).
+		i("s_str", a.sStr).i("h_str", a.hStr).i("interleaved", il).i("cache_rows", a.cacheRows)
 }
 
 func triluParams(n, rows, cols, k int64, upper bool, out, in string) *paramBuilder {

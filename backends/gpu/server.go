@@ -220,7 +220,10 @@ func (s *Server) Compile(_ context.Context, model []byte, opts plugins.CompileOp
 	if s.dev == nil {
 		return 0, nil, s.errUnavailable()
 	}
-	m, err := onnx.Decode(model, onnx.Options{MaxTensorBytes: opts.MaxTensorBytes})
+	if opts.Precision != "" && opts.Precision != "fp32" {
+		return 0, nil, fmt.Errorf("gpu backend: precision %q is not supported (fp32 only)", opts.Precision)
+	}
+	m, err := onnx.Decode(model, onnx.Options{MaxTensorBytes: opts.MaxTensorBytes, BaseDir: opts.ModelDir})
 	if err != nil {
 		return 0, nil, fmt.Errorf("gpu backend: decoding partition: %w", err)
 	}

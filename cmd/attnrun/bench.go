@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
 	"github.com/attnrun/attnrun/runtime/session"
 )
 
@@ -28,6 +30,8 @@ type benchResult struct {
 	Backend string `json:"backend"`
 	BLAS    string `json:"blas"`
 	Threads int    `json:"threads"`
+	// Precision is the arithmetic of the matrix products (--precision).
+	Precision ops.Precision `json:"precision"`
 	// Transport is "shm" (tensors through the shared region) or "inline"
 	// (tensor bytes inside the gRPC messages, --no-shm).
 	Transport string `json:"transport"`
@@ -66,6 +70,7 @@ func newBenchCmd(g *globalFlags) *cobra.Command {
 	var in inputFlags
 	var iters, warmup, instances, callers int
 	var asJSON, noShm, freshOutputs, quiet, inProcess bool
+	var profilePath string
 	cmd := &cobra.Command{
 		Use:   "bench MODEL.onnx --input NAME=SOURCE ... [--iters N] [--warmup N]",
 		Short: "Time repeated runs of a model: latency percentiles, throughput, backend peak memory",
@@ -135,7 +140,11 @@ session. --in-process runs the CPU backend inside attnrun
 			if w := cmd.ErrOrStderr(); !quiet && !asJSON && isTerminal(w) {
 				bar = newProgress(w, warmup+iters)
 			}
-			times, wall, err := benchLoop(ctx, s, inputs, warmup, iters, callers, !freshOutputs, bar)
+			var prof *session.Profile
+			if profilePath != "" {
+				prof = &session.Profile{}
+			}
+			times, wall, err := benchLoop(ctx, s, inputs, warmup, iters, callers, !freshOutputs, bar, prof)
 			bar.finish()
 			if err != nil {
 				return err
@@ -145,6 +154,7 @@ session. --in-process runs the CPU backend inside attnrun
 			res.Model, res.Inputs, res.Iters, res.Warmup = args[0], shapes, iters, warmup
 			res.Instances, res.Callers, res.InProcess = instances, callers, inProcess
 			res.Backend, res.Transport, res.Outputs = g.backend, "shm", "bound"
+			res.Precision, _ = ops.ParsePrecision(g.precision)
 			if freshOutputs {
 				res.Outputs = "fresh"
 			}
@@ -168,6 +178,11 @@ session. --in-process runs the CPU backend inside attnrun
 			}
 			res.PeakRSS = res.BackendRSS[g.backend]
 			w := cmd.OutOrStdout()
+			if prof != nil {
+				if err := writeProfile(cmd.ErrOrStderr(), args[0], s, prof, profilePath); err != nil {
+					return err
+				}
+			}
 			if asJSON {
 				b, err := json.Marshal(res)
 				if err != nil {
@@ -190,17 +205,19 @@ session. --in-process runs the CPU backend inside attnrun
 	cmd.Flags().IntVar(&instances, "instances", 1, "instances of each backend (each a process with the model compiled, --threads threads each)")
 	cmd.Flags().IntVar(&callers, "callers", 0, "goroutines calling Run at the same time (default: --instances)")
 	cmd.Flags().BoolVar(&inProcess, "in-process", false, "run the CPU backend inside attnrun (no process, no crash isolation)")
+	cmd.Flags().StringVar(&profilePath, "profile", "", "profile the timed runs (of every caller): print time per op type and node (stderr) and write a Chrome trace-event JSON to this file")
 	return cmd
 }
 
 // benchLoop runs warmup untimed runs and then iters timed ones, from
 // callers goroutines at once, returning each timed run's duration and the
 // wall time of the timed runs. With bind, each caller binds its first run's
-// outputs and writes its later runs into them.
-func benchLoop(ctx context.Context, s *session.Session, inputs map[string]*tensor.Dense, warmup, iters, callers int, bind bool, bar *progress) ([]time.Duration, time.Duration, error) {
+// outputs and writes its later runs into them. With prof, the timed runs
+// (every caller's) are profiled into it, in the order they started.
+func benchLoop(ctx context.Context, s *session.Session, inputs map[string]*tensor.Dense, warmup, iters, callers int, bind bool, bar *progress, prof *session.Profile) ([]time.Duration, time.Duration, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	ros := make([]session.RunOptions, callers) // each caller's bound outputs
+	ros := make([]session.RunOptions, callers) // each caller's bound outputs and profile
 	var mu sync.Mutex                          // times and bar
 	times := make([]time.Duration, 0, iters)
 	// phase makes n runs (numbered from first) from every caller at once.
@@ -234,11 +251,23 @@ func benchLoop(ctx context.Context, s *session.Session, inputs map[string]*tenso
 		wg.Wait()
 	}
 	phase(0, warmup, false)
+	if prof != nil {
+		// The timed runs only; each caller appends to a profile of its own.
+		for c := range ros {
+			ros[c].Profile = &session.Profile{}
+		}
+	}
 	start := time.Now()
 	phase(warmup, iters, true)
 	wall := time.Since(start)
 	if err := context.Cause(ctx); err != nil {
 		return nil, 0, err
+	}
+	if prof != nil {
+		for _, ro := range ros {
+			prof.Runs = append(prof.Runs, ro.Profile.Runs...)
+		}
+		slices.SortStableFunc(prof.Runs, func(a, b session.RunProfile) int { return a.Start.Compare(b.Start) })
 	}
 	return times, wall, nil
 }
@@ -304,7 +333,7 @@ func printBench(w io.Writer, r *benchResult) {
 	}
 	fmt.Fprintf(w, "model:      %s\n", r.Model)
 	fmt.Fprintf(w, "inputs:     %s\n", strings.Join(ins, ", "))
-	fmt.Fprintf(w, "backend:    %s (blas %s, %d threads, tensors via %s, %s outputs)\n", r.Backend, r.BLAS, r.Threads, r.Transport, r.Outputs)
+	fmt.Fprintf(w, "backend:    %s (blas %s, %d threads, %s products, tensors via %s, %s outputs)\n", r.Backend, r.BLAS, r.Threads, r.Precision, r.Transport, r.Outputs)
 	fmt.Fprintf(w, "runs:       %d timed after %d warmup\n", r.Iters, r.Warmup)
 	if r.Instances > 1 || r.Callers > 1 || r.InProcess {
 		where := "backend processes"

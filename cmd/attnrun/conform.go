@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/attnrun/attnrun/ops"
 	"github.com/attnrun/attnrun/runtime/conform"
 )
 
@@ -25,12 +26,31 @@ fails.
 A case passes only when everything it holds was checked: every graph output K
 has its output_K.pb in every data set (a missing one is a FAIL naming it), and
 every output_K.pb and input_K.pb matches a graph output or input (by index K,
-as in ONNX's backend tests).`,
-		Example: "  attnrun conform models/\n  attnrun conform --backend cpu --rtol 1e-3 /usr/share/libonnx-testdata/data/node/test_softmax_axis_0",
+as in ONNX's backend tests).
+
+With --precision bf16 the default tolerance is rtol 2e-2, atol 1e-2
+(conform.BF16Tolerance): bfloat16 operands keep 8 significant bits, so
+products are off by about 2^-9 of the magnitudes summed, against fp32
+references.`,
+		Example: "  attnrun conform models/\n  attnrun conform --precision bf16 models/\n  attnrun conform --backend cpu --rtol 1e-3 /usr/share/libonnx-testdata/data/node/test_softmax_axis_0",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if tol.Rtol < 0 || tol.Atol < 0 {
 				return usageErrorf("--rtol and --atol must be ≥ 0")
+			}
+			if err := g.checkPrecision(); err != nil {
+				return err
+			}
+			// bf16 products cannot meet fp32's tolerance: unless --rtol or
+			// --atol says otherwise, use conform.BF16Tolerance, and say so.
+			if p, _ := ops.ParsePrecision(g.precision); p == ops.PrecisionBF16 {
+				if !cmd.Flags().Changed("rtol") {
+					tol.Rtol = conform.BF16Tolerance.Rtol
+				}
+				if !cmd.Flags().Changed("atol") {
+					tol.Atol = conform.BF16Tolerance.Atol
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "precision bf16: tolerance rtol %g atol %g (bfloat16 keeps 8 significant bits; --rtol/--atol override)\n", tol.Rtol, tol.Atol)
 			}
 			cases, err := conform.Find(args)
 			if err != nil {

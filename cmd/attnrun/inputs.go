@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/attnrun/attnrun/internal/regfile"
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/npy"
 	"github.com/attnrun/attnrun/onnx"
@@ -156,7 +157,7 @@ func (l *inputLoader) loadOne(s inputSpec, vi *ir.ValueInfo, seed uint64) (*ir.T
 // of ONNX test cases), with the tensor size limit, resolving external data
 // next to the file.
 func (l *inputLoader) readTensorProto(path string) (*ir.Tensor, error) {
-	data, err := os.ReadFile(path)
+	data, err := regfile.ReadFile(path, l.maxBytes+1<<20)
 	if err != nil {
 		return nil, err
 	}

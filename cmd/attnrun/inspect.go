@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -9,7 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
 	"github.com/attnrun/attnrun/runtime/session"
+	"github.com/attnrun/attnrun/viz"
 )
 
 // defaultInspectDim is the size given to unbound symbolic dims when inspect
@@ -22,6 +25,7 @@ const inspectInputBudget = 64 << 20
 
 func newInspectCmd(g *globalFlags) *cobra.Command {
 	var dimFlags []string
+	var dot bool
 	cmd := &cobra.Command{
 		Use:   "inspect MODEL.onnx",
 		Short: "Show a model: metadata, inputs/outputs, ops, notes, backend per node, fusions",
@@ -39,11 +43,15 @@ func newInspectCmd(g *globalFlags) *cobra.Command {
 			if err := checkDimNames(dims, s.Inputs()); err != nil {
 				return err
 			}
+			if dot {
+				return printDOT(cmd.OutOrStdout(), args[0], s, dims)
+			}
 			printInspect(cmd.OutOrStdout(), args[0], s, dims, !g.noFuse)
 			return nil
 		},
 	}
-	cmd.Flags().StringArrayVar(&dimFlags, "dim", nil, fmt.Sprintf("bind a symbolic dim when showing fusions, e.g. --dim seq=128 (default %d)", defaultInspectDim))
+	cmd.Flags().StringArrayVar(&dimFlags, "dim", nil, fmt.Sprintf("bind a symbolic dim when showing fusions, e.g. --dim seq=128 (default %d); with --dot, draw the plan for those shapes", defaultInspectDim))
+	cmd.Flags().BoolVar(&dot, "dot", false, "print the graph as Graphviz DOT (render with: dot -Tpng): partitions as clusters coloured by backend, fused nodes as one box, shapes on the edges")
 	return cmd
 }
 
@@ -112,6 +120,7 @@ func printInspect(w io.Writer, path string, s *session.Session, dims map[string]
 	if fuse {
 		printFusions(w, s, dims)
 	}
+	printAttentionKernels(w, s, dims)
 
 	assign := s.Assignments()
 	fmt.Fprintln(w, "nodes (execution order):")
@@ -138,15 +147,160 @@ func modelNotes(s *session.Session) []string {
 	return notes
 }
 
-// printFusions shows the attention fusions made for one set of input shapes.
+// printFusions shows the attention fusions made for one set of input
+// shapes; under each FusedAttention made from primitive ops, what it
+// computes (an ONNX Attention node's is in the attention: section).
 func printFusions(w io.Writer, s *session.Session, dims map[string]int) {
+	inputs, shapes, ok := planInputs(w, "fusions: ", s, dims)
+	if !ok {
+		return
+	}
+	fusions, err := s.Program().Fusions(inputs)
+	if err != nil {
+		fmt.Fprintf(w, "fusions:  not shown: %v\n", err)
+		return
+	}
+	fmt.Fprintf(w, "fusions:  %d (at %s; --no-fuse turns them off)\n", len(fusions), strings.Join(shapes, " "))
+	for _, f := range fusions {
+		var replaced []string
+		for _, n := range f.Replaced {
+			replaced = append(replaced, fmt.Sprintf("%s(%s)", n.OpType, n.Label()))
+		}
+		fmt.Fprintf(w, "  %s replaces %s\n", f.Node.Label(), strings.Join(replaced, " "))
+		if f.Node.OpType == ops.FusedAttentionOp && len(f.Nodes) == 0 {
+			fmt.Fprintf(w, "      streaming: %s\n", describeFusedAttention(f.Node))
+		}
+	}
+}
+
+// printAttentionKernels shows, for each ONNX Attention node, the kernel it
+// runs with: the FusedAttention step the plan-time rewrite made (and what
+// it computes), or why the node runs its own kernel.
+func printAttentionKernels(w io.Writer, s *session.Session, dims map[string]int) {
+	count := 0
+	for _, n := range s.Program().Order {
+		if n.OpType == "Attention" && (n.Domain == "" || n.Domain == "ai.onnx") {
+			count++
+		}
+	}
+	if count == 0 {
+		return
+	}
+	const label = "attention:"
+	inputs, shapes, ok := planInputs(w, label, s, dims)
+	if !ok {
+		return
+	}
+	kernels, err := s.Program().AttentionKernels(inputs)
+	if err != nil {
+		fmt.Fprintf(w, "%s not shown: %v\n", label, err)
+		return
+	}
+	fmt.Fprintf(w, "%s %d Attention node(s) (at %s)\n", label, len(kernels), strings.Join(shapes, " "))
+	fusions, _ := s.Program().Fusions(inputs)
+	for _, k := range kernels {
+		if k.Fused == nil {
+			fmt.Fprintf(w, "  %s: not rewritten (%s); the Attention kernel runs its lowering, the same streaming FusedAttention kernel\n", k.Node.Label(), k.Reason)
+			continue
+		}
+		fmt.Fprintf(w, "  %s: com.attnrun:FusedAttention %q, streaming: %s\n", k.Node.Label(), k.Fused.Label(), describeFusedAttention(k.Fused))
+		for _, f := range fusions {
+			if f.Node != k.Fused {
+				continue
+			}
+			hist := map[string]int{}
+			var order []string
+			for _, n := range f.Nodes {
+				if n == f.Node {
+					continue
+				}
+				if hist[n.OpType] == 0 {
+					order = append(order, n.OpType)
+				}
+				hist[n.OpType]++
+			}
+			var extra []string
+			for _, op := range order {
+				extra = append(extra, fmt.Sprintf("%s×%d", op, hist[op]))
+			}
+			if len(extra) > 0 {
+				fmt.Fprintf(w, "      with %s around it\n", strings.Join(extra, " "))
+			}
+			var absorbed []string
+			for _, n := range f.Absorbed {
+				absorbed = append(absorbed, fmt.Sprintf("%s(%s)", n.OpType, n.Label()))
+			}
+			if len(absorbed) > 0 {
+				fmt.Fprintf(w, "      reads through %s (not run)\n", strings.Join(absorbed, " "))
+			}
+		}
+	}
+}
+
+// describeFusedAttention says in words what a FusedAttention node computes.
+func describeFusedAttention(n *ir.Node) string {
+	var parts []string
+	scale, _ := n.AttrFloat("scale", 1)
+	parts = append(parts, fmt.Sprintf("scale %.6g", scale))
+	if g, _ := n.AttrInt("kv_group", 1); g > 1 {
+		parts = append(parts, fmt.Sprintf("grouped KV heads (%d query heads per KV head)", g))
+	}
+	if c, _ := n.AttrFloat("softcap", 0); c > 0 {
+		parts = append(parts, fmt.Sprintf("softcap %g", c))
+	}
+	if c, _ := n.AttrInt("causal", 0); c == 1 {
+		off, _ := n.AttrInt("causal_offset", 0)
+		parts = append(parts, fmt.Sprintf("causal (offset %d)", off))
+	}
+	if kind, _ := n.AttrString("mask_kind", ""); kind != "" && len(n.Inputs) > 3 && n.Inputs[3] != "" {
+		m := kind + " mask " + n.Inputs[3]
+		if p, _ := n.AttrInt("mask_pad_keys", 0); p == 1 {
+			m += " (keys past it padded)"
+		}
+		parts = append(parts, m)
+	}
+	if len(n.Inputs) > 4 && n.Inputs[4] != "" {
+		parts = append(parts, "key lengths "+n.Inputs[4])
+	}
+	if len(n.Inputs) > 5 && n.Inputs[5] != "" {
+		when := "after"
+		if f, _ := n.AttrInt("bias_first", 0); f == 1 {
+			when = "before"
+		}
+		parts = append(parts, fmt.Sprintf("bias %s added %s the mask", n.Inputs[5], when))
+	}
+	var views []string
+	for i, a := range []string{"q_view", "k_view", "v_view"} {
+		if n.Attr(a) != nil {
+			views = append(views, fmt.Sprintf("%s from %s", []string{"Q", "K", "V"}[i], n.Inputs[i]))
+		}
+	}
+	if len(views) > 0 {
+		parts = append(parts, "reads "+strings.Join(views, ", ")+" through views (no copies)")
+	}
+	if n.Attr("out_view") != nil {
+		parts = append(parts, "writes heads merged")
+	}
+	if len(n.Outputs) > 1 && n.Outputs[1] != "" {
+		mode, _ := n.AttrString("scores_mode", "")
+		parts = append(parts, fmt.Sprintf("also writes the %s scores to %s (Sq×Sk)", mode, n.Outputs[1]))
+	} else {
+		parts = append(parts, "no Sq×Sk buffer")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// planInputs makes zero inputs of the declared shapes (symbolic dims from
+// dims, else defaultInspectDim) to plan the model with; when it cannot, it
+// prints why after label and returns false.
+func planInputs(w io.Writer, label string, s *session.Session, dims map[string]int) (map[string]*ir.Tensor, []string, bool) {
 	inputs := map[string]*ir.Tensor{}
 	var shapes []string
 	var budgetUsed int64
 	for _, vi := range s.Inputs() {
 		if !vi.Type.RankKnown {
-			fmt.Fprintf(w, "fusions:  not shown (input %q has no declared shape)\n", vi.Name)
-			return
+			fmt.Fprintf(w, "%s not shown (input %q has no declared shape)\n", label, vi.Name)
+			return nil, nil, false
 		}
 		shape := make([]int, len(vi.Type.Shape))
 		for i, d := range vi.Type.Shape {
@@ -164,25 +318,35 @@ func printFusions(w io.Writer, s *session.Session, dims map[string]int) {
 		// just to show fusions.
 		n, size := ir.NumElements(shape), int64(vi.Type.DType.Size())
 		if n < 0 || size <= 0 || n > (inspectInputBudget-budgetUsed)/size {
-			fmt.Fprintf(w, "fusions:  not shown (input %q at [%s] would need more than the %d bytes inspect allocates for this)\n", vi.Name, ir.ShapeString(shape), inspectInputBudget)
-			return
+			fmt.Fprintf(w, "%s not shown (input %q at [%s] would need more than the %d bytes inspect allocates for this)\n", label, vi.Name, ir.ShapeString(shape), inspectInputBudget)
+			return nil, nil, false
 		}
 		budgetUsed += n * size
 		inputs[vi.Name] = ir.NewTensor(vi.Type.DType, shape)
 	}
-	fusions, err := s.Program().Fusions(inputs)
-	if err != nil {
-		fmt.Fprintf(w, "fusions:  not shown: %v\n", err)
-		return
+	return inputs, shapes, true
+}
+
+// printDOT prints the model as Graphviz DOT: the whole graph with symbolic
+// shapes, or with --dim the plan for those shapes.
+func printDOT(w io.Writer, path string, s *session.Session, dims map[string]int) error {
+	var why strings.Builder
+	inputs, shapes, ok := planInputs(&why, "inputs for the plan", s, dims)
+	plan := len(dims) > 0
+	if !ok && plan {
+		return errors.New(strings.TrimSpace(why.String()))
 	}
-	fmt.Fprintf(w, "fusions:  %d (at %s; --no-fuse turns them off)\n", len(fusions), strings.Join(shapes, " "))
-	for _, f := range fusions {
-		var replaced []string
-		for _, n := range f.Replaced {
-			replaced = append(replaced, fmt.Sprintf("%s(%s)", n.OpType, n.Label()))
-		}
-		fmt.Fprintf(w, "  %s replaces %s\n", f.Node.Label(), strings.Join(replaced, " "))
+	title := path + ": graph, symbolic shapes"
+	switch {
+	case plan:
+		title = fmt.Sprintf("%s: plan at %s", path, strings.Join(shapes, " "))
+	case !ok:
+		title += fmt.Sprintf(", no fusions shown (%s)", strings.TrimSpace(why.String()))
+		inputs = nil
+	default:
+		title += fmt.Sprintf(", fusions as planned at %s", strings.Join(shapes, " "))
 	}
+	return viz.GraphDOT(w, s, viz.DOTOptions{Inputs: inputs, Plan: plan, Title: title})
 }
 
 // backendSummary names the session's backends and their processes.

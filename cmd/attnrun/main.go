@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/runtime/budget"
 	"github.com/attnrun/attnrun/runtime/graph"
 )
 
@@ -34,13 +37,20 @@ type globalFlags struct {
 	noFallback     bool
 	threads        int
 	maxTensorBytes int64
+	maxMemory      string
+	maxMemoryBytes int64 // --max-memory, parsed before any command runs
 	noFuse         bool
+	precision      string
 	strictDims     bool
 	pluginLock     string
 	timeout        time.Duration
 	// live holds the sessions open now, for closing them when a signal
 	// forces attnrun to exit.
 	live liveSessions
+	// signals is the process-wide signal handling; a command that handles
+	// some signals itself (serve: SIGTERM drains, SIGHUP reloads) takes
+	// them over with handOver.
+	signals *signalWatch
 }
 
 func main() {
@@ -57,6 +67,7 @@ func run(args []string) int {
 	g := &globalFlags{}
 	sig := onSignal(cancel, g)
 	defer sig.stop()
+	g.signals = sig
 	root := newRootCmd(g)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
@@ -84,7 +95,7 @@ func run(args []string) int {
 // not typed and spans several lines (with "Did you mean this?"
 // suggestions); it is folded into one line and counted as a usage error.
 func describe(err error) (string, bool) {
-	msg := err.Error()
+	msg := cliError(err).Error() // flags, not library option names
 	var ue usageError
 	usage := errors.As(err, &ue)
 	if strings.HasPrefix(msg, "unknown command ") {
@@ -107,7 +118,8 @@ func describe(err error) (string, bool) {
 		}
 		msg = strings.Join(parts, "; ")
 	}
-	return msg, usage
+	// And a short one: long lists are elided with their count.
+	return ir.Elide(msg), usage
 }
 
 // exitError carries a specific exit status (conform failures).
@@ -124,18 +136,23 @@ func newRootCmd(g *globalFlags) *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return g.parseMaxMemory() }
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.backend, "backend", "cpu", "backend to run on (list them with: attnrun backends)")
 	pf.StringVar(&g.pluginDir, "plugin-dir", "", "directory of attnrun-backend-* plugins (default $ATTNRUN_PLUGIN_DIR)")
 	pf.BoolVar(&g.noFallback, "no-fallback", false, "fail instead of falling back to the cpu backend for nodes the chosen backend does not take")
 	pf.IntVar(&g.threads, "threads", 0, "compute threads in the backend (default: number of CPUs)")
 	pf.Int64Var(&g.maxTensorBytes, "max-tensor-bytes", graph.DefaultMaxTensorBytes, "largest tensor (in bytes) attnrun will load or create")
+	mem, from := budget.Machine()
+	pf.StringVar(&g.maxMemory, "max-memory", "", fmt.Sprintf("total memory budget of the session, e.g. 8GiB or 512MiB, or none; a run that cannot fit is refused before it allocates (default: half the machine's memory, cgroup limit or ulimit -v, whichever is smallest: %s of %s %s here)", budget.Format(mem/2), budget.Format(mem), from))
 	pf.BoolVar(&g.noFuse, "no-fuse", false, "turn off attention fusion (run the exported graph node by node)")
+	pf.StringVar(&g.precision, "precision", "fp32", "arithmetic of float32 matrix products: fp32, or bf16 (bfloat16 operands, fp32 accumulation; needs AVX512_BF16)")
 	pf.BoolVar(&g.strictDims, "strict-dims", false, "refuse inputs that give one dim_param name two sizes (by default they run, with a warning, as in ONNX Runtime)")
 	pf.StringVar(&g.pluginLock, "plugin-lock", "", "lock file pinning each plugin's SHA-256 (default: attnrun-plugins.lock in the plugin directory, if present)")
 	pf.DurationVar(&g.timeout, "timeout", defaultRunTimeout, "bound on each model run, e.g. 30s or 10m (0: none)")
-	root.AddCommand(newRunCmd(g), newConformCmd(g), newInspectCmd(g), newBackendsCmd(g), newBenchCmd(g), newOpsCmd(g))
+	root.AddCommand(newRunCmd(g), newConformCmd(g), newInspectCmd(g), newBackendsCmd(g), newBenchCmd(g), newOpsCmd(g), newProfileCmd(g))
 	setVersion(root)
+	root.AddCommand(newServeCmd(g))
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}
@@ -208,6 +225,23 @@ func onSignal(cancel context.CancelFunc, g *globalFlags) *signalWatch {
 		os.Exit(signalStatus(s))
 	}()
 	return w
+}
+
+// handOver stops the watch from handling sigs: the command that calls it
+// handles them itself (and must call signal.Notify for them first, so that
+// none is lost or left to Go's default action in between). The others stay
+// watched.
+func (w *signalWatch) handOver(sigs ...os.Signal) {
+	var keep []os.Signal
+	for _, s := range signals {
+		if !slices.Contains(sigs, s) {
+			keep = append(keep, s)
+		}
+	}
+	signal.Stop(w.ch)
+	if len(keep) > 0 {
+		signal.Notify(w.ch, keep...)
+	}
 }
 
 // caught is the signal received, nil if none.

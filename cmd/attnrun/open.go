@@ -10,6 +10,8 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
+	"github.com/attnrun/attnrun/runtime/budget"
 	"github.com/attnrun/attnrun/runtime/session"
 )
 
@@ -25,11 +27,40 @@ func (g *globalFlags) sessionOptions() session.Options {
 		NoFallback:     g.noFallback,
 		Threads:        g.threads,
 		MaxTensorBytes: g.maxTensorBytes,
+		MaxMemoryBytes: g.maxMemoryBytes,
 		NoFuse:         g.noFuse,
+		Precision:      g.precision,
 		StrictDims:     g.strictDims,
 		RunTimeout:     g.timeout,
 		Logf:           logf,
 	}
+}
+
+// parseMaxMemory reads --max-memory into maxMemoryBytes: a byte count,
+// none (-1: no budget) or empty (0: the default).
+func (g *globalFlags) parseMaxMemory() error {
+	switch strings.ToLower(strings.TrimSpace(g.maxMemory)) {
+	case "":
+		g.maxMemoryBytes = 0
+		return nil
+	case "none":
+		g.maxMemoryBytes = -1
+		return nil
+	}
+	n, err := budget.Parse(g.maxMemory)
+	if err != nil {
+		return usageErrorf("--max-memory: %v", err)
+	}
+	g.maxMemoryBytes = n
+	return nil
+}
+
+// checkPrecision validates --precision.
+func (g *globalFlags) checkPrecision() error {
+	if _, err := ops.ParsePrecision(g.precision); err != nil {
+		return usageErrorf("--precision: %v", err)
+	}
+	return nil
 }
 
 // open starts a session on a model; close it with g.close.
@@ -47,6 +78,9 @@ func (g *globalFlags) openWith(ctx context.Context, path string, opts session.Op
 	}
 	if g.threads < 0 {
 		return nil, usageErrorf("--threads must be ≥ 0")
+	}
+	if err := g.checkPrecision(); err != nil {
+		return nil, err
 	}
 	if g.timeout < 0 {
 		return nil, usageErrorf("--timeout must be ≥ 0")
@@ -80,7 +114,7 @@ func (e flagError) Unwrap() error { return e.err }
 
 // flagNames rewrites the library option names in messages to the CLI
 // flags that set them.
-var flagNames = strings.NewReplacer("Options.MaxTensorBytes", "--max-tensor-bytes", "Options.StrictDims", "--strict-dims", "Options.RunTimeout", "--timeout")
+var flagNames = strings.NewReplacer("Options.MaxTensorBytes", "--max-tensor-bytes", budget.LimitName, "--max-memory", "Options.StrictDims", "--strict-dims", "Options.RunTimeout", "--timeout")
 
 // cliError rewrites library option names in err's message to the flags
 // that set them.
@@ -95,15 +129,16 @@ func cliError(err error) error {
 // runIR runs a session on ir tensors (the session API takes gorgonia Dense
 // values; the conversion shares memory).
 func runIR(ctx context.Context, s *session.Session, in map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
-	dense := make(map[string]*tensor.Dense, len(in))
-	for name, t := range in {
-		d, err := ir.ToDense(t)
-		if err != nil {
-			return nil, fmt.Errorf("input %q: %w", name, err)
-		}
-		dense[name] = d
+	return runIRWith(ctx, s, in, session.RunOptions{})
+}
+
+// runIRWith is runIR with run options.
+func runIRWith(ctx context.Context, s *session.Session, in map[string]*ir.Tensor, ro session.RunOptions) (map[string]*ir.Tensor, error) {
+	dense, err := toDense(in)
+	if err != nil {
+		return nil, err
 	}
-	out, err := s.Run(ctx, dense)
+	out, err := s.RunWith(ctx, dense, ro)
 	if err != nil {
 		return nil, cliError(err)
 	}
@@ -119,7 +154,31 @@ func runIR(ctx context.Context, s *session.Session, in map[string]*ir.Tensor) (m
 		}
 		res[vi.Name] = t
 	}
+	// Extra outputs (session.Options.AttentionWeights) keep their types.
+	for name, d := range out {
+		if _, ok := res[name]; !ok {
+			t, err := ir.FromDense(d)
+			if err != nil {
+				return nil, fmt.Errorf("value %q: %w", name, err)
+			}
+			res[name] = t
+		}
+	}
 	return res, nil
+}
+
+// toDense converts input tensors to the Dense values the session API takes
+// (sharing memory).
+func toDense(in map[string]*ir.Tensor) (map[string]*tensor.Dense, error) {
+	dense := make(map[string]*tensor.Dense, len(in))
+	for name, t := range in {
+		d, err := ir.ToDense(t)
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", name, err)
+		}
+		dense[name] = d
+	}
+	return dense, nil
 }
 
 // sessionRunner adapts a session to conform.Runner.

@@ -59,6 +59,7 @@ type opsRange struct {
 	types        string
 	dtypes       []ir.DType // nil: any type
 	doc          string
+	notes        []string // Schema.Notes: choices and limits, for docs/ops.md
 }
 
 // opsRow is one op: its ranges and the backends taking each.
@@ -88,7 +89,7 @@ func opsRows(schemas []*ops.Schema, backends []opsBackend) []opsRow {
 		if s.TypeInput >= 0 {
 			types, dtypes = describeDTypes(s.DTypes), s.DTypes
 		}
-		rows[i].ranges = append(rows[i].ranges, opsRange{since: s.Since, until: s.Until, types: types, dtypes: dtypes, doc: s.Doc})
+		rows[i].ranges = append(rows[i].ranges, opsRange{since: s.Since, until: s.Until, types: types, dtypes: dtypes, doc: s.Doc, notes: s.Notes})
 	}
 	for i := range rows {
 		r := &rows[i]
@@ -283,6 +284,27 @@ func writeOpsMarkdown(w io.Writer, rows []opsRow) error {
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", esc(r.key), r.opsets(), esc(r.types()), esc(r.backendList()), esc(r.doc()))
 	}
+	writeOpsNotes(&b, rows)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeOpsNotes appends the ops' notes (Schema.Notes of each op's newest
+// range): how attnrun reads an op where its specification leaves room.
+func writeOpsNotes(b *strings.Builder, rows []opsRow) {
+	first := true
+	for _, r := range rows {
+		notes := r.ranges[len(r.ranges)-1].notes
+		if len(notes) == 0 {
+			continue
+		}
+		if first {
+			b.WriteString("\n## Notes\n\nHow attnrun reads these ops where the operator's text leaves room or disagrees with ONNX's reference implementation.\n")
+			first = false
+		}
+		fmt.Fprintf(b, "\n### %s\n\n", r.key)
+		for _, n := range notes {
+			fmt.Fprintf(b, "- %s\n", n)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/npy"
+	"github.com/attnrun/attnrun/runtime/session"
 )
 
 // inputFlags are the flags of commands that feed a model.
@@ -51,7 +52,7 @@ func outputFileName(name string) string { return unsafeName.ReplaceAllString(nam
 
 func newRunCmd(g *globalFlags) *cobra.Command {
 	var in inputFlags
-	var outDir string
+	var outDir, mapsDir string
 	var asJSON bool
 	var printLimit int
 	cmd := &cobra.Command{
@@ -89,7 +90,9 @@ terminal. The time of the run goes to stderr.`,
 				return usageErrorf("--out - writes a binary .npy to stdout, which is a terminal: redirect it (… --out - > y.npy)")
 			}
 			ctx := cmd.Context()
-			s, err := g.open(ctx, args[0])
+			opts := g.sessionOptions()
+			opts.AttentionWeights = mapsDir != ""
+			s, err := g.openWith(ctx, args[0], opts)
 			if err != nil {
 				return err
 			}
@@ -102,7 +105,11 @@ terminal. The time of the run goes to stderr.`,
 				return err
 			}
 			start := time.Now()
-			outs, err := runIR(ctx, s, inputs)
+			var ro session.RunOptions
+			if mapsDir != "" {
+				ro.Profile = &session.Profile{} // says which attention cores ran fused
+			}
+			outs, err := runIRWith(ctx, s, inputs, ro)
 			if err != nil {
 				return err
 			}
@@ -144,6 +151,11 @@ terminal. The time of the run goes to stderr.`,
 					fmt.Fprintf(report, "  wrote %s\n", path)
 				}
 			}
+			if mapsDir != "" {
+				if err := writeAttentionMaps(report, stderr, s, args[0], inputs, outs, mapsDir, ro.Profile); err != nil {
+					return err
+				}
+			}
 			fmt.Fprintf(stderr, "ran in %.2f ms on %s\n", float64(elapsed.Microseconds())/1000, backendSummary(s))
 			return nil
 		},
@@ -152,5 +164,6 @@ terminal. The time of the run goes to stderr.`,
 	cmd.Flags().StringVarP(&outDir, "out", "o", "", "write one NAME.npy per output into this directory (- : the only output's .npy to stdout)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print every output in full as one JSON object (NaN and ±Inf as the strings \"NaN\", \"Infinity\", \"-Infinity\")")
 	cmd.Flags().IntVar(&printLimit, "print-limit", 8, "values of each output to print (0: all)")
+	cmd.Flags().StringVar(&mapsDir, "attention-maps", "", "write every attention core's weights (.npy), one heat map per batch item and head (.png) and index.html into this directory")
 	return cmd
 }

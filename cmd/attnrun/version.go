@@ -57,6 +57,15 @@ func currentVersion() versionInfo {
 	return v
 }
 
+// short is the version and commit in one word, e.g. "devel+b034b1f4fd55",
+// for server metadata.
+func (v versionInfo) short() string {
+	if len(v.Commit) >= 12 {
+		return v.Version + "+" + v.Commit[:12]
+	}
+	return v.Version
+}
+
 func (v versionInfo) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "attnrun %s\n", v.Version)

@@ -49,19 +49,31 @@ func Children(pid int) []int {
 
 // RSS is the process's resident set size (VmRSS) in bytes, 0 when unknown.
 func RSS(pid int) int64 {
+	n, _ := Size(pid, "VmRSS")
+	return n
+}
+
+// Size reads a size field of /proc/PID/status ("VmRSS", "VmHWM", ...) in
+// bytes.
+func Size(pid int, field string) (int64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			if f := strings.Fields(v); len(f) > 0 {
-				kb, _ := strconv.ParseInt(f[0], 10, 64)
-				return kb << 10
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
+			f := strings.Fields(v)
+			if len(f) == 0 {
+				break
 			}
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/%d/status: %s: %w", pid, field, err)
+			}
+			return kb << 10, nil
 		}
 	}
-	return 0
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // WithEnv lists the live processes (zombies left out) whose environment

@@ -26,6 +26,12 @@ func TestStateChildrenRSS(t *testing.T) {
 	if RSS(os.Getpid()) <= 0 {
 		t.Errorf("own RSS %d", RSS(os.Getpid()))
 	}
+	if hwm, err := Size(os.Getpid(), "VmHWM"); err != nil || hwm < RSS(os.Getpid())/2 {
+		t.Errorf("own VmHWM %d, %v", hwm, err)
+	}
+	if _, err := Size(os.Getpid(), "VmNothing"); err == nil {
+		t.Error("a missing field read without an error")
+	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

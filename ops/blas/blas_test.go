@@ -369,9 +369,9 @@ func TestSgemmBothTiles(t *testing.T) {
 	if !kernel.AVX512 {
 		t.Skip("the CPU has only the 6x16 tile")
 	}
-	defer func() { mr, nr, asmKernel, biasKernel = 8, 32, kernel.Sgemm8x32, biasKernelFor(true) }()
+	defer func() { mr, nr, asmKernel, rowKernel = 8, 32, kernel.Sgemm8x32, rowKernelFor(true) }()
 	mr, nr, asmKernel = tileFor(false)
-	biasKernel = biasKernelFor(false)
+	rowKernel = rowKernelFor(false)
 	TestSgemmRandomVsNaive(t)
 	TestMicroKernel(t)
 	TestSgemmBias(t)
@@ -451,6 +451,35 @@ func TestSgemmPacked(t *testing.T) {
 							t.Fatalf("m=%d n=%d k=%d tA=%v tB=%v bias=%v: C[%d] = %g, want %g", m, n, k, ta, tb, withBias, i, c[i], want[i])
 						}
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestSgemmAInPlace covers the ways the AVX-512 kernel gets A: rows read
+// in place (with a partial last sliver packed), packed because alpha ≠ 1
+// or A is transposed, and packed because rows 4 KiB apart would share L1
+// sets (lda 1024).
+func TestSgemmAInPlace(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	for _, c := range []struct {
+		m, n, k, lda int
+		alpha        float32
+		transA       bool
+	}{{19, 70, 300, 300, 1, false}, {19, 70, 300, 307, 1, false}, {16, 33, 1000, 1024, 1, false}, {19, 40, 64, 64, 0.5, false}, {19, 40, 64, 19, 1, true}} {
+		rows := c.m
+		if c.transA {
+			rows = c.k
+		}
+		a, b := randSlice(r, rows*c.lda), randSlice(r, c.k*c.n)
+		want := naiveGemm(c.transA, false, c.m, c.n, c.k, float64(c.alpha), a, c.lda, b, c.n, 0, make([]float32, c.m*c.n), c.n)
+		for _, th := range []int{1, 2} {
+			got := make([]float32, c.m*c.n)
+			SgemmThreads(th, c.transA, false, c.m, c.n, c.k, c.alpha, a, c.lda, b, c.n, 0, got, c.n)
+			for i := range got {
+				if math.Abs(float64(got[i]-want[i])) > 1e-4*float64(c.k) {
+					t.Fatalf("%+v threads %d: C[%d] = %g, want %g", c, th, i, got[i], want[i])
 				}
 			}
 		}

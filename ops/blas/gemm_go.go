@@ -18,7 +18,7 @@ import (
 // faster than 256 / 2048.
 const (
 	kcBlock = 768
-	mcBlock = 96 // a multiple of every mr
+	mcBlock = 256 // a multiple of every mr
 	ncBlock = 4096
 	// smallWork is the m*n*k under which a call runs on one goroutine.
 	smallWork = 64 * 64 * 64
@@ -29,14 +29,14 @@ const (
 // start from the CPU's features and never change afterwards.
 var (
 	mr, nr, asmKernel = tileFor(kernel.AVX512)
-	biasKernel        = biasKernelFor(kernel.AVX512)
+	rowKernel         = rowKernelFor(kernel.AVX512)
 )
 
-// biasKernelFor picks the micro-kernel that stores A·B + bias, where there
-// is one (nil: the kernel stores, then Go adds the bias).
-func biasKernelFor(avx512 bool) func(k int, a, b, c *float32, ldc int, bias *float32) {
+// rowKernelFor picks the micro-kernel that reads A's rows in place
+// (nil: A is packed in interleaved slivers for asmKernel).
+func rowKernelFor(avx512 bool) func(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool) {
 	if avx512 {
-		return kernel.Sgemm8x32Bias
+		return kernel.Sgemm8x32Rows
 	}
 	return nil
 }
@@ -112,14 +112,64 @@ func putBuf(p *[]float32) {
 // sgemmGo is the pure-Go Sgemm. useAsm selects the assembly micro-kernel
 // (only honoured where kernel.Available); nthreads bounds the goroutines used.
 func sgemmGo(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, nthreads int, useAsm bool) {
-	sgemmGoBias(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, nthreads, useAsm, nil)
+	gemmGo(newFP32Tiles(useAsm), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, nthreads, nil)
 }
 
-// sgemmGoBias is sgemmGo that, when bias (n elements) is given and beta
-// is 0, computes C = alpha·op(A)·op(B) + bias (bias added to every row),
-// adding the bias as the first k block's tiles are stored. With pb, B's
-// blocks come packed already (b, ldb and transB are ignored).
-func sgemmGoBias(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, bias, c []float32, ldc int, nthreads int, useAsm bool, pb *PackedB) {
+// tileOps is what a precision of the GEMM brings to the blocked loops of
+// gemmGo: how it packs blocks of A and B and how it computes a tile. The
+// fp32 GEMM (fp32Tiles) packs float32s; the bf16 GEMM (bf16Tiles, see
+// bf16.go) rounds both operands to bf16 pairs in its packing and keeps
+// them, one 32-bit word per pair, in the same []float32 buffers.
+type tileOps interface {
+	// aLen and bLen are the buffer lengths of a packed A block of mc rows
+	// and of nPanels packed B panels, over kb of k.
+	aLen(mc, kb int) int
+	bLen(nPanels, kb int) int
+	// packA readies alpha·op(A)[i0:i0+mb, p0:p0+kb] for tile, packing
+	// into buf (aLen(mb, kb)) what it does not read in place.
+	packA(trans bool, alpha float32, a []float32, lda, i0, mb, p0, kb int, buf []float32) aBlock
+	// packB packs column panels [plo, phi) of op(B)[p0:p0+kb, j0:j0+nb]
+	// into dst (bLen of the block's panels), zero-padding the last one.
+	packB(trans bool, b []float32, ldb, p0, kb, j0, nb int, dst []float32, plo, phi int)
+	// tile computes the mr×nr tile of row sliver ip of the A block ab and
+	// the packed B panel bp into c (row stride ldc): it stores the product,
+	// adds it (add), or stores it plus bias (nr elements; bias is only
+	// given when add is false).
+	tile(kb int, ab aBlock, ip int, bp []float32, c []float32, ldc int, add bool, bias []float32)
+}
+
+// aBlock is a block of A as packA readied it: row slivers ip < inPlace
+// are read in place, sliver ip starting at src[off + ip·mr·ld] with rows
+// ld apart; the others are in buf, from sliver inPlace on: row-major
+// with rows bufLd apart, or interleaved (bufLd 0: element (r, p) of a
+// sliver at p·mr + r).
+type aBlock struct {
+	src     []float32
+	off, ld int
+	inPlace int
+	buf     []float32
+	bufLd   int
+}
+
+// sliver returns the start of row sliver ip and its row stride (0 for an
+// interleaved sliver of kb columns).
+func (ab *aBlock) sliver(ip, kb int) ([]float32, int) {
+	if ip < ab.inPlace {
+		return ab.src[ab.off+ip*mr*ab.ld:], ab.ld
+	}
+	ip -= ab.inPlace
+	if ab.bufLd == 0 {
+		return ab.buf[ip*mr*kb : (ip+1)*mr*kb], 0
+	}
+	return ab.buf[ip*mr*ab.bufLd:], ab.bufLd
+}
+
+// gemmGo computes C = alpha·op(A)·op(B) + beta·C with the precision's
+// tiles, and, when bias (n elements) is given and beta is 0, C =
+// alpha·op(A)·op(B) + bias (bias added to every row, as the first k
+// block's tiles are stored). With pb, B's blocks come packed already in
+// the precision's layout (b, ldb and transB are ignored).
+func gemmGo(ops tileOps, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, bias, c []float32, ldc int, nthreads int, pb *PackedB) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -141,7 +191,6 @@ func sgemmGoBias(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 	if beta != 0 {
 		scaleC(m, n, beta, c, ldc)
 	}
-	useAsm = useAsm && kernel.Available
 	if m*n*k <= smallWork {
 		nthreads = 1
 	}
@@ -151,17 +200,12 @@ func sgemmGoBias(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 	if pb == nil {
 		ncEff := min(n, ncBlock)
 		nPanelsMax := (ncEff + nr - 1) / nr
-		kcEff := min(k, kcBlock)
-		bbuf := getBuf(nPanelsMax * nr * kcEff)
+		bbuf := getBuf(ops.bLen(nPanelsMax, min(k, kcBlock)))
 		defer putBuf(bbuf)
 		bp = *bbuf
 	}
 
-	// Row block size: small enough that every thread gets a block.
-	mc := mcBlock
-	if per := (m + nthreads - 1) / nthreads; per < mc {
-		mc = max(mr, (per+mr-1)/mr*mr)
-	}
+	mc := rowBlock(m, nthreads)
 	nMB := (m + mc - 1) / mc
 
 	for j0 := 0; j0 < n; j0 += ncBlock {
@@ -175,19 +219,21 @@ func sgemmGoBias(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 		}
 		for p0 := 0; p0 < k; p0 += kcBlock {
 			kb := min(kcBlock, k-p0)
-			add := beta != 0 || p0 > 0
+			it := blockItems{ops: ops, nJG: nJG, nPanels: nPanels, mc: mc, m: m, nb: nb, kb: kb, p0: p0, j0: j0,
+				transA: transA, alpha: alpha, a: a, lda: lda, c: c, ldc: ldc, add: beta != 0 || p0 > 0, bias: bias}
 			items := nMB * nJG
 			workers := min(nthreads, items)
 			if pb != nil {
 				bp = pb.block(j0, p0)
 			}
+			it.bp = bp
 			if workers <= 1 {
 				if pb == nil {
-					packB(transB, b, ldb, p0, kb, j0, nb, bp, 0, nPanels)
+					ops.packB(transB, b, ldb, p0, kb, j0, nb, bp, 0, nPanels)
 				}
-				abuf := getBuf(mc*kb + maxTile)
-				for it := 0; it < items; it++ {
-					runItem(it, nJG, nPanels, mc, m, nb, kb, p0, j0, transA, alpha, a, lda, bp, *abuf, c, ldc, add, useAsm, bias)
+				abuf := getBuf(ops.aLen(mc, kb) + maxTile)
+				for i := 0; i < items; i++ {
+					it.run(i, *abuf)
 				}
 				putBuf(abuf)
 				continue
@@ -195,85 +241,94 @@ func sgemmGoBias(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 			// Pack B cooperatively, then share it read-only.
 			if pb == nil {
 				parallel.Run(workers, func(w int) {
-					packB(transB, b, ldb, p0, kb, j0, nb, bp, w*nPanels/workers, (w+1)*nPanels/workers)
+					ops.packB(transB, b, ldb, p0, kb, j0, nb, bp, w*nPanels/workers, (w+1)*nPanels/workers)
 				})
 			}
 			var next atomic.Int64
 			parallel.Run(workers, func(int) {
-				abuf := getBuf(mc*kb + maxTile)
+				abuf := getBuf(ops.aLen(mc, kb) + maxTile)
 				defer putBuf(abuf)
 				for {
-					it := int(next.Add(1) - 1)
-					if it >= items {
+					i := int(next.Add(1) - 1)
+					if i >= items {
 						return
 					}
-					runItem(it, nJG, nPanels, mc, m, nb, kb, p0, j0, transA, alpha, a, lda, bp, *abuf, c, ldc, add, useAsm, bias)
+					it.run(i, *abuf)
 				}
 			})
 		}
 	}
 }
 
-// runItem computes work item it: one row block of mc rows against one group
-// of column panels of the packed B block, for the k slice [p0, p0+kb).
-func runItem(it, nJG, nPanels, mc, m, nb, kb, p0, j0 int, transA bool, alpha float32, a []float32, lda int, bp, ap []float32, c []float32, ldc int, add, useAsm bool, bias []float32) {
-	if add {
+// rowBlock returns the rows of C per work item for m rows on nthreads
+// threads: at most mcBlock, a multiple of mr, and as even a split as
+// that allows, with a multiple of nthreads blocks (so that no thread idles
+// while another finishes a last block).
+func rowBlock(m, nthreads int) int {
+	per := (m + nthreads - 1) / nthreads
+	blocks := nthreads * ((per + mcBlock - 1) / mcBlock)
+	mc := (m + blocks - 1) / blocks
+	return max(mr, (mc+mr-1)/mr*mr)
+}
+
+// blockItems are the work items of one block of B (columns j0..j0+nb,
+// k slice p0..p0+kb): each is a row block of mc rows against one of nJG
+// groups of the block's column panels.
+type blockItems struct {
+	ops                                 tileOps
+	nJG, nPanels, mc, m, nb, kb, p0, j0 int
+	transA                              bool
+	alpha                               float32
+	a                                   []float32
+	lda                                 int
+	bp                                  []float32 // the packed B block
+	c                                   []float32
+	ldc                                 int
+	add                                 bool      // add to C (a later k block, or beta ≠ 0)
+	bias                                []float32 // added by the first k block
+}
+
+// run computes work item it with buf (aLen(mc, kb) + maxTile floats) for
+// the packed A block and an edge tile.
+func (b *blockItems) run(it int, buf []float32) {
+	bias := b.bias
+	if b.add {
 		bias = nil // added with the first k block
 	}
-	ib, jg := it/nJG, it%nJG
-	i0 := ib * mc
-	mb := min(mc, m-i0)
-	jlo, jhi := jg*nPanels/nJG, (jg+1)*nPanels/nJG
-	packA(transA, alpha, a, lda, i0, mb, p0, kb, ap)
-	// The edge-tile buffer lives after the packed A block (a local array
-	// would escape to the heap through the kernel function value).
-	tile := ap[len(ap)-maxTile:]
-	ap = ap[:len(ap)-maxTile]
+	ib, jg := it/b.nJG, it%b.nJG
+	i0 := ib * b.mc
+	mb := min(b.mc, b.m-i0)
+	jlo, jhi := jg*b.nPanels/b.nJG, (jg+1)*b.nPanels/b.nJG
+	ab := b.ops.packA(b.transA, b.alpha, b.a, b.lda, i0, mb, b.p0, b.kb, buf[:b.ops.aLen(mb, b.kb)])
+	tile := buf[len(buf)-maxTile:]
+	panel := b.ops.bLen(1, b.kb)
 	for jp := jlo; jp < jhi; jp++ {
 		jc := jp * nr
-		cols := min(nr, nb-jc)
-		bs := bp[jp*nr*kb : (jp+1)*nr*kb]
+		cols := min(nr, b.nb-jc)
+		bs := b.bp[jp*panel : (jp+1)*panel]
+		var bj []float32
+		if bias != nil {
+			bj = bias[b.j0+jc : b.j0+jc+cols]
+		}
 		for ip := 0; ip*mr < mb; ip++ {
 			rows := min(mr, mb-ip*mr)
-			as := ap[ip*mr*kb : (ip+1)*mr*kb]
-			coff := (i0+ip*mr)*ldc + j0 + jc
+			coff := (i0+ip*mr)*b.ldc + b.j0 + jc
 			if rows == mr && cols == nr {
-				switch {
-				case bias != nil && useAsm && biasKernel != nil:
-					biasKernel(kb, &as[0], &bs[0], &c[coff], ldc, &bias[j0+jc])
-				case useAsm:
-					asmKernel(kb, &as[0], &bs[0], &c[coff], ldc, add)
-				default:
-					kernelGo(kb, as, bs, c[coff:], ldc, add)
-				}
-				if bias != nil && (!useAsm || biasKernel == nil) {
-					bj := bias[j0+jc : j0+jc+nr]
-					for r := 0; r < mr; r++ {
-						crow := c[coff+r*ldc : coff+r*ldc+nr]
-						for j, v := range bj {
-							crow[j] += v
-						}
-					}
-				}
+				b.ops.tile(b.kb, ab, ip, bs, b.c[coff:], b.ldc, b.add, bj)
 				continue
 			}
 			// Edge tile: compute the full padded tile, then add or store
 			// the valid part.
-			if useAsm {
-				asmKernel(kb, &as[0], &bs[0], &tile[0], nr, false)
-			} else {
-				kernelGo(kb, as, bs, tile, nr, false)
-			}
+			b.ops.tile(b.kb, ab, ip, bs, tile, nr, false, nil)
 			for r := 0; r < rows; r++ {
-				crow := c[coff+r*ldc : coff+r*ldc+cols]
+				crow := b.c[coff+r*b.ldc : coff+r*b.ldc+cols]
 				trow := tile[r*nr : r*nr+cols]
 				switch {
-				case bias != nil:
-					bj := bias[j0+jc : j0+jc+cols]
+				case bj != nil:
 					for j := range crow {
 						crow[j] = trow[j] + bj[j]
 					}
-				case !add:
+				case !b.add:
 					copy(crow, trow)
 				default:
 					for j := range crow {
@@ -281,6 +336,112 @@ func runItem(it, nJG, nPanels, mc, m, nb, kb, p0, j0 int, transA bool, alpha flo
 					}
 				}
 			}
+		}
+	}
+}
+
+// fp32Tiles is the fp32 GEMM's packing and micro-kernel. B is packed in
+// panels of nr columns (kb×nr row-major). With rows (AVX-512), the
+// kernel (kernel.Sgemm8x32Rows) reads A's rows in place where A is
+// row-major with alpha 1 and packs it row-major otherwise; else A is
+// packed in interleaved slivers for the asm kernel (asm: AVX2's 6×16) or
+// kernelGo.
+type fp32Tiles struct{ asm, rows bool }
+
+// newFP32Tiles picks the fp32 kernels: assembly where asm is set and the
+// CPU has it, row-reading on AVX-512.
+func newFP32Tiles(asm bool) fp32Tiles {
+	asm = asm && kernel.Available
+	return fp32Tiles{asm: asm, rows: asm && rowKernel != nil}
+}
+
+// rowStride is the row stride of a row-major packed A block over kb of k:
+// kb rounded up to a 64-byte line, and off multiples of 4 KiB (rows 4 KiB
+// apart would share L1 sets).
+func rowStride(kb int) int {
+	ld := (kb + 15) / 16 * 16
+	if ld%1024 == 0 {
+		ld += 16
+	}
+	return ld
+}
+
+func (t fp32Tiles) aLen(mc, kb int) int {
+	if t.rows {
+		return (mc + mr - 1) / mr * mr * rowStride(kb)
+	}
+	return (mc + mr - 1) / mr * mr * kb
+}
+
+func (fp32Tiles) bLen(nPanels, kb int) int { return nPanels * nr * kb }
+
+func (t fp32Tiles) packA(trans bool, alpha float32, a []float32, lda, i0, mb, p0, kb int, buf []float32) aBlock {
+	if !t.rows {
+		packA(trans, alpha, a, lda, i0, mb, p0, kb, buf)
+		return aBlock{buf: buf}
+	}
+	ab := aBlock{buf: buf, bufLd: rowStride(kb)}
+	if !trans && alpha == 1 && lda%1024 != 0 {
+		ab.src, ab.off, ab.ld, ab.inPlace = a, i0*lda+p0, lda, mb/mr
+	}
+	first := ab.inPlace * mr
+	for r := 0; r < (mb+mr-1)/mr*mr-first; r++ {
+		row := buf[r*ab.bufLd : r*ab.bufLd+kb]
+		i := i0 + first + r
+		switch {
+		case first+r >= mb:
+			clear(row)
+		case !trans:
+			src := a[i*lda+p0 : i*lda+p0+kb]
+			if alpha == 1 {
+				copy(row, src)
+				continue
+			}
+			for p, v := range src {
+				row[p] = alpha * v
+			}
+		default:
+			for p := range row {
+				row[p] = alpha * a[(p0+p)*lda+i]
+			}
+		}
+	}
+	return ab
+}
+
+func (fp32Tiles) packB(trans bool, b []float32, ldb, p0, kb, j0, nb int, dst []float32, plo, phi int) {
+	packB(trans, b, ldb, p0, kb, j0, nb, dst, plo, phi)
+}
+
+func (t fp32Tiles) tile(kb int, ab aBlock, ip int, bp []float32, c []float32, ldc int, add bool, bias []float32) {
+	as, ld := ab.sliver(ip, kb)
+	if t.rows {
+		var bptr *float32
+		if bias != nil {
+			bptr = &bias[0]
+		}
+		_ = as[(mr-1)*ld+kb-1]
+		_ = c[(mr-1)*ldc+nr-1]
+		rowKernel(kb, &as[0], ld, &bp[0], &c[0], ldc, bptr, add)
+		return
+	}
+	switch {
+	case t.asm:
+		asmKernel(kb, &as[0], &bp[0], &c[0], ldc, add)
+	default:
+		kernelGo(kb, as, bp, c, ldc, add)
+	}
+	if bias != nil {
+		addBias(c, ldc, bias)
+	}
+}
+
+// addBias adds bias (nr elements) to every row of an mr×nr tile.
+func addBias(c []float32, ldc int, bias []float32) {
+	for r := 0; r < mr; r++ {
+		crow := c[r*ldc : r*ldc+nr]
+		for j, v := range bias[:nr] {
+			crow[j] += v
 		}
 	}
 }
@@ -333,32 +494,61 @@ func packA(trans bool, alpha float32, a []float32, lda, i0, mb, p0, kb int, dst 
 // reads (kcBlock×ncBlock blocks of nr-column slivers), for an operand that
 // does not change between calls: a layer's weights. Packing costs about as
 // much as a GEMM with a hundred rows, so a short sequence spent a fifth of
-// its projections repacking them every run.
+// its projections repacking them every run. PackB keeps fp32, PackBBF16
+// rounds to bf16 (half the memory), and SgemmPacked multiplies in the
+// packed operand's precision.
 type PackedB struct {
 	k, n   int
+	bf16   bool
 	nK     int         // k blocks per column block
 	blocks [][]float32 // block (j0/ncBlock)*nK + p0/kcBlock
 }
 
 // PackB packs op(B) (k×n, row stride ldb) for SgemmPacked.
 func PackB(transB bool, k, n int, b []float32, ldb int) *PackedB {
-	checkGemm("PackB", false, transB, 1, n, k, k, max(k, 1), len(b), ldb, n, max(n, 1))
-	pb := &PackedB{k: k, n: n, nK: (k + kcBlock - 1) / kcBlock}
+	return packWhole("PackB", fp32Tiles{}, transB, k, n, b, ldb)
+}
+
+// packWhole packs all of op(B) in ops' layout.
+func packWhole(name string, ops tileOps, transB bool, k, n int, b []float32, ldb int) *PackedB {
+	checkGemm(name, false, transB, 1, n, k, k, max(k, 1), len(b), ldb, n, max(n, 1))
+	_, bf16 := ops.(bf16Tiles)
+	pb := &PackedB{k: k, n: n, bf16: bf16, nK: (k + kcBlock - 1) / kcBlock}
 	for j0 := 0; j0 < n; j0 += ncBlock {
 		nb := min(ncBlock, n-j0)
 		nPanels := (nb + nr - 1) / nr
 		for p0 := 0; p0 < k; p0 += kcBlock {
 			kb := min(kcBlock, k-p0)
-			blk := make([]float32, nPanels*nr*kb)
-			packB(transB, b, ldb, p0, kb, j0, nb, blk, 0, nPanels)
+			blk := make([]float32, ops.bLen(nPanels, kb))
+			ops.packB(transB, b, ldb, p0, kb, j0, nb, blk, 0, nPanels)
 			pb.blocks = append(pb.blocks, blk)
 		}
 	}
 	return pb
 }
 
+// tiles returns the GEMM precision the operand was packed for.
+func (pb *PackedB) tiles() tileOps {
+	if pb.bf16 {
+		return bf16Tiles{}
+	}
+	return newFP32Tiles(true)
+}
+
+// BF16 reports whether the operand was packed in bf16 (PackBBF16).
+func (pb *PackedB) BF16() bool { return pb.bf16 }
+
 // Dims returns the packed operand's k and n.
 func (pb *PackedB) Dims() (k, n int) { return pb.k, pb.n }
+
+// Bytes is the memory the packed blocks hold.
+func (pb *PackedB) Bytes() int64 {
+	var n int64
+	for _, b := range pb.blocks {
+		n += 4 * int64(len(b))
+	}
+	return n
+}
 
 // block returns the packed block starting at row p0, column j0 of op(B).
 func (pb *PackedB) block(j0, p0 int) []float32 {
@@ -405,6 +595,12 @@ func kernelGo(k int, a, b, c []float32, ldc int, add bool) {
 			}
 		}
 	}
+	storeTile(acc[:], c, ldc, add)
+}
+
+// storeTile stores (or, with add, adds) an mr×nr tile held row-major in
+// acc into C (row stride ldc).
+func storeTile(acc, c []float32, ldc int, add bool) {
 	for r := 0; r < mr; r++ {
 		crow := c[r*ldc : r*ldc+nr]
 		arow := acc[r*nr : r*nr+nr]

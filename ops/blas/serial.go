@@ -48,19 +48,25 @@ func MicroKernel(k int, a, b, c []float32, ldc int, add bool) {
 // Sgemm's; bias shorter than n panics. The OpenBLAS build runs the pure-Go
 // GEMM here.
 func SgemmBias(threads int, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, bias, c []float32, ldc int) {
-	checkGemm("SgemmBias", transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	gemmBias("SgemmBias", newFP32Tiles(true), threads, transA, transB, m, n, k, a, lda, b, ldb, bias, c, ldc)
+}
+
+// gemmBias checks SgemmBias's arguments and runs it with ops' tiles.
+func gemmBias(name string, ops tileOps, threads int, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, bias, c []float32, ldc int) {
+	checkGemm(name, transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
 	if len(bias) < n {
-		panic("blas.SgemmBias: bias shorter than n")
+		panic("blas." + name + ": bias shorter than n")
 	}
 	if threads < 1 {
 		threads = Threads()
 	}
-	sgemmGoBias(transA, transB, m, n, k, 1, a, lda, b, ldb, 0, bias[:n], c, ldc, threads, true, nil)
+	gemmGo(ops, transA, transB, m, n, k, 1, a, lda, b, ldb, 0, bias[:n], c, ldc, threads, nil)
 }
 
 // SgemmPacked computes C = op(A)·B (+ bias, when bias is not nil) on at
 // most threads goroutines (threads < 1: Threads()), with B packed by
-// PackB; C is only written. Both builds run the pure-Go GEMM here.
+// PackB, or by PackBBF16 (then in bf16, see SgemmBF16); C is only
+// written. Both builds run the pure-Go GEMM here.
 func SgemmPacked(threads int, transA bool, m int, a []float32, lda int, pb *PackedB, bias, c []float32, ldc int) {
 	k, n := pb.k, pb.n
 	checkGemm("SgemmPacked", transA, false, m, n, k, len(a), lda, k*n, max(n, 1), len(c), ldc)
@@ -73,5 +79,5 @@ func SgemmPacked(threads int, transA bool, m int, a []float32, lda int, pb *Pack
 	if threads < 1 {
 		threads = Threads()
 	}
-	sgemmGoBias(transA, false, m, n, k, 1, a, lda, nil, 0, 0, bias, c, ldc, threads, true, pb)
+	gemmGo(pb.tiles(), transA, false, m, n, k, 1, a, lda, nil, 0, 0, bias, c, ldc, threads, pb)
 }

@@ -724,7 +724,20 @@ type CompileRequest struct {
 	Threads        int32                  `protobuf:"varint,2,opt,name=threads,proto3" json:"threads,omitempty"`
 	MaxTensorBytes int64                  `protobuf:"varint,3,opt,name=max_tensor_bytes,json=maxTensorBytes,proto3" json:"max_tensor_bytes,omitempty"`
 	// no_fuse turns off graph rewrites such as attention fusion.
-	NoFuse        bool `protobuf:"varint,4,opt,name=no_fuse,json=noFuse,proto3" json:"no_fuse,omitempty"`
+	NoFuse bool `protobuf:"varint,4,opt,name=no_fuse,json=noFuse,proto3" json:"no_fuse,omitempty"`
+	// max_memory_bytes is the session's memory budget (see runtime/budget):
+	// the backend keeps its weights, constants, plans and run memory within
+	// it. 0: the backend's default; negative: none.
+	MaxMemoryBytes int64 `protobuf:"varint,5,opt,name=max_memory_bytes,json=maxMemoryBytes,proto3" json:"max_memory_bytes,omitempty"`
+	// model_dir, when set, is the absolute directory the partition's
+	// external-data tensors are relative to: their bytes are not in model,
+	// the backend reads (maps) them from the files, with the same checks as
+	// the host's loader (relative locations inside model_dir, regular files).
+	ModelDir string `protobuf:"bytes,6,opt,name=model_dir,json=modelDir,proto3" json:"model_dir,omitempty"`
+	// precision is the arithmetic of float32 matrix products: "" or "fp32",
+	// or "bf16" (operands rounded to bfloat16, fp32 accumulation). A backend
+	// that cannot honour it refuses the partition.
+	Precision     string `protobuf:"bytes,7,opt,name=precision,proto3" json:"precision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -785,6 +798,27 @@ func (x *CompileRequest) GetNoFuse() bool {
 		return x.NoFuse
 	}
 	return false
+}
+
+func (x *CompileRequest) GetMaxMemoryBytes() int64 {
+	if x != nil {
+		return x.MaxMemoryBytes
+	}
+	return 0
+}
+
+func (x *CompileRequest) GetModelDir() string {
+	if x != nil {
+		return x.ModelDir
+	}
+	return ""
+}
+
+func (x *CompileRequest) GetPrecision() string {
+	if x != nil {
+		return x.Precision
+	}
+	return ""
 }
 
 // NodeRef names a node of a compiled partition in execution order; the
@@ -906,7 +940,9 @@ type RunRequest struct {
 	PartitionId uint64                 `protobuf:"varint,1,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
 	Inputs      []*NamedTensor         `protobuf:"bytes,2,rep,name=inputs,proto3" json:"inputs,omitempty"`
 	// shm is set when the host uses the shared tensor region for this Run.
-	Shm           *SharedRun `protobuf:"bytes,3,opt,name=shm,proto3" json:"shm,omitempty"`
+	Shm *SharedRun `protobuf:"bytes,3,opt,name=shm,proto3" json:"shm,omitempty"`
+	// profile asks the backend to time this Run: RunResponse.profile.
+	Profile       bool `protobuf:"varint,4,opt,name=profile,proto3" json:"profile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -962,20 +998,234 @@ func (x *RunRequest) GetShm() *SharedRun {
 	return nil
 }
 
+func (x *RunRequest) GetProfile() bool {
+	if x != nil {
+		return x.Profile
+	}
+	return false
+}
+
+// Span is a stretch of a backend's wall-clock time: start in nanoseconds
+// since the Unix epoch, and length.
+type Span struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StartUnixNs   int64                  `protobuf:"varint,1,opt,name=start_unix_ns,json=startUnixNs,proto3" json:"start_unix_ns,omitempty"`
+	DurationNs    int64                  `protobuf:"varint,2,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Span) Reset() {
+	*x = Span{}
+	mi := &file_backend_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Span) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Span) ProtoMessage() {}
+
+func (x *Span) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Span.ProtoReflect.Descriptor instead.
+func (*Span) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Span) GetStartUnixNs() int64 {
+	if x != nil {
+		return x.StartUnixNs
+	}
+	return 0
+}
+
+func (x *Span) GetDurationNs() int64 {
+	if x != nil {
+		return x.DurationNs
+	}
+	return 0
+}
+
+// StepTiming is one executed plan step of a profiled Run: a node of the
+// partition, or a node the backend made (a fused region).
+type StepTiming struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	OpType        string                 `protobuf:"bytes,2,opt,name=op_type,json=opType,proto3" json:"op_type,omitempty"`
+	Domain        string                 `protobuf:"bytes,3,opt,name=domain,proto3" json:"domain,omitempty"`
+	Span          *Span                  `protobuf:"bytes,4,opt,name=span,proto3" json:"span,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StepTiming) Reset() {
+	*x = StepTiming{}
+	mi := &file_backend_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StepTiming) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StepTiming) ProtoMessage() {}
+
+func (x *StepTiming) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StepTiming.ProtoReflect.Descriptor instead.
+func (*StepTiming) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *StepTiming) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StepTiming) GetOpType() string {
+	if x != nil {
+		return x.OpType
+	}
+	return ""
+}
+
+func (x *StepTiming) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
+func (x *StepTiming) GetSpan() *Span {
+	if x != nil {
+		return x.Span
+	}
+	return nil
+}
+
+// RunProfile is what a backend measured during a profiled Run.
+type RunProfile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// decode: reading the inputs; run: executing the partition (the steps
+	// and the executor's work between them); encode: writing the outputs.
+	Decode *Span `protobuf:"bytes,1,opt,name=decode,proto3" json:"decode,omitempty"`
+	Run    *Span `protobuf:"bytes,2,opt,name=run,proto3" json:"run,omitempty"`
+	Encode *Span `protobuf:"bytes,3,opt,name=encode,proto3" json:"encode,omitempty"`
+	// steps are empty when the backend does not time its steps.
+	Steps []*StepTiming `protobuf:"bytes,4,rep,name=steps,proto3" json:"steps,omitempty"`
+	// pid is the backend process that ran the partition.
+	Pid           int64 `protobuf:"varint,5,opt,name=pid,proto3" json:"pid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunProfile) Reset() {
+	*x = RunProfile{}
+	mi := &file_backend_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunProfile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunProfile) ProtoMessage() {}
+
+func (x *RunProfile) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunProfile.ProtoReflect.Descriptor instead.
+func (*RunProfile) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RunProfile) GetDecode() *Span {
+	if x != nil {
+		return x.Decode
+	}
+	return nil
+}
+
+func (x *RunProfile) GetRun() *Span {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+func (x *RunProfile) GetEncode() *Span {
+	if x != nil {
+		return x.Encode
+	}
+	return nil
+}
+
+func (x *RunProfile) GetSteps() []*StepTiming {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *RunProfile) GetPid() int64 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
 type RunResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Outputs []*NamedTensor         `protobuf:"bytes,1,rep,name=outputs,proto3" json:"outputs,omitempty"`
 	// output_bytes is what all outputs (but string ones) need in the shared
 	// region, 64-byte aligned each, whether or not they were sent through it;
 	// the host reserves that much for the partition's next Run.
-	OutputBytes   uint64 `protobuf:"varint,2,opt,name=output_bytes,json=outputBytes,proto3" json:"output_bytes,omitempty"`
+	OutputBytes uint64 `protobuf:"varint,2,opt,name=output_bytes,json=outputBytes,proto3" json:"output_bytes,omitempty"`
+	// profile is set when RunRequest.profile asked for it.
+	Profile       *RunProfile `protobuf:"bytes,3,opt,name=profile,proto3" json:"profile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunResponse) Reset() {
 	*x = RunResponse{}
-	mi := &file_backend_proto_msgTypes[15]
+	mi := &file_backend_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1237,7 @@ func (x *RunResponse) String() string {
 func (*RunResponse) ProtoMessage() {}
 
 func (x *RunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[15]
+	mi := &file_backend_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1250,7 @@ func (x *RunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResponse.ProtoReflect.Descriptor instead.
 func (*RunResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{15}
+	return file_backend_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RunResponse) GetOutputs() []*NamedTensor {
@@ -1017,6 +1267,13 @@ func (x *RunResponse) GetOutputBytes() uint64 {
 	return 0
 }
 
+func (x *RunResponse) GetProfile() *RunProfile {
+	if x != nil {
+		return x.Profile
+	}
+	return nil
+}
+
 type ReleaseRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	PartitionId   uint64                 `protobuf:"varint,1,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
@@ -1026,7 +1283,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_backend_proto_msgTypes[16]
+	mi := &file_backend_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1038,7 +1295,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[16]
+	mi := &file_backend_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1051,7 +1308,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{16}
+	return file_backend_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReleaseRequest) GetPartitionId() uint64 {
@@ -1069,7 +1326,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_backend_proto_msgTypes[17]
+	mi := &file_backend_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1338,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[17]
+	mi := &file_backend_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1351,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{17}
+	return file_backend_proto_rawDescGZIP(), []int{20}
 }
 
 type StatsRequest struct {
@@ -1105,7 +1362,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_backend_proto_msgTypes[18]
+	mi := &file_backend_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1374,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[18]
+	mi := &file_backend_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1387,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{18}
+	return file_backend_proto_rawDescGZIP(), []int{21}
 }
 
 type StatsResponse struct {
@@ -1145,7 +1402,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_backend_proto_msgTypes[19]
+	mi := &file_backend_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1414,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[19]
+	mi := &file_backend_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1427,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{19}
+	return file_backend_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StatsResponse) GetMaxRssBytes() int64 {
@@ -1208,7 +1465,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_backend_proto_msgTypes[20]
+	mi := &file_backend_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1477,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[20]
+	mi := &file_backend_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1490,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{20}
+	return file_backend_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PingRequest) GetFence() uint64 {
@@ -1252,7 +1509,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_backend_proto_msgTypes[21]
+	mi := &file_backend_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1521,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[21]
+	mi := &file_backend_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1534,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{21}
+	return file_backend_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PingResponse) GetPid() int64 {
@@ -1341,27 +1598,49 @@ const file_backend_proto_rawDesc = "" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"M\n" +
 	"\x12CapabilityResponse\x127\n" +
-	"\bverdicts\x18\x01 \x03(\v2\x1b.attnrun.backend.v1.VerdictR\bverdicts\"\x83\x01\n" +
+	"\bverdicts\x18\x01 \x03(\v2\x1b.attnrun.backend.v1.VerdictR\bverdicts\"\xe8\x01\n" +
 	"\x0eCompileRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\fR\x05model\x12\x18\n" +
 	"\athreads\x18\x02 \x01(\x05R\athreads\x12(\n" +
 	"\x10max_tensor_bytes\x18\x03 \x01(\x03R\x0emaxTensorBytes\x12\x17\n" +
-	"\ano_fuse\x18\x04 \x01(\bR\x06noFuse\"N\n" +
+	"\ano_fuse\x18\x04 \x01(\bR\x06noFuse\x12(\n" +
+	"\x10max_memory_bytes\x18\x05 \x01(\x03R\x0emaxMemoryBytes\x12\x1b\n" +
+	"\tmodel_dir\x18\x06 \x01(\tR\bmodelDir\x12\x1c\n" +
+	"\tprecision\x18\a \x01(\tR\tprecision\"N\n" +
 	"\aNodeRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\aop_type\x18\x02 \x01(\tR\x06opType\x12\x16\n" +
 	"\x06domain\x18\x03 \x01(\tR\x06domain\"g\n" +
 	"\x0fCompileResponse\x12!\n" +
 	"\fpartition_id\x18\x01 \x01(\x04R\vpartitionId\x121\n" +
-	"\x05nodes\x18\x02 \x03(\v2\x1b.attnrun.backend.v1.NodeRefR\x05nodes\"\x99\x01\n" +
+	"\x05nodes\x18\x02 \x03(\v2\x1b.attnrun.backend.v1.NodeRefR\x05nodes\"\xb3\x01\n" +
 	"\n" +
 	"RunRequest\x12!\n" +
 	"\fpartition_id\x18\x01 \x01(\x04R\vpartitionId\x127\n" +
 	"\x06inputs\x18\x02 \x03(\v2\x1f.attnrun.backend.v1.NamedTensorR\x06inputs\x12/\n" +
-	"\x03shm\x18\x03 \x01(\v2\x1d.attnrun.backend.v1.SharedRunR\x03shm\"k\n" +
+	"\x03shm\x18\x03 \x01(\v2\x1d.attnrun.backend.v1.SharedRunR\x03shm\x12\x18\n" +
+	"\aprofile\x18\x04 \x01(\bR\aprofile\"K\n" +
+	"\x04Span\x12\"\n" +
+	"\rstart_unix_ns\x18\x01 \x01(\x03R\vstartUnixNs\x12\x1f\n" +
+	"\vduration_ns\x18\x02 \x01(\x03R\n" +
+	"durationNs\"\x7f\n" +
+	"\n" +
+	"StepTiming\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
+	"\aop_type\x18\x02 \x01(\tR\x06opType\x12\x16\n" +
+	"\x06domain\x18\x03 \x01(\tR\x06domain\x12,\n" +
+	"\x04span\x18\x04 \x01(\v2\x18.attnrun.backend.v1.SpanR\x04span\"\xe4\x01\n" +
+	"\n" +
+	"RunProfile\x120\n" +
+	"\x06decode\x18\x01 \x01(\v2\x18.attnrun.backend.v1.SpanR\x06decode\x12*\n" +
+	"\x03run\x18\x02 \x01(\v2\x18.attnrun.backend.v1.SpanR\x03run\x120\n" +
+	"\x06encode\x18\x03 \x01(\v2\x18.attnrun.backend.v1.SpanR\x06encode\x124\n" +
+	"\x05steps\x18\x04 \x03(\v2\x1e.attnrun.backend.v1.StepTimingR\x05steps\x12\x10\n" +
+	"\x03pid\x18\x05 \x01(\x03R\x03pid\"\xa5\x01\n" +
 	"\vRunResponse\x129\n" +
 	"\aoutputs\x18\x01 \x03(\v2\x1f.attnrun.backend.v1.NamedTensorR\aoutputs\x12!\n" +
-	"\foutput_bytes\x18\x02 \x01(\x04R\voutputBytes\"3\n" +
+	"\foutput_bytes\x18\x02 \x01(\x04R\voutputBytes\x128\n" +
+	"\aprofile\x18\x03 \x01(\v2\x1e.attnrun.backend.v1.RunProfileR\aprofile\"3\n" +
 	"\x0eReleaseRequest\x12!\n" +
 	"\fpartition_id\x18\x01 \x01(\x04R\vpartitionId\"\x11\n" +
 	"\x0fReleaseResponse\"\x0e\n" +
@@ -1398,7 +1677,7 @@ func file_backend_proto_rawDescGZIP() []byte {
 	return file_backend_proto_rawDescData
 }
 
-var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_backend_proto_goTypes = []any{
 	(*Tensor)(nil),             // 0: attnrun.backend.v1.Tensor
 	(*ShmRef)(nil),             // 1: attnrun.backend.v1.ShmRef
@@ -1415,45 +1694,54 @@ var file_backend_proto_goTypes = []any{
 	(*NodeRef)(nil),            // 12: attnrun.backend.v1.NodeRef
 	(*CompileResponse)(nil),    // 13: attnrun.backend.v1.CompileResponse
 	(*RunRequest)(nil),         // 14: attnrun.backend.v1.RunRequest
-	(*RunResponse)(nil),        // 15: attnrun.backend.v1.RunResponse
-	(*ReleaseRequest)(nil),     // 16: attnrun.backend.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),    // 17: attnrun.backend.v1.ReleaseResponse
-	(*StatsRequest)(nil),       // 18: attnrun.backend.v1.StatsRequest
-	(*StatsResponse)(nil),      // 19: attnrun.backend.v1.StatsResponse
-	(*PingRequest)(nil),        // 20: attnrun.backend.v1.PingRequest
-	(*PingResponse)(nil),       // 21: attnrun.backend.v1.PingResponse
-	nil,                        // 22: attnrun.backend.v1.InfoResponse.DetailsEntry
+	(*Span)(nil),               // 15: attnrun.backend.v1.Span
+	(*StepTiming)(nil),         // 16: attnrun.backend.v1.StepTiming
+	(*RunProfile)(nil),         // 17: attnrun.backend.v1.RunProfile
+	(*RunResponse)(nil),        // 18: attnrun.backend.v1.RunResponse
+	(*ReleaseRequest)(nil),     // 19: attnrun.backend.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),    // 20: attnrun.backend.v1.ReleaseResponse
+	(*StatsRequest)(nil),       // 21: attnrun.backend.v1.StatsRequest
+	(*StatsResponse)(nil),      // 22: attnrun.backend.v1.StatsResponse
+	(*PingRequest)(nil),        // 23: attnrun.backend.v1.PingRequest
+	(*PingResponse)(nil),       // 24: attnrun.backend.v1.PingResponse
+	nil,                        // 25: attnrun.backend.v1.InfoResponse.DetailsEntry
 }
 var file_backend_proto_depIdxs = []int32{
 	1,  // 0: attnrun.backend.v1.Tensor.shm:type_name -> attnrun.backend.v1.ShmRef
 	0,  // 1: attnrun.backend.v1.NamedTensor.tensor:type_name -> attnrun.backend.v1.Tensor
-	22, // 2: attnrun.backend.v1.InfoResponse.details:type_name -> attnrun.backend.v1.InfoResponse.DetailsEntry
+	25, // 2: attnrun.backend.v1.InfoResponse.details:type_name -> attnrun.backend.v1.InfoResponse.DetailsEntry
 	5,  // 3: attnrun.backend.v1.InfoResponse.ops:type_name -> attnrun.backend.v1.OpSupport
 	7,  // 4: attnrun.backend.v1.CapabilityRequest.nodes:type_name -> attnrun.backend.v1.NodeQuery
 	9,  // 5: attnrun.backend.v1.CapabilityResponse.verdicts:type_name -> attnrun.backend.v1.Verdict
 	12, // 6: attnrun.backend.v1.CompileResponse.nodes:type_name -> attnrun.backend.v1.NodeRef
 	3,  // 7: attnrun.backend.v1.RunRequest.inputs:type_name -> attnrun.backend.v1.NamedTensor
 	2,  // 8: attnrun.backend.v1.RunRequest.shm:type_name -> attnrun.backend.v1.SharedRun
-	3,  // 9: attnrun.backend.v1.RunResponse.outputs:type_name -> attnrun.backend.v1.NamedTensor
-	4,  // 10: attnrun.backend.v1.Backend.Info:input_type -> attnrun.backend.v1.InfoRequest
-	8,  // 11: attnrun.backend.v1.Backend.Capability:input_type -> attnrun.backend.v1.CapabilityRequest
-	11, // 12: attnrun.backend.v1.Backend.Compile:input_type -> attnrun.backend.v1.CompileRequest
-	14, // 13: attnrun.backend.v1.Backend.Run:input_type -> attnrun.backend.v1.RunRequest
-	16, // 14: attnrun.backend.v1.Backend.Release:input_type -> attnrun.backend.v1.ReleaseRequest
-	18, // 15: attnrun.backend.v1.Backend.Stats:input_type -> attnrun.backend.v1.StatsRequest
-	20, // 16: attnrun.backend.v1.Backend.Ping:input_type -> attnrun.backend.v1.PingRequest
-	6,  // 17: attnrun.backend.v1.Backend.Info:output_type -> attnrun.backend.v1.InfoResponse
-	10, // 18: attnrun.backend.v1.Backend.Capability:output_type -> attnrun.backend.v1.CapabilityResponse
-	13, // 19: attnrun.backend.v1.Backend.Compile:output_type -> attnrun.backend.v1.CompileResponse
-	15, // 20: attnrun.backend.v1.Backend.Run:output_type -> attnrun.backend.v1.RunResponse
-	17, // 21: attnrun.backend.v1.Backend.Release:output_type -> attnrun.backend.v1.ReleaseResponse
-	19, // 22: attnrun.backend.v1.Backend.Stats:output_type -> attnrun.backend.v1.StatsResponse
-	21, // 23: attnrun.backend.v1.Backend.Ping:output_type -> attnrun.backend.v1.PingResponse
-	17, // [17:24] is the sub-list for method output_type
-	10, // [10:17] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	15, // 9: attnrun.backend.v1.StepTiming.span:type_name -> attnrun.backend.v1.Span
+	15, // 10: attnrun.backend.v1.RunProfile.decode:type_name -> attnrun.backend.v1.Span
+	15, // 11: attnrun.backend.v1.RunProfile.run:type_name -> attnrun.backend.v1.Span
+	15, // 12: attnrun.backend.v1.RunProfile.encode:type_name -> attnrun.backend.v1.Span
+	16, // 13: attnrun.backend.v1.RunProfile.steps:type_name -> attnrun.backend.v1.StepTiming
+	3,  // 14: attnrun.backend.v1.RunResponse.outputs:type_name -> attnrun.backend.v1.NamedTensor
+	17, // 15: attnrun.backend.v1.RunResponse.profile:type_name -> attnrun.backend.v1.RunProfile
+	4,  // 16: attnrun.backend.v1.Backend.Info:input_type -> attnrun.backend.v1.InfoRequest
+	8,  // 17: attnrun.backend.v1.Backend.Capability:input_type -> attnrun.backend.v1.CapabilityRequest
+	11, // 18: attnrun.backend.v1.Backend.Compile:input_type -> attnrun.backend.v1.CompileRequest
+	14, // 19: attnrun.backend.v1.Backend.Run:input_type -> attnrun.backend.v1.RunRequest
+	19, // 20: attnrun.backend.v1.Backend.Release:input_type -> attnrun.backend.v1.ReleaseRequest
+	21, // 21: attnrun.backend.v1.Backend.Stats:input_type -> attnrun.backend.v1.StatsRequest
+	23, // 22: attnrun.backend.v1.Backend.Ping:input_type -> attnrun.backend.v1.PingRequest
+	6,  // 23: attnrun.backend.v1.Backend.Info:output_type -> attnrun.backend.v1.InfoResponse
+	10, // 24: attnrun.backend.v1.Backend.Capability:output_type -> attnrun.backend.v1.CapabilityResponse
+	13, // 25: attnrun.backend.v1.Backend.Compile:output_type -> attnrun.backend.v1.CompileResponse
+	18, // 26: attnrun.backend.v1.Backend.Run:output_type -> attnrun.backend.v1.RunResponse
+	20, // 27: attnrun.backend.v1.Backend.Release:output_type -> attnrun.backend.v1.ReleaseResponse
+	22, // 28: attnrun.backend.v1.Backend.Stats:output_type -> attnrun.backend.v1.StatsResponse
+	24, // 29: attnrun.backend.v1.Backend.Ping:output_type -> attnrun.backend.v1.PingResponse
+	23, // [23:30] is the sub-list for method output_type
+	16, // [16:23] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_backend_proto_init() }
@@ -1467,7 +1755,7 @@ func file_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_backend_proto_rawDesc), len(file_backend_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

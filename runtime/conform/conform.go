@@ -85,6 +85,18 @@ type Tolerance struct {
 	Rtol, Atol float64
 }
 
+// BF16Tolerance is the tolerance for runs with bf16 matrix products
+// (ops.PrecisionBF16) against fp32 references: Rtol 2e-2, Atol 1e-2.
+// bfloat16 keeps 8 significant bits, so every operand of a product is
+// rounded with a relative error up to 2^-9 ≈ 2e-3; a sum of k such
+// products (accumulated in fp32) is off by about that much of the sum of
+// the terms' magnitudes, not of the result, and an attention layer chains
+// two to four products. Elements near zero keep no relative accuracy at
+// all, hence the absolute term, sized for outputs of order one. On the
+// bundled models the largest error is 8e-3, fused or not
+// (TestModelsInProcessBF16).
+var BF16Tolerance = Tolerance{Rtol: 2e-2, Atol: 1e-2}
+
 // Runner runs one loaded model.
 type Runner interface {
 	// InputNames and OutputNames list the graph's inputs and outputs in order.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
+	"github.com/attnrun/attnrun/ops"
 )
 
 // benchModelDir returns the directory holding the benchmark models written
@@ -40,7 +41,8 @@ func benchThreads() int {
 	return 2
 }
 
-// loadBenchModel compiles a benchmark model, skipping when it is absent.
+// loadBenchModel compiles a benchmark model, skipping when it is absent,
+// with the precision of $ATTNRUN_BENCH_PRECISION (fp32 when unset).
 func loadBenchModel(b *testing.B, name string, noFuse bool) *Program {
 	b.Helper()
 	path := filepath.Join(benchModelDir(), name, "model.onnx")
@@ -51,7 +53,7 @@ func loadBenchModel(b *testing.B, name string, noFuse bool) *Program {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := Compile(m, Options{Threads: benchThreads(), NoFuse: noFuse})
+	p, err := Compile(m, Options{Threads: benchThreads(), NoFuse: noFuse, Precision: ops.Precision(os.Getenv("ATTNRUN_BENCH_PRECISION"))})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -98,35 +100,39 @@ func benchModel(b *testing.B, name string, sizes []int) {
 	for _, s := range sizes {
 		b.Run(fmt.Sprintf("S=%d", s), func(b *testing.B) {
 			p := loadBenchModel(b, name, false)
-			in := benchInputs(p, s)
-			ctx := context.Background()
-			// Like a backend, which copies its outputs away before the
-			// next run: outputs in the plan's buffers. ATTNRUN_BENCH_FRESH=1
-			// gives them new memory every run instead.
-			ro := RunOptions{ReuseOutputs: os.Getenv("ATTNRUN_BENCH_FRESH") != "1"}
-			// Two warm-up runs: the first plans and sizes the arena, the
-			// second touches its scratch.
-			for i := 0; i < 2; i++ {
-				if _, err := p.Run(ctx, in, ro); err != nil {
-					b.Fatal(err)
-				}
-			}
-			runtime.GC()
-			cpu0, flt0 := cpuTime(), minorFaults()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, err := p.Run(ctx, in, ro); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			// CPU time per run: less sensitive than wall time to other
-			// processes on a shared machine (wall ≈ cpu/threads when the
-			// threads are busy).
-			b.ReportMetric(float64(cpuTime()-cpu0)/1e6/float64(b.N), "cpu-ms/op")
-			b.ReportMetric(float64(minorFaults()-flt0)/float64(b.N), "faults/op")
+			timeRuns(b, p, benchInputs(p, s))
 		})
 	}
+}
+
+// timeRuns times b.N runs of p on in after two warm-up runs, and reports
+// the CPU time and the page faults per run.
+func timeRuns(b *testing.B, p *Program, in map[string]*ir.Tensor) {
+	ctx := context.Background()
+	// Like a backend, which copies its outputs away before the next run:
+	// outputs in the plan's buffers. ATTNRUN_BENCH_FRESH=1 gives them new
+	// memory every run instead.
+	ro := RunOptions{ReuseOutputs: os.Getenv("ATTNRUN_BENCH_FRESH") != "1"}
+	// Two warm-up runs: the first plans and sizes the arena, the second
+	// touches its scratch.
+	for i := 0; i < 2; i++ {
+		if _, err := p.Run(ctx, in, ro); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.GC()
+	cpu0, flt0 := cpuTime(), minorFaults()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := p.Run(ctx, in, ro); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	// CPU time per run: less sensitive than wall time to other processes
+	// on a shared machine (wall ≈ cpu/threads when the threads are busy).
+	b.ReportMetric(float64(cpuTime()-cpu0)/1e6/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(minorFaults()-flt0)/float64(b.N), "faults/op")
 }
 
 // cpuTime returns the process's user+system CPU time.
@@ -151,6 +157,14 @@ func minorFaults() int64 {
 // batch 1, fp32) in process on benchThreads threads.
 func BenchmarkMHA768(b *testing.B) {
 	benchModel(b, "s000_multi_head_c768", benchSizes([]int{512, 2048}))
+}
+
+// BenchmarkMHA768AttentionOp runs the same model with its attention as one
+// ONNX Attention node on the same weights (models/export_opset23.py
+// --bench DIR writes it): within a few percent of BenchmarkMHA768, as both
+// run the same FusedAttention step.
+func BenchmarkMHA768AttentionOp(b *testing.B) {
+	benchModel(b, "s000_multi_head_c768_attention_op", benchSizes([]int{512, 2048}))
 }
 
 // BenchmarkCausal768 runs seed 000's CausalAttention (C=768) likewise.

@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops"
+	"github.com/attnrun/attnrun/runtime/budget"
 )
 
 // DefaultMaxTensorBytes bounds any single tensor the program may create.
@@ -33,6 +35,26 @@ type Options struct {
 	// rewrite (fuse_matmul.go), which folds transposes, head-split views and
 	// bias Adds into com.attnrun:FusedMatMul.
 	NoFuse bool
+	// AllowInternalOps lets the model's own nodes use the com.attnrun
+	// domain, attnrun's internal ops, which only its graph rewrites make
+	// (with attributes they have checked). A model loaded from a user
+	// never gets it: its nodes in that domain are refused, so that it
+	// cannot hand a fused kernel views or flags of its own making. Tests
+	// that build fused nodes by hand set it.
+	AllowInternalOps bool
+	// Budget is the memory budget the program's allocations are reserved
+	// from: its initializers and folded constants, the arenas of its runs
+	// (planned buffers, kernel scratch, Alloc), its cached plans. A plan
+	// whose memory cannot fit is refused before anything is allocated
+	// (see budget.go). Nil: no budget beyond MaxTensorBytes.
+	Budget *budget.Budget
+	// PlanCacheBytes bounds the memory of the cached per-shape plans (their
+	// folded constants and bookkeeping); the least recently used plans are
+	// evicted past it. 0: DefaultPlanCacheBytes.
+	PlanCacheBytes int64
+	// Precision is the arithmetic of float32 matrix products (see
+	// ops.Precision; "" is fp32). Compile-time constant folding stays fp32.
+	Precision ops.Precision
 	// StrictDims refuses a run whose inputs bind one dim_param name to two
 	// sizes (e.g. decoder and encoder lengths both exported as "S").
 	// Without it such a run goes ahead, as in ONNX Runtime (see
@@ -57,19 +79,46 @@ type Program struct {
 
 	opts Options
 
-	mu    sync.Mutex
-	plans map[string]*plan
+	mu     sync.Mutex
+	plans  planCache
+	closed bool
+	// arenas are the idle run memories, shared by every plan.
+	arenas arenaPool
+	// reserved is what Compile reserved from the budget: initializers and
+	// constants folded at compile time.
+	reserved int64
+	// valueInputs are the graph inputs whose values (not only shapes)
+	// decide shapes; plans are keyed by their values (see budget.go).
+	valueInputs []string
 	// memo backs ops.Context.Memo: work kernels derive from the model's
-	// constants (packed weights), shared by every plan and run.
-	memo sync.Map
+	// constants (packed weights), shared by every plan and run; memoBytes
+	// is what it holds of the budget.
+	memo      sync.Map
+	memoBytes atomic.Int64
 }
 
-// memoize is ops.Context.Memo for every step of every plan.
+// memoize is ops.Context.Memo for every step of every plan. What build
+// makes (weights packed for the GEMM: as large as the weights) is reserved
+// from the memory budget for the program's lifetime; when the budget
+// refuses it, the step fails (memoryError).
 func (p *Program) memoize(key any, build func() any) any {
 	if v, ok := p.memo.Load(key); ok {
 		return v
 	}
-	v, _ := p.memo.LoadOrStore(key, build())
+	v := build()
+	var n int64
+	if s, ok := v.(interface{ Bytes() int64 }); ok {
+		n = s.Bytes()
+	}
+	if !p.opts.Budget.Reserve(n) {
+		panic(memoryError{p.opts.Budget.Exceeded("weights packed for the GEMM", n, p.opts.Budget.Left())})
+	}
+	v, loaded := p.memo.LoadOrStore(key, v)
+	if loaded {
+		p.opts.Budget.Release(n)
+	} else {
+		p.memoBytes.Add(n)
+	}
 	return v
 }
 
@@ -97,7 +146,11 @@ func Compile(m *ir.Model, opts Options) (*Program, error) {
 		Opsets:  make(map[*ir.Node]int, len(order)),
 		Index:   make(map[*ir.Node]int, len(order)),
 		opts:    opts,
-		plans:   make(map[string]*plan),
+		plans:   newPlanCache(opts.PlanCacheBytes),
+		arenas:  arenaPool{budget: opts.Budget},
+	}
+	if err := p.reserveInitializers(); err != nil {
+		return nil, err
 	}
 	for _, in := range m.Graph.Inputs {
 		if !in.Type.DType.Known() {
@@ -114,6 +167,9 @@ func Compile(m *ir.Model, opts Options) (*Program, error) {
 		p.Types[name] = ops.Value{Type: ops.Known(t.DType, t.Shape), Const: t}
 	}
 	for _, n := range order {
+		if n.Domain == ops.DomainAttnrun && !opts.AllowInternalOps {
+			return nil, n.Errorf("the %s domain holds attnrun's internal ops, which only its own graph rewrites create; a model cannot use them", ops.DomainAttnrun)
+		}
 		s, opset, err := bindSchema(m, n)
 		if err != nil {
 			return nil, err
@@ -122,9 +178,11 @@ func Compile(m *ir.Model, opts Options) (*Program, error) {
 		p.Opsets[n] = opset
 		p.Index[n] = len(p.Index)
 	}
-	if err := p.infer(p.Types); err != nil {
+	if err := p.infer(p.Types, p.reserveConst); err != nil {
+		p.Close()
 		return nil, err
 	}
+	p.valueInputs = p.findValueInputs()
 	return p, nil
 }
 
@@ -164,8 +222,10 @@ func opsetList(m *ir.Model) []string {
 
 // infer runs shape inference over the whole order, filling types and
 // folding what is computable ahead of time. With concrete input shapes in
-// types, every shape subgraph folds away.
-func (p *Program) infer(types map[string]ops.Value) error {
+// types, every shape subgraph folds away. reserve takes a folded result's
+// bytes from the memory budget before the fold; a fold it refuses is left
+// to run.
+func (p *Program) infer(types map[string]ops.Value, reserve func(int64) bool) error {
 	for _, n := range p.Order {
 		in := make([]ops.Value, len(n.Inputs))
 		for i, name := range n.Inputs {
@@ -192,7 +252,7 @@ func (p *Program) infer(types map[string]ops.Value) error {
 		if len(out) < len(n.Outputs) {
 			return n.Errorf("internal error: inference gave %d outputs for %d", len(out), len(n.Outputs))
 		}
-		if consts, ok, err := p.fold(n, in, out); err != nil {
+		if consts, ok, err := p.fold(n, in, out, reserve); err != nil {
 			return err
 		} else if ok {
 			for i := range out {
@@ -229,9 +289,9 @@ func (p *Program) checkSize(n *ir.Node, name string, t ir.TypeInfo) error {
 // fold computes a node's outputs ahead of time when they depend only on
 // constants, or when inference already knows them as concrete shape values
 // (Shape of a tensor whose shape is known, and what is computed from it).
-func (p *Program) fold(n *ir.Node, in, out []ops.Value) ([]*ir.Tensor, bool, error) {
+func (p *Program) fold(n *ir.Node, in, out []ops.Value, reserve func(int64) bool) ([]*ir.Tensor, bool, error) {
 	if consts, ok := constsFromSym(out[:len(n.Outputs)]); ok {
-		return consts, true, nil
+		return consts, true, nil // a few int64s: not worth accounting
 	}
 	if n.Domain != "" {
 		return nil, false, nil
@@ -251,18 +311,24 @@ func (p *Program) fold(n *ir.Node, in, out []ops.Value) ([]*ir.Tensor, bool, err
 	}
 	// Fold only when inference says how big every result is, and it is
 	// small: folding must never be the way a hostile model allocates.
+	var bytes int64
 	for _, o := range out[:len(n.Outputs)] {
 		dims, ok := o.Type.Shape.Concrete()
 		if !o.Type.RankKnown || !ok {
 			return nil, false, nil
 		}
-		if e := ir.NumElements(dims); e < 0 || e > maxFoldElements {
+		e := ir.NumElements(dims)
+		if e < 0 || e > maxFoldElements {
 			return nil, false, nil
 		}
+		bytes += e * int64(max(o.Type.DType.Size(), 1))
+	}
+	if !reserve(bytes) {
+		return nil, false, nil // over the budget: the node runs instead, and the plan's check sees it
 	}
 	res, err := runKernel(p.Schemas[n], &ops.Context{Opset: p.Opsets[n], Threads: 1}, n, args)
 	if err != nil {
-		return nil, false, err
+		return nil, false, err // the caller fails, releasing what was reserved
 	}
 	return res, true, nil
 }
@@ -302,7 +368,7 @@ func constsFromSym(out []ops.Value) ([]*ir.Tensor, bool) {
 func runKernel(s *ops.Schema, ctx *ops.Context, n *ir.Node, args []*ir.Tensor) (res []*ir.Tensor, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = n.Errorf("internal error in the %s kernel: %v", s.Key(), r)
+			err = kernelPanic(s, n, r)
 		}
 	}()
 	res, err = s.Run(ctx, n, args)
@@ -313,6 +379,15 @@ func runKernel(s *ops.Schema, ctx *ops.Context, n *ir.Node, args []*ir.Tensor) (
 		return nil, n.Errorf("internal error: kernel returned %d outputs for %d", len(res), len(n.Outputs))
 	}
 	return res, nil
+}
+
+// kernelPanic turns what a kernel panicked with into its node's error: an
+// allocation the memory budget refused (memoryError), or an internal error.
+func kernelPanic(s *ops.Schema, n *ir.Node, r any) error {
+	if me, ok := r.(memoryError); ok {
+		return n.Errorf("%w", me.err)
+	}
+	return n.Errorf("internal error in the %s kernel: %v", s.Key(), r)
 }
 
 // nodeError wraps err with the node's name and op unless it already names them.

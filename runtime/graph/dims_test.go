@@ -100,3 +100,21 @@ func TestSharedDimParam(t *testing.T) {
 		t.Errorf("equal sizes: width = %v, want [4]", got)
 	}
 }
+
+// TestKVCacheLengthSymbolic: a KV cache's length after the Concat of past
+// and current keys is the symbol "past + seq", in the primitive LLaMA-style
+// export (through repeat_kv's Expand to the attention scores) and through
+// the ONNX Attention op's present outputs, instead of an unknown dim.
+func TestKVCacheLengthSymbolic(t *testing.T) {
+	for _, c := range []struct{ model, tensor, want string }{
+		{"llama_attention_opset17", "/Softmax_output_0", "float32[batch, 4, seq, past + seq]"},
+		{"llama_attention_opset17", "/Expand_output_0", "float32[batch, 2, 2, past + seq, 16]"},
+		{"llama_attention_opset17", "present_key", "float32[batch, 2, past + seq, 16]"},
+		{"llama_block_gqa", "present_value", "float32[batch, 2, past + seq, 16]"},
+	} {
+		_, p := compileModel(t, c.model)
+		if got := p.Types[c.tensor].Type.String(); got != c.want {
+			t.Errorf("%s %s: %s, want %s", c.model, c.tensor, got, c.want)
+		}
+	}
+}

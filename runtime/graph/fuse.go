@@ -1,9 +1,9 @@
 package graph
 
 import (
-	"math"
+	"fmt"
 	"slices"
-	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/attnrun/attnrun/ir"
@@ -15,35 +15,64 @@ import (
 // The rewrite runs at plan time, once per set of concrete input shapes,
 // after concrete inference and folding (buildPlan calls fuseAttention on
 // the step list unless Options.NoFuse is set). At that point every scale
-// computed from the shapes (Pow(Cast(Gather(Shape(k))), 0.5), ...) and
-// every fill value is a folded constant, and the folded nodes are no longer
-// steps, so the matcher sees only the compute chain:
+// computed from the shapes (Pow(Cast(Gather(Shape(k))), 0.5), ...), every
+// fill value and every mask built from the lengths alone (a causal mask
+// from Trilu or a sliced buffer, a position bias from Range) is a folded
+// constant, and the folded nodes are no longer steps, so the matcher sees
+// only the compute chain, read backwards from the product with V:
 //
-//	S = MatMul(Q, Kt)                    Kt = Transpose(K) swapping the last two
-//	                                     axes (dropped), or any [.., D, Sk] tensor
-//	S = Div(S, c) | Mul(S, c) | Mul(c, S) c a float32 constant with one element
-//	S = Where(cond, fill, S)             cond bool, fill a one-element constant
-//	    | Where(cond, S, fill)
-//	    | Add(S, m) | Add(m, S)          m float32 (an additive mask)
-//	P = Softmax(S, last axis)
-//	O = MatMul(P, V)
+//	O = MatMul(P, V) | Einsum(P, V)        any einsum spelling of P·V
+//	P = Softmax(S, last axis), then any no-op Casts (float→float) or
+//	    Identity; P (or a Cast of it) may have other readers or be a graph
+//	    output (nn.MultiheadAttention's need_weights): the fused node then
+//	    also writes it, as its output 1 (scores_mode weights)
+//	S = the scores changed by any number of
+//	    Div(S, c) | Mul(S, c) | Mul(c, S)  c a float32 constant, one element
+//	    Cast(S) float→float | Identity(S)
+//	    Add(S, m) | Add(m, S) | Sub(S, m)  m float32: a mask or a bias
+//	    Where(cond, fill, S) | Where(cond, S, fill)   cond bool, fill a
+//	                                       one-element constant
+//	    with at most two masks (Where or Add/Sub) among them, at most one
+//	    of them a Where
+//	S = MatMul(Q', K') | Einsum(Q', K')    any einsum spelling of Q·Kᵀ
+//	Q' = Q scaled: Div/Mul by one-element constants (a scale folded into
+//	    Q, or into both Q and K as Whisper does with d^-1/4 each)
+//	K' = K scaled, transposed (a Transpose swapping the last two axes,
+//	    dropped, or any [.., D, Sk] tensor), and possibly repeated over
+//	    grouped heads as transformers' repeat_kv does (Unsqueeze → Expand
+//	    → Reshape: the fused node reads the KV heads, kv_group = the
+//	    repeat) or broadcast over its batch dims (Expand: multi-query)
+//	V' = V repeated or broadcast as K is
 //
-// with any number of scalings before and after at most one mask. The chain's
-// intermediates (S..., P, and Kt when its Transpose is absorbed) must have
-// no other consumer among the remaining steps and must not be graph
-// outputs; they are then never computed. The matched steps are replaced by
-// one com.attnrun:FusedAttention step (see ops/attention.go for its
-// contract) at the position of the last MatMul, writing O's slot;
-// RunOptions.OnNode reports it with that MatMul's index in Program.Order and
-// the fused node. Before
-// accepting a match, the fused node's own inference must give exactly O's
-// concrete shape, so a broadcast the fused op does not express (a scale of
-// higher rank, a mask widening Sq) leaves the chain unfused.
+// The chain's intermediates must have no other reader among the remaining
+// steps and must not be graph outputs (P and its Casts excepted); they are
+// then never computed. An added mask of only 0 and -inf is read as a bool
+// mask with a -inf fill, so that the kernel skips the key blocks it hides:
+// Where(cond, -inf, 0) (or Where(cond, 0, -inf)), possibly times positive
+// constants, nn.MultiheadAttention's float version of a bool mask, as cond
+// when nothing else reads it; a plan constant (a causal mask folded from
+// the lengths) as its bool form, made once per plan. A chain that also has
+// a Where keeps such a mask additive (the fused node has one bool mask). The matched steps are replaced by one
+// com.attnrun:FusedAttention step (see ops/attention.go for its contract)
+// at the position of the final product (or of the first reader of P, when
+// one comes before it and every input of the fused node is ready there),
+// writing O's slot; RunOptions.OnNode reports it with that step's index in
+// Program.Order and the fused node. Einsum operands are read through the
+// permutation their labels give (q_view, k_view, v_view, out_view), and
+// like every operand through the movement steps before them (views.go).
+// Before accepting a match, the fused node's own inference must give
+// exactly O's (and P's) concrete shape, so a broadcast the fused op does
+// not express (a scale of higher rank, a mask widening Sq) leaves the
+// chain unfused.
 //
-// Scales compose: with scalings a before and b after the mask, the fused
-// node has scale = a·b, a Where fill becomes fill·b, an additive mask gets
-// mask_scale = b. This changes rounding (s·(a·b) for (s·a)·b, s·(1/c) for
-// s/c) by an ulp or so, never the masking semantics.
+// Scales compose: the fused node has scale = the product of every scale
+// in the chain (those on Q and K too); a mask or bias met before scalings
+// b is scaled by b (a Where fill becomes fill·b, an additive mask gets
+// mask_scale = b). The first mask of two is the fused node's mask and the
+// second its bias (input 5), or, when the first is additive and the
+// second a Where, the first is the bias, with bias_first. This changes
+// rounding (s·(a·b) for (s·a)·b, s·(1/c) for s/c) by an ulp or so, never
+// the masking semantics.
 
 // Fusion describes one fused region of a plan: the synthetic node that runs
 // and the nodes of the graph it replaced, in execution order.
@@ -59,6 +88,28 @@ type Fusion struct {
 	// reads its inputs or writes its output through a strided view
 	// (views.go) instead.
 	Absorbed []*ir.Node
+	// Nodes, when the rewrite runs more than Node (ONNX Attention's
+	// lowering: KV-cache Concat, head split, Casts), lists every node it
+	// runs in place of Replaced, in order, Node among them, with each
+	// node's domain opset in Opsets. Empty otherwise.
+	Nodes  []*ir.Node
+	Opsets []int
+}
+
+// Describe names the fused node and the graph nodes it replaced, for
+// messages about the fused step: `fused node "/attn/FusedAttention"
+// (com.attnrun:FusedAttention, replacing "/MatMul", "/Div", "/Softmax",
+// "/MatMul_1")`. A long list is elided with a count.
+func (f Fusion) Describe() string {
+	names := make([]string, len(f.Replaced))
+	for i, n := range f.Replaced {
+		names[i] = strconv.Quote(n.Label())
+	}
+	list := strings.Join(names, ", ")
+	if len(names) > 12 {
+		list = strings.Join(names[:10], ", ") + fmt.Sprintf(", … %d more … , ", len(names)-11) + names[len(names)-1]
+	}
+	return ir.Elide(fmt.Sprintf("fused node %q (%s, replacing %s)", f.Node.Label(), f.Node.QualifiedOp(), list))
 }
 
 // Fusions returns the fused regions of the plan for the given inputs'
@@ -70,19 +121,8 @@ func (p *Program) Fusions(inputs map[string]*ir.Tensor) ([]Fusion, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.donePlan(pl)
 	return pl.fusions, nil
-}
-
-// attnMatch is one matched attention chain.
-type attnMatch struct {
-	steps     []int // indices into plan steps, the last one the final MatMul
-	q, k, v   string
-	mask      string
-	kT        bool
-	maskKind  string
-	scale     float64
-	fill      float32
-	maskScale float64
 }
 
 // fuseAttention rewrites pl.steps in place, replacing every matched
@@ -94,52 +134,38 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 	}
 	f := newFuser(p, pl, types)
 	removed, slot := f.removed, f.slot
-	replace := map[int]step{}
+	insert := map[int][]step{}       // fused steps to run before step i
 	readChains := map[*ir.Node]int{} // movement node read through → fusion
 	for i, st := range pl.steps {
-		if removed[i] || st.node.OpType != "MatMul" || !isDefaultDomain(st.node) {
+		if removed[i] || (st.node.OpType != "MatMul" && st.node.OpType != "Einsum") || !isDefaultDomain(st.node) {
 			continue
 		}
 		m, ok := f.match(i)
 		if !ok {
 			continue
 		}
-		fused := m.node(st.node, pl.steps)
-		if !f.inferMatches(schema, fused, st.node.Outputs[0]) {
+		fused, reads, writes, ok := f.build(schema, m)
+		if !ok {
 			continue
 		}
-		// Read Q, K and V through the movement steps before them, and
-		// write the result through those after it, where views allow.
-		var reads []int
-		for k, attr := range []string{"q_view", "k_view", "v_view"} {
-			base, v, chain, ok := f.readView(fused.Inputs[k])
-			if !ok || len(chain) == 0 {
-				continue
-			}
-			trial := cloneNode(fused)
-			trial.Inputs[k] = base
-			trial.Attrs = append(trial.Attrs, &ir.Attribute{Name: attr, Type: ir.AttrInts, Ints: v.Ints()})
-			if f.inferMatches(schema, trial, st.node.Outputs[0]) {
-				fused, reads = trial, append(reads, chain...)
-			}
+		pos, ok := f.placement(m, fused, i)
+		if !ok {
+			continue
 		}
-		var writes []int
-		if final, v, chain, ok := f.writeView(fused.Outputs[0]); ok && len(chain) > 0 {
-			trial := cloneNode(fused)
-			trial.Outputs[0] = final
-			shape, _ := f.concreteShape(final)
-			trial.Attrs = append(trial.Attrs,
-				&ir.Attribute{Name: "out_shape", Type: ir.AttrInts, Ints: toInt64s(shape)},
-				&ir.Attribute{Name: "out_view", Type: ir.AttrInts, Ints: v.Ints()})
-			if f.inferMatches(schema, trial, final) {
-				fused, writes = trial, chain
-			}
+		fs := step{index: st.index, node: fused, schema: schema, ctx: ops.Context{Opset: 1, Threads: st.ctx.Threads}}
+		for _, name := range fused.Outputs {
+			fs.outs = append(fs.outs, slot[name])
+			fs.want = append(fs.want, types[name].Type)
 		}
-		outName := fused.Outputs[0]
-		fs := step{index: st.index, node: fused, schema: schema, ctx: ops.Context{Opset: 1, Threads: st.ctx.Threads},
-			outs: []int{slot[outName]}, want: []ir.TypeInfo{types[outName].Type}}
 		for _, name := range fused.Inputs {
-			fs.args = append(fs.args, slot[name])
+			s := -1
+			if name != "" {
+				s = f.slotOf(name) // a constant the match made has no slot yet
+				if c := types[name].Const; c != nil {
+					pl.consts[s] = c
+				}
+			}
+			fs.args = append(fs.args, s)
 		}
 		fusion := Fusion{Node: fused}
 		for _, k := range m.steps {
@@ -153,33 +179,190 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 		for _, k := range reads {
 			readChains[pl.steps[k].node] = len(pl.fusions)
 		}
-		replace[i] = fs
+		insert[pos] = append(insert[pos], fs)
 		pl.fusions = append(pl.fusions, fusion)
 	}
-	if len(replace) == 0 {
+	if len(insert) == 0 {
 		return
 	}
-	defer p.dropDead(pl, readChains)
-	kept := pl.steps[:0:0]
-	for i, st := range pl.steps {
-		if fs, ok := replace[i]; ok {
-			kept = append(kept, fs)
+	replace := map[int][]step{}
+	for pos, add := range insert {
+		if !removed[pos] {
+			add = append(add, pl.steps[pos])
+		}
+		replace[pos] = add
+	}
+	pl.steps = replaceSteps(pl.steps, replace, removed)
+	p.dropDead(pl, readChains)
+}
+
+// build makes the fused node of a match: it reads Q, K and V through the
+// views their permutations and head repeats need, then, where inference
+// still agrees, through the movement steps before them (reads lists those
+// steps), and writes its result through the movement steps after the final
+// product (writes). ok is false when the node's inference does not give
+// the chain's output types.
+func (f *fuser) build(schema *ops.Schema, m attnMatch) (fused *ir.Node, reads, writes []int, ok bool) {
+	fused, ok = m.node(f.pl.steps)
+	if !ok {
+		return nil, nil, nil, false
+	}
+	out := fused.Outputs[0]
+	attrs := []string{"q_view", "k_view", "v_view"}
+	operands := []attnOperand{m.q, m.k, m.v}
+	for k, op := range operands {
+		base, v, _, ok := f.operandView(op, false)
+		if !ok {
+			return nil, nil, nil, false
+		}
+		if base != op.name || op.perm != nil || op.grouped {
+			fused.Inputs[k] = base
+			fused.Attrs = append(fused.Attrs, intsAttr(attrs[k], v.Ints()))
+		}
+	}
+	var inv []int // the view of the logical result in the product's output
+	if m.outPerm != nil {
+		inv = make([]int, len(m.outPerm))
+		for j, l := range m.outPerm {
+			inv[l] = j
+		}
+		shape, _ := f.concreteShape(out)
+		v, ok := ops.Contiguous(shape).Transpose(inv)
+		if !ok {
+			return nil, nil, nil, false
+		}
+		fused.Attrs = append(fused.Attrs, intsAttr("out_shape", toInt64s(shape)), intsAttr("out_view", v.Ints()))
+	}
+	if !f.inferMatches(schema, fused, out) {
+		return nil, nil, nil, false
+	}
+	// Read Q, K and V through the movement steps before them, and write
+	// the result through those after it, where views allow.
+	for k, op := range operands {
+		base, v, chain, ok := f.operandView(op, true)
+		if !ok || len(chain) == 0 {
+			continue
+		}
+		trial := cloneNode(fused)
+		trial.Inputs[k] = base
+		trial.Attrs = withAttr(trial.Attrs, intsAttr(attrs[k], v.Ints()))
+		if f.inferMatches(schema, trial, out) {
+			fused, reads = trial, append(reads, chain...)
+		}
+	}
+	if final, v, chain, ok := f.writeView(out); ok && len(chain) > 0 {
+		if inv != nil {
+			v, ok = v.Transpose(inv)
+		}
+		shape, _ := f.concreteShape(final)
+		trial := cloneNode(fused)
+		trial.Attrs = withAttr(withAttr(trial.Attrs, intsAttr("out_shape", toInt64s(shape))), intsAttr("out_view", v.Ints()))
+		trial.Outputs[0] = final
+		if ok && f.inferMatches(schema, trial, final) {
+			fused, writes = trial, chain
+		}
+	}
+	return fused, reads, writes, true
+}
+
+// operandView returns the tensor the fused node reads for an operand and
+// the view of it that gives the operand (the head repeat's size-1 axis
+// dropped, the einsum permutation applied), through the movement steps
+// before it (chain) when through is set.
+func (f *fuser) operandView(op attnOperand, through bool) (base string, v ops.View, chain []int, ok bool) {
+	shape, ok := f.concreteShape(op.name)
+	if !ok {
+		return "", ops.View{}, nil, false
+	}
+	base, v = op.name, ops.Contiguous(shape)
+	if through {
+		if b, bv, c, ok := f.readView(op.name); ok && len(c) > 0 {
+			base, v, chain = b, bv, c
+		}
+	}
+	if op.grouped {
+		if v, ok = v.Squeeze([]int{len(v.Shape) - 3}); !ok {
+			return "", ops.View{}, nil, false
+		}
+	}
+	if op.perm != nil {
+		if v, ok = v.Transpose(op.perm); !ok {
+			return "", ops.View{}, nil, false
+		}
+	}
+	return base, v, chain, true
+}
+
+// placement returns the step before which the fused node runs: the final
+// product's (step i), or the first step reading the weights output when
+// that comes earlier. ok is false when an input of the fused node is not
+// computed by then, or is computed by a step the fusion replaces.
+func (f *fuser) placement(m attnMatch, fused *ir.Node, i int) (int, bool) {
+	gone := map[int]bool{}
+	for _, k := range m.steps {
+		gone[k] = true
+	}
+	for _, name := range fused.Inputs {
+		if k, ok := f.producer[name]; ok && name != "" && gone[k] {
+			return 0, false // the chain computes an input (P·P is no attention)
+		}
+	}
+	pos := i
+	if len(fused.Outputs) > 1 {
+		w := fused.Outputs[1]
+		for k := 0; k < i; k++ {
+			if gone[k] || f.removed[k] {
+				continue
+			}
+			if slices.Contains(f.pl.steps[k].node.Inputs, w) {
+				pos = k
+				break
+			}
+		}
+	}
+	if pos == i {
+		return pos, true
+	}
+	for _, name := range fused.Inputs {
+		if k, ok := f.producer[name]; ok && name != "" && k >= pos {
+			return 0, false
+		}
+	}
+	return pos, true
+}
+
+// replaceSteps returns steps with step i replaced by replace[i] and the
+// removed steps dropped.
+func replaceSteps(steps []step, replace map[int][]step, removed map[int]bool) []step {
+	kept := steps[:0:0]
+	for i, st := range steps {
+		if add, ok := replace[i]; ok {
+			kept = append(kept, add...)
 		} else if !removed[i] {
 			kept = append(kept, st)
 		}
 	}
-	pl.steps = kept
+	return kept
 }
 
 // inferMatches runs the fused node's inference and reports whether it gives
-// exactly the concrete type the plan has for tensor out.
+// exactly the concrete type the plan has for tensor out (its output 0), and
+// for each further output of the node, that tensor's.
 func (f *fuser) inferMatches(schema *ops.Schema, fused *ir.Node, out string) bool {
 	in := make([]ops.Value, len(fused.Inputs))
 	for k, name := range fused.Inputs {
 		in[k] = f.types[name]
 	}
 	res, err := schema.Infer(fused, 1, in)
-	return err == nil && len(res) == 1 && sameType(res[0].Type, f.types[out].Type)
+	if err != nil || len(res) != len(fused.Outputs) || !sameType(res[0].Type, f.types[out].Type) {
+		return false
+	}
+	for k := 1; k < len(res); k++ {
+		if !sameType(res[k].Type, f.types[fused.Outputs[k]].Type) {
+			return false
+		}
+	}
+	return true
 }
 
 // cloneNode copies a node's input, output and attribute lists (the
@@ -190,6 +373,10 @@ func cloneNode(n *ir.Node) *ir.Node {
 	c.Outputs = append([]string{}, n.Outputs...)
 	c.Attrs = append([]*ir.Attribute{}, n.Attrs...)
 	return &c
+}
+
+func intsAttr(name string, v []int64) *ir.Attribute {
+	return &ir.Attribute{Name: name, Type: ir.AttrInts, Ints: v}
 }
 
 func toInt64s(s []int) []int64 {
@@ -261,201 +448,3 @@ func (f *fuser) scalarConst(name string) (float64, bool) {
 }
 
 func (f *fuser) isFloat32(name string) bool { return f.types[name].Type.DType == ir.Float }
-
-// match tries to read an attention chain ending in the MatMul at step i.
-func (f *fuser) match(i int) (attnMatch, bool) {
-	m := attnMatch{scale: 1, maskScale: 1}
-	mm2 := f.pl.steps[i].node
-	if len(mm2.Inputs) != 2 || len(mm2.Outputs) != 1 || !f.isFloat32(mm2.Inputs[0]) {
-		return m, false
-	}
-	m.v = mm2.Inputs[1]
-	si, sm, ok := f.internal(mm2.Inputs[0])
-	if !ok || sm.OpType != "Softmax" || len(sm.Inputs) != 1 {
-		return m, false
-	}
-	pt := f.types[sm.Outputs[0]].Type
-	axis, err := sm.AttrInt("axis", -1)
-	if err != nil || !pt.RankKnown || len(pt.Shape) < 2 {
-		return m, false
-	}
-	if f.pl.steps[si].ctx.Opset < 13 && sm.Attr("axis") == nil {
-		return m, false // before opset 13 the default axis is 1
-	}
-	if a, err := ops.NormAxis(axis, len(pt.Shape)); err != nil || a != len(pt.Shape)-1 {
-		return m, false
-	}
-	m, ok = f.walk(sm.Inputs[0], m, 1, []int{i, si})
-	return m, ok
-}
-
-// walk follows the scores chain back from tensor x (the input of the step
-// last matched) to the first MatMul. m holds what is matched so far; post
-// is the product of the scales met before any mask, i.e. applied after it;
-// chain holds the matched steps, last executed first.
-func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatch, bool) {
-	k, n, ok := f.internal(x)
-	if !ok {
-		return m, false
-	}
-	chain = append(chain, k)
-	switch n.OpType {
-	case "MatMul":
-		if len(n.Inputs) != 2 {
-			return m, false
-		}
-		m.q = n.Inputs[0]
-		kt := n.Inputs[1]
-		m.k, m.kT = kt, true
-		if ti, tn, ok := f.internal(kt); ok && tn.OpType == "Transpose" && len(tn.Inputs) == 1 && swapsLastTwo(tn, f.types[kt].Type) {
-			m.k, m.kT = tn.Inputs[0], false
-			chain = append(chain, ti)
-		}
-		for _, name := range []string{m.q, m.k, m.v} {
-			if t := f.types[name].Type; !f.isFloat32(name) || !t.RankKnown || len(t.Shape) < 2 {
-				return m, false
-			}
-		}
-		m.scale *= post
-		switch m.maskKind {
-		case ops.MaskBoolTrueMasks, ops.MaskBoolFalseMasks:
-			m.fill = float32(float64(m.fill) * post)
-		case ops.MaskAdditive:
-			m.maskScale = post
-		}
-		m.steps = append([]int{}, chain...)
-		sort.Ints(m.steps)
-		return m, validScale(m.scale)
-	case "Div", "Mul":
-		if len(n.Inputs) != 2 {
-			return m, false
-		}
-		c, ok := f.scalarConst(n.Inputs[1])
-		next := n.Inputs[0]
-		if !ok && n.OpType == "Mul" {
-			c, ok = f.scalarConst(n.Inputs[0])
-			next = n.Inputs[1]
-		}
-		if !ok || !validScale(c) || !f.notWider(n, next) {
-			return m, false
-		}
-		if n.OpType == "Div" {
-			c = 1 / c
-		}
-		if m.maskKind == "" {
-			post *= c
-		} else {
-			m.scale *= c
-		}
-		return f.walk(next, m, post, chain)
-	case "Where":
-		if m.maskKind != "" || len(n.Inputs) != 3 || f.types[n.Inputs[0]].Type.DType != ir.Bool {
-			return m, false
-		}
-		m.mask = n.Inputs[0]
-		if fill, ok := f.scalarConst(n.Inputs[1]); ok && f.notWider(n, n.Inputs[2]) {
-			m.maskKind, m.fill = ops.MaskBoolTrueMasks, float32(fill)
-			return f.walk(n.Inputs[2], m, post, chain)
-		}
-		if fill, ok := f.scalarConst(n.Inputs[2]); ok && f.notWider(n, n.Inputs[1]) {
-			m.maskKind, m.fill = ops.MaskBoolFalseMasks, float32(fill)
-			return f.walk(n.Inputs[1], m, post, chain)
-		}
-		return m, false
-	case "Add":
-		if m.maskKind != "" || len(n.Inputs) != 2 || n.Inputs[0] == n.Inputs[1] || !f.isFloat32(n.Inputs[0]) || !f.isFloat32(n.Inputs[1]) {
-			return m, false
-		}
-		// Either operand may be the scores; try the first, then the second.
-		for _, o := range [][2]string{{n.Inputs[0], n.Inputs[1]}, {n.Inputs[1], n.Inputs[0]}} {
-			mm := m
-			mm.maskKind, mm.mask = ops.MaskAdditive, o[1]
-			if r, ok := f.walk(o[0], mm, post, chain); ok {
-				return r, true
-			}
-		}
-	}
-	return m, false
-}
-
-// notWider reports whether node n's output has the shape of its input x,
-// i.e. the other operands do not broadcast the scores to a larger shape.
-func (f *fuser) notWider(n *ir.Node, x string) bool {
-	return sameType(f.types[n.Outputs[0]].Type, f.types[x].Type)
-}
-
-// swapsLastTwo reports whether a Transpose swaps exactly the last two axes
-// of its output type t.
-func swapsLastTwo(n *ir.Node, t ir.TypeInfo) bool {
-	if !t.RankKnown || len(t.Shape) < 2 {
-		return false
-	}
-	r := len(t.Shape)
-	perm, ok, err := n.AttrInts("perm")
-	if err != nil {
-		return false
-	}
-	if !ok {
-		return r == 2 // the default reverses the axes
-	}
-	if len(perm) != r {
-		return false
-	}
-	for i, v := range perm {
-		want := int64(i)
-		switch i {
-		case r - 2:
-			want = int64(r - 1)
-		case r - 1:
-			want = int64(r - 2)
-		}
-		if v != want {
-			return false
-		}
-	}
-	return true
-}
-
-func validScale(s float64) bool { return s != 0 && !math.IsInf(s, 0) && !math.IsNaN(s) }
-
-// node builds the FusedAttention node replacing the chain; mm2 is the final
-// MatMul, whose output it writes.
-func (m attnMatch) node(mm2 *ir.Node, steps []step) *ir.Node {
-	name := "FusedAttention"
-	for _, k := range m.steps {
-		if n := steps[k].node; n.OpType == "Softmax" && n.Name != "" {
-			if i := strings.LastIndex(n.Name, "/"); i >= 0 {
-				name = n.Name[:i+1] + "FusedAttention"
-			} else {
-				name = n.Name + "/FusedAttention"
-			}
-		}
-	}
-	n := &ir.Node{
-		Name: name, OpType: ops.FusedAttentionOp, Domain: ops.DomainAttnrun,
-		Inputs: []string{m.q, m.k, m.v}, Outputs: []string{mm2.Outputs[0]},
-		Attrs: []*ir.Attribute{{Name: "scale", Type: ir.AttrFloat, Float: float32(m.scale)}},
-	}
-	if m.kT {
-		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "k_transposed", Type: ir.AttrInt, Int: 1})
-	}
-	if m.maskKind != "" {
-		n.Inputs = append(n.Inputs, m.mask)
-		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "mask_kind", Type: ir.AttrString, String: []byte(m.maskKind)})
-		if m.maskKind == ops.MaskAdditive {
-			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "mask_scale", Type: ir.AttrFloat, Float: float32(m.maskScale)})
-		} else {
-			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "mask_fill", Type: ir.AttrFloat, Float: m.fill})
-		}
-	}
-	n.Doc = "fused by attnrun from " + strings.Join(m.labels(steps), ", ")
-	return n
-}
-
-func (m attnMatch) labels(steps []step) []string {
-	var out []string
-	for _, k := range m.steps {
-		out = append(out, steps[k].node.Label())
-	}
-	return out
-}

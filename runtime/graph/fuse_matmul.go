@@ -30,7 +30,7 @@ func (p *Program) fuseMatMuls(pl *plan, types map[string]ops.Value) {
 		return
 	}
 	f := newFuser(p, pl, types)
-	replace := map[int]step{}
+	replace := map[int][]step{}
 	readChains := map[*ir.Node]int{}
 	for i, st := range pl.steps {
 		n := st.node
@@ -92,21 +92,13 @@ func (p *Program) fuseMatMuls(pl *plan, types map[string]ops.Value) {
 		for _, k := range reads {
 			readChains[pl.steps[k].node] = len(pl.fusions)
 		}
-		replace[last] = fs
+		replace[last] = []step{fs}
 		pl.fusions = append(pl.fusions, fusion)
 	}
 	if len(replace) == 0 {
 		return
 	}
-	kept := pl.steps[:0:0]
-	for i, st := range pl.steps {
-		if fs, ok := replace[i]; ok {
-			kept = append(kept, fs)
-		} else if !f.removed[i] {
-			kept = append(kept, st)
-		}
-	}
-	pl.steps = kept
+	pl.steps = replaceSteps(pl.steps, replace, f.removed)
 	p.dropDead(pl, readChains)
 }
 
@@ -153,6 +145,10 @@ func (f *fuser) biasAdd(x string) (int, *ir.Node, string, bool) {
 }
 
 // newFuser indexes the plan's steps for a rewrite.
+// graphOutputUse is what a graph output adds to its use count: far more
+// than the readers any tensor has.
+const graphOutputUse = 1 << 20
+
 func newFuser(p *Program, pl *plan, types map[string]ops.Value) *fuser {
 	f := &fuser{pl: pl, types: types, producer: map[string]int{}, uses: map[string]int{}, slot: map[string]int{}, removed: map[int]bool{}}
 	for i, st := range pl.steps {
@@ -170,7 +166,7 @@ func newFuser(p *Program, pl *plan, types map[string]ops.Value) *fuser {
 		}
 	}
 	for _, o := range p.Model.Graph.Outputs {
-		f.uses[o.Name] += 1 << 20 // a graph output is never an internal value
+		f.uses[o.Name] += graphOutputUse // a graph output is never an internal value
 	}
 	return f
 }

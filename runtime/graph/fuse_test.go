@@ -1,7 +1,7 @@
 package graph
 
 import (
-	"context"
+	"fmt"
 	"math"
 	"math/rand"
 	"path/filepath"
@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
-	"github.com/attnrun/attnrun/onnx"
 	"github.com/attnrun/attnrun/ops"
 )
 
@@ -56,6 +55,7 @@ func TestModelFusions(t *testing.T) {
 	}{
 		{"s000_single_head", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
 		{"s000_multi_head", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
+		{"s000_multi_head_attention_op", 1, "Attention", scale8, false, "", 0, true},
 		{"s000_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"s000_causal_or", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"s001_cross_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
@@ -75,11 +75,43 @@ func TestModelFusions(t *testing.T) {
 		{"s004_param_free", 1, "Transpose MatMul Softmax MatMul", 1, false, "", 0, true},
 		{"s004_multi_head_bmm", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
 		{"s004_multi_head_bmm_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, inf, false},
-		// nn.MultiheadAttention scales q by Mul before the product and adds the
-		// (padded) key padding mask as a float mask; with add_bias_kv, K is
-		// concatenated with bias_k after its transpose.
-		{"torch_mha_bias_kv", 1, "MatMul Mul Add Softmax MatMul", 1, true, ops.MaskAdditive, 0, false},
-		{"torch_mha_zero_attn", 1, "Transpose MatMul Mul Add Softmax MatMul", 1, false, ops.MaskAdditive, 0, false},
+		{"s001_encoder_2x4", 2, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		// An ONNX Attention node (GQA, causal over a KV cache; opset 23).
+		{"llama_block_gqa", 1, "Attention", 0.25, false, "", 0, true},
+		// nn.MultiheadAttention divides q by sqrt(d) before the product
+		// (folded into the scale) and adds the (padded) key padding mask as
+		// a float mask Where(mask, -inf, 0)·1 (read as the bool mask); with
+		// add_bias_kv, K is concatenated with bias_k after its transpose.
+		{"torch_mha_bias_kv", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
+		{"torch_mha_zero_attn", 1, "Where Div Transpose MatMul Mul Mul Add Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		// Issue 13's exports. need_weights: the softmax output is also read
+		// (the fused node writes it); a float attn_mask stays additive.
+		{"torch_mha_need_weights", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
+		{"torch_mha_float_mask", 1, "Div MatMul Mul Add Softmax MatMul", scale8, true, ops.MaskAdditive, 0, false},
+		{"torch_mha_unbatched", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
+		{"torch_encoder_layer", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
+		{"torch_decoder_layer", 2, "Div MatMul Mul Add Softmax MatMul", scale8, true, ops.MaskAdditive, 0, false},
+		// T5: no scaling, position bias + mask added, a no-op Cast before
+		// the Softmax.
+		{"t5_attention", 1, "MatMul Add Cast Softmax MatMul", 1, true, ops.MaskAdditive, 0, false},
+		// LLaMA at opset 17: K and V repeated by Expand + Reshape (kv_group),
+		// Casts after the Softmax, the folded causal mask added.
+		{"llama_attention_opset17", 1, "Expand Reshape Expand Reshape Transpose MatMul Div Add Softmax Cast Cast MatMul", 0.25, false, ops.MaskAdditive, 0, false},
+		// GPT-2: K split already transposed, Where with the causal buffer
+		// and -1e4, then the padding mask added (the fused node's bias).
+		{"gpt2_attention", 1, "MatMul Div Where Add Softmax MatMul", scale8, true, ops.MaskBoolFalseMasks, -1e4, false},
+		// Whisper: q and k each scaled by d^-1/4, the -inf causal buffer
+		// added (folded: read as a bool mask), Casts around the Softmax.
+		{"whisper_attention", 1, "Mul Mul MatMul Add Cast Softmax Cast MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
+		{"einsum_attention", 1, "Einsum Mul Where Softmax Einsum", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		{"einsum_cross_attention", 1, "Einsum Div Softmax Einsum", scale8, false, "", 0, true},
+	}
+	// The fused node's attributes beyond the table's, where a model sets them.
+	extras := map[string]string{
+		"llama_block_gqa":         "kv_group=2",
+		"torch_mha_need_weights":  "scores_mode=weights",
+		"llama_attention_opset17": "kv_group=2",
+		"gpt2_attention":          "bias_scale=1",
 	}
 	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {
@@ -87,15 +119,8 @@ func TestModelFusions(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.model, func(t *testing.T) {
-			m, err := onnx.Load(filepath.Join("../../models", c.model, "model.onnx"), onnx.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := Compile(m, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			in := zeroInputs(t, m.Graph, map[string]int{"batch": 2, "seq": 5, "enc_seq": 7, "seq_q": 5, "seq_kv": 7, "S": 6})
+			m, p := compileModel(t, c.model)
+			in := zeroInputs(t, m.Graph, modelDims)
 			all, err := p.Fusions(in)
 			if err != nil {
 				t.Fatal(err)
@@ -122,8 +147,22 @@ func TestModelFusions(t *testing.T) {
 				t.Errorf("k_transposed %d, want %v", kt, c.kT)
 			}
 			kind, _ := n.AttrString("mask_kind", "")
-			if kind != c.kind || (len(n.Inputs) == 4) == c.nomasks {
+			if kind != c.kind || (n.Input(3) == "") != c.nomasks {
 				t.Errorf("mask_kind %q with %d inputs, want %q", kind, len(n.Inputs), c.kind)
+			}
+			got = nil
+			for _, a := range n.Attrs {
+				switch a.Name {
+				case "kv_group", "bias_first":
+					got = append(got, fmt.Sprintf("%s=%d", a.Name, a.Int))
+				case "bias_scale":
+					got = append(got, fmt.Sprintf("%s=%g", a.Name, a.Float))
+				case "scores_mode":
+					got = append(got, fmt.Sprintf("%s=%s", a.Name, a.String))
+				}
+			}
+			if g := strings.Join(got, " "); g != extras[c.model] {
+				t.Errorf("attributes %q, want %q", g, extras[c.model])
 			}
 			if c.kind != "" {
 				if f, _ := n.AttrFloat("mask_fill", 0); float64(f) != float64(float32(c.fill)) {
@@ -155,6 +194,9 @@ func TestModelFusions(t *testing.T) {
 		})
 	}
 }
+
+// modelDims sizes the dim_params of the bundled models.
+var modelDims = map[string]int{"batch": 2, "seq": 5, "enc_seq": 7, "seq_q": 5, "seq_kv": 7, "S": 6, "past": 4, "mem_seq": 7}
 
 // attentionFusions keeps the FusedAttention fusions (the MatMul rewrite
 // makes others).
@@ -202,26 +244,26 @@ func sc(v float32) *ir.Tensor { return ir.Scalar(v) }
 // fused plan's fusions.
 func runBoth(t *testing.T, m *ir.Model, in map[string]*ir.Tensor) (fused, unfused *ir.Tensor, fs []Fusion) {
 	t.Helper()
-	var outs [2]*ir.Tensor
-	for k, noFuse := range []bool{false, true} {
-		p, err := Compile(m, Options{Threads: 2, NoFuse: noFuse})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := p.Run(context.Background(), in, RunOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		outs[k] = res[m.Graph.Outputs[0].Name]
-		if !noFuse {
-			all, err := p.Fusions(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fs = attentionFusions(all)
-		}
+	f, u, fs := runAll(t, m, in)
+	y := m.Graph.Outputs[0].Name
+	return f[y], u[y], fs
+}
+
+// oneFusion requires exactly one fusion, replacing nodes of the op types
+// ops (space-separated, in order), and returns its node.
+func oneFusion(t *testing.T, fs []Fusion, ops string) *ir.Node {
+	t.Helper()
+	if len(fs) != 1 {
+		t.Fatalf("%d fusions, want 1", len(fs))
 	}
-	return outs[0], outs[1], fs
+	var got []string
+	for _, n := range fs[0].Replaced {
+		got = append(got, n.OpType)
+	}
+	if g := strings.Join(got, " "); g != ops {
+		t.Errorf("replaced %s, want %s", g, ops)
+	}
+	return fs[0].Node
 }
 
 func sameOutputs(t *testing.T, got, want *ir.Tensor) {
@@ -309,8 +351,6 @@ func TestFusePatterns(t *testing.T) {
 			ops: "MatMul Softmax MatMul", kT: true, attrs: map[string]float32{"scale": 1}},
 		{name: "scores also a graph output: not fused", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"c": sc(2)},
 			nodes: chain(node("Div", []string{"s0", "c"}, []string{"s1"})), outputs: []string{"s1"}}, wantNone: true},
-		{name: "probabilities read twice: not fused", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"c": sc(2)},
-			nodes: append(chain(node("Div", []string{"s0", "c"}, []string{"s1"})), node("MatMul", []string{"p", "v"}, []string{"y2"})), outputs: []string{"y2"}}, wantNone: true},
 		{name: "softmax not on the last axis: not fused", syn: synth{inputs: qkv,
 			nodes: append(append([]*ir.Node{}, head...), node("Softmax", []string{"s0"}, []string{"p"}, &ir.Attribute{Name: "axis", Type: ir.AttrInt, Int: 2}), node("MatMul", []string{"p", "v"}, []string{"y"}))}, wantNone: true},
 	}
@@ -335,17 +375,7 @@ func TestFusePatterns(t *testing.T) {
 				}
 				return
 			}
-			if len(fs) != 1 {
-				t.Fatalf("%d fusions, want 1", len(fs))
-			}
-			var got []string
-			for _, n := range fs[0].Replaced {
-				got = append(got, n.OpType)
-			}
-			if g := strings.Join(got, " "); g != c.ops {
-				t.Errorf("replaced %s, want %s", g, c.ops)
-			}
-			n := fs[0].Node
+			n := oneFusion(t, fs, c.ops)
 			for name, want := range c.attrs {
 				if g, _ := n.AttrFloat(name, float32(math.NaN())); g != want && math.Abs(float64(g-want)) > 1e-6*math.Abs(float64(want)) {
 					t.Errorf("%s = %g, want %g", name, g, want)

@@ -1,10 +1,14 @@
 package graph
 
 import (
+	"fmt"
+	"runtime"
 	"sort"
+	"sync"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops"
+	"github.com/attnrun/attnrun/runtime/budget"
 )
 
 // Memory plan.
@@ -36,46 +40,229 @@ import (
 // memPlan is the arena layout of a plan.
 type memPlan struct {
 	sizes []int // float32 elements of each arena buffer
-	pool  chan *arena
+}
+
+// arenaAge is how many runs an arena keeps a buffer, scratch chunk or
+// allocation that no run used: a loop over one shape reuses everything,
+// while a sweep over shapes drops what the old shapes needed.
+const arenaAge = 4
+
+// maxIdleArenas bounds the arenas a Program keeps between runs (one per
+// concurrent run is made; the others are dropped when they come back).
+const maxIdleArenas = 1
+
+// arenaPool holds a Program's idle arenas. Arenas are shared by every plan
+// of the Program: a run takes one and gives it back, so memory is reused
+// across input shapes and bounded by the largest run, not by the number of
+// cached plans.
+type arenaPool struct {
+	mu     sync.Mutex
+	idle   []*arena
+	closed bool
+	budget *budget.Budget
+}
+
+// get returns an arena for one run.
+func (ap *arenaPool) get() *arena {
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	if n := len(ap.idle); n > 0 {
+		a := ap.idle[n-1]
+		ap.idle = ap.idle[:n-1]
+		a.run++
+		return a
+	}
+	return &arena{budget: ap.budget, run: 1}
+}
+
+// collectAfter is how much memory an arena may let go of before it runs
+// the garbage collector: a sweep over growing shapes regrows buffers, and
+// left to the collector's pacing the dropped ones would double the heap
+// before their memory is reused. regrowHeadroom: a regrown buffer gets
+// 1/regrowHeadroom more than it needs.
+const (
+	collectAfter   = 16 << 20
+	regrowHeadroom = 8
+)
+
+// drop records that the arena let go of n bytes (no longer referenced), and
+// collects once enough has been dropped, so that the next allocations reuse
+// that memory instead of growing the heap.
+func (a *arena) drop(n int64) {
+	a.dropped += n
+	if a.dropped >= collectAfter {
+		a.dropped = 0
+		runtime.GC()
+	}
+}
+
+// put takes an arena back after a run, dropping what it has not used for
+// arenaAge runs; beyond maxIdleArenas, or once the Program is closed, the
+// whole arena is dropped.
+func (ap *arenaPool) put(a *arena) {
+	a.trim()
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	if ap.closed || len(ap.idle) >= maxIdleArenas {
+		a.releaseAll()
+		return
+	}
+	ap.idle = append(ap.idle, a)
+}
+
+// idleBytes is the memory the idle arenas hold (a run reuses it).
+func (ap *arenaPool) idleBytes() int64 {
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	var n int64
+	for _, a := range ap.idle {
+		n += a.bytes
+	}
+	return n
+}
+
+// releaseIdle drops the idle arenas and returns the bytes they held.
+func (ap *arenaPool) releaseIdle() int64 {
+	ap.mu.Lock()
+	idle := ap.idle
+	ap.idle = nil
+	ap.mu.Unlock()
+	var n int64
+	for _, a := range idle {
+		n += a.bytes
+		a.releaseAll()
+	}
+	return n
 }
 
 // arena is one run's memory: the planned buffers, the scratch chunks that
 // back ops.Context.Scratch, and the tensors that back ops.Context.Alloc.
+// Everything it holds is reserved from the budget (nil: no budget); an
+// allocation the budget refuses panics with a memoryError, which the step
+// running the kernel turns into its error.
 type arena struct {
-	bufs   [][]float32
-	chunks [][]float32 // scratch, kept across steps and runs
-	ci     int         // chunk serving the current step's next request
-	off    int         // elements of chunks[ci] handed out this step
+	budget *budget.Budget
+	bytes  int64 // reserved from budget
+	run    int   // the run this arena serves (1, 2, ...)
+
+	// dropped counts the bytes of memory the arena let go of (buffers
+	// regrown, chunks and allocations trimmed) since the last collection.
+	dropped int64
+	// slot maps the running plan's buffers to bufs (layout); laidOut is
+	// the plan sizes it was made for.
+	slot    []int
+	laidOut []int
+
+	bufs     [][]float32
+	bufRun   []int       // the last run that used each buffer
+	chunks   [][]float32 // scratch, kept across steps and runs
+	chunkRun []int
+	ci       int // chunk serving the current step's next request
+	off      int // elements of chunks[ci] handed out this step
 	// allocs[i] holds the tensors step i allocated through Alloc in the
 	// last run, in call order; step and nalloc locate the next call.
 	allocs       [][]*ir.Tensor
+	allocRun     []int
 	step, nalloc int
 }
 
-// get returns an arena for one run.
-func (m *memPlan) get() *arena {
-	select {
-	case a := <-m.pool:
-		return a
-	default:
-		return &arena{bufs: make([][]float32, len(m.sizes))}
+// memoryError is the panic value of an arena allocation the budget
+// refuses; runKernel and runInto recover it as the step's error.
+type memoryError struct{ err error }
+
+// reserve takes n bytes from the budget for the arena.
+func (a *arena) reserve(n int64) bool {
+	if !a.budget.Reserve(n) {
+		return false
+	}
+	a.bytes += n
+	return true
+}
+
+// release gives n of the arena's bytes back to the budget.
+func (a *arena) release(n int64) {
+	a.budget.Release(n)
+	a.bytes -= n
+}
+
+// mustReserve is reserve for allocations that cannot return an error
+// (ops.Context.Scratch and Alloc): it panics with a memoryError.
+func (a *arena) mustReserve(n int64, what string) {
+	if !a.reserve(n) {
+		panic(memoryError{a.budget.Exceeded(what, n, a.budget.Left())})
 	}
 }
 
-// put returns an arena after a run.
-func (m *memPlan) put(a *arena) {
-	select {
-	case m.pool <- a:
-	default:
+// layout maps a plan's buffers (their sizes, in float32s) onto the arena's
+// slices for a run: each, largest first, gets the smallest free slice that
+// holds it, else the largest free one (regrown), else a new one. Plans of
+// other shapes thus reuse the same slices whatever their buffer numbering,
+// and the arena stays near what its largest plan needs. A run of the same
+// plan as the last keeps the last mapping.
+func (a *arena) layout(sizes []int) {
+	if len(sizes) == len(a.laidOut) && (len(sizes) == 0 || &sizes[0] == &a.laidOut[0]) {
+		return
+	}
+	a.laidOut = sizes
+	a.slot = make([]int, len(sizes))
+	order := make([]int, len(sizes))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return sizes[order[i]] > sizes[order[j]] })
+	taken := make([]bool, len(a.bufs))
+	for _, b := range order {
+		best := -1
+		for k, buf := range a.bufs {
+			if taken[k] {
+				continue
+			}
+			c, bc := cap(buf), 0
+			if best >= 0 {
+				bc = cap(a.bufs[best])
+			}
+			switch {
+			case best < 0:
+				best = k
+			case c >= sizes[b] && (bc < sizes[b] || c < bc):
+				best = k // the smallest that holds it
+			case bc < sizes[b] && c > bc:
+				best = k // none holds it yet: the largest
+			}
+		}
+		if best < 0 {
+			best = len(a.bufs)
+			a.bufs, a.bufRun = append(a.bufs, nil), append(a.bufRun, 0)
+			taken = append(taken, false)
+		}
+		taken[best] = true
+		a.slot[b] = best
 	}
 }
 
-// buffer returns arena buffer b, n elements long, allocating it on first use.
-func (m *memPlan) buffer(a *arena, b, n int) []float32 {
-	if a.bufs[b] == nil {
-		a.bufs[b] = make([]float32, m.sizes[b])
+// buffer returns the plan's arena buffer b (see layout), n elements long,
+// making it hold size elements (the plan's size for b) first if it is
+// smaller.
+func (a *arena) buffer(b, size, n int) ([]float32, error) {
+	if b >= len(a.slot) {
+		return nil, fmt.Errorf("internal error: arena buffer %d of %d laid out", b, len(a.slot))
 	}
-	return a.bufs[b][:n]
+	b = a.slot[b]
+	a.bufRun[b] = a.run
+	if have := cap(a.bufs[b]); have < size {
+		if have > 0 {
+			// Regrowing (shapes change between runs): with headroom, so
+			// that a sweep over growing shapes regrows rarely.
+			size = max(size, have+have/regrowHeadroom)
+		}
+		if !a.reserve(4 * int64(size-have)) {
+			return nil, a.budget.Exceeded(fmt.Sprintf("an arena buffer of %d float32s", size), 4*int64(size-have), a.budget.Left())
+		}
+		a.bufs[b] = nil
+		a.drop(4 * int64(have))
+		a.bufs[b] = make([]float32, size)
+	}
+	return a.bufs[b][:n], nil
 }
 
 // startStep makes the whole scratch available to step i.
@@ -90,14 +277,25 @@ func (a *arena) alloc(dt ir.DType, shape []int) *ir.Tensor {
 	k := a.nalloc
 	a.nalloc++
 	for len(a.allocs) <= a.step {
-		a.allocs = append(a.allocs, nil)
+		a.allocs, a.allocRun = append(a.allocs, nil), append(a.allocRun, 0)
 	}
+	a.allocRun[a.step] = a.run
 	list := a.allocs[a.step]
+	n := ir.NumElements(shape)
 	if k < len(list) {
-		if t := list[k]; t.DType == dt && int64(t.Len()) == ir.NumElements(shape) {
+		if t := list[k]; t.DType == dt && int64(t.Len()) == n {
 			ir.ClearData(t.Data)
 			return &ir.Tensor{DType: dt, Shape: append([]int{}, shape...), Data: t.Data}
 		}
+	}
+	if n >= 0 && dt.Known() {
+		a.mustReserve(n*int64(max(dt.Size(), 1)), fmt.Sprintf("a %v[%s] tensor", dt, ir.ShapeString(shape)))
+	}
+	if k < len(list) {
+		a.release(list[k].Bytes())
+		old := list[k].Bytes()
+		list[k] = nil
+		a.drop(old)
 	}
 	t := ir.NewTensor(dt, shape)
 	if k < len(list) {
@@ -116,16 +314,80 @@ func (a *arena) scratchFloats(n int) []float32 {
 	if n < 0 {
 		return nil
 	}
+	start, fresh := a.ci, a.off == 0
 	for ; a.ci < len(a.chunks); a.ci, a.off = a.ci+1, 0 {
 		if c := a.chunks[a.ci]; a.off+n <= len(c) {
 			s := c[a.off : a.off+n : a.off+n]
 			a.off += n
+			a.chunkRun[a.ci] = a.run
 			return s
 		}
 	}
-	a.chunks = append(a.chunks, make([]float32, n))
+	// No chunk can serve it. Regrow the largest chunk this run has not
+	// used (what the shapes of earlier runs needed), if one is past
+	// every piece this step has handed out; else add a chunk.
+	re := -1
+	for i := start; i < len(a.chunks); i++ {
+		if (i > start || fresh) && a.chunkRun[i] != a.run && (re < 0 || len(a.chunks[i]) > len(a.chunks[re])) {
+			re = i
+		}
+	}
+	size := n
+	if re >= 0 {
+		old := len(a.chunks[re])
+		size = max(n, old+old/regrowHeadroom)
+		a.mustReserve(4*int64(size-old), fmt.Sprintf("%d float32s of working memory", n))
+		a.chunks[re] = nil
+		a.drop(4 * int64(old))
+		a.chunks[re], a.chunkRun[re] = make([]float32, size), a.run
+		a.ci, a.off = re, n
+		return a.chunks[re][:n:n]
+	}
+	a.mustReserve(4*int64(size), fmt.Sprintf("%d float32s of working memory", n))
+	a.chunks, a.chunkRun = append(a.chunks, make([]float32, size)), append(a.chunkRun, a.run)
 	a.ci, a.off = len(a.chunks)-1, n
-	return a.chunks[a.ci]
+	return a.chunks[a.ci][:n:n]
+}
+
+// trim drops the buffers, scratch chunks and allocations no run has used
+// for arenaAge runs.
+func (a *arena) trim() {
+	old := a.run - arenaAge
+	for b := range a.bufs {
+		if a.bufs[b] != nil && a.bufRun[b] <= old {
+			a.release(4 * int64(cap(a.bufs[b])))
+			dropped := 4 * int64(cap(a.bufs[b]))
+			a.bufs[b] = nil
+			a.drop(dropped)
+		}
+	}
+	kept, keptRun := a.chunks[:0], a.chunkRun[:0]
+	for i, c := range a.chunks {
+		if a.chunkRun[i] <= old {
+			a.release(4 * int64(len(c)))
+			a.drop(4 * int64(len(c)))
+			continue
+		}
+		kept, keptRun = append(kept, c), append(keptRun, a.chunkRun[i])
+	}
+	clear(a.chunks[len(kept):])
+	a.chunks, a.chunkRun = kept, keptRun
+	for i, list := range a.allocs {
+		if list != nil && a.allocRun[i] <= old {
+			for _, t := range list {
+				a.release(t.Bytes())
+			}
+			a.allocs[i] = nil
+		}
+	}
+}
+
+// releaseAll drops everything the arena holds.
+func (a *arena) releaseAll() {
+	a.budget.Release(a.bytes)
+	a.bytes = 0
+	a.bufs, a.bufRun, a.chunks, a.chunkRun, a.allocs, a.allocRun = nil, nil, nil, nil, nil, nil
+	a.slot, a.laidOut = nil, nil
 }
 
 // logical is one planned buffer: the tensors sharing it (an output and
@@ -141,7 +403,7 @@ type logical struct {
 // steps that can run into them. lastUse maps slots to the last step
 // reading them; keep holds the graph outputs' slots.
 func planMemory(pl *plan, lastUse map[int]int, keep map[int]bool) memPlan {
-	mem := memPlan{pool: make(chan *arena, 1)}
+	var mem memPlan
 	bufOf := map[int]int{} // slot → logical buffer
 	var bufs []*logical
 	extend := func(b, slot, i int) {
@@ -349,14 +611,14 @@ func runInto(st *step, ctx *ops.Context, args []*ir.Tensor, mem *memPlan, a *are
 		var data []float32
 		if st.fresh[k] && !reuse {
 			data = make([]float32, n)
-		} else {
-			data = mem.buffer(a, b, n)
+		} else if data, err = a.buffer(b, mem.sizes[b], n); err != nil {
+			return nil, st.node.Errorf("output %d: %w", k, err)
 		}
 		res[k] = &ir.Tensor{DType: ir.Float, Shape: append([]int{}, dims...), Data: data}
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			res, err = nil, st.node.Errorf("internal error in the %s kernel: %v", st.schema.Key(), r)
+			res, err = nil, kernelPanic(st.schema, st.node, r)
 		}
 	}()
 	if err := st.schema.RunInto(ctx, st.node, args, res); err != nil {

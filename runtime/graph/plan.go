@@ -2,24 +2,30 @@ package graph
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops"
 )
 
-// maxCachedPlans bounds the per-shape plan cache; beyond it the cache is
-// cleared (inputs of ever-changing shapes should not grow memory forever).
+// maxCachedPlans bounds the number of plans in the per-shape plan cache,
+// besides its byte bound (see budget.go): inputs of ever-changing shapes
+// must not grow memory forever.
 const maxCachedPlans = 32
 
 // RunOptions customize one Run.
 type RunOptions struct {
 	// OnNode, when set, is called before each executed node with its index
-	// in Program.Order. Folded nodes are not executed and not reported.
-	OnNode func(i int, n *ir.Node)
+	// in Program.Order. Folded nodes are not executed and not reported. A
+	// fused step (fuse.go) is reported with its fused node and, in fused,
+	// a description naming the nodes it replaced (see Fusion.Describe);
+	// fused is "" for every other step.
+	OnNode func(i int, n *ir.Node, fused string)
 	// ReuseOutputs lets the run write float32 graph outputs into buffers
 	// the program keeps for the plan, instead of new memory: the returned
 	// tensors are then valid only until the next run of the same Program
@@ -28,6 +34,9 @@ type RunOptions struct {
 	// A graph output that only reshapes a graph input (Identity, Reshape)
 	// then shares that input's data instead of copying it.
 	ReuseOutputs bool
+	// Profile, when set, receives the time each executed step took, in
+	// order (OnNode, the kernel, the result check, releasing dead values).
+	Profile *[]StepTime
 }
 
 // plan is the execution recipe for one set of concrete input shapes: the
@@ -41,7 +50,17 @@ type plan struct {
 	outputs []int                // graph outputs' slots, in order
 	types   map[string]ops.Value // concrete types of every tensor
 	fusions []Fusion             // fused regions (fuse.go), in step order
-	mem     memPlan              // buffers of the steps that run into them
+	// attnReasons says why an Attention node was not rewritten
+	// (fuse_attention_op.go).
+	attnReasons map[*ir.Node]string
+	mem         memPlan // buffers of the steps that run into them
+
+	// Cache bookkeeping (budget.go), under Program.mu.
+	key    string
+	folded int64 // bytes of constants folded for this plan, reserved from the budget
+	cost   int64 // folded plus bookkeeping: what the plan counts in the cache
+	refs   int   // runs (and Plan/Fusions calls) using the plan
+	cached bool
 }
 
 type step struct {
@@ -67,7 +86,39 @@ type step struct {
 	// graph outputs, which get new memory unless RunOptions.ReuseOutputs.
 	bufs  []int
 	fresh []bool
+	// fused describes a fused step (Fusion.Describe) for its errors;
+	// "" for a step of the graph's own.
+	fused string
 }
+
+// describe names the step in messages: `node "x" (Op)`, or for a fused
+// step `fused node "x" (com.attnrun:Op, replacing "a", "b")`.
+func (st *step) describe() string {
+	if st.fused != "" {
+		return st.fused
+	}
+	return fmt.Sprintf("node %q (%s)", st.node.Label(), st.node.QualifiedOp())
+}
+
+// wrapErr makes an error raised while running a fused step name the fused
+// node and the nodes it replaced, instead of the fused node alone.
+func (st *step) wrapErr(err error) error {
+	if st.fused == "" || err == nil {
+		return err
+	}
+	rest := strings.TrimPrefix(err.Error(), fmt.Sprintf("node %q (%s): ", st.node.Label(), st.node.QualifiedOp()))
+	return &stepError{msg: ir.Elide(st.fused + ": " + rest), err: err}
+}
+
+// stepError is an error re-worded by step.wrapErr; it unwraps to the
+// original.
+type stepError struct {
+	msg string
+	err error
+}
+
+func (e *stepError) Error() string { return e.msg }
+func (e *stepError) Unwrap() error { return e.err }
 
 // CheckInputs validates named inputs against the graph's declared inputs:
 // none missing, none extra, element types equal, ranks equal, known dims
@@ -175,14 +226,16 @@ func (p *Program) ValidateInputs(inputs map[string]*ir.Tensor) ([]DimConflict, e
 	return conflicts, nil
 }
 
-// planKey identifies a set of concrete input shapes.
-func (p *Program) planKey(inputs map[string]*ir.Tensor) string {
+// planKey identifies a set of concrete input shapes, and the values of the
+// inputs whose values decide shapes (budget.go); keyed lists those.
+func (p *Program) planKey(inputs map[string]*ir.Tensor) (key string, keyed map[string]bool) {
 	var b strings.Builder
 	for _, vi := range p.Model.Graph.Inputs {
 		b.WriteString(ir.ShapeString(inputs[vi.Name].Shape))
 		b.WriteByte(';')
 	}
-	return b.String()
+	vk, keyed := p.valueKey(inputs)
+	return b.String() + vk, keyed
 }
 
 // Plan returns the concrete types of every tensor for the given inputs'
@@ -193,40 +246,88 @@ func (p *Program) Plan(inputs map[string]*ir.Tensor) (map[string]ops.Value, erro
 	if err != nil {
 		return nil, err
 	}
+	p.donePlan(pl)
 	return pl.types, nil
 }
 
+// Steps returns the nodes the plan for the given inputs' shapes executes,
+// in order: what is left after folding, with each fused region as its
+// synthetic node (see Fusions).
+func (p *Program) Steps(inputs map[string]*ir.Tensor) ([]*ir.Node, error) {
+	pl, err := p.planFor(inputs)
+	if err != nil {
+		return nil, err
+	}
+	defer p.donePlan(pl)
+	out := make([]*ir.Node, len(pl.steps))
+	for i := range pl.steps {
+		out[i] = pl.steps[i].node
+	}
+	return out, nil
+}
+
+// planFor returns the plan for the inputs, from the cache or built, checked
+// against the memory budget (budget.go). The caller gives it back with
+// donePlan.
 func (p *Program) planFor(inputs map[string]*ir.Tensor) (*plan, error) {
 	if _, err := p.ValidateInputs(inputs); err != nil {
 		return nil, err
 	}
-	key := p.planKey(inputs)
+	key, keyed := p.planKey(inputs)
 	p.mu.Lock()
-	pl := p.plans[key]
-	p.mu.Unlock()
-	if pl != nil {
+	if p.closed {
+		p.mu.Unlock()
+		return nil, errors.New("the program is closed")
+	}
+	if pl := p.plans.get(key); pl != nil {
+		pl.refs++
+		p.mu.Unlock()
 		return pl, nil
 	}
-	pl, err := p.buildPlan(inputs)
+	p.mu.Unlock()
+	pl, err := p.buildPlan(inputs, keyed)
 	if err != nil {
 		return nil, err
 	}
+	pl.key = key
+	pl.cost = pl.folded + planOverhead(pl)
 	p.mu.Lock()
-	if len(p.plans) >= maxCachedPlans {
-		p.plans = make(map[string]*plan)
+	defer p.mu.Unlock()
+	if other := p.plans.get(key); other != nil {
+		// Built twice concurrently: keep the cached one.
+		pl.release(p.opts.Budget)
+		other.refs++
+		return other, nil
 	}
-	p.plans[key] = pl
-	p.mu.Unlock()
+	if err := p.admit(pl); err != nil {
+		pl.release(p.opts.Budget)
+		return nil, err
+	}
+	pl.refs++
+	p.plans.add(pl, p.opts.Budget)
 	return pl, nil
 }
 
-// buildPlan infers concrete types for the inputs' shapes, folds every node
-// computable ahead of time, assigns slots and computes last uses. The
-// compile-time constants seed the types, but inference runs again over
-// every node from the concrete input shapes and replaces each node output's
-// value, so only the initializers carry over: nothing in a plan rests on
-// the symbolic shapes (and their dim_param names) of compile time.
-func (p *Program) buildPlan(inputs map[string]*ir.Tensor) (*plan, error) {
+// donePlan gives back a plan planFor returned: an evicted (or never
+// cached) plan's constants go back to the budget with its last user.
+func (p *Program) donePlan(pl *plan) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pl.refs--
+	if pl.refs == 0 && !pl.cached {
+		pl.release(p.opts.Budget)
+	}
+}
+
+// buildPlan infers concrete types for the inputs' shapes (and the values
+// of the keyed inputs), folds every node computable ahead of time, assigns
+// slots and computes last uses. Folded constants are reserved from the
+// budget into the plan's folded bytes. The compile-time constants seed the
+// types, but inference runs again over every node from the concrete input
+// shapes and replaces each node output's value, so only the initializers
+// carry over: nothing in a plan rests on the symbolic shapes (and their
+// dim_param names) of compile time.
+func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool) (*plan, error) {
 	types := make(map[string]ops.Value, len(p.Types))
 	for name, v := range p.Types {
 		if v.Const != nil {
@@ -235,12 +336,24 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor) (*plan, error) {
 	}
 	for _, vi := range p.Model.Graph.Inputs {
 		t := inputs[vi.Name]
-		types[vi.Name] = ops.Value{Type: ops.Known(t.DType, t.Shape)}
-	}
-	if err := p.infer(types); err != nil {
-		return nil, err
+		v := ops.Value{Type: ops.Known(t.DType, t.Shape)}
+		if keyed[vi.Name] {
+			v.Const = t.Clone() // the plan outlives the caller's tensor
+		}
+		types[vi.Name] = v
 	}
 	pl := &plan{inputs: map[string]int{}, consts: map[int]*ir.Tensor{}, types: types}
+	reserve := func(n int64) bool {
+		if !p.opts.Budget.Reserve(n) {
+			return false
+		}
+		pl.folded += n
+		return true
+	}
+	if err := p.infer(types, reserve); err != nil {
+		pl.release(p.opts.Budget)
+		return nil, err
+	}
 	slots := map[string]int{}
 	slotOf := func(name string) int {
 		if s, ok := slots[name]; ok {
@@ -285,9 +398,17 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor) (*plan, error) {
 	}
 	// Attention fusion (fuse.go) rewrites the steps; last uses follow.
 	if !p.opts.NoFuse {
+		p.rewriteAttentionOps(pl, types)
 		p.fuseAttention(pl, types)
 		p.fuseMatMuls(pl, types)
 		lastUse = stepLastUses(pl.steps)
+		fused := make(map[*ir.Node]string, len(pl.fusions))
+		for _, f := range pl.fusions {
+			fused[f.Node] = f.Describe()
+		}
+		for i := range pl.steps {
+			pl.steps[i].fused = fused[pl.steps[i].node]
+		}
 	}
 	// Kernels may cache work on the model's constants (ops.Context.Memo).
 	slotConst := map[int]bool{}
@@ -297,6 +418,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor) (*plan, error) {
 	for i := range pl.steps {
 		st := &pl.steps[i]
 		st.ctx.Memo = p.memoize
+		st.ctx.Precision = p.opts.Precision
 		st.ctx.Constant = make([]bool, len(st.args))
 		for k, s := range st.args {
 			st.ctx.Constant[k] = s >= 0 && slotConst[s]
@@ -347,6 +469,7 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 	if err != nil {
 		return nil, err
 	}
+	defer p.donePlan(pl)
 	vals := make([]*ir.Tensor, pl.nslots)
 	for name, s := range pl.inputs {
 		vals[s] = inputs[name]
@@ -354,17 +477,23 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 	for s, t := range pl.consts {
 		vals[s] = t
 	}
-	ar := pl.mem.get()
-	defer pl.mem.put(ar)
+	ar := p.arenas.get()
+	defer p.arenas.put(ar)
+	ar.layout(pl.mem.sizes)
 	scratch, alloc := ar.scratchFloats, ar.alloc
+	fresh := p.freshAlloc
 	args := make([]*ir.Tensor, 0, 8)
 	for i := range pl.steps {
 		st := &pl.steps[i]
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("run cancelled before node %q (%s): %w", st.node.Label(), st.node.QualifiedOp(), err)
+			return nil, fmt.Errorf("run cancelled before %s: %w", st.describe(), err)
+		}
+		var start time.Time
+		if profiling && ro.Profile != nil {
+			start = time.Now()
 		}
 		if ro.OnNode != nil {
-			ro.OnNode(st.index, st.node)
+			ro.OnNode(st.index, st.node, st.fused)
 		}
 		args = args[:0]
 		for _, s := range st.args {
@@ -381,6 +510,8 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 		kctx.Scratch = scratch
 		if !st.output || ro.ReuseOutputs {
 			kctx.Alloc = alloc
+		} else {
+			kctx.Alloc = fresh
 		}
 		switch {
 		case st.view, st.outputView && ro.ReuseOutputs:
@@ -391,19 +522,22 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 			res, err = runKernel(st.schema, &kctx, st.node, args)
 		}
 		if err != nil {
-			return nil, err
+			return nil, st.wrapErr(err)
 		}
 		for k, s := range st.outs {
 			if s < 0 {
 				continue
 			}
 			if err := checkResult(st.node, k, res[k], st.want[k]); err != nil {
-				return nil, err
+				return nil, st.wrapErr(err)
 			}
 			vals[s] = res[k]
 		}
 		for _, s := range st.free {
 			vals[s] = nil
+		}
+		if profiling && ro.Profile != nil {
+			*ro.Profile = append(*ro.Profile, StepTime{Node: st.node, Start: start, Duration: time.Since(start)})
 		}
 	}
 	out := make(map[string]*ir.Tensor, len(pl.outputs))

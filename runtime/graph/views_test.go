@@ -1,11 +1,8 @@
 package graph
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/attnrun/attnrun/onnx"
 )
 
 // TestModelFusionViews checks that the fused attention of the bundled
@@ -23,14 +20,7 @@ func TestModelFusionViews(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.model, func(t *testing.T) {
-			m, err := onnx.Load(filepath.Join("../../models", c.model, "model.onnx"), onnx.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := Compile(m, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			m, p := compileModel(t, c.model)
 			in := zeroInputs(t, m.Graph, map[string]int{"batch": 2, "seq": 5})
 			pl, err := p.planFor(in)
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/attnrun/attnrun/plugins"
+	"github.com/attnrun/attnrun/runtime/budget"
 )
 
 // Options configure a Session.
@@ -50,8 +51,21 @@ type Options struct {
 	Instances int
 	// MaxTensorBytes bounds any one tensor (0: the default, 4 GiB).
 	MaxTensorBytes int64
+	// MaxMemoryBytes is the session's memory budget (package
+	// runtime/budget): the host and each backend process keep what they
+	// allocate for the model within it (weights, constants, plans, run
+	// memory, the shared tensor region), and a run that cannot fit is
+	// refused before it allocates. 0: budget.DefaultLimit (half of the
+	// machine's memory, cgroup limit or ulimit -v, the smallest);
+	// negative: no budget.
+	MaxMemoryBytes int64
 	// NoFuse turns off attention fusion in every backend.
 	NoFuse bool
+	// Precision is the arithmetic of float32 matrix products in every
+	// backend: "" or "fp32", or "bf16" (operands rounded to bfloat16, fp32
+	// accumulation; see ops.Precision). Open fails where a backend cannot
+	// honour it (the CPU backend needs AVX512_BF16 for bf16).
+	Precision string
 	// StrictDims refuses a run whose inputs give one dim_param name two
 	// sizes. Without it the run goes ahead, as in ONNX Runtime, and the
 	// session logs one warning per dim_param name (see
@@ -90,6 +104,19 @@ type Options struct {
 	// embedding program needs no call of its own, and its main never runs
 	// in the backend process.
 	SelfExe string
+	// ExtraOutputs names intermediate values of the graph that every Run
+	// also returns, as if they were graph outputs (e.g. each attention
+	// core's weights, graph.AttentionCore.Weights, for heat maps). A chain
+	// whose intermediate is exposed this way is fused only when the fused
+	// kernel can write that intermediate too.
+	ExtraOutputs []string
+	// AttentionWeights makes every Run also return the weights of each
+	// attention core (Session.AttentionCores) and its mask, where the mask
+	// is computed inside the graph, as extra outputs.
+	AttentionWeights bool
+
+	// budget is the host's side of MaxMemoryBytes (set by defaults).
+	budget *budget.Budget
 }
 
 func (o *Options) defaults() error {
@@ -119,6 +146,12 @@ func (o *Options) defaults() error {
 			fmt.Fprintf(os.Stderr, "attnrun: "+format+"\n", args...)
 		}
 	}
+	if o.MaxMemoryBytes == 0 {
+		o.MaxMemoryBytes = budget.DefaultLimit()
+	}
+	if o.budget == nil {
+		o.budget = budget.New(max(o.MaxMemoryBytes, 0))
+	}
 	if o.SelfExe == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -131,7 +164,7 @@ func (o *Options) defaults() error {
 
 // compileOptions are the options every partition is compiled with.
 func (o *Options) compileOptions() plugins.CompileOptions {
-	return plugins.CompileOptions{Threads: o.Threads, MaxTensorBytes: o.MaxTensorBytes, NoFuse: o.NoFuse}
+	return plugins.CompileOptions{Threads: o.Threads, MaxTensorBytes: o.MaxTensorBytes, NoFuse: o.NoFuse, MaxMemoryBytes: o.MaxMemoryBytes, Precision: o.Precision}
 }
 
 // logWriter routes go-plugin's log lines to Logf.

@@ -92,7 +92,7 @@ func (s *Session) assignNodes(ctx context.Context, pref *pool) error {
 // partition splits the schedule into maximal runs on one backend and builds
 // each run's model.
 func (s *Session) partition() {
-	g := s.model.Graph
+	g := s.runModel.Graph
 	order := s.prog.Order
 	byName := map[string]*pool{}
 	for _, pl := range s.pools {
@@ -122,7 +122,7 @@ func (s *Session) partition() {
 		pl := byName[s.assign[nodes[0]]]
 		p := &partition{index: i, pool: pl, slot: len(pl.parts), nodes: nodes}
 		if len(runs) == 1 {
-			p.model = s.model
+			p.model = s.runModel
 			for _, vi := range g.Inputs {
 				p.inputs = append(p.inputs, vi.Name)
 			}

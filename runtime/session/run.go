@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/plugins"
+	"github.com/attnrun/attnrun/runtime/graph"
 	"gorgonia.org/tensor"
 )
 
@@ -29,6 +32,10 @@ type RunOptions struct {
 	// tensor. A loop of runs that binds its outputs once allocates no new
 	// output memory. Outputs not named get new tensors.
 	Into map[string]*tensor.Dense
+	// Profile, when set, receives the timings of this run: the host's,
+	// and each partition's inside its backend, per plan step where the
+	// backend times its steps (the cpu and gpu backends do).
+	Profile *Profile
 }
 
 // errRunTimeout is the cause of a context ended by Options.RunTimeout.
@@ -64,7 +71,8 @@ func (s *Session) runError(ctx context.Context, err error) error {
 }
 
 func (s *Session) runWith(ctx context.Context, inputs map[string]*tensor.Dense, ro RunOptions) (map[string]*tensor.Dense, error) {
-	if err := s.checkInputs(inputs); err != nil {
+	conflicts, err := s.checkInputs(inputs)
+	if err != nil {
 		return nil, err
 	}
 	boundTo := make(map[*tensor.Dense]string, len(ro.Into))
@@ -84,6 +92,10 @@ func (s *Session) runWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 	for k, v := range inputs {
 		env[k] = v
 	}
+	var prof *RunProfile
+	if ro.Profile != nil {
+		prof = &RunProfile{Span: plugins.Span{Start: time.Now()}}
+	}
 	for i, p := range s.parts {
 		in := make(map[string]*tensor.Dense, len(p.inputs))
 		for _, name := range p.inputs {
@@ -98,9 +110,23 @@ func (s *Session) runWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 				into[name] = d
 			}
 		}
-		out, err := s.runPartition(ctx, p, in, into)
+		rctx := ctx
+		var pp *PartitionProfile
+		if prof != nil {
+			pp = &PartitionProfile{Index: i, Backend: p.pool.name}
+			rctx = plugins.WithProfile(ctx, &pp.RunProfile)
+		}
+		out, err := s.runPartition(rctx, p, in, into)
 		if err != nil {
+			var remote *plugins.RemoteError
+			if len(conflicts) > 0 && errors.As(err, &remote) {
+				// A node refused what the conflicting sizes made of it.
+				return nil, &DimConflictError{Conflicts: conflicts, Err: err}
+			}
 			return nil, err
+		}
+		if pp != nil {
+			prof.Partitions = append(prof.Partitions, *pp)
 		}
 		for _, name := range p.outputs {
 			d, ok := out[name]
@@ -117,8 +143,8 @@ func (s *Session) runWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 			}
 		}
 	}
-	res := make(map[string]*tensor.Dense, len(s.model.Graph.Outputs))
-	for _, vi := range s.model.Graph.Outputs {
+	res := make(map[string]*tensor.Dense, len(s.runModel.Graph.Outputs))
+	for _, vi := range s.runModel.Graph.Outputs {
 		d, err := s.graphOutput(vi.Name, env, inputs)
 		if err != nil {
 			return nil, fmt.Errorf("graph output %q: %w", vi.Name, err)
@@ -135,6 +161,10 @@ func (s *Session) runWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 			d = dst
 		}
 		res[vi.Name] = d
+	}
+	if prof != nil {
+		prof.Duration = time.Since(prof.Start)
+		ro.Profile.Runs = append(ro.Profile.Runs, *prof)
 	}
 	return res, nil
 }
@@ -196,7 +226,7 @@ func (s *Session) graphOutput(name string, env, inputs map[string]*tensor.Dense)
 
 // checkInputs converts the inputs (no copy) and validates them with the
 // program's rules before anything is sent to a backend.
-func (s *Session) checkInputs(inputs map[string]*tensor.Dense) error {
+func (s *Session) checkInputs(inputs map[string]*tensor.Dense) ([]graph.DimConflict, error) {
 	ts := make(map[string]*ir.Tensor, len(inputs))
 	for name, d := range inputs {
 		if d == nil {
@@ -205,7 +235,7 @@ func (s *Session) checkInputs(inputs map[string]*tensor.Dense) error {
 		}
 		t, err := ir.FromDenseDeclared(d, s.inputTypes[name])
 		if err != nil {
-			return fmt.Errorf("input %q: %w", name, err)
+			return nil, fmt.Errorf("input %q: %w", name, err)
 		}
 		ts[name] = t
 	}
@@ -215,7 +245,30 @@ func (s *Session) checkInputs(inputs map[string]*tensor.Dense) error {
 			s.opts.Logf("warning: %s; running with each input's own size, as ONNX Runtime does (Options.StrictDims refuses)", c)
 		}
 	}
-	return err
+	return conflicts, err
 }
+
+// DimConflictError is a Run that failed in a node after its inputs gave one
+// dim_param name different sizes (which a Run lets through unless
+// Options.StrictDims): the node's error, with the conflict that most likely
+// caused it. Servers treat it as the caller's error, not the model's.
+type DimConflictError struct {
+	Conflicts []graph.DimConflict
+	Err       error
+}
+
+// Error reads `node "/Reshape_1" (Reshape): cannot reshape [1, 4] to [...]
+// (inputs give dim_param "seq" different sizes: "x" dim 1 = 3, "mask" dim 1
+// = 4; Options.StrictDims refuses such inputs before running)`.
+func (e *DimConflictError) Error() string {
+	parts := make([]string, len(e.Conflicts))
+	for i, c := range e.Conflicts {
+		parts[i] = c.String()
+	}
+	return fmt.Sprintf("%v (%s; Options.StrictDims refuses such inputs before running)", e.Err, strings.Join(parts, "; "))
+}
+
+// Unwrap returns the node's error.
+func (e *DimConflictError) Unwrap() error { return e.Err }
 
 // ensureRunning restarts a backend whose process has exited and recompiles

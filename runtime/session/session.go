@@ -46,8 +46,14 @@ const ServeBackendEnv = "ATTNRUN_SERVE_BACKEND"
 // one partition at a time, Runs in parallel use different instances, and
 // no lock is held across a whole Run.
 type Session struct {
-	opts   Options
-	model  *ir.Model
+	opts  Options
+	model *ir.Model
+	// runModel is model with Options.ExtraOutputs appended to its graph
+	// outputs: what the partitions compute.
+	runModel *ir.Model
+	// cores are the attention cores whose weights runs return
+	// (Options.AttentionWeights).
+	cores  []graph.AttentionCore
 	prog   *graph.Program
 	assign map[*ir.Node]string
 	pools  []*pool // one per backend, preferred first; fixed once Open returns
@@ -94,11 +100,27 @@ func OpenModel(ctx context.Context, m *ir.Model, opts Options) (*Session, error)
 }
 
 func openModel(ctx context.Context, m *ir.Model, opts Options) (*Session, error) {
-	prog, err := graph.Compile(m, graph.Options{Threads: opts.Threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, StrictDims: opts.StrictDims})
+	gopts := graph.Options{Threads: opts.Threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, StrictDims: opts.StrictDims, Budget: opts.budget}
+	prog, err := graph.Compile(m, gopts)
 	if err != nil {
 		return nil, err
 	}
 	s := &Session{opts: opts, model: m, prog: prog, assign: map[*ir.Node]string{}, inputTypes: map[string]ir.DType{}}
+	extra, runBase := opts.ExtraOutputs, m
+	if opts.AttentionWeights {
+		s.cores = prog.AttentionCores()
+		// Attention nodes that do not return their weights are asked to.
+		if m2 := graph.WithAttentionWeights(m, s.cores); m2 != m {
+			if s.prog, err = graph.Compile(m2, gopts); err != nil {
+				return nil, fmt.Errorf("asking the Attention nodes for their weights: %w", err)
+			}
+			runBase, s.cores = m2, s.prog.AttentionCores()
+		}
+		extra = append(append([]string(nil), extra...), coreOutputs(m, s.prog, s.cores)...)
+	}
+	if s.runModel, err = withExtraOutputs(runBase, s.prog, extra); err != nil {
+		return nil, err
+	}
 	s.bg, s.cancelBG = context.WithCancel(context.Background())
 	for _, vi := range m.Graph.Inputs {
 		s.inputTypes[vi.Name] = vi.Type.DType

@@ -7,17 +7,22 @@
 // and
 //   attnrun bench MODEL --input NAME=random:DIMS ... --threads N --iters N --warmup N --json
 // each in a fresh process (so peak RSS is per workload), one after the other,
-// and prints a markdown table of median latency and peak RSS.
+// and prints a markdown table of median latency and peak RSS. A workload with
+// "precision": "bf16" runs attnrun with --precision bf16 (ORT stays fp32) and
+// reports attnrun's largest deviation from its own fp32 output on the same
+// input; one with "gflop" reports attnrun's GFLOP/s, and with --peak that as a
+// share of this machine's peak (the Go roofline benchmark, ops/blas).
 
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { spawnSync } = require('child_process');
+const { readNpy } = require('./lib');
 
 const REPO = path.resolve(__dirname, '..', '..');
 
 const USAGE = `usage: node bench.js [--workloads FILE] [--threads N] [--iters N] [--warmup N]
-       [--bench-models DIR] [--attnrun PATH] [--only REGEX] [--ort-only] [--attnrun-only] [--json-out FILE]
+       [--bench-models DIR] [--attnrun PATH] [--only REGEX] [--ort-only] [--attnrun-only] [--peak] [--json-out FILE]
 
   --workloads FILE    workload list (default: tools/ort/workloads.json)
   --threads N         intra-op threads for both runtimes (default 2)
@@ -26,6 +31,8 @@ const USAGE = `usage: node bench.js [--workloads FILE] [--threads N] [--iters N]
   --attnrun PATH      attnrun binary (default: $ATTNRUN, else <repo>/bin/attnrun)
   --only REGEX        only workloads whose name matches
   --ort-only          do not run attnrun;  --attnrun-only: do not run ORT
+  --peak              measure the machine's fp32 and bf16 peak first (go test -bench Roofline/peak
+                      in ops/blas: needs the Go toolchain) and print GFLOP/s as a share of it
   --json-out FILE     also write the raw results as JSON`;
 
 function usage(msg) {
@@ -39,7 +46,7 @@ function parseArgs(argv) {
     threads: 2, iters: null, warmup: null,
     benchModels: process.env.BENCH_MODELS || path.join(REPO, 'bench', 'models'),
     attnrun: process.env.ATTNRUN || path.join(REPO, 'bin', 'attnrun'),
-    only: null, ort: true, ours: true, jsonOut: null,
+    only: null, ort: true, ours: true, jsonOut: null, peak: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -62,6 +69,7 @@ function parseArgs(argv) {
       case '--only': o.only = new RegExp(next()); break;
       case '--ort-only': o.ours = false; break;
       case '--attnrun-only': o.ort = false; break;
+      case '--peak': o.peak = true; break;
       case '--json-out': o.jsonOut = path.resolve(next()); break;
       case '--help': case '-h': process.stdout.write(USAGE + '\n'); process.exit(0); break;
       default: usage(`unknown argument ${a}`);
@@ -98,6 +106,52 @@ function run(cmd, args, refusedCode) {
   const stats = lastJSON(r.stdout);
   if (!stats || typeof stats.p50_ms !== 'number') return { error: `no JSON stats line in output: ${tail(r.stdout)}` };
   return { stats };
+}
+
+// measurePeaks runs the Go roofline benchmark's peak loops on `threads`
+// cores (1 or 2) and returns {fp32, bf16} in GFLOP/s (bf16 absent where the
+// CPU has no AVX512_BF16), or {error}.
+function measurePeaks(threads) {
+  if (threads > 2) return { error: `the roofline measures 1 or 2 cores, not ${threads}` };
+  const r = spawnSync('go', ['test', './ops/blas', '-run', '^$', '-bench', `Roofline/peak/(fma|bf16)/${threads}core$`, '-benchtime', '3000x'],
+    { cwd: REPO, encoding: 'utf8', timeout: 10 * 60 * 1000 });
+  if (r.error || r.status !== 0) return { error: `go test -bench Roofline/peak failed: ${r.error ? r.error.message : tail(r.stderr || r.stdout)}` };
+  const peaks = {};
+  for (const line of r.stdout.split('\n')) {
+    const m = line.match(/^BenchmarkRoofline\/peak\/(fma|bf16)\/\dcore\S*\s+\d+\s+\S+ ns\/op\s+([0-9.]+) GFLOP\/s/);
+    if (m) peaks[m[1] === 'fma' ? 'fp32' : 'bf16'] = Number(m[2]);
+  }
+  if (!peaks.fp32) return { error: `no peak in go test output: ${tail(r.stdout)}` };
+  return peaks;
+}
+
+// bf16Error runs `attnrun run` on the workload's inputs (same seeded random
+// data) in fp32 and in bf16 and returns max |bf16 - fp32| / max |fp32| over
+// every float32 output, or {error}.
+function bf16Error(o, model, inputs) {
+  const dirs = {};
+  for (const prec of ['fp32', 'bf16']) {
+    dirs[prec] = fs.mkdtempSync(path.join(os.tmpdir(), `attnrun-bench-${prec}-`));
+    const args = ['run', model, ...inputs.flatMap((i) => ['--input', i]), '--threads', String(o.threads), '--precision', prec, '--out', dirs[prec]];
+    const r = spawnSync(o.attnrun, args, { encoding: 'utf8', timeout: 10 * 60 * 1000, maxBuffer: 64 << 20 });
+    if (r.error || r.status !== 0) return { error: `attnrun run --precision ${prec}: ${r.error ? r.error.message : tail(r.stderr)}` };
+  }
+  let diff = 0;
+  let scale = 0;
+  try {
+    for (const f of fs.readdirSync(dirs.fp32)) {
+      const a = readNpy(path.join(dirs.fp32, f));
+      const b = readNpy(path.join(dirs.bf16, f));
+      if (a.type !== 'float32') continue;
+      for (let i = 0; i < a.data.length; i++) {
+        diff = Math.max(diff, Math.abs(a.data[i] - b.data[i]));
+        scale = Math.max(scale, Math.abs(a.data[i]));
+      }
+    }
+  } finally {
+    for (const d of Object.values(dirs)) fs.rmSync(d, { recursive: true, force: true });
+  }
+  return { rel: scale > 0 ? diff / scale : diff, abs: diff };
 }
 
 // displayPath shows a path relative to the repository when it lies inside it.
@@ -143,7 +197,8 @@ function main() {
     const common = [];
     for (const s of inputs) common.push('--input', s);
     common.push('--threads', String(o.threads), '--iters', String(iters), '--warmup', String(warmup), '--json');
-    const row = { name: w.name, model, iters, warmup, threads: o.threads, ours: null, ort: null };
+    const precision = w.precision || 'fp32';
+    const row = { name: w.name, model, iters, warmup, threads: o.threads, precision, gflop: w.gflop || null, ours: null, ort: null };
     if (!fs.existsSync(model)) {
       row.missing = true;
       results.push(row);
@@ -152,8 +207,12 @@ function main() {
     }
     process.stderr.write(`bench: ${w.name} (${iters} iters, ${warmup} warmup, ${o.threads} threads) ...\n`);
     if (o.ours) {
-      row.ours = run(o.attnrun, ['bench', model, ...common]);
+      row.ours = run(o.attnrun, ['bench', model, ...common, '--precision', precision]);
       if (row.ours.error) notes.push(`${w.name}: attnrun ${row.ours.error}`);
+      if (precision !== 'fp32' && !row.ours.error) {
+        row.err = bf16Error(o, model, inputs);
+        if (row.err.error) notes.push(`${w.name}: ${row.err.error}`);
+      }
     }
     if (o.ort) {
       row.ort = run(process.execPath, [ortrun, model, ...common, '--quiet'], 3);
@@ -166,29 +225,51 @@ function main() {
     results.push(row);
   }
 
+  let peaks = null;
+  if (o.peak && o.ours) {
+    process.stderr.write(`bench: measuring the ${o.threads}-core peak (go test -bench Roofline/peak) ...\n`);
+    peaks = measurePeaks(o.threads);
+    if (peaks.error) {
+      notes.push(`peak: ${peaks.error}`);
+      peaks = null;
+    }
+  }
   const ortVersion = results.map((r) => r.ort && r.ort.stats && r.ort.stats.ort_version).find(Boolean);
   const cpus = os.cpus();
   const out = [];
   out.push(`attnrun vs ONNX Runtime${ortVersion ? ' ' + ortVersion : ''} (CPU EP, graph optimization all, sequential, inter-op 1), ` +
-    `${o.threads} intra-op threads, batch 1 fp32; ${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : 'cpu'}; median of the timed runs.`);
+    `${o.threads} intra-op threads, batch 1; ${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : 'cpu'}; median of the timed runs.`);
   out.push('');
-  out.push('| workload | attnrun p50 ms | ORT p50 ms | latency ratio (attnrun/ORT) | attnrun peak RSS MiB | ORT peak RSS MiB | RSS ratio |');
-  out.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+  if (peaks) {
+    out.push(`Peak (FP pipes, ${o.threads} core${o.threads > 1 ? 's' : ''}, go test -bench Roofline/peak): fp32 ${peaks.fp32.toFixed(0)} GFLOP/s` +
+      (peaks.bf16 ? `, bf16 ${peaks.bf16.toFixed(0)} GFLOP/s` : '') + '.');
+    out.push('');
+  }
+  out.push('| workload | precision | attnrun p50 ms | ORT p50 ms (fp32) | latency ratio (attnrun/ORT) | attnrun GFLOP/s | % of peak | bf16 error | attnrun peak RSS MiB | ORT peak RSS MiB | RSS ratio |');
+  out.push('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
   for (const r of results) {
     if (r.missing) {
-      out.push(`| ${r.name} | missing model | | | | | |`);
+      out.push(`| ${r.name} | ${r.precision} | missing model | | | | | | | | |`);
       continue;
     }
     const ok = (x) => x && x.stats;
     const lat = ok(r.ours) && ok(r.ort) ? r.ours.stats.p50_ms / r.ort.stats.p50_ms : NaN;
     const rss = ok(r.ours) && ok(r.ort) && r.ort.stats.peak_rss_bytes ? r.ours.stats.peak_rss_bytes / r.ort.stats.peak_rss_bytes : NaN;
-    out.push(`| ${r.name} | ${cell(r.ours, (s) => fmtMs(s.p50_ms))} | ${cell(r.ort, (s) => fmtMs(s.p50_ms))} | ${fmtRatio(lat)} | ` +
+    const gflops = ok(r.ours) && r.gflop ? r.gflop / (r.ours.stats.p50_ms / 1000) : NaN;
+    const peak = peaks && peaks[r.precision];
+    const pct = Number.isFinite(gflops) && peak ? `${(100 * gflops / peak).toFixed(0)}%` : '–';
+    const err = r.err && !r.err.error ? r.err.rel.toExponential(1) : '–';
+    out.push(`| ${r.name} | ${r.precision} | ${cell(r.ours, (s) => fmtMs(s.p50_ms))} | ${cell(r.ort, (s) => fmtMs(s.p50_ms))} | ${fmtRatio(lat)} | ` +
+      `${Number.isFinite(gflops) ? gflops.toFixed(0) : '–'} | ${pct} | ${err} | ` +
       `${cell(r.ours, (s) => fmtMiB(s.peak_rss_bytes))} | ${cell(r.ort, (s) => fmtMiB(s.peak_rss_bytes))} | ${fmtRatio(rss)} |`);
   }
   out.push('');
   const base = results.map((r) => r.ort && r.ort.stats && r.ort.stats.base_rss_bytes).filter(Boolean);
   out.push(`Latency ratio < 1: attnrun is faster. ORT peak RSS is the whole Node.js process` +
-    (base.length ? ` (about ${fmtMiB(Math.min(...base))} MiB before the session is created)` : '') + '.');
+    (base.length ? ` (about ${fmtMiB(Math.min(...base))} MiB before the session is created)` : '') + '. ' +
+    'ORT always runs fp32; a bf16 row compares attnrun in bf16 with ORT in fp32. GFLOP/s is the workload\'s matrix-product ' +
+    'flops (2·m·n·k summed over the products, workloads.json "gflop") over attnrun\'s p50; % of peak divides it by the peak of the ' +
+    'row\'s precision. bf16 error: max |bf16 − fp32| / max |fp32| over the outputs of `attnrun run` on the same random input.');
   for (const n of notes) out.push(`- ${n}`);
   process.stdout.write(out.join('\n') + '\n');
   if (o.jsonOut) fs.writeFileSync(o.jsonOut, JSON.stringify(results, null, 2) + '\n');

@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "tile8x32_amd64.h"
 
 // func Sgemm8x32(k int, a, b, c *float32, ldc int, add bool)
 // Z0, Z1 hold a row of B; Z2, Z3 broadcast elements of A; Z4..Z19 the
@@ -314,110 +315,6 @@ storeonly12:
 	VZEROUPPER
 	RET
 
-// func Sgemm8x32Bias(k int, a, b, c *float32, ldc int, bias *float32)
-// Sgemm8x32 storing C = A·B + bias (bias: 32 floats added to every row).
-TEXT ·Sgemm8x32Bias(SB), NOSPLIT, $0-48
-	MOVQ k+0(FP), CX
-	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), DI
-	MOVQ c+24(FP), DX
-	MOVQ ldc+32(FP), R8
-	MOVQ bias+40(FP), R9
-	SHLQ $2, R8
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	TESTQ CX, CX
-	JE bstore8
-bloop8:
-	VMOVUPS (DI), Z0
-	VMOVUPS 64(DI), Z1
-	VBROADCASTSS 0(SI), Z2
-	VFMADD231PS Z0, Z2, Z4
-	VFMADD231PS Z1, Z2, Z5
-	VBROADCASTSS 4(SI), Z3
-	VFMADD231PS Z0, Z3, Z6
-	VFMADD231PS Z1, Z3, Z7
-	VBROADCASTSS 8(SI), Z2
-	VFMADD231PS Z0, Z2, Z8
-	VFMADD231PS Z1, Z2, Z9
-	VBROADCASTSS 12(SI), Z3
-	VFMADD231PS Z0, Z3, Z10
-	VFMADD231PS Z1, Z3, Z11
-	VBROADCASTSS 16(SI), Z2
-	VFMADD231PS Z0, Z2, Z12
-	VFMADD231PS Z1, Z2, Z13
-	VBROADCASTSS 20(SI), Z3
-	VFMADD231PS Z0, Z3, Z14
-	VFMADD231PS Z1, Z3, Z15
-	VBROADCASTSS 24(SI), Z2
-	VFMADD231PS Z0, Z2, Z16
-	VFMADD231PS Z1, Z2, Z17
-	VBROADCASTSS 28(SI), Z3
-	VFMADD231PS Z0, Z3, Z18
-	VFMADD231PS Z1, Z3, Z19
-	ADDQ $32, SI
-	ADDQ $128, DI
-	DECQ CX
-	JNZ bloop8
-bstore8:
-	VMOVUPS (R9), Z0
-	VMOVUPS 64(R9), Z1
-	VADDPS Z0, Z4, Z4
-	VMOVUPS Z4, (DX)
-	VADDPS Z1, Z5, Z5
-	VMOVUPS Z5, 64(DX)
-	ADDQ R8, DX
-	VADDPS Z0, Z6, Z6
-	VMOVUPS Z6, (DX)
-	VADDPS Z1, Z7, Z7
-	VMOVUPS Z7, 64(DX)
-	ADDQ R8, DX
-	VADDPS Z0, Z8, Z8
-	VMOVUPS Z8, (DX)
-	VADDPS Z1, Z9, Z9
-	VMOVUPS Z9, 64(DX)
-	ADDQ R8, DX
-	VADDPS Z0, Z10, Z10
-	VMOVUPS Z10, (DX)
-	VADDPS Z1, Z11, Z11
-	VMOVUPS Z11, 64(DX)
-	ADDQ R8, DX
-	VADDPS Z0, Z12, Z12
-	VMOVUPS Z12, (DX)
-	VADDPS Z1, Z13, Z13
-	VMOVUPS Z13, 64(DX)
-	ADDQ R8, DX
-	VADDPS Z0, Z14, Z14
-	VMOVUPS Z14, (DX)
-	VADDPS Z1, Z15, Z15
-	VMOVUPS Z15, 64(DX)
-	ADDQ R8, DX
-	VADDPS Z0, Z16, Z16
-	VMOVUPS Z16, (DX)
-	VADDPS Z1, Z17, Z17
-	VMOVUPS Z17, 64(DX)
-	ADDQ R8, DX
-	VADDPS Z0, Z18, Z18
-	VMOVUPS Z18, (DX)
-	VADDPS Z1, Z19, Z19
-	VMOVUPS Z19, 64(DX)
-	VZEROUPPER
-	RET
-
 // func Sgemm8x32Loop(k int, a, b, c *float32, lda, ldc, n, as, bs, cs int, add bool)
 // n Sgemm8x32 tiles: tile t uses a + t·as, b + t·bs, c + t·cs (in floats);
 // A's k step p is at a + p·lda (lda 8 for a packed sliver).
@@ -569,3 +466,79 @@ lnext8:
 ldone8:
 	VZEROUPPER
 	RET
+
+// func Sgemm8x32Rows(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool)
+// One k step per iteration (see tile8x32_amd64.h).
+TEXT ·Sgemm8x32Rows(SB), NOSPLIT, $0-57
+	TILE8x32_ROWS_START
+loop:
+	SGEMM8x32_ROWS_KSTEP
+	DECQ CX
+	JNZ loop
+store:
+	TILE8x32_ROWS_END
+
+// func Sgemm8x32RowsLoop(k int, a *float32, lda int, b, c *float32, ldc, n, as, bs, cs int, add bool)
+// n Sgemm8x32Rows tiles without bias (see tile8x32_amd64.h).
+TEXT ·Sgemm8x32RowsLoop(SB), NOSPLIT, $0-81
+	TILE8x32_LOOP_START
+loop:
+	SGEMM8x32_ROWS_KSTEP
+	DECQ CX
+	JNZ loop
+store:
+	TILE8x32_LOOP_END
+
+// func GatherScale32(dst, src *float32, lds, n int, scale float32)
+// dst[j·32 + c] = scale·src[c·lds + j] for 32 rows c and n columns j:
+// Z2, Z3 hold the rows' offsets (c·lds, in floats), Z4 the scale; each
+// column is two 16-lane gathers (K1, K2 all ones, cleared by the gather).
+TEXT ·GatherScale32(SB), NOSPLIT, $0-36
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ lds+16(FP), AX
+	MOVQ n+24(FP), CX
+	VBROADCASTSS scale+32(FP), Z4
+	// Z2 = [0, lds, 2·lds, ..., 15·lds], Z3 = Z2 + 16·lds.
+	VPBROADCASTD AX, Z5
+	VPMULLD ·iota16(SB), Z5, Z2
+	SHLQ $4, AX
+	VPBROADCASTD AX, Z5
+	VPADDD Z5, Z2, Z3
+	TESTQ CX, CX
+	JE gsdone
+gsloop:
+	KXNORW K1, K1, K1
+	KXNORW K2, K2, K2
+	VGATHERDPS (SI)(Z2*4), K1, Z0
+	VGATHERDPS (SI)(Z3*4), K2, Z1
+	VMULPS Z4, Z0, Z0
+	VMULPS Z4, Z1, Z1
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	ADDQ $4, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ gsloop
+gsdone:
+	VZEROUPPER
+	RET
+
+// iota16 is 0, 1, ..., 15 as int32.
+DATA ·iota16+0(SB)/4, $0
+DATA ·iota16+4(SB)/4, $1
+DATA ·iota16+8(SB)/4, $2
+DATA ·iota16+12(SB)/4, $3
+DATA ·iota16+16(SB)/4, $4
+DATA ·iota16+20(SB)/4, $5
+DATA ·iota16+24(SB)/4, $6
+DATA ·iota16+28(SB)/4, $7
+DATA ·iota16+32(SB)/4, $8
+DATA ·iota16+36(SB)/4, $9
+DATA ·iota16+40(SB)/4, $10
+DATA ·iota16+44(SB)/4, $11
+DATA ·iota16+48(SB)/4, $12
+DATA ·iota16+52(SB)/4, $13
+DATA ·iota16+56(SB)/4, $14
+DATA ·iota16+60(SB)/4, $15
+GLOBL ·iota16(SB), RODATA|NOPTR, $64

@@ -35,7 +35,7 @@ func MaxCols16(src *float32, n int, mx *float32)
 //go:noescape
 func ExpShiftSumCols16(p *float32, n int, shift, sum *float32)
 
-// AVX512 reports whether the AVX-512 kernels (Sgemm8x32, Sgemm12x32,
+// AVX512 reports whether the AVX-512 kernels (Sgemm8x32, Sgemm12x32, Sgemm8x32Rows,
 // MaxCols32, ExpShiftSumCols32) can run: AVX-512F with OS support for the
 // ZMM state, and the AVX2+FMA of Available.
 var AVX512 = Available && cpu.X86.HasAVX512F
@@ -63,12 +63,6 @@ func MaxCols32(src *float32, n int, mx *float32)
 //go:noescape
 func ExpShiftSumCols32(p *float32, n int, shift, sum *float32)
 
-// Sgemm8x32Bias is Sgemm8x32 storing C = A·B + bias, where bias holds 32
-// floats added to every row of the tile.
-//
-//go:noescape
-func Sgemm8x32Bias(k int, a, b, c *float32, ldc int, bias *float32)
-
 // Sgemm8x32Loop runs n Sgemm8x32 tiles in one call: tile t reads its A
 // sliver at a + t·as, its B sliver at b + t·bs and adds to (or stores into)
 // the tile of C at c + t·cs (strides in elements; ldc is C's row stride).
@@ -79,3 +73,115 @@ func Sgemm8x32Bias(k int, a, b, c *float32, ldc int, bias *float32)
 //
 //go:noescape
 func Sgemm8x32Loop(k int, a, b, c *float32, lda, ldc, n, as, bs, cs int, add bool)
+
+// BF16 reports whether the bf16 kernels (DotBF16Peak512 and the
+// BF16Gemm micro-kernels) can run: AVX512_BF16 (CPUID leaf 7 subleaf 1,
+// EAX bit 5) besides AVX512.
+var BF16 = AVX512 && cpu.X86.HasAVX512BF16
+
+// FMAPeak512 runs n iterations of 24 independent VFMADD231PS on ZMM
+// registers (768 flops each) with no memory operands: the FP pipes'
+// fp32 throughput, the roofline's ceiling. It needs AVX512.
+//
+//go:noescape
+func FMAPeak512(n int)
+
+// FMAPeak256 is FMAPeak512 on YMM registers (384 flops an iteration),
+// for AVX2+FMA CPUs (Available).
+//
+//go:noescape
+func FMAPeak256(n int)
+
+// DotBF16Peak512 runs n iterations of 24 independent VDPBF16PS on ZMM
+// registers (1536 flops each: every fp32 lane adds two bf16 products).
+// It needs BF16.
+//
+//go:noescape
+func DotBF16Peak512(n int)
+
+// BF16Gemm8x32 computes an 8×32 tile of C (row stride ldc) from bf16
+// operands with fp32 accumulation: C = acc (add false) or C += acc, then
+// C += bias (32 floats, every row) when bias is not nil. acc is the
+// product of 8 rows of A and a packed sliver of B over k pairs of
+// elements (2k of the product's inner dimension):
+// A's row r holds its k pairs as 32-bit words at a + r·lda (word p is
+// bf16 elements 2p and 2p+1, low half first), and b[p·32 + j] is the pair
+// (B[2p][j], B[2p+1][j]). Each product of two bf16 is exact in fp32 and
+// each sum rounds to nearest even (VDPBF16PS; subnormal inputs and
+// results are flushed to zero). It needs BF16.
+//
+//go:noescape
+func BF16Gemm8x32(k int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool)
+
+// CvtBF16 rounds n floats at src (n a multiple of 32) to bf16, nearest
+// even (VCVTNE2PS2BF16: NaN stays NaN, quieted; subnormals become zero),
+// and stores them as n/2 words at dst: word w holds src[2w] in its low
+// half and src[2w+1] in its high half. It needs BF16.
+//
+//go:noescape
+func CvtBF16(dst *uint32, src *float32, n int)
+
+// Sgemm8x32Rows is Sgemm8x32 reading A's 8 rows in place: row r's k
+// elements are consecutive at a + r·lda (no packing), and B is a packed
+// k×32 sliver. It stores C = A·B (add false) or adds it (add), then adds
+// bias (32 floats, every row) when bias is not nil.
+//
+//go:noescape
+func Sgemm8x32Rows(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool)
+
+// BF16Gemm8x32Loop runs n BF16Gemm8x32 tiles (without bias) in one call:
+// tile t reads A's rows at a + t·as and B at b + t·bs (in words) and
+// stores into (or, with add, adds to) the tile of C at c + t·cs (floats).
+// It saves the per-tile call for fused kernels sweeping many short tiles.
+//
+//go:noescape
+func BF16Gemm8x32Loop(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n, as, bs, cs int, add bool)
+
+// PairRowsBF16x32 rounds rows of 32 floats at src to bf16 (nearest even)
+// and pairs consecutive rows: dst[p·32 + j] holds src row 2p's column j
+// in its low half and row 2p+1's in its high half (zero past the last of
+// an odd count of rows): the k pairs of a B operand whose k runs down the
+// rows. It writes ⌈rows/2⌉·32 words. It needs BF16.
+//
+//go:noescape
+func PairRowsBF16x32(dst *uint32, src *float32, rows int)
+
+// Sgemm8x32RowsLoop runs n Sgemm8x32Rows tiles (without bias) in one
+// call: tile t reads A's rows at a + t·as and B at b + t·bs and stores
+// into (or, with add, adds to) the tile of C at c + t·cs (all strides in
+// floats). Fused kernels use it to read operands in place.
+//
+//go:noescape
+func Sgemm8x32RowsLoop(k int, a *float32, lda int, b, c *float32, ldc, n, as, bs, cs int, add bool)
+
+// GatherScale32 transposes and scales a 32-row block: dst[j·32 + c] =
+// scale·src[c·lds + j] for rows c < 32 and columns j < n (lds in floats;
+// 31·lds must fit in an int32). It packs B panels of 32 columns from a
+// row-major matrix (the attention's scale·Qᵀ) with gathers instead of
+// element-by-element copies. It needs AVX512.
+//
+//go:noescape
+func GatherScale32(dst, src *float32, lds, n int, scale float32)
+
+// GatherPairsBF16x32 packs k pairs of 32 rows as a bf16 B panel:
+// dst[p·32 + c] = (scale·src[c·lds + 2p], scale·src[c·lds + 2p + 1]),
+// rounded to bf16, for rows c < 32 and pairs p < pairs (lds in floats;
+// 31·lds must fit in an int32). It needs BF16.
+//
+//go:noescape
+func GatherPairsBF16x32(dst *uint32, src *float32, lds, pairs int, scale float32)
+
+// BF16Gemm8x32LoopA8 is BF16Gemm8x32Loop with A in slivers: A's k pair p
+// is the 8 rows' words at a + p·lda (lda 8: a packed sliver).
+//
+//go:noescape
+func BF16Gemm8x32LoopA8(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n, as, bs, cs int, add bool)
+
+// PairSliversBF16 packs pairs of rows as bf16 A slivers of 8 columns
+// (the layout BF16Gemm8x32LoopA8 reads with lda 8): for pairs p < pairs
+// and columns j < 8·slivers (slivers even),
+// dst[(j/8)·ldsliver + p·8 + j%8] = (src[2p·lds + j], src[(2p+1)·lds + j]),
+// rounded to bf16. It needs BF16.
+//
+//go:noescape
+func PairSliversBF16(dst *uint32, src *float32, lds, pairs, slivers, ldsliver int)

@@ -48,12 +48,69 @@ func ExpShiftSumCols32(p *float32, n int, shift, sum *float32) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
 
-// Sgemm8x32Bias is never called where AVX512 is false.
-func Sgemm8x32Bias(k int, a, b, c *float32, ldc int, bias *float32) {
-	panic("ops/internal/kernel: no AVX-512 on this architecture")
-}
-
 // Sgemm8x32Loop is never called where AVX512 is false.
 func Sgemm8x32Loop(k int, a, b, c *float32, lda, ldc, n, as, bs, cs int, add bool) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// BF16 is false: only amd64 has the bf16 kernels.
+const BF16 = false
+
+// FMAPeak512 is never called where AVX512 is false.
+func FMAPeak512(n int) { panic("ops/internal/kernel: no AVX-512 on this architecture") }
+
+// FMAPeak256 is never called where Available is false.
+func FMAPeak256(n int) { panic("ops/internal/kernel: no AVX2 on this architecture") }
+
+// DotBF16Peak512 is never called where BF16 is false.
+func DotBF16Peak512(n int) { panic("ops/internal/kernel: no AVX512_BF16 on this architecture") }
+
+// BF16Gemm8x32 is never called where BF16 is false.
+func BF16Gemm8x32(k int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool) {
+	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
+}
+
+// CvtBF16 is never called where BF16 is false.
+func CvtBF16(dst *uint32, src *float32, n int) {
+	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
+}
+
+// Sgemm8x32Rows is never called where AVX512 is false.
+func Sgemm8x32Rows(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// BF16Gemm8x32Loop is never called where BF16 is false.
+func BF16Gemm8x32Loop(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n, as, bs, cs int, add bool) {
+	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
+}
+
+// PairRowsBF16x32 is never called where BF16 is false.
+func PairRowsBF16x32(dst *uint32, src *float32, rows int) {
+	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
+}
+
+// Sgemm8x32RowsLoop is never called where AVX512 is false.
+func Sgemm8x32RowsLoop(k int, a *float32, lda int, b, c *float32, ldc, n, as, bs, cs int, add bool) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// GatherScale32 is never called where AVX512 is false.
+func GatherScale32(dst, src *float32, lds, n int, scale float32) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// GatherPairsBF16x32 is never called where BF16 is false.
+func GatherPairsBF16x32(dst *uint32, src *float32, lds, pairs int, scale float32) {
+	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
+}
+
+// BF16Gemm8x32LoopA8 is never called where BF16 is false.
+func BF16Gemm8x32LoopA8(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n, as, bs, cs int, add bool) {
+	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
+}
+
+// PairSliversBF16 is never called where BF16 is false.
+func PairSliversBF16(dst *uint32, src *float32, lds, pairs, slivers, ldsliver int) {
+	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
 }

@@ -203,42 +203,6 @@ func TestTileKernels(t *testing.T) {
 	}
 }
 
-func TestSgemm8x32Bias(t *testing.T) {
-	if !AVX512 {
-		t.Skip("no AVX-512 on this CPU")
-	}
-	const k, ldc = 5, 35
-	a, b, bias := make([]float32, k*8), make([]float32, k*32), make([]float32, 32)
-	for i := range a {
-		a[i] = float32(i%7) - 3
-	}
-	for i := range b {
-		b[i] = float32(i%5) * 0.5
-	}
-	for i := range bias {
-		bias[i] = float32(i) - 10
-	}
-	c := make([]float32, 8*ldc)
-	for i := range c {
-		c[i] = 1e9 // overwritten, not added to
-	}
-	Sgemm8x32Bias(k, &a[0], &b[0], &c[0], ldc, &bias[0])
-	for r := 0; r < 8; r++ {
-		for j := 0; j < 32; j++ {
-			want := bias[j]
-			for p := 0; p < k; p++ {
-				want += a[p*8+r] * b[p*32+j]
-			}
-			if got := c[r*ldc+j]; got != want {
-				t.Fatalf("C[%d][%d] = %g, want %g", r, j, got, want)
-			}
-		}
-		if c[r*ldc+32] != 1e9 {
-			t.Fatalf("C[%d][32] written", r)
-		}
-	}
-}
-
 func TestSgemm8x32Loop(t *testing.T) {
 	if !AVX512 {
 		t.Skip("no AVX-512 on this CPU")
@@ -369,5 +333,117 @@ func BenchmarkTileKernels(b *testing.B) {
 			}
 			b.ReportMetric(2*float64(k*tk.mr*tk.nr)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
+	}
+}
+
+func TestSgemm8x32Rows(t *testing.T) {
+	if !AVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	const ldc = 37
+	for _, k := range []int{0, 1, 7, 300} {
+		lda := k + 3
+		a := make([]float32, 7*lda+max(k, 1))
+		b := make([]float32, max(k, 1)*32)
+		for i := range a {
+			a[i] = float32(i%7) - 3
+		}
+		for i := range b {
+			b[i] = float32(i%5) * 0.5
+		}
+		bias := make([]float32, 32)
+		for j := range bias {
+			bias[j] = float32(j) - 16.5
+		}
+		for _, mode := range []string{"store", "add", "bias", "add+bias"} {
+			add := mode == "add" || mode == "add+bias"
+			var bp *float32
+			if mode == "bias" || mode == "add+bias" {
+				bp = &bias[0]
+			}
+			c := make([]float32, 7*ldc+32+5)
+			for i := range c {
+				c[i] = float32(i%3) + 0.25
+			}
+			old := append([]float32(nil), c...)
+			Sgemm8x32Rows(k, &a[0], lda, &b[0], &c[0], ldc, bp, add)
+			for i, got := range c {
+				r, j := i/ldc, i%ldc
+				want := old[i]
+				if r < 8 && j < 32 {
+					if !add {
+						want = 0
+					}
+					for p := 0; p < k; p++ {
+						want += a[r*lda+p] * b[p*32+j]
+					}
+					if bp != nil {
+						want += bias[j]
+					}
+				}
+				if got != want {
+					t.Fatalf("k=%d %s: C[%d][%d] = %g, want %g", k, mode, r, j, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestSgemm8x32RowsLoop checks the tile loop against one Sgemm8x32Rows
+// call per tile.
+func TestSgemm8x32RowsLoop(t *testing.T) {
+	if !AVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	const k, lda, n, ldc = 13, 17, 3, 40
+	as, bs, cs := 8*lda+2, 32*k+5, 8*ldc+7
+	a := make([]float32, n*as)
+	b := make([]float32, n*bs)
+	for i := range a {
+		a[i] = float32(i%11) - 5
+	}
+	for i := range b {
+		b[i] = float32(i%7) * 0.25
+	}
+	for _, add := range []bool{false, true} {
+		got := make([]float32, n*cs)
+		for i := range got {
+			got[i] = float32(i%5) - 2
+		}
+		want := append([]float32(nil), got...)
+		Sgemm8x32RowsLoop(k, &a[0], lda, &b[0], &got[0], ldc, n, as, bs, cs, add)
+		for tile := 0; tile < n; tile++ {
+			Sgemm8x32Rows(k, &a[tile*as], lda, &b[tile*bs], &want[tile*cs], ldc, nil, add)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("add=%v: C[%d] = %g, one call per tile gives %g", add, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+func TestGatherScale32(t *testing.T) {
+	if !AVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	const lds, n = 70, 9
+	src := make([]float32, 31*lds+n)
+	for i := range src {
+		src[i] = float32(i%13) - 6
+	}
+	dst := make([]float32, n*32+4)
+	for i := range dst {
+		dst[i] = -99
+	}
+	GatherScale32(&dst[0], &src[0], lds, n, 0.5)
+	for i, got := range dst {
+		want := float32(-99)
+		if j, c := i/32, i%32; i < n*32 {
+			want = 0.5 * src[c*lds+j]
+		}
+		if got != want {
+			t.Fatalf("dst[%d] = %g, want %g", i, got, want)
+		}
 	}
 }

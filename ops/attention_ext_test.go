@@ -1,0 +1,422 @@
+package ops
+
+import (
+	"math"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops/internal/kernel"
+)
+
+// attnExtCase is a FusedAttention call on 4-D operands with the attributes
+// the ONNX Attention op needs (grouped heads, softcap, causal offset,
+// padded masks, key lengths, the scores output).
+type attnExtCase struct {
+	name            string
+	b, hq, hk       int
+	sq, sk, d, dv   int
+	scale, softcap  float32
+	causal          bool
+	causalOff       int
+	mask            []int // 4-D mask shape (nil: none)
+	kind            string
+	fill            float32
+	padKeys         bool
+	kvLens          []int64 // nil: none
+	maskP           float64
+	scoresMode      string
+	fullyMaskedRows bool  // some rows are expected to be all -inf (NaN)
+	bias            []int // 4-D bias shape (nil: none)
+	biasScale       float32
+	biasFirst       bool
+}
+
+// refAttentionExt computes the case in float64 with the scores matrix
+// materialized: Y [B, Hq, Sq, Dv] and the scores at c.scoresMode.
+func refAttentionExt(c attnExtCase, q, k, v, mask, bias *ir.Tensor) (y, scores []float64) {
+	qd, kd, vd := q.Float32s(), k.Float32s(), v.Float32s()
+	y = make([]float64, c.b*c.hq*c.sq*c.dv)
+	scores = make([]float64, c.b*c.hq*c.sq*c.sk)
+	group := c.hq / c.hk
+	negInf := math.Inf(-1)
+	row := make([]float64, c.sk)
+	for b := 0; b < c.b; b++ {
+		for h := 0; h < c.hq; h++ {
+			kh := h / group
+			for i := 0; i < c.sq; i++ {
+				for j := 0; j < c.sk; j++ {
+					var dot float64
+					for x := 0; x < c.d; x++ {
+						dot += float64(qd[((b*c.hq+h)*c.sq+i)*c.d+x]) * float64(kd[((b*c.hk+kh)*c.sk+j)*c.d+x])
+					}
+					s := dot * float64(c.scale)
+					if c.scoresMode == ScoresRaw {
+						scores[((b*c.hq+h)*c.sq+i)*c.sk+j] = s
+					}
+					if c.softcap > 0 {
+						s = float64(c.softcap) * math.Tanh(s/float64(c.softcap))
+					}
+					if c.scoresMode == ScoresSoftcapped {
+						scores[((b*c.hq+h)*c.sq+i)*c.sk+j] = s
+					}
+					addBias := func() {
+						bs := c.bias
+						bi := func(dim, idx int) int {
+							if bs[dim] == 1 {
+								return 0
+							}
+							return idx
+						}
+						s += float64(c.biasScale) * float64(bias.Float32s()[((bi(0, b)*bs[1]+bi(1, h))*bs[2]+bi(2, i))*bs[3]+bi(3, j)])
+					}
+					if bias != nil && c.biasFirst {
+						addBias()
+					}
+					if mask != nil {
+						ms := c.mask
+						msk := ms[3]
+						mi := func(dim, idx int) int {
+							if ms[dim] == 1 {
+								return 0
+							}
+							return idx
+						}
+						if c.padKeys && j >= msk {
+							s = negInf
+						} else {
+							mj := j
+							if msk == 1 && !c.padKeys {
+								mj = 0
+							}
+							off := ((mi(0, b)*ms[1]+mi(1, h))*ms[2]+mi(2, i))*msk + mj
+							switch c.kind {
+							case MaskAdditive:
+								s += float64(mask.Float32s()[off])
+							default:
+								if mask.Bools()[off] == (c.kind == MaskBoolTrueMasks) {
+									s = float64(c.fill)
+								}
+							}
+						}
+					}
+					if bias != nil && !c.biasFirst {
+						addBias()
+					}
+					if c.kvLens != nil && int64(j) >= c.kvLens[b] {
+						s = negInf
+					}
+					if c.causal && j > i+c.causalOff {
+						s = negInf
+					}
+					row[j] = s
+					if c.scoresMode == ScoresBiased {
+						scores[((b*c.hq+h)*c.sq+i)*c.sk+j] = s
+					}
+				}
+				mx := negInf
+				for _, s := range row {
+					mx = math.Max(mx, s)
+				}
+				var sum float64
+				for j, s := range row {
+					row[j] = math.Exp(s - mx)
+					sum += row[j]
+				}
+				for j := range row {
+					row[j] /= sum
+					if c.scoresMode == ScoresWeights {
+						scores[((b*c.hq+h)*c.sq+i)*c.sk+j] = row[j]
+					}
+				}
+				for x := 0; x < c.dv; x++ {
+					var acc float64
+					for j, p := range row {
+						acc += p * float64(vd[((b*c.hk+kh)*c.sk+j)*c.dv+x])
+					}
+					y[((b*c.hq+h)*c.sq+i)*c.dv+x] = acc
+				}
+			}
+		}
+	}
+	return y, scores
+}
+
+// randMask is a random float32 mask for the additive kind, else a bool
+// mask true with probability p.
+func randMask(r *rand.Rand, kind string, p float64, shape []int) *ir.Tensor {
+	if kind == MaskAdditive {
+		return randTensor(r, shape...)
+	}
+	return randBools(r, p, shape...)
+}
+
+func closeF64(got float32, want float64) bool {
+	if math.IsNaN(want) || math.IsNaN(float64(got)) {
+		return math.IsNaN(want) && math.IsNaN(float64(got))
+	}
+	if math.IsInf(want, 0) {
+		return float64(got) == want
+	}
+	return math.Abs(float64(got)-want) <= 2e-5+1e-4*math.Abs(want)
+}
+
+func TestFusedAttentionExtensions(t *testing.T) {
+	negInf := float32(math.Inf(-1))
+	kb := attnKBlock
+	cases := []attnExtCase{
+		{name: "gqa 6/2", b: 2, hq: 6, hk: 2, sq: 40, sk: 70, d: 8, dv: 8, scale: 0.3},
+		{name: "gqa 4/2 long keys", b: 1, hq: 4, hk: 2, sq: 33, sk: kb + 17, d: 16, dv: 5, scale: 0.2},
+		{name: "mqa 4/1", b: 2, hq: 4, hk: 1, sq: 9, sk: 12, d: 8, dv: 8, scale: 0.3},
+		{name: "softcap", b: 1, hq: 2, hk: 2, sq: 20, sk: 30, d: 8, dv: 8, scale: 1, softcap: 2},
+		{name: "causal square", b: 1, hq: 2, hk: 2, sq: 70, sk: 70, d: 8, dv: 8, scale: 0.3, causal: true},
+		{name: "causal long, skipped blocks", b: 1, hq: 1, hk: 1, sq: 2*kb + 3, sk: 2*kb + 3, d: 8, dv: 4, scale: 0.3, causal: true},
+		{name: "causal with past offset", b: 2, hq: 3, hk: 3, sq: 5, sk: 17, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: 12},
+		{name: "causal upper-left, Sk > Sq", b: 1, hq: 1, hk: 1, sq: 4, sk: 9, d: 8, dv: 8, scale: 0.3, causal: true},
+		{name: "causal Sq > Sk, rows without keys", b: 1, hq: 1, hk: 1, sq: 6, sk: 4, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: -2, fullyMaskedRows: true},
+		{name: "bool keep mask 4-D + causal + gqa", b: 2, hq: 4, hk: 2, sq: 12, sk: 20, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: 8,
+			mask: []int{2, 4, 12, 20}, kind: MaskBoolFalseMasks, fill: negInf, maskP: 0.8},
+		{name: "float mask [1,1,Sq,Sk] + softcap", b: 2, hq: 2, hk: 2, sq: 8, sk: 10, d: 8, dv: 8, scale: 0.5, softcap: 3,
+			mask: []int{1, 1, 8, 10}, kind: MaskAdditive},
+		{name: "padded float mask", b: 2, hq: 3, hk: 3, sq: 4, sk: 6, d: 8, dv: 10, scale: 0.35,
+			mask: []int{2, 3, 4, 4}, kind: MaskAdditive, padKeys: true},
+		{name: "padded bool mask of one key", b: 1, hq: 2, hk: 2, sq: 3, sk: 5, d: 4, dv: 4, scale: 0.5,
+			mask: []int{1, 1, 3, 1}, kind: MaskBoolFalseMasks, fill: negInf, padKeys: true, maskP: 1},
+		{name: "padded long mask", b: 1, hq: 2, hk: 1, sq: 40, sk: kb + 40, d: 8, dv: 8, scale: 0.3,
+			mask: []int{1, 1, 40, kb - 5}, kind: MaskAdditive, padKeys: true},
+		{name: "kv lengths", b: 3, hq: 2, hk: 2, sq: 5, sk: kb + 9, d: 8, dv: 8, scale: 0.3, kvLens: []int64{int64(kb) + 9, 3, 0}, fullyMaskedRows: true},
+		{name: "kv lengths + padded mask", b: 2, hq: 3, hk: 3, sq: 4, sk: 6, d: 8, dv: 10, scale: 0.35,
+			mask: []int{2, 3, 4, 4}, kind: MaskAdditive, padKeys: true, kvLens: []int64{5, 3}},
+		{name: "scores raw", b: 2, hq: 4, hk: 2, sq: 35, sk: 50, d: 8, dv: 8, scale: 0.3, softcap: 2, scoresMode: ScoresRaw,
+			mask: []int{1, 1, 35, 50}, kind: MaskAdditive, causal: true},
+		{name: "scores softcapped", b: 1, hq: 2, hk: 2, sq: 35, sk: 50, d: 8, dv: 8, scale: 0.3, softcap: 2, scoresMode: ScoresSoftcapped,
+			mask: []int{1, 1, 35, 50}, kind: MaskAdditive},
+		{name: "scores biased", b: 1, hq: 2, hk: 2, sq: 35, sk: 50, d: 8, dv: 8, scale: 0.3, softcap: 2, scoresMode: ScoresBiased,
+			mask: []int{1, 1, 35, 50}, kind: MaskAdditive, causal: true, causalOff: 5},
+		{name: "scores weights, long", b: 1, hq: 2, hk: 1, sq: 40, sk: kb + 30, d: 8, dv: 8, scale: 0.3, scoresMode: ScoresWeights,
+			causal: true, causalOff: kb - 10},
+		{name: "scores weights, masked rows", b: 2, hq: 2, hk: 2, sq: 6, sk: 7, d: 8, dv: 3, scale: 0.3, scoresMode: ScoresWeights,
+			mask: []int{2, 1, 6, 7}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.5, kvLens: []int64{7, 0}, fullyMaskedRows: true},
+		{name: "scores with Dv = 0", b: 1, hq: 1, hk: 1, sq: 3, sk: 4, d: 8, dv: 0, scale: 1, scoresMode: ScoresWeights},
+		// A bias beside the mask: GPT-2's where(causal, s, -1e4) + padding
+		// mask, a position bias before a bool mask, two additive terms.
+		{name: "bool mask then bias", b: 2, hq: 2, hk: 2, sq: 9, sk: 9, d: 8, dv: 8, scale: 0.35,
+			mask: []int{1, 1, 9, 9}, kind: MaskBoolFalseMasks, fill: -1e4, maskP: 0.6, bias: []int{2, 1, 1, 9}, biasScale: 1},
+		{name: "bias first, then -inf mask, long, skipped blocks", b: 1, hq: 2, hk: 1, sq: 40, sk: 2*kb + 9, d: 8, dv: 8, scale: 0.3,
+			mask: []int{1, 1, 1, 2*kb + 9}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.5, bias: []int{1, 2, 40, 2*kb + 9}, biasScale: 0.5, biasFirst: true},
+		{name: "-inf mask then bias, long", b: 1, hq: 1, hk: 1, sq: 33, sk: 2*kb + 1, d: 8, dv: 8, scale: 0.3,
+			mask: []int{1, 1, 33, 2*kb + 1}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.9, bias: []int{1, 1, 33, 1}, biasScale: 2},
+		{name: "additive mask then bias + gqa + weights", b: 2, hq: 4, hk: 2, sq: 7, sk: 11, d: 8, dv: 8, scale: 1,
+			mask: []int{1, 4, 7, 11}, kind: MaskAdditive, bias: []int{2, 1, 1, 11}, biasScale: 1, scoresMode: ScoresWeights},
+		{name: "bias over heads with gqa, biased scores", b: 1, hq: 4, hk: 2, sq: 5, sk: 6, d: 8, dv: 8, scale: 0.3,
+			bias: []int{1, 4, 5, 6}, biasScale: 1, scoresMode: ScoresBiased, causal: true},
+	}
+	r := rand.New(rand.NewSource(11))
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q := randTensor(r, c.b, c.hq, c.sq, c.d)
+			k := randTensor(r, c.b, c.hk, c.sk, c.d)
+			v := randTensor(r, c.b, c.hk, c.sk, c.dv)
+			in := []*ir.Tensor{q, k, v, nil, nil}
+			attrs := []*ir.Attribute{fAttr("scale", c.scale)}
+			if c.hq != c.hk && c.hk > 1 {
+				attrs = append(attrs, iAttr("kv_group", int64(c.hq/c.hk)))
+			}
+			if c.softcap > 0 {
+				attrs = append(attrs, fAttr("softcap", c.softcap))
+			}
+			if c.causal {
+				attrs = append(attrs, iAttr("causal", 1), iAttr("causal_offset", int64(c.causalOff)))
+			}
+			var mask *ir.Tensor
+			if c.mask != nil {
+				mask = randMask(r, c.kind, c.maskP, c.mask)
+				in[3] = mask
+				attrs = append(attrs, sAttr("mask_kind", c.kind), fAttr("mask_fill", c.fill))
+				if c.padKeys {
+					attrs = append(attrs, iAttr("mask_pad_keys", 1))
+				}
+			}
+			if c.kvLens != nil {
+				in[4] = ir.FromSlice([]int{len(c.kvLens)}, c.kvLens)
+			}
+			var bias *ir.Tensor
+			if c.bias != nil {
+				bias = randTensor(r, c.bias...)
+				in = append(in, bias)
+				attrs = append(attrs, fAttr("bias_scale", c.biasScale))
+				if c.biasFirst {
+					attrs = append(attrs, iAttr("bias_first", 1))
+				}
+			}
+			n := attnNode(attrs...)
+			n.Outputs = []string{"y"}
+			if c.scoresMode != "" {
+				n.Outputs = append(n.Outputs, "scores")
+				n.Attrs = append(n.Attrs, sAttr("scores_mode", c.scoresMode))
+			}
+			wantY, wantS := refAttentionExt(c, q, k, v, mask, bias)
+			vals := make([]Value, len(in))
+			for i, x := range in {
+				if x != nil {
+					vals[i] = Value{Type: Known(x.DType, x.Shape)}
+				}
+			}
+			inferred, err := inferFusedAttention(n, 1, vals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, run := range []struct {
+				threads int
+				prec    Precision
+			}{{1, PrecisionFP32}, {3, PrecisionFP32}, {3, PrecisionBF16}} {
+				threads := run.threads
+				if run.prec == PrecisionBF16 && !kernel.BF16 {
+					continue
+				}
+				// bf16 products (8 significant bits) against the float64
+				// reference: within 1e-2 + 2e-2·|want|.
+				closeF64 := closeF64
+				if run.prec == PrecisionBF16 {
+					exact := closeF64 // NaN and ±Inf must match as they are
+					closeF64 = func(g float32, w float64) bool {
+						if math.IsNaN(w) || math.IsInf(w, 0) {
+							return exact(g, w)
+						}
+						return math.Abs(float64(g)-w) <= 1e-2+2e-2*math.Abs(w)
+					}
+				}
+				out, err := runFusedAttention(&Context{Threads: threads, Precision: run.prec}, n, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(out) != len(n.Outputs) || len(inferred) != len(out) {
+					t.Fatalf("%d outputs, %d inferred, want %d", len(out), len(inferred), len(n.Outputs))
+				}
+				for k, o := range out {
+					if !SameShape(mustConcrete(t, inferred[k].Type.Shape), o.Shape) {
+						t.Fatalf("output %d has shape %v, inference said %v", k, o.Shape, inferred[k].Type.Shape)
+					}
+				}
+				nans := 0
+				for i, g := range out[0].Float32s() {
+					if math.IsNaN(wantY[i]) {
+						nans++
+					}
+					if !closeF64(g, wantY[i]) {
+						t.Fatalf("threads %d, %v: Y[%d] = %g, want %g", threads, run.prec, i, g, wantY[i])
+					}
+				}
+				if nans > 0 != c.fullyMaskedRows && c.dv > 0 {
+					t.Fatalf("%d NaN outputs; fully masked rows expected: %v", nans, c.fullyMaskedRows)
+				}
+				if c.scoresMode != "" {
+					for i, g := range out[1].Float32s() {
+						if !closeF64(g, wantS[i]) {
+							t.Fatalf("threads %d, %v: scores[%d] = %g, want %g", threads, run.prec, i, g, wantS[i])
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestFusedAttentionExtensionErrors(t *testing.T) {
+	x := randTensor(rand.New(rand.NewSource(1)), 1, 4, 3, 8)
+	k2 := randTensor(rand.New(rand.NewSource(2)), 1, 3, 3, 8)
+	cases := []struct {
+		name  string
+		attrs []*ir.Attribute
+		in    []*ir.Tensor
+		outs  []string
+		want  string
+	}{
+		{"group does not divide", []*ir.Attribute{iAttr("kv_group", 2)}, []*ir.Tensor{x, k2, k2}, nil, "Q's heads must be 2 times K's"},
+		{"group of rank 2", []*ir.Attribute{iAttr("kv_group", 2)}, []*ir.Tensor{randTensor(rand.New(rand.NewSource(3)), 3, 8), k2, k2}, nil, "rank ≥ 3"},
+		{"bad group", []*ir.Attribute{iAttr("kv_group", 0)}, []*ir.Tensor{x, x, x}, nil, "kv_group must be ≥ 1"},
+		{"negative softcap", []*ir.Attribute{fAttr("softcap", -1)}, []*ir.Tensor{x, x, x}, nil, "softcap"},
+		{"bad causal", []*ir.Attribute{iAttr("causal", 2)}, []*ir.Tensor{x, x, x}, nil, "causal must be 0 or 1"},
+		{"scores without mode", nil, []*ir.Tensor{x, x, x}, []string{"y", "s"}, "scores_mode is not set"},
+		{"bad scores mode", []*ir.Attribute{sAttr("scores_mode", "all")}, []*ir.Tensor{x, x, x}, []string{"y", "s"}, "scores_mode \"all\""},
+		{"kv lengths count", nil, []*ir.Tensor{x, x, x, nil, ir.FromSlice([]int{2}, []int64{1, 2})}, nil, "kv_lengths has 2 entries"},
+		{"kv lengths type", nil, []*ir.Tensor{x, x, x, nil, ir.FromSlice([]int{1}, []float32{1})}, nil, "kv_lengths must be a 1-D int64"},
+		{"mask longer than keys", []*ir.Attribute{sAttr("mask_kind", MaskAdditive), iAttr("mask_pad_keys", 1)}, []*ir.Tensor{x, x, x, randTensor(rand.New(rand.NewSource(4)), 3, 4)}, nil, "does not broadcast"},
+		{"short mask without padding", []*ir.Attribute{sAttr("mask_kind", MaskAdditive)}, []*ir.Tensor{x, x, x, randTensor(rand.New(rand.NewSource(4)), 3, 2)}, nil, "does not broadcast"},
+		{"bias of the wrong length", nil, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(5)), 3, 2)}, nil, "bias [3 2] does not broadcast"},
+		{"bool bias", nil, []*ir.Tensor{x, x, x, nil, nil, ir.NewTensor(ir.Bool, []int{3, 3})}, nil, "bias has element type bool"},
+		{"bias batch does not broadcast", nil, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(6)), 3, 3, 3)}, nil, "do not broadcast"},
+		{"bad bias_first", []*ir.Attribute{iAttr("bias_first", 3)}, []*ir.Tensor{x, x, x}, nil, "bias_first must be 0 or 1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := attnNode(c.attrs...)
+			n.Outputs = c.outs
+			_, err := runFusedAttention(&Context{Threads: 1}, n, c.in)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestTanh32(t *testing.T) {
+	worst := 0.0
+	for x := -50.0; x <= 50; x += 0.001 {
+		got, want := float64(tanh32(float32(x))), math.Tanh(float64(float32(x)))
+		e := math.Abs(got - want)
+		if want != 0 {
+			e /= math.Abs(want)
+		}
+		worst = math.Max(worst, e)
+	}
+	if worst > 5e-7 {
+		t.Fatalf("tanh32's worst relative error %g, want ≤ 5e-7", worst)
+	}
+	for _, x := range []float32{0, float32(math.Inf(1)), float32(math.Inf(-1))} {
+		if got := tanh32(x); float64(got) != math.Tanh(float64(x)) {
+			t.Fatalf("tanh32(%g) = %g", x, got)
+		}
+	}
+	if !math.IsNaN(float64(tanh32(float32(math.NaN())))) {
+		t.Fatal("tanh32(NaN) is not NaN")
+	}
+}
+
+// BenchmarkFusedAttentionCausal compares, at S=2048 (12 heads of 64, 2
+// threads), attention without a mask, with the causal attribute (key
+// blocks past the diagonal are never computed) and with the same causal
+// mask as a bool tensor (blocks are classified from the mask, as for an
+// exported masked_fill).
+func BenchmarkFusedAttentionCausal(b *testing.B) {
+	const s, h, d = 2048, 12, 64
+	r := rand.New(rand.NewSource(1))
+	q, k, v := randTensor(r, 1, h, s, d), randTensor(r, 1, h, s, d), randTensor(r, 1, h, s, d)
+	mask := ir.NewTensor(ir.Bool, []int{s, s})
+	for i := 0; i < s; i++ {
+		for j := i + 1; j < s; j++ {
+			mask.Bools()[i*s+j] = true
+		}
+	}
+	out := ir.NewTensor(ir.Float, []int{1, h, s, d})
+	cases := []struct {
+		name string
+		n    *ir.Node
+		in   []*ir.Tensor
+	}{
+		{"none", attnNode(fAttr("scale", 0.125)), []*ir.Tensor{q, k, v}},
+		{"causal attribute", attnNode(fAttr("scale", 0.125), iAttr("causal", 1)), []*ir.Tensor{q, k, v}},
+		{"causal bool mask", attnNode(fAttr("scale", 0.125), sAttr("mask_kind", MaskBoolTrueMasks)), []*ir.Tensor{q, k, v, mask}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := &Context{Threads: 2}
+			for i := 0; i < b.N; i++ {
+				if err := runFusedAttentionInto(ctx, c.n, c.in, []*ir.Tensor{out}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

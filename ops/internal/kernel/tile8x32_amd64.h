@@ -1,0 +1,284 @@
+// The 8x32 micro-kernels that read A's rows in place: Sgemm8x32Rows and
+// BF16Gemm8x32,
+//
+//	func(k int, a *T, lda int, b *T, c *float32, ldc int, bias *float32, add bool)
+//
+// and their loop forms Sgemm8x32RowsLoop and BF16Gemm8x32Loop, n tiles
+// without bias,
+//
+//	func(k int, a *T, lda int, b *T, c *float32, ldc, n, as, bs, cs int, add bool)
+//
+// tile t reading A at a + t·as, B at b + t·bs and C at c + t·cs (strides
+// in 4-byte elements). Registers: CX = k, SI = A's row 0, R11 = row 4
+// (rows 0..3 at SI + {0,1,2,3}·lda, rows 4..7 at R11 + …, with R8 = lda
+// and R10 = 3·lda in bytes), DI = B, DX = C, R9 = ldc in bytes, the tile
+// in Z4..Z19 (row r in Z(4+2r), Z(5+2r)), Z0..Z3 scratch. The loop forms
+// keep tile t's a, b, c in R13, R14, R15, the tiles left in R12 and add in
+// BX. A kernel is
+//
+//	TEXT ·Name(SB), NOSPLIT, $0-57 (or $0-81)
+//		TILE8x32_ROWS_START (or TILE8x32_LOOP_START)
+//	loop:
+//		SGEMM8x32_ROWS_KSTEP (or BF16_8x32_ROWS_KSTEP)
+//		DECQ CX
+//		JNZ loop
+//	store:
+//		TILE8x32_ROWS_END (or TILE8x32_LOOP_END)
+//
+// BF16Gemm8x32LoopA8 runs the loop form on A in slivers instead of rows:
+// its k pair p is the 8 rows' words at a + p·lda (BF16_8x32_A8_KSTEP).
+//
+// The macros use the labels tile, store, noadd, write and done.
+
+#define TILE8x32_ZERO \
+	VPXORD Z4, Z4, Z4; \
+	VPXORD Z5, Z5, Z5; \
+	VPXORD Z6, Z6, Z6; \
+	VPXORD Z7, Z7, Z7; \
+	VPXORD Z8, Z8, Z8; \
+	VPXORD Z9, Z9, Z9; \
+	VPXORD Z10, Z10, Z10; \
+	VPXORD Z11, Z11, Z11; \
+	VPXORD Z12, Z12, Z12; \
+	VPXORD Z13, Z13, Z13; \
+	VPXORD Z14, Z14, Z14; \
+	VPXORD Z15, Z15, Z15; \
+	VPXORD Z16, Z16, Z16; \
+	VPXORD Z17, Z17, Z17; \
+	VPXORD Z18, Z18, Z18; \
+	VPXORD Z19, Z19, Z19
+
+// C += tile, C at DX (DX moves to row 7).
+#define TILE8x32_ADD_C \
+	VADDPS (DX), Z4, Z4; \
+	VADDPS 64(DX), Z5, Z5; \
+	ADDQ R9, DX; \
+	VADDPS (DX), Z6, Z6; \
+	VADDPS 64(DX), Z7, Z7; \
+	ADDQ R9, DX; \
+	VADDPS (DX), Z8, Z8; \
+	VADDPS 64(DX), Z9, Z9; \
+	ADDQ R9, DX; \
+	VADDPS (DX), Z10, Z10; \
+	VADDPS 64(DX), Z11, Z11; \
+	ADDQ R9, DX; \
+	VADDPS (DX), Z12, Z12; \
+	VADDPS 64(DX), Z13, Z13; \
+	ADDQ R9, DX; \
+	VADDPS (DX), Z14, Z14; \
+	VADDPS 64(DX), Z15, Z15; \
+	ADDQ R9, DX; \
+	VADDPS (DX), Z16, Z16; \
+	VADDPS 64(DX), Z17, Z17; \
+	ADDQ R9, DX; \
+	VADDPS (DX), Z18, Z18; \
+	VADDPS 64(DX), Z19, Z19
+
+// Store the tile at DX (DX moves to row 7).
+#define TILE8x32_WRITE \
+	VMOVUPS Z4, (DX); \
+	VMOVUPS Z5, 64(DX); \
+	ADDQ R9, DX; \
+	VMOVUPS Z6, (DX); \
+	VMOVUPS Z7, 64(DX); \
+	ADDQ R9, DX; \
+	VMOVUPS Z8, (DX); \
+	VMOVUPS Z9, 64(DX); \
+	ADDQ R9, DX; \
+	VMOVUPS Z10, (DX); \
+	VMOVUPS Z11, 64(DX); \
+	ADDQ R9, DX; \
+	VMOVUPS Z12, (DX); \
+	VMOVUPS Z13, 64(DX); \
+	ADDQ R9, DX; \
+	VMOVUPS Z14, (DX); \
+	VMOVUPS Z15, 64(DX); \
+	ADDQ R9, DX; \
+	VMOVUPS Z16, (DX); \
+	VMOVUPS Z17, 64(DX); \
+	ADDQ R9, DX; \
+	VMOVUPS Z18, (DX); \
+	VMOVUPS Z19, 64(DX)
+
+// One k step: C += A[:, p]·B[p, :], then step SI, R11 and DI.
+#define SGEMM8x32_ROWS_KSTEP \
+	VMOVUPS (DI), Z0; \
+	VMOVUPS 64(DI), Z1; \
+	VBROADCASTSS (SI), Z2; \
+	VFMADD231PS Z0, Z2, Z4; \
+	VFMADD231PS Z1, Z2, Z5; \
+	VBROADCASTSS (SI)(R8*1), Z3; \
+	VFMADD231PS Z0, Z3, Z6; \
+	VFMADD231PS Z1, Z3, Z7; \
+	VBROADCASTSS (SI)(R8*2), Z2; \
+	VFMADD231PS Z0, Z2, Z8; \
+	VFMADD231PS Z1, Z2, Z9; \
+	VBROADCASTSS (SI)(R10*1), Z3; \
+	VFMADD231PS Z0, Z3, Z10; \
+	VFMADD231PS Z1, Z3, Z11; \
+	VBROADCASTSS (R11), Z2; \
+	VFMADD231PS Z0, Z2, Z12; \
+	VFMADD231PS Z1, Z2, Z13; \
+	VBROADCASTSS (R11)(R8*1), Z3; \
+	VFMADD231PS Z0, Z3, Z14; \
+	VFMADD231PS Z1, Z3, Z15; \
+	VBROADCASTSS (R11)(R8*2), Z2; \
+	VFMADD231PS Z0, Z2, Z16; \
+	VFMADD231PS Z1, Z2, Z17; \
+	VBROADCASTSS (R11)(R10*1), Z3; \
+	VFMADD231PS Z0, Z3, Z18; \
+	VFMADD231PS Z1, Z3, Z19; \
+	ADDQ $4, SI; \
+	ADDQ $4, R11; \
+	ADDQ $128, DI
+
+// One k pair with VDPBF16PS (bf16_amd64.h), then step SI, R11 and DI.
+#define BF16_8x32_ROWS_KSTEP \
+	VMOVDQU32 (DI), Z0; \
+	VMOVDQU32 64(DI), Z1; \
+	VPBROADCASTD (SI), Z2; \
+	VDPBF16PS_Z(0, 2, 4); \
+	VDPBF16PS_Z(1, 2, 5); \
+	VPBROADCASTD (SI)(R8*1), Z3; \
+	VDPBF16PS_Z(0, 3, 6); \
+	VDPBF16PS_Z(1, 3, 7); \
+	VPBROADCASTD (SI)(R8*2), Z2; \
+	VDPBF16PS_Z(0, 2, 8); \
+	VDPBF16PS_Z(1, 2, 9); \
+	VPBROADCASTD (SI)(R10*1), Z3; \
+	VDPBF16PS_Z(0, 3, 10); \
+	VDPBF16PS_Z(1, 3, 11); \
+	VPBROADCASTD (R11), Z2; \
+	VDPBF16PS_Z(0, 2, 12); \
+	VDPBF16PS_Z(1, 2, 13); \
+	VPBROADCASTD (R11)(R8*1), Z3; \
+	VDPBF16PS_Z(0, 3, 14); \
+	VDPBF16PS_Z(1, 3, 15); \
+	VPBROADCASTD (R11)(R8*2), Z2; \
+	VDPBF16PS_Z(0, 2, 16); \
+	VDPBF16PS_Z(1, 2, 17); \
+	VPBROADCASTD (R11)(R10*1), Z3; \
+	VDPBF16PS_Z(0, 3, 18); \
+	VDPBF16PS_Z(1, 3, 19); \
+	ADDQ $4, SI; \
+	ADDQ $4, R11; \
+	ADDQ $128, DI
+
+#define TILE8x32_ROWS_START \
+	MOVQ k+0(FP), CX; \
+	MOVQ a+8(FP), SI; \
+	MOVQ lda+16(FP), R8; \
+	MOVQ b+24(FP), DI; \
+	MOVQ c+32(FP), DX; \
+	MOVQ ldc+40(FP), R9; \
+	MOVQ bias+48(FP), BX; \
+	SHLQ $2, R8; \
+	SHLQ $2, R9; \
+	LEAQ (R8)(R8*2), R10; \
+	LEAQ (SI)(R8*4), R11; \
+	TILE8x32_ZERO; \
+	TESTQ CX, CX; \
+	JE store
+
+// Add C when add, then bias when not nil; store; return.
+#define TILE8x32_ROWS_END \
+	MOVBLZX add+56(FP), AX; \
+	TESTL AX, AX; \
+	JZ noadd; \
+	TILE8x32_ADD_C; \
+	MOVQ c+32(FP), DX; \
+	noadd: TESTQ BX, BX; \
+	JE write; \
+	VMOVUPS (BX), Z0; \
+	VMOVUPS 64(BX), Z1; \
+	VADDPS Z0, Z4, Z4; \
+	VADDPS Z1, Z5, Z5; \
+	VADDPS Z0, Z6, Z6; \
+	VADDPS Z1, Z7, Z7; \
+	VADDPS Z0, Z8, Z8; \
+	VADDPS Z1, Z9, Z9; \
+	VADDPS Z0, Z10, Z10; \
+	VADDPS Z1, Z11, Z11; \
+	VADDPS Z0, Z12, Z12; \
+	VADDPS Z1, Z13, Z13; \
+	VADDPS Z0, Z14, Z14; \
+	VADDPS Z1, Z15, Z15; \
+	VADDPS Z0, Z16, Z16; \
+	VADDPS Z1, Z17, Z17; \
+	VADDPS Z0, Z18, Z18; \
+	VADDPS Z1, Z19, Z19; \
+	write: TILE8x32_WRITE; \
+	VZEROUPPER; \
+	RET
+
+#define TILE8x32_LOOP_START \
+	MOVQ a+8(FP), R13; \
+	MOVQ lda+16(FP), R8; \
+	MOVQ b+24(FP), R14; \
+	MOVQ c+32(FP), R15; \
+	MOVQ ldc+40(FP), R9; \
+	MOVQ n+48(FP), R12; \
+	SHLQ $2, R8; \
+	SHLQ $2, R9; \
+	LEAQ (R8)(R8*2), R10; \
+	MOVBLZX add+80(FP), BX; \
+	TESTQ R12, R12; \
+	JE done; \
+	tile: MOVQ k+0(FP), CX; \
+	MOVQ R13, SI; \
+	LEAQ (SI)(R8*4), R11; \
+	MOVQ R14, DI; \
+	MOVQ R15, DX; \
+	TILE8x32_ZERO; \
+	TESTQ CX, CX; \
+	JE store
+
+// Add or write the tile, step to the next; return after the last.
+#define TILE8x32_LOOP_END \
+	TESTL BX, BX; \
+	JZ write; \
+	TILE8x32_ADD_C; \
+	MOVQ R15, DX; \
+	write: TILE8x32_WRITE; \
+	MOVQ as+56(FP), AX; \
+	LEAQ (R13)(AX*4), R13; \
+	MOVQ bs+64(FP), AX; \
+	LEAQ (R14)(AX*4), R14; \
+	MOVQ cs+72(FP), AX; \
+	LEAQ (R15)(AX*4), R15; \
+	DECQ R12; \
+	JNZ tile; \
+	done: VZEROUPPER; \
+	RET
+
+// One k pair of an A sliver (rows at SI + 4r, the next pair R8 bytes on)
+// with VDPBF16PS, then step SI and DI.
+#define BF16_8x32_A8_KSTEP \
+	VMOVDQU32 (DI), Z0; \
+	VMOVDQU32 64(DI), Z1; \
+	VPBROADCASTD 0(SI), Z2; \
+	VDPBF16PS_Z(0, 2, 4); \
+	VDPBF16PS_Z(1, 2, 5); \
+	VPBROADCASTD 4(SI), Z3; \
+	VDPBF16PS_Z(0, 3, 6); \
+	VDPBF16PS_Z(1, 3, 7); \
+	VPBROADCASTD 8(SI), Z2; \
+	VDPBF16PS_Z(0, 2, 8); \
+	VDPBF16PS_Z(1, 2, 9); \
+	VPBROADCASTD 12(SI), Z3; \
+	VDPBF16PS_Z(0, 3, 10); \
+	VDPBF16PS_Z(1, 3, 11); \
+	VPBROADCASTD 16(SI), Z2; \
+	VDPBF16PS_Z(0, 2, 12); \
+	VDPBF16PS_Z(1, 2, 13); \
+	VPBROADCASTD 20(SI), Z3; \
+	VDPBF16PS_Z(0, 3, 14); \
+	VDPBF16PS_Z(1, 3, 15); \
+	VPBROADCASTD 24(SI), Z2; \
+	VDPBF16PS_Z(0, 2, 16); \
+	VDPBF16PS_Z(1, 2, 17); \
+	VPBROADCASTD 28(SI), Z3; \
+	VDPBF16PS_Z(0, 3, 18); \
+	VDPBF16PS_Z(1, 3, 19); \
+	ADDQ R8, SI; \
+	ADDQ $128, DI

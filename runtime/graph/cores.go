@@ -1,0 +1,295 @@
+package graph
+
+import (
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
+)
+
+// AttentionCore is one attention computation of the graph whose weights
+// softmax(scale·QKᵀ masked) can be shown: a Softmax over the last axis
+// whose output feeds, directly or through no-op Casts, a MatMul or an
+// Einsum as its first operand (P·V), the chain the attention fusion
+// (fuse.go) replaces by one FusedAttention step; or an ONNX Attention
+// node, whose weights are its qk_matmul_output in mode 3.
+type AttentionCore struct {
+	// Weights names the tensor holding the weights, [..., Sq, Sk]: the
+	// Softmax's output.
+	Weights string
+	// Softmax computes the weights; Output is the MatMul (or Einsum)
+	// reading them.
+	Softmax, Output *ir.Node
+	// Nodes is the chain from the scores MatMul or Einsum (when it was
+	// found) to Output, in execution order.
+	Nodes []*ir.Node
+	// Mask names the tensor masking the scores ("" when the chain has no
+	// mask); MaskKind says how (ops.MaskBoolTrueMasks,
+	// ops.MaskBoolFalseMasks or ops.MaskAdditive), as in FusedAttention.
+	// Of a chain with two masks (GPT-2's Where, then an added padding
+	// mask), the Where's condition; else the last one applied.
+	Mask, MaskKind string
+
+	// Attention is the ONNX Attention node of the core (nil for a
+	// Softmax chain; Softmax and Output are then that node). Causal is its
+	// is_causal, and PastKey names its past_key input ("" when none): key
+	// j is masked for query i when j > i + the cache's length.
+	Attention *ir.Node
+	Causal    bool
+	PastKey   string
+	// NeedsOutput is set when the Attention node does not return its
+	// weights: Weights is then a name for them that WithAttentionWeights
+	// makes the node write.
+	NeedsOutput bool
+}
+
+// attentionWeightsMode is qk_matmul_output_mode's value for the softmax's
+// output.
+const attentionWeightsMode = 3
+
+// attentionCore describes an ONNX Attention node as a core, or says why
+// it cannot show its weights.
+func (p *Program) attentionCore(n *ir.Node) (AttentionCore, bool) {
+	c := AttentionCore{Softmax: n, Output: n, Nodes: []*ir.Node{n}, Attention: n}
+	mode, err := n.AttrInt("qk_matmul_output_mode", 0)
+	if err != nil {
+		return c, false
+	}
+	switch {
+	case len(n.Outputs) > 3 && n.Outputs[3] != "" && mode == attentionWeightsMode:
+		c.Weights = n.Outputs[3]
+	case len(n.Outputs) > 3 && n.Outputs[3] != "":
+		return c, false // its qk_matmul_output holds other scores
+	default:
+		c.Weights, c.NeedsOutput = "attnrun/attention_weights/"+n.Label(), true
+	}
+	if causal, _ := n.AttrInt("is_causal", 0); causal == 1 {
+		c.Causal = true
+	}
+	if len(n.Inputs) > 4 {
+		c.PastKey = n.Inputs[4]
+	}
+	if len(n.Inputs) > 3 && n.Inputs[3] != "" {
+		c.Mask, c.MaskKind = n.Inputs[3], ops.MaskAdditive
+		if p.Types[n.Inputs[3]].Type.DType == ir.Bool {
+			c.MaskKind = ops.MaskBoolFalseMasks // True takes part
+		}
+	}
+	return c, true
+}
+
+// WithAttentionWeights returns m with every Attention node of cores that
+// does not return its weights (NeedsOutput) asking for them: output 3
+// (qk_matmul_output) named core.Weights, in mode 3. Other nodes are shared
+// with m; m itself is unchanged.
+func WithAttentionWeights(m *ir.Model, cores []AttentionCore) *ir.Model {
+	swap := map[*ir.Node]*ir.Node{}
+	for _, c := range cores {
+		if !c.NeedsOutput || c.Attention == nil {
+			continue
+		}
+		n := *c.Attention
+		n.Outputs = append([]string(nil), n.Outputs...)
+		for len(n.Outputs) < 4 {
+			n.Outputs = append(n.Outputs, "")
+		}
+		n.Outputs[3] = c.Weights
+		n.Attrs = nil
+		for _, a := range c.Attention.Attrs {
+			if a.Name != "qk_matmul_output_mode" {
+				n.Attrs = append(n.Attrs, a)
+			}
+		}
+		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "qk_matmul_output_mode", Type: ir.AttrInt, Int: attentionWeightsMode})
+		swap[c.Attention] = &n
+	}
+	if len(swap) == 0 {
+		return m
+	}
+	g := *m.Graph
+	g.Nodes = make([]*ir.Node, len(m.Graph.Nodes))
+	for i, n := range m.Graph.Nodes {
+		g.Nodes[i] = n
+		if r := swap[n]; r != nil {
+			g.Nodes[i] = r
+		}
+	}
+	out := *m
+	out.Graph = &g
+	return &out
+}
+
+// AttentionCores finds the attention cores of the program's graph, in
+// execution order.
+func (p *Program) AttentionCores() []AttentionCore {
+	producer := map[string]*ir.Node{}
+	readers := map[string][]*ir.Node{}
+	for _, n := range p.Order {
+		for _, o := range n.Outputs {
+			if o != "" {
+				producer[o] = n
+			}
+		}
+		for _, in := range n.Inputs {
+			if in != "" {
+				readers[in] = append(readers[in], n)
+			}
+		}
+	}
+	var cores []AttentionCore
+	for _, sm := range p.Order {
+		if sm.OpType == "Attention" && isDefaultDomain(sm) {
+			if c, ok := p.attentionCore(sm); ok {
+				cores = append(cores, c)
+			}
+			continue
+		}
+		if sm.OpType != "Softmax" || !isDefaultDomain(sm) || len(sm.Inputs) != 1 || len(sm.Outputs) != 1 || !p.softmaxOverLastAxis(sm) {
+			continue
+		}
+		pv, casts := probabilitiesProduct(readers, sm.Outputs[0])
+		if pv == nil {
+			continue
+		}
+		c := AttentionCore{Weights: sm.Outputs[0], Softmax: sm, Output: pv}
+		chain := append([]*ir.Node{pv}, casts...)
+		chain = append(chain, sm)
+		x := sm.Inputs[0]
+	walk:
+		for len(chain) < 16 {
+			n := producer[x]
+			if n == nil || !isDefaultDomain(n) {
+				break
+			}
+			switch n.OpType {
+			case "MatMul", "Einsum":
+				chain = append(chain, n)
+				break walk
+			case "Div", "Mul":
+				chain = append(chain, n)
+				x = p.scoresOperand(producer, n, n.Inputs)
+			case "Cast", "Identity":
+				if len(n.Inputs) != 1 {
+					break walk
+				}
+				chain = append(chain, n)
+				x = n.Inputs[0]
+			case "Where":
+				if c.MaskKind == ops.MaskBoolTrueMasks || c.MaskKind == ops.MaskBoolFalseMasks || len(n.Inputs) != 3 || p.Types[n.Inputs[0]].Type.DType != ir.Bool {
+					break walk
+				}
+				chain = append(chain, n)
+				c.Mask = n.Inputs[0]
+				if x = p.scoresOperand(producer, n, n.Inputs[1:]); x == n.Inputs[2] {
+					c.MaskKind = ops.MaskBoolTrueMasks
+				} else {
+					c.MaskKind = ops.MaskBoolFalseMasks
+				}
+			case "Add", "Sub":
+				if len(n.Inputs) != 2 {
+					break walk
+				}
+				chain = append(chain, n)
+				x = p.scoresOperand(producer, n, n.Inputs)
+				if c.Mask == "" {
+					c.Mask, c.MaskKind = n.Inputs[0], ops.MaskAdditive
+					if x == n.Inputs[0] {
+						c.Mask = n.Inputs[1]
+					}
+				}
+			default:
+				break walk
+			}
+		}
+		for i := len(chain) - 1; i >= 0; i-- {
+			c.Nodes = append(c.Nodes, chain[i])
+		}
+		cores = append(cores, c)
+	}
+	return cores
+}
+
+// probabilitiesProduct follows the softmax output p through no-op Casts
+// and Identities to the MatMul or Einsum reading it as its first operand
+// (P·V); it returns that node (nil when none) and the nodes passed, last
+// first.
+func probabilitiesProduct(readers map[string][]*ir.Node, p string) (*ir.Node, []*ir.Node) {
+	var passed []*ir.Node
+	for len(passed) < 8 {
+		var next *ir.Node
+		for _, r := range readers[p] {
+			if !isDefaultDomain(r) {
+				continue
+			}
+			switch {
+			case (r.OpType == "MatMul" || r.OpType == "Einsum") && len(r.Inputs) == 2 && r.Inputs[0] == p:
+				return r, passed
+			case (r.OpType == "Cast" || r.OpType == "Identity") && len(r.Outputs) == 1 && next == nil:
+				next = r
+			}
+		}
+		if next == nil {
+			return nil, nil
+		}
+		passed = append([]*ir.Node{next}, passed...)
+		p = next.Outputs[0]
+	}
+	return nil, nil
+}
+
+// softmaxOverLastAxis reports whether a Softmax normalizes over the last
+// axis of its input (the keys).
+func (p *Program) softmaxOverLastAxis(sm *ir.Node) bool {
+	t := p.Types[sm.Outputs[0]].Type
+	if !t.RankKnown || len(t.Shape) < 1 {
+		return false
+	}
+	def := int64(-1)
+	if p.Opsets[sm] < 13 {
+		def = 1
+	}
+	axis, err := sm.AttrInt("axis", def)
+	if err != nil {
+		return false
+	}
+	a, err := ops.NormAxis(axis, len(t.Shape))
+	return err == nil && a == len(t.Shape)-1
+}
+
+// scoresOperand picks, among a node's candidate operands, the one carrying
+// the scores: the one a MatMul computes (scaled or not), else the last one
+// of the node's output rank that is not a constant.
+func (p *Program) scoresOperand(producer map[string]*ir.Node, n *ir.Node, cands []string) string {
+	out := p.Types[n.Outputs[0]].Type
+	best := cands[0]
+	for _, c := range cands {
+		v := p.Types[c]
+		if v.Const != nil || !v.Type.RankKnown || !out.RankKnown || len(v.Type.Shape) != len(out.Shape) {
+			continue
+		}
+		best = c
+		if reachesScores(producer, c, 4) {
+			return c
+		}
+	}
+	return best
+}
+
+// reachesScores reports whether a tensor is a MatMul's or Einsum's output,
+// or computed from one by the ops of the scores chain (scalings, Casts,
+// masks), within depth steps back.
+func reachesScores(producer map[string]*ir.Node, name string, depth int) bool {
+	n := producer[name]
+	switch {
+	case n == nil || depth == 0:
+		return false
+	case n.OpType == "MatMul" || n.OpType == "Einsum":
+		return true
+	case n.OpType == "Div" || n.OpType == "Mul" || n.OpType == "Cast" || n.OpType == "Identity" ||
+		n.OpType == "Where" || n.OpType == "Add" || n.OpType == "Sub":
+		for _, in := range n.Inputs {
+			if reachesScores(producer, in, depth-1) {
+				return true
+			}
+		}
+	}
+	return false
+}

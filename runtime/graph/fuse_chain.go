@@ -1,0 +1,702 @@
+package graph
+
+import (
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
+)
+
+// The attention chain matcher (see fuse.go for the forms it reads).
+
+// maxMaskStages is how many masks (Where or additive terms) a chain may
+// apply: FusedAttention's mask and its bias.
+const maxMaskStages = 2
+
+// attnOperand says how the fused node reads Q, K or V: tensor name seen
+// through perm (logical axis i is axis perm[i] of name; nil: as is). With
+// grouped set, name is the tensor a head repeat expanded ([..., Hkv, 1,
+// S, D], the size-1 axis at rank-3 dropped when read) and group is the
+// repeat.
+type attnOperand struct {
+	name    string
+	perm    []int
+	grouped bool
+	group   int
+}
+
+// maskStage is one mask the chain applies to the scores.
+type maskStage struct {
+	name string  // the mask tensor (bool for the Where kinds, float32 for additive)
+	kind string  // ops.MaskBoolTrueMasks, ops.MaskBoolFalseMasks or ops.MaskAdditive
+	fill float64 // Where kinds: the value a masked score takes
+	post float64 // the product of the scales applied after the stage
+	// additive, for a bool mask read from an additive term (maskOperand),
+	// is that term as an additive mask, and steps the steps computing it
+	// that the bool form replaces: the fused node takes it back when the
+	// chain has a Where besides (it has one bool mask).
+	additive *maskStage
+	steps    []int
+}
+
+// attnMatch is one matched attention chain.
+type attnMatch struct {
+	steps   []int // indices into plan steps of every step the fusion replaces
+	q, k, v attnOperand
+	kT      bool    // K is given as [..., D, Sk]
+	scale   float64 // the product of every scale of the chain
+	masks   []maskStage
+	// weights, when set, is the softmax's output (or a no-op Cast of it)
+	// that other steps read or that is a graph output: the fused node
+	// writes it as output 1 (scores_mode weights).
+	weights string
+	// outPerm, for an einsum P·V whose output is a permutation of the
+	// logical [batch..., Sq, Dv]: output axis j is logical axis outPerm[j].
+	outPerm []int
+	pv      *ir.Node // the final product
+}
+
+// match tries to read an attention chain ending in the product with V at
+// step i (a MatMul or an Einsum).
+func (f *fuser) match(i int) (attnMatch, bool) {
+	m := attnMatch{scale: 1}
+	pv := f.pl.steps[i].node
+	m.pv = pv
+	if len(pv.Inputs) != 2 || len(pv.Outputs) != 1 || pv.Outputs[0] == "" || !f.isFloat32(pv.Inputs[0]) || !f.isFloat32(pv.Inputs[1]) {
+		return m, false
+	}
+	var ok bool
+	if pv.OpType == "Einsum" {
+		if m.v, m.outPerm, ok = f.einsumPV(pv); !ok {
+			return m, false
+		}
+	} else {
+		m.v = attnOperand{name: pv.Inputs[1]}
+	}
+	chain := []int{i}
+	m.v = f.peelRepeat(m.v, &chain)
+	// Back from P to the Softmax through no-op Casts. One tensor on the
+	// way may have readers besides the chain: the fused node writes it.
+	x := pv.Inputs[0]
+	var sm *ir.Node
+	for sm == nil {
+		k, ok := f.producer[x]
+		if !ok || f.removed[k] || !isDefaultDomain(f.pl.steps[k].node) {
+			return m, false
+		}
+		if f.uses[x] > 1 {
+			if m.weights != "" {
+				return m, false
+			}
+			m.weights = x
+		}
+		n := f.pl.steps[k].node
+		chain = append(chain, k)
+		switch {
+		case n.OpType == "Softmax":
+			sm = n
+		case f.noOp(n):
+			x = n.Inputs[0]
+		default:
+			return m, false
+		}
+	}
+	pt := f.types[sm.Outputs[0]].Type
+	axis, err := sm.AttrInt("axis", -1)
+	if len(sm.Inputs) != 1 || err != nil || !pt.RankKnown || len(pt.Shape) < 2 {
+		return m, false
+	}
+	if f.pl.steps[chain[len(chain)-1]].ctx.Opset < 13 && sm.Attr("axis") == nil {
+		return m, false // before opset 13 the default axis is 1
+	}
+	if a, err := ops.NormAxis(axis, len(pt.Shape)); err != nil || a != len(pt.Shape)-1 {
+		return m, false
+	}
+	return f.walk(sm.Inputs[0], m, 1, chain)
+}
+
+// noOp reports whether a node passes its input through unchanged: Identity,
+// or a Cast to the element type its input already has.
+func (f *fuser) noOp(n *ir.Node) bool {
+	if len(n.Inputs) != 1 || len(n.Outputs) != 1 || !isDefaultDomain(n) {
+		return false
+	}
+	switch n.OpType {
+	case "Identity":
+		return true
+	case "Cast":
+		in, out := f.types[n.Inputs[0]].Type, f.types[n.Outputs[0]].Type
+		return in.DType == out.DType && in.DType != ir.Undefined && sameType(in, out)
+	}
+	return false
+}
+
+// walk follows the scores chain back from tensor x (the input of the step
+// last matched) to the product of Q and K. m holds what is matched so far;
+// post is the product of the scales met so far, i.e. applied after x;
+// chain holds the matched steps.
+func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatch, bool) {
+	k, n, ok := f.internal(x)
+	if !ok {
+		return m, false
+	}
+	chain = append(chain[:len(chain):len(chain)], k)
+	switch n.OpType {
+	case "MatMul", "Einsum":
+		return f.scoresProduct(n, m, post, chain)
+	case "Cast", "Identity":
+		if !f.noOp(n) {
+			return m, false
+		}
+		return f.walk(n.Inputs[0], m, post, chain)
+	case "Div", "Mul":
+		next, c, ok := f.scaling(n)
+		if !ok {
+			return m, false
+		}
+		return f.walk(next, m, post*c, chain)
+	case "Where":
+		if len(m.masks) == maxMaskStages || len(n.Inputs) != 3 || f.types[n.Inputs[0]].Type.DType != ir.Bool {
+			return m, false
+		}
+		for _, c := range []struct {
+			fill, scores int
+			kind         string
+		}{{1, 2, ops.MaskBoolTrueMasks}, {2, 1, ops.MaskBoolFalseMasks}} {
+			if fill, ok := f.scalarConst(n.Inputs[c.fill]); ok && f.notWider(n, n.Inputs[c.scores]) {
+				mm := m.withMask(maskStage{name: n.Inputs[0], kind: c.kind, fill: fill, post: post})
+				return f.walk(n.Inputs[c.scores], mm, post, chain)
+			}
+		}
+	case "Add", "Sub":
+		if len(m.masks) == maxMaskStages || len(n.Inputs) != 2 || n.Inputs[0] == n.Inputs[1] || !f.isFloat32(n.Inputs[0]) || !f.isFloat32(n.Inputs[1]) {
+			return m, false
+		}
+		// Either operand of Add may be the scores; try the first, then
+		// the second. Sub subtracts the mask: a factor of -1 on it.
+		orders := [][2]string{{n.Inputs[0], n.Inputs[1]}, {n.Inputs[1], n.Inputs[0]}}
+		sign := 1.0
+		if n.OpType == "Sub" {
+			orders, sign = orders[:1], -1
+		}
+		for _, o := range orders {
+			if !f.notWider(n, o[0]) {
+				continue
+			}
+			stage, steps := f.maskOperand(o[1], o[0], sign*post)
+			if r, ok := f.walk(o[0], m.withMask(stage), post, append(chain[:len(chain):len(chain)], steps...)); ok {
+				return r, true
+			}
+		}
+	}
+	return m, false
+}
+
+// withMask returns m with stage applied before the masks matched so far
+// (the walk goes backwards).
+func (m attnMatch) withMask(stage maskStage) attnMatch {
+	m.masks = append([]maskStage{stage}, m.masks...)
+	return m
+}
+
+// scaling reads a Div or Mul of a one-element float32 constant that does
+// not widen its other operand: it returns that operand and the factor.
+func (f *fuser) scaling(n *ir.Node) (string, float64, bool) {
+	if len(n.Inputs) != 2 || (n.OpType != "Div" && n.OpType != "Mul") || !isDefaultDomain(n) {
+		return "", 0, false
+	}
+	c, ok := f.scalarConst(n.Inputs[1])
+	next := n.Inputs[0]
+	if !ok && n.OpType == "Mul" {
+		c, ok = f.scalarConst(n.Inputs[0])
+		next = n.Inputs[1]
+	}
+	if !ok || !validScale(c) || !f.notWider(n, next) {
+		return "", 0, false
+	}
+	if n.OpType == "Div" {
+		c = 1 / c
+	}
+	return next, c, true
+}
+
+// maskOperand reads the additive term m of the scores x as a mask stage:
+// a float32 mask times post, or, when post > 0, a bool mask with a -inf
+// fill where m only holds 0 and -inf: m a constant of those values (a
+// causal mask folded at plan time: its bool form is made once, here), or
+// Where(cond, -inf, 0) or Where(cond, 0, -inf) (times positive constants)
+// that nothing else reads (then cond). A bool mask lets the kernel skip
+// the key blocks it hides. It returns the stage and, for a Where, the
+// steps computing m that the fusion replaces.
+func (f *fuser) maskOperand(m, x string, post float64) (maskStage, []int) {
+	additive := maskStage{name: m, kind: ops.MaskAdditive, post: post}
+	if post <= 0 {
+		return additive, nil
+	}
+	if name, ok := f.constBoolMask(m, x); ok {
+		return maskStage{name: name, kind: ops.MaskBoolTrueMasks, fill: math.Inf(-1), post: 1, additive: &additive}, nil
+	}
+	var steps []int
+	cur := m
+	for len(steps) < maxViewChain {
+		k, n, ok := f.internal(cur)
+		if !ok {
+			return additive, nil
+		}
+		steps = append(steps, k)
+		if n.OpType == "Where" && len(n.Inputs) == 3 && f.types[n.Inputs[0]].Type.DType == ir.Bool {
+			cond := n.Inputs[0]
+			var kind string
+			switch {
+			case f.constAll(n.Inputs[1], math.Inf(-1)) && f.constAll(n.Inputs[2], 0):
+				kind = ops.MaskBoolTrueMasks
+			case f.constAll(n.Inputs[1], 0) && f.constAll(n.Inputs[2], math.Inf(-1)):
+				kind = ops.MaskBoolFalseMasks
+			default:
+				return additive, nil
+			}
+			if !f.fitsScores(cond, x) {
+				return additive, nil
+			}
+			return maskStage{name: cond, kind: kind, fill: math.Inf(-1), post: 1, additive: &additive, steps: steps}, steps
+		}
+		if f.noOp(n) {
+			cur = n.Inputs[0]
+			continue
+		}
+		next, c, ok := f.scaling(n)
+		if !ok || c <= 0 {
+			return additive, nil
+		}
+		cur = next
+	}
+	return additive, nil
+}
+
+// fitsScores reports whether mask m broadcasts to the scores x without
+// widening them.
+func (f *fuser) fitsScores(m, x string) bool {
+	ms, ok1 := f.concreteShape(m)
+	xs, ok2 := f.concreteShape(x)
+	b, err := ops.BroadcastShapes(ms, xs)
+	return ok1 && ok2 && err == nil && slices.Equal(b, xs)
+}
+
+// constBoolMask returns, for a float32 constant m (of the plan) holding
+// only 0 and -inf, some of each, the name of its bool form (true where m
+// is -inf), a plan constant made on first use.
+func (f *fuser) constBoolMask(m, x string) (string, bool) {
+	c := f.types[m].Const
+	if c == nil || c.DType != ir.Float || !f.fitsScores(m, x) {
+		return "", false
+	}
+	name := ops.AttentionTempPrefix + m + "/bool_mask"
+	if v, ok := f.types[name]; ok {
+		return name, v.Const != nil
+	}
+	b := ir.NewTensor(ir.Bool, c.Shape)
+	masked, kept := false, false
+	for i, v := range c.Float32s() {
+		switch {
+		case math.IsInf(float64(v), -1):
+			b.Bools()[i], masked = true, true
+		case v == 0:
+			kept = true
+		default:
+			return "", false
+		}
+	}
+	if !masked || !kept {
+		return "", false
+	}
+	f.types[name] = ops.Value{Type: ops.Known(ir.Bool, c.Shape), Const: b}
+	return name, true
+}
+
+// constAll reports whether a tensor is a float32 constant whose every
+// element is v.
+func (f *fuser) constAll(name string, v float64) bool {
+	c := f.types[name].Const
+	if c == nil || c.DType != ir.Float {
+		return false
+	}
+	for _, x := range c.Float32s() {
+		if float64(x) != v {
+			return false
+		}
+	}
+	return true
+}
+
+// scoresProduct reads the product of Q and K that the scores chain starts
+// from and completes the match.
+func (f *fuser) scoresProduct(n *ir.Node, m attnMatch, post float64, chain []int) (attnMatch, bool) {
+	if len(n.Inputs) != 2 || len(n.Outputs) != 1 {
+		return m, false
+	}
+	if n.OpType == "Einsum" {
+		var ok bool
+		if m.q, m.k, ok = f.einsumQK(n); !ok {
+			return m, false
+		}
+	} else {
+		m.q, m.k, m.kT = attnOperand{name: n.Inputs[0]}, attnOperand{name: n.Inputs[1]}, true
+	}
+	// Scales folded into Q or K before the product.
+	for _, op := range []*attnOperand{&m.q, &m.k} {
+		for {
+			k, sn, ok := f.internal(op.name)
+			if !ok {
+				break
+			}
+			next, c, ok := f.scaling(sn)
+			if !ok {
+				break
+			}
+			op.name, post = next, post*c
+			chain = append(chain, k)
+		}
+	}
+	// K transposed by a Transpose of its last two axes (not through an
+	// einsum's permutation, which views express).
+	if m.k.perm == nil {
+		if ti, tn, ok := f.internal(m.k.name); ok && tn.OpType == "Transpose" && len(tn.Inputs) == 1 && swapsLastTwo(tn, f.types[m.k.name].Type) {
+			m.k.name, m.kT = tn.Inputs[0], !m.kT
+			chain = append(chain, ti)
+		}
+	}
+	m.k = f.peelRepeat(m.k, &chain)
+	if m.v.grouped != m.k.grouped && (m.v.group > 1 || m.k.group > 1) {
+		return m, false
+	}
+	if m.k.grouped && m.v.grouped && m.k.group != m.v.group {
+		return m, false
+	}
+	for _, op := range []attnOperand{m.q, m.k, m.v} {
+		t := f.types[op.name].Type
+		if !f.isFloat32(op.name) || !t.RankKnown || len(t.Shape) < 2 {
+			return m, false
+		}
+	}
+	if len(m.masks) == maxMaskStages && m.masks[0].kind != ops.MaskAdditive && m.masks[1].kind != ops.MaskAdditive {
+		// Two bool masks: one read from an additive term goes back to it
+		// (its steps run again); two Wheres do not fuse (the fused node
+		// has one bool mask).
+		k := slices.IndexFunc(m.masks, func(s maskStage) bool { return s.additive != nil })
+		if k < 0 {
+			return m, false
+		}
+		back := m.masks[k]
+		m.masks = slices.Clone(m.masks)
+		m.masks[k] = *back.additive
+		chain = slices.DeleteFunc(slices.Clone(chain), func(i int) bool { return slices.Contains(back.steps, i) })
+	}
+	m.scale *= post
+	m.steps = append([]int{}, chain...)
+	sort.Ints(m.steps)
+	m.steps = slices.Compact(m.steps)
+	return m, validScale(m.scale)
+}
+
+// peelRepeat follows K or V back through a repeat over grouped heads
+// (transformers' repeat_kv: Unsqueeze → Expand → Reshape, the fused node's
+// kv_group) or an Expand over batch dims only (multi-query K/V broadcast
+// over the heads, which the fused node broadcasts itself). chain collects
+// the steps passed.
+func (f *fuser) peelRepeat(op attnOperand, chain *[]int) attnOperand {
+	if op.perm != nil {
+		return op
+	}
+	for {
+		if u, g, steps, ok := f.repeatedHeads(op.name); ok && !op.grouped {
+			op = attnOperand{name: u, grouped: true, group: g}
+			*chain = append(*chain, steps...)
+			continue
+		}
+		k, n, ok := f.internal(op.name)
+		if !ok || n.OpType != "Expand" || len(n.Inputs) != 2 || !f.batchBroadcast(n.Inputs[0], op.name) {
+			return op
+		}
+		op.name = n.Inputs[0]
+		*chain = append(*chain, k)
+	}
+}
+
+// batchBroadcast reports whether tensor out is tensor in broadcast over
+// dims before its last two only (right-aligned, numpy style).
+func (f *fuser) batchBroadcast(in, out string) bool {
+	is, ok1 := f.concreteShape(in)
+	os, ok2 := f.concreteShape(out)
+	if !ok1 || !ok2 || len(is) < 2 || len(is) > len(os) {
+		return false
+	}
+	off := len(os) - len(is)
+	for i, d := range is {
+		if d != os[off+i] && (d != 1 || i >= len(is)-2) {
+			return false
+		}
+	}
+	return f.types[in].Type.DType == f.types[out].Type.DType
+}
+
+// repeatedHeads recognizes name = Reshape(Expand(u)) repeating heads the
+// way transformers' repeat_kv does: u is [..., Hkv, 1, S, D], the Expand
+// makes [..., Hkv, g, S, D] and the Reshape [..., Hkv·g, S, D] (head h of
+// the result is head h/g of u: kv_group g). It returns u, g and the two
+// steps.
+func (f *fuser) repeatedHeads(name string) (string, int, []int, bool) {
+	ri, rn, ok := f.internal(name)
+	if !ok || !reshapeLike(rn) || len(rn.Inputs) == 0 {
+		return "", 0, nil, false
+	}
+	ei, en, ok := f.internal(rn.Inputs[0])
+	if !ok || en.OpType != "Expand" || len(en.Inputs) != 2 {
+		return "", 0, nil, false
+	}
+	u := en.Inputs[0]
+	rs, ok1 := f.concreteShape(name)
+	es, ok2 := f.concreteShape(en.Outputs[0])
+	us, ok3 := f.concreteShape(u)
+	r := len(rs)
+	if !ok1 || !ok2 || !ok3 || r < 3 || len(es) != r+1 || len(us) != r+1 {
+		return "", 0, nil, false
+	}
+	a := r - 3 // the heads axis of the result; a+1 is the repeat's
+	g := es[a+1]
+	if us[a+1] != 1 || g < 1 || rs[a] != es[a]*g || !slices.Equal(rs[:a], es[:a]) || !slices.Equal(rs[a+1:], es[a+2:]) {
+		return "", 0, nil, false
+	}
+	for j := range us {
+		if j != a+1 && us[j] != es[j] {
+			return "", 0, nil, false
+		}
+	}
+	return u, g, []int{ri, ei}, true
+}
+
+// einsumLabels returns the labels of a two-input Einsum's dims (A, B and
+// the output), when no term repeats a label.
+func (f *fuser) einsumLabels(n *ir.Node) (a, b, out []int, ok bool) {
+	var ranks []int
+	for _, in := range n.Inputs {
+		t := f.types[in].Type
+		if !t.RankKnown {
+			return nil, nil, nil, false
+		}
+		ranks = append(ranks, len(t.Shape))
+	}
+	in, out, err := ops.EinsumLabels(n, ranks)
+	if err != nil || len(in) != 2 {
+		return nil, nil, nil, false
+	}
+	for _, term := range [][]int{in[0], in[1], out} {
+		if len(slices.Compact(slices.Sorted(slices.Values(term)))) != len(term) {
+			return nil, nil, nil, false // a diagonal
+		}
+	}
+	return in[0], in[1], out, true
+}
+
+// einsumQK reads Einsum(A, B) -> S as the scores Q·Kᵀ: one label summed
+// (D), one of A's in S (Sq), one of B's in S (Sk), S ending in Sq, Sk and
+// every other label in A, B and S (batch dims, in S's order). Q and K are
+// A and B seen as [batch..., Sq, D] and [batch..., Sk, D].
+func (f *fuser) einsumQK(n *ir.Node) (q, k attnOperand, ok bool) {
+	a, b, out, ok := f.einsumLabels(n)
+	if !ok || len(out) < 2 {
+		return q, k, false
+	}
+	sq, sk := out[len(out)-2], out[len(out)-1]
+	batch := out[:len(out)-2]
+	var d []int
+	for _, l := range a {
+		if slices.Contains(b, l) && !slices.Contains(out, l) {
+			d = append(d, l)
+		}
+	}
+	if len(d) != 1 || !slices.Contains(a, sq) || slices.Contains(b, sq) || !slices.Contains(b, sk) || slices.Contains(a, sk) {
+		return q, k, false
+	}
+	qp, ok1 := labelPerm(a, append(append([]int{}, batch...), sq, d[0]))
+	kp, ok2 := labelPerm(b, append(append([]int{}, batch...), sk, d[0]))
+	if !ok1 || !ok2 {
+		return q, k, false
+	}
+	return attnOperand{name: n.Inputs[0], perm: qp}, attnOperand{name: n.Inputs[1], perm: kp}, true
+}
+
+// einsumPV reads Einsum(P, V) -> O as the product with V: P's last label
+// summed (Sk), its one before in O (Sq), its others in V and O (batch),
+// one label of V in O (Dv). V is seen as [batch..., Sk, Dv] (batch in P's
+// order) and O as a permutation of [batch..., Sq, Dv].
+func (f *fuser) einsumPV(n *ir.Node) (v attnOperand, outPerm []int, ok bool) {
+	p, vl, out, ok := f.einsumLabels(n)
+	if !ok || len(p) < 2 || len(out) != len(p) || len(vl) != len(p) {
+		return v, nil, false
+	}
+	sq, sk := p[len(p)-2], p[len(p)-1]
+	batch := p[:len(p)-2]
+	if !slices.Contains(vl, sk) || slices.Contains(out, sk) || !slices.Contains(out, sq) || slices.Contains(vl, sq) {
+		return v, nil, false
+	}
+	var dv []int
+	for _, l := range vl {
+		if !slices.Contains(p, l) && slices.Contains(out, l) {
+			dv = append(dv, l)
+		}
+	}
+	if len(dv) != 1 {
+		return v, nil, false
+	}
+	logical := append(append([]int{}, batch...), sq, dv[0])
+	vp, ok1 := labelPerm(vl, append(append([]int{}, batch...), sk, dv[0]))
+	op, ok2 := labelPerm(logical, out)
+	if !ok1 || !ok2 {
+		return v, nil, false
+	}
+	if isIdentity(op) {
+		op = nil
+	}
+	return attnOperand{name: n.Inputs[1], perm: vp}, op, true
+}
+
+// labelPerm returns the permutation that orders the labels have as want:
+// perm[i] is the position of want[i] in have (nil for the identity). ok is
+// false unless want is a permutation of have.
+func labelPerm(have, want []int) ([]int, bool) {
+	if len(have) != len(want) {
+		return nil, false
+	}
+	perm := make([]int, len(want))
+	for i, l := range want {
+		if perm[i] = slices.Index(have, l); perm[i] < 0 {
+			return nil, false
+		}
+	}
+	if isIdentity(perm) {
+		return nil, true
+	}
+	return perm, true
+}
+
+func isIdentity(perm []int) bool {
+	for i, p := range perm {
+		if p != i {
+			return false
+		}
+	}
+	return true
+}
+
+// notWider reports whether node n's output has the shape of its input x,
+// i.e. the other operands do not broadcast the scores to a larger shape.
+func (f *fuser) notWider(n *ir.Node, x string) bool {
+	return sameType(f.types[n.Outputs[0]].Type, f.types[x].Type)
+}
+
+// swapsLastTwo reports whether a Transpose swaps exactly the last two axes
+// of its output type t.
+func swapsLastTwo(n *ir.Node, t ir.TypeInfo) bool {
+	if !t.RankKnown || len(t.Shape) < 2 {
+		return false
+	}
+	r := len(t.Shape)
+	perm, ok, err := n.AttrInts("perm")
+	if err != nil {
+		return false
+	}
+	if !ok {
+		return r == 2 // the default reverses the axes
+	}
+	if len(perm) != r {
+		return false
+	}
+	for i, v := range perm {
+		want := int64(i)
+		switch i {
+		case r - 2:
+			want = int64(r - 1)
+		case r - 1:
+			want = int64(r - 2)
+		}
+		if v != want {
+			return false
+		}
+	}
+	return true
+}
+
+func validScale(s float64) bool { return s != 0 && !math.IsInf(s, 0) && !math.IsNaN(s) }
+
+// node builds the FusedAttention node replacing the chain, reading Q, K
+// and V as the tensors named (views are added by the caller). ok is false
+// when the masks do not fit the node's mask and bias.
+func (m attnMatch) node(steps []step) (*ir.Node, bool) {
+	name := "FusedAttention"
+	for _, k := range m.steps {
+		if n := steps[k].node; n.OpType == "Softmax" && n.Name != "" {
+			if i := strings.LastIndex(n.Name, "/"); i >= 0 {
+				name = n.Name[:i+1] + "FusedAttention"
+			} else {
+				name = n.Name + "/FusedAttention"
+			}
+		}
+	}
+	n := &ir.Node{
+		Name: name, OpType: ops.FusedAttentionOp, Domain: ops.DomainAttnrun,
+		Inputs: []string{m.q.name, m.k.name, m.v.name}, Outputs: []string{m.pv.Outputs[0]},
+		Attrs: []*ir.Attribute{{Name: "scale", Type: ir.AttrFloat, Float: float32(m.scale)}},
+	}
+	if m.kT {
+		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "k_transposed", Type: ir.AttrInt, Int: 1})
+	}
+	if m.k.group > 1 {
+		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "kv_group", Type: ir.AttrInt, Int: int64(m.k.group)})
+	}
+	var mask, bias *maskStage
+	switch len(m.masks) {
+	case 1:
+		mask = &m.masks[0]
+	case 2:
+		first, second := &m.masks[0], &m.masks[1]
+		switch {
+		case second.kind == ops.MaskAdditive:
+			mask, bias = first, second
+		case first.kind == ops.MaskAdditive:
+			mask, bias = second, first
+			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "bias_first", Type: ir.AttrInt, Int: 1})
+		default:
+			return nil, false
+		}
+	}
+	if mask != nil {
+		n.Inputs = append(n.Inputs, mask.name)
+		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "mask_kind", Type: ir.AttrString, String: []byte(mask.kind)})
+		if mask.kind == ops.MaskAdditive {
+			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "mask_scale", Type: ir.AttrFloat, Float: float32(mask.post)})
+		} else {
+			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "mask_fill", Type: ir.AttrFloat, Float: float32(mask.fill * mask.post)})
+		}
+	}
+	if bias != nil {
+		n.Inputs = append(n.Inputs, "", bias.name)
+		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "bias_scale", Type: ir.AttrFloat, Float: float32(bias.post)})
+	}
+	if m.weights != "" {
+		n.Outputs = append(n.Outputs, m.weights)
+		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "scores_mode", Type: ir.AttrString, String: []byte(ops.ScoresWeights)})
+	}
+	n.Doc = "fused by attnrun from " + strings.Join(m.labels(steps), ", ")
+	return n, true
+}
+
+func (m attnMatch) labels(steps []step) []string {
+	var out []string
+	for _, k := range m.steps {
+		out = append(out, steps[k].node.Label())
+	}
+	return out
+}

@@ -1,0 +1,371 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/attnrun/attnrun/ir"
+)
+
+// runAll runs a model fused and unfused and returns every graph output of
+// both runs and the fused plan's attention fusions.
+func runAll(t *testing.T, m *ir.Model, in map[string]*ir.Tensor) (fused, unfused map[string]*ir.Tensor, fs []Fusion) {
+	t.Helper()
+	var outs [2]map[string]*ir.Tensor
+	for k, noFuse := range []bool{false, true} {
+		p, err := Compile(m, Options{Threads: 2, NoFuse: noFuse})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if outs[k], err = p.Run(context.Background(), in, RunOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if !noFuse {
+			all, err := p.Fusions(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs = attentionFusions(all)
+		}
+	}
+	return outs[0], outs[1], fs
+}
+
+func castTo(dt ir.DType) *ir.Attribute {
+	return &ir.Attribute{Name: "to", Type: ir.AttrInt, Int: int64(dt)}
+}
+
+func equation(eq string) *ir.Attribute {
+	return &ir.Attribute{Name: "equation", Type: ir.AttrString, String: []byte(eq)}
+}
+
+func int64s(v ...int64) *ir.Tensor { return ir.FromSlice([]int{len(v)}, v) }
+
+// fusedAttrs lists the fused node's attributes that the export forms set,
+// as name=value, in the node's order.
+func fusedAttrs(n *ir.Node) string {
+	var out []string
+	for _, a := range n.Attrs {
+		switch a.Type {
+		case ir.AttrFloat:
+			out = append(out, fmt.Sprintf("%s=%g", a.Name, a.Float))
+		case ir.AttrInt:
+			out = append(out, fmt.Sprintf("%s=%d", a.Name, a.Int))
+		case ir.AttrString:
+			out = append(out, fmt.Sprintf("%s=%s", a.Name, a.String))
+		case ir.AttrInts:
+			out = append(out, a.Name) // views: their values depend on the shapes
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// TestFuseExportForms covers the forms of the attention chain that real
+// exports take (issue 13) on small synthetic graphs, each run fused and
+// unfused with every output compared: no-op Casts around the Softmax, its
+// output read elsewhere (the fused node writes it), two masks, a Sub,
+// scales folded into Q and K, nn.MultiheadAttention's float -inf mask,
+// grouped and multi-query K/V made by Expand, einsum spellings, 2-D
+// inputs; and the forms that must stay unfused.
+func TestFuseExportForms(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	const b, h, s, d = 2, 4, 6, 4
+	negInf := float32(math.Inf(-1))
+	perm := &ir.Attribute{Name: "perm", Type: ir.AttrInts, Ints: []int64{0, 1, 3, 2}}
+	axis := &ir.Attribute{Name: "axis", Type: ir.AttrInt, Int: -1}
+	qkv := []*ir.ValueInfo{vi("q", ir.Float, b, h, s, d), vi("k", ir.Float, b, h, s, d), vi("v", ir.Float, b, h, s, d)}
+	kv2 := []*ir.ValueInfo{vi("q", ir.Float, b, h, s, d), vi("k", ir.Float, b, 2, s, d), vi("v", ir.Float, b, 2, s, d)} // 2 KV heads
+	with := func(extra ...*ir.ValueInfo) []*ir.ValueInfo {
+		return append(append([]*ir.ValueInfo{}, qkv...), extra...)
+	}
+	kt := node("Transpose", []string{"k"}, []string{"kt"}, perm)
+	qk := node("MatMul", []string{"q", "kt"}, []string{"s0"})
+	softmax := func(x, p string) *ir.Node { return node("Softmax", []string{x}, []string{p}, axis) }
+	pv := func(p string) *ir.Node { return node("MatMul", []string{p, "v"}, []string{"y"}) }
+	// scores builds Transpose, MatMul, the given nodes, Softmax and P·V,
+	// the Softmax reading the last node's output.
+	scores := func(mid ...*ir.Node) []*ir.Node {
+		out := append([]*ir.Node{kt, qk}, mid...)
+		return append(out, softmax(mid[len(mid)-1].Outputs[0], "p"), pv("p"))
+	}
+	boolMask := func(shape ...int) *ir.Tensor {
+		m := ir.NewTensor(ir.Bool, shape)
+		for i := range m.Bools() {
+			m.Bools()[i] = r.Intn(3) == 0 && i%shape[len(shape)-1] != 0 // key 0 always kept
+		}
+		return m
+	}
+	zeros := ir.NewTensor(ir.Float, []int{1})
+	cases := []struct {
+		name  string
+		syn   synth
+		feeds map[string]*ir.Tensor // inputs other than random floats
+		ops   string                // replaced op types ("" with none)
+		attrs string                // fusedAttrs of the fused node
+		none  bool                  // must stay unfused
+	}{
+		{name: "no-op Casts around the Softmax (T5, LLaMA, Whisper)", syn: synth{inputs: qkv, nodes: []*ir.Node{kt, qk,
+			node("Cast", []string{"s0"}, []string{"s1"}, castTo(ir.Float)), softmax("s1", "p0"),
+			node("Cast", []string{"p0"}, []string{"p1"}, castTo(ir.Float)), node("Identity", []string{"p1"}, []string{"p"}), pv("p")}},
+			ops: "Transpose MatMul Cast Softmax Cast Identity MatMul", attrs: "scale=1"},
+		{name: "P·P: not fused", syn: synth{inputs: qkv, nodes: []*ir.Node{kt, qk, softmax("s0", "p"),
+			node("MatMul", []string{"p", "p"}, []string{"y"})}}, none: true},
+		{name: "softmax in double: not fused", syn: synth{inputs: qkv, nodes: []*ir.Node{kt, qk,
+			node("Cast", []string{"s0"}, []string{"s1"}, castTo(ir.Double)), softmax("s1", "p0"),
+			node("Cast", []string{"p0"}, []string{"p"}, castTo(ir.Float)), pv("p")}}, none: true},
+		{name: "weights also read (need_weights)", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"c": sc(2)},
+			nodes: append(scores(node("Div", []string{"s0", "c"}, []string{"s1"})), node("ReduceSum", []string{"p"}, []string{"w"})), outputs: []string{"w"}},
+			ops: "Transpose MatMul Div Softmax MatMul", attrs: "scale=0.5 scores_mode=weights"},
+		{name: "weights a graph output, after a Cast", syn: synth{inputs: qkv, nodes: []*ir.Node{kt, qk, softmax("s0", "p0"),
+			node("Cast", []string{"p0"}, []string{"p"}, castTo(ir.Float)), pv("p")}, outputs: []string{"p"}},
+			ops: "Transpose MatMul Softmax Cast MatMul", attrs: "scale=1 scores_mode=weights"},
+		{name: "weights read before the product", syn: synth{inputs: qkv, nodes: []*ir.Node{kt, qk, softmax("s0", "p"),
+			node("ReduceSum", []string{"p"}, []string{"w"}), pv("p")}, outputs: []string{"w"}},
+			ops: "Transpose MatMul Softmax MatMul", attrs: "scale=1 scores_mode=weights"},
+		{name: "weights read before V is computed: not fused", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"c": sc(1.5)}, nodes: []*ir.Node{kt, qk, softmax("s0", "p"),
+			node("ReduceSum", []string{"p"}, []string{"w"}), node("Mul", []string{"v", "c"}, []string{"v2"}), node("MatMul", []string{"p", "v2"}, []string{"y"})}, outputs: []string{"w"}},
+			none: true},
+		{name: "Where then Add (GPT-2: causal buffer, then padding)", syn: synth{inputs: with(vi("m", ir.Bool, s, s), vi("pad", ir.Float, b, 1, 1, s)),
+			inits: map[string]*ir.Tensor{"c": sc(2), "fill": sc(-1e4)},
+			nodes: scores(node("Div", []string{"s0", "c"}, []string{"s1"}), node("Where", []string{"m", "s1", "fill"}, []string{"s2"}), node("Add", []string{"s2", "pad"}, []string{"s3"}))},
+			feeds: map[string]*ir.Tensor{"m": boolMask(s, s)},
+			ops:   "Transpose MatMul Div Where Add Softmax MatMul", attrs: "scale=0.5 mask_kind=bool_false_masks mask_fill=-10000 bias_scale=1"},
+		{name: "Add then Where then a scale (bias first)", syn: synth{inputs: with(vi("m", ir.Bool, b, 1, 1, s), vi("pb", ir.Float, 1, h, s, s)),
+			inits: map[string]*ir.Tensor{"c": sc(0.5), "fill": sc(negInf)},
+			nodes: scores(node("Add", []string{"pb", "s0"}, []string{"s1"}), node("Where", []string{"m", "fill", "s1"}, []string{"s2"}), node("Mul", []string{"s2", "c"}, []string{"s3"}))},
+			feeds: map[string]*ir.Tensor{"m": boolMask(b, 1, 1, s)},
+			ops:   "Transpose MatMul Add Where Mul Softmax MatMul", attrs: "scale=0.5 bias_first=1 mask_kind=bool_true_masks mask_fill=-Inf bias_scale=0.5"},
+		{name: "position bias then mask, both added (T5)", syn: synth{inputs: with(vi("pb", ir.Float, 1, h, s, s), vi("m", ir.Float, b, 1, 1, s)),
+			nodes: scores(node("Add", []string{"s0", "pb"}, []string{"s1"}), node("Add", []string{"m", "s1"}, []string{"s2"}))},
+			ops: "Transpose MatMul Add Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1 bias_scale=1"},
+		{name: "two Wheres: not fused", syn: synth{inputs: with(vi("m", ir.Bool, s, s), vi("m2", ir.Bool, b, 1, 1, s)), inits: map[string]*ir.Tensor{"fill": sc(-1e9)},
+			nodes: scores(node("Where", []string{"m", "fill", "s0"}, []string{"s1"}), node("Where", []string{"m2", "fill", "s1"}, []string{"s2"}))},
+			feeds: map[string]*ir.Tensor{"m": boolMask(s, s), "m2": boolMask(b, 1, 1, s)}, none: true},
+		{name: "three additive terms: not fused", syn: synth{inputs: with(vi("m", ir.Float, s, s)),
+			nodes: scores(node("Add", []string{"s0", "m"}, []string{"s1"}), node("Add", []string{"s1", "m"}, []string{"s2"}), node("Add", []string{"s2", "m"}, []string{"s3"}))},
+			none: true},
+		{name: "a mask subtracted", syn: synth{inputs: with(vi("m", ir.Float, 1, 1, s, s)), inits: map[string]*ir.Tensor{"c": sc(4)},
+			nodes: scores(node("Sub", []string{"s0", "m"}, []string{"s1"}), node("Div", []string{"s1", "c"}, []string{"s2"}))},
+			ops: "Transpose MatMul Sub Div Softmax MatMul", attrs: "scale=0.25 mask_kind=additive mask_scale=-0.25"},
+		{name: "scales folded into Q and K (Whisper's d^-1/4 each)", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"c": sc(0.5), "c2": sc(2)},
+			nodes: []*ir.Node{node("Mul", []string{"q", "c"}, []string{"qs"}), kt, node("Mul", []string{"c", "kt"}, []string{"kts"}),
+				node("MatMul", []string{"qs", "kts"}, []string{"s0"}), node("Div", []string{"s0", "c2"}, []string{"s1"}), softmax("s1", "p"), pv("p")}},
+			ops: "Mul Transpose Mul MatMul Div Softmax MatMul", attrs: "scale=0.125"},
+		{name: "float mask Where(m, -inf, 0)·1 read as the bool mask (nn.MultiheadAttention)", syn: synth{inputs: with(vi("m", ir.Bool, b, 1, 1, s)),
+			inits: map[string]*ir.Tensor{"ninf": sc(negInf), "zero": zeros, "one": sc(1)},
+			nodes: append([]*ir.Node{node("Where", []string{"m", "ninf", "zero"}, []string{"fm"}), node("Mul", []string{"fm", "one"}, []string{"fm1"})},
+				scores(node("Add", []string{"s0", "fm1"}, []string{"s1"}))...)},
+			feeds: map[string]*ir.Tensor{"m": boolMask(b, 1, 1, s)},
+			ops:   "Where Mul Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=bool_true_masks mask_fill=-Inf"},
+		{name: "float -inf mask also a graph output: stays additive", syn: synth{inputs: with(vi("m", ir.Bool, b, 1, 1, s)),
+			inits: map[string]*ir.Tensor{"ninf": sc(negInf), "zero": zeros},
+			nodes: append([]*ir.Node{node("Where", []string{"m", "zero", "ninf"}, []string{"fm"})}, scores(node("Add", []string{"fm", "s0"}, []string{"s1"}))...), outputs: []string{"fm"}},
+			feeds: map[string]*ir.Tensor{"m": boolMask(b, 1, 1, s)},
+			ops:   "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+		{name: "constant 0/-inf mask (a folded causal mask) read as a bool mask", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": causalAdd(s, negInf)},
+			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=bool_true_masks mask_fill=-Inf"},
+		{name: "constant 0/-inf mask then a Where: the constant stays additive (the bias)", syn: synth{inputs: with(vi("m", ir.Bool, b, 1, 1, s)),
+			inits: map[string]*ir.Tensor{"cm": causalAdd(s, negInf), "fill": sc(-1e9)},
+			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}), node("Where", []string{"m", "fill", "s1"}, []string{"s2"}))},
+			feeds: map[string]*ir.Tensor{"m": boolMask(b, 1, 1, s)},
+			ops:   "Transpose MatMul Add Where Softmax MatMul", attrs: "scale=1 bias_first=1 mask_kind=bool_true_masks mask_fill=-1e+09 bias_scale=1"},
+		{name: "float -inf mask Where(m, -inf, 0), then a Where: the float mask stays additive", syn: synth{inputs: with(vi("m", ir.Bool, b, 1, 1, s), vi("m2", ir.Bool, s, s)),
+			inits: map[string]*ir.Tensor{"ninf": sc(negInf), "zero": zeros, "fill": sc(-1e9)},
+			nodes: append([]*ir.Node{node("Where", []string{"m", "ninf", "zero"}, []string{"fm"})},
+				scores(node("Add", []string{"s0", "fm"}, []string{"s1"}), node("Where", []string{"m2", "s1", "fill"}, []string{"s2"}))...)},
+			feeds: map[string]*ir.Tensor{"m": boolMask(b, 1, 1, s), "m2": boolMask(s, s)},
+			ops:   "Transpose MatMul Add Where Softmax MatMul", attrs: "scale=1 bias_first=1 mask_kind=bool_false_masks mask_fill=-1e+09 bias_scale=1"},
+		{name: "constant finfo.min mask stays additive", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": causalAdd(s, -math.MaxFloat32)},
+			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+		{name: "grouped K/V by Unsqueeze, Expand, Reshape (repeat_kv)",
+			syn: synth{inputs: kv2, inits: map[string]*ir.Tensor{"ax": int64s(2), "ex": int64s(b, 2, 2, s, d), "rs": int64s(b, h, s, d)},
+				nodes: []*ir.Node{
+					node("Unsqueeze", []string{"k", "ax"}, []string{"ku"}), node("Expand", []string{"ku", "ex"}, []string{"ke"}), node("Reshape", []string{"ke", "rs"}, []string{"kr"}),
+					node("Unsqueeze", []string{"v", "ax"}, []string{"vu"}), node("Expand", []string{"vu", "ex"}, []string{"ve"}), node("Reshape", []string{"ve", "rs"}, []string{"vr"}),
+					node("Transpose", []string{"kr"}, []string{"kt"}, perm), qk, softmax("s0", "p"), node("MatMul", []string{"p", "vr"}, []string{"y"})}},
+			ops: "Expand Reshape Expand Reshape Transpose MatMul Softmax MatMul", attrs: "scale=1 kv_group=2 k_view v_view"},
+		{name: "multi-query K/V by Expand over the heads",
+			syn: synth{inputs: []*ir.ValueInfo{vi("q", ir.Float, b, h, s, d), vi("k", ir.Float, b, 1, s, d), vi("v", ir.Float, b, 1, s, d)}, inits: map[string]*ir.Tensor{"ex": int64s(b, h, s, d)},
+				nodes: []*ir.Node{node("Expand", []string{"k", "ex"}, []string{"ke"}), node("Expand", []string{"v", "ex"}, []string{"ve"}),
+					node("Transpose", []string{"ke"}, []string{"kt"}, perm), qk, softmax("s0", "p"), node("MatMul", []string{"p", "ve"}, []string{"y"})}},
+			ops: "Expand Expand Transpose MatMul Softmax MatMul", attrs: "scale=1"},
+		{name: "K/V heads repeated by Tile (another order): read as is",
+			syn: synth{inputs: kv2, inits: map[string]*ir.Tensor{"rep": int64s(1, 2, 1, 1)},
+				nodes: []*ir.Node{node("Tile", []string{"k", "rep"}, []string{"kr"}), node("Tile", []string{"v", "rep"}, []string{"vr"}),
+					node("Transpose", []string{"kr"}, []string{"kt"}, perm), qk, softmax("s0", "p"), node("MatMul", []string{"p", "vr"}, []string{"y"})}},
+			ops: "Transpose MatMul Softmax MatMul", attrs: "scale=1"},
+		{name: "einsum bhqd,bhkd->bhqk and bhqk,bhkd->bhqd", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"c": sc(2)},
+			nodes: []*ir.Node{node("Einsum", []string{"q", "k"}, []string{"s0"}, equation("bhqd,bhkd->bhqk")), node("Div", []string{"s0", "c"}, []string{"s1"}),
+				softmax("s1", "p"), node("Einsum", []string{"p", "v"}, []string{"y"}, equation("bhqk,bhkd->bhqd"))}},
+			ops: "Einsum Div Softmax Einsum", attrs: "scale=0.5"},
+		{name: "einsum on the (B, S, H, D) layout, output permuted", syn: synth{inputs: qkv,
+			nodes: []*ir.Node{node("Einsum", []string{"q", "k"}, []string{"s0"}, equation("bqhd,bkhd->bhqk")), softmax("s0", "p"),
+				node("Einsum", []string{"p", "v"}, []string{"y"}, equation("bhqk , bkhd -> bqhd"))}},
+			ops: "Einsum Softmax Einsum", attrs: "scale=1 q_view k_view v_view out_shape out_view"},
+		{name: "einsum with an ellipsis", syn: synth{inputs: qkv,
+			nodes: []*ir.Node{node("Einsum", []string{"q", "k"}, []string{"s0"}, equation("...id,...jd->...ij")), softmax("s0", "p"),
+				node("Einsum", []string{"p", "v"}, []string{"y"}, equation("...ij,...jd->...id"))}},
+			ops: "Einsum Softmax Einsum", attrs: "scale=1"},
+		{name: "einsum with the scores transposed: not fused", syn: synth{inputs: qkv,
+			nodes: []*ir.Node{node("Einsum", []string{"q", "k"}, []string{"s0"}, equation("bhqd,bhkd->bhkq")), softmax("s0", "p"),
+				node("Einsum", []string{"p", "v"}, []string{"y"}, equation("bhkq,bhqd->bhkd"))}}, none: true},
+		{name: "unbatched (2-D) with a 1-D additive mask", syn: synth{inputs: []*ir.ValueInfo{vi("q", ir.Float, s, d), vi("k", ir.Float, s+1, d), vi("v", ir.Float, s+1, d), vi("m", ir.Float, s+1)},
+			nodes: []*ir.Node{node("Transpose", []string{"k"}, []string{"kt"}), qk, node("Add", []string{"s0", "m"}, []string{"s1"}), softmax("s1", "p"), pv("p")}},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.syn.outputs = append([]string{"y"}, c.syn.outputs...)
+			m := c.syn.model()
+			in := map[string]*ir.Tensor{}
+			for _, v := range m.Graph.Inputs {
+				if f, ok := c.feeds[v.Name]; ok {
+					in[v.Name] = f
+					continue
+				}
+				dims, _ := v.Type.Shape.Concrete()
+				in[v.Name] = randT(r, dims...)
+			}
+			fused, unfused, fs := runAll(t, m, in)
+			for _, o := range c.syn.outputs {
+				sameOutputs(t, fused[o], unfused[o])
+			}
+			if c.none {
+				if len(fs) != 0 {
+					t.Fatalf("%d fusions, want none: %s", len(fs), fs[0].Node.Doc)
+				}
+				return
+			}
+			if g := fusedAttrs(oneFusion(t, fs, c.ops)); g != c.attrs {
+				t.Errorf("attributes %s, want %s", g, c.attrs)
+			}
+		})
+	}
+}
+
+// causalAdd is an additive causal mask [s, s]: 0 on and below the
+// diagonal, fill above it.
+func causalAdd(s int, fill float32) *ir.Tensor {
+	m := ir.NewTensor(ir.Float, []int{s, s})
+	for i := 0; i < s; i++ {
+		for j := i + 1; j < s; j++ {
+			m.Float32s()[i*s+j] = fill
+		}
+	}
+	return m
+}
+
+// TestFuseMasksAfterTheScale checks the fused node's mask and bias when
+// scales come before, between and after two masks: each is multiplied by
+// the scales after it, the product of all is the scale.
+func TestFuseMasksAfterTheScale(t *testing.T) {
+	r := rand.New(rand.NewSource(8))
+	const b, h, s, d = 1, 2, 5, 4
+	m := synth{
+		inputs: []*ir.ValueInfo{vi("q", ir.Float, b, h, s, d), vi("kt", ir.Float, b, h, d, s), vi("v", ir.Float, b, h, s, d), vi("m", ir.Bool, s, s), vi("a", ir.Float, b, 1, 1, s)},
+		inits:  map[string]*ir.Tensor{"c1": sc(2), "c2": sc(3), "c3": sc(5), "fill": sc(-7)},
+		nodes: []*ir.Node{
+			node("MatMul", []string{"q", "kt"}, []string{"s0"}), node("Mul", []string{"s0", "c1"}, []string{"s1"}),
+			node("Where", []string{"m", "fill", "s1"}, []string{"s2"}), node("Mul", []string{"c2", "s2"}, []string{"s3"}),
+			node("Add", []string{"s3", "a"}, []string{"s4"}), node("Div", []string{"s4", "c3"}, []string{"s5"}),
+			node("Softmax", []string{"s5"}, []string{"p"}, &ir.Attribute{Name: "axis", Type: ir.AttrInt, Int: -1}),
+			node("MatMul", []string{"p", "v"}, []string{"y"})},
+		outputs: []string{"y"},
+	}.model()
+	mask := ir.NewTensor(ir.Bool, []int{s, s})
+	for i := range mask.Bools() {
+		mask.Bools()[i] = r.Intn(2) == 0
+	}
+	in := map[string]*ir.Tensor{"q": randT(r, b, h, s, d), "kt": randT(r, b, h, d, s), "v": randT(r, b, h, s, d), "m": mask, "a": randT(r, b, 1, 1, s)}
+	fused, unfused, fs := runAll(t, m, in)
+	sameOutputs(t, fused["y"], unfused["y"])
+	if len(fs) != 1 {
+		t.Fatalf("%d fusions, want 1", len(fs))
+	}
+	// scale 2·3/5; the fill -7 is scaled by 3/5, the bias by 1/5.
+	want := fmt.Sprintf("scale=%g k_transposed=1 mask_kind=bool_true_masks mask_fill=%g bias_scale=%g", float32(1.2), float32(-7*0.6), float32(0.2))
+	if g := fusedAttrs(fs[0].Node); g != want {
+		t.Errorf("attributes %s, want %s", g, want)
+	}
+}
+
+// BenchmarkFuseExportForms times, in process, attention forms that stayed
+// unfused before issue 13, fused and unfused (-bench FuseExportForms): one
+// batch of 12 heads of 64 at S=512 (ATTNRUN_BENCH_SEQ), on
+// ATTNRUN_BENCH_THREADS threads (default 2): the weights also a graph output
+// (need_weights), K/V repeated over 4 KV heads (repeat_kv), GPT-2's Where
+// then padding Add, and a constant 0/-inf causal mask added (Whisper).
+func BenchmarkFuseExportForms(b *testing.B) {
+	const h, hkv, d = 12, 4, 64
+	s := 512
+	if n, err := strconv.Atoi(os.Getenv("ATTNRUN_BENCH_SEQ")); err == nil && n > 0 {
+		s = n
+	}
+	r := rand.New(rand.NewSource(1))
+	perm := &ir.Attribute{Name: "perm", Type: ir.AttrInts, Ints: []int64{0, 1, 3, 2}}
+	axis := &ir.Attribute{Name: "axis", Type: ir.AttrInt, Int: -1}
+	qkv := []*ir.ValueInfo{vi("q", ir.Float, 1, h, s, d), vi("k", ir.Float, 1, h, s, d), vi("v", ir.Float, 1, h, s, d)}
+	head := []*ir.Node{node("Transpose", []string{"k"}, []string{"kt"}, perm), node("MatMul", []string{"q", "kt"}, []string{"s0"})}
+	tail := func(x string) []*ir.Node {
+		return []*ir.Node{node("Softmax", []string{x}, []string{"p"}, axis), node("MatMul", []string{"p", "v"}, []string{"y"})}
+	}
+	causal := ir.NewTensor(ir.Bool, []int{1, 1, s, s})
+	for i := 0; i < s; i++ {
+		for j := 0; j <= i; j++ {
+			causal.Bools()[i*s+j] = true // true keeps (GPT-2's buffer)
+		}
+	}
+	cases := []struct {
+		name string
+		syn  synth
+	}{
+		{"need_weights", synth{inputs: qkv, inits: map[string]*ir.Tensor{"c": sc(0.125)},
+			nodes: append(append(head, node("Mul", []string{"s0", "c"}, []string{"s1"})), tail("s1")...), outputs: []string{"p"}}},
+		{"repeat_kv", synth{inputs: []*ir.ValueInfo{vi("q", ir.Float, 1, h, s, d), vi("k", ir.Float, 1, hkv, s, d), vi("v", ir.Float, 1, hkv, s, d)},
+			inits: map[string]*ir.Tensor{"c": sc(0.125), "ax": int64s(2), "ex": int64s(1, hkv, h/hkv, int64(s), d), "rs": int64s(1, h, int64(s), d)},
+			nodes: []*ir.Node{
+				node("Unsqueeze", []string{"k", "ax"}, []string{"ku"}), node("Expand", []string{"ku", "ex"}, []string{"ke"}), node("Reshape", []string{"ke", "rs"}, []string{"kr"}),
+				node("Unsqueeze", []string{"v", "ax"}, []string{"vu"}), node("Expand", []string{"vu", "ex"}, []string{"ve"}), node("Reshape", []string{"ve", "rs"}, []string{"vr"}),
+				node("Transpose", []string{"kr"}, []string{"kt"}, perm), node("MatMul", []string{"q", "kt"}, []string{"s0"}), node("Mul", []string{"s0", "c"}, []string{"s1"}),
+				node("Softmax", []string{"s1"}, []string{"p"}, axis), node("MatMul", []string{"p", "vr"}, []string{"y"})}}},
+		{"where_then_add", synth{inputs: append(append([]*ir.ValueInfo{}, qkv...), vi("pad", ir.Float, 1, 1, 1, s)),
+			inits: map[string]*ir.Tensor{"c": sc(8), "m": causal, "fill": sc(-1e4)},
+			nodes: append(append(head, node("Div", []string{"s0", "c"}, []string{"s1"}), node("Where", []string{"m", "s1", "fill"}, []string{"s2"}),
+				node("Add", []string{"s2", "pad"}, []string{"s3"})), tail("s3")...)}},
+		{"const_causal_add", synth{inputs: qkv, inits: map[string]*ir.Tensor{"c": sc(0.125), "cm": causalAdd(s, float32(math.Inf(-1)))},
+			nodes: append(append(head, node("Mul", []string{"s0", "c"}, []string{"s1"}), node("Add", []string{"s1", "cm"}, []string{"s2"})), tail("s2")...)}},
+	}
+	for _, c := range cases {
+		c.syn.outputs = append([]string{"y"}, c.syn.outputs...)
+		m := c.syn.model()
+		in := map[string]*ir.Tensor{}
+		for _, v := range m.Graph.Inputs {
+			dims, _ := v.Type.Shape.Concrete()
+			in[v.Name] = randT(r, dims...)
+		}
+		for _, noFuse := range []bool{false, true} {
+			name := c.name + "/fused"
+			if noFuse {
+				name = c.name + "/unfused"
+			}
+			b.Run(name, func(b *testing.B) {
+				p, err := Compile(m, Options{Threads: benchThreads(), NoFuse: noFuse})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if fs, err := p.Fusions(in); err != nil || (len(attentionFusions(fs)) == 0) != noFuse {
+					b.Fatalf("fusions %v (%v), NoFuse %v", fs, err, noFuse)
+				}
+				timeRuns(b, p, in)
+			})
+		}
+	}
+}
