@@ -252,7 +252,20 @@ func (p *InProcess) Run(ctx context.Context, id PartitionID, inputs map[string]*
 // RunInto is Run writing the outputs named in into into those caller-owned
 // tensors (see BindOutput). When ctx ends, it returns an *InterruptedError
 // once the node running then has finished.
+//
+// A profiled Run (WithProfile) gets the Server's step times and the same
+// spans as a backend process's, on the host's pid: WriteInputs and
+// ReadOutputs are taking the inputs and handing over (or copying into
+// bound tensors) the outputs, Call and Run the Server's Run; nothing is
+// decoded or encoded.
 func (p *InProcess) RunInto(ctx context.Context, id PartitionID, inputs, into map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
+	prof := ProfileFrom(ctx)
+	var mark time.Time
+	if prof != nil {
+		mark = time.Now()
+		prof.Host.Start, prof.Pid = mark, os.Getpid()
+		defer func() { prof.Host = since(prof.Host.Start) }()
+	}
 	meta := p.meta(id)
 	if meta == nil {
 		if p.Exited() {
@@ -271,13 +284,17 @@ func (p *InProcess) RunInto(ctx context.Context, id PartitionID, inputs, into ma
 		}
 		ts[name] = t
 	}
-	if len(into) > 0 && boundAll(into, meta.outputs) {
+	copied := len(into) > 0 && boundAll(into, meta.outputs)
+	if copied {
 		// The outputs go into the caller's tensors: the server may compute
 		// them into memory it reuses, as long as no other Run of the
 		// partition starts before they are copied out.
 		meta.bound.Lock()
 		defer meta.bound.Unlock()
 		ctx = context.WithValue(ctx, outputsCopiedKey{}, true)
+	}
+	if prof != nil {
+		prof.WriteInputs, mark = since(mark), time.Now()
 	}
 	// When ctx ends, note the node running at that moment for the error.
 	var at Where
@@ -294,12 +311,20 @@ func (p *InProcess) RunInto(ctx context.Context, id PartitionID, inputs, into ma
 	if !stop() {
 		<-noted
 	}
+	if prof != nil {
+		prof.Call, mark = since(mark), time.Now()
+		prof.Run = prof.Call
+		defer func() { prof.ReadOutputs = since(mark) }()
+	}
 	if err != nil {
 		var died *DiedError
 		if !errors.As(err, &died) && ctx.Err() != nil {
 			return nil, &InterruptedError{Backend: p.name, Pid: p.Pid(), Op: "run", Where: at, Err: ctx.Err()}
 		}
 		return nil, err
+	}
+	if rel, ok := p.srv.(OutputsReleaser); ok && copied {
+		defer rel.OutputsReleased() // once copied out, the run's memory is idle
 	}
 	out := make(map[string]*tensor.Dense, len(res))
 	for name, t := range res {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/attnrun/attnrun/backends/cpu"
@@ -119,12 +120,7 @@ func TestInProcessAllBound(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			into := map[string]*tensor.Dense{
-				"y":  tensor.New(tensor.WithShape(n), tensor.WithBacking(make([]float32, n))),
-				"xi": tensor.New(tensor.WithShape(n), tensor.WithBacking(make([]float32, n))),
-				"nb": tensor.New(tensor.WithShape(m), tensor.WithBacking(make([]bool, m))),
-				"ii": tensor.New(tensor.WithShape(k), tensor.WithBacking(make([]int64, k))),
-			}
+			into := allBound(n, m, k)
 			for r := 0; r < 10; r++ {
 				mc := newMixedCase(n, m, k, float32(g*100+r))
 				out, err := p.RunInto(context.Background(), id, mc.in, into)
@@ -208,5 +204,65 @@ func TestInProcessCancelled(t *testing.T) {
 	p.Kill()
 	if _, err := p.Run(context.Background(), id, mc.in); err == nil || err.Error() != `run: backend "cpu" (in process) was shut down` {
 		t.Errorf("run after Kill: %v", err)
+	}
+}
+
+// releaseCounter is the CPU backend counting the OutputsReleased calls its
+// protocol layer makes.
+type releaseCounter struct {
+	*cpu.Server
+	released *atomic.Int64
+}
+
+func (s releaseCounter) OutputsReleased() {
+	s.released.Add(1)
+	s.Server.OutputsReleased()
+}
+
+// TestInProcessProfile: a profiled in-process Run reports the host's pid,
+// the Server's step times inside its Run, and the host's spans in order
+// (inputs, call, outputs, all within Host); a Run that binds every output
+// tells the Server when they are copied out (its run memory is idle from
+// then on, as in a backend process), one that does not, never.
+func TestInProcessProfile(t *testing.T) {
+	var released atomic.Int64
+	p := plugins.NewInProcess(cpu.Name, func(st *plugins.StatusWriter) plugins.Server {
+		return releaseCounter{cpu.NewInProcessServer(st), &released}
+	})
+	defer p.Kill()
+	id := compile(t, p, mixedModel())
+	const n, m, k = 3000, 50, 7
+	into := allBound(n, m, k)
+	for _, bound := range []bool{false, true} {
+		var prof plugins.RunProfile
+		mc := newMixedCase(n, m, k, 1)
+		var b map[string]*tensor.Dense
+		if bound {
+			b = into
+		}
+		out, err := p.RunInto(plugins.WithProfile(context.Background(), &prof), id, mc.in, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mc.check(t, out)
+		if prof.Pid != os.Getpid() || len(prof.Steps) == 0 {
+			t.Fatalf("bound %v: pid %d (this process %d), %d steps", bound, prof.Pid, os.Getpid(), len(prof.Steps))
+		}
+		for _, st := range prof.Steps {
+			if st.Name == "" || st.OpType == "" || st.Start.Before(prof.Run.Start) || st.End().After(prof.Run.End()) {
+				t.Errorf("bound %v: step %+v outside the run %+v", bound, st, prof.Run)
+			}
+		}
+		if prof.Run != prof.Call || prof.WriteInputs.Start.Before(prof.Host.Start) || prof.Call.Start.Before(prof.WriteInputs.End()) ||
+			prof.ReadOutputs.Start.Before(prof.Call.End()) || prof.ReadOutputs.End().After(prof.Host.End()) || prof.Host.Duration <= 0 {
+			t.Errorf("bound %v: spans out of order: host %+v, inputs %+v, call %+v, run %+v, outputs %+v", bound, prof.Host, prof.WriteInputs, prof.Call, prof.Run, prof.ReadOutputs)
+		}
+		want := int64(0)
+		if bound {
+			want = 1
+		}
+		if got := released.Load(); got != want {
+			t.Errorf("bound %v: OutputsReleased called %d times, want %d", bound, got, want)
+		}
 	}
 }
