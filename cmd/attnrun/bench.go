@@ -92,7 +92,10 @@ and --callers M (default N) goroutines calling Run at the same time, each
 with its own bound outputs; the runs per second are then the timed runs
 divided by the wall time of the timed phase, the throughput of the whole
 session. --in-process runs the CPU backend inside attnrun
-(session.Options.InProcess: no process, no copies, no crash isolation).`,
+(session.Options.InProcess: no process, no copies, no crash isolation).
+
+--profile FILE profiles the timed runs (every caller's): a table of time per
+op type and node on stderr, and a Chrome trace-event JSON in FILE.`,
 		Example: `  attnrun bench models/s000_multi_head/model.onnx --input x=random:1x128x32
   attnrun bench model.onnx -i x=random:1x512x768 --iters 200 --threads 2 --json
   attnrun bench model.onnx -i x=random:1x128x768 --instances 2 --threads 1`,
