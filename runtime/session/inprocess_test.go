@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/runtime/budget"
 )
 
 // TestInProcessOption runs the tiny model with the CPU backend inside this
@@ -61,4 +64,40 @@ func TestInProcessOption(t *testing.T) {
 	if _, err := s.Run(context.Background(), in); err == nil || !strings.Contains(err.Error(), "session is closed") {
 		t.Errorf("run after Close: %v", err)
 	}
+}
+
+// TestInProcessBudget: the in-process backend keeps to Options.MaxMemoryBytes
+// as a backend process does: the shape bomb (two ConstantOfShape of a shape
+// read from an input, then their sum) asking for 3 × 64 MiB in a 160 MiB
+// budget is refused when planned, naming the node and the budget, and a
+// small shape runs.
+func TestInProcessBudget(t *testing.T) {
+	one := ir.FromSlice([]int{1}, []float32{1})
+	fill := []*ir.Attribute{{Name: "value", Type: ir.AttrTensor, Tensor: one}}
+	m := &ir.Model{IRVersion: 8, Opsets: map[string]int64{"": 17}, Graph: &ir.Graph{
+		Name:   "bomb",
+		Inputs: []*ir.ValueInfo{{Name: "s", Type: ir.TypeInfo{DType: ir.Int64, RankKnown: true, Shape: ir.ShapeOf([]int{1})}}},
+		Nodes: []*ir.Node{
+			{Name: "/a", OpType: "ConstantOfShape", Inputs: []string{"s"}, Outputs: []string{"a"}, Attrs: fill},
+			{Name: "/b", OpType: "ConstantOfShape", Inputs: []string{"s"}, Outputs: []string{"b"}, Attrs: fill},
+			{Name: "/Add", OpType: "Add", Inputs: []string{"a", "b"}, Outputs: []string{"y"}},
+		},
+		Outputs:      []*ir.ValueInfo{{Name: "y", Type: ir.TypeInfo{DType: ir.Float}}},
+		Initializers: map[string]*ir.Tensor{},
+	}}
+	s, err := OpenModel(context.Background(), m, Options{InProcess: true, MaxMemoryBytes: 160 << 20, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, err = s.Run(context.Background(), map[string]*tensor.Dense{"s": dense([]int{1}, []int64{16 << 20})})
+	if !errors.Is(err, budget.ErrExceeded) || !strings.Contains(err.Error(), `node "/Add" (Add)`) || !strings.Contains(err.Error(), "Options.MaxMemoryBytes 160 MiB") {
+		t.Errorf("3 × 64 MiB in a 160 MiB budget: %v, want the budget's refusal at /Add", err)
+	}
+	t.Logf("refused: %v", err)
+	out, err := s.Run(context.Background(), map[string]*tensor.Dense{"s": dense([]int{1}, []int64{5})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkClose(t, "y", out["y"], []int{5}, []float32{2, 2, 2, 2, 2}, 0)
 }

@@ -84,9 +84,15 @@ type Options struct {
 	// shares the host's memory, threads and process-wide settings (the
 	// GEMM thread count, see Threads). A panic in the Run's own goroutine
 	// is still recovered: that Run fails naming the node, and the next one
-	// gets a fresh backend. Partitioning, fallback logging, the limits and
-	// cancellation between nodes work as with a backend process. Other
-	// backends (plugins) always run in processes of their own.
+	// gets a fresh backend. Partitioning, fallback logging, the limits,
+	// cancellation between nodes, Precision, ExtraOutputs and attention
+	// weights, and profiles with per-step times (RunOptions.Profile: the
+	// backend's pid is then this process's) work as with a backend process;
+	// the in-process backend keeps its memory within MaxMemoryBytes as a
+	// backend process does (it counts the weights it shares with the host),
+	// but leaves Go's soft memory limit (debug.SetMemoryLimit), which a
+	// backend process sets to the budget, to this program. Other backends
+	// (plugins) always run in processes of their own.
 	InProcess bool
 	// NoSharedMemory makes tensors travel as bytes inside the gRPC messages
 	// instead of through the memory region shared with each backend
