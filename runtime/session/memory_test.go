@@ -97,6 +97,12 @@ func TestSweepPeakBounded(t *testing.T) {
 // 3.2 GiB for minutes after an 800 MiB request). ATTNRUN_SHRINK_MB sets the
 // request's size (default 256).
 func TestIdleShrink(t *testing.T) {
+	if raceDetector {
+		// The race detector's shadow of the request's memory stays
+		// resident after the memory is given back (host 72 → 1533 → 802
+		// MiB, backend 46 → 1072 → 706 MiB idle under -race).
+		t.Skip("resident sizes under -race include the race detector's shadow memory, which is not given back; run without -race")
+	}
 	t.Setenv(plugins.IdleReleaseEnv, "300ms")
 	mb := 256
 	if v, err := strconv.Atoi(os.Getenv("ATTNRUN_SHRINK_MB")); err == nil && v > 0 {
