@@ -163,3 +163,53 @@ func TestIdleShrink(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestInProcessIdleShrink: with the CPU backend in process, a large run
+// whose outputs are all bound (computed into memory the partition reuses,
+// then copied into the caller's tensors) leaves the host's RSS where it was
+// once the session has been idle a while: the partition's run memory is
+// released after the outputs are copied out, as in a backend process.
+func TestInProcessIdleShrink(t *testing.T) {
+	if raceDetector {
+		t.Skip("resident sizes under -race include the race detector's shadow memory, which is not given back; run without -race")
+	}
+	const idle = 300 * time.Millisecond
+	t.Setenv(plugins.IdleReleaseEnv, idle.String())
+	s, _ := openTiny(t, Options{InProcess: true})
+	small, _ := tinyInputs()
+	if _, err := s.Run(context.Background(), small); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * idle) // the small run's idle release is over
+	settle := func() {
+		runtime.GC()
+		debug.FreeOSMemory()
+	}
+	settle()
+	before := vmRSS(t, os.Getpid())
+	const mb = 256
+	batch := mb << 20 / 28 // x: [batch, 4], r and y: [batch, 3] float32
+	r := rand.New(rand.NewSource(4))
+	big := map[string]*tensor.Dense{"x": randomDense(r, batch, 4), "r": randomDense(r, batch, 3)}
+	y := dense([]int{batch, 3}, make([]float32, batch*3))
+	if _, err := s.RunWith(context.Background(), big, RunOptions{Into: map[string]*tensor.Dense{"y": y}}); err != nil {
+		t.Fatal(err)
+	}
+	peak := vmRSS(t, os.Getpid())
+	big, y = nil, nil
+	var after int64
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(400 * time.Millisecond)
+		settle()
+		if after = vmRSS(t, os.Getpid()); after < before+64<<20 {
+			break
+		}
+	}
+	t.Logf("request of %d MiB in process: RSS %d → %d → %d MiB (before → after the request → idle)", mb, before>>20, peak>>20, after>>20)
+	if peak < before+mb<<20/2 {
+		t.Fatalf("the request did not grow the process (%d → %d MiB): nothing to shrink", before>>20, peak>>20)
+	}
+	if after > before+64<<20 {
+		t.Errorf("idle after the request: RSS %d MiB (was %d)", after>>20, before>>20)
+	}
+}
