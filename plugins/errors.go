@@ -54,14 +54,23 @@ type DiedError struct {
 	// Killed, when set, says why the host killed the process (it stopped
 	// answering); ExitErr is then the SIGKILL.
 	Killed string
+	// InProcess is true for an in-process backend (see InProcess) that
+	// panicked; ExitErr is then the panic, and Pid the host's.
+	InProcess bool
 }
 
 // Error reads `backend "cpu" (pid 1234) died while running node "/Softmax"
 // (Softmax) of partition 0: exit status 2`, or for a backend the host killed
 // `backend "cpu" (pid 1234) was killed while running node ... of partition
-// 0: it did not answer a health check within 3s`.
+// 0: it did not answer a health check within 3s`, or for an in-process one
+// `backend "cpu" (in process) panicked while running node ... of partition
+// 0: panic: ...`.
 func (e *DiedError) Error() string {
 	var b strings.Builder
+	if e.InProcess {
+		fmt.Fprintf(&b, "backend %q (in process) panicked%s: %v", e.Backend, e.Where, e.ExitErr)
+		return b.String()
+	}
 	fmt.Fprintf(&b, "backend %q (pid %d) ", e.Backend, e.Pid)
 	if e.Killed != "" {
 		b.WriteString("was killed")

@@ -269,6 +269,22 @@ type partMeta struct {
 	inputs  map[string]ir.DType
 	outputs map[string]ir.DType
 	nodes   []NodeRef
+	// bound is held by an in-process Run whose outputs are all bound,
+	// from running the partition into the memory its program reuses to
+	// copying the outputs out (see InProcess.RunInto).
+	bound sync.Mutex
+}
+
+// newPartMeta describes partition m, compiled into nodes.
+func newPartMeta(m *ir.Model, nodes []NodeRef) *partMeta {
+	meta := &partMeta{inputs: map[string]ir.DType{}, outputs: map[string]ir.DType{}, nodes: nodes}
+	for _, vi := range m.Graph.Inputs {
+		meta.inputs[vi.Name] = vi.Type.DType
+	}
+	for _, vi := range m.Graph.Outputs {
+		meta.outputs[vi.Name] = vi.Type.DType
+	}
+	return meta
 }
 
 // client implements Backend over gRPC.
@@ -364,16 +380,11 @@ func (c *client) Compile(ctx context.Context, m *ir.Model, opts CompileOptions) 
 	if err != nil {
 		return 0, rpcError("compile", err)
 	}
-	meta := &partMeta{inputs: map[string]ir.DType{}, outputs: map[string]ir.DType{}, nodes: make([]NodeRef, len(r.Nodes))}
-	for _, vi := range m.Graph.Inputs {
-		meta.inputs[vi.Name] = vi.Type.DType
-	}
-	for _, vi := range m.Graph.Outputs {
-		meta.outputs[vi.Name] = vi.Type.DType
-	}
+	nodes := make([]NodeRef, len(r.Nodes))
 	for i, n := range r.Nodes {
-		meta.nodes[i] = NodeRef{Name: n.Name, OpType: n.OpType, Domain: n.Domain}
+		nodes[i] = NodeRef{Name: n.Name, OpType: n.OpType, Domain: n.Domain}
 	}
+	meta := newPartMeta(m, nodes)
 	id := PartitionID(r.PartitionId)
 	c.mu.Lock()
 	c.parts[id] = meta
@@ -608,7 +619,8 @@ type outputsCopiedKey struct{}
 
 // OutputsCopied reports, inside a Server's Run, whether the protocol layer
 // copies the returned outputs away (into the shared region, or into detached
-// bytes) before another Run can start on this backend. A backend may then
+// bytes, or in process into the caller's bound tensors) before another Run
+// can start on this backend (in process: of this partition). A backend may then
 // return outputs in memory it reuses on the next run, saving an allocation
 // and its page faults per output.
 func OutputsCopied(ctx context.Context) bool {

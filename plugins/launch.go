@@ -567,21 +567,30 @@ func (p *Process) where() Where {
 	if w := p.final.Load(); w != nil {
 		return *w
 	}
-	st := p.page.state()
-	if !st.Open {
+	w, open := readWhere(p.page, p.rpc.meta)
+	if !open {
 		// Closed since final was loaded: kill keeps the page's last word in
 		// final before it closes the page.
 		if w := p.final.Load(); w != nil {
 			return *w
 		}
 	}
-	w := Where{Partition: st.Partition, NodeIndex: st.Node, Running: st.Running, Step: st.Label}
+	return w
+}
+
+// readWhere reads a status page once, all of it while the page is held
+// against close (see statusPage.state), naming the node from the
+// partition's metadata; open is false when the page was closed (the Where
+// then says no node was running).
+func readWhere(page *statusPage, meta func(PartitionID) *partMeta) (w Where, open bool) {
+	st := page.state()
+	w = Where{Partition: st.Partition, NodeIndex: st.Node, Running: st.Running, Step: st.Label}
 	if w.Running {
-		if m := p.rpc.meta(w.Partition); m != nil && w.NodeIndex < len(m.nodes) {
+		if m := meta(w.Partition); m != nil && w.NodeIndex < len(m.nodes) {
 			w.Node = m.nodes[w.NodeIndex]
 		}
 	}
-	return w
+	return w, st.Open
 }
 
 // tailBuffer keeps the last bytes a backend wrote to stderr.

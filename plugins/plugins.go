@@ -26,6 +26,9 @@
 // that stops answering is killed (deadlines.go). Plugin executables are
 // verified, and optionally pinned by SHA-256, before they are listed or run
 // (verify.go).
+//
+// In process: a Server can also run inside the host, behind the same
+// interface (InProcess, inprocess.go), trading crash isolation for latency.
 package plugins
 
 import (

@@ -189,6 +189,35 @@ func TestStatusPage(t *testing.T) {
 	}
 }
 
+// TestStatusPageInProcess: an in-process backend's page is written and
+// read in one process, the writer's label while the reader reads it (run
+// with -race).
+func TestStatusPageInProcess(t *testing.T) {
+	page := &statusPage{mem: make([]byte, statusPageSize)}
+	copy(page.mem, statusMagic)
+	w := &StatusWriter{page: page}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 2000; i++ {
+			w.RunningStep(1, i, fmt.Sprintf("fused step %d", i))
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			if st := page.state(); st.Label != "fused step 1999" || st.Node != 1999 {
+				t.Errorf("state %+v", st)
+			}
+			return
+		default:
+		}
+		if st := page.state(); st.Running && !strings.HasPrefix(st.Label, "fused step ") {
+			t.Fatalf("torn label %q", st.Label)
+		}
+	}
+}
+
 func TestDiscover(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, mode os.FileMode) {

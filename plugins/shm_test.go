@@ -20,10 +20,10 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// TestMain lets this test binary serve as the CPU backend (launchCPU
-// re-executes it with ATTNRUN_SERVE_BACKEND=cpu) or as the echo backend.
+// TestMain lets this test binary serve as the echo backend; as the CPU
+// backend (launchCPU re-executes it with ATTNRUN_SERVE_BACKEND=cpu) it
+// serves from package cpu's init, before TestMain.
 func TestMain(m *testing.M) {
-	cpu.ServeIfRequested()
 	if os.Getenv(echoEnv) == "1" {
 		plugins.Serve(echoServer{})
 		os.Exit(0)
@@ -112,6 +112,17 @@ type mixedCase struct {
 	want map[string]any
 }
 
+// allBound makes tensors to bind every output of mixedModel for a case of
+// newMixedCase(n, m, k, ...).
+func allBound(n, m, k int) map[string]*tensor.Dense {
+	return map[string]*tensor.Dense{
+		"y":  tensor.New(tensor.WithShape(n), tensor.WithBacking(make([]float32, n))),
+		"xi": tensor.New(tensor.WithShape(n), tensor.WithBacking(make([]float32, n))),
+		"nb": tensor.New(tensor.WithShape(m), tensor.WithBacking(make([]bool, m))),
+		"ii": tensor.New(tensor.WithShape(k), tensor.WithBacking(make([]int64, k))),
+	}
+}
+
 func newMixedCase(n, m, k int, seed float32) mixedCase {
 	x, y := make([]float32, n), make([]float32, n)
 	for j := range x {
@@ -193,7 +204,7 @@ func equal(got, want any) bool {
 }
 
 // compile compiles m in p.
-func compile(t testing.TB, p *plugins.Process, m *ir.Model) plugins.PartitionID {
+func compile(t testing.TB, p plugins.Backend, m *ir.Model) plugins.PartitionID {
 	t.Helper()
 	id, err := p.Compile(context.Background(), m, plugins.CompileOptions{})
 	if err != nil {
@@ -255,12 +266,7 @@ func TestRunInto(t *testing.T) {
 			p := launchCPU(t, spec)
 			id := compile(t, p, mixedModel())
 			const n, m, k = 5000, 77, 13
-			into := map[string]*tensor.Dense{
-				"y":  tensor.New(tensor.WithShape(n), tensor.WithBacking(make([]float32, n))),
-				"xi": tensor.New(tensor.WithShape(n), tensor.WithBacking(make([]float32, n))),
-				"nb": tensor.New(tensor.WithShape(m), tensor.WithBacking(make([]bool, m))),
-				"ii": tensor.New(tensor.WithShape(k), tensor.WithBacking(make([]int64, k))),
-			}
+			into := allBound(n, m, k)
 			for run := 0; run < 3; run++ {
 				mc := newMixedCase(n, m, k, float32(run))
 				out, err := p.RunInto(context.Background(), id, mc.in, into)

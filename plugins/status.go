@@ -163,6 +163,11 @@ func (w *StatusWriter) set(partition PartitionID, nodePlusOne uint64, label stri
 	if w == nil {
 		return
 	}
+	// Held against the reader's state: an in-process backend's page is
+	// read in the same process (the label's bytes are not written
+	// atomically); in a backend process the lock is never contended.
+	w.page.mu.Lock()
+	defer w.page.mu.Unlock()
 	seq := w.page.word(offSeq)
 	atomic.AddUint64(seq, 1)
 	n := copy(w.page.mem[offLabel:], label)

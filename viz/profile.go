@@ -170,13 +170,17 @@ type Trace struct {
 const (
 	tidRuns      = 1 // host: whole runs; backend: its partitions' runs and steps
 	tidTransfers = 2 // host: partitions' calls with writing inputs, reading outputs
+	// An in-process backend (session.Options.InProcess) has the host's
+	// pid: its partition runs and steps are this track of the host's.
+	tidInProcessRuns = 3
 )
 
 // NewTrace lays profiled runs out as a trace: the host process (hostPid)
 // with one track for the runs and one for each partition's call and tensor
 // transfers, and one process per backend with its partition runs, their
-// steps nested inside, and its decoding and encoding of tensors. Times are
-// in microseconds from the first run's start.
+// steps nested inside, and its decoding and encoding of tensors (an
+// in-process backend: one more track of the host's). Times are in
+// microseconds from the first run's start.
 func NewTrace(runs []session.RunProfile, hostPid int, other map[string]string) *Trace {
 	t := &Trace{DisplayTimeUnit: "ms", OtherData: other}
 	if len(runs) == 0 {
@@ -197,21 +201,31 @@ func NewTrace(runs []session.RunProfile, hostPid int, other map[string]string) *
 	for i, r := range runs {
 		x(fmt.Sprintf("run %d", i), "run", hostPid, tidRuns, r.Span, nil)
 		for _, p := range r.Partitions {
+			tid := tidRuns // the backend's partition runs and steps
+			if p.Pid == hostPid {
+				tid = tidInProcessRuns
+			}
 			if !backends[p.Pid] {
 				backends[p.Pid] = true
-				meta("process_name", p.Pid, 0, fmt.Sprintf("backend %s (pid %d)", p.Backend, p.Pid))
-				meta("thread_name", p.Pid, tidRuns, "partition runs and steps")
-				meta("thread_name", p.Pid, tidTransfers, "tensor decoding and encoding")
+				if p.Pid == hostPid {
+					meta("thread_name", p.Pid, tid, fmt.Sprintf("backend %s (in process): partition runs and steps", p.Backend))
+				} else {
+					meta("process_name", p.Pid, 0, fmt.Sprintf("backend %s (pid %d)", p.Backend, p.Pid))
+					meta("thread_name", p.Pid, tid, "partition runs and steps")
+					meta("thread_name", p.Pid, tidTransfers, "tensor decoding and encoding")
+				}
 			}
 			args := map[string]any{"run": i, "partition": p.Index, "backend": p.Backend}
 			x(fmt.Sprintf("partition %d on %s", p.Index, p.Backend), "partition", hostPid, tidTransfers, p.Host, args)
 			x("write inputs", "transfer", hostPid, tidTransfers, p.WriteInputs, args)
 			x("read outputs", "transfer", hostPid, tidTransfers, p.ReadOutputs, args)
-			x("decode inputs", "transfer", p.Pid, tidTransfers, p.Decode, args)
-			x("encode outputs", "transfer", p.Pid, tidTransfers, p.Encode, args)
-			x(fmt.Sprintf("partition %d", p.Index), "partition", p.Pid, tidRuns, p.Run, args)
+			if p.Pid != hostPid { // in process, nothing is decoded or encoded
+				x("decode inputs", "transfer", p.Pid, tidTransfers, p.Decode, args)
+				x("encode outputs", "transfer", p.Pid, tidTransfers, p.Encode, args)
+			}
+			x(fmt.Sprintf("partition %d", p.Index), "partition", p.Pid, tid, p.Run, args)
 			for k, st := range p.Steps {
-				x(st.Name, "step", p.Pid, tidRuns, st.Span, map[string]any{"op": st.QualifiedOp(), "run": i, "partition": p.Index, "step": k})
+				x(st.Name, "step", p.Pid, tid, st.Span, map[string]any{"op": st.QualifiedOp(), "run": i, "partition": p.Index, "step": k})
 			}
 		}
 	}

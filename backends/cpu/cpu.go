@@ -1,8 +1,18 @@
 // Package cpu is attnrun's CPU backend: a backend process (see package
 // plugins) that runs partitions with the reference kernels of package ops
-// through runtime/graph. The attnrun binary serves it when re-executed with
-// ATTNRUN_SERVE_BACKEND=cpu; its main (and any test binary that starts
-// backends) calls ServeIfRequested first.
+// through runtime/graph.
+//
+// The backend process is the host program itself, re-executed with
+// ATTNRUN_SERVE_BACKEND=cpu: the attnrun binary, or any Go program that
+// embeds attnrun (runtime/session imports this package). This package's
+// init serves the backend in such a copy and exits, before main runs, so an
+// embedding program needs no call of its own, and whatever its main does
+// (open sessions, start servers, write files) happens once, in the host
+// only: in the backend process, main never runs, and only the packages
+// initialized before this one (its dependencies among them) run their inits.
+//
+// Server is also used inside the host process, without a process of its own
+// (session.Options.InProcess, see NewInProcessServer).
 package cpu
 
 import (
@@ -90,8 +100,16 @@ func parseFaults(v string) (faults, error) {
 	return f, nil
 }
 
+// init makes every program that links this package a CPU backend when it is
+// started as one (see the package doc): a host re-executes itself, and the
+// copy serves here, before main, instead of running main again (which, in a
+// program that opens a session, would start another copy, and so on).
+func init() { ServeIfRequested() }
+
 // ServeIfRequested serves the CPU backend and exits the process when
-// ATTNRUN_SERVE_BACKEND=cpu; otherwise it returns at once.
+// ATTNRUN_SERVE_BACKEND=cpu; otherwise it returns at once. This package's
+// init calls it before main, so programs need not (a call from main, as
+// older programs make, is harmless: it returns at once).
 func ServeIfRequested() {
 	if os.Getenv(ServeEnv) != Name {
 		return
@@ -115,6 +133,10 @@ type Server struct {
 	// bf16 says whether the CPU multiplies bf16 natively (AVX512_BF16);
 	// precision bf16 is refused where it does not.
 	bf16 bool
+	// inProcess is set for a backend running inside the host
+	// (NewInProcessServer): it leaves the process-wide settings that are
+	// the host's alone (Go's soft memory limit) as they are.
+	inProcess bool
 
 	mu    sync.Mutex
 	next  plugins.PartitionID
@@ -134,7 +156,10 @@ type partition struct {
 	prog *graph.Program
 }
 
-var _ plugins.Server = (*Server)(nil)
+var (
+	_ plugins.Server        = (*Server)(nil)
+	_ plugins.ModelCompiler = (*Server)(nil)
+)
 
 // NewServer makes a CPU backend, mapping the host's status page when one was
 // passed (see plugins.StatusWriterFromEnv).
@@ -162,6 +187,22 @@ func NewServer() (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// NewInProcessServer makes a CPU backend that runs inside the host process
+// (session.Options.InProcess, through plugins.InProcess): it records the
+// node it runs in status (nil: nowhere) and has no fault hooks (FaultEnv is
+// read by backend processes only: a hook that kills or stops the backend
+// would kill or stop the host).
+//
+// Like a backend process, it keeps its partitions within a memory budget of
+// its own (the session's limit, sent with each Compile: it counts the
+// weights it shares with the host, as a backend process counts its copy)
+// and refuses precision bf16 without AVX512_BF16; unlike one, it leaves
+// Go's soft memory limit (debug.SetMemoryLimit) to the host program.
+func NewInProcessServer(status *plugins.StatusWriter) *Server {
+	return &Server{status: status, faults: faults{refuse: map[string]bool{}}, bf16: blas.BF16Fast(), inProcess: true,
+		parts: map[plugins.PartitionID]*partition{}, budget: budget.New(budget.DefaultLimit())}
 }
 
 // stopIn stops the process (SIGSTOP) in the call named by the stop-in fault
@@ -236,22 +277,51 @@ func verdict(q plugins.NodeQuery) plugins.Verdict {
 	return plugins.Verdict{Accepted: true}
 }
 
-// Compile decodes a partition and compiles it with runtime/graph, within
-// the session's memory budget.
-func (s *Server) Compile(_ context.Context, model []byte, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
+// Compile decodes a partition (weights in external data are read from
+// opts.ModelDir) and compiles it with CompileModel.
+func (s *Server) Compile(ctx context.Context, model []byte, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
 	s.stopIn("Compile")
-	s.setBudget(opts.MaxMemoryBytes)
-	prec, err := ops.ParsePrecision(opts.Precision)
+	prec, err := s.precision(opts)
 	if err != nil {
-		return 0, nil, fmt.Errorf("cpu backend: %w", err)
-	}
-	if prec == ops.PrecisionBF16 && !s.bf16 {
-		return 0, nil, errors.New("cpu backend: precision bf16 needs a CPU with AVX512_BF16 (bfloat16 dot products); this one has none, use fp32")
+		return 0, nil, err
 	}
 	m, err := onnx.Decode(model, onnx.Options{MaxTensorBytes: opts.MaxTensorBytes, BaseDir: opts.ModelDir})
 	if err != nil {
 		return 0, nil, fmt.Errorf("cpu backend: decoding partition: %w", err)
 	}
+	return s.compile(m, opts, prec)
+}
+
+// CompileModel compiles a partition given as a decoded model
+// (plugins.ModelCompiler: an in-process backend skips the encoding) with
+// runtime/graph, within the session's memory budget and at its precision.
+// The program keeps m and reads its initializers in place: they must not
+// change while the partition is compiled.
+func (s *Server) CompileModel(_ context.Context, m *ir.Model, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
+	prec, err := s.precision(opts)
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.compile(m, opts, prec)
+}
+
+// precision reads the precision a Compile asks for, refusing bf16 where the
+// CPU has no AVX512_BF16.
+func (s *Server) precision(opts plugins.CompileOptions) (ops.Precision, error) {
+	prec, err := ops.ParsePrecision(opts.Precision)
+	if err != nil {
+		return prec, fmt.Errorf("cpu backend: %w", err)
+	}
+	if prec == ops.PrecisionBF16 && !s.bf16 {
+		return prec, errors.New("cpu backend: precision bf16 needs a CPU with AVX512_BF16 (bfloat16 dot products); this one has none, use fp32")
+	}
+	return prec, nil
+}
+
+// compile compiles decoded partition m at precision prec, within the
+// session's memory budget (opts.MaxMemoryBytes).
+func (s *Server) compile(m *ir.Model, opts plugins.CompileOptions, prec ops.Precision) (plugins.PartitionID, []plugins.NodeRef, error) {
+	s.setBudget(opts.MaxMemoryBytes)
 	threads := opts.Threads
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
@@ -317,9 +387,9 @@ func (s *Server) Run(ctx context.Context, id plugins.PartitionID, inputs map[str
 func (s *Server) OutputsReleased() { s.idleLater() }
 
 // setBudget applies the session's memory budget (see
-// plugins.CompileOptions.MaxMemoryBytes) to the process, and makes it Go's
-// soft memory limit too, so that the collector works harder as the heap
-// nears it.
+// plugins.CompileOptions.MaxMemoryBytes) to the process, and, in a backend
+// process, makes it Go's soft memory limit too, so that the collector works
+// harder as the heap nears it (in process, that limit is the host's).
 func (s *Server) setBudget(limit int64) {
 	switch {
 	case limit == 0:
@@ -328,6 +398,9 @@ func (s *Server) setBudget(limit int64) {
 		limit = 0 // none
 	}
 	s.budget.SetLimit(limit)
+	if s.inProcess {
+		return
+	}
 	if limit > 0 {
 		debug.SetMemoryLimit(limit)
 	} else {

@@ -2,8 +2,10 @@ package cpu
 
 import (
 	"context"
+	"errors"
 	"math"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/attnrun/attnrun/onnx"
 	"github.com/attnrun/attnrun/ops/blas"
 	"github.com/attnrun/attnrun/plugins"
+	"github.com/attnrun/attnrun/runtime/budget"
 )
 
 func newServer(t *testing.T) *Server {
@@ -203,11 +206,11 @@ func TestCompileSetsThreads(t *testing.T) {
 	}
 }
 
-// TestCompilePrecision checks CompileOptions.Precision: bf16 products on a
-// CPU with AVX512_BF16, a one-line refusal without it, and an error for
-// an unknown precision.
+// TestCompilePrecision checks CompileOptions.Precision, through Compile in
+// a backend process's server and CompileModel in an in-process one: bf16
+// products on a CPU with AVX512_BF16, a one-line refusal without it, and
+// an error for an unknown precision.
 func TestCompilePrecision(t *testing.T) {
-	s := newServer(t)
 	ctx := context.Background()
 	// y = x·W with W's entries 1 + 2^-12: bf16 rounds them to 1.
 	w := float32(1 + 1.0/4096)
@@ -227,34 +230,88 @@ func TestCompilePrecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := map[string]*ir.Tensor{"x": ir.FromSlice([]int{1, 2}, []float32{1, 1})}
-	for _, c := range []struct {
-		precision string
-		want      float32
-	}{{"", 2 * w}, {"fp32", 2 * w}, {"bf16", 2}} {
-		id, _, err := s.Compile(ctx, data, plugins.CompileOptions{Threads: 1, Precision: c.precision})
-		if c.precision == "bf16" && !s.bf16 {
-			if err == nil || !strings.Contains(err.Error(), "AVX512_BF16") {
-				t.Errorf("bf16 on a CPU without AVX512_BF16: %v", err)
+	for _, srv := range []struct {
+		name    string
+		s       *Server
+		compile func(s *Server, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error)
+	}{
+		{"Compile", newServer(t), func(s *Server, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
+			return s.Compile(ctx, data, opts)
+		}},
+		{"CompileModel in process", NewInProcessServer(nil), func(s *Server, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
+			return s.CompileModel(ctx, m, opts)
+		}},
+	} {
+		t.Run(srv.name, func(t *testing.T) {
+			s := srv.s
+			if s.bf16 != blas.BF16Fast() {
+				t.Errorf("bf16 %v, but blas.BF16Fast() is %v", s.bf16, blas.BF16Fast())
 			}
-			continue
-		}
-		if err != nil {
-			t.Fatalf("precision %q: %v", c.precision, err)
-		}
-		out, err := s.Run(ctx, id, x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if y := out["y"].Float32s(); y[0] != c.want || y[1] != c.want {
-			t.Errorf("precision %q: y = %v, want [%g %g]", c.precision, y, c.want, c.want)
-		}
+			for _, c := range []struct {
+				precision string
+				want      float32
+			}{{"", 2 * w}, {"fp32", 2 * w}, {"bf16", 2}} {
+				id, _, err := srv.compile(s, plugins.CompileOptions{Threads: 1, Precision: c.precision})
+				if c.precision == "bf16" && !s.bf16 {
+					if err == nil || !strings.Contains(err.Error(), "AVX512_BF16") {
+						t.Errorf("bf16 on a CPU without AVX512_BF16: %v", err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("precision %q: %v", c.precision, err)
+				}
+				out, err := s.Run(ctx, id, x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if y := out["y"].Float32s(); y[0] != c.want || y[1] != c.want {
+					t.Errorf("precision %q: y = %v, want [%g %g]", c.precision, y, c.want, c.want)
+				}
+			}
+			s.bf16 = false // as on a CPU without AVX512_BF16
+			_, _, err = srv.compile(s, plugins.CompileOptions{Precision: "bf16"})
+			if want := "cpu backend: precision bf16 needs a CPU with AVX512_BF16 (bfloat16 dot products); this one has none, use fp32"; err == nil || err.Error() != want {
+				t.Errorf("bf16 without AVX512_BF16: %v, want %q", err, want)
+			}
+			if _, _, err := srv.compile(s, plugins.CompileOptions{Precision: "fp16"}); err == nil || !strings.Contains(err.Error(), `unknown precision "fp16"`) {
+				t.Errorf("precision fp16: %v", err)
+			}
+		})
 	}
-	s.bf16 = false // as on a CPU without AVX512_BF16
-	_, _, err = s.Compile(ctx, data, plugins.CompileOptions{Precision: "bf16"})
-	if want := "cpu backend: precision bf16 needs a CPU with AVX512_BF16 (bfloat16 dot products); this one has none, use fp32"; err == nil || err.Error() != want {
-		t.Errorf("bf16 without AVX512_BF16: %v, want %q", err, want)
+}
+
+// TestInProcessBudget: an in-process server keeps its partitions within
+// the session's budget (a model whose weights do not fit is refused,
+// naming the budget), as a backend process does, and leaves Go's soft
+// memory limit, which is the host program's, as it was.
+func TestInProcessBudget(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	s := NewInProcessServer(nil)
+	const n = 512 // a 1 MiB weight
+	m := &ir.Model{
+		IRVersion: 8,
+		Opsets:    map[string]int64{"": 17},
+		Graph: &ir.Graph{
+			Nodes:            []*ir.Node{{Name: "mm", OpType: "MatMul", Inputs: []string{"x", "W"}, Outputs: []string{"y"}}},
+			Inputs:           []*ir.ValueInfo{{Name: "x", Type: ir.TypeInfo{DType: ir.Float, Shape: ir.Shape{{Value: 1}, {Value: n}}, RankKnown: true}}},
+			Outputs:          []*ir.ValueInfo{{Name: "y", Type: ir.TypeInfo{DType: ir.Float, Shape: ir.Shape{{Value: 1}, {Value: n}}, RankKnown: true}}},
+			Initializers:     map[string]*ir.Tensor{"W": ir.FromSlice([]int{n, n}, make([]float32, n*n))},
+			InitializerOrder: []string{"W"},
+		},
 	}
-	if _, _, err := s.Compile(ctx, data, plugins.CompileOptions{Precision: "fp16"}); err == nil || !strings.Contains(err.Error(), `unknown precision "fp16"`) {
-		t.Errorf("precision fp16: %v", err)
+	ctx := context.Background()
+	_, _, err := s.CompileModel(ctx, m, plugins.CompileOptions{MaxMemoryBytes: 512 << 10})
+	if !errors.Is(err, budget.ErrExceeded) || !strings.Contains(err.Error(), budget.LimitName) {
+		t.Errorf("1 MiB of weights in a 512 KiB budget: %v, want the budget's refusal", err)
+	}
+	if _, _, err := s.CompileModel(ctx, m, plugins.CompileOptions{MaxMemoryBytes: 64 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.budget.Limit(); got != 64<<20 {
+		t.Errorf("budget limit %d, want 64 MiB", got)
+	}
+	if after := debug.SetMemoryLimit(-1); after != before {
+		t.Errorf("Go's memory limit changed from %d to %d: it is the host's", before, after)
 	}
 }

@@ -7,9 +7,12 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,12 +56,20 @@ type benchResult struct {
 	// BackendRSS has every backend's.
 	PeakRSS    int64            `json:"peak_rss_bytes"`
 	BackendRSS map[string]int64 `json:"backend_peak_rss_bytes"`
+	// Instances is the number of instances of each backend (--instances;
+	// BackendRSS names instance i > 0 "name#i"), Callers the number of
+	// goroutines calling Run at the same time (--callers), and InProcess
+	// whether the CPU backend ran inside attnrun (--in-process; its RSS is
+	// then attnrun's).
+	Instances int  `json:"instances"`
+	Callers   int  `json:"callers"`
+	InProcess bool `json:"in_process"`
 }
 
 func newBenchCmd(g *globalFlags) *cobra.Command {
 	var in inputFlags
-	var iters, warmup int
-	var asJSON, noShm, freshOutputs, quiet bool
+	var iters, warmup, instances, callers int
+	var asJSON, noShm, freshOutputs, quiet, inProcess bool
 	var profilePath string
 	cmd := &cobra.Command{
 		Use:   "bench MODEL.onnx --input NAME=SOURCE ... [--iters N] [--warmup N]",
@@ -73,9 +84,21 @@ is a terminal, and never with --json or --quiet.
 
 The outputs of the first run are bound (session.RunOptions.Into, like ONNX
 Runtime's IOBinding) and every later run writes into them, as a serving
-loop would; --fresh-outputs gives every run new output tensors instead.`,
+loop would; --fresh-outputs gives every run new output tensors instead.
+
+--instances N runs N instances of each backend (session.Options.Instances:
+N backend processes, each with the model compiled, --threads threads each)
+and --callers M (default N) goroutines calling Run at the same time, each
+with its own bound outputs; the runs per second are then the timed runs
+divided by the wall time of the timed phase, the throughput of the whole
+session. --in-process runs the CPU backend inside attnrun
+(session.Options.InProcess: no process, no copies, no crash isolation).
+
+--profile FILE profiles the timed runs (every caller's): a table of time per
+op type and node on stderr, and a Chrome trace-event JSON in FILE.`,
 		Example: `  attnrun bench models/s000_multi_head/model.onnx --input x=random:1x128x32
-  attnrun bench model.onnx -i x=random:1x512x768 --iters 200 --threads 2 --json`,
+  attnrun bench model.onnx -i x=random:1x512x768 --iters 200 --threads 2 --json
+  attnrun bench model.onnx -i x=random:1x128x768 --instances 2 --threads 1`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if iters < 1 {
@@ -84,9 +107,19 @@ loop would; --fresh-outputs gives every run new output tensors instead.`,
 			if warmup < 0 {
 				return usageErrorf("--warmup must be ≥ 0")
 			}
+			if instances < 1 {
+				return usageErrorf("--instances must be ≥ 1")
+			}
+			if callers == 0 {
+				callers = instances
+			}
+			if callers < 1 {
+				return usageErrorf("--callers must be ≥ 1")
+			}
 			ctx := cmd.Context()
 			opts := g.sessionOptions()
 			opts.NoSharedMemory = noShm
+			opts.Instances, opts.InProcess = instances, inProcess
 			s, err := g.openWith(ctx, args[0], opts)
 			if err != nil {
 				return err
@@ -114,13 +147,15 @@ loop would; --fresh-outputs gives every run new output tensors instead.`,
 			if profilePath != "" {
 				prof = &session.Profile{}
 			}
-			times, err := benchLoop(ctx, s, inputs, warmup, iters, !freshOutputs, bar, prof)
+			times, wall, err := benchLoop(ctx, s, inputs, warmup, iters, callers, !freshOutputs, bar, prof)
 			bar.finish()
 			if err != nil {
 				return err
 			}
 			res := summarize(times)
+			res.RunsSec = float64(iters) / wall.Seconds()
 			res.Model, res.Inputs, res.Iters, res.Warmup = args[0], shapes, iters, warmup
+			res.Instances, res.Callers, res.InProcess = instances, callers, inProcess
 			res.Backend, res.Transport, res.Outputs = g.backend, "shm", "bound"
 			res.Precision, _ = ops.ParsePrecision(g.precision)
 			if freshOutputs {
@@ -131,7 +166,7 @@ loop would; --fresh-outputs gives every run new output tensors instead.`,
 			}
 			if bs := s.Backends(); len(bs) > 0 {
 				res.BLAS = bs[0].Details["blas"]
-				res.Threads = g.threads
+				res.Threads = s.Threads()
 				if res.Threads == 0 {
 					res.Threads, _ = strconv.Atoi(bs[0].Details["gomaxprocs"])
 				}
@@ -170,38 +205,74 @@ loop would; --fresh-outputs gives every run new output tensors instead.`,
 	cmd.Flags().BoolVar(&noShm, "no-shm", false, "send tensors as bytes inside the gRPC messages instead of through shared memory")
 	cmd.Flags().BoolVar(&freshOutputs, "fresh-outputs", false, "give every run new output tensors instead of writing into the first run's")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar (there is none either when stderr is not a terminal, or with --json)")
-	cmd.Flags().StringVar(&profilePath, "profile", "", "profile the timed runs: print time per op type and node (stderr) and write a Chrome trace-event JSON to this file")
+	cmd.Flags().IntVar(&instances, "instances", 1, "instances of each backend (each a process with the model compiled, --threads threads each)")
+	cmd.Flags().IntVar(&callers, "callers", 0, "goroutines calling Run at the same time (default: --instances)")
+	cmd.Flags().BoolVar(&inProcess, "in-process", false, "run the CPU backend inside attnrun (no process, no crash isolation)")
+	cmd.Flags().StringVar(&profilePath, "profile", "", "profile the timed runs (of every caller): print time per op type and node (stderr) and write a Chrome trace-event JSON to this file")
 	return cmd
 }
 
-// benchLoop runs warmup untimed runs and then iters timed ones, returning
-// each timed run's duration. With bind, the first run's outputs are bound
-// and later runs write into them. With prof, the timed runs are profiled.
-func benchLoop(ctx context.Context, s *session.Session, inputs map[string]*tensor.Dense, warmup, iters int, bind bool, bar *progress, prof *session.Profile) ([]time.Duration, error) {
+// benchLoop runs warmup untimed runs and then iters timed ones, from
+// callers goroutines at once, returning each timed run's duration and the
+// wall time of the timed runs. With bind, each caller binds its first run's
+// outputs and writes its later runs into them. With prof, the timed runs
+// (every caller's) are profiled into it, in the order they started.
+func benchLoop(ctx context.Context, s *session.Session, inputs map[string]*tensor.Dense, warmup, iters, callers int, bind bool, bar *progress, prof *session.Profile) ([]time.Duration, time.Duration, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ros := make([]session.RunOptions, callers) // each caller's bound outputs and profile
+	var mu sync.Mutex                          // times and bar
 	times := make([]time.Duration, 0, iters)
-	var ro session.RunOptions
-	for i := 0; i < warmup+iters; i++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	// phase makes n runs (numbered from first) from every caller at once.
+	phase := func(first, n int, timed bool) {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for c := range ros {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := int(next.Add(1)); i <= n && ctx.Err() == nil; i = int(next.Add(1)) {
+					start := time.Now()
+					out, err := s.RunWith(ctx, inputs, ros[c])
+					d := time.Since(start)
+					if err != nil {
+						cancel(fmt.Errorf("run %d: %w", first+i, cliError(err)))
+						return
+					}
+					if bind && ros[c].Into == nil {
+						ros[c].Into = bindable(out)
+					}
+					mu.Lock()
+					if timed {
+						times = append(times, d)
+					}
+					bar.step(d)
+					mu.Unlock()
+				}
+			}()
 		}
-		if i == warmup {
-			ro.Profile = prof // the timed runs only
-		}
-		start := time.Now()
-		out, err := s.RunWith(ctx, inputs, ro)
-		if err != nil {
-			return nil, fmt.Errorf("run %d: %w", i+1, cliError(err))
-		}
-		d := time.Since(start)
-		if bind && ro.Into == nil {
-			ro.Into = bindable(out)
-		}
-		if i >= warmup {
-			times = append(times, d)
-		}
-		bar.step(d)
+		wg.Wait()
 	}
-	return times, nil
+	phase(0, warmup, false)
+	if prof != nil {
+		// The timed runs only; each caller appends to a profile of its own.
+		for c := range ros {
+			ros[c].Profile = &session.Profile{}
+		}
+	}
+	start := time.Now()
+	phase(warmup, iters, true)
+	wall := time.Since(start)
+	if err := context.Cause(ctx); err != nil {
+		return nil, 0, err
+	}
+	if prof != nil {
+		for _, ro := range ros {
+			prof.Runs = append(prof.Runs, ro.Profile.Runs...)
+		}
+		slices.SortStableFunc(prof.Runs, func(a, b session.RunProfile) int { return a.Start.Compare(b.Start) })
+	}
+	return times, wall, nil
 }
 
 // bindable returns the outputs that can be bound for later runs: plain
@@ -267,14 +338,30 @@ func printBench(w io.Writer, r *benchResult) {
 	fmt.Fprintf(w, "inputs:     %s\n", strings.Join(ins, ", "))
 	fmt.Fprintf(w, "backend:    %s (blas %s, %d threads, %s products, tensors via %s, %s outputs)\n", r.Backend, r.BLAS, r.Threads, r.Precision, r.Transport, r.Outputs)
 	fmt.Fprintf(w, "runs:       %d timed after %d warmup\n", r.Iters, r.Warmup)
+	if r.Instances > 1 || r.Callers > 1 || r.InProcess {
+		where := "backend processes"
+		if r.InProcess {
+			where = "in attnrun's process"
+		}
+		fmt.Fprintf(w, "instances:  %d of each backend (%s), %d concurrent callers\n", r.Instances, where, r.Callers)
+	}
 	fmt.Fprintf(w, "latency:    p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  min %.3f ms  max %.3f ms\n", r.P50ms, r.P90ms, r.P99ms, r.Minms, r.Maxms)
 	fmt.Fprintf(w, "            mean %.3f ms  stddev %.3f ms\n", r.Meanms, r.Stddevms)
 	fmt.Fprintf(w, "throughput: %.1f runs/s\n", r.RunsSec)
+	if r.InProcess && r.Backend == "cpu" {
+		fmt.Fprintf(w, "peak RSS:   %s (attnrun's own process, which runs the cpu backend)\n", humanBytes(r.PeakRSS))
+		return
+	}
 	fmt.Fprintf(w, "peak RSS:   %s (backend %q process)\n", humanBytes(r.PeakRSS), r.Backend)
-	for name, rss := range r.BackendRSS {
+	others := make([]string, 0, len(r.BackendRSS))
+	for name := range r.BackendRSS {
 		if name != r.Backend {
-			fmt.Fprintf(w, "            %s (backend %q process)\n", humanBytes(rss), name)
+			others = append(others, name)
 		}
+	}
+	sort.Strings(others) // cpu, cpu#1, ...
+	for _, name := range others {
+		fmt.Fprintf(w, "            %s (backend %q process)\n", humanBytes(r.BackendRSS[name]), name)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -65,13 +66,6 @@ func TestBenchJSON(t *testing.T) {
 	model := filepath.Join("..", "..", "models", "s003_self_attention", "model.onnx")
 	for _, extra := range [][]string{nil, {"--no-shm", "--threads", "1", "--fresh-outputs"}} {
 		args := append([]string{"bench", model, "--input", "x=random:3x32", "--iters", "5", "--warmup", "2", "--json"}, extra...)
-		cmd := exec.Command(bin, args...)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("attnrun %s: %v\nstderr: %s", strings.Join(args, " "), err, stderr.String())
-		}
-		lines := strings.Split(strings.TrimRight(stdout.String(), "\n"), "\n")
 		var r struct {
 			P50ms     float64  `json:"p50_ms"`
 			P90ms     float64  `json:"p90_ms"`
@@ -89,9 +83,7 @@ func TestBenchJSON(t *testing.T) {
 			Transport string   `json:"transport"`
 			Outputs   string   `json:"outputs"`
 		}
-		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
-			t.Fatalf("last stdout line %q: %v", lines[len(lines)-1], err)
-		}
+		stderr := benchJSON(t, bin, args, &r)
 		if r.P99ms < r.P90ms || r.Maxms < r.P99ms || r.Stddevms == nil || *r.Stddevms < 0 || *r.Stddevms > r.Maxms-r.Minms {
 			t.Errorf("p99 %v, max %v, stddev %v: missing or out of order", r.P99ms, r.Maxms, r.Stddevms)
 		}
@@ -108,8 +100,71 @@ func TestBenchJSON(t *testing.T) {
 		if r.Iters != 5 || r.Backend != "cpu" || r.BLAS == "" || r.Transport != wantTransport || r.Outputs != wantOutputs {
 			t.Errorf("iters %d, backend %q, blas %q, transport %q, outputs %q", r.Iters, r.Backend, r.BLAS, r.Transport, r.Outputs)
 		}
-		if stderr.Len() != 0 {
-			t.Errorf("stderr is not a terminal, yet it got %q", stderr.String())
+		if stderr != "" {
+			t.Errorf("stderr is not a terminal, yet it got %q", stderr)
 		}
 	}
+}
+
+// TestBenchInstances runs `attnrun bench --instances 2` (two backend
+// processes, two concurrent callers) and `--in-process`: the JSON says so,
+// and with instances each process reports its peak RSS. A zero count is a
+// usage error.
+func TestBenchInstances(t *testing.T) {
+	model := filepath.Join("..", "..", "models", "s003_self_attention", "model.onnx")
+	for _, c := range []struct {
+		args               []string
+		instances, callers int
+		inProcess          bool
+		rss                []string
+	}{
+		{[]string{"--instances", "2"}, 2, 2, false, []string{"cpu", "cpu#1"}},
+		{[]string{"--instances", "2", "--callers", "3", "--in-process"}, 2, 3, true, []string{"cpu", "cpu#1"}},
+		{[]string{"--in-process"}, 1, 1, true, []string{"cpu"}},
+	} {
+		args := append([]string{"bench", model, "--input", "x=random:3x32", "--iters", "20", "--warmup", "4", "--json"}, c.args...)
+		var r struct {
+			Iters      int              `json:"iters"`
+			RunsSec    float64          `json:"runs_per_sec"`
+			Instances  int              `json:"instances"`
+			Callers    int              `json:"callers"`
+			InProcess  bool             `json:"in_process"`
+			BackendRSS map[string]int64 `json:"backend_peak_rss_bytes"`
+		}
+		benchJSON(t, binPath, args, &r)
+		var rss []string
+		for name, b := range r.BackendRSS {
+			if b > 0 {
+				rss = append(rss, name)
+			}
+		}
+		sort.Strings(rss)
+		if r.Iters != 20 || r.RunsSec <= 0 || r.Instances != c.instances || r.Callers != c.callers || r.InProcess != c.inProcess || strings.Join(rss, " ") != strings.Join(c.rss, " ") {
+			t.Errorf("%s: %+v", strings.Join(c.args, " "), r)
+		}
+	}
+	for _, bad := range []string{"--instances=0", "--callers=-1"} {
+		cmd := exec.Command(binPath, "bench", model, "--input", "x=random:3x32", bad)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+			t.Errorf("%s: %v, want exit status 2 (%s)", bad, err, out)
+		}
+	}
+}
+
+// benchJSON runs `bin args...` (a bench with --json), decodes the last line
+// of its stdout into v and returns its stderr.
+func benchJSON(t *testing.T, bin string, args []string, v any) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("attnrun %s: %v\nstderr: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimRight(stdout.String(), "\n"), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), v); err != nil {
+		t.Fatalf("last stdout line %q: %v", lines[len(lines)-1], err)
+	}
+	return stderr.String()
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/attnrun/attnrun/backends/cpu"
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/runtime/budget"
 	"github.com/attnrun/attnrun/runtime/graph"
@@ -55,8 +54,8 @@ type globalFlags struct {
 }
 
 func main() {
-	// When re-executed as the CPU backend, serve and never return.
-	cpu.ServeIfRequested()
+	// Re-executed as the CPU backend, this binary serves from package
+	// cpu's init and never gets here.
 	os.Exit(run(os.Args[1:]))
 }
 

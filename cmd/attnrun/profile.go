@@ -56,7 +56,7 @@ one for the host.`,
 			if w := cmd.ErrOrStderr(); isTerminal(w) {
 				bar = newProgress(w, warmup+iters)
 			}
-			_, err = benchLoop(ctx, s, inputs, warmup, iters, true, bar, prof)
+			_, _, err = benchLoop(ctx, s, inputs, warmup, iters, 1, true, bar, prof)
 			bar.finish()
 			if err != nil {
 				return err

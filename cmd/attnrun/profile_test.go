@@ -63,6 +63,7 @@ func checkTrace(t *testing.T, path string, runs int, cover bool) (map[int]string
 	}
 	var steps []stepAt
 	hostRuns := 0
+	pids := map[int]bool{} // of the X events
 	for _, e := range tr.TraceEvents {
 		var args map[string]any
 		if len(e.Args) > 0 {
@@ -85,6 +86,7 @@ func checkTrace(t *testing.T, path string, runs int, cover bool) (map[int]string
 		if e.Ts == nil || e.Dur == nil || *e.Dur < 0 || *e.Ts < 0 || e.Pid <= 0 || e.Tid <= 0 || e.Name == "" {
 			t.Fatalf("incomplete event %+v", e)
 		}
+		pids[e.Pid] = true
 		sp := traceSpan{*e.Ts, *e.Ts + *e.Dur}
 		num := func(k string) int { v, _ := args[k].(float64); return int(v) }
 		switch e.Cat {
@@ -115,8 +117,13 @@ func checkTrace(t *testing.T, path string, runs int, cover bool) (map[int]string
 			hosts++
 		}
 	}
-	if hosts != 1 || len(procs) < 2 {
-		t.Errorf("processes %v: want the host and each backend named", procs)
+	for pid := range pids {
+		if procs[pid] == "" {
+			hosts = -1
+		}
+	}
+	if hosts != 1 {
+		t.Errorf("processes %v (events of pids %v): want the host and each backend named", procs, pids)
 	}
 	const slack = 0.5 // µs: the trace rounds nothing, but floats may
 	for _, st := range steps {
@@ -225,6 +232,27 @@ func TestProfileTwoBackends(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "Softmax") || !strings.Contains(r.stderr, "by node:") {
 		t.Errorf("bench --profile prints no profile table on stderr:\n%s", r.stderr)
+	}
+}
+
+// TestProfileInProcess: bench --profile with the CPU backend in process,
+// 2 instances and 2 callers: every timed run of both callers is profiled,
+// the steps (one host process: on a track of its own) lie inside their
+// partition runs and cover them.
+func TestProfileInProcess(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "trace.json")
+	r := attnrun(t, "bench", filepath.Join(modelsDir, "s001_encoder_2x4", "model.onnx"), "-i", "x=random:2x64x32", "-i", "mask=random:2x64",
+		"--iters", "6", "--warmup", "2", "--in-process", "--instances", "2", "--profile", trace)
+	r.wantOK(t)
+	procs, steps := checkTrace(t, trace, 6, true)
+	if len(procs) != 1 || steps < 6*20 {
+		t.Errorf("processes %v, %d steps: want only the host, with every run's steps", procs, steps)
+	}
+	if !strings.Contains(r.stderr, "FusedAttention") || !strings.Contains(r.stderr, "by node:") || strings.Contains(r.stderr, "reported no per-step times") {
+		t.Errorf("bench --profile --in-process prints no step table on stderr:\n%s", r.stderr)
+	}
+	if !strings.Contains(r.stdout, "instances:  2 of each backend (in attnrun's process), 2 concurrent callers") {
+		t.Errorf("stdout:\n%s", r.stdout)
 	}
 }
 

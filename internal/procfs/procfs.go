@@ -75,3 +75,32 @@ func Size(pid int, field string) (int64, error) {
 	}
 	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
+
+// WithEnv lists the live processes (zombies left out) whose environment
+// holds the entry "KEY=value" exactly: a test marks the processes it starts
+// with a variable of its own, which their children inherit, and counts them
+// wherever they are in the process tree. Only processes whose environment
+// this one may read (its user's) are seen.
+func WithEnv(entry string) []int {
+	dirs, _ := os.ReadDir("/proc")
+	var out []int
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil {
+			continue
+		}
+		for _, e := range strings.Split(string(env), "\x00") {
+			if e == entry {
+				if !Gone(pid) {
+					out = append(out, pid)
+				}
+				break
+			}
+		}
+	}
+	return out
+}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -46,5 +47,26 @@ func TestStateChildrenRSS(t *testing.T) {
 	cmd.Wait()
 	if !Gone(pid) {
 		t.Errorf("reaped process not gone: %v", pid)
+	}
+}
+
+func TestWithEnv(t *testing.T) {
+	mark := "PROCFS_TEST_MARK=" + strconv.Itoa(os.Getpid())
+	cmd := exec.Command("sleep", "30")
+	cmd.Env = append(os.Environ(), mark)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if got := WithEnv(mark); !slices.Equal(got, []int{cmd.Process.Pid}) {
+		t.Errorf("WithEnv(%q) = %v, want [%d]", mark, got, cmd.Process.Pid)
+	}
+	if got := WithEnv(mark + "0"); len(got) != 0 {
+		t.Errorf("a longer value matched: %v", got)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if got := WithEnv(mark); len(got) != 0 {
+		t.Errorf("after the process ended: %v", got)
 	}
 }

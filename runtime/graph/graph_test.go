@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -288,5 +289,61 @@ func TestCompileNarrowTypes(t *testing.T) {
 				t.Fatalf("error is more than one line: %q", err)
 			}
 		})
+	}
+}
+
+// TestOutputsOwnedByCaller: without ReuseOutputs, Run's outputs belong to
+// the caller, also those folded to constants (the shape of a static input,
+// an Identity of a weight): writing into them changes neither the model's
+// weights nor a later run's outputs (an in-process backend hands them to
+// the user as they are).
+func TestOutputsOwnedByCaller(t *testing.T) {
+	w := ir.FromSlice([]int{2, 3}, []float32{1, 2, 3, 4, 5, 6})
+	m := &ir.Model{
+		IRVersion: 8,
+		Opsets:    map[string]int64{"": 17},
+		Graph: &ir.Graph{
+			Name: "owned",
+			Nodes: []*ir.Node{
+				{Name: "shape", OpType: "Shape", Inputs: []string{"x"}, Outputs: []string{"s"}},
+				{Name: "weight", OpType: "Identity", Inputs: []string{"W"}, Outputs: []string{"wout"}},
+				{Name: "add", OpType: "Add", Inputs: []string{"x", "W"}, Outputs: []string{"y"}},
+			},
+			Inputs: []*ir.ValueInfo{{Name: "x", Type: ir.TypeInfo{DType: ir.Float, Shape: ir.Shape{{Value: 2}, {Value: 3}}, RankKnown: true}}},
+			Outputs: []*ir.ValueInfo{
+				{Name: "s", Type: ir.TypeInfo{DType: ir.Int64, Shape: ir.Shape{{Value: 2}}, RankKnown: true}},
+				{Name: "wout", Type: ir.TypeInfo{DType: ir.Float, Shape: ir.Shape{{Value: 2}, {Value: 3}}, RankKnown: true}},
+				{Name: "y", Type: ir.TypeInfo{DType: ir.Float, Shape: ir.Shape{{Value: 2}, {Value: 3}}, RankKnown: true}},
+			},
+			Initializers:     map[string]*ir.Tensor{"W": w},
+			InitializerOrder: []string{"W"},
+		},
+	}
+	p, err := Compile(m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := map[string]*ir.Tensor{"x": ir.FromSlice([]int{2, 3}, []float32{0, 0, 0, 1, 1, 1})}
+	first, err := p.Run(context.Background(), in, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first["s"].Data.([]int64)[0] = -7
+	first["wout"].Data.([]float32)[0] = -7
+	second, err := p.Run(context.Background(), in, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := second["s"].Data.([]int64); !slices.Equal(got, []int64{2, 3}) {
+		t.Errorf("second run's shape output %v, want [2 3]", got)
+	}
+	if got := second["wout"].Data.([]float32); !slices.Equal(got, []float32{1, 2, 3, 4, 5, 6}) {
+		t.Errorf("second run's weight output %v", got)
+	}
+	if got := w.Data.([]float32); got[0] != 1 {
+		t.Errorf("the model's weight was changed through an output: %v", got)
+	}
+	if got := second["y"].Data.([]float32); !slices.Equal(got, []float32{1, 2, 3, 5, 6, 7}) {
+		t.Errorf("y = %v", got)
 	}
 }

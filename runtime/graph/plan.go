@@ -461,7 +461,9 @@ func allConst(n *ir.Node, types map[string]ops.Value) bool {
 
 // Run executes the program on named inputs and returns the graph outputs by
 // name. The inputs are validated first; the plan for their shapes is built
-// once and cached; intermediates are released after their last use.
+// once and cached; intermediates are released after their last use. The
+// inputs are never written. Without ro.ReuseOutputs the outputs are the
+// caller's own (an output folded to a constant is a copy).
 func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunOptions) (map[string]*ir.Tensor, error) {
 	pl, err := p.planFor(inputs)
 	if err != nil {
@@ -540,9 +542,29 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 	}
 	out := make(map[string]*ir.Tensor, len(pl.outputs))
 	for i, s := range pl.outputs {
-		out[p.Model.Graph.Outputs[i].Name] = vals[s]
+		t := vals[s]
+		if !ro.ReuseOutputs && pl.kept(s) {
+			// The caller owns what Run returns: never the program's own
+			// constants, nor the caller's inputs under another name.
+			t = t.Clone()
+		}
+		out[p.Model.Graph.Outputs[i].Name] = t
 	}
 	return out, nil
+}
+
+// kept reports whether slot s holds a tensor that outlives a run: a
+// constant of the plan, or a graph input.
+func (pl *plan) kept(s int) bool {
+	if _, ok := pl.consts[s]; ok {
+		return true
+	}
+	for _, in := range pl.inputs {
+		if in == s {
+			return true
+		}
+	}
+	return false
 }
 
 // checkResult verifies a kernel's output against the plan's inferred type,

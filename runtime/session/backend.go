@@ -6,16 +6,19 @@ import (
 	"fmt"
 	"io/fs"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/attnrun/attnrun/backends/cpu"
 	"github.com/attnrun/attnrun/plugins"
 )
 
-// Backend lifecycle. A session holds one backend per name it uses (the
-// preferred one, and cpu for fallback). Each backend owns its current
-// process and the ids of its partitions compiled there. When the host kills
+// Backend lifecycle. A session holds, for each backend it uses (the
+// preferred one, and cpu for fallback), Options.Instances instances (see
+// pool.go); each instance owns its current process and the ids of its
+// backend's partitions compiled there. When the host kills
 // the process for not answering (see package plugins' deadlines), the
 // backend starts a replacement at once, in the background, and recompiles
 // its partitions, so that the next Run finds a fresh process ready instead
@@ -31,16 +34,16 @@ import (
 // go-plugin's cleanup may finish in the background).
 const closeTimeout = 1500 * time.Millisecond
 
-// backend is one backend the session uses.
+// backend is one instance of a backend the session uses.
 type backend struct {
 	name string
+	// instance is this instance's index in its pool.
+	instance int
+	pool     *pool
 	// path and sha256 describe the plugin file ("" for the built-in cpu
 	// backend).
 	path, sha256 string
 	opts         *Options
-	// parts are the partitions that run here; a partition's slot indexes
-	// them, and process.ids.
-	parts []*partition
 	// bg ends when the session closes; wg counts the background restarts.
 	bg context.Context
 	wg *sync.WaitGroup
@@ -54,12 +57,32 @@ type backend struct {
 	closed     bool
 }
 
-// process is one backend process with the backend's partitions compiled.
+// process is one backend process with the backend's partitions compiled
+// (or, with Options.InProcess, the CPU backend inside this process).
 type process struct {
-	p    *plugins.Process
+	p    conn
 	info *plugins.Info
 	ids  []plugins.PartitionID // by partition slot
 }
+
+// conn is a running backend as the session uses it: a *plugins.Process, or
+// a *plugins.InProcess (Options.InProcess), which has the same lifecycle
+// methods.
+type conn interface {
+	plugins.Backend
+	Pid() int
+	Done() <-chan struct{}
+	Exited() bool
+	ExitErr() error
+	KillReason() string
+	Kill()
+	Shutdown(grace time.Duration)
+}
+
+var (
+	_ conn = (*plugins.Process)(nil)
+	_ conn = (*plugins.InProcess)(nil)
+)
 
 // alive reports whether the process still runs.
 func (g *process) alive() bool { return g != nil && !g.p.Exited() }
@@ -74,14 +97,26 @@ func (g *process) slotOf(id plugins.PartitionID) int {
 	return -1
 }
 
-// spec says how to start the backend's process (for the plugin: verified,
-// see plugins.OpenPlugin).
-func (b *backend) spec() (plugins.LaunchSpec, error) {
-	spec, path, err := launchSpec(b.name, b.opts)
-	if err == nil && path != "" {
-		b.path = path
+// start starts the named backend: a process (a plugin is verified first,
+// see plugins.OpenPlugin, and its path passed to found), or, for cpu with
+// Options.InProcess, the CPU backend inside this process.
+func start(ctx context.Context, name string, opts *Options, found func(path string)) (conn, error) {
+	if name == CPU && opts.InProcess {
+		return plugins.NewInProcess(CPU, func(st *plugins.StatusWriter) plugins.Server { return cpu.NewInProcessServer(st) }), nil
 	}
-	return spec, err
+	spec, path, err := launchSpec(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	if path != "" && found != nil {
+		found(path)
+	}
+	proc, err := plugins.Launch(ctx, spec)
+	if err != nil && name == CPU && ctx.Err() == nil {
+		// The CPU backend is this program re-executed: say what that takes.
+		return nil, fmt.Errorf("%w; the cpu backend runs as a copy of %s (Options.SelfExe), which must be a Go program importing github.com/attnrun/attnrun/runtime/session (or backends/cpu), or set Options.InProcess", err, opts.SelfExe)
+	}
+	return proc, err
 }
 
 // launchSpec says how to start the named backend, and the plugin's path
@@ -94,6 +129,14 @@ func launchSpec(name string, opts *Options) (plugins.LaunchSpec, string, error) 
 	if name == CPU {
 		cmd := exec.Command(opts.SelfExe)
 		cmd.Env = []string{ServeBackendEnv + "=" + CPU}
+		if opts.Threads > 0 {
+			// One Go processor per compute thread: the backend's other
+			// goroutines (gRPC, health checks) are short, and spare
+			// processors only spin and steal time from the other instances
+			// (2 single-thread instances on 2 cores: ~1.45× the runs/s of
+			// one with GOMAXPROCS 2, ~1.7× with 1).
+			cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(opts.Threads))
+		}
 		spec.Cmd = cmd
 		return spec, "", nil
 	}
@@ -129,9 +172,12 @@ func availableBackends(opts *Options) string {
 
 // BackendInfo describes a backend for `attnrun backends` and Session.Backends.
 type BackendInfo struct {
-	Name    string
-	Version string
-	Pid     int
+	Name string
+	// Instance is which of the session's instances of the backend this is
+	// (Options.Instances; 0 in ListBackends).
+	Instance int
+	Version  string
+	Pid      int
 	// Path is the executable ("" for the built-in cpu backend's self exe).
 	Path string
 	// SHA256 is the plugin file's SHA-256 (hex; ListBackends only, "" for
@@ -159,14 +205,10 @@ func (e *UnavailableError) Error() string {
 	return fmt.Sprintf("backend %q is unavailable: %s", e.Backend, e.Reason)
 }
 
-// launch starts a process and reads its Info; its partitions are not
-// compiled yet.
+// launch starts a process (or the in-process CPU backend) and reads its
+// Info; its partitions are not compiled yet.
 func (b *backend) launch(ctx context.Context) (*process, error) {
-	spec, err := b.spec()
-	if err != nil {
-		return nil, err
-	}
-	proc, err := plugins.Launch(ctx, spec)
+	proc, err := start(ctx, b.name, b.opts, func(path string) { b.path = path })
 	if err != nil {
 		return nil, err
 	}
@@ -194,13 +236,13 @@ func (b *backend) launch(ctx context.Context) (*process, error) {
 
 // compile compiles the partition in slot into g.
 func (b *backend) compile(ctx context.Context, g *process, slot int) error {
-	p := b.parts[slot]
+	p := b.pool.parts[slot]
 	id, err := g.p.Compile(ctx, p.model, b.opts.compileOptions())
 	if err != nil {
 		return fmt.Errorf("compiling partition %d on backend %q: %w", p.index, b.name, err)
 	}
-	if len(g.ids) < len(b.parts) {
-		g.ids = append(g.ids, make([]plugins.PartitionID, len(b.parts)-len(g.ids))...)
+	if len(g.ids) < len(b.pool.parts) {
+		g.ids = append(g.ids, make([]plugins.PartitionID, len(b.pool.parts)-len(g.ids))...)
 	}
 	g.ids[slot] = id
 	return nil
@@ -212,7 +254,7 @@ func (b *backend) start(ctx context.Context) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	for slot := range b.parts {
+	for slot := range b.pool.parts {
 		if err := b.compile(ctx, g, slot); err != nil {
 			g.p.Kill()
 			return nil, err
@@ -259,7 +301,7 @@ func (b *backend) watch(g *process) {
 
 // endedHow says how a process ended: "exited (signal: killed)", or "was
 // killed (it did not answer a health check within 3s)".
-func endedHow(p *plugins.Process) string {
+func endedHow(p conn) string {
 	if why := p.KillReason(); why != "" {
 		return "was killed (" + why + ")"
 	}
@@ -299,7 +341,7 @@ func (b *backend) restartLocked() {
 			b.cur = g
 			b.wg.Add(1)
 			go b.watch(g)
-			b.opts.Logf("backend %q restarted (pid %d); %d partition(s) recompiled", b.name, g.p.Pid(), len(b.parts))
+			b.opts.Logf("backend %q restarted (pid %d); %d partition(s) recompiled", b.name, g.p.Pid(), len(b.pool.parts))
 		}
 	}()
 }
@@ -360,7 +402,7 @@ func (b *backend) current() *process {
 func (b *backend) describe() BackendInfo {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	bi := BackendInfo{Name: b.name, Path: b.path, Available: b.cur.alive()}
+	bi := BackendInfo{Name: b.name, Instance: b.instance, Path: b.path, Available: b.cur.alive()}
 	if g := b.cur; g != nil {
 		bi.Pid = g.p.Pid()
 		bi.Version, bi.Details, bi.Ops = g.info.Version, g.info.Details, g.info.Ops

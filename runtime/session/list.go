@@ -37,12 +37,7 @@ func ListBackends(ctx context.Context, opts Options) ([]BackendInfo, error) {
 		wg.Add(1)
 		go func(bi *BackendInfo) {
 			defer wg.Done()
-			spec, _, err := launchSpec(bi.Name, &opts)
-			if err != nil {
-				bi.Reason = err.Error()
-				return
-			}
-			proc, err := plugins.Launch(ctx, spec)
+			proc, err := start(ctx, bi.Name, &opts, nil)
 			if err != nil {
 				bi.Reason = err.Error()
 				return

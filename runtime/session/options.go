@@ -3,6 +3,7 @@ package session
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -25,9 +26,29 @@ type Options struct {
 	// NoFallback makes a node the preferred backend refuses an error instead
 	// of running it on the CPU backend.
 	NoFallback bool
-	// Threads is the number of compute threads per backend (0: the
-	// backend's default).
+	// Threads is the number of compute threads of each backend instance
+	// (see Instances). 0 is the backend's default: for the CPU backend, as
+	// many as the machine has cores (GOMAXPROCS) with one instance, and
+	// with n instances cores/n each (at least 1), so that the instances
+	// together use every core without oversubscribing it. A session thus
+	// computes on up to Instances × Threads threads. A CPU backend process
+	// given a thread count also runs with that GOMAXPROCS (one Go processor
+	// per compute thread), so that idle processors of one instance do not
+	// take time from another's.
 	Threads int
+	// Instances is the number of instances of each backend the session
+	// runs (0 means 1): each instance is a backend process of its own (or,
+	// with InProcess, an in-process CPU backend) with every partition of
+	// its backend compiled in it once, at Open. One instance computes one
+	// Run at a time; Runs called from several goroutines compute in
+	// parallel on different instances, and a Run that finds all of them
+	// busy waits for one (as long as its context allows). Each instance
+	// holds its own copy of the compiled partitions and their weights
+	// (in-process instances share the weights, not the packed forms), so
+	// memory grows with Instances. For throughput, use Instances × Threads
+	// ≈ cores (e.g. 2 instances × 1 thread on 2 cores); for the latency of
+	// one Run, one instance with all the threads.
+	Instances int
 	// MaxTensorBytes bounds any one tensor (0: the default, 4 GiB).
 	MaxTensorBytes int64
 	// MaxMemoryBytes is the session's memory budget (package
@@ -50,6 +71,29 @@ type Options struct {
 	// session logs one warning per dim_param name (see
 	// graph.Program.ValidateInputs).
 	StrictDims bool
+	// InProcess runs the CPU backend inside this process instead of in a
+	// process of its own (the default): no process to start, no gRPC, no
+	// shared memory region, so the lowest latency per Run (inputs reach
+	// the kernels as the caller's own memory, outputs come back without a
+	// copy) and the fastest Open. The price is isolation: a crash in a
+	// kernel (a panic in a worker goroutine, a fatal error, running out of
+	// memory) takes the host down with it, where a backend process would
+	// only fail the Run and be replaced; a cancelled or timed-out Run
+	// returns when the node it is running finishes, not at once (Go cannot
+	// stop a running kernel, and there is no watchdog); and the backend
+	// shares the host's memory, threads and process-wide settings (the
+	// GEMM thread count, see Threads). A panic in the Run's own goroutine
+	// is still recovered: that Run fails naming the node, and the next one
+	// gets a fresh backend. Partitioning, fallback logging, the limits,
+	// cancellation between nodes, Precision, ExtraOutputs and attention
+	// weights, and profiles with per-step times (RunOptions.Profile: the
+	// backend's pid is then this process's) work as with a backend process;
+	// the in-process backend keeps its memory within MaxMemoryBytes as a
+	// backend process does (it counts the weights it shares with the host),
+	// but leaves Go's soft memory limit (debug.SetMemoryLimit), which a
+	// backend process sets to the budget, to this program. Other backends
+	// (plugins) always run in processes of their own.
+	InProcess bool
 	// NoSharedMemory makes tensors travel as bytes inside the gRPC messages
 	// instead of through the memory region shared with each backend
 	// process (see package plugins); for measurement and diagnosis.
@@ -60,7 +104,11 @@ type Options struct {
 	// Logf receives fallback and lifecycle lines (default: stderr).
 	Logf func(format string, args ...any)
 	// SelfExe is the executable re-executed as the CPU backend (default
-	// os.Executable()); it must call cpu.ServeIfRequested first thing.
+	// os.Executable(): this program). Any Go program that imports this
+	// package serves the CPU backend when so re-executed: package
+	// backends/cpu's init does it before main runs (see its doc), so an
+	// embedding program needs no call of its own, and its main never runs
+	// in the backend process.
 	SelfExe string
 	// ExtraOutputs names intermediate values of the graph that every Run
 	// also returns, as if they were graph outputs (e.g. each attention
@@ -86,6 +134,18 @@ func (o *Options) defaults() error {
 	}
 	if o.RunTimeout < 0 {
 		return fmt.Errorf("run timeout %v is negative (Options.RunTimeout)", o.RunTimeout)
+	}
+	switch {
+	case o.Instances < 0:
+		return fmt.Errorf("%d instances is negative (Options.Instances)", o.Instances)
+	case o.Instances == 0:
+		o.Instances = 1
+	}
+	if o.Threads < 0 {
+		return fmt.Errorf("%d threads is negative (Options.Threads)", o.Threads)
+	}
+	if o.Threads == 0 && o.Instances > 1 {
+		o.Threads = max(1, runtime.GOMAXPROCS(0)/o.Instances)
 	}
 	if o.Logf == nil {
 		o.Logf = func(format string, args ...any) {

@@ -11,8 +11,8 @@ import (
 // partition is a maximal run of consecutive nodes (in schedule order)
 // assigned to one backend.
 type partition struct {
-	index   int
-	backend *backend
+	index int
+	pool  *pool // its backend's instances
 	// slot is the partition's index among its backend's partitions.
 	slot    int
 	model   *ir.Model
@@ -39,11 +39,11 @@ func (s *Session) queries() []plugins.NodeQuery {
 
 // assignNodes asks the preferred backend about every node and sends the
 // ones it refuses to the CPU backend.
-func (s *Session) assignNodes(ctx context.Context, pref *backend) error {
+func (s *Session) assignNodes(ctx context.Context, pref *pool) error {
 	if len(s.prog.Order) == 0 {
 		return nil
 	}
-	verdicts, err := pref.cur.p.Capability(ctx, s.queries())
+	verdicts, err := pref.members[0].cur.p.Capability(ctx, s.queries())
 	if err != nil {
 		return fmt.Errorf("backend %q: capability: %w", pref.name, err)
 	}
@@ -77,7 +77,7 @@ func (s *Session) assignNodes(ctx context.Context, pref *backend) error {
 	if err != nil {
 		return err
 	}
-	verdicts, err = cpu.cur.p.Capability(ctx, s.queries())
+	verdicts, err = cpu.members[0].cur.p.Capability(ctx, s.queries())
 	if err != nil {
 		return fmt.Errorf("backend %q: capability: %w", CPU, err)
 	}
@@ -94,9 +94,9 @@ func (s *Session) assignNodes(ctx context.Context, pref *backend) error {
 func (s *Session) partition() {
 	g := s.runModel.Graph
 	order := s.prog.Order
-	byName := map[string]*backend{}
-	for _, b := range s.backends {
-		byName[b.name] = b
+	byName := map[string]*pool{}
+	for _, pl := range s.pools {
+		byName[pl.name] = pl
 	}
 	var runs [][]*ir.Node
 	for i, n := range order {
@@ -119,8 +119,8 @@ func (s *Session) partition() {
 		}
 	}
 	for i, nodes := range runs {
-		b := byName[s.assign[nodes[0]]]
-		p := &partition{index: i, backend: b, slot: len(b.parts), nodes: nodes}
+		pl := byName[s.assign[nodes[0]]]
+		p := &partition{index: i, pool: pl, slot: len(pl.parts), nodes: nodes}
 		if len(runs) == 1 {
 			p.model = s.runModel
 			for _, vi := range g.Inputs {
@@ -140,7 +140,7 @@ func (s *Session) partition() {
 				p.outputs = append(p.outputs, vi.Name)
 			}
 		}
-		p.backend.parts = append(p.backend.parts, p)
+		pl.parts = append(pl.parts, p)
 		s.parts = append(s.parts, p)
 	}
 }

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -50,10 +51,10 @@ func viNames(vs []*ir.ValueInfo) []string {
 	return out
 }
 
-// TestPrecision opens a bundled model in a backend process with
-// Options.Precision: bf16 runs within conform.BF16Tolerance of PyTorch but
-// not within fp32's, and an unknown precision fails Open with the
-// backend's reason.
+// TestPrecision opens a bundled model with Options.Precision, in a backend
+// process and in process: bf16 runs within conform.BF16Tolerance of
+// PyTorch but not within fp32's, and an unknown precision fails Open with
+// the backend's reason.
 func TestPrecision(t *testing.T) {
 	if !blas.BF16Fast() {
 		t.Skip("no AVX512_BF16 on this CPU (the backend refuses bf16; backends/cpu tests the refusal)")
@@ -63,24 +64,28 @@ func TestPrecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := cases[0]
-	open := func(precision string) conform.Opener {
-		return func(ctx context.Context, path string) (conform.Runner, error) {
-			s, err := Open(ctx, path, Options{Logf: t.Logf, Precision: precision})
-			if err != nil {
-				return nil, err
+	for _, inProcess := range []bool{false, true} {
+		t.Run(fmt.Sprintf("InProcess=%v", inProcess), func(t *testing.T) {
+			open := func(precision string) conform.Opener {
+				return func(ctx context.Context, path string) (conform.Runner, error) {
+					s, err := Open(ctx, path, Options{Logf: t.Logf, Precision: precision, InProcess: inProcess})
+					if err != nil {
+						return nil, err
+					}
+					return confRunner{s}, nil
+				}
 			}
-			return confRunner{s}, nil
-		}
-	}
-	ctx := context.Background()
-	if r := conform.Run(ctx, c, open("bf16"), conform.BF16Tolerance); !r.Pass {
-		t.Fatalf("bf16: %v", r.Err)
-	}
-	if r := conform.Run(ctx, c, open("bf16"), conform.Tolerance{Rtol: 1e-4, Atol: 1e-5}); r.Pass {
-		t.Errorf("bf16 matches PyTorch within fp32's tolerance (max abs %g): did the backend multiply in fp32?", r.MaxAbs)
-	}
-	_, err = Open(ctx, c.Dir+"/model.onnx", Options{Logf: t.Logf, Precision: "fp16"})
-	if err == nil || !strings.Contains(err.Error(), `cpu backend: unknown precision "fp16"`) {
-		t.Errorf("precision fp16: %v", err)
+			ctx := context.Background()
+			if r := conform.Run(ctx, c, open("bf16"), conform.BF16Tolerance); !r.Pass {
+				t.Fatalf("bf16: %v", r.Err)
+			}
+			if r := conform.Run(ctx, c, open("bf16"), conform.Tolerance{Rtol: 1e-4, Atol: 1e-5}); r.Pass {
+				t.Errorf("bf16 matches PyTorch within fp32's tolerance (max abs %g): did the backend multiply in fp32?", r.MaxAbs)
+			}
+			_, err = Open(ctx, c.Dir+"/model.onnx", Options{Logf: t.Logf, Precision: "fp16", InProcess: inProcess})
+			if err == nil || !strings.Contains(err.Error(), `cpu backend: unknown precision "fp16"`) {
+				t.Errorf("precision fp16: %v", err)
+			}
+		})
 	}
 }

@@ -113,7 +113,7 @@ func (s *Session) runWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 		rctx := ctx
 		var pp *PartitionProfile
 		if prof != nil {
-			pp = &PartitionProfile{Index: i, Backend: p.backend.name}
+			pp = &PartitionProfile{Index: i, Backend: p.pool.name}
 			rctx = plugins.WithProfile(ctx, &pp.RunProfile)
 		}
 		out, err := s.runPartition(rctx, p, in, into)
@@ -131,7 +131,7 @@ func (s *Session) runWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 		for _, name := range p.outputs {
 			d, ok := out[name]
 			if !ok || d == nil {
-				return nil, fmt.Errorf("backend %q, partition %d: no output %q", p.backend.name, p.index, name)
+				return nil, fmt.Errorf("backend %q, partition %d: no output %q", p.pool.name, p.index, name)
 			}
 			env[name] = d
 		}
@@ -169,13 +169,18 @@ func (s *Session) runWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 	return res, nil
 }
 
-// runPartition runs one partition on its backend's current process. Errors
-// that name a backend partition id get the host's partition number instead.
+// runPartition runs one partition on a free instance of its backend (its
+// current process). Errors that name a backend partition id get the host's
+// partition number instead.
 func (s *Session) runPartition(ctx context.Context, p *partition, in, into map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
-	b := p.backend
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("backend %q: run interrupted before partition %d: %w", b.name, p.index, err)
+		return nil, fmt.Errorf("backend %q: run interrupted before partition %d: %w", p.pool.name, p.index, err)
 	}
+	b, err := p.pool.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer p.pool.put(b)
 	g, err := b.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -186,7 +191,7 @@ func (s *Session) runPartition(ctx context.Context, p *partition, in, into map[s
 	}
 	label := func(id plugins.PartitionID) string {
 		if slot := g.slotOf(id); slot >= 0 {
-			return strconv.Itoa(b.parts[slot].index)
+			return strconv.Itoa(p.pool.parts[slot].index)
 		}
 		return strconv.Itoa(p.index)
 	}

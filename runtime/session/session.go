@@ -11,10 +11,13 @@
 // (or that exceeds Options.RunTimeout) returns at once with an error that
 // errors.Is matches to the context's error; a backend that stops answering
 // is killed and replaced (see backend.go and package plugins' deadlines).
+// With Options.InProcess the CPU backend runs inside the host process
+// instead: faster, without that isolation (see the option).
 //
 // The files: options.go (Options), backend.go (backend processes: launch,
-// watch, restart, close), partition.go (assigning nodes to backends and
-// cutting partitions), run.go (Run), list.go (ListBackends).
+// watch, restart, close), pool.go (each backend's instances),
+// partition.go (assigning nodes to backends and cutting partitions), run.go
+// (Run), list.go (ListBackends).
 package session
 
 import (
@@ -39,8 +42,9 @@ const CPU = "cpu"
 const ServeBackendEnv = "ATTNRUN_SERVE_BACKEND"
 
 // Session is a loaded model bound to running backends. Run may be called
-// from several goroutines; each backend process runs one partition at a
-// time, and no lock is held across a whole Run.
+// from several goroutines: each backend instance (Options.Instances) runs
+// one partition at a time, Runs in parallel use different instances, and
+// no lock is held across a whole Run.
 type Session struct {
 	opts  Options
 	model *ir.Model
@@ -49,11 +53,11 @@ type Session struct {
 	runModel *ir.Model
 	// cores are the attention cores whose weights runs return
 	// (Options.AttentionWeights).
-	cores    []graph.AttentionCore
-	prog     *graph.Program
-	assign   map[*ir.Node]string
-	backends []*backend // preferred first; fixed once Open returns
-	parts    []*partition
+	cores  []graph.AttentionCore
+	prog   *graph.Program
+	assign map[*ir.Node]string
+	pools  []*pool // one per backend, preferred first; fixed once Open returns
+	parts  []*partition
 	// lastUse[name] is the index of the last partition reading name; values
 	// that are not graph outputs are dropped from the environment after it.
 	lastUse  map[string]int
@@ -128,7 +132,9 @@ func openModel(ctx context.Context, m *ir.Model, opts Options) (*Session, error)
 	return s, nil
 }
 
-// start launches the backends, assigns the nodes, partitions and compiles.
+// start launches the backends' first instances, assigns the nodes,
+// partitions and compiles; then it starts the other instances (in
+// parallel), each compiling every partition of its backend.
 func (s *Session) start(ctx context.Context) error {
 	pref, err := s.backend(ctx, s.opts.Backend)
 	if err != nil {
@@ -139,33 +145,67 @@ func (s *Session) start(ctx context.Context) error {
 	}
 	s.partition()
 	for _, p := range s.parts {
-		if err := p.backend.compile(ctx, p.backend.cur, p.slot); err != nil {
+		first := p.pool.members[0]
+		if err := first.compile(ctx, first.cur, p.slot); err != nil {
 			return err
 		}
 	}
-	for _, b := range s.backends {
-		b.adopt(b.cur)
+	var more []*backend
+	for _, pl := range s.pools {
+		more = append(more, pl.members[1:]...)
+	}
+	errs := make([]error, len(more))
+	var wg sync.WaitGroup
+	for i, b := range more {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.cur, errs[i] = b.start(ctx)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil { // Close ends the instances that started
+			return fmt.Errorf("starting instance %d of backend %q: %w", more[i].instance, more[i].name, err)
+		}
+	}
+	for _, pl := range s.pools {
+		for _, b := range pl.members {
+			b.adopt(b.cur)
+		}
+		pl.release()
 	}
 	return nil
 }
 
-// backend returns the session's backend of that name, starting it if needed
-// (while Open runs).
-func (s *Session) backend(ctx context.Context, name string) (*backend, error) {
-	for _, b := range s.backends {
-		if b.name == name {
-			return b, nil
+// backend returns the pool of the session's backend of that name, starting
+// its first instance if needed (while Open runs).
+func (s *Session) backend(ctx context.Context, name string) (*pool, error) {
+	for _, pl := range s.pools {
+		if pl.name == name {
+			return pl, nil
 		}
 	}
-	b := &backend{name: name, opts: &s.opts, bg: s.bg, wg: &s.wg}
-	g, err := b.launch(ctx)
+	pl := newPool(name, s.opts.Instances, &s.opts, s.bg, &s.wg)
+	first := pl.members[0]
+	g, err := first.launch(ctx)
 	if err != nil {
 		return nil, err
 	}
-	b.cur = g
-	s.backends = append(s.backends, b)
-	return b, nil
+	first.cur = g
+	s.pools = append(s.pools, pl)
+	return pl, nil
 }
+
+// Instances is the number of instances of each backend the session runs
+// (Options.Instances): how many Runs can compute at the same time.
+func (s *Session) Instances() int { return s.opts.Instances }
+
+// Threads is the number of compute threads each backend instance was asked
+// for: Options.Threads, or the share of the cores that Options.Threads 0
+// gives each of several instances; 0 leaves it to the backend (the CPU
+// backend's default is its GOMAXPROCS).
+func (s *Session) Threads() int { return s.opts.Threads }
 
 // Inputs are the model's declared graph inputs.
 func (s *Session) Inputs() []*ir.ValueInfo { return s.model.Graph.Inputs }
@@ -193,7 +233,7 @@ func (s *Session) Assignments() map[*ir.Node]string {
 func (s *Session) Partitions() []Partition {
 	out := make([]Partition, len(s.parts))
 	for i, p := range s.parts {
-		out[i] = Partition{Backend: p.backend.name, Nodes: p.nodes, Inputs: p.inputs, Outputs: p.outputs}
+		out[i] = Partition{Backend: p.pool.name, Nodes: p.nodes, Inputs: p.inputs, Outputs: p.outputs}
 	}
 	return out
 }
@@ -206,30 +246,40 @@ type Partition struct {
 	Inputs, Outputs []string
 }
 
-// Backends describes the session's backends, preferred first. A backend
-// being restarted is listed as unavailable, with the reason.
+// Backends describes the session's backends, preferred first, each
+// instance in turn (BackendInfo.Instance). A backend being restarted is
+// listed as unavailable, with the reason.
 func (s *Session) Backends() []BackendInfo {
-	out := make([]BackendInfo, 0, len(s.backends))
-	for _, b := range s.backends {
-		out = append(out, b.describe())
+	var out []BackendInfo
+	for _, pl := range s.pools {
+		for _, b := range pl.members {
+			out = append(out, b.describe())
+		}
 	}
 	return out
 }
 
-// Stats asks every running backend for its resource counters (peak RSS),
-// keyed by backend name.
+// Stats asks every running backend instance for its resource counters (peak
+// RSS), keyed by backend name for the first instance and "name#i" for
+// instance i > 0.
 func (s *Session) Stats(ctx context.Context) (map[string]*plugins.Stats, error) {
 	out := map[string]*plugins.Stats{}
-	for _, b := range s.backends {
-		g := b.current()
-		if g == nil {
-			continue
+	for _, pl := range s.pools {
+		for _, b := range pl.members {
+			g := b.current()
+			if g == nil {
+				continue
+			}
+			key := b.name
+			if b.instance > 0 {
+				key = fmt.Sprintf("%s#%d", b.name, b.instance)
+			}
+			st, err := g.p.Stats(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("backend %q: %w", key, err)
+			}
+			out[key] = st
 		}
-		st, err := g.p.Stats(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("backend %q: %w", b.name, err)
-		}
-		out[b.name] = st
 	}
 	return out, nil
 }
@@ -244,12 +294,14 @@ func (s *Session) Close() error {
 		done := make(chan struct{})
 		go func() {
 			var wg sync.WaitGroup
-			for _, b := range s.backends {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					b.close()
-				}()
+			for _, pl := range s.pools {
+				for _, b := range pl.members {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						b.close()
+					}()
+				}
 			}
 			wg.Wait()
 			close(done)

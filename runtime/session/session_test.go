@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,14 +21,17 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// TestMain lets this test binary serve as the CPU backend: sessions re-execute
-// it with ATTNRUN_SERVE_BACKEND=cpu.
+// TestMain: sessions re-execute this test binary as the CPU backend, which
+// package cpu's init serves before TestMain runs (no call needed here).
 func TestMain(m *testing.M) {
-	cpu.ServeIfRequested()
 	if path := os.Getenv(testHostEnv); path != "" {
 		runTestHost(path)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	for _, dir := range embedderDirs {
+		os.RemoveAll(dir)
+	}
+	os.Exit(code)
 }
 
 // testHostEnv makes this test binary a host that opens a session on the
@@ -525,7 +529,8 @@ func TestUnknownBackend(t *testing.T) {
 }
 
 // TestModels runs every reference model's data sets through a session and
-// compares with PyTorch's outputs.
+// compares with PyTorch's outputs; a session with the CPU backend in
+// process (Options.InProcess) gives the very same bits.
 func TestModels(t *testing.T) {
 	dirs, err := filepath.Glob("../../models/*/model.onnx")
 	if err != nil {
@@ -542,6 +547,11 @@ func TestModels(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
+			inproc, err := Open(context.Background(), path, Options{Logf: t.Logf, InProcess: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer inproc.Close()
 			sets, _ := filepath.Glob(filepath.Join(dir, "test_data_set_*"))
 			if len(sets) == 0 {
 				t.Fatal("no data sets")
@@ -550,6 +560,15 @@ func TestModels(t *testing.T) {
 				out, err := s.Run(context.Background(), readInputs(t, set))
 				if err != nil {
 					t.Fatalf("%s: %v", filepath.Base(set), err)
+				}
+				local, err := inproc.Run(context.Background(), readInputs(t, set))
+				if err != nil {
+					t.Fatalf("%s, in process: %v", filepath.Base(set), err)
+				}
+				for name, d := range out {
+					if l := local[name]; l == nil || !l.Shape().Eq(d.Shape()) || !slices.Equal(l.Data().([]float32), d.Data().([]float32)) {
+						t.Fatalf("%s: output %q in process differs from the backend process's", filepath.Base(set), name)
+					}
 				}
 				for _, f := range mustGlob(t, filepath.Join(set, "output_*.pb")) {
 					name, want := readPB(t, f)

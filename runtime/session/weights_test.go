@@ -105,10 +105,11 @@ func mlpWant(k, layers int) []float32 {
 	return out
 }
 
-// runMLP opens the model, runs it on ones and checks the output.
-func runMLP(t *testing.T, path string, k, layers int) *Session {
+// runMLP opens the model with opts, runs it on ones and checks the output.
+func runMLP(t *testing.T, path string, k, layers int, opts Options) *Session {
 	t.Helper()
-	s, err := Open(context.Background(), path, Options{Logf: t.Logf})
+	opts.Logf = t.Logf
+	s, err := Open(context.Background(), path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,11 +128,13 @@ func runMLP(t *testing.T, path string, k, layers int) *Session {
 
 // TestExternalWeightsByReference: a model with weights in external data
 // runs with the backend reading the files itself (plugins tests check that
-// the Compile message carries no weight bytes).
+// the Compile message carries no weight bytes), and with the in-process
+// backend reading the host's mappings of them.
 func TestExternalWeightsByReference(t *testing.T) {
 	const k, layers = 1024, 3 // 3 × 4 MiB, each mapped (over 1 MiB)
-	s := runMLP(t, writeExternalMLP(t, t.TempDir(), k, layers), k, layers)
-	s.Close()
+	path := writeExternalMLP(t, t.TempDir(), k, layers)
+	runMLP(t, path, k, layers, Options{}).Close()
+	runMLP(t, path, k, layers, Options{InProcess: true}).Close()
 }
 
 // TestLargeExternalWeights is TestExternalWeightsByReference at the size of
@@ -150,7 +153,7 @@ func TestLargeExternalWeights(t *testing.T) {
 	dir := t.TempDir()
 	path := writeExternalMLP(t, dir, k, layers)
 	weights := int64(layers) * 4 * k * k
-	s := runMLP(t, path, k, layers)
+	s := runMLP(t, path, k, layers, Options{})
 	defer s.Close()
 	hostPeak := vmHWM(t, os.Getpid())
 	backPeak := backendPeak(t, s)

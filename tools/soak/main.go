@@ -34,7 +34,6 @@ import (
 
 	"gorgonia.org/tensor"
 
-	"github.com/attnrun/attnrun/backends/cpu"
 	"github.com/attnrun/attnrun/internal/procfs"
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/plugins"
@@ -42,7 +41,6 @@ import (
 )
 
 func main() {
-	cpu.ServeIfRequested() // sessions re-execute this binary as the CPU backend
 	cfg := config{}
 	flag.DurationVar(&cfg.duration, "duration", 2*time.Minute, "how long the chaos lasts (after the warm-up)")
 	flag.DurationVar(&cfg.warmup, "warmup", 15*time.Second, "runs without chaos before the baseline is taken")
