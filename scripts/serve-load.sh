@@ -28,6 +28,27 @@ SMALL_DURATION=${SMALL_DURATION:-30s}
 BENCH_ITERS=${BENCH_ITERS:-20}
 source scripts/serve-lib.sh
 TINY=models/s003_self_attention/model.onnx
+
+# alternate NAME SEGMENT: ROUNDS rounds of ghz at CONCURRENCY against the
+# servers grpc[off] and grpc[on], SEGMENT seconds each, in alternating
+# order so that the machine's other load falls on both alike, with the
+# request NAME.bin; reports go to NAME-MODE-ROUND.json. Then the requests
+# per model run of each server.
+alternate() {
+	local name=$1 segment=$2
+	for r in $(seq "$ROUNDS"); do
+		order="off on"
+		[ $((r % 2)) = 0 ] && order="on off"
+		for mode in $order; do
+			ghz_run "$WORK/$name-$mode-$r.json" "${grpc[$mode]}" --binary-file "$WORK/$name.bin" -c "$CONCURRENCY" -z "${segment}s" --duration-stop wait 2>/dev/null
+			echo "round $r, batching $mode: $("$LOADTOOL" ghz-report "$WORK/$name-$mode-$r.json" | tail -1)"
+			echo "  $(cat "$WORK/$name-$mode-$r.json.cpu")"
+		done
+	done
+	for mode in off on; do
+		echo "batching $mode: requests per model run (attnrun_batch_size) $(awk -v s="$(metric attnrun_batch_size_sum "${metrics[$mode]}")" -v c="$(metric attnrun_batch_size_count "${metrics[$mode]}")" 'BEGIN { printf "%.2f", s / c }')"
+	done
+}
 echo "# $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 echo
@@ -58,20 +79,8 @@ for mode in off on; do
 	grpc[$mode]=$GRPC_ADDR http[$mode]=$HTTP_ADDR metrics[$mode]=$METRICS_ADDR
 	ghz_run "$WORK/mha-$mode-warm.json" "$GRPC_ADDR" --binary-file "$WORK/mha.bin" -c "$CONCURRENCY" -n 200 2>/dev/null
 done
-# Both servers stay up; the load alternates between them so that the
-# machine's other load falls on both alike.
-for r in $(seq "$ROUNDS"); do
-	order="off on"
-	[ $((r % 2)) = 0 ] && order="on off"
-	for mode in $order; do
-		ghz_run "$WORK/mha-$mode-$r.json" "${grpc[$mode]}" --binary-file "$WORK/mha.bin" -c "$CONCURRENCY" -z "${SEGMENT}s" --duration-stop wait
-		echo "round $r, batching $mode: $("$LOADTOOL" ghz-report "$WORK/mha-$mode-$r.json" | tail -1)"
-		echo "  $(cat "$WORK/mha-$mode-$r.json.cpu")"
-	done
-done
-for mode in off on; do
-	echo "batching $mode: requests per model run (attnrun_batch_size) $(awk -v s="$(metric attnrun_batch_size_sum "${metrics[$mode]}")" -v c="$(metric attnrun_batch_size_count "${metrics[$mode]}")" 'BEGIN { printf "%.2f", s / c }')"
-done
+# Both servers stay up while the load alternates between them.
+alternate mha "$SEGMENT"
 for mode in off on; do
 	echo "### batching $mode, all rounds"
 	"$LOADTOOL" ghz-report "$WORK"/mha-$mode-[0-9]*.json
@@ -99,19 +108,7 @@ for mode in off on; do
 	grpc[$mode]=$GRPC_ADDR metrics[$mode]=$METRICS_ADDR
 	ghz_run "$WORK/small-$mode-warm.json" "$GRPC_ADDR" --binary-file "$WORK/small.bin" -c "$CONCURRENCY" -n 500 2>/dev/null
 done
-SMALL_SEGMENT=$((${SMALL_DURATION%s} / ROUNDS))
-for r in $(seq "$ROUNDS"); do
-	order="off on"
-	[ $((r % 2)) = 0 ] && order="on off"
-	for mode in $order; do
-		ghz_run "$WORK/small-$mode-$r.json" "${grpc[$mode]}" --binary-file "$WORK/small.bin" -c "$CONCURRENCY" -z "${SMALL_SEGMENT}s" --duration-stop wait 2>/dev/null
-		echo "round $r, batching $mode: $("$LOADTOOL" ghz-report "$WORK/small-$mode-$r.json" | tail -1)"
-		echo "  $(cat "$WORK/small-$mode-$r.json.cpu")"
-	done
-done
-for mode in off on; do
-	echo "batching $mode: requests per model run (attnrun_batch_size) $(awk -v s="$(metric attnrun_batch_size_sum "${metrics[$mode]}")" -v c="$(metric attnrun_batch_size_count "${metrics[$mode]}")" 'BEGIN { printf "%.2f", s / c }')"
-done
+alternate small $((${SMALL_DURATION%s} / ROUNDS))
 on=$("$LOADTOOL" ghz-report "$WORK"/small-on-[0-9]*.json | sed -nE 's/.* rps=([0-9.]+).*/\1/p')
 off=$("$LOADTOOL" ghz-report "$WORK"/small-off-[0-9]*.json | sed -nE 's/.* rps=([0-9.]+).*/\1/p')
 awk -v on="$on" -v off="$off" -v c="$CONCURRENCY" 'BEGIN { printf "s000 C=32 S=8 over gRPC, concurrency %d: %.1f requests/s with dynamic batching, %.1f without: %.2fx\n", c, on, off, on / off }'
