@@ -57,6 +57,9 @@ type DiedError struct {
 	// InProcess is true for an in-process backend (see InProcess) that
 	// panicked; ExitErr is then the panic, and Pid the host's.
 	InProcess bool
+	// Instance is which instance of its backend died, where the host runs
+	// several (package runtime/session sets it; 0 is the first).
+	Instance int
 }
 
 // Error reads `backend "cpu" (pid 1234) died while running node "/Softmax"

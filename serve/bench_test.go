@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -93,21 +95,7 @@ func BenchmarkInferTiny(b *testing.B) {
 }
 
 func BenchmarkGRPCInferTiny(b *testing.B) {
-	s := tinyServer(b)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	g := grpc.NewServer()
-	s.RegisterGRPC(g)
-	go g.Serve(ln)
-	defer g.Stop()
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	c := v2pb.NewGRPCInferenceServiceClient(conn)
+	c := grpcClient(b, tinyServer(b))
 	x := tinyInput()
 	req := &v2pb.ModelInferRequest{ModelName: "tiny",
 		Inputs:           []*v2pb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{8, 32}}},
@@ -125,6 +113,78 @@ func BenchmarkGRPCInferTiny(b *testing.B) {
 			return err
 		})
 	})
+}
+
+// BenchmarkGRPCInferMHA sends seed 000's MultiHeadAttention at C=768 a
+// [1, 128, 768] float32 input (393 KB of raw_input_contents) over gRPC at
+// concurrency 1, and reports the CPU time this process (the server and the
+// in-process client; the backend is a process of its own) spends per
+// request as cpu-ns/op: the server's per-request cost that
+// scripts/serve-load.sh measures on the real binary. Profile it with
+// -cpuprofile. The model is written by `/usr/bin/python3 models/export.py
+// --bench DIR` into $ATTNRUN_BENCH_MODELS (default /tmp/bench_models);
+// without it the benchmark is skipped.
+func BenchmarkGRPCInferMHA(b *testing.B) {
+	dir := os.Getenv("ATTNRUN_BENCH_MODELS")
+	if dir == "" {
+		dir = "/tmp/bench_models"
+	}
+	path := filepath.Join(dir, "s000_multi_head_c768", "model.onnx")
+	if _, err := os.Stat(path); err != nil {
+		b.Skipf("benchmark model %s not found (run /usr/bin/python3 models/export.py --bench DIR, set ATTNRUN_BENCH_MODELS)", path)
+	}
+	s, err := New(Options{Models: map[string]string{"mha": path}, Session: session.Options{Threads: 1}, Logger: discardLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.Close)
+	c := grpcClient(b, s)
+	r := rand.New(rand.NewPCG(1, 1))
+	x := make([]float32, 128*768)
+	for i := range x {
+		x[i] = r.Float32()*2 - 1
+	}
+	req := &v2pb.ModelInferRequest{ModelName: "mha",
+		Inputs:           []*v2pb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1, 128, 768}}},
+		RawInputContents: [][]byte{oip.RawBytes(ir.FromSlice([]int{1, 128, 768}, x))}}
+	if _, err := c.ModelInfer(context.Background(), req); err != nil {
+		b.Fatal(err)
+	}
+	before := cpuTime()
+	timeEach(b, func() error {
+		_, err := c.ModelInfer(context.Background(), req)
+		return err
+	})
+	b.ReportMetric(float64((cpuTime()-before).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// cpuTime is the user and system CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// grpcClient serves s over gRPC on a loopback port until the benchmark
+// ends, and returns a client.
+func grpcClient(b *testing.B, s *Server) v2pb.GRPCInferenceServiceClient {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := grpc.NewServer(GRPCServerOptions(1 << 30)...)
+	s.RegisterGRPC(g)
+	go g.Serve(ln)
+	b.Cleanup(g.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	return v2pb.NewGRPCInferenceServiceClient(conn)
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

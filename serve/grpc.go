@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"math"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
@@ -9,6 +10,17 @@ import (
 	"github.com/attnrun/attnrun/serve/oip"
 	"github.com/attnrun/attnrun/serve/v2pb"
 )
+
+// GRPCServerOptions are the options of the gRPC server that `attnrun
+// serve` runs: requests up to maxRequestBytes, responses of any size.
+// (Larger flow-control windows and transport buffers, tried for 393 KB
+// requests, did not lower the server's CPU per request measurably.)
+func GRPCServerOptions(maxRequestBytes int64) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(int(min(maxRequestBytes, math.MaxInt32))),
+		grpc.MaxSendMsgSize(math.MaxInt32),
+	}
+}
 
 // RegisterGRPC registers the server's inference.GRPCInferenceService
 // (KServe's grpc_predict_v2.proto) on a gRPC server.

@@ -109,16 +109,26 @@ func (h *httpAPI) infer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	out, jsonLength := oip.EncodeHTTPResponse(resp)
+	// The binary outputs are written from the tensors, not copied into the
+	// body first.
+	parts, jsonLength := oip.EncodeHTTPResponseParts(resp)
+	size := 0
+	for _, p := range parts {
+		size += len(p)
+	}
 	if jsonLength >= 0 {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set(oip.HeaderContentLength, strconv.Itoa(jsonLength))
 	} else {
 		w.Header().Set("Content-Type", "application/json")
 	}
-	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	w.Header().Set("Content-Length", strconv.Itoa(size))
 	w.WriteHeader(http.StatusOK)
-	w.Write(out)
+	for _, p := range parts {
+		if _, err := w.Write(p); err != nil {
+			return // the client is gone
+		}
+	}
 }
 
 // decode reads and decodes an inference request.

@@ -352,6 +352,30 @@ func backendPids(t *testing.T, s *Server, name string) []int {
 	return l.runner.(*runner.Pool).Pids()
 }
 
+// stopBackend stops a backend process (SIGSTOP) and waits until it is
+// stopped (the signal takes effect asynchronously), continuing it when the
+// test ends.
+func stopBackend(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The state follows the parenthesized command name.
+		if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(f) > 0 && f[0] == "T" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backend %d not stopped 5 s after SIGSTOP", pid)
+		}
+	}
+}
+
 func TestQueueFullIsUnavailable(t *testing.T) {
 	dir := repository(t, map[string]string{"mha/1": "s000_multi_head"})
 	s := start(t, Options{Repository: dir, MaxQueue: 2})
@@ -359,8 +383,7 @@ func TestQueueFullIsUnavailable(t *testing.T) {
 	l, _ := s.lookup("mha", "")
 	l.users.Done()
 	// A stopped backend holds the first request; two more fill the queue.
-	syscall.Kill(pid, syscall.SIGSTOP)
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	stopBackend(t, pid)
 	errs := make(chan error, 3)
 	r := rand.New(rand.NewPCG(3, 3))
 	for i := 0; i < 3; i++ {
@@ -394,8 +417,7 @@ func TestDrainFinishesInFlightAndRefusesNew(t *testing.T) {
 	dir := repository(t, map[string]string{"mha/1": "s000_multi_head"})
 	s := start(t, Options{Repository: dir})
 	pid := backendPids(t, s, "mha")[0]
-	syscall.Kill(pid, syscall.SIGSTOP) // keeps the requests in flight
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	stopBackend(t, pid) // keeps the requests in flight
 	errs := make(chan error, 8)
 	r := rand.New(rand.NewPCG(4, 4))
 	for i := 0; i < 8; i++ {
@@ -524,5 +546,58 @@ func TestMetricsRegistry(t *testing.T) {
 		if !have[name] {
 			t.Errorf("no %s", name)
 		}
+	}
+}
+
+// TestDeadlineStopsTheRun: with the backend stopped, a request past
+// --request-timeout, and one past its client's deadline, are answered
+// DEADLINE_EXCEEDED at once: the run's context ends, so the backend run is
+// abandoned and its instance freed (the session kills the stuck process and
+// starts a replacement), and later requests are served.
+func TestDeadlineStopsTheRun(t *testing.T) {
+	dir := repository(t, map[string]string{"mha/1": "s000_multi_head"})
+	s := start(t, Options{Repository: dir, RequestTimeout: 400 * time.Millisecond})
+	r := rand.New(rand.NewPCG(6, 6))
+	for _, c := range []struct {
+		name    string
+		timeout time.Duration // the client's; 0: none
+		says    string
+	}{
+		{"request-timeout", 0, "no answer within the request deadline (--request-timeout 400ms or the client's)"},
+		{"client deadline", 150 * time.Millisecond, "no answer within the request deadline"},
+	} {
+		pid := backendPids(t, s, "mha")[0]
+		stopBackend(t, pid)
+		ctx := context.Background()
+		if c.timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, c.timeout)
+			defer cancel()
+		}
+		begin := time.Now()
+		_, err := s.Infer(ctx, protoGRPC, "mha", "", xInput(r, 1, 4))
+		took := time.Since(begin)
+		if oip.ClassOf(err) != oip.DeadlineExceeded || !strings.Contains(err.Error(), c.says) {
+			t.Fatalf("%s: request to a stopped backend: %v, want DEADLINE_EXCEEDED saying %q", c.name, err, c.says)
+		}
+		if took > 3*time.Second {
+			t.Errorf("%s: the deadline's answer took %v", c.name, took)
+		}
+		// The stuck backend is killed and replaced; then requests are served.
+		var served bool
+		for deadline := time.Now().Add(20 * time.Second); !served && time.Now().Before(deadline); {
+			_, err := s.Infer(context.Background(), protoGRPC, "mha", "", xInput(r, 1, 4))
+			served = err == nil
+			if !served && oip.ClassOf(err) != oip.DeadlineExceeded && oip.ClassOf(err) != oip.Unavailable {
+				t.Fatalf("%s: request after the deadline: %v", c.name, err)
+			}
+		}
+		if !served {
+			t.Fatalf("%s: no request served within 20 s of the deadline", c.name)
+		}
+		if now := backendPids(t, s, "mha"); len(now) != 1 || now[0] == pid {
+			t.Fatalf("%s: backends %v after the stuck pid %d: want it replaced", c.name, now, pid)
+		}
+		t.Logf("%s: answered in %v", c.name, took)
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"gorgonia.org/tensor"
-
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops"
 	"github.com/attnrun/attnrun/runtime/budget"
@@ -132,53 +130,14 @@ func runIR(ctx context.Context, s *session.Session, in map[string]*ir.Tensor) (m
 	return runIRWith(ctx, s, in, session.RunOptions{})
 }
 
-// runIRWith is runIR with run options.
+// runIRWith is runIR with run options (session.RunIR with the CLI's flag
+// names in errors).
 func runIRWith(ctx context.Context, s *session.Session, in map[string]*ir.Tensor, ro session.RunOptions) (map[string]*ir.Tensor, error) {
-	dense, err := toDense(in)
-	if err != nil {
-		return nil, err
-	}
-	out, err := s.RunWith(ctx, dense, ro)
+	out, err := s.RunIR(ctx, in, ro)
 	if err != nil {
 		return nil, cliError(err)
 	}
-	res := make(map[string]*ir.Tensor, len(out))
-	for _, vi := range s.Outputs() {
-		d, ok := out[vi.Name]
-		if !ok {
-			return nil, fmt.Errorf("output %q missing from the backend's reply", vi.Name)
-		}
-		t, err := ir.FromDenseAs(d, vi.Type.DType)
-		if err != nil {
-			return nil, fmt.Errorf("output %q: %w", vi.Name, err)
-		}
-		res[vi.Name] = t
-	}
-	// Extra outputs (session.Options.AttentionWeights) keep their types.
-	for name, d := range out {
-		if _, ok := res[name]; !ok {
-			t, err := ir.FromDense(d)
-			if err != nil {
-				return nil, fmt.Errorf("value %q: %w", name, err)
-			}
-			res[name] = t
-		}
-	}
-	return res, nil
-}
-
-// toDense converts input tensors to the Dense values the session API takes
-// (sharing memory).
-func toDense(in map[string]*ir.Tensor) (map[string]*tensor.Dense, error) {
-	dense := make(map[string]*tensor.Dense, len(in))
-	for name, t := range in {
-		d, err := ir.ToDense(t)
-		if err != nil {
-			return nil, fmt.Errorf("input %q: %w", name, err)
-		}
-		dense[name] = d
-	}
-	return dense, nil
+	return out, nil
 }
 
 // sessionRunner adapts a session to conform.Runner.

@@ -47,7 +47,7 @@ one for the host.`,
 			if err != nil {
 				return err
 			}
-			inputs, err := toDense(loaded)
+			inputs, err := session.ToDense(loaded)
 			if err != nil {
 				return err
 			}

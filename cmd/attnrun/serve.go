@@ -215,7 +215,7 @@ func runServe(ctx context.Context, g *globalFlags, f *serveFlags) error {
 	}
 	var grpcSrv *grpc.Server
 	if lns[1] != nil {
-		grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(int(f.maxRequestBytes)), grpc.MaxSendMsgSize(math.MaxInt32))
+		grpcSrv = grpc.NewServer(serve.GRPCServerOptions(f.maxRequestBytes)...)
 		srv.RegisterGRPC(grpcSrv)
 		reflection.Register(grpcSrv)
 		go func() {

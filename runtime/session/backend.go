@@ -362,12 +362,7 @@ func (b *backend) acquire(ctx context.Context) (*process, error) {
 		b.mu.Unlock()
 		return g, nil
 	}
-	if g := b.cur; g != nil {
-		// Dead (its watch releases it).
-		b.cur = nil
-		b.opts.Logf("backend %q (pid %d) %s; restarting it", b.name, g.p.Pid(), endedHow(g.p))
-	}
-	b.restartLocked()
+	b.replaceDeadLocked()
 	done := b.restarting
 	b.mu.Unlock()
 	select {
@@ -386,6 +381,29 @@ func (b *backend) acquire(ctx context.Context) (*process, error) {
 		return nil, b.lastErr
 	}
 	return nil, fmt.Errorf("backend %q ended right after its restart", b.name)
+}
+
+// restartIfDead starts the replacement of a process found dead, and returns
+// a channel closed when the replacement being started (if any) is over; nil
+// when the current process runs.
+func (b *backend) restartIfDead() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || b.cur.alive() {
+		return nil
+	}
+	b.replaceDeadLocked()
+	return b.restarting
+}
+
+// replaceDeadLocked drops the dead current process, if any (its watch
+// releases it), and starts its replacement (the caller holds b.mu).
+func (b *backend) replaceDeadLocked() {
+	if g := b.cur; g != nil {
+		b.cur = nil
+		b.opts.Logf("backend %q (pid %d) %s; restarting it", b.name, g.p.Pid(), endedHow(g.p))
+	}
+	b.restartLocked()
 }
 
 // current is the current process if it runs, else nil.

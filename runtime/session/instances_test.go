@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/plugins"
 )
 
 // TestInstancesConcurrentRuns: 8 goroutines × 50 runs on a session with 2
@@ -140,6 +142,61 @@ func TestInstanceKilledOthersRun(t *testing.T) {
 	if !errors.Is(r.err, context.DeadlineExceeded) || !strings.Contains(r.err.Error(), `backend "cpu": run interrupted while waiting for a free instance (all 2 busy)`) {
 		t.Errorf("run with both instances busy: %v", r.err)
 	}
+}
+
+// TestRetryOfAvoidsDeadInstance: a run on instance 0 whose backend is
+// killed fails with a *plugins.DiedError naming instance 0; its retry
+// (RunOptions.RetryOf) runs on instance 1 even though instance 0 is first
+// in line, and instance 0's replacement starts without another run.
+func TestRetryOfAvoidsDeadInstance(t *testing.T) {
+	s, _ := openTiny(t, Options{Instances: 2})
+	in, want := tinyInputs()
+	pl := s.pools[0]
+	// Instance 0 first in line, then 1.
+	<-pl.free
+	<-pl.free
+	pl.put(pl.members[0])
+	pl.put(pl.members[1])
+	victim := s.Backends()[0].Pid
+	stopBackend(t, victim)
+	failed := make(chan error, 1)
+	go func() {
+		_, err := s.Run(context.Background(), in)
+		failed <- err
+	}()
+	eventually(t, 5*time.Second, "instance 0 taken", func() bool { return len(pl.free) == 1 })
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var died *plugins.DiedError
+	if err := <-failed; !errors.As(err, &died) || died.Instance != 0 || died.Pid != victim {
+		t.Fatalf("run on the killed instance: %v, want a *plugins.DiedError for instance 0 (pid %d)", err, victim)
+	}
+	// The dead instance is back in line, first: the retry passes it by.
+	<-pl.free
+	<-pl.free
+	pl.put(pl.members[0])
+	pl.put(pl.members[1])
+	before, err := pl.members[1].current().p.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.RunWith(context.Background(), in, RunOptions{RetryOf: died})
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	checkClose(t, "y", out["y"], []int{2, 3}, want, 1e-6)
+	after, err := pl.members[1].current().p.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Runs != before.Runs+1 {
+		t.Errorf("instance 1 ran %d runs during the retry, want 1", after.Runs-before.Runs)
+	}
+	eventually(t, 10*time.Second, "instance 0 replaced without another run", func() bool {
+		b := s.Backends()[0]
+		return b.Available && b.Pid != victim
+	})
 }
 
 // BenchmarkInstancesThroughput measures the runs per second of seed 000's

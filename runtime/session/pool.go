@@ -67,3 +67,34 @@ func (pl *pool) get(ctx context.Context) (*backend, error) {
 
 // put gives a member back.
 func (pl *pool) put(b *backend) { pl.free <- b }
+
+// getAvoiding is get for the retry of a Run whose instance avoid died (see
+// RunOptions.RetryOf): it starts avoid's replacement now, and returns
+// another member as soon as one is free, or avoid once its replacement is
+// ready (or failed to start: acquire then says why), whichever comes
+// first. A nil avoid, or a pool of one, is plain get.
+func (pl *pool) getAvoiding(ctx context.Context, avoid *backend) (*backend, error) {
+	if avoid == nil || len(pl.members) == 1 {
+		return pl.get(ctx)
+	}
+	restarted := avoid.restartIfDead()
+	b, err := pl.get(ctx)
+	if err != nil || b != avoid || restarted == nil {
+		return b, err
+	}
+	// Holding the dead instance (no other Run would do better with it),
+	// wait for another one or for its replacement.
+	select {
+	case other := <-pl.free:
+		pl.put(b)
+		return other, nil
+	case <-restarted:
+		return b, nil
+	case <-ctx.Done():
+		pl.put(b)
+		return nil, fmt.Errorf("backend %q: run interrupted while waiting for an instance other than %d, whose backend died: %w", pl.name, avoid.instance, ctx.Err())
+	case <-pl.bg.Done():
+		pl.put(b)
+		return nil, errClosed
+	}
+}

@@ -36,6 +36,16 @@ type RunOptions struct {
 	// and each partition's inside its backend, per plan step where the
 	// backend times its steps (the cpu and gpu backends do).
 	Profile *Profile
+	// RetryOf marks this Run as the retry of a Run that failed because a
+	// backend instance died (its *plugins.DiedError; inference is
+	// idempotent, so a server may retry once). Where the session runs more
+	// than one instance of that backend (Options.Instances), this Run
+	// avoids the instance that died: it takes another one as soon as one
+	// is free, and the dead one only once its replacement is ready. The
+	// replacement starts at once instead of on the next Run that needs it.
+	// With one instance, the retry waits for the replacement, as any Run
+	// would.
+	RetryOf *plugins.DiedError
 }
 
 // errRunTimeout is the cause of a context ended by Options.RunTimeout.
@@ -116,7 +126,7 @@ func (s *Session) runWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 			pp = &PartitionProfile{Index: i, Backend: p.pool.name}
 			rctx = plugins.WithProfile(ctx, &pp.RunProfile)
 		}
-		out, err := s.runPartition(rctx, p, in, into)
+		out, err := s.runPartition(rctx, p, in, into, ro.RetryOf)
 		if err != nil {
 			var remote *plugins.RemoteError
 			if len(conflicts) > 0 && errors.As(err, &remote) {
@@ -172,11 +182,15 @@ func (s *Session) runWith(ctx context.Context, inputs map[string]*tensor.Dense, 
 // runPartition runs one partition on a free instance of its backend (its
 // current process). Errors that name a backend partition id get the host's
 // partition number instead.
-func (s *Session) runPartition(ctx context.Context, p *partition, in, into map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
+func (s *Session) runPartition(ctx context.Context, p *partition, in, into map[string]*tensor.Dense, retryOf *plugins.DiedError) (map[string]*tensor.Dense, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("backend %q: run interrupted before partition %d: %w", p.pool.name, p.index, err)
 	}
-	b, err := p.pool.get(ctx)
+	var avoid *backend
+	if retryOf != nil && retryOf.Backend == p.pool.name && retryOf.Instance >= 0 && retryOf.Instance < len(p.pool.members) {
+		avoid = p.pool.members[retryOf.Instance]
+	}
+	b, err := p.pool.getAvoiding(ctx, avoid)
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +214,7 @@ func (s *Session) runPartition(ctx context.Context, p *partition, in, into map[s
 	switch {
 	case errors.As(err, &died):
 		died.PartitionLabel = label(died.Partition)
+		died.Instance = b.instance
 		return nil, died
 	case errors.As(err, &intr):
 		intr.PartitionLabel = label(intr.Partition)

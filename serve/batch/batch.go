@@ -306,12 +306,8 @@ func (s *Scheduler) execute(batch []*item) {
 	for _, it := range batch {
 		rows += it.rows
 	}
-	// A batch runs under the context of its oldest request; requests that
-	// joined it and gave up meanwhile get their outputs discarded.
-	ctx := batch[0].ctx
-	if len(batch) > 1 {
-		ctx = context.WithoutCancel(ctx)
-	}
+	ctx, cancel := batchContext(batch)
+	defer cancel()
 	var outs []map[string]*ir.Tensor
 	var err error
 	if len(batch) == 1 {
@@ -331,6 +327,34 @@ func (s *Scheduler) execute(batch []*item) {
 			r.out = outs[i]
 		}
 		it.done <- r
+	}
+}
+
+// batchContext is the context a batch runs under: a lone request's own,
+// or for a stacked batch one that ends when every request in it has given
+// up (its deadline passed or its client cancelled), so that the run stops
+// and frees its instance; requests that gave up while others still wait get
+// their outputs discarded.
+func batchContext(batch []*item) (context.Context, context.CancelFunc) {
+	if len(batch) == 1 {
+		return batch[0].ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(batch[0].ctx))
+	var left atomic.Int32
+	left.Store(int32(len(batch)))
+	stops := make([]func() bool, len(batch))
+	for i, it := range batch {
+		stops[i] = context.AfterFunc(it.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel(context.Cause(it.ctx))
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel(context.Canceled)
 	}
 }
 

@@ -277,3 +277,60 @@ func TestBatchKey(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchRunStopsWhenAllItsRequestsGiveUp: a stacked run that does not
+// finish by itself (a stuck backend, here a run waiting for its context)
+// goes on while one of its requests still waits, stops when the last one
+// gives up, and frees its slot for the next request.
+func TestBatchRunStopsWhenAllItsRequestsGiveUp(t *testing.T) {
+	m := &double{}
+	ended := make(chan error, 1)
+	var first sync.Once
+	run := func(ctx context.Context, in map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
+		stuck := false
+		first.Do(func() { stuck = true })
+		if !stuck {
+			return m.run(ctx, in)
+		}
+		<-ctx.Done()
+		ended <- ctx.Err()
+		return nil, ctx.Err()
+	}
+	s := New(Config{Slots: 1, MaxBatch: 4, MaxDelay: time.Second, MaxQueue: 8}, run)
+	defer s.Close()
+	var ctxs [2]context.Context
+	var cancels [2]context.CancelFunc
+	errc := make(chan error, 2)
+	for i := range ctxs {
+		ctxs[i], cancels[i] = context.WithCancel(context.Background())
+		defer cancels[i]()
+		go func() {
+			_, _, err := s.Submit(ctxs[i], map[string]*ir.Tensor{"x": rowsTensor(1, 2, float32(i))})
+			errc <- err
+		}()
+		waitFor(func() bool { return arrivals(s) == i+1 })
+	}
+	waitFor(func() bool { return s.Running() == 1 })
+	if s.Running() != 1 || s.QueueLength() != 0 {
+		t.Fatalf("%d runs, %d queued: want the two requests stacked in one run", s.Running(), s.QueueLength())
+	}
+	cancels[0]()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("first request: %v", err)
+	}
+	select {
+	case err := <-ended:
+		t.Fatalf("the run stopped (%v) while the second request still waited", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	cancels[1]()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("second request: %v", err)
+	}
+	if err := <-ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the run's context ended with %v", err)
+	}
+	in := rowsTensor(1, 2, 5)
+	out, _, err := s.Submit(context.Background(), map[string]*ir.Tensor{"x": in})
+	checkDoubled(t, in, reply{out, err})
+}

@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -85,9 +84,8 @@ func request(args []string) error {
 	if err != nil {
 		return err
 	}
-	r := rand.New(rand.NewPCG(*seed, 7))
 	var inputs []oip.NamedTensor
-	for _, vi := range m.Graph.Inputs {
+	for k, vi := range m.Graph.Inputs {
 		if !vi.Type.RankKnown {
 			return fmt.Errorf("input %q has no declared rank", vi.Name)
 		}
@@ -102,7 +100,11 @@ func request(args []string) error {
 				return fmt.Errorf("input %q dim %d (%v) is not bound: give --dim %s=N", vi.Name, i, d, d.Param)
 			}
 		}
-		inputs = append(inputs, oip.NamedTensor{Name: vi.Name, Tensor: randomTensor(r, vi.Type.DType, shape)})
+		t, err := ir.RandomTensor(vi.Type.DType, shape, *seed+uint64(k))
+		if err != nil {
+			return fmt.Errorf("input %q: %w", vi.Name, err)
+		}
+		inputs = append(inputs, oip.NamedTensor{Name: vi.Name, Tensor: t})
 	}
 	if *grpcOut != "" {
 		req := &v2pb.ModelInferRequest{ModelName: *name}
@@ -159,30 +161,4 @@ func dims64(shape []int) []int64 {
 		out[i] = int64(d)
 	}
 	return out
-}
-
-// randomTensor fills floats uniformly in [-1, 1); bool masks all false
-// (nothing masked) and integer masks all 1 (everything kept), so that no
-// attention row is fully masked.
-func randomTensor(r *rand.Rand, dt ir.DType, shape []int) *ir.Tensor {
-	t := ir.NewTensor(dt, shape)
-	switch d := t.Data.(type) {
-	case []float32:
-		for i := range d {
-			d[i] = r.Float32()*2 - 1
-		}
-	case []float64:
-		for i := range d {
-			d[i] = r.Float64()*2 - 1
-		}
-	case []int64:
-		for i := range d {
-			d[i] = 1
-		}
-	case []int32:
-		for i := range d {
-			d[i] = 1
-		}
-	}
-	return t
 }

@@ -242,16 +242,22 @@ func jsonError(err error) string {
 // raw bytes in output order, and headerLength is the JSON's length for the
 // Inference-Header-Content-Length header; otherwise headerLength is -1.
 func EncodeHTTPResponse(resp *Response) (body []byte, headerLength int) {
-	size, binBytes := 128, 0
+	parts, headerLength := EncodeHTTPResponseParts(resp)
+	return bytes.Join(parts, nil), headerLength
+}
+
+// EncodeHTTPResponseParts is EncodeHTTPResponse without the copy of the
+// binary outputs: the body is the concatenation of parts, the JSON header
+// first, then each binary output's raw data aliasing its tensor (on a
+// little-endian machine), for a server to write one after the other.
+func EncodeHTTPResponseParts(resp *Response) (parts [][]byte, headerLength int) {
+	size := 128
 	for i, o := range resp.Outputs {
-		n := o.Tensor.Len() * max(o.Tensor.DType.Size(), 1)
-		if i < len(resp.Binary) && resp.Binary[i] {
-			binBytes += n
-		} else {
-			size += 4 * n // about 8 characters per float32 element
+		if i >= len(resp.Binary) || !resp.Binary[i] {
+			size += 4 * o.Tensor.Len() * max(o.Tensor.DType.Size(), 1) // about 8 characters per float32 element
 		}
 	}
-	b := make([]byte, 0, size+binBytes)
+	b := make([]byte, 0, size)
 	b = append(b, `{"model_name":`...)
 	b = appendString(b, resp.ModelName)
 	if resp.ModelVersion != "" {
@@ -293,15 +299,15 @@ func EncodeHTTPResponse(resp *Response) (body []byte, headerLength int) {
 	}
 	b = append(b, "]}"...)
 	if !anyBinary {
-		return b, -1
+		return [][]byte{b}, -1
 	}
-	headerLength = len(b)
+	parts = [][]byte{b}
 	for i, o := range resp.Outputs {
 		if i < len(resp.Binary) && resp.Binary[i] {
-			b = append(b, RawBytes(o.Tensor)...)
+			parts = append(parts, RawBytes(o.Tensor))
 		}
 	}
-	return b, headerLength
+	return parts, len(b)
 }
 
 // appendString appends s as a JSON string.
