@@ -113,7 +113,8 @@ ghz_run() {
 	s1=$(cpu_seconds "$server")
 	b1=$(cpu_seconds $backends)
 	local n
-	n=$(jq '.count' "$out")
+	# ghz's JSON report: the first "count" is the top-level number of requests.
+	n=$(grep -o '"count":[0-9]*' "$out" | head -1 | cut -d: -f2)
 	awk -v n="$n" -v s="$(awk -v a="$s0" -v b="$s1" 'BEGIN { print b - a }')" -v b="$(awk -v a="$b0" -v b="$b1" 'BEGIN { print b - a }')" \
 		-v g="$(awk -v a="$t0" -v b="$t1" -v hz="$(getconf CLK_TCK)" 'BEGIN { print (b - a) / hz }')" \
 		'BEGIN { if (n > 0) printf "cpu per request (%d requests): server %.3f ms, backends %.3f ms, ghz %.3f ms\n", n, 1000 * s / n, 1000 * b / n, 1000 * g / n }' >"$out.cpu"
