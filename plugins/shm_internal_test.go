@@ -154,7 +154,7 @@ func TestShrinkIdleTakesTurn(t *testing.T) {
 	// Broken (an abandoned Run never confirmed): never armed, never shrunk.
 	h.broken = true
 	h.release()
-	if h.idle != nil {
+	if h.idle.Load() != nil {
 		t.Error("a broken region armed the idle shrink")
 	}
 	h.shrinkIdle()
