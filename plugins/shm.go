@@ -99,7 +99,11 @@ const DefaultIdleRelease = 2 * time.Second
 // IdleRelease returns $ATTNRUN_IDLE_RELEASE when it is a positive duration,
 // else DefaultIdleRelease.
 func IdleRelease() time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(IdleReleaseEnv)); err == nil && d > 0 {
+	v := os.Getenv(IdleReleaseEnv)
+	if v == "" { // every run asks: no parse error to allocate
+		return DefaultIdleRelease
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
 		return d
 	}
 	return DefaultIdleRelease
