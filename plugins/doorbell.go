@@ -41,6 +41,8 @@ import (
 //	[8:16)    the request's seq (uint64), written before ring
 //	[16:24)   the request's length in bytes
 //	[24:32)   the request's deadline, Unix nanoseconds (0: none)
+//	[32:36)   bellReadyMagic once the backend serves the doorbell (a backend
+//	          built before it never sets it: the host then keeps to gRPC)
 //	[64:68)   answer: the low 32 bits of the seq last answered (backend)
 //	[68:72)   set while the host sleeps on answer (host)
 //	[72:80)   the response's length in bytes
@@ -108,6 +110,7 @@ const (
 	bellSeq       = 8
 	bellReqLen    = 16
 	bellDeadline  = 24
+	bellReady     = 32
 	bellAnswer    = 64
 	bellHostSleep = 68
 	bellResLen    = 72
@@ -120,6 +123,10 @@ const (
 	futexWaitOp = 0 // FUTEX_WAIT
 	futexWakeOp = 1 // FUTEX_WAKE
 )
+
+// bellReadyMagic ("DBL1") is what a backend that serves the doorbell
+// writes at bellReady.
+const bellReadyMagic = 0x314c4244
 
 // doorbellWaitSlice bounds each futex sleep: the host then looks at its
 // context and at the process, the backend at nothing (it just sleeps
@@ -243,10 +250,11 @@ func (b *hostBell) close() {
 	}
 }
 
-// fits reports whether req can ring: it fits the request area and carries
-// no tensor bytes (those belong in gRPC's messages).
+// fits reports whether req can ring: the backend serves the doorbell, and
+// req fits the request area and carries no tensor bytes (those belong in
+// gRPC's messages).
 func (b *hostBell) fits(req *backendpb.RunRequest) bool {
-	if req.Shm == nil {
+	if req.Shm == nil || atomic.LoadUint32(b.u32(bellReady)) != bellReadyMagic {
 		return false
 	}
 	for _, nt := range req.Inputs {
@@ -354,10 +362,17 @@ func (b *backendBell) cancelUpTo(fence uint64) {
 	}
 }
 
+// start serves the doorbell with s from now on, and tells the host so
+// (before the go-plugin handshake: GRPCServer calls it).
+func (b *backendBell) start(s *grpcServer) {
+	go b.serve(s)
+	atomic.StoreUint32(b.u32(bellReady), bellReadyMagic)
+}
+
 // serve answers the doorbell forever: it runs each request with s.Run.
 func (b *backendBell) serve(s *grpcServer) {
 	ring := b.u32(bellRing)
-	last := uint32(0) // the page starts zeroed; the host may ring before this starts
+	last := uint32(0) // the page starts zeroed: a ring before this started counts
 	for {
 		b.await(ring, b.u32(bellSleeper), last, time.Second, nil)
 		last = atomic.LoadUint32(ring)

@@ -39,7 +39,7 @@ func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 	srv := &grpcServer{impl: p.impl, shm: p.shm, bell: p.bell}
 	backendpb.RegisterBackendServer(s, srv)
 	if p.bell != nil && p.shm != nil {
-		go p.bell.serve(srv)
+		p.bell.start(srv)
 	}
 	return nil
 }
