@@ -331,6 +331,9 @@ type backendBell struct {
 	mu       sync.Mutex
 	inflight uint64             // seq of the run in progress (0: none)
 	cancel   context.CancelFunc // cancels it
+	// fence is the highest seq the host abandoned (cancelUpTo): a run
+	// that registers after the drain's Ping came is cancelled at once.
+	fence uint64
 }
 
 // backendBellFromEnv maps the doorbell the host passed (DoorbellFDEnv);
@@ -357,6 +360,7 @@ func (b *backendBell) cancelUpTo(fence uint64) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.fence = max(b.fence, fence)
 	if b.inflight != 0 && b.inflight <= fence && b.cancel != nil {
 		b.cancel()
 	}
@@ -408,6 +412,9 @@ func (b *backendBell) handle(s *grpcServer, seq uint64) (r *backendpb.RunRespons
 	}
 	b.mu.Lock()
 	b.inflight, b.cancel = seq, cancel
+	if seq <= b.fence {
+		cancel() // abandoned before it got here
+	}
 	b.mu.Unlock()
 	defer func() {
 		b.mu.Lock()
