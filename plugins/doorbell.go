@@ -54,10 +54,11 @@ import (
 //	[...:doorbellSize)       the response bytes
 //
 // What the reliability work built holds on this path too:
-//   - Cancellation: the host never waits on the doorbell longer than
-//     doorbellWaitSlice without looking at its context; when the context
-//     ends it returns at once and hands the region to the drain (shm.go),
-//     whose fenced Ping also cancels the backend's run of that seq.
+//   - Cancellation: the end of the Run's context wakes the host's wait
+//     (and it never sleeps longer than doorbellWaitSlice without looking
+//     at its context anyway); it returns at once and hands the region to
+//     the drain (shm.go), whose fenced Ping also cancels the backend's run
+//     of that seq.
 //   - A dead backend (killed, crashed, or killed by the watchdog for not
 //     answering its health checks, a stopped one) is noticed at the next
 //     slice: the Run then fails like a broken gRPC call, and Process.check
@@ -288,6 +289,12 @@ func (b *hostBell) run(ctx context.Context, req *backendpb.RunRequest, gone func
 	atomic.StoreUint64(b.u64(bellSeq), seq)
 	answer := b.u32(bellAnswer)
 	old := atomic.LoadUint32(answer)
+	if ctx.Done() != nil {
+		// Wake the wait below the moment ctx ends, rather than at the end
+		// of its slice.
+		stop := context.AfterFunc(ctx, func() { futexWake(answer) })
+		defer stop()
+	}
 	signal(b.u32(bellRing), b.u32(bellSleeper), uint32(seq))
 	var why error
 	for atomic.LoadUint32(answer) != uint32(seq) {
