@@ -160,7 +160,7 @@ func futexWake(addr *uint32) {
 
 // await waits until *word != old, spinning for d.spin first and then
 // sleeping on the futex (announcing it in *sleeper) in slices of at most
-// slice; after each slice it returns false when stop says so.
+// slice; before each sleep it returns false when stop says so.
 func (d *doorbell) await(word, sleeper *uint32, old uint32, slice time.Duration, stop func() bool) bool {
 	if atomic.LoadUint32(word) != old {
 		return true
@@ -183,17 +183,17 @@ func (d *doorbell) await(word, sleeper *uint32, old uint32, slice time.Duration,
 		}
 	}
 	for {
+		if atomic.LoadUint32(word) != old {
+			return true
+		}
+		if stop != nil && stop() { // before sleeping too: a wake-up may have come already
+			return false
+		}
 		atomic.StoreUint32(sleeper, 1)
 		if atomic.LoadUint32(word) == old {
 			futexWait(word, old, slice)
 		}
 		atomic.StoreUint32(sleeper, 0)
-		if atomic.LoadUint32(word) != old {
-			return true
-		}
-		if stop != nil && stop() {
-			return false
-		}
 	}
 }
 

@@ -3,6 +3,9 @@ package plugins_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -119,6 +122,7 @@ func TestDoorbellStoppedBackend(t *testing.T) {
 			if err := syscall.Kill(p.Pid(), syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
+			waitStopped(t, p.Pid())
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan error, 1)
@@ -152,4 +156,38 @@ func TestDoorbellStoppedBackend(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitStopped waits until every thread of process pid is stopped (kill
+// returns before the signal has reached them all).
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if allStopped(pid) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d did not stop within 5 s of SIGSTOP", pid)
+		}
+	}
+}
+
+// allStopped reports whether every thread of pid is in state T.
+func allStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 >= len(s) || s[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
