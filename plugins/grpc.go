@@ -27,6 +27,8 @@ type grpcPlugin struct {
 	// shm is the backend's mapping of the host's tensor region (nil: none
 	// was passed).
 	shm *backendShm
+	// bell is the backend's doorbell (nil: none was passed; see doorbell.go).
+	bell *backendBell
 }
 
 // GRPCServer registers the service (backend side).
@@ -34,7 +36,11 @@ func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 	if p.impl == nil {
 		return errors.New("no backend implementation to serve")
 	}
-	backendpb.RegisterBackendServer(s, &grpcServer{impl: p.impl, shm: p.shm})
+	srv := &grpcServer{impl: p.impl, shm: p.shm, bell: p.bell}
+	backendpb.RegisterBackendServer(s, srv)
+	if p.bell != nil && p.shm != nil {
+		p.bell.start(srv)
+	}
 	return nil
 }
 
@@ -50,6 +56,7 @@ type grpcServer struct {
 	backendpb.UnimplementedBackendServer
 	impl Server
 	shm  *backendShm
+	bell *backendBell
 }
 
 func (s *grpcServer) Info(ctx context.Context, _ *backendpb.InfoRequest) (*backendpb.InfoResponse, error) {
@@ -245,6 +252,7 @@ func (s *grpcServer) Release(ctx context.Context, req *backendpb.ReleaseRequest)
 // after fencing off every Run numbered up to it (see shm.go).
 func (s *grpcServer) Ping(ctx context.Context, req *backendpb.PingRequest) (*backendpb.PingResponse, error) {
 	if req.Fence > 0 && s.shm != nil {
+		s.bell.cancelUpTo(req.Fence) // a doorbell run the host abandoned
 		if err := s.shm.lockBefore(ctx); err != nil {
 			return nil, status.FromContextError(err).Err()
 		}
@@ -293,6 +301,11 @@ type client struct {
 	// shm is the tensor region shared with the backend (nil: tensors travel
 	// inline). Launch sets it.
 	shm *hostShm
+	// bell rings Runs past gRPC (nil: every Run goes over gRPC; see
+	// doorbell.go), and gone reports the backend's death to a Run waiting
+	// on it. Launch sets both.
+	bell *hostBell
+	gone func() bool
 	// drainFailed is told when a backend did not confirm that it let go of
 	// the region (timedOut: it did not answer in time); Launch sets it.
 	drainFailed func(timedOut bool)
@@ -498,7 +511,16 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 		req.Profile = true
 		prof.WriteInputs, mark = since(mark), time.Now()
 	}
-	r, err := c.rpc.Run(ctx, req)
+	var r *backendpb.RunResponse
+	var err error
+	if c.bell != nil && c.bell.fits(req) {
+		r, err = c.bell.run(ctx, req, c.gone)
+		if errors.Is(err, errTooLarge) {
+			r, err = c.rpc.Run(ctx, req) // the outputs travel inline
+		}
+	} else {
+		r, err = c.rpc.Run(ctx, req)
+	}
 	if err != nil {
 		err = rpcError("run", err)
 		var remote *RemoteError

@@ -296,13 +296,18 @@ func (p *InProcess) RunInto(ctx context.Context, id PartitionID, inputs, into ma
 	if prof != nil {
 		prof.WriteInputs, mark = since(mark), time.Now()
 	}
-	// When ctx ends, note the node running at that moment for the error.
+	// When ctx ends, note the node running at that moment for the error
+	// (a context that never ends needs no watcher).
 	var at Where
-	noted := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		at = p.where()
-		close(noted)
-	})
+	stop := func() bool { return true }
+	var noted chan struct{}
+	if ctx.Done() != nil {
+		noted = make(chan struct{})
+		stop = context.AfterFunc(ctx, func() {
+			at = p.where()
+			close(noted)
+		})
+	}
 	var res map[string]*ir.Tensor
 	err := p.call("run", func() (err error) {
 		res, err = p.srv.Run(ctx, id, ts)

@@ -83,8 +83,9 @@ type Process struct {
 	rpc    *client
 	run    *procRunner
 	page   *statusPage
-	shm    *hostShm // nil: tensors travel inline
-	parent *os.File // write end of the parent pipe
+	shm    *hostShm  // nil: tensors travel inline
+	bell   *hostBell // nil: every Run goes over gRPC
+	parent *os.File  // write end of the parent pipe
 	stderr *tailBuffer
 
 	busy       atomic.Int32          // Runs in flight; the watchdog pings only then
@@ -179,6 +180,18 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Process, error) {
 		}
 	}
 
+	// The doorbell (see doorbell.go): Runs past gRPC, with the region only.
+	var bell *hostBell
+	if shm != nil && os.Getenv(NoDoorbellEnv) != "1" {
+		if bell, err = newHostBell(); err != nil {
+			page.close()
+			shm.close()
+			parentR.Close()
+			parentW.Close()
+			return nil, fmt.Errorf("launch backend %q: %w", spec.Name, err)
+		}
+	}
+
 	cmd := spec.Cmd
 	fd := 3 + len(cmd.ExtraFiles)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, pageFile, parentR)
@@ -186,6 +199,11 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Process, error) {
 	if shm != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, shm.f)
 		shmEnv += strconv.Itoa(fd + 2)
+	}
+	bellEnv := DoorbellFDEnv + "="
+	if bell != nil {
+		bellEnv += strconv.Itoa(3 + len(cmd.ExtraFiles))
+		cmd.ExtraFiles = append(cmd.ExtraFiles, bell.f)
 	}
 	var extraEnv []string
 	if spec.Exe != nil {
@@ -201,7 +219,7 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Process, error) {
 	}
 	// The host environment goes first so that the spec's and ours win.
 	cmd.Env = append(append(append(os.Environ(), cmd.Env...), extraEnv...),
-		StatusFDEnv+"="+strconv.Itoa(fd), ParentFDEnv+"="+strconv.Itoa(fd+1), shmEnv)
+		StatusFDEnv+"="+strconv.Itoa(fd), ParentFDEnv+"="+strconv.Itoa(fd+1), shmEnv, bellEnv)
 
 	tail := &tailBuffer{max: 8 << 10}
 	pr := &procRunner{cmd: cmd, name: display, done: make(chan struct{}), drained: make(chan struct{})}
@@ -244,6 +262,7 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Process, error) {
 		terminate(c, pr)
 		page.close()
 		shm.close()
+		bell.close()
 		parentW.Close()
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return nil, fmt.Errorf("launch backend %q (%s): %w", spec.Name, display, err)
@@ -292,8 +311,9 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Process, error) {
 	if st.err != nil {
 		return fail(st.err)
 	}
-	p := &Process{name: spec.Name, pid: pr.pid, client: c, rpc: st.cl, run: pr, page: page, shm: shm, parent: parentW, stderr: tail, killed: make(chan struct{})}
+	p := &Process{name: spec.Name, pid: pr.pid, client: c, rpc: st.cl, run: pr, page: page, shm: shm, bell: bell, parent: parentW, stderr: tail, killed: make(chan struct{})}
 	st.cl.shm = shm
+	st.cl.bell, st.cl.gone = bell, pr.exited
 	st.cl.drainFailed = p.drainFailed
 	go p.watchdog()
 	return p, nil
@@ -358,6 +378,15 @@ func (p *Process) SharedBytes() int64 {
 	return int64(len(p.shm.mem))
 }
 
+// DoorbellRuns counts the Runs this process answered through the doorbell
+// (see doorbell.go) rather than over gRPC.
+func (p *Process) DoorbellRuns() uint64 {
+	if p.bell == nil {
+		return 0
+	}
+	return p.bell.answered.Load()
+}
+
 // Exited reports whether the process has ended.
 func (p *Process) Exited() bool { return p.run.exited() }
 
@@ -400,6 +429,7 @@ func (p *Process) kill(reason string) {
 		// After the process is gone: a Run in flight fails and releases
 		// the region, which close waits for.
 		p.shm.close()
+		p.bell.close() // after the region: no Run holds either now
 		p.closeParent()
 	})
 }

@@ -40,9 +40,14 @@ func Serve(impl Server) {
 		fmt.Fprintf(os.Stderr, "attnrun backend: %v\n", err)
 		os.Exit(1)
 	}
+	bell, err := backendBellFromEnv()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "attnrun backend: %v\n", err)
+		os.Exit(1)
+	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
-		Plugins:         plugin.PluginSet{PluginName: &grpcPlugin{impl: impl, shm: shm}},
+		Plugins:         plugin.PluginSet{PluginName: &grpcPlugin{impl: impl, shm: shm, bell: bell}},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			opts = append(opts, grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))
 			return grpc.NewServer(opts...)
@@ -60,6 +65,20 @@ func Serve(impl Server) {
 // descriptor is the read end of a pipe whose write end only the host holds:
 // end of file on it means the host is gone.
 const ParentFDEnv = "ATTNRUN_PARENT_FD"
+
+// fdFromEnv returns the file descriptor the environment variable name
+// holds, -1 without error when it is unset or empty.
+func fdFromEnv(name string) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return -1, nil
+	}
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 0 {
+		return -1, fmt.Errorf("%s=%q is not a file descriptor", name, v)
+	}
+	return fd, nil
+}
 
 // watchParent calls gone once reading the pipe fd v hits end of file (or
 // fails). An empty v means no pipe was passed.

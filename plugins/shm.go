@@ -7,8 +7,8 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -99,7 +99,11 @@ const DefaultIdleRelease = 2 * time.Second
 // IdleRelease returns $ATTNRUN_IDLE_RELEASE when it is a positive duration,
 // else DefaultIdleRelease.
 func IdleRelease() time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(IdleReleaseEnv)); err == nil && d > 0 {
+	v := os.Getenv(IdleReleaseEnv)
+	if v == "" { // every run asks: no parse error to allocate
+		return DefaultIdleRelease
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
 		return d
 	}
 	return DefaultIdleRelease
@@ -119,7 +123,8 @@ type hostShm struct {
 	reserved int64
 	// idle shrinks the region once no Run has held it for IdleRelease
 	// (idleLater, shrinkIdle).
-	idle *time.Timer
+	// It is atomic because shrinkIdle re-arms it without mu.
+	idle atomic.Pointer[time.Timer]
 	// outBytes remembers, per partition, the input and output bytes of its
 	// last Run (see expectOutput).
 	outBytes map[PartitionID]ioBytes
@@ -293,11 +298,12 @@ func (h *hostShm) idleLater() {
 	if h.mem == nil || h.broken || int64(len(h.mem)) <= h.initial {
 		return
 	}
-	if h.idle == nil {
-		h.idle = time.AfterFunc(IdleRelease(), h.shrinkIdle)
-		return
+	t := h.idle.Load()
+	if t == nil {
+		t = time.AfterFunc(time.Hour, h.shrinkIdle) // armed once stored
+		h.idle.Store(t)
 	}
-	h.idle.Reset(IdleRelease())
+	t.Reset(IdleRelease())
 }
 
 // shrinkIdle truncates an idle region back to its initial size, and then
@@ -306,14 +312,20 @@ func (h *hostShm) idleLater() {
 //
 // It takes the region's turn without waiting: when a Run holds the region,
 // or the drain of an abandoned Run does (the backend may still be using it
-// for that Run), it does nothing, and whoever holds the region arms the
-// next shrink when it lets go (release). A broken region (a backend that
+// for that Run), it only arms itself again (whoever holds the region also
+// arms it when it lets go, in release, but a moment before it does). A broken region (a backend that
 // never confirmed it let go of an abandoned Run's tensors) is never
 // shrunk: the backend may still write to it.
 func (h *hostShm) shrinkIdle() {
 	select {
 	case h.turn <- struct{}{}:
 	default:
+		// Its holder armed this timer in release, before letting go of
+		// the turn; on a loaded machine the timer can fire in between,
+		// and no release comes after it: look again later.
+		if t := h.idle.Load(); t != nil {
+			t.Reset(IdleRelease())
+		}
 		return
 	}
 	// Without the turn, mu is only ever held for a moment (close,
@@ -366,8 +378,8 @@ func (h *hostShm) close() {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.idle != nil {
-		h.idle.Stop()
+	if t := h.idle.Load(); t != nil {
+		t.Stop()
 	}
 	if h.mem != nil {
 		_ = unix.Munmap(h.mem)
@@ -483,13 +495,9 @@ func (b *backendShm) lockBefore(ctx context.Context) error {
 // backendShmFromEnv opens the region the host passed (SharedFDEnv); nil
 // without error when none was passed.
 func backendShmFromEnv() (*backendShm, error) {
-	v := os.Getenv(SharedFDEnv)
-	if v == "" {
-		return nil, nil
-	}
-	fd, err := strconv.Atoi(v)
-	if err != nil || fd < 0 {
-		return nil, fmt.Errorf("%s=%q is not a file descriptor", SharedFDEnv, v)
+	fd, err := fdFromEnv(SharedFDEnv)
+	if fd < 0 || err != nil {
+		return nil, err
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {

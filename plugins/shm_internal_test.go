@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,7 +155,7 @@ func TestShrinkIdleTakesTurn(t *testing.T) {
 	// Broken (an abandoned Run never confirmed): never armed, never shrunk.
 	h.broken = true
 	h.release()
-	if h.idle != nil {
+	if h.idle.Load() != nil {
 		t.Error("a broken region armed the idle shrink")
 	}
 	h.shrinkIdle()
@@ -236,5 +237,30 @@ func TestExpectOutput(t *testing.T) {
 		if got := h.expectOutput(1, c[0]); got != c[1] {
 			t.Errorf("inputs %d: expect %d, want %d", c[0], got, c[1])
 		}
+	}
+}
+
+// TestDoorbellNeedsReadyBackend: the host rings only a backend that said it
+// serves the doorbell (one built before it never answers), and only for
+// requests whose tensors all lie in the region.
+func TestDoorbellNeedsReadyBackend(t *testing.T) {
+	b, err := newHostBell()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	shmReq := &backendpb.RunRequest{Shm: &backendpb.SharedRun{Size: 1 << 20, Seq: 1},
+		Inputs: []*backendpb.NamedTensor{{Name: "x", Tensor: &backendpb.Tensor{Dtype: 1, Dims: []int64{4}, Shm: &backendpb.ShmRef{Length: 16}}}}}
+	if b.fits(shmReq) {
+		t.Error("rings a backend that never said it serves the doorbell")
+	}
+	atomic.StoreUint32(b.u32(bellReady), bellReadyMagic)
+	if !b.fits(shmReq) {
+		t.Error("does not ring a ready backend")
+	}
+	inline := &backendpb.RunRequest{Shm: shmReq.Shm,
+		Inputs: []*backendpb.NamedTensor{{Name: "x", Tensor: &backendpb.Tensor{Dtype: 1, Dims: []int64{4}, Raw: make([]byte, 16)}}}}
+	if b.fits(inline) {
+		t.Error("rings with a tensor inline")
 	}
 }

@@ -3,7 +3,6 @@ package plugins
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -139,13 +138,9 @@ type StatusWriter struct {
 // It returns a nil writer and no error when the backend was started without
 // one, e.g. by hand.
 func StatusWriterFromEnv() (*StatusWriter, error) {
-	v := os.Getenv(StatusFDEnv)
-	if v == "" {
-		return nil, nil
-	}
-	fd, err := strconv.Atoi(v)
-	if err != nil || fd < 0 {
-		return nil, fmt.Errorf("%s=%q is not a file descriptor", StatusFDEnv, v)
+	fd, err := fdFromEnv(StatusFDEnv)
+	if fd < 0 || err != nil {
+		return nil, err
 	}
 	mem, err := unix.Mmap(fd, 0, statusPageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {

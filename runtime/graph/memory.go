@@ -72,7 +72,9 @@ func (ap *arenaPool) get() *arena {
 		a.run++
 		return a
 	}
-	return &arena{budget: ap.budget, run: 1}
+	a := &arena{budget: ap.budget, run: 1}
+	a.scratchFn, a.allocFn = a.scratchFloats, a.alloc
+	return a
 }
 
 // collectAfter is how much memory an arena may let go of before it runs
@@ -164,6 +166,10 @@ type arena struct {
 	allocs       [][]*ir.Tensor
 	allocRun     []int
 	step, nalloc int
+	// scratchFn and allocFn are scratchFloats and alloc as funcs for
+	// ops.Context, made once per arena rather than once per run.
+	scratchFn func(int) []float32
+	allocFn   func(ir.DType, []int) *ir.Tensor
 }
 
 // memoryError is the panic value of an arena allocation the budget
@@ -600,13 +606,20 @@ func viewResult(st *step, args []*ir.Tensor) ([]*ir.Tensor, error) {
 // runInto runs a step with RunInto into its arena buffers (a graph output
 // into new memory unless reuse is set), turning a panic into an error
 // naming the node.
-func runInto(st *step, ctx *ops.Context, args []*ir.Tensor, mem *memPlan, a *arena, reuse bool) (res []*ir.Tensor, err error) {
-	res = make([]*ir.Tensor, len(st.outs))
+//
+// res is the caller's buffer for the results (reused across steps: the
+// caller keeps the tensors, not the slice); it grows when too short.
+func runInto(st *step, ctx *ops.Context, args []*ir.Tensor, mem *memPlan, a *arena, reuse bool, res []*ir.Tensor) (_ []*ir.Tensor, err error) {
+	if cap(res) < len(st.outs) {
+		res = make([]*ir.Tensor, len(st.outs))
+	}
+	res = res[:len(st.outs)]
+	clear(res)
 	for k, b := range st.bufs {
 		if b < 0 {
 			continue
 		}
-		dims, _ := st.want[k].Shape.Concrete()
+		dims := st.dims[k]
 		n := ops.ShapeElems(dims)
 		var data []float32
 		if st.fresh[k] && !reuse {

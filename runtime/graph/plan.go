@@ -72,6 +72,9 @@ type step struct {
 	outs   []int // slot per output; -1 for omitted
 	free   []int // slots whose last use is this step
 	want   []ir.TypeInfo
+	// dims are want's shapes where fully known (nil where not), worked out
+	// once per plan rather than on every run (runInto, checkResult).
+	dims [][]int
 	// view: the step only reshapes its first input; its output shares the
 	// input's data (memory.go).
 	view bool
@@ -162,12 +165,12 @@ func (c DimConflict) String() string {
 // shapes (see buildPlan), so every shape in it is the real one.
 func (p *Program) ValidateInputs(inputs map[string]*ir.Tensor) ([]DimConflict, error) {
 	g := p.Model.Graph
-	declared := make(map[string]bool, len(g.Inputs))
-	bindings := map[string][]DimBinding{} // dim_param → every axis declared with it
-	var params []string                   // dim_params in order of first binding
-	conflicting := map[string]bool{}
+	// Made on first use: most runs of most models bind a dim_param or two,
+	// and conflict on none.
+	var bindings map[string][]DimBinding // dim_param → every axis declared with it
+	var params []string                  // dim_params in order of first binding
+	var conflicting map[string]bool
 	for _, vi := range g.Inputs {
-		declared[vi.Name] = true
 		t, ok := inputs[vi.Name]
 		if !ok || t == nil {
 			return nil, fmt.Errorf("missing input %q (%v)", vi.Name, vi.Type)
@@ -195,7 +198,13 @@ func (p *Program) ValidateInputs(inputs map[string]*ir.Tensor) ([]DimConflict, e
 					if p.opts.StrictDims {
 						return nil, fmt.Errorf("input %q dim %d (%s) is %d, but %s dim %d set %s=%d (refused: strict dims)", vi.Name, i, d.Param, got, first.Input, first.Dim, d.Param, first.Size)
 					}
+					if conflicting == nil {
+						conflicting = map[string]bool{}
+					}
 					conflicting[d.Param] = true
+				}
+				if bindings == nil {
+					bindings = make(map[string][]DimBinding, 2)
 				}
 				bindings[d.Param] = append(prev, DimBinding{vi.Name, i, got})
 			case d.Value >= 0 && int64(got) != d.Value:
@@ -203,10 +212,18 @@ func (p *Program) ValidateInputs(inputs map[string]*ir.Tensor) ([]DimConflict, e
 			}
 		}
 	}
+	// Every declared input is present (above), so there are others only
+	// when there are more inputs than declared ones.
 	var extra []string
-	for name := range inputs {
-		if !declared[name] {
-			extra = append(extra, name)
+	if len(inputs) > len(g.Inputs) {
+		declared := make(map[string]bool, len(g.Inputs))
+		for _, vi := range g.Inputs {
+			declared[vi.Name] = true
+		}
+		for name := range inputs {
+			if !declared[name] {
+				extra = append(extra, name)
+			}
 		}
 	}
 	if len(extra) > 0 {
@@ -423,6 +440,12 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool)
 		for k, s := range st.args {
 			st.ctx.Constant[k] = s >= 0 && slotConst[s]
 		}
+		st.dims = make([][]int, len(st.want))
+		for k, w := range st.want {
+			if dims, ok := w.Shape.Concrete(); w.RankKnown && ok {
+				st.dims[k] = dims
+			}
+		}
 	}
 	keep := map[int]bool{}
 	for _, out := range p.Model.Graph.Outputs {
@@ -480,9 +503,14 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 	ar := p.arenas.get()
 	defer p.arenas.put(ar)
 	ar.layout(pl.mem.sizes)
-	scratch, alloc := ar.scratchFloats, ar.alloc
+	if ar.scratchFn == nil { // an arena made outside arenaPool.get
+		ar.scratchFn, ar.allocFn = ar.scratchFloats, ar.alloc
+	}
+	scratch, alloc := ar.scratchFn, ar.allocFn
 	fresh := p.freshAlloc
 	args := make([]*ir.Tensor, 0, 8)
+	var kctx ops.Context // one per run: a kernel's context escapes
+	var resBuf []*ir.Tensor
 	for i := range pl.steps {
 		st := &pl.steps[i]
 		if err := ctx.Err(); err != nil {
@@ -506,7 +534,7 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 		var res []*ir.Tensor
 		var err error
 		ar.startStep(i)
-		kctx := st.ctx
+		kctx = st.ctx
 		kctx.Scratch = scratch
 		if !st.output || ro.ReuseOutputs {
 			kctx.Alloc = alloc
@@ -517,7 +545,8 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 		case st.view, st.outputView && ro.ReuseOutputs:
 			res, err = viewResult(st, args)
 		case st.bufs != nil:
-			res, err = runInto(st, &kctx, args, &pl.mem, ar, ro.ReuseOutputs)
+			res, err = runInto(st, &kctx, args, &pl.mem, ar, ro.ReuseOutputs, resBuf)
+			resBuf = res
 		default:
 			res, err = runKernel(st.schema, &kctx, st.node, args)
 		}
@@ -528,7 +557,7 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 			if s < 0 {
 				continue
 			}
-			if err := checkResult(st.node, k, res[k], st.want[k]); err != nil {
+			if err := checkResult(st.node, k, res[k], st.want[k].DType, st.dims[k]); err != nil {
 				return nil, st.wrapErr(err)
 			}
 			vals[s] = res[k]
@@ -567,19 +596,18 @@ func (pl *plan) kept(s int) bool {
 	return false
 }
 
-// checkResult verifies a kernel's output against the plan's inferred type,
-// so that an inference/kernel disagreement is an error, not silent garbage.
-func checkResult(n *ir.Node, k int, t *ir.Tensor, want ir.TypeInfo) error {
+// checkResult verifies a kernel's output against the plan's inferred type
+// (dims nil: its shape is not fully known), so that an inference/kernel
+// disagreement is an error, not silent garbage.
+func checkResult(n *ir.Node, k int, t *ir.Tensor, dt ir.DType, dims []int) error {
 	if t == nil {
 		return n.Errorf("internal error: kernel returned no tensor for output %d", k)
 	}
-	if want.DType != ir.Undefined && t.DType != want.DType {
-		return n.Errorf("internal error: output %d is %v, inference said %v", k, t.DType, want.DType)
+	if dt != ir.Undefined && t.DType != dt {
+		return n.Errorf("internal error: output %d is %v, inference said %v", k, t.DType, dt)
 	}
-	if dims, ok := want.Shape.Concrete(); want.RankKnown && ok {
-		if !slices.Equal(dims, t.Shape) {
-			return n.Errorf("internal error: output %d has shape [%s], inference said [%s]", k, ir.ShapeString(t.Shape), ir.ShapeString(dims))
-		}
+	if dims != nil && !slices.Equal(dims, t.Shape) {
+		return n.Errorf("internal error: output %d has shape [%s], inference said [%s]", k, ir.ShapeString(t.Shape), ir.ShapeString(dims))
 	}
 	return nil
 }

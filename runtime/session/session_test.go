@@ -671,3 +671,39 @@ func alive(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
+
+// BenchmarkRunS003 measures the per-call floor on the tiny exported s003
+// self-attention model (x float32[3×32]), through a backend process (the
+// doorbell) and with the backend in process, with the outputs bound as
+// `attnrun bench` binds them. It reports allocations per run: the host's
+// (and, in process, the backend's) per-call garbage.
+func BenchmarkRunS003(b *testing.B) {
+	for _, c := range []struct {
+		name      string
+		inProcess bool
+	}{{"process", false}, {"in-process", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			s, err := Open(context.Background(), "../../models/s003_self_attention/model.onnx", Options{Logf: b.Logf, InProcess: c.inProcess, Threads: 2})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			x := make([]float32, 3*32)
+			for i := range x {
+				x[i] = float32(i%7) * 0.25
+			}
+			in := map[string]*tensor.Dense{"x": dense([]int{3, 32}, x)}
+			out, err := s.Run(context.Background(), in)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := s.RunWith(context.Background(), in, RunOptions{Into: out}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

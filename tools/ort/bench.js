@@ -8,6 +8,7 @@
 //   attnrun bench MODEL --input NAME=random:DIMS ... --threads N --iters N --warmup N --json
 // each in a fresh process (so peak RSS is per workload), one after the other,
 // and prints a markdown table of median latency and peak RSS. A workload with
+// "attnrunArgs" adds flags to attnrun's command line (e.g. --in-process);
 // "precision": "bf16" runs attnrun with --precision bf16 (ORT stays fp32) and
 // reports attnrun's largest deviation from its own fp32 output on the same
 // input; one with "gflop" reports attnrun's GFLOP/s, and with --peak that as a
@@ -207,7 +208,7 @@ function main() {
     }
     process.stderr.write(`bench: ${w.name} (${iters} iters, ${warmup} warmup, ${o.threads} threads) ...\n`);
     if (o.ours) {
-      row.ours = run(o.attnrun, ['bench', model, ...common, '--precision', precision]);
+      row.ours = run(o.attnrun, ['bench', model, ...common, '--precision', precision, ...(w.attnrunArgs || [])]);
       if (row.ours.error) notes.push(`${w.name}: attnrun ${row.ours.error}`);
       if (precision !== 'fp32' && !row.ours.error) {
         row.err = bf16Error(o, model, inputs);
