@@ -3,13 +3,11 @@ package plugins_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/attnrun/attnrun/internal/procfs"
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/plugins"
 	"gorgonia.org/tensor"
@@ -163,31 +161,11 @@ func TestDoorbellStoppedBackend(t *testing.T) {
 func waitStopped(t *testing.T, pid int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		if allStopped(pid) {
+		if procfs.Stopped(pid) {
 			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("process %d did not stop within 5 s of SIGSTOP", pid)
 		}
 	}
-}
-
-// allStopped reports whether every thread of pid is in state T.
-func allStopped(pid int) bool {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil || len(tasks) == 0 {
-		return false
-	}
-	for _, task := range tasks {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
-		if err != nil {
-			return false
-		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || i+2 >= len(s) || s[i+2] != 'T' {
-			return false
-		}
-	}
-	return true
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/attnrun/attnrun/backends/cpu"
+	"github.com/attnrun/attnrun/internal/procfs"
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/runtime/conform"
 	"github.com/attnrun/attnrun/serve/oip"
@@ -352,8 +353,8 @@ func backendPids(t *testing.T, s *Server, name string) []int {
 	return l.runner.(*runner.Pool).Pids()
 }
 
-// stopBackend stops a backend process (SIGSTOP) and waits until it is
-// stopped (the signal takes effect asynchronously), continuing it when the
+// stopBackend stops a backend process (SIGSTOP) and waits until every
+// thread of it is stopped (the signal takes effect asynchronously), continuing it when the
 // test ends.
 func stopBackend(t *testing.T, pid int) {
 	t.Helper()
@@ -361,15 +362,7 @@ func stopBackend(t *testing.T, pid int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The state follows the parenthesized command name.
-		if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(f) > 0 && f[0] == "T" {
-			return
-		}
+	for deadline := time.Now().Add(5 * time.Second); !procfs.Stopped(pid); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("backend %d not stopped 5 s after SIGSTOP", pid)
 		}

@@ -163,7 +163,7 @@ func TestSignalsExitPromptly(t *testing.T) {
 					if err := syscall.Kill(r.backend, syscall.SIGSTOP); err != nil {
 						t.Fatal(err)
 					}
-					for procState(r.backend) != "T" {
+					for !procfs.Stopped(r.backend) {
 						time.Sleep(time.Millisecond)
 					}
 				}

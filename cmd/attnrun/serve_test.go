@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/attnrun/attnrun/internal/procfs"
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/runtime/conform"
 	"github.com/attnrun/attnrun/serve/v2pb"
@@ -489,6 +490,11 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	// A stopped backend keeps the next requests in flight.
 	syscall.Kill(backends[0], syscall.SIGSTOP)
 	defer syscall.Kill(backends[0], syscall.SIGCONT)
+	for deadline := time.Now().Add(5 * time.Second); !procfs.Stopped(backends[0]); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("backend %d not stopped 5 s after SIGSTOP", backends[0])
+		}
+	}
 	ds := readDataSets(t, "s000_multi_head")[0]
 	body, jsonLen := binaryBody(t, ds)
 	replies := make([]binaryReply, 4)

@@ -12,7 +12,12 @@ import (
 // State is the state letter of /proc/PID/stat ("R", "S", "T" for stopped,
 // "Z" for a zombie) and the parent's pid; "" when the process is gone.
 func State(pid int) (state string, ppid int) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return parseStat(fmt.Sprintf("/proc/%d/stat", pid))
+}
+
+// parseStat reads the state letter and the parent's pid from a stat file.
+func parseStat(path string) (state string, ppid int) {
+	stat, err := os.ReadFile(path)
 	if err != nil {
 		return "", 0
 	}
@@ -24,6 +29,32 @@ func State(pid int) (state string, ppid int) {
 	}
 	ppid, _ = strconv.Atoi(f[1])
 	return f[0], ppid
+}
+
+// Stopped reports whether every thread of pid is stopped (state "T").
+// SIGSTOP returns before the signal has reached every thread, and a
+// process whose main thread shows "T" may still answer from another one;
+// tests that need a backend that cannot answer wait for Stopped.
+func Stopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(task.Name())
+		if err != nil {
+			return false
+		}
+		if st, _ := threadState(pid, tid); st != "T" {
+			return false
+		}
+	}
+	return true
+}
+
+// threadState is State for thread tid of process pid.
+func threadState(pid, tid int) (state string, ppid int) {
+	return parseStat(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
 }
 
 // Gone reports whether pid has ended (a zombie has).

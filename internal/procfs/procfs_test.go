@@ -32,11 +32,14 @@ func TestStateChildrenRSS(t *testing.T) {
 	if _, err := Size(os.Getpid(), "VmNothing"); err == nil {
 		t.Error("a missing field read without an error")
 	}
+	if Stopped(pid) || Stopped(os.Getpid()) {
+		t.Errorf("running processes seen stopped: sleep %v, this test %v", Stopped(pid), Stopped(os.Getpid()))
+	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		if st, _ := State(pid); st == "T" {
+		if st, _ := State(pid); st == "T" && Stopped(pid) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -45,8 +48,8 @@ func TestStateChildrenRSS(t *testing.T) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	if !Gone(pid) {
-		t.Errorf("reaped process not gone: %v", pid)
+	if !Gone(pid) || Stopped(pid) {
+		t.Errorf("reaped process not gone (%v) or seen stopped (%v): %v", Gone(pid), Stopped(pid), pid)
 	}
 }
 

@@ -29,7 +29,8 @@ import (
 // procState is procfs.State.
 var procState = procfs.State
 
-// stopBackend SIGSTOPs pid and waits until the kernel shows it stopped; at
+// stopBackend SIGSTOPs pid and waits until the kernel shows every thread
+// of it stopped; at
 // the end of the test the process is killed if it is still a child of this
 // test binary (so a failing test leaves no stopped orphan).
 func stopBackend(t *testing.T, pid int) {
@@ -42,7 +43,7 @@ func stopBackend(t *testing.T, pid int) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "backend stopped", func() bool { st, _ := procState(pid); return st == "T" })
+	eventually(t, 5*time.Second, "backend stopped", func() bool { return procfs.Stopped(pid) })
 }
 
 // eventually polls cond until it holds, failing the test after limit.

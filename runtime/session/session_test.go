@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/attnrun/attnrun/backends/cpu"
+	"github.com/attnrun/attnrun/internal/procfs"
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
 	"gorgonia.org/tensor"
@@ -51,7 +52,7 @@ func runTestHost(path string) {
 	pid := s.Backends()[0].Pid
 	if os.Getenv(testHostStopEnv) == "1" {
 		_ = syscall.Kill(pid, syscall.SIGSTOP)
-		for st, _ := procState(pid); st != "T"; st, _ = procState(pid) {
+		for !procfs.Stopped(pid) {
 			time.Sleep(time.Millisecond)
 		}
 	}
