@@ -185,3 +185,17 @@ func BF16Gemm8x32LoopA8(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n
 //
 //go:noescape
 func PairSliversBF16(dst *uint32, src *float32, lds, pairs, slivers, ldsliver int)
+
+// Erf16 sets dst[i] = erf(src[i]), or with gelu Gelu's 0.5·x·(1 +
+// erf(x/√2)), for n elements (n a multiple of 16), with AVX-512 (AVX512).
+// dst may be src. Package ops describes the approximation (erf.go): at
+// most 2 ulp from the exact erf; NaN stays NaN, ±Inf give ±1.
+//
+//go:noescape
+func Erf16(dst, src *float32, n int, gelu bool)
+
+// Erf8 is Erf16 on 8 lanes with AVX2 and FMA (Available), n a multiple of
+// 8; it gives the same results.
+//
+//go:noescape
+func Erf8(dst, src *float32, n int, gelu bool)

@@ -114,3 +114,13 @@ func BF16Gemm8x32LoopA8(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n
 func PairSliversBF16(dst *uint32, src *float32, lds, pairs, slivers, ldsliver int) {
 	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
 }
+
+// Erf16 is never called where AVX512 is false.
+func Erf16(dst, src *float32, n int, gelu bool) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// Erf8 is never called where Available is false.
+func Erf8(dst, src *float32, n int, gelu bool) {
+	panic("ops/internal/kernel: no assembly erf on this architecture")
+}
