@@ -97,6 +97,11 @@ type attnPlan struct {
 	// with the AVX-512 tile, kInPlace reads K's rows from the input (only
 	// a last partial sliver of MR keys is packed) and vInPlace V's rows.
 	bf16, kInPlace, vInPlace bool
+	// scoresExp: key blocks that no mask, bias, softcap, key limit or
+	// causal cut touches (and with no scores output) run their scores and
+	// exponentials in one kernel (kernel.ScoresExp8x32; fp32, AVX-512,
+	// K in place): each tile is stored once, as probabilities.
+	scoresExp bool
 }
 
 // operandView returns the view operand i is read through.
@@ -473,6 +478,7 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	p.bf16 = ctx.bf16() && kernel.BF16 && tileLoop
 	p.kInPlace = tileLoop && !p.bf16 && p.k.cs == 1
 	p.vInPlace = tileLoop && !p.bf16 && p.v.cs == 1 && p.dv%attnMR == 0
+	p.scoresExp = p.kInPlace && p.softcap == 0 && p.scoresMode == "" && p.biasFloats == nil && p.maskFloats == nil
 	skPad, dvPad, sqPad := ceilTo(p.sk, attnMR), ceilTo(p.dv, attnMR), ceilTo(p.sq, attnNR)
 	dq := p.d // Q's packed columns (pair words in bf16)
 	kLen, vLen, qLen := skPad*p.d, dvPad*p.sk, sqPad*p.d
@@ -703,78 +709,16 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 	}
 	for j0 := 0; j0 < end; j0 += kb {
 		cols := min(kb, sk-j0)
-		colsPad := ceilTo(cols, attnMR)
 		if p.maskKind != "" && !p.classify(w.cls[:rows], b, i0, j0, min(cols, max(0, p.maskKeys-j0))) && p.scores == nil &&
 			(p.biasFloats == nil || p.biasFirst || p.biasKeepsInf) {
 			continue // every score of the block is masked with -inf
 		}
-		// Scores, transposed: MR keys × NR queries per tile.
-		switch {
-		case p.bf16:
-			dw := (d + 1) / 2
+		if p.scoresExp && p.blockPlain(w.cls[:rows], i0, j0, cols, lim) {
 			for pn := 0; pn < panels; pn++ {
-				scoresBF16(w.st[pn*attnNR*kb:], wordsOf(kp), wordsOf(qp[pn*attnNR*dw:]), d, j0, colsPad)
+				p.scoresExpPanel(w, pn, acc, dvPad, b, j0, cols, kp, qp[pn*attnNR*d:])
 			}
-		case p.kInPlace:
-			// Slivers before K's partial last one read K's rows in place;
-			// that one (at most one, the block's last) is packed in kp.
-			slivers := colsPad / attnMR
-			inPlace := min(slivers, max(0, (sk/attnMR*attnMR-j0)/attnMR))
-			for pn := 0; pn < panels; pn++ {
-				st, qpan := w.st[pn*attnNR*kb:], qp[pn*attnNR*d:]
-				if inPlace > 0 {
-					kernel.Sgemm8x32RowsLoop(d, &p.k.data[p.k.off[b]+j0*p.k.rs], p.k.rs, &qpan[0], &st[0], attnNR, inPlace, attnMR*p.k.rs, 0, attnMR*attnNR, false)
-				}
-				if inPlace < slivers {
-					kernel.Sgemm8x32Loop(d, &kp[0], &qpan[0], &st[inPlace*attnMR*attnNR], attnMR, attnNR, 1, 0, 0, 0, false)
-				}
-			}
-		case tileLoop:
-			for pn := 0; pn < panels; pn++ {
-				kernel.Sgemm8x32Loop(d, &kp[j0*d], &qp[pn*attnNR*d], &w.st[pn*attnNR*kb], attnMR, attnNR, colsPad/attnMR, attnMR*d, 0, attnMR*attnNR, false)
-			}
-		default:
-			for ks := 0; ks*attnMR < colsPad; ks++ {
-				a := kp[(j0+ks*attnMR)*d : (j0+ks*attnMR+attnMR)*d]
-				for pn := 0; pn < panels; pn++ {
-					blas.MicroKernel(d, a, qp[pn*attnNR*d:(pn+1)*attnNR*d], w.st[pn*attnNR*kb+ks*attnMR*attnNR:], attnNR, false)
-				}
-			}
-		}
-		for pn := 0; pn < panels; pn++ {
-			st := w.st[pn*attnNR*kb : pn*attnNR*kb+cols*attnNR]
-			lanes := min(attnNR, rows-pn*attnNR)
-			q0 := i0 + pn*attnNR
-			if p.scoresMode == ScoresRaw {
-				p.writeScores(st, b, q0, j0, cols, lanes)
-			}
-			if p.softcap > 0 {
-				softcapScores(st, p.softcap)
-			}
-			if p.scoresMode == ScoresSoftcapped {
-				p.writeScores(st, b, q0, j0, cols, lanes)
-			}
-			if p.biasFloats != nil && p.biasFirst {
-				p.biasPanel(st, b, q0, j0, cols, lanes)
-			}
-			if p.maskKind != "" {
-				if mcols := min(cols, p.maskKeys-j0); mcols > 0 {
-					p.maskPanel(st, w.cls[pn*attnNR:pn*attnNR+lanes], b, q0, j0, mcols)
-				}
-			}
-			if p.biasFloats != nil && !p.biasFirst {
-				p.biasPanel(st, b, q0, j0, cols, lanes)
-			}
-			if j0+cols > lim {
-				maskKeysFrom(st, max(0, lim-j0), cols, 0, attnNR)
-			}
-			if p.causal && j0+cols-1 > q0+p.causalOff {
-				maskCausal(st, cols, j0-q0-p.causalOff)
-			}
-			if p.scoresMode == ScoresBiased || p.scoresMode == ScoresWeights {
-				p.writeScores(st, b, q0, j0, cols, lanes)
-			}
-			p.softmaxPanel(st, cols, w, pn, acc, dvPad)
+		} else {
+			p.scoresSoftmax(w, acc, dvPad, b, i0, j0, rows, cols, lim, kp, qp)
 		}
 		if dvPad == 0 {
 			continue
@@ -812,12 +756,193 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 	}
 	o := p.o
 	base := o.off[b] + i0*o.rs
-	for c := 0; c < p.dv; c++ {
-		src := acc[c*qb : c*qb+rows]
-		at := base + c*o.cs
-		for r, v := range src {
-			o.data[at+r*o.rs] = v * inv[r]
+	if tileLoop && o.cs == 1 && rows%16 == 0 && p.dv%16 == 0 {
+		for r := 0; r < rows; r += 16 {
+			for c := 0; c < p.dv; c += 16 {
+				_ = o.data[base+(r+15)*o.rs+c+15]
+				kernel.TransposeScale16(&o.data[base+r*o.rs+c], o.rs, &acc[c*qb+r], qb, &inv[r])
+			}
 		}
+		return
+	}
+	for r, sc := range inv {
+		at := base + r*o.rs
+		for c := 0; c < p.dv; c++ {
+			o.data[at+c*o.cs] = acc[c*qb+r] * sc
+		}
+	}
+}
+
+// blockPlain reports whether nothing changes the scores of key block [j0,
+// j0+cols) for the item's rows at i0 (mask classes cls): no mask hides a
+// score of it, no key past lim, no key past the first row's causal
+// diagonal.
+func (p *attnPlan) blockPlain(cls []uint8, i0, j0, cols, lim int) bool {
+	if j0+cols > lim || (p.causal && j0+cols-1 > i0+p.causalOff) {
+		return false
+	}
+	if p.maskKind != "" {
+		for _, c := range cls {
+			if c != maskNone {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// scoresExpPanel turns key block [j0, j0+cols) of panel pn (scale·Qᵀ in
+// qpan) into probabilities under the panel's running shifts w.m in one
+// pass (kernel.ScoresExp8x32), adding their sums to w.l. A tile rising
+// more than attnRescaleSlack above a shift stops the kernel; the shift
+// moves up to the tile's maximum (raiseShift) and the kernel resumes at
+// that tile. A last partial sliver of keys (packed in kp) is computed raw
+// and goes through colMax and expCols.
+func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, j0, cols int, kp, qpan []float32) {
+	st := w.st[pn*attnNR*attnKBlock:]
+	m := w.m[pn*attnNR : (pn+1)*attnNR]
+	var suma, mxa [maxLanes]float32
+	sum, mx := suma[:attnNR], mxa[:attnNR]
+	full := cols / attnMR
+	k := p.k.data[p.k.off[b]+j0*p.k.rs:]
+	for done := 0; done < full; {
+		done += kernel.ScoresExp8x32(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &qpan[0], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
+			&m[0], &sum[0], &mx[0])
+		if done < full {
+			p.raiseShift(w, pn, mx, st, done*attnMR, sum, acc, dvPad)
+		}
+	}
+	if tail := cols - full*attnMR; tail > 0 {
+		raw := st[full*attnMR*attnNR:]
+		kernel.Sgemm8x32Loop(p.d, &kp[0], &qpan[0], &raw[0], attnMR, attnNR, 1, 0, 0, 0, false)
+		for c := range mx {
+			mx[c] = float32(math.Inf(-1))
+		}
+		colMax(raw, tail, mx)
+		p.raiseShift(w, pn, mx, st, full*attnMR, sum, acc, dvPad)
+		shift := mxa[:attnNR] // as the kernel: a shift of -Inf subtracts 0
+		for c, v := range m {
+			shift[c] = v
+			if v == float32(math.Inf(-1)) {
+				shift[c] = 0
+			}
+		}
+		expCols(raw, tail, shift, sum)
+	}
+	l := w.l[pn*attnNR : (pn+1)*attnNR]
+	for c, v := range sum {
+		l[c] += float64(v)
+	}
+}
+
+// raiseShift moves the running shift of panel pn's lanes whose maximum mx
+// exceeds it by more than attnRescaleSlack up to that maximum, rescaling
+// what was computed under the old shift by exp(old − new): the running sum
+// of earlier blocks, the accumulator's column, this block's sum so far and
+// its probabilities in the first keys rows of st.
+func (p *attnPlan) raiseShift(w *attnWork, pn int, mx, st []float32, keys int, sum, acc []float32, dvPad int) {
+	m := w.m[pn*attnNR : (pn+1)*attnNR]
+	l := w.l[pn*attnNR : (pn+1)*attnNR]
+	negInf := float32(math.Inf(-1))
+	for c := range m {
+		if !(mx[c] > m[c]+attnRescaleSlack) {
+			continue
+		}
+		if m[c] == negInf {
+			// Nothing finite so far: the sums, the accumulator and the
+			// probabilities are 0 or NaN, which exp(-Inf) = 0 leaves as
+			// they are.
+			m[c] = mx[c]
+			continue
+		}
+		corr := fastExp32(m[c] - mx[c])
+		m[c] = mx[c]
+		l[c] *= float64(corr)
+		sum[c] *= corr
+		for r := 0; r < dvPad; r++ {
+			acc[r*attnQBlock+pn*attnNR+c] *= corr
+		}
+		for key := 0; key < keys; key++ {
+			st[key*attnNR+c] *= corr
+		}
+	}
+}
+
+// scoresSoftmax computes the scores of key block [j0, j0+cols) for the
+// item's rows (transposed panels in w.st), applies softcap, masks, bias,
+// key limit and causal cut, writes the scores output's stages, and turns
+// each panel into probabilities under the running shifts (softmaxPanel).
+func (p *attnPlan) scoresSoftmax(w *attnWork, acc []float32, dvPad, b, i0, j0, rows, cols, lim int, kp, qp []float32) {
+	d, sk, kb := p.d, p.sk, attnKBlock
+	panels := (rows + attnNR - 1) / attnNR
+	colsPad := ceilTo(cols, attnMR)
+	// Scores, transposed: MR keys × NR queries per tile.
+	switch {
+	case p.bf16:
+		dw := (d + 1) / 2
+		for pn := 0; pn < panels; pn++ {
+			scoresBF16(w.st[pn*attnNR*kb:], wordsOf(kp), wordsOf(qp[pn*attnNR*dw:]), d, j0, colsPad)
+		}
+	case p.kInPlace:
+		// Slivers before K's partial last one read K's rows in place;
+		// that one (at most one, the block's last) is packed in kp.
+		slivers := colsPad / attnMR
+		inPlace := min(slivers, max(0, (sk/attnMR*attnMR-j0)/attnMR))
+		for pn := 0; pn < panels; pn++ {
+			st, qpan := w.st[pn*attnNR*kb:], qp[pn*attnNR*d:]
+			if inPlace > 0 {
+				kernel.Sgemm8x32RowsLoop(d, &p.k.data[p.k.off[b]+j0*p.k.rs], p.k.rs, &qpan[0], &st[0], attnNR, inPlace, attnMR*p.k.rs, 0, attnMR*attnNR, false)
+			}
+			if inPlace < slivers {
+				kernel.Sgemm8x32Loop(d, &kp[0], &qpan[0], &st[inPlace*attnMR*attnNR], attnMR, attnNR, 1, 0, 0, 0, false)
+			}
+		}
+	case tileLoop:
+		for pn := 0; pn < panels; pn++ {
+			kernel.Sgemm8x32Loop(d, &kp[j0*d], &qp[pn*attnNR*d], &w.st[pn*attnNR*kb], attnMR, attnNR, colsPad/attnMR, attnMR*d, 0, attnMR*attnNR, false)
+		}
+	default:
+		for ks := 0; ks*attnMR < colsPad; ks++ {
+			a := kp[(j0+ks*attnMR)*d : (j0+ks*attnMR+attnMR)*d]
+			for pn := 0; pn < panels; pn++ {
+				blas.MicroKernel(d, a, qp[pn*attnNR*d:(pn+1)*attnNR*d], w.st[pn*attnNR*kb+ks*attnMR*attnNR:], attnNR, false)
+			}
+		}
+	}
+	for pn := 0; pn < panels; pn++ {
+		st := w.st[pn*attnNR*kb : pn*attnNR*kb+cols*attnNR]
+		lanes := min(attnNR, rows-pn*attnNR)
+		q0 := i0 + pn*attnNR
+		if p.scoresMode == ScoresRaw {
+			p.writeScores(st, b, q0, j0, cols, lanes)
+		}
+		if p.softcap > 0 {
+			softcapScores(st, p.softcap)
+		}
+		if p.scoresMode == ScoresSoftcapped {
+			p.writeScores(st, b, q0, j0, cols, lanes)
+		}
+		if p.biasFloats != nil && p.biasFirst {
+			p.biasPanel(st, b, q0, j0, cols, lanes)
+		}
+		if p.maskKind != "" {
+			if mcols := min(cols, p.maskKeys-j0); mcols > 0 {
+				p.maskPanel(st, w.cls[pn*attnNR:pn*attnNR+lanes], b, q0, j0, mcols)
+			}
+		}
+		if p.biasFloats != nil && !p.biasFirst {
+			p.biasPanel(st, b, q0, j0, cols, lanes)
+		}
+		if j0+cols > lim {
+			maskKeysFrom(st, max(0, lim-j0), cols, 0, attnNR)
+		}
+		if p.causal && j0+cols-1 > q0+p.causalOff {
+			maskCausal(st, cols, j0-q0-p.causalOff)
+		}
+		if p.scoresMode == ScoresBiased || p.scoresMode == ScoresWeights {
+			p.writeScores(st, b, q0, j0, cols, lanes)
+		}
+		p.softmaxPanel(st, cols, w, pn, acc, dvPad)
 	}
 }
 
@@ -923,6 +1048,20 @@ func (p *attnPlan) packQ(qp []float32, off, i0, i1 int) {
 	for pn := i0 / attnNR; pn*attnNR < i1; pn++ {
 		pan := qp[pn*attnNR*d : (pn+1)*attnNR*d]
 		lanes := min(attnNR, p.sq-pn*attnNR)
+		if lanes == 32 && tileLoop && q.cs == 1 && d%16 == 0 && d > 0 {
+			// 16×16 blocks transposed in registers.
+			_ = q.data[off+(pn*attnNR+31)*q.rs+d-1]
+			var scales [16]float32
+			for i := range scales {
+				scales[i] = sc
+			}
+			for r := 0; r < 32; r += 16 {
+				for j := 0; j < d; j += 16 {
+					kernel.TransposeScale16(&pan[j*attnNR+r], attnNR, &q.data[off+(pn*attnNR+r)*q.rs+j], q.rs, &scales[0])
+				}
+			}
+			continue
+		}
 		if lanes == 32 && tileLoop && q.cs == 1 && 31*q.rs < 1<<31 && d > 0 {
 			_ = q.data[off+(pn*attnNR+31)*q.rs+d-1]
 			kernel.GatherScale32(&pan[0], &q.data[off+pn*attnNR*q.rs], q.rs, d, sc)

@@ -202,6 +202,10 @@ func TestFusedAttentionVsReference(t *testing.T) {
 		{name: "2-D mask -1e9 with full rows", q: []int{70, 8}, k: []int{260, 8}, v: []int{260, 4}, mask: []int{70, 260}, kind: MaskBoolTrueMasks, fill: -1e9, maskP: 0.3, scale: 0.2, maskedRows: []int{0, 69}},
 		{name: "false masks -1e20", q: []int{3, 20, 8}, k: []int{3, 20, 8}, v: []int{3, 20, 8}, mask: []int{3, 20, 20}, kind: MaskBoolFalseMasks, fill: -1e20, maskP: 0.7, scale: 0.5},
 		{name: "mask batch widens output", q: []int{6, 8}, k: []int{6, 8}, v: []int{6, 8}, mask: []int{3, 6, 6}, kind: MaskBoolTrueMasks, fill: -1e9, maskP: 0.4, scale: 1},
+		// Scores of a wide range (±50): the streaming softmax's shift moves
+		// up inside key blocks (raiseShift), over three blocks and a
+		// partial last sliver of keys.
+		{name: "peaked scores, D=64", q: []int{1, 2, 70, 64}, k: []int{1, 2, 1100, 64}, v: []int{1, 2, 1100, 64}, scale: 2},
 		{name: "additive", q: []int{2, 4, 33, 8}, k: []int{2, 4, 300, 8}, v: []int{2, 4, 300, 5}, mask: []int{2, 1, 33, 300}, kind: MaskAdditive, maskScale: 0.5, scale: 0.125},
 	}
 	for _, c := range cases {

@@ -12,7 +12,8 @@ import (
 // Sigmoid, Tanh, Ceil, Floor, Sin, Cos, Round, Sign, Softplus, and the
 // activations with float attributes Elu, LeakyRelu and HardSigmoid. Float
 // functions are evaluated in float64 and rounded to the tensor's type
-// (float16 goes through float32). The opset-1 forms take float types and
+// (float16 goes through float32), except Erf and Gelu on float32, whose
+// vectorized float32 kernels (erf.go) are within a few ulp. The opset-1 forms take float types and
 // carry the legacy consumed_inputs attribute (an optimization hint, ignored);
 // 6 widens Abs, Neg and Relu to integers (14 for Relu); 13, 16 (LeakyRelu)
 // and 22 (Sin, Cos, Elu, HardSigmoid, Softplus, Round) only add bfloat16,
@@ -33,6 +34,10 @@ type unaryOp struct {
 	// param, when set, builds the float function from the node's
 	// attributes (Elu's alpha...); it replaces float.
 	param func(n *ir.Node) (func(float64) float64, error)
+	// f32, when set, gives the vectorized float32 kernel for the node's
+	// attributes (nil when they have none): float32 tensors take it
+	// instead of float or param (Erf, Gelu; erf.go).
+	f32 func(n *ir.Node) func(dst, src []float32, threads int)
 }
 
 // opRange is an opset range and the types it takes.
@@ -68,7 +73,7 @@ func typesFrom(v int, before, after []ir.DType) func(int) []ir.DType {
 var unaryOps = []unaryOp{
 	{name: "Sqrt", doc: "elementwise square root", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: math.Sqrt},
 	{name: "Neg", doc: "elementwise negation", ranges: typedVersions(typesFrom(6, FloatTypes, floatSigned), 1, 6, 13), direct: negTensor},
-	{name: "Erf", doc: "elementwise error function", ranges: typedVersions(always(NumericTypes), 9, 13), float: math.Erf},
+	{name: "Erf", doc: "elementwise error function", ranges: typedVersions(always(NumericTypes), 9, 13), float: math.Erf, f32: erfKernel},
 	{name: "Abs", doc: "elementwise absolute value", ranges: typedVersions(typesFrom(6, FloatTypes, NumericTypes), 1, 6, 13), direct: absTensor},
 	{name: "Exp", doc: "elementwise e^x", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: math.Exp},
 	{name: "Log", doc: "elementwise natural logarithm", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: math.Log},
@@ -86,7 +91,7 @@ var unaryOps = []unaryOp{
 	{name: "Elu", doc: "elementwise x for x ≥ 0, alpha*(exp(x)-1) below (alpha default 1)", ranges: typedVersions(always(FloatTypes), 1, 6, 22), param: eluParam},
 	{name: "LeakyRelu", doc: "elementwise x for x ≥ 0, alpha*x below (alpha default 0.01)", ranges: typedVersions(always(FloatTypes), 1, 6, 16), param: leakyReluParam},
 	{name: "HardSigmoid", doc: "elementwise max(0, min(1, alpha*x + beta)) (alpha 0.2, beta 0.5 by default)", ranges: typedVersions(always(FloatTypes), 1, 6, 22), param: hardSigmoidParam},
-	{name: "Gelu", doc: "elementwise x·Φ(x) = x/2·(1+erf(x/√2)), or with approximate=\"tanh\" x/2·(1+tanh(√(2/π)(x+0.044715x³)))", ranges: typedVersions(always(FloatTypes), 20), param: geluParam},
+	{name: "Gelu", doc: "elementwise x·Φ(x) = x/2·(1+erf(x/√2)), or with approximate=\"tanh\" x/2·(1+tanh(√(2/π)(x+0.044715x³)))", ranges: typedVersions(always(FloatTypes), 20), param: geluParam, f32: geluKernel},
 }
 
 func init() {
@@ -165,6 +170,18 @@ func geluParam(n *ir.Node) (func(float64) float64, error) {
 	return nil, n.Errorf("approximate = %q is not none or tanh", mode)
 }
 
+// erfKernel is Erf's float32 kernel.
+func erfKernel(*ir.Node) func(dst, src []float32, threads int) { return erfSlice }
+
+// geluKernel is Gelu's float32 kernel for approximate "none" (nil for
+// "tanh", and for a bad value, which geluParam reports).
+func geluKernel(n *ir.Node) func(dst, src []float32, threads int) {
+	if mode, err := n.AttrString("approximate", "none"); err != nil || mode != "none" {
+		return nil
+	}
+	return geluSlice
+}
+
 // leakyReluParam builds LeakyRelu's function from alpha (default 0.01).
 func leakyReluParam(n *ir.Node) (func(float64) float64, error) {
 	alpha, err := floatAttr(n, "alpha", 0.01)
@@ -241,7 +258,18 @@ func (u *unaryOp) run(allowed []ir.DType) RunFunc {
 		if err != nil {
 			return nil, n.Errorf("%w", err)
 		}
+		var f32 func(dst, src []float32, threads int)
+		if u.f32 != nil && x.DType == ir.Float {
+			f32 = u.f32(n)
+		}
 		switch {
+		case f32 != nil:
+			if u.param != nil { // the attributes' errors, as the float64 path reports them
+				if _, err := u.param(n); err != nil {
+					return nil, err
+				}
+			}
+			f32(out.Float32s(), x.Float32s(), computeThreads(ctx))
 		case u.direct != nil:
 			err = u.direct(out, x)
 		case u.param != nil:

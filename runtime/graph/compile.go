@@ -29,11 +29,13 @@ type Options struct {
 	// MaxTensorBytes bounds any single tensor the program creates; a plan
 	// that would exceed it fails before running (default DefaultMaxTensorBytes).
 	MaxTensorBytes int64
-	// NoFuse turns off both plan-time rewrites: the attention fusion
+	// NoFuse turns off the plan-time rewrites: the attention fusion
 	// (fuse.go), which replaces each MatMul → scale → mask → Softmax →
-	// MatMul chain by one com.attnrun:FusedAttention step, and the MatMul
+	// MatMul chain by one com.attnrun:FusedAttention step, the MatMul
 	// rewrite (fuse_matmul.go), which folds transposes, head-split views and
-	// bias Adds into com.attnrun:FusedMatMul.
+	// bias Adds into com.attnrun:FusedMatMul, and the GELU rewrite
+	// (fuse_gelu.go), which makes the exported x·0.5·(1 + Erf(x/√2)) one
+	// Gelu.
 	NoFuse bool
 	// AllowInternalOps lets the model's own nodes use the com.attnrun
 	// domain, attnrun's internal ops, which only its graph rewrites make

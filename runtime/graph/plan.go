@@ -418,6 +418,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool)
 		p.rewriteAttentionOps(pl, types)
 		p.fuseAttention(pl, types)
 		p.fuseMatMuls(pl, types)
+		p.fuseGelus(pl, types)
 		lastUse = stepLastUses(pl.steps)
 		fused := make(map[*ir.Node]string, len(pl.fusions))
 		for _, f := range pl.fusions {

@@ -185,3 +185,41 @@ func BF16Gemm8x32LoopA8(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n
 //
 //go:noescape
 func PairSliversBF16(dst *uint32, src *float32, lds, pairs, slivers, ldsliver int)
+
+// Erf16 sets dst[i] = erf(src[i]), or with gelu Gelu's 0.5·x·(1 +
+// erf(x/√2)), for n elements (n a multiple of 16), with AVX-512 (AVX512).
+// dst may be src. Package ops describes the approximation (erf.go): at
+// most 2 ulp from the exact erf; NaN stays NaN, ±Inf give ±1.
+//
+//go:noescape
+func Erf16(dst, src *float32, n int, gelu bool)
+
+// Erf8 is Erf16 on 8 lanes with AVX2 and FMA (Available), n a multiple of
+// 8; it gives the same results.
+//
+//go:noescape
+func Erf8(dst, src *float32, n int, gelu bool)
+
+// ScoresExp8x32 is Sgemm8x32RowsLoop (n tiles of A's 8 rows in place at a
+// + t·as, lda apart, times the packed k×32 panel b, stored at c + t·cs
+// with row stride ldc) with the streaming softmax in its epilogue: tile t
+// is stored as exp(tile - shift[col]) and its columns' sums are added to
+// sum[col] (shift and sum hold 32 floats). Before that, when some column's
+// maximum over the tile's 8 rows exceeds shift + 8 (exp could then pass
+// e^8), it writes the tile's 32 column maxima to mx, stores nothing of
+// tile t and returns t; it returns n when every tile is done. A shift of
+// -Inf subtracts 0 (-Inf scores give 0; a finite one stops the kernel).
+// The exponential is within about 2 ulp (relative error below 2.5e-7);
+// arguments below -104, -Inf included, give 0; NaN stays NaN. It needs
+// AVX512.
+//
+//go:noescape
+func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx *float32) int
+
+// TransposeScale16 writes the transpose of a 16×16 block, each row scaled:
+// dst[i·ldd + j] = scale[i]·src[j·lds + i] for i, j < 16 (strides in
+// floats). The fused attention packs scale·Qᵀ and writes its transposed
+// accumulator into the output with it. It needs AVX512.
+//
+//go:noescape
+func TransposeScale16(dst *float32, ldd int, src *float32, lds int, scale *float32)

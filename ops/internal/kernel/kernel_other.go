@@ -114,3 +114,23 @@ func BF16Gemm8x32LoopA8(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n
 func PairSliversBF16(dst *uint32, src *float32, lds, pairs, slivers, ldsliver int) {
 	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
 }
+
+// Erf16 is never called where AVX512 is false.
+func Erf16(dst, src *float32, n int, gelu bool) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// Erf8 is never called where Available is false.
+func Erf8(dst, src *float32, n int, gelu bool) {
+	panic("ops/internal/kernel: no assembly erf on this architecture")
+}
+
+// ScoresExp8x32 is never called where AVX512 is false.
+func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx *float32) int {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// TransposeScale16 is never called where AVX512 is false.
+func TransposeScale16(dst *float32, ldd int, src *float32, lds int, scale *float32) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}

@@ -1,0 +1,312 @@
+#include "textflag.h"
+#include "tile8x32_amd64.h"
+
+// The fused attention's scores kernel: the 8×32 tile of Sgemm8x32RowsLoop
+// with the streaming softmax's exponential in its epilogue, so that a
+// tile of scores is stored once, as exp(score - shift), and never re-read
+// for its maximum or its exponential.
+
+DATA attnk<>+0(SB)/4, $0x3fb8aa3b  // log2(e)
+DATA attnk<>+4(SB)/4, $0x3f317218  // ln 2
+DATA attnk<>+8(SB)/4, $0xc2d00000  // -104: exp below it is 0 in float32 (clamps -Inf)
+DATA attnk<>+12(SB)/4, $0x3f800000 // 1
+DATA attnk<>+16(SB)/4, $0x3f7ffffb // q0..q4: exp(r) = 1 + r·Σ q_k·r^k on |r| ≤ ln2/2
+DATA attnk<>+20(SB)/4, $0x3efffee2
+DATA attnk<>+24(SB)/4, $0x3e2aad37
+DATA attnk<>+28(SB)/4, $0x3d2b9d69
+DATA attnk<>+32(SB)/4, $0x3c07d3e8
+DATA attnk<>+36(SB)/4, $0x41000000 // 8: the slack a score may rise above its column's shift
+DATA attnk<>+40(SB)/4, $0xff800000 // -Inf
+GLOBL attnk<>(SB), RODATA|NOPTR, $44
+
+// X = exp(X - S) for the column shift S, added into SUM: n = round(x·log2 e),
+// r = x - n·ln2 (one rounding), exp(r) by the polynomial, scaled by 2^n.
+// Z26 log2(e), Z27 ln 2, Z28 -104, Z29 1, Z30 q4; BX the constants;
+// Z2, Z3 scratch.
+#define EXP_SHIFT_SUM(X, S, SUM) \
+	VSUBPS S, X, X; \
+	VMAXPS X, Z28, X; \
+	VMULPS Z26, X, Z2; \
+	VRNDSCALEPS $8, Z2, Z2; \
+	VFNMADD231PS Z27, Z2, X; \
+	VMOVAPS Z30, Z3; \
+	VFMADD213PS.BCST 28(BX), X, Z3; \
+	VFMADD213PS.BCST 24(BX), X, Z3; \
+	VFMADD213PS.BCST 20(BX), X, Z3; \
+	VFMADD213PS.BCST 16(BX), X, Z3; \
+	VFMADD213PS Z29, X, Z3; \
+	VSCALEFPS Z2, Z3, X; \
+	VADDPS X, SUM, SUM
+
+// func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx *float32) int
+// Tiles as Sgemm8x32RowsLoop's (A's 8 rows in place at a + t·as, the
+// packed k×32 panel B shared, C at c + t·cs): before storing tile t it
+// takes each column's maximum over the tile's 8 rows; when a column's
+// exceeds shift + 8 it writes the 32 maxima to mx and returns t, storing
+// nothing of that tile; else it stores exp(tile - shift) (per column) and
+// adds its columns' sums to sum. It returns n when every tile is done.
+// A shift of -Inf (no finite score seen yet) subtracts 0, so that -Inf
+// scores give 0 rather than NaN. Z20, Z21: the shift (-Inf as 0); Z22,
+// Z23: shift + 8; Z24, Z25: the sums.
+TEXT ·ScoresExp8x32(SB), NOSPLIT, $0-104
+	MOVQ a+8(FP), R13
+	MOVQ lda+16(FP), R8
+	MOVQ b+24(FP), R14
+	MOVQ c+32(FP), R15
+	MOVQ ldc+40(FP), R9
+	MOVQ n+48(FP), R12
+	SHLQ $2, R8
+	SHLQ $2, R9
+	LEAQ (R8)(R8*2), R10
+	LEAQ attnk<>(SB), BX
+	MOVQ shift+72(FP), AX
+	VMOVUPS (AX), Z20
+	VMOVUPS 64(AX), Z21
+	VADDPS.BCST 36(BX), Z20, Z22
+	VADDPS.BCST 36(BX), Z21, Z23
+	VBROADCASTSS 40(BX), Z2
+	VCMPPS $0, Z2, Z20, K1
+	VPXORD Z20, Z20, K1, Z20
+	VCMPPS $0, Z2, Z21, K1
+	VPXORD Z21, Z21, K1, Z21
+	MOVQ sum+80(FP), AX
+	VMOVUPS (AX), Z24
+	VMOVUPS 64(AX), Z25
+	VBROADCASTSS 0(BX), Z26
+	VBROADCASTSS 4(BX), Z27
+	VBROADCASTSS 8(BX), Z28
+	VBROADCASTSS 12(BX), Z29
+	VBROADCASTSS 32(BX), Z30
+	TESTQ R12, R12
+	JE sedone
+setile:
+	MOVQ k+0(FP), CX
+	MOVQ R13, SI
+	LEAQ (SI)(R8*4), R11
+	MOVQ R14, DI
+	TILE8x32_ZERO
+	TESTQ CX, CX
+	JE seepi
+seloop:
+	SGEMM8x32_ROWS_KSTEP
+	DECQ CX
+	JNZ seloop
+seepi:
+	VMAXPS Z6, Z4, Z0
+	VMAXPS Z8, Z0, Z0
+	VMAXPS Z10, Z0, Z0
+	VMAXPS Z12, Z0, Z0
+	VMAXPS Z14, Z0, Z0
+	VMAXPS Z16, Z0, Z0
+	VMAXPS Z18, Z0, Z0
+	VMAXPS Z7, Z5, Z1
+	VMAXPS Z9, Z1, Z1
+	VMAXPS Z11, Z1, Z1
+	VMAXPS Z13, Z1, Z1
+	VMAXPS Z15, Z1, Z1
+	VMAXPS Z17, Z1, Z1
+	VMAXPS Z19, Z1, Z1
+	VCMPPS $0x1e, Z22, Z0, K1
+	VCMPPS $0x1e, Z23, Z1, K2
+	KORW K1, K2, K1
+	KORTESTW K1, K1
+	JNZ seover
+	EXP_SHIFT_SUM(Z4, Z20, Z24)
+	EXP_SHIFT_SUM(Z5, Z21, Z25)
+	EXP_SHIFT_SUM(Z6, Z20, Z24)
+	EXP_SHIFT_SUM(Z7, Z21, Z25)
+	EXP_SHIFT_SUM(Z8, Z20, Z24)
+	EXP_SHIFT_SUM(Z9, Z21, Z25)
+	EXP_SHIFT_SUM(Z10, Z20, Z24)
+	EXP_SHIFT_SUM(Z11, Z21, Z25)
+	EXP_SHIFT_SUM(Z12, Z20, Z24)
+	EXP_SHIFT_SUM(Z13, Z21, Z25)
+	EXP_SHIFT_SUM(Z14, Z20, Z24)
+	EXP_SHIFT_SUM(Z15, Z21, Z25)
+	EXP_SHIFT_SUM(Z16, Z20, Z24)
+	EXP_SHIFT_SUM(Z17, Z21, Z25)
+	EXP_SHIFT_SUM(Z18, Z20, Z24)
+	EXP_SHIFT_SUM(Z19, Z21, Z25)
+	MOVQ R15, DX
+	TILE8x32_WRITE
+	MOVQ as+56(FP), AX
+	LEAQ (R13)(AX*4), R13
+	MOVQ cs+64(FP), AX
+	LEAQ (R15)(AX*4), R15
+	DECQ R12
+	JNZ setile
+	JMP sedone
+seover:
+	MOVQ mx+88(FP), AX
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+sedone:
+	MOVQ sum+80(FP), AX
+	VMOVUPS Z24, (AX)
+	VMOVUPS Z25, 64(AX)
+	MOVQ n+48(FP), AX
+	SUBQ R12, AX
+	MOVQ AX, ret+96(FP)
+	VZEROUPPER
+	RET
+
+// func TransposeScale16(dst *float32, ldd int, src *float32, lds int, scale *float32)
+// dst[i·ldd + j] = scale[i]·src[j·lds + i] for i, j < 16: src's 16 rows in
+// Z0-Z15, transposed in registers (unpack pairs of singles, then of
+// doubles, then two shuffles of 128-bit lanes), column i ending in Z(i).
+TEXT ·TransposeScale16(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R8
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R9
+	MOVQ scale+32(FP), BX
+	SHLQ $2, R8
+	SHLQ $2, R9
+	VMOVUPS (SI), Z0
+	ADDQ R9, SI
+	VMOVUPS (SI), Z1
+	ADDQ R9, SI
+	VMOVUPS (SI), Z2
+	ADDQ R9, SI
+	VMOVUPS (SI), Z3
+	ADDQ R9, SI
+	VMOVUPS (SI), Z4
+	ADDQ R9, SI
+	VMOVUPS (SI), Z5
+	ADDQ R9, SI
+	VMOVUPS (SI), Z6
+	ADDQ R9, SI
+	VMOVUPS (SI), Z7
+	ADDQ R9, SI
+	VMOVUPS (SI), Z8
+	ADDQ R9, SI
+	VMOVUPS (SI), Z9
+	ADDQ R9, SI
+	VMOVUPS (SI), Z10
+	ADDQ R9, SI
+	VMOVUPS (SI), Z11
+	ADDQ R9, SI
+	VMOVUPS (SI), Z12
+	ADDQ R9, SI
+	VMOVUPS (SI), Z13
+	ADDQ R9, SI
+	VMOVUPS (SI), Z14
+	ADDQ R9, SI
+	VMOVUPS (SI), Z15
+	// Pairs of rows, singles interleaved: Z16+k from rows 2⌊k/2⌋ and 2⌊k/2⌋+1.
+	VUNPCKLPS Z1, Z0, Z16
+	VUNPCKHPS Z1, Z0, Z17
+	VUNPCKLPS Z3, Z2, Z18
+	VUNPCKHPS Z3, Z2, Z19
+	VUNPCKLPS Z5, Z4, Z20
+	VUNPCKHPS Z5, Z4, Z21
+	VUNPCKLPS Z7, Z6, Z22
+	VUNPCKHPS Z7, Z6, Z23
+	VUNPCKLPS Z9, Z8, Z24
+	VUNPCKHPS Z9, Z8, Z25
+	VUNPCKLPS Z11, Z10, Z26
+	VUNPCKHPS Z11, Z10, Z27
+	VUNPCKLPS Z13, Z12, Z28
+	VUNPCKHPS Z13, Z12, Z29
+	VUNPCKLPS Z15, Z14, Z30
+	VUNPCKHPS Z15, Z14, Z31
+	// Doubles: 4 rows' elements together per 128-bit lane.
+	VUNPCKLPD Z18, Z16, Z0
+	VUNPCKHPD Z18, Z16, Z1
+	VUNPCKLPD Z19, Z17, Z2
+	VUNPCKHPD Z19, Z17, Z3
+	VUNPCKLPD Z22, Z20, Z4
+	VUNPCKHPD Z22, Z20, Z5
+	VUNPCKLPD Z23, Z21, Z6
+	VUNPCKHPD Z23, Z21, Z7
+	VUNPCKLPD Z26, Z24, Z8
+	VUNPCKHPD Z26, Z24, Z9
+	VUNPCKLPD Z27, Z25, Z10
+	VUNPCKHPD Z27, Z25, Z11
+	VUNPCKLPD Z30, Z28, Z12
+	VUNPCKHPD Z30, Z28, Z13
+	VUNPCKLPD Z31, Z29, Z14
+	VUNPCKHPD Z31, Z29, Z15
+	// 128-bit lanes of rows 0-3 with 4-7, and 8-11 with 12-15.
+	VSHUFF32X4 $0x88, Z4, Z0, Z16
+	VSHUFF32X4 $0x88, Z5, Z1, Z17
+	VSHUFF32X4 $0x88, Z6, Z2, Z18
+	VSHUFF32X4 $0x88, Z7, Z3, Z19
+	VSHUFF32X4 $0xdd, Z4, Z0, Z20
+	VSHUFF32X4 $0xdd, Z5, Z1, Z21
+	VSHUFF32X4 $0xdd, Z6, Z2, Z22
+	VSHUFF32X4 $0xdd, Z7, Z3, Z23
+	VSHUFF32X4 $0x88, Z12, Z8, Z24
+	VSHUFF32X4 $0x88, Z13, Z9, Z25
+	VSHUFF32X4 $0x88, Z14, Z10, Z26
+	VSHUFF32X4 $0x88, Z15, Z11, Z27
+	VSHUFF32X4 $0xdd, Z12, Z8, Z28
+	VSHUFF32X4 $0xdd, Z13, Z9, Z29
+	VSHUFF32X4 $0xdd, Z14, Z10, Z30
+	VSHUFF32X4 $0xdd, Z15, Z11, Z31
+	// And of the two halves: column i in Z(i).
+	VSHUFF32X4 $0x88, Z24, Z16, Z0
+	VSHUFF32X4 $0x88, Z25, Z17, Z1
+	VSHUFF32X4 $0x88, Z26, Z18, Z2
+	VSHUFF32X4 $0x88, Z27, Z19, Z3
+	VSHUFF32X4 $0x88, Z28, Z20, Z4
+	VSHUFF32X4 $0x88, Z29, Z21, Z5
+	VSHUFF32X4 $0x88, Z30, Z22, Z6
+	VSHUFF32X4 $0x88, Z31, Z23, Z7
+	VSHUFF32X4 $0xdd, Z24, Z16, Z8
+	VSHUFF32X4 $0xdd, Z25, Z17, Z9
+	VSHUFF32X4 $0xdd, Z26, Z18, Z10
+	VSHUFF32X4 $0xdd, Z27, Z19, Z11
+	VSHUFF32X4 $0xdd, Z28, Z20, Z12
+	VSHUFF32X4 $0xdd, Z29, Z21, Z13
+	VSHUFF32X4 $0xdd, Z30, Z22, Z14
+	VSHUFF32X4 $0xdd, Z31, Z23, Z15
+	VMULPS.BCST 0(BX), Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ R8, DI
+	VMULPS.BCST 4(BX), Z1, Z1
+	VMOVUPS Z1, (DI)
+	ADDQ R8, DI
+	VMULPS.BCST 8(BX), Z2, Z2
+	VMOVUPS Z2, (DI)
+	ADDQ R8, DI
+	VMULPS.BCST 12(BX), Z3, Z3
+	VMOVUPS Z3, (DI)
+	ADDQ R8, DI
+	VMULPS.BCST 16(BX), Z4, Z4
+	VMOVUPS Z4, (DI)
+	ADDQ R8, DI
+	VMULPS.BCST 20(BX), Z5, Z5
+	VMOVUPS Z5, (DI)
+	ADDQ R8, DI
+	VMULPS.BCST 24(BX), Z6, Z6
+	VMOVUPS Z6, (DI)
+	ADDQ R8, DI
+	VMULPS.BCST 28(BX), Z7, Z7
+	VMOVUPS Z7, (DI)
+	ADDQ R8, DI
+	VMULPS.BCST 32(BX), Z8, Z8
+	VMOVUPS Z8, (DI)
+	ADDQ R8, DI
+	VMULPS.BCST 36(BX), Z9, Z9
+	VMOVUPS Z9, (DI)
+	ADDQ R8, DI
+	VMULPS.BCST 40(BX), Z10, Z10
+	VMOVUPS Z10, (DI)
+	ADDQ R8, DI
+	VMULPS.BCST 44(BX), Z11, Z11
+	VMOVUPS Z11, (DI)
+	ADDQ R8, DI
+	VMULPS.BCST 48(BX), Z12, Z12
+	VMOVUPS Z12, (DI)
+	ADDQ R8, DI
+	VMULPS.BCST 52(BX), Z13, Z13
+	VMOVUPS Z13, (DI)
+	ADDQ R8, DI
+	VMULPS.BCST 56(BX), Z14, Z14
+	VMOVUPS Z14, (DI)
+	ADDQ R8, DI
+	VMULPS.BCST 60(BX), Z15, Z15
+	VMOVUPS Z15, (DI)
+	VZEROUPPER
+	RET

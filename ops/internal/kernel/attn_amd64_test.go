@@ -1,0 +1,167 @@
+package kernel
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+)
+
+// TestScoresExp8x32 checks the fused kernel against Sgemm8x32RowsLoop's
+// scores and float64 exponentials: the stored tiles, the column sums, the
+// stop at the first tile a column of which rises more than 8 above its
+// shift (with its column maxima), and -Inf, huge negative and NaN shifts.
+func TestScoresExp8x32(t *testing.T) {
+	if !AVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	const k, lda, n, ldc = 19, 23, 5, 36
+	as, cs := 8*lda+3, 8*ldc+5
+	r := rand.New(rand.NewSource(1))
+	a := make([]float32, n*as)
+	b := make([]float32, 32*k)
+	for i := range a {
+		a[i] = float32(r.NormFloat64())
+	}
+	for i := range b {
+		b[i] = float32(r.NormFloat64())
+	}
+	raw := make([]float32, n*cs)
+	Sgemm8x32RowsLoop(k, &a[0], lda, &b[0], &raw[0], ldc, n, as, 0, cs, false)
+	colMax := func(tile int) [32]float32 {
+		var m [32]float32
+		for c := range m {
+			m[c] = float32(math.Inf(-1))
+			for row := 0; row < 8; row++ {
+				m[c] = max(m[c], raw[tile*cs+row*ldc+c])
+			}
+		}
+		return m
+	}
+	// A shift that every tile stays under (the overall column max).
+	var shift [32]float32
+	for c := range shift {
+		shift[c] = float32(math.Inf(-1))
+		for tile := 0; tile < n; tile++ {
+			shift[c] = max(shift[c], colMax(tile)[c])
+		}
+	}
+	run := func(shift [32]float32) (got []float32, sum, mx [32]float32, done int) {
+		got = make([]float32, n*cs)
+		for i := range got {
+			got[i] = -7
+		}
+		for c := range sum {
+			sum[c] = float32(c) // the kernel adds to it
+		}
+		done = ScoresExp8x32(k, &a[0], lda, &b[0], &got[0], ldc, n, as, cs, &shift[0], &sum[0], &mx[0])
+		return got, sum, mx, done
+	}
+	got, sum, _, done := run(shift)
+	if done != n {
+		t.Fatalf("returned %d, want %d", done, n)
+	}
+	var want [32]float64
+	for i := range got {
+		tile, in := i/cs, i%cs
+		row, c := in/ldc, in%ldc
+		if tile >= n || row >= 8 || c >= 32 {
+			if got[i] != -7 {
+				t.Fatalf("C[%d] (outside the tiles) = %g", i, got[i])
+			}
+			continue
+		}
+		e := math.Exp(float64(raw[i] - shift[c])) // the difference rounded to float32, as the kernel has it
+		want[c] += e
+		if rel := math.Abs(float64(got[i])-e) / e; rel > 2.5e-7 {
+			t.Fatalf("tile %d row %d col %d: %g, want exp(%g - %g) = %g (rel %.2g)", tile, row, c, got[i], raw[i], shift[c], e, rel)
+		}
+	}
+	for c := range sum {
+		if w := want[c] + float64(c); math.Abs(float64(sum[c])-w) > 1e-5*w {
+			t.Errorf("sum[%d] = %g, want %g", c, sum[c], w)
+		}
+	}
+
+	// Shifts more than 8 below tile 2's column 17 (and above every
+	// other): the kernel stops at tile 2 with its maxima.
+	low := shift
+	m2 := colMax(2)
+	low[17] = m2[17] - 8.5
+	for tile := 0; tile < 2; tile++ {
+		low[17] = max(low[17], colMax(tile)[17]-8)
+	}
+	if low[17] >= m2[17]-8 {
+		t.Skip("random data: tile 2 does not rise above tiles 0 and 1 in column 17")
+	}
+	got, _, mx, done := run(low)
+	if done != 2 || mx != m2 {
+		t.Fatalf("returned %d with maxima %v, want 2 with %v", done, mx, m2)
+	}
+	for i := 2 * cs; i < len(got); i++ {
+		if got[i] != -7 {
+			t.Fatalf("C[%d] written past the stop", i)
+		}
+	}
+
+	// -Inf shifts stop at tile 0 (every finite max is above them).
+	var inf [32]float32
+	for c := range inf {
+		inf[c] = float32(math.Inf(-1))
+	}
+	if _, _, mx, done = run(inf); done != 0 || mx != colMax(0) {
+		t.Fatalf("-Inf shift: returned %d, want 0", done)
+	}
+	// Shifts far above every score give exact zeros (clamped below -104),
+	// NaN shifts NaN.
+	huge := shift
+	for c := range huge {
+		huge[c] = 1e30
+	}
+	huge[3] = float32(math.NaN())
+	got, sum, _, done = run(huge)
+	if done != n {
+		t.Fatalf("huge shift: returned %d", done)
+	}
+	for tile := 0; tile < n; tile++ {
+		for row := 0; row < 8; row++ {
+			for c := 0; c < 32; c++ {
+				v := got[tile*cs+row*ldc+c]
+				if (c == 3) != math.IsNaN(float64(v)) || (c != 3 && v != 0) {
+					t.Fatalf("huge shift, column %d: %g", c, v)
+				}
+			}
+		}
+	}
+	if !math.IsNaN(float64(sum[3])) || sum[4] != 4 {
+		t.Fatalf("huge shift: sums %v", sum)
+	}
+}
+
+func TestTransposeScale16(t *testing.T) {
+	if !AVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	const ldd, lds = 21, 19
+	src := make([]float32, 15*lds+16)
+	for i := range src {
+		src[i] = float32(i) + 0.5
+	}
+	var scale [16]float32
+	for i := range scale {
+		scale[i] = float32(i%5) - 1.5
+	}
+	dst := make([]float32, 15*ldd+16+3)
+	for i := range dst {
+		dst[i] = -99
+	}
+	TransposeScale16(&dst[0], ldd, &src[0], lds, &scale[0])
+	for k, got := range dst {
+		want := float32(-99)
+		if i, j := k/ldd, k%ldd; i < 16 && j < 16 {
+			want = scale[i] * src[j*lds+i]
+		}
+		if got != want {
+			t.Fatalf("dst[%d] = %g, want %g", k, got, want)
+		}
+	}
+}

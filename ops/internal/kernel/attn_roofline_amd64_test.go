@@ -1,0 +1,69 @@
+package kernel_test
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/attnrun/attnrun/ops/internal/kernel"
+	"github.com/attnrun/attnrun/ops/internal/roofline"
+)
+
+// BenchmarkRooflineAttentionKernels measures the fused attention's two
+// kernels apart and together, on one core, as ops' FusedAttention calls
+// them on seed 000's MHA at S=512 (12 heads of 64, K and V read in place
+// from the QKV projection's rows of 2304, items of 32 queries, one block
+// of 512 keys): the bare 8×32 scores product (Sgemm8x32RowsLoop, k = 64),
+// the scores kernel with the softmax's exponentials in its epilogue
+// (ScoresExp8x32), P·V (Sgemm8x32Loop over the probabilities), and the
+// two in sequence. GFLOP/s counts the products only, so "scores" against
+// "scores+exp" is the exponentials' cost and "scores+exp,PV" against
+// ops' BenchmarkRoofline the op's own overhead (packing Q, writing out).
+//
+//	go test ./ops/internal/kernel -run '^$' -bench RooflineAttentionKernels
+func BenchmarkRooflineAttentionKernels(b *testing.B) {
+	if !kernel.AVX512 {
+		b.Skip("no AVX-512 on this CPU")
+	}
+	const d, keys, lda, heads = 64, 512, 3 * 12 * 64, 12
+	const items = keys / 32 // of 32 queries
+	r := rand.New(rand.NewSource(1))
+	qkv := make([]float32, keys*lda)
+	for i := range qkv {
+		qkv[i] = float32(r.NormFloat64()) * 0.35
+	}
+	qp := make([]float32, items*d*32) // scale·Qᵀ of one head, packed
+	for i := range qp {
+		qp[i] = float32(r.NormFloat64()) * 0.35
+	}
+	st := make([]float32, keys*32) // one item's scores (probabilities), transposed
+	acc := make([]float32, d*32)
+	var shift, sum, mx [32]float32
+	for _, mode := range []string{"scores", "scores+exp", "PV", "scores+exp,PV"} {
+		flops := float64(heads*items) * 2 * d * keys * 32
+		if mode == "scores+exp,PV" {
+			flops *= 2
+		}
+		b.Run(mode, func(b *testing.B) {
+			roofline.Report(b, 1, 1, flops, func(int) {
+				for h := 0; h < heads; h++ {
+					k, v := qkv[768+h*d:], qkv[1536+h*d:]
+					for it := 0; it < items; it++ {
+						switch mode {
+						case "scores":
+							kernel.Sgemm8x32RowsLoop(d, &k[0], lda, &qp[it*d*32], &st[0], 32, keys/8, 8*lda, 0, 8*32, false)
+						case "scores+exp", "scores+exp,PV":
+							// Shift 0: the scores stay well below 8, so no tile stops the kernel.
+							sum = [32]float32{}
+							if n := kernel.ScoresExp8x32(d, &k[0], lda, &qp[it*d*32], &st[0], 32, keys/8, 8*lda, 8*32, &shift[0], &sum[0], &mx[0]); n != keys/8 {
+								b.Fatalf("ScoresExp8x32 stopped at tile %d of %d", n, keys/8)
+							}
+						}
+						if mode == "PV" || mode == "scores+exp,PV" {
+							kernel.Sgemm8x32Loop(keys, &v[0], &st[0], &acc[0], lda, 32, d/8, 8, 0, 8*32, true)
+						}
+					}
+				}
+			}, false)
+		})
+	}
+}

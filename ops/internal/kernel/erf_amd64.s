@@ -1,0 +1,274 @@
+#include "textflag.h"
+
+// The float32 erf and Gelu kernels (the algorithm, its fits and its
+// accuracy are described in package ops, erf.go; tools/erffit/erf_fit.py
+// prints the coefficients). One 4-byte constant per
+// entry, broadcast as needed.
+DATA erfk<>+0(SB)/4, $0x7fffffff   // |x| mask
+DATA erfk<>+4(SB)/4, $0x3f6c0000   // 0.921875: erf's two branches meet
+DATA erfk<>+8(SB)/4, $0x407ad445   // 3.9192059: erfc(t) = 2^-25, erf rounds to 1 past it
+DATA erfk<>+12(SB)/4, $0x3f800000  // 1
+DATA erfk<>+16(SB)/4, $0x40000000  // 2
+DATA erfk<>+20(SB)/4, $0x3f000000  // 0.5
+DATA erfk<>+24(SB)/4, $0x3f3504f3  // 1/√2
+DATA erfk<>+28(SB)/4, $0x3e0375d3  // s0..s5: erf(x) = x + x·p(x²), p = Σ s_k·(x²)^k
+DATA erfk<>+32(SB)/4, $0xbec09373
+DATA erfk<>+36(SB)/4, $0x3de70d35
+DATA erfk<>+40(SB)/4, $0xbcdb45a8
+DATA erfk<>+44(SB)/4, $0x3ba39dcd
+DATA erfk<>+48(SB)/4, $0xba1d0bd2
+DATA erfk<>+52(SB)/4, $0xbfc3b377  // l0..l8: log erfc(t) + t² = Σ l_k·(t − 2.421875)^k
+DATA erfk<>+56(SB)/4, $0xbeb92a3c
+DATA erfk<>+60(SB)/4, $0x3d70919e
+DATA erfk<>+64(SB)/4, $0xbc3d6c4a
+DATA erfk<>+68(SB)/4, $0x3b192330
+DATA erfk<>+72(SB)/4, $0xb9f03fea
+DATA erfk<>+76(SB)/4, $0x38b1fc6e
+DATA erfk<>+80(SB)/4, $0xb76fe607
+DATA erfk<>+84(SB)/4, $0x35db2770
+DATA erfk<>+88(SB)/4, $0x3fb8aa3b  // log2(e)
+DATA erfk<>+92(SB)/4, $0x3f318000  // ln 2, high part
+DATA erfk<>+96(SB)/4, $0xb95e8083  // ln 2, low part
+DATA erfk<>+100(SB)/4, $0x3f000000 // e0..e5: exp(f) = 1 + f + f²·Σ e_k·f^k (Cephes' expf)
+DATA erfk<>+104(SB)/4, $0x3e2aaaaa
+DATA erfk<>+108(SB)/4, $0x3d2aa9c1
+DATA erfk<>+112(SB)/4, $0x3c088908
+DATA erfk<>+116(SB)/4, $0x3ab743ce
+DATA erfk<>+120(SB)/4, $0x39506967
+DATA erfk<>+124(SB)/4, $0x401b0000 // 2.421875, the centre of the l polynomial
+GLOBL erfk<>(SB), RODATA|NOPTR, $128
+
+// func Erf16(dst, src *float32, n int, gelu bool)
+// Z0 x, Z1 z (x, or x/√2 for gelu), Z2 |z|, Z3 z², Z4 the small branch,
+// Z5 t − 2.421875 for t = min(|z|, 3.92), Z6 g(t) then the reduced argument f,
+// Z7 the exponent n, Z8 erfc, Z9 a ≈ t² from x (x² or x²/2: t² = a + lo
+// exactly, lo in Z10) then a + n·ln2hi, Z9-Z11 scratch afterwards; Z22
+// and Z27 scale x to z and x² to t² (1 and 1, or 1/√2 and 1/2 for gelu); Z16-Z25 constants; K1: |z| >
+// 0.921875, K2: |z| ≥ 3.92, K3: z < 0.
+TEXT ·Erf16(SB), NOSPLIT, $0-25
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVBLZX gelu+24(FP), BX
+	LEAQ erfk<>(SB), R8
+	VPBROADCASTD 0(R8), Z16
+	VBROADCASTSS 4(R8), Z17
+	VBROADCASTSS 8(R8), Z18
+	VBROADCASTSS 12(R8), Z19
+	VBROADCASTSS 16(R8), Z20
+	VBROADCASTSS 20(R8), Z21
+	MOVQ $12, R9
+	MOVQ $12, R10
+	TESTL BX, BX
+	JZ erf16scales
+	MOVQ $24, R9
+	MOVQ $20, R10
+erf16scales:
+	VBROADCASTSS (R8)(R9*1), Z22
+	VBROADCASTSS (R8)(R10*1), Z27
+	VBROADCASTSS 88(R8), Z23
+	VBROADCASTSS 92(R8), Z24
+	VBROADCASTSS 96(R8), Z25
+	VPXORD Z26, Z26, Z26
+	SHRQ $4, CX
+	JZ erf16done
+erf16loop:
+	VMOVUPS (SI), Z0
+	VMULPS Z22, Z0, Z1
+	VPANDD Z16, Z1, Z2
+	VMULPS Z1, Z1, Z3
+	VBROADCASTSS 48(R8), Z4
+	VFMADD213PS.BCST 44(R8), Z3, Z4
+	VFMADD213PS.BCST 40(R8), Z3, Z4
+	VFMADD213PS.BCST 36(R8), Z3, Z4
+	VFMADD213PS.BCST 32(R8), Z3, Z4
+	VFMADD213PS.BCST 28(R8), Z3, Z4
+	VFMADD213PS Z1, Z1, Z4
+	VMINPS Z18, Z2, Z5
+	VSUBPS.BCST 124(R8), Z5, Z5
+	VBROADCASTSS 84(R8), Z6
+	VFMADD213PS.BCST 80(R8), Z5, Z6
+	VFMADD213PS.BCST 76(R8), Z5, Z6
+	VFMADD213PS.BCST 72(R8), Z5, Z6
+	VFMADD213PS.BCST 68(R8), Z5, Z6
+	VFMADD213PS.BCST 64(R8), Z5, Z6
+	VFMADD213PS.BCST 60(R8), Z5, Z6
+	VFMADD213PS.BCST 56(R8), Z5, Z6
+	VFMADD213PS.BCST 52(R8), Z5, Z6
+	VMULPS Z0, Z0, Z9
+	VMOVAPS Z0, Z10
+	VFMSUB213PS Z9, Z0, Z10
+	VMULPS Z27, Z9, Z9
+	VMULPS Z27, Z10, Z10
+	VSUBPS Z9, Z6, Z7
+	VMULPS Z23, Z7, Z7
+	VRNDSCALEPS $8, Z7, Z7
+	VFMADD231PS Z24, Z7, Z9
+	VSUBPS Z9, Z6, Z6
+	VSUBPS Z10, Z6, Z6
+	VFNMADD231PS Z25, Z7, Z6
+	VBROADCASTSS 120(R8), Z8
+	VFMADD213PS.BCST 116(R8), Z6, Z8
+	VFMADD213PS.BCST 112(R8), Z6, Z8
+	VFMADD213PS.BCST 108(R8), Z6, Z8
+	VFMADD213PS.BCST 104(R8), Z6, Z8
+	VFMADD213PS.BCST 100(R8), Z6, Z8
+	VMULPS Z6, Z6, Z9
+	VFMADD213PS Z6, Z9, Z8
+	VADDPS Z19, Z8, Z8
+	VSCALEFPS Z7, Z8, Z8
+	VCMPPS $0x1d, Z18, Z2, K2
+	VPXORD Z8, Z8, K2, Z8
+	VCMPPS $0x1e, Z17, Z2, K1
+	TESTL BX, BX
+	JNZ erf16gelu
+	VSUBPS Z8, Z19, Z10
+	VPTERNLOGD $0xe4, Z16, Z1, Z10
+	VMOVAPS Z10, K1, Z4
+	VMOVUPS Z4, (DI)
+	JMP erf16next
+erf16gelu:
+	VADDPS Z19, Z4, Z4
+	VSUBPS Z8, Z20, Z10
+	VCMPPS $0x11, Z26, Z1, K3
+	VMOVAPS Z8, K3, Z10
+	VMOVAPS Z10, K1, Z4
+	VMULPS Z21, Z0, Z11
+	VMULPS Z11, Z4, Z4
+	VMOVUPS Z4, (DI)
+erf16next:
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ erf16loop
+erf16done:
+	VZEROUPPER
+	RET
+
+// func Erf8(dst, src *float32, n int, gelu bool)
+// Erf16 with AVX2 and FMA on 8 lanes, the masks as vectors: Y0 x, Y1 z,
+// Y2 |z|, Y3 z², Y4 the small branch, Y5 t − 2.421875 for t = min(|z|, 3.92), Y6 g(t)
+// then f, Y7 n, Y8 erfc, Y9 t² from x then the large branch, Y10
+// scratch; R9 and R10 the offsets of the constants scaling x to z and x²
+// to t²; Y11 |x| mask, Y12
+// 0.921875, Y13 3.92, Y14 1, Y15 log2(e).
+TEXT ·Erf8(SB), NOSPLIT, $0-25
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVBLZX gelu+24(FP), BX
+	LEAQ erfk<>(SB), R8
+	VBROADCASTSS 0(R8), Y11
+	VBROADCASTSS 4(R8), Y12
+	VBROADCASTSS 8(R8), Y13
+	VBROADCASTSS 12(R8), Y14
+	VBROADCASTSS 88(R8), Y15
+	MOVQ $12, R9
+	MOVQ $12, R10
+	TESTL BX, BX
+	JZ erf8scales
+	MOVQ $24, R9
+	MOVQ $20, R10
+erf8scales:
+	SHRQ $3, CX
+	JZ erf8done
+erf8loop:
+	VMOVUPS (SI), Y0
+	VBROADCASTSS (R8)(R9*1), Y10
+	VMULPS Y10, Y0, Y1
+	VANDPS Y11, Y1, Y2
+	VMULPS Y1, Y1, Y3
+	VBROADCASTSS 48(R8), Y4
+	VBROADCASTSS 44(R8), Y10
+	VFMADD213PS Y10, Y3, Y4
+	VBROADCASTSS 40(R8), Y10
+	VFMADD213PS Y10, Y3, Y4
+	VBROADCASTSS 36(R8), Y10
+	VFMADD213PS Y10, Y3, Y4
+	VBROADCASTSS 32(R8), Y10
+	VFMADD213PS Y10, Y3, Y4
+	VBROADCASTSS 28(R8), Y10
+	VFMADD213PS Y10, Y3, Y4
+	VFMADD213PS Y1, Y1, Y4
+	VMINPS Y13, Y2, Y5
+	VBROADCASTSS 124(R8), Y10
+	VSUBPS Y10, Y5, Y5
+	VBROADCASTSS 84(R8), Y6
+	VBROADCASTSS 80(R8), Y10
+	VFMADD213PS Y10, Y5, Y6
+	VBROADCASTSS 76(R8), Y10
+	VFMADD213PS Y10, Y5, Y6
+	VBROADCASTSS 72(R8), Y10
+	VFMADD213PS Y10, Y5, Y6
+	VBROADCASTSS 68(R8), Y10
+	VFMADD213PS Y10, Y5, Y6
+	VBROADCASTSS 64(R8), Y10
+	VFMADD213PS Y10, Y5, Y6
+	VBROADCASTSS 60(R8), Y10
+	VFMADD213PS Y10, Y5, Y6
+	VBROADCASTSS 56(R8), Y10
+	VFMADD213PS Y10, Y5, Y6
+	VBROADCASTSS 52(R8), Y10
+	VFMADD213PS Y10, Y5, Y6
+	VMULPS Y0, Y0, Y9
+	VMOVAPS Y0, Y10
+	VFMSUB213PS Y9, Y0, Y10
+	VBROADCASTSS (R8)(R10*1), Y5
+	VMULPS Y5, Y9, Y9
+	VMULPS Y5, Y10, Y10
+	VSUBPS Y9, Y6, Y7
+	VMULPS Y15, Y7, Y7
+	VROUNDPS $8, Y7, Y7
+	VBROADCASTSS 92(R8), Y5
+	VFMADD231PS Y5, Y7, Y9
+	VSUBPS Y9, Y6, Y6
+	VSUBPS Y10, Y6, Y6
+	VBROADCASTSS 96(R8), Y10
+	VFNMADD231PS Y10, Y7, Y6
+	VBROADCASTSS 120(R8), Y8
+	VBROADCASTSS 116(R8), Y10
+	VFMADD213PS Y10, Y6, Y8
+	VBROADCASTSS 112(R8), Y10
+	VFMADD213PS Y10, Y6, Y8
+	VBROADCASTSS 108(R8), Y10
+	VFMADD213PS Y10, Y6, Y8
+	VBROADCASTSS 104(R8), Y10
+	VFMADD213PS Y10, Y6, Y8
+	VBROADCASTSS 100(R8), Y10
+	VFMADD213PS Y10, Y6, Y8
+	VMULPS Y6, Y6, Y9
+	VFMADD213PS Y6, Y9, Y8
+	VADDPS Y14, Y8, Y8
+	VCVTPS2DQ Y7, Y7
+	VPSLLD $23, Y7, Y7
+	VPADDD Y7, Y8, Y8
+	VCMPPS $0x1d, Y13, Y2, Y10
+	VANDNPS Y8, Y10, Y8
+	TESTL BX, BX
+	JNZ erf8gelu
+	VSUBPS Y8, Y14, Y9
+	VANDNPS Y1, Y11, Y10
+	VORPS Y10, Y9, Y9
+	VCMPPS $0x1e, Y12, Y2, Y10
+	VBLENDVPS Y10, Y9, Y4, Y4
+	VMOVUPS Y4, (DI)
+	JMP erf8next
+erf8gelu:
+	VADDPS Y14, Y4, Y4
+	VADDPS Y14, Y14, Y9
+	VSUBPS Y8, Y9, Y9
+	VBLENDVPS Y1, Y8, Y9, Y9
+	VCMPPS $0x1e, Y12, Y2, Y10
+	VBLENDVPS Y10, Y9, Y4, Y4
+	VBROADCASTSS 20(R8), Y10
+	VMULPS Y10, Y0, Y9
+	VMULPS Y9, Y4, Y4
+	VMOVUPS Y4, (DI)
+erf8next:
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ erf8loop
+erf8done:
+	VZEROUPPER
+	RET
