@@ -32,9 +32,15 @@ type benchResult struct {
 	Threads int    `json:"threads"`
 	// Precision is the arithmetic of the matrix products (--precision).
 	Precision ops.Precision `json:"precision"`
-	// Transport is "shm" (tensors through the shared region) or "inline"
-	// (tensor bytes inside the gRPC messages, --no-shm).
+	// Transport is "shm" (tensors through the shared region), "inline"
+	// (tensor bytes inside the gRPC messages, --no-shm) or "in process"
+	// (--in-process: the backend reads the caller's tensors).
 	Transport string `json:"transport"`
+	// RunsVia is how the timed runs reached the backend: "doorbell" (the
+	// shared-memory doorbell, plugins/doorbell.go), "grpc" (some or all
+	// over gRPC: --no-shm, ATTNRUN_NO_DOORBELL=1, or a backend without a
+	// doorbell) or "in process" (--in-process).
+	RunsVia string `json:"runs_via"`
 	// Outputs is "bound" (written into tensors bound once, like ONNX
 	// Runtime's IOBinding) or "fresh" (new tensors every run,
 	// --fresh-outputs).
@@ -147,6 +153,7 @@ op type and node on stderr, and a Chrome trace-event JSON in FILE.`,
 			if profilePath != "" {
 				prof = &session.Profile{}
 			}
+			bellBefore := doorbellRuns(s)
 			times, wall, err := benchLoop(ctx, s, inputs, warmup, iters, callers, !freshOutputs, bar, prof)
 			bar.finish()
 			if err != nil {
@@ -163,6 +170,14 @@ op type and node on stderr, and a Chrome trace-event JSON in FILE.`,
 			}
 			if noShm {
 				res.Transport = "inline"
+			}
+			switch {
+			case inProcess && g.backend == session.CPU:
+				res.Transport, res.RunsVia = "in process", "in process"
+			case doorbellRuns(s)-bellBefore >= uint64(warmup+iters):
+				res.RunsVia = "doorbell"
+			default:
+				res.RunsVia = "grpc"
 			}
 			if bs := s.Backends(); len(bs) > 0 {
 				res.BLAS = bs[0].Details["blas"]
@@ -336,7 +351,7 @@ func printBench(w io.Writer, r *benchResult) {
 	}
 	fmt.Fprintf(w, "model:      %s\n", r.Model)
 	fmt.Fprintf(w, "inputs:     %s\n", strings.Join(ins, ", "))
-	fmt.Fprintf(w, "backend:    %s (blas %s, %d threads, %s products, tensors via %s, %s outputs)\n", r.Backend, r.BLAS, r.Threads, r.Precision, r.Transport, r.Outputs)
+	fmt.Fprintf(w, "backend:    %s (blas %s, %d threads, %s products, tensors via %s, runs via %s, %s outputs)\n", r.Backend, r.BLAS, r.Threads, r.Precision, r.Transport, r.RunsVia, r.Outputs)
 	fmt.Fprintf(w, "runs:       %d timed after %d warmup\n", r.Iters, r.Warmup)
 	if r.Instances > 1 || r.Callers > 1 || r.InProcess {
 		where := "backend processes"
@@ -429,4 +444,14 @@ func (p *progress) finish() {
 	if p != nil && p.started {
 		fmt.Fprintln(p.w)
 	}
+}
+
+// doorbellRuns sums the Runs the session's backend processes answered
+// through the doorbell so far.
+func doorbellRuns(s *session.Session) uint64 {
+	var n uint64
+	for _, b := range s.Backends() {
+		n += b.DoorbellRuns
+	}
+	return n
 }

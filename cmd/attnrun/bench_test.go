@@ -81,6 +81,7 @@ func TestBenchJSON(t *testing.T) {
 			Backend   string   `json:"backend"`
 			BLAS      string   `json:"blas"`
 			Transport string   `json:"transport"`
+			RunsVia   string   `json:"runs_via"`
 			Outputs   string   `json:"outputs"`
 		}
 		stderr := benchJSON(t, bin, args, &r)
@@ -90,15 +91,15 @@ func TestBenchJSON(t *testing.T) {
 		if r.P50ms <= 0 || r.P90ms < r.P50ms || r.Minms <= 0 || r.Minms > r.P50ms || r.Meanms <= 0 || r.RunsSec <= 0 || r.PeakRSS <= 0 || r.Threads <= 0 {
 			t.Errorf("fields not positive or out of order: %+v", r)
 		}
-		wantTransport, wantOutputs := "shm", "bound"
+		wantTransport, wantRunsVia, wantOutputs := "shm", "doorbell", "bound"
 		if extra != nil {
-			wantTransport, wantOutputs = "inline", "fresh"
+			wantTransport, wantRunsVia, wantOutputs = "inline", "grpc", "fresh"
 			if r.Threads != 1 {
 				t.Errorf("threads %d, want 1", r.Threads)
 			}
 		}
-		if r.Iters != 5 || r.Backend != "cpu" || r.BLAS == "" || r.Transport != wantTransport || r.Outputs != wantOutputs {
-			t.Errorf("iters %d, backend %q, blas %q, transport %q, outputs %q", r.Iters, r.Backend, r.BLAS, r.Transport, r.Outputs)
+		if r.Iters != 5 || r.Backend != "cpu" || r.BLAS == "" || r.Transport != wantTransport || r.RunsVia != wantRunsVia || r.Outputs != wantOutputs {
+			t.Errorf("iters %d, backend %q, blas %q, transport %q, runs via %q, outputs %q", r.Iters, r.Backend, r.BLAS, r.Transport, r.RunsVia, r.Outputs)
 		}
 		if stderr != "" {
 			t.Errorf("stderr is not a terminal, yet it got %q", stderr)
@@ -129,6 +130,7 @@ func TestBenchInstances(t *testing.T) {
 			Instances  int              `json:"instances"`
 			Callers    int              `json:"callers"`
 			InProcess  bool             `json:"in_process"`
+			RunsVia    string           `json:"runs_via"`
 			BackendRSS map[string]int64 `json:"backend_peak_rss_bytes"`
 		}
 		benchJSON(t, binPath, args, &r)
@@ -139,7 +141,11 @@ func TestBenchInstances(t *testing.T) {
 			}
 		}
 		sort.Strings(rss)
-		if r.Iters != 20 || r.RunsSec <= 0 || r.Instances != c.instances || r.Callers != c.callers || r.InProcess != c.inProcess || strings.Join(rss, " ") != strings.Join(c.rss, " ") {
+		wantRunsVia := "doorbell" // every run of both instances
+		if c.inProcess {
+			wantRunsVia = "in process"
+		}
+		if r.Iters != 20 || r.RunsSec <= 0 || r.Instances != c.instances || r.Callers != c.callers || r.InProcess != c.inProcess || r.RunsVia != wantRunsVia || strings.Join(rss, " ") != strings.Join(c.rss, " ") {
 			t.Errorf("%s: %+v", strings.Join(c.args, " "), r)
 		}
 	}

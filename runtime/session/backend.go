@@ -190,6 +190,10 @@ type BackendInfo struct {
 	// compute here (no GPU); Reason says why.
 	Available bool
 	Reason    string
+	// DoorbellRuns counts the Runs this backend process answered through
+	// the shared-memory doorbell rather than over gRPC (plugins/doorbell.go;
+	// 0 for a backend in process, or one without a doorbell).
+	DoorbellRuns uint64
 }
 
 // UnavailableError reports a backend that started but cannot compute on
@@ -424,6 +428,9 @@ func (b *backend) describe() BackendInfo {
 	if g := b.cur; g != nil {
 		bi.Pid = g.p.Pid()
 		bi.Version, bi.Details, bi.Ops = g.info.Version, g.info.Details, g.info.Ops
+		if p, ok := g.p.(*plugins.Process); ok {
+			bi.DoorbellRuns = p.DoorbellRuns()
+		}
 	}
 	switch {
 	case bi.Available:
