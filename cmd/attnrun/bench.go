@@ -147,7 +147,7 @@ op type and node on stderr, and a Chrome trace-event JSON in FILE.`,
 			}
 			var bar *progress
 			if w := cmd.ErrOrStderr(); !quiet && !asJSON && isTerminal(w) {
-				bar = newProgress(w, warmup+iters)
+				bar = newProgress(w, "bench", warmup+iters)
 			}
 			var prof *session.Profile
 			if profilePath != "" {
@@ -407,6 +407,7 @@ func isTerminal(w io.Writer) bool {
 // every progressEvery, on w (a terminal). A nil *progress draws nothing.
 type progress struct {
 	w       io.Writer
+	label   string // the command: "bench", "profile"
 	total   int
 	done    int
 	last    time.Time
@@ -416,8 +417,9 @@ type progress struct {
 
 const progressEvery = 100 * time.Millisecond
 
-func newProgress(w io.Writer, total int) *progress {
-	return &progress{w: w, total: total}
+// newProgress starts a bar labelled with the command's name for total runs.
+func newProgress(w io.Writer, label string, total int) *progress {
+	return &progress{w: w, label: label, total: total}
 }
 
 // step records one finished run taking d.
@@ -436,7 +438,7 @@ func (p *progress) step(d time.Duration) {
 func (p *progress) draw() {
 	const width = 30
 	filled := width * p.done / max(p.total, 1)
-	fmt.Fprintf(p.w, "\rbench [%s%s] %d/%d  last %.3f ms ", strings.Repeat("#", filled), strings.Repeat(".", width-filled), p.done, p.total, float64(p.recent.Nanoseconds())/1e6)
+	fmt.Fprintf(p.w, "\r%s [%s%s] %d/%d  last %.3f ms ", p.label, strings.Repeat("#", filled), strings.Repeat(".", width-filled), p.done, p.total, float64(p.recent.Nanoseconds())/1e6)
 }
 
 // finish ends the bar's line.

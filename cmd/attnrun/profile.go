@@ -54,7 +54,7 @@ one for the host.`,
 			prof := &session.Profile{}
 			var bar *progress
 			if w := cmd.ErrOrStderr(); isTerminal(w) {
-				bar = newProgress(w, warmup+iters)
+				bar = newProgress(w, "profile", warmup+iters)
 			}
 			_, _, err = benchLoop(ctx, s, inputs, warmup, iters, 1, true, bar, prof)
 			bar.finish()

@@ -87,7 +87,8 @@ func runOnTerminal(t *testing.T, onStdout bool, args ...string) (code int, termi
 }
 
 // TestProgressOnlyOnATerminal: bench draws its progress bar when stderr is
-// a terminal, and not with --quiet or --json, nor when stderr is a pipe.
+// a terminal, and not with --quiet or --json, nor when stderr is a pipe;
+// profile's bar says "profile".
 func TestProgressOnlyOnATerminal(t *testing.T) {
 	model := filepath.Join(modelsDir, "s003_self_attention", "model.onnx")
 	args := []string{"bench", model, "-i", "x=random:3x32", "--iters", "30", "--warmup", "2"}
@@ -116,5 +117,11 @@ func TestProgressOnlyOnATerminal(t *testing.T) {
 	latency := regexp.MustCompile(`(?m)^latency: +p50 [0-9.]+ ms  p90 [0-9.]+ ms  p99 [0-9.]+ ms  min [0-9.]+ ms  max [0-9.]+ ms\n +mean [0-9.]+ ms  stddev [0-9.]+ ms$`)
 	if !latency.MatchString(r.stdout) {
 		t.Errorf("stdout lacks the latency lines (p50 … p99 … stddev):\n%s", r.stdout)
+	}
+	// profile draws the same bar, labelled with its own name.
+	trace := filepath.Join(t.TempDir(), "trace.json")
+	_, terminal = attnrunOnTerminal(t, "profile", model, "-i", "x=random:3x32", "--iters", "30", "--warmup", "2", "--trace", trace)
+	if !strings.Contains(terminal, "\rprofile [") || !strings.Contains(terminal, "] 32/32  last ") || strings.Contains(terminal, "bench [") {
+		t.Errorf("profile's progress bar on the terminal: %q", terminal)
 	}
 }
