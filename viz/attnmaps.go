@@ -41,6 +41,10 @@ type CoreWeights struct {
 	// Attention's is_causal; the offset is the KV cache's length).
 	Causal       bool
 	CausalOffset int
+	// KeyLengths, when not nil, is int64 [batch]: the keys of batch item b
+	// at or beyond KeyLengths[b] are masked (ONNX Attention's
+	// nonpad_kv_seqlen).
+	KeyLengths *ir.Tensor
 }
 
 // layout splits a weights shape into batch items, heads, queries and keys.
@@ -157,6 +161,29 @@ func maskCausal(hidden []bool, l layout, offset int) []bool {
 	return hidden
 }
 
+// maskKeyLengths marks, in hidden (nil: nothing masked yet), the keys of
+// each batch item at or beyond its length in lengths (int64 [batch]).
+func maskKeyLengths(hidden []bool, l layout, lengths *ir.Tensor) ([]bool, error) {
+	if lengths.DType != ir.Int64 || len(lengths.Shape) != 1 || lengths.Shape[0] != l.batch {
+		return nil, fmt.Errorf("key lengths %v [%s]: want int64 [%d], one per batch item", lengths.DType, ir.ShapeString(lengths.Shape), l.batch)
+	}
+	if hidden == nil {
+		hidden = make([]bool, l.batch*l.heads*l.sq*l.sk)
+	}
+	for b, n := range lengths.Int64s() {
+		from := int(max(0, min(n, int64(l.sk))))
+		for m := b * l.heads; m < (b+1)*l.heads; m++ {
+			for i := 0; i < l.sq; i++ {
+				row := hidden[(m*l.sq+i)*l.sk : (m*l.sq+i+1)*l.sk]
+				for j := from; j < l.sk; j++ {
+					row[j] = true
+				}
+			}
+		}
+	}
+	return hidden, nil
+}
+
 // MapFile is one heat map written by WriteAttentionMaps.
 type MapFile struct {
 	Core, Batch, Head int
@@ -201,6 +228,11 @@ func WriteAttentionMaps(dir, title string, cores []CoreWeights) ([]CoreFiles, er
 		}
 		if c.Causal {
 			hidden = maskCausal(hidden, l, c.CausalOffset)
+		}
+		if c.KeyLengths != nil {
+			if hidden, err = maskKeyLengths(hidden, l, c.KeyLengths); err != nil {
+				return nil, fmt.Errorf("core %s: %w", c.Name, err)
+			}
 		}
 		cf := CoreFiles{Name: c.Name, Nodes: c.Nodes, Shape: c.Weights.Shape, NPY: fmt.Sprintf("core%d.npy", k)}
 		if err := npy.WriteFile(filepath.Join(dir, cf.NPY), c.Weights); err != nil {

@@ -106,6 +106,36 @@ func TestMaskedBroadcasts(t *testing.T) {
 	}
 }
 
+func TestMaskKeyLengths(t *testing.T) {
+	l := layout{batch: 2, heads: 1, sq: 2, sk: 3}
+	lens := func(v ...int64) *ir.Tensor { return &ir.Tensor{DType: ir.Int64, Shape: []int{len(v)}, Data: v} }
+	cases := []struct {
+		name    string
+		hidden  []bool
+		lengths *ir.Tensor
+		want    []bool
+		err     bool
+	}{
+		{"item 0 keeps 2 keys, item 1 all", nil, lens(2, 3),
+			[]bool{false, false, true, false, false, true, false, false, false, false, false, false}, false},
+		{"0 and beyond the keys clamp", nil, lens(0, 9),
+			[]bool{true, true, true, true, true, true, false, false, false, false, false, false}, false},
+		{"added to a mask", []bool{true, false, false, false, false, false, false, true, false, false, false, false}, lens(3, 1),
+			[]bool{true, false, false, false, false, false, false, true, true, false, true, true}, false},
+		{"one length per item", nil, lens(3), nil, true},
+		{"int64 only", nil, &ir.Tensor{DType: ir.Int32, Shape: []int{2}, Data: []int32{1, 1}}, nil, true},
+	}
+	for _, c := range cases {
+		got, err := maskKeyLengths(c.hidden, l, c.lengths)
+		switch {
+		case c.err != (err != nil):
+			t.Errorf("%s: error %v", c.name, err)
+		case !c.err && !slices.Equal(got, c.want):
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 func TestLayout(t *testing.T) {
 	cases := []struct {
 		shape []int

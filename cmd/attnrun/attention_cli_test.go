@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"image/color"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
+	"github.com/attnrun/attnrun/viz"
 )
 
 // writeAttentionModel writes an opset-23 model of one Attention node: 4-D
@@ -89,6 +92,69 @@ func TestInspectDescribesFusedAttention(t *testing.T) {
 		r.wantOK(t)
 		if !strings.Contains(r.stdout, c.want) {
 			t.Errorf("inspect %s does not say %q:\n%s", c.model, c.want, r.stdout)
+		}
+	}
+}
+
+// TestAttentionMapsGreyPastKeyLengths: an opset-24 Attention node's
+// nonpad_kv_seqlen masks each batch item's keys at or beyond its length;
+// the heat maps draw them grey (masked), not as weights of 0. Item 0 keeps
+// 3 of 6 keys, item 1 all 6.
+func TestAttentionMapsGreyPastKeyLengths(t *testing.T) {
+	dir := t.TempDir()
+	vi := func(name string, dt ir.DType, dims ...int64) *ir.ValueInfo {
+		s := make(ir.Shape, len(dims))
+		for i, d := range dims {
+			s[i] = ir.Dim{Value: d}
+		}
+		return &ir.ValueInfo{Name: name, Type: ir.TypeInfo{DType: dt, Shape: s, RankKnown: true}}
+	}
+	g := &ir.Graph{Name: "padded_kv", Initializers: map[string]*ir.Tensor{},
+		Inputs:  []*ir.ValueInfo{vi("q", ir.Float, 2, 2, 4, 8), vi("k", ir.Float, 2, 2, 6, 8), vi("v", ir.Float, 2, 2, 6, 8), vi("kv_len", ir.Int64, 2)},
+		Outputs: []*ir.ValueInfo{vi("y", ir.Float, 2, 2, 4, 8)},
+		Nodes: []*ir.Node{{Name: "attn", OpType: "Attention",
+			Inputs: []string{"q", "k", "v", "", "", "", "kv_len"}, Outputs: []string{"y"}}},
+	}
+	data, err := onnx.Encode(&ir.Model{IRVersion: 10, Opsets: map[string]int64{"": 24}, Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(dir, "padded_kv.onnx")
+	if err := os.WriteFile(model, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lengths := filepath.Join(dir, "kv_len.npy")
+	writeNpy(t, lengths, &ir.Tensor{DType: ir.Int64, Shape: []int{2}, Data: []int64{3, 6}})
+	out := filepath.Join(dir, "maps")
+	r := attnrun(t, "run", model, "-i", "q=random:2x2x4x8", "-i", "k=random:2x2x6x8", "-i", "v=random:2x2x6x8",
+		"-i", "kv_len="+lengths, "--attention-maps", out)
+	r.wantOK(t)
+	w := readNpy(t, filepath.Join(out, "core0.npy")).Float32s()
+	for row := 0; row < 2*4; row++ { // item 0's rows: keys 3..5 weigh 0
+		for j := 3; j < 6; j++ {
+			if w[row*6+j] != 0 {
+				t.Fatalf("item 0, row %d, key %d: weight %v past the key length", row, j, w[row*6+j])
+			}
+		}
+	}
+	grey := func(png string) int {
+		img := readPNG(t, filepath.Join(out, png))
+		n, b := 0, img.Bounds()
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			for x := b.Min.X; x < b.Max.X; x++ {
+				if color.NRGBAModel.Convert(img.At(x, y)).(color.NRGBA) == viz.MaskedColor {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	for h := 0; h < 2; h++ {
+		padded, full := grey(fmt.Sprintf("core0_b0_h%d.png", h)), grey(fmt.Sprintf("core0_b1_h%d.png", h))
+		// Half of item 0's cells are masked; cells are far larger than the
+		// few grey pixels anti-aliased text may hit.
+		if padded < 1000 || padded < 20*(full+1) {
+			t.Errorf("head %d: %d grey pixels for item 0 (3 of 6 keys masked), %d for item 1 (none)", h, padded, full)
 		}
 	}
 }

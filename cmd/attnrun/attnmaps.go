@@ -43,17 +43,24 @@ func writeAttentionMaps(w, note io.Writer, s *session.Session, model string, inp
 			core.Nodes = append(core.Nodes, n.Label())
 			core.Ops = append(core.Ops, n.OpType)
 		}
-		if c.Mask != "" {
-			core.Mask = outs[c.Mask]
-			if core.Mask == nil {
-				core.Mask = inputs[c.Mask]
+		for _, v := range []struct {
+			name, what string
+			into       **ir.Tensor
+		}{{c.Mask, "mask", &core.Mask}, {c.KeyLengths, "key lengths", &core.KeyLengths}} {
+			if v.name == "" {
+				continue
 			}
-			if core.Mask == nil {
-				core.Mask = s.Program().Types[c.Mask].Const
+			t := outs[v.name]
+			if t == nil {
+				t = inputs[v.name]
 			}
-			if core.Mask == nil {
-				return fmt.Errorf("--attention-maps: core %q: no value for its mask %q", c.Softmax.Label(), c.Mask)
+			if t == nil {
+				t = s.Program().Types[v.name].Const
 			}
+			if t == nil {
+				return fmt.Errorf("--attention-maps: core %q: no value for its %s %q", c.Softmax.Label(), v.what, v.name)
+			}
+			*v.into = t
 		}
 		cw = append(cw, core)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"image/png"
 	"math"
 	"os"
 	"path/filepath"
@@ -149,16 +148,7 @@ func TestAttentionMapsMatchPyTorch(t *testing.T) {
 // checkPNG decodes a heat map and checks its size.
 func checkPNG(t *testing.T, path string) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	if b := img.Bounds(); b.Dx() != 614 || b.Dy() != 480 {
+	if b := readPNG(t, path).Bounds(); b.Dx() != 614 || b.Dy() != 480 {
 		t.Errorf("%s: %dx%d pixels, want 614x480", path, b.Dx(), b.Dy())
 	}
 }

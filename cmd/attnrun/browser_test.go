@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"image/color"
-	"image/png"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -76,15 +74,7 @@ func TestAttentionMapsInBrowser(t *testing.T) {
 
 	shot := filepath.Join(t.TempDir(), "index.png")
 	headless(t, bin, url, "--window-size=1280,1400", "--screenshot="+shot)
-	f, err := os.Open(shot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := readPNG(t, shot)
 	b := img.Bounds()
 	if b.Dx() != 1280 || b.Dy() != 1400 {
 		t.Errorf("screenshot is %dx%d, want 1280x1400", b.Dx(), b.Dy())

@@ -11,6 +11,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"image"
+	"image/png"
 	"math"
 	"os"
 	"os/exec"
@@ -1077,6 +1079,21 @@ func writeNpy(t *testing.T, path string, tn *ir.Tensor) {
 	if err := npy.WriteFile(path, tn); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// readPNG decodes the PNG file at path, failing the test on error.
+func readPNG(t *testing.T, path string) image.Image {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return img
 }
 
 func readNpy(t *testing.T, path string) *ir.Tensor {

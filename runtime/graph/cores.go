@@ -35,6 +35,10 @@ type AttentionCore struct {
 	Attention *ir.Node
 	Causal    bool
 	PastKey   string
+	// KeyLengths names the Attention node's nonpad_kv_seqlen input (opset
+	// 24: int64 [batch], the keys of item b at or beyond KeyLengths[b] are
+	// masked; "" when none).
+	KeyLengths string
 	// NeedsOutput is set when the Attention node does not return its
 	// weights: Weights is then a name for them that WithAttentionWeights
 	// makes the node write.
@@ -66,6 +70,9 @@ func (p *Program) attentionCore(n *ir.Node) (AttentionCore, bool) {
 	}
 	if len(n.Inputs) > 4 {
 		c.PastKey = n.Inputs[4]
+	}
+	if len(n.Inputs) > 6 {
+		c.KeyLengths = n.Inputs[6]
 	}
 	if len(n.Inputs) > 3 && n.Inputs[3] != "" {
 		c.Mask, c.MaskKind = n.Inputs[3], ops.MaskAdditive

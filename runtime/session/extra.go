@@ -40,7 +40,8 @@ func withExtraOutputs(m *ir.Model, prog *graph.Program, extra []string) (*ir.Mod
 }
 
 // coreOutputs lists the values to expose for the attention cores: each
-// one's weights, and its mask unless that is a graph input or a constant.
+// one's weights, and its mask and key lengths unless they are graph inputs
+// or constants.
 func coreOutputs(m *ir.Model, prog *graph.Program, cores []graph.AttentionCore) []string {
 	inputs := map[string]bool{}
 	for _, vi := range m.Graph.Inputs {
@@ -49,8 +50,10 @@ func coreOutputs(m *ir.Model, prog *graph.Program, cores []graph.AttentionCore) 
 	var out []string
 	for _, c := range cores {
 		out = append(out, c.Weights)
-		if c.Mask != "" && !inputs[c.Mask] && prog.Types[c.Mask].Const == nil {
-			out = append(out, c.Mask)
+		for _, v := range []string{c.Mask, c.KeyLengths} {
+			if v != "" && !inputs[v] && prog.Types[v].Const == nil {
+				out = append(out, v)
+			}
 		}
 	}
 	return out
