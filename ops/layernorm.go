@@ -125,7 +125,7 @@ func expandTo[T any](src []T, srcShape, target []int) ([]T, bool) {
 	off := len(target) - len(srcShape)
 	strides := make([]int, len(target))
 	s := 1
-	same := true
+	same := off == 0 // a shorter source broadcasts over the leading dims
 	for i := len(srcShape) - 1; i >= 0; i-- {
 		d, t := srcShape[i], target[off+i]
 		switch {

@@ -54,6 +54,7 @@ func TestRMSNormalization(t *testing.T) {
 		{name: "axis 0 full-shape scale", x: []int{3, 4}, s: []int{3, 4}, axis: 0},
 		{name: "axis 1 of 4-D", x: []int{2, 3, 4, 5}, s: []int{3, 4, 5}, axis: 1, eps: 0.1},
 		{name: "negative axis, broadcast scale", x: []int{2, 3, 4, 5}, s: []int{1, 5}, axis: -2},
+		{name: "scale of lower rank than the normalized dims", x: []int{2, 3, 4, 5}, s: []int{5}, axis: 1},
 		{name: "per-row scale wider than the normalized dims", x: []int{3, 6}, s: []int{3, 1}, axis: -1},
 		{name: "long rows over threads", x: []int{64, 1000}, s: []int{1000}, axis: -1},
 		{name: "float16", x: []int{4, 16}, s: []int{16}, axis: -1, dt: ir.Float16},
