@@ -189,23 +189,38 @@ func runLayerNorm(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, erro
 		if p.DType != x.DType {
 			return nil, n.Errorf("input %s has element type %v, X has %v", name, p.DType, x.DType)
 		}
-		vals := layerNormFloat64s(p)
-		e, ok := expandTo(vals, p.Shape, norm)
-		if !ok {
+		expand := func() any {
+			e, _ := expandTo(layerNormFloat64s(p), p.Shape, norm)
+			return e
+		}
+		// Scale and bias are weights: widened and expanded once per
+		// executor, not every run.
+		e, _ := ctx.memoOf(i, layerNormParamKey{p, ir.ShapeString(norm)}, expand).([]float64)
+		if e == nil {
+			e, _ = expand().([]float64)
+		}
+		if e == nil {
 			return nil, n.Errorf("%s of shape %v does not broadcast to the normalized shape %v (X %v, axis %d)", name, p.Shape, norm, x.Shape, attrs.axis)
 		}
 		params[i-1] = e
 	}
 	scale, bias := params[0], params[1]
 
-	stat := append([]int{}, x.Shape[:axis]...)
-	for range norm {
-		stat = append(stat, 1)
+	y, err := newOutput(ctx, x.DType, x.Shape)
+	if err != nil {
+		return nil, n.Errorf("%w", err)
 	}
-	mean := ir.NewTensor(ir.Float, stat)
-	invStd := ir.NewTensor(ir.Float, stat)
-	ms, is := mean.Float32s(), invStd.Float32s()
-	y := ir.NewTensor(x.DType, x.Shape)
+	outs := []*ir.Tensor{y}
+	var ms, is []float32 // Mean and InvStdDev, when the node has them
+	if len(n.Outputs) > 1 {
+		stat := append([]int{}, x.Shape[:axis]...)
+		for range norm {
+			stat = append(stat, 1)
+		}
+		mean, invStd := ir.NewTensor(ir.Float, stat), ir.NewTensor(ir.Float, stat)
+		ms, is = mean.Float32s(), invStd.Float32s()
+		outs = append(outs, mean, invStd)
+	}
 	eps := float64(attrs.epsilon)
 
 	rowStats := func(xr []float64, r int) (float64, float64) {
@@ -220,7 +235,9 @@ func runLayerNorm(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, erro
 			q += d * d
 		}
 		inv := 1 / math.Sqrt(q/float64(size)+eps)
-		ms[r], is[r] = float32(mu), float32(inv)
+		if ms != nil {
+			ms[r], is[r] = float32(mu), float32(inv)
+		}
 		return mu, inv
 	}
 	threads := computeThreads(ctx)
@@ -265,8 +282,14 @@ func runLayerNorm(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, erro
 			}
 		})
 	}
-	outs := []*ir.Tensor{y, mean, invStd}
 	return outs[:max(1, len(n.Outputs))], nil
+}
+
+// layerNormParamKey identifies a constant Scale or B expanded to a
+// normalized shape in the executor's memo.
+type layerNormParamKey struct {
+	t    *ir.Tensor
+	norm string
 }
 
 // layerNormRow writes (x - mu) * inv * scale + bias into y.

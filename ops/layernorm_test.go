@@ -3,6 +3,7 @@ package ops
 import (
 	"math"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 
@@ -140,5 +141,53 @@ func TestLayerNormErrors(t *testing.T) {
 	out, err := s.Infer(cNode("LayerNormalization", 3, 3), 17, []Value{Typed(ir.Float, sym("b", "s", 768)), Typed(ir.Float, sym(768)), Typed(ir.Float, sym(768))})
 	if err != nil || out[0].Type.String() != "float32[b, s, 768]" || out[2].Type.String() != "float32[b, s, 1]" {
 		t.Errorf("symbolic: %v, %v", out, err)
+	}
+}
+
+// TestLayerNormMemoizesConstantParams: with the executor's memo and Scale
+// and B constants of the model, they are widened and expanded once (one
+// memo entry each, across runs and over both broadcast forms), and Y is
+// the same as without the memo; a non-constant Scale is not memoized.
+func TestLayerNormMemoizesConstantParams(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	x := cRand(r, 3, 4, 6)
+	cases := []struct {
+		name     string
+		axis     int64
+		scale    *ir.Tensor
+		constant []bool
+		entries  int
+	}{
+		{"constant scale and bias", -1, cRand(r, 6), []bool{false, true, true}, 2},
+		{"constant scale broadcast over [4, 6]", 1, cRand(r, 1, 6), []bool{false, true, true}, 2},
+		{"scale computed in the run", -1, cRand(r, 6), []bool{false, false, true}, 1},
+	}
+	for _, c := range cases {
+		bias := cRand(r, 6)
+		node := cNode("LayerNormalization", 3, 1, cAttrInt("axis", c.axis))
+		want, err := runLayerNorm(&Context{Opset: 17, Threads: 2}, node, []*ir.Tensor{x, c.scale, bias})
+		if err != nil {
+			t.Fatal(err)
+		}
+		memo := map[any]any{}
+		ctx := &Context{Opset: 17, Threads: 2, Constant: c.constant, Memo: func(key any, build func() any) any {
+			if v, ok := memo[key]; ok {
+				return v
+			}
+			memo[key] = build()
+			return memo[key]
+		}}
+		for run := 0; run < 3; run++ {
+			got, err := runLayerNorm(ctx, node, []*ir.Tensor{x, c.scale, bias})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got[0].Float32s(), want[0].Float32s()) {
+				t.Fatalf("%s, run %d: Y differs from the run without a memo", c.name, run)
+			}
+		}
+		if len(memo) != c.entries {
+			t.Errorf("%s: %d memo entries, want %d", c.name, len(memo), c.entries)
+		}
 	}
 }
