@@ -224,16 +224,7 @@ func runLayerNorm(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, erro
 	eps := float64(attrs.epsilon)
 
 	rowStats := func(xr []float64, r int) (float64, float64) {
-		var s float64
-		for _, v := range xr {
-			s += v
-		}
-		mu := s / float64(size)
-		var q float64
-		for _, v := range xr {
-			d := v - mu
-			q += d * d
-		}
+		mu, q := meanSquares(xr)
 		inv := 1 / math.Sqrt(q/float64(size)+eps)
 		if ms != nil {
 			ms[r], is[r] = float32(mu), float32(inv)
@@ -292,17 +283,62 @@ type layerNormParamKey struct {
 	norm string
 }
 
-// layerNormRow writes (x - mu) * inv * scale + bias into y.
+// meanSquares returns the mean of xs and the sum of squared deviations
+// from it, each pass with four independent partial sums: one running sum
+// waits out the latency of every add, four keep the adder busy.
+func meanSquares(xs []float64) (mu, q float64) {
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(xs); i += 4 {
+		s0 += xs[i]
+		s1 += xs[i+1]
+		s2 += xs[i+2]
+		s3 += xs[i+3]
+	}
+	for ; i < len(xs); i++ {
+		s0 += xs[i]
+	}
+	mu = ((s0 + s1) + (s2 + s3)) / float64(len(xs))
+	s0, s1, s2, s3 = 0, 0, 0, 0
+	i = 0
+	for ; i+4 <= len(xs); i += 4 {
+		d0, d1, d2, d3 := xs[i]-mu, xs[i+1]-mu, xs[i+2]-mu, xs[i+3]-mu
+		s0 += d0 * d0
+		s1 += d1 * d1
+		s2 += d2 * d2
+		s3 += d3 * d3
+	}
+	for ; i < len(xs); i++ {
+		d := xs[i] - mu
+		s0 += d * d
+	}
+	return mu, (s0 + s1) + (s2 + s3)
+}
+
+// layerNormRow writes (x - mu) * inv * scale + bias into y (scale, bias:
+// nil when absent), one loop per case so that the loop has no branch.
 func layerNormRow[T float32 | float64](x []float64, y []T, mu, inv float64, scale, bias []float64) {
-	for i, v := range x {
-		z := (v - mu) * inv
-		if scale != nil {
-			z *= scale[i]
+	y = y[:len(x)]
+	switch {
+	case scale != nil && bias != nil:
+		scale, bias = scale[:len(x)], bias[:len(x)]
+		for i, v := range x {
+			y[i] = T((v-mu)*inv*scale[i] + bias[i])
 		}
-		if bias != nil {
-			z += bias[i]
+	case scale != nil:
+		scale = scale[:len(x)]
+		for i, v := range x {
+			y[i] = T((v - mu) * inv * scale[i])
 		}
-		y[i] = T(z)
+	case bias != nil:
+		bias = bias[:len(x)]
+		for i, v := range x {
+			y[i] = T((v-mu)*inv + bias[i])
+		}
+	default:
+		for i, v := range x {
+			y[i] = T((v - mu) * inv)
+		}
 	}
 }
 
