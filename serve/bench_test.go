@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/internal/benchmodels"
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/runtime/session"
 	"github.com/attnrun/attnrun/serve/oip"
@@ -122,17 +122,10 @@ func BenchmarkGRPCInferTiny(b *testing.B) {
 // request as cpu-ns/op: the server's per-request cost that
 // scripts/serve-load.sh measures on the real binary. Profile it with
 // -cpuprofile. The model is written by `/usr/bin/python3 models/export.py
-// --bench DIR` into $ATTNRUN_BENCH_MODELS (default /tmp/bench_models);
+// --bench DIR` into benchmodels.Dir() ($ATTNRUN_BENCH_MODELS, bench/models or /tmp/bench_models);
 // without it the benchmark is skipped.
 func BenchmarkGRPCInferMHA(b *testing.B) {
-	dir := os.Getenv("ATTNRUN_BENCH_MODELS")
-	if dir == "" {
-		dir = "/tmp/bench_models"
-	}
-	path := filepath.Join(dir, "s000_multi_head_c768", "model.onnx")
-	if _, err := os.Stat(path); err != nil {
-		b.Skipf("benchmark model %s not found (run /usr/bin/python3 models/export.py --bench DIR, set ATTNRUN_BENCH_MODELS)", path)
-	}
+	path := benchmodels.Path(b, "s000_multi_head_c768")
 	s, err := New(Options{Models: map[string]string{"mha": path}, Session: session.Options{Threads: 1}, Logger: discardLogger()})
 	if err != nil {
 		b.Fatal(err)

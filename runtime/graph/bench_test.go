@@ -5,32 +5,17 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/attnrun/attnrun/internal/benchmodels"
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
 	"github.com/attnrun/attnrun/ops"
 )
-
-// benchModelDir returns the directory holding the benchmark models written
-// by `models/export.py --bench DIR` (they are too large to commit):
-// $ATTNRUN_BENCH_MODELS, else /work/main/bench/models, else /tmp/bench_models.
-func benchModelDir() string {
-	if d := os.Getenv("ATTNRUN_BENCH_MODELS"); d != "" {
-		return d
-	}
-	for _, d := range []string{"/work/main/bench/models", "/tmp/bench_models"} {
-		if _, err := os.Stat(d); err == nil {
-			return d
-		}
-	}
-	return "/tmp/bench_models"
-}
 
 // benchThreads is the thread count of the model benchmarks:
 // $ATTNRUN_BENCH_THREADS, default 2 (the ONNX Runtime comparison's).
@@ -45,10 +30,7 @@ func benchThreads() int {
 // with the precision of $ATTNRUN_BENCH_PRECISION (fp32 when unset).
 func loadBenchModel(b *testing.B, name string, noFuse bool) *Program {
 	b.Helper()
-	path := filepath.Join(benchModelDir(), name, "model.onnx")
-	if _, err := os.Stat(path); err != nil {
-		b.Skipf("benchmark model %s not found (run models/export.py --bench DIR, set ATTNRUN_BENCH_MODELS)", path)
-	}
+	path := benchmodels.Path(b, name)
 	m, err := onnx.Load(path, onnx.Options{})
 	if err != nil {
 		b.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -19,6 +18,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/internal/benchmodels"
 	"github.com/attnrun/attnrun/plugins"
 )
 
@@ -207,17 +207,10 @@ func TestRetryOfAvoidsDeadInstance(t *testing.T) {
 // of 1; compare the runs/s of the sub-benchmarks of one invocation. The
 // in-process variants run the same with Options.InProcess. The model is
 // written by `/usr/bin/python3 models/export.py --bench DIR` into
-// $ATTNRUN_BENCH_MODELS (default /tmp/bench_models); without it the
+// benchmodels.Dir() ($ATTNRUN_BENCH_MODELS, bench/models or /tmp/bench_models); without it the
 // benchmark is skipped.
 func BenchmarkInstancesThroughput(b *testing.B) {
-	dir := os.Getenv("ATTNRUN_BENCH_MODELS")
-	if dir == "" {
-		dir = "/tmp/bench_models"
-	}
-	path := filepath.Join(dir, "s000_multi_head_c768", "model.onnx")
-	if _, err := os.Stat(path); err != nil {
-		b.Skipf("benchmark model %s not found (run /usr/bin/python3 models/export.py --bench DIR, set ATTNRUN_BENCH_MODELS)", path)
-	}
+	path := benchmodels.Path(b, "s000_multi_head_c768")
 	const seq, width = 128, 768
 	rng := rand.New(rand.NewPCG(1, 2))
 	x := make([]float32, seq*width)
