@@ -134,8 +134,9 @@ const bellReadyMagic = 0x314c4244
 // again).
 const doorbellWaitSlice = 10 * time.Millisecond
 
-// errTooLarge marks a response that did not fit in the doorbell.
-var errTooLarge = errors.New("the response does not fit in the doorbell")
+// errTooLarge marks a request or response that did not fit in the
+// doorbell: the Run goes over gRPC instead.
+var errTooLarge = errors.New("the run does not fit in the doorbell")
 
 // doorbell is one side's mapping of the doorbell page.
 type doorbell struct {
@@ -252,8 +253,8 @@ func (b *hostBell) close() {
 }
 
 // fits reports whether req can ring: the backend serves the doorbell, and
-// req fits the request area and carries no tensor bytes (those belong in
-// gRPC's messages).
+// req carries no tensor bytes (those belong in gRPC's messages). Whether it
+// fits the request area, run finds out as it writes it there.
 func (b *hostBell) fits(req *backendpb.RunRequest) bool {
 	if req.Shm == nil || atomic.LoadUint32(b.u32(bellReady)) != bellReadyMagic {
 		return false
@@ -263,14 +264,14 @@ func (b *hostBell) fits(req *backendpb.RunRequest) bool {
 			return false
 		}
 	}
-	return proto.Size(req) <= doorbellReqArea
+	return true
 }
 
 // run sends req (seq req.Shm.Seq) through the doorbell and waits for its
 // answer. gone reports the backend's death. The errors are those of a gRPC
 // call: the backend's status, a context's (Canceled, DeadlineExceeded), or
-// Unavailable when the backend is gone; errTooLarge when the response did
-// not fit (the Run then goes over gRPC).
+// Unavailable when the backend is gone; errTooLarge when the request (before
+// anything rings) or the response did not fit (the Run then goes over gRPC).
 func (b *hostBell) run(ctx context.Context, req *backendpb.RunRequest, gone func() bool) (*backendpb.RunResponse, error) {
 	seq := req.Shm.Seq
 	buf, err := proto.MarshalOptions{}.MarshalAppend(b.mem[doorbellHdr:doorbellHdr:doorbellResOff], req)
@@ -278,7 +279,7 @@ func (b *hostBell) run(ctx context.Context, req *backendpb.RunRequest, gone func
 		return nil, status.Errorf(codes.Internal, "doorbell: %v", err)
 	}
 	if len(buf) > doorbellReqArea || unsafe.SliceData(buf) != &b.mem[doorbellHdr] {
-		return nil, status.Error(codes.Internal, "doorbell: the request outgrew its area")
+		return nil, errTooLarge // appending outgrew the area into a copy: the page is untouched past it
 	}
 	var dl int64
 	if t, ok := ctx.Deadline(); ok {
@@ -441,12 +442,15 @@ func (b *backendBell) answer(seq uint64, r *backendpb.RunResponse, err error) {
 	if err != nil {
 		st := status.Convert(err)
 		code, out = st.Code(), append(area, st.Message()[:min(len(st.Message()), cap(area))]...)
-	} else if proto.Size(r) > cap(area) {
-		tooLarge = 1
 	} else {
 		out, err = proto.MarshalOptions{}.MarshalAppend(area, r)
-		if err != nil {
+		switch {
+		case err != nil:
 			code, out = codes.Internal, append(area, "doorbell: encoding the response: "+err.Error()...)
+		case unsafe.SliceData(out) != unsafe.SliceData(area):
+			// Appending outgrew the area into a copy: the host sends the
+			// Run again over gRPC.
+			tooLarge, out = 1, nil
 		}
 	}
 	atomic.StoreUint64(b.u64(bellResLen), uint64(len(out)))

@@ -516,7 +516,7 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 	if c.bell != nil && c.bell.fits(req) {
 		r, err = c.bell.run(ctx, req, c.gone)
 		if errors.Is(err, errTooLarge) {
-			r, err = c.rpc.Run(ctx, req) // the outputs travel inline
+			r, err = c.rpc.Run(ctx, req) // too large for the page: over gRPC
 		}
 	} else {
 		r, err = c.rpc.Run(ctx, req)
