@@ -98,25 +98,28 @@ func inferGroupNorm(n *ir.Node, in []Value, perChannel bool) ([]Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	return inferChannelNorm(n, in, []string{"scale", "bias"}, a.groups, perChannel)
+	return inferChannelNorm(n, in, []string{"X", "scale", "bias"}, a.groups, perChannel, []int{0, 1, 2})
 }
 
 // inferChannelNorm checks the inputs of a normalization of X of shape
-// [N, C, D1, …] whose C channels form groups of equal size (groups 1: no
-// constraint), with 1-D parameters (named by params, of X's type) holding
-// one value per channel, or per group when perChannel is false. Y has X's
-// type and shape.
-func inferChannelNorm(n *ir.Node, in []Value, params []string, groups int, perChannel bool) ([]Value, error) {
-	if err := checkInferInputs(n, in, 1+len(params)); err != nil {
+// [N, C, D1, …] (input 0) whose C channels form groups of equal size
+// (groups 1: no constraint), with 1-D parameters (inputs 1 on, float) that
+// hold one value per channel, or per group when perChannel is false; names
+// names every input; each of sameTypes lists inputs of one element type.
+// Y has X's type and shape.
+func inferChannelNorm(n *ir.Node, in []Value, names []string, groups int, perChannel bool, sameTypes ...[]int) ([]Value, error) {
+	if err := checkInferInputs(n, in, len(names)); err != nil {
 		return nil, err
+	}
+	for _, idx := range sameTypes {
+		if err := checkSameTypes(n, in, names, idx...); err != nil {
+			return nil, err
+		}
 	}
 	x := in[0].Type
-	if err := checkComputeDType(n, "input X", x.DType, FloatTypes); err != nil {
-		return nil, err
-	}
-	for i, name := range params {
-		if dt := in[1+i].Type.DType; dt != x.DType {
-			return nil, n.Errorf("input %s has element type %v, X has %v", name, dt, x.DType)
+	for i, name := range names {
+		if err := checkComputeDType(n, "input "+name, in[i].Type.DType, FloatTypes); err != nil {
+			return nil, err
 		}
 	}
 	want := ir.Dim{Value: int64(groups)}
@@ -135,7 +138,7 @@ func inferChannelNorm(n *ir.Node, in []Value, params []string, groups int, perCh
 			want = c
 		}
 	}
-	for i, name := range params {
+	for i, name := range names[1:] {
 		if err := checkVectorParam(n, name, in[1+i].Type, want); err != nil {
 			return nil, err
 		}
@@ -144,6 +147,18 @@ func inferChannelNorm(n *ir.Node, in []Value, params []string, groups int, perCh
 		return []Value{UnknownRank(x.DType)}, nil
 	}
 	return []Value{Typed(x.DType, append(ir.Shape{}, x.Shape...))}, nil
+}
+
+// checkSameTypes fails unless the inputs at idx (named by names) have one
+// element type.
+func checkSameTypes(n *ir.Node, in []Value, names []string, idx ...int) error {
+	first := idx[0]
+	for _, i := range idx[1:] {
+		if in[i].Type.DType != in[first].Type.DType {
+			return n.Errorf("input %s has element type %v, %s has %v", names[i], in[i].Type.DType, names[first], in[first].Type.DType)
+		}
+	}
+	return nil
 }
 
 // checkVectorParam fails unless a parameter's type, as far as known, is a

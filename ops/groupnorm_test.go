@@ -187,24 +187,7 @@ func TestGroupNormErrors(t *testing.T) {
 		{"type mismatch", "InstanceNormalization", 22, nil, []Value{f(2, 6, 3), {Type: Known(ir.Double, []int{6})}, f(6)}, "input scale has element type float64, X has float32"},
 	}
 	for _, tc := range tests {
-		s, err := Lookup("", tc.op, tc.opset)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := cNode(tc.op, 3, 1, tc.attrs...)
-		n.Name = "norm_node"
-		_, ierr := s.Infer(n, tc.opset, tc.in)
-		var ts []*ir.Tensor
-		for _, v := range tc.in {
-			shape, _ := v.Type.Shape.Concrete()
-			ts = append(ts, ir.NewTensor(v.Type.DType, shape))
-		}
-		_, rerr := s.Run(&Context{Opset: tc.opset}, n, ts)
-		for _, err := range []error{ierr, rerr} {
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `"norm_node" (`+tc.op+`)`) {
-				t.Errorf("%s: error %v, want %q naming the node", tc.name, err, tc.want)
-			}
-		}
+		wantNodeError(t, tc.name, cNode(tc.op, 3, 1, tc.attrs...), tc.opset, tc.in, tc.want)
 	}
 	// Symbolic dims: the output keeps them; per-group parameters check
 	// against num_groups even when C is unknown.
@@ -216,5 +199,29 @@ func TestGroupNormErrors(t *testing.T) {
 	}
 	if _, err := s.Infer(n, 18, []Value{Typed(ir.Float, sym("b", "c", "hw")), Typed(ir.Float, sym(8)), Typed(ir.Float, sym(4))}); err == nil {
 		t.Errorf("scale [8] with 4 groups and unknown C: no error")
+	}
+}
+
+// wantNodeError checks that Infer, and Run on zero tensors of the inputs'
+// types, both refuse node n at opset with an error naming the node and op
+// and containing want.
+func wantNodeError(t *testing.T, name string, n *ir.Node, opset int, in []Value, want string) {
+	t.Helper()
+	s, err := Lookup("", n.OpType, opset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Name = "norm_node"
+	_, ierr := s.Infer(n, opset, in)
+	var ts []*ir.Tensor
+	for _, v := range in {
+		shape, _ := v.Type.Shape.Concrete()
+		ts = append(ts, ir.NewTensor(v.Type.DType, shape))
+	}
+	_, rerr := s.Run(&Context{Opset: opset}, n, ts)
+	for _, err := range []error{ierr, rerr} {
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `"norm_node" (`+n.OpType+`)`) {
+			t.Errorf("%s: error %v, want %q naming the node", name, err, want)
+		}
 	}
 }

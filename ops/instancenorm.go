@@ -32,7 +32,7 @@ func inferInstanceNorm(n *ir.Node, _ int, in []Value) ([]Value, error) {
 	if _, err := normEpsilon(n); err != nil {
 		return nil, err
 	}
-	return inferChannelNorm(n, in, []string{"scale", "B"}, 1, true)
+	return inferChannelNorm(n, in, []string{"X", "scale", "B"}, 1, true, []int{0, 1, 2})
 }
 
 func runInstanceNorm(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
