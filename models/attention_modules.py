@@ -1134,3 +1134,73 @@ class EinsumAttentionBHQD(nn.Module):
         k, v = self.Wkv(enc).view(B, S, 2, self.nh, self.hs).permute(2, 0, 3, 1, 4).unbind(dim=0)
         w = (torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(self.hs)).softmax(dim=-1)
         return self.Wo(torch.einsum("bhqk,bhkd->bhqd", w, v).transpose(1, 2).reshape(B, T, C))
+
+
+class DiffusersSpatialAttention(nn.Module):
+    """The spatial self-attention block of diffusion UNets and VAEs, as
+    diffusers' `Attention(query_dim=C, heads, dim_head, norm_num_groups=G,
+    residual_connection=True, upcast_softmax=True)` computes it with its
+    classic `AttnProcessor`: (B, C, H, W) viewed as (B, H·W, C), GroupNorm
+    over the channels (on the transposed view), Linear to_q/to_k/to_v,
+    heads folded into the batch (head_to_batch_dim), scores by
+    `torch.baddbmm(empty, q, kᵀ, beta=0, alpha=dim_head^-0.5)`, softmax in
+    float32, bmm with v, heads back (batch_to_head_dim), to_out Linear
+    (dropout: identity in eval), back to (B, C, H, W), residual, divided by
+    rescale_output_factor."""
+
+    def __init__(self, channels: int, heads: int, dim_head: int, groups: int,
+                 rescale_output_factor: float = 1.0):
+        super().__init__()
+        inner = heads * dim_head
+        self.heads = heads
+        self.scale = dim_head ** -0.5
+        self.rescale_output_factor = rescale_output_factor
+        self.group_norm = nn.GroupNorm(num_channels=channels, num_groups=groups, eps=1e-6, affine=True)
+        self.to_q = nn.Linear(channels, inner)
+        self.to_k = nn.Linear(channels, inner)
+        self.to_v = nn.Linear(channels, inner)
+        self.to_out = nn.ModuleList([nn.Linear(inner, channels), nn.Dropout(0.0)])
+        with torch.no_grad():  # a trained GroupNorm is not the identity
+            self.group_norm.weight.uniform_(0.5, 1.5)
+            self.group_norm.bias.uniform_(-0.5, 0.5)
+
+    def head_to_batch_dim(self, tensor):
+        head_size = self.heads
+        batch_size, seq_len, dim = tensor.shape
+        tensor = tensor.reshape(batch_size, seq_len, head_size, dim // head_size)
+        tensor = tensor.permute(0, 2, 1, 3)
+        return tensor.reshape(batch_size * head_size, seq_len, dim // head_size)
+
+    def batch_to_head_dim(self, tensor):
+        head_size = self.heads
+        batch_size, seq_len, dim = tensor.shape
+        tensor = tensor.reshape(batch_size // head_size, head_size, seq_len, dim)
+        return tensor.permute(0, 2, 1, 3).reshape(batch_size // head_size, seq_len, dim * head_size)
+
+    def get_attention_scores(self, query, key):
+        dtype = query.dtype
+        baddbmm_input = torch.empty(query.shape[0], query.shape[1], key.shape[1], dtype=query.dtype)
+        attention_scores = torch.baddbmm(baddbmm_input, query, key.transpose(-1, -2), beta=0, alpha=self.scale)
+        attention_scores = attention_scores.float()  # upcast_softmax
+        attention_probs = attention_scores.softmax(dim=-1)
+        return attention_probs.to(dtype)
+
+    def forward(self, hidden_states: Tensor):
+        residual = hidden_states
+        batch_size, channel, height, width = hidden_states.shape
+        hidden_states = hidden_states.view(batch_size, channel, height * width).transpose(1, 2)
+        hidden_states = self.group_norm(hidden_states.transpose(1, 2)).transpose(1, 2)
+        query = self.to_q(hidden_states)
+        key = self.to_k(hidden_states)
+        value = self.to_v(hidden_states)
+        query = self.head_to_batch_dim(query)
+        key = self.head_to_batch_dim(key)
+        value = self.head_to_batch_dim(value)
+        attention_probs = self.get_attention_scores(query, key)
+        hidden_states = torch.bmm(attention_probs, value)
+        hidden_states = self.batch_to_head_dim(hidden_states)
+        hidden_states = self.to_out[0](hidden_states)
+        hidden_states = self.to_out[1](hidden_states)
+        hidden_states = hidden_states.transpose(-1, -2).reshape(batch_size, channel, height, width)
+        hidden_states = hidden_states + residual
+        return hidden_states / self.rescale_output_factor

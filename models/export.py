@@ -407,6 +407,16 @@ SPECS = [
          [("y", ("batch", "seq", C))],
          [dict(batch=2, seq=5, enc_seq=9), dict(batch=3, seq=11, enc_seq=4), dict(batch=1, seq=1, enc_seq=1)],
          "einsum(\"bhqd,bhkd->bhqk\") / sqrt(d), einsum(\"bhqk,bhkd->bhqd\"), no mask"),
+    Spec("diffusers_spatial_attention", "ext",
+         "diffusion UNet/VAE spatial self-attention (diffusers' Attention with norm_num_groups, AttnProcessor)",
+         lambda: am.DiffusersSpatialAttention(C, H, C // H, 8),
+         [("x", ("batch", C, "height", "width"), randn)],
+         [("y", ("batch", C, "height", "width"))],
+         [dict(batch=2, height=4, width=6), dict(batch=3, height=5, width=3), dict(batch=1, height=1, width=1)],
+         "GroupNorm(8, 32) over (B, C, H·W) exports as Reshape -> InstanceNormalization (unit scale, zero "
+         "bias) -> Reshape -> Mul -> Add; the H·W pixels are the sequence; heads folded into the batch; "
+         "baddbmm(empty, q, kᵀ, beta=0, alpha=scale) exports as MatMul·scale + ConstantOfShape·0; softmax "
+         "upcast to float32 (Casts); residual, / rescale_output_factor 1.0"),
 ]
 
 
@@ -611,6 +621,13 @@ def run_numpy(model, feeds):
             y = (x[0] - mu) / np.sqrt(var + a.get("epsilon", 1e-5)) * x[1]
             if len(x) > 2 and x[2] is not None:
                 y = y + x[2]
+            out = [y.astype(x[0].dtype)]
+        elif op == "InstanceNormalization":
+            axes = tuple(range(2, x[0].ndim))
+            mu = x[0].mean(axis=axes, keepdims=True)
+            var = ((x[0] - mu) ** 2).mean(axis=axes, keepdims=True)
+            bshape = (1, -1) + (1,) * (x[0].ndim - 2)
+            y = (x[0] - mu) / np.sqrt(var + a.get("epsilon", 1e-5)) * x[1].reshape(bshape) + x[2].reshape(bshape)
             out = [y.astype(x[0].dtype)]
         elif op == "Erf":
             out = [np.vectorize(math.erf)(x[0]).astype(x[0].dtype)]
@@ -842,7 +859,9 @@ def write_readme(path, rows):
              "float `attn_mask`, on unbatched inputs, and `nn.TransformerEncoderLayer` / `DecoderLayer`; seed "
              "`ext`: re-implementations of T5-, LLaMA- (opset 17: no fused ops), GPT-2- and Whisper-style "
              "attention and two `torch.einsum` spellings, written as their code bases write them (issue 13: "
-             "attention fusion on the patterns real exports contain). Exported with `--only` as well; "
+             "attention fusion on the patterns real exports contain), and diffusers' spatial self-attention "
+             "block of diffusion UNets/VAEs (GroupNorm over the channels, which torch 1.13 exports as "
+             "InstanceNormalization; the pixels as the sequence). Exported with `--only` as well; "
              "`output_K.pb` holds graph output K where a model has several.\n")
     L.append("| name | seed | module | inputs | output | ops | init | max err | notes |")
     L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -284,32 +284,32 @@ type layerNormParamKey struct {
 }
 
 // meanSquares returns the mean of xs and the sum of squared deviations
-// from it, each pass with four independent partial sums: one running sum
+// from it (accumulated in float64), each pass with four independent partial sums: one running sum
 // waits out the latency of every add, four keep the adder busy.
-func meanSquares(xs []float64) (mu, q float64) {
+func meanSquares[T float32 | float64](xs []T) (mu, q float64) {
 	var s0, s1, s2, s3 float64
 	i := 0
 	for ; i+4 <= len(xs); i += 4 {
-		s0 += xs[i]
-		s1 += xs[i+1]
-		s2 += xs[i+2]
-		s3 += xs[i+3]
+		s0 += float64(xs[i])
+		s1 += float64(xs[i+1])
+		s2 += float64(xs[i+2])
+		s3 += float64(xs[i+3])
 	}
 	for ; i < len(xs); i++ {
-		s0 += xs[i]
+		s0 += float64(xs[i])
 	}
 	mu = ((s0 + s1) + (s2 + s3)) / float64(len(xs))
 	s0, s1, s2, s3 = 0, 0, 0, 0
 	i = 0
 	for ; i+4 <= len(xs); i += 4 {
-		d0, d1, d2, d3 := xs[i]-mu, xs[i+1]-mu, xs[i+2]-mu, xs[i+3]-mu
+		d0, d1, d2, d3 := float64(xs[i])-mu, float64(xs[i+1])-mu, float64(xs[i+2])-mu, float64(xs[i+3])-mu
 		s0 += d0 * d0
 		s1 += d1 * d1
 		s2 += d2 * d2
 		s3 += d3 * d3
 	}
 	for ; i < len(xs); i++ {
-		d := xs[i] - mu
+		d := float64(xs[i]) - mu
 		s0 += d * d
 	}
 	return mu, (s0 + s1) + (s2 + s3)

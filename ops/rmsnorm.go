@@ -39,20 +39,12 @@ func parseRMSNorm(n *ir.Node) (rmsNormAttrs, error) {
 	if a.axis, err = n.AttrInt("axis", -1); err != nil {
 		return a, n.Errorf("%w", err)
 	}
-	if a.epsilon, err = n.AttrFloat("epsilon", 1e-5); err != nil {
-		return a, n.Errorf("%w", err)
-	}
-	if a.epsilon < 0 || math.IsNaN(float64(a.epsilon)) || math.IsInf(float64(a.epsilon), 0) {
-		return a, n.Errorf("epsilon must be finite and ≥ 0, got %g", a.epsilon)
-	}
-	stash, err := n.AttrInt("stash_type", int64(ir.Float))
+	eps, err := normEpsilon(n)
 	if err != nil {
-		return a, n.Errorf("%w", err)
+		return a, err
 	}
-	if !typeIn(ir.DType(stash), rmsNormTypes) {
-		return a, n.Errorf("stash_type %d is not a float type (1, 10, 11 or 16)", stash)
-	}
-	return a, nil
+	a.epsilon = float32(eps)
+	return a, checkStashType(n)
 }
 
 func inferRMSNorm(n *ir.Node, _ int, in []Value) ([]Value, error) {

@@ -631,6 +631,9 @@ var gpuMissingOps = map[string][]string{
 	"llama_attention_opset17": {"Cos", "ReduceMean", "Sin"},
 	"t5_attention":            {"Min", "Range"}, // folded on the host at run time
 	"torch_mha_need_weights":  {"ReduceSum"},
+
+	// nn.GroupNorm exports as InstanceNormalization, which has no GPU kernel yet.
+	"diffusers_spatial_attention": {"InstanceNormalization"},
 }
 
 // TestModelsOnEmulator lowers every reference model in models/ (fused and

@@ -55,6 +55,7 @@ func TestAttentionCores(t *testing.T) {
 		{"whisper_attention", 1, ops.MaskAdditive},
 		{"einsum_attention", 1, ops.MaskBoolTrueMasks},
 		{"einsum_cross_attention", 1, ""},
+		{"diffusers_spatial_attention", 1, ops.MaskAdditive}, // baddbmm's beta=0 term: zeros, structurally added
 		// ONNX Attention nodes: their weights are qk_matmul_output (mode 3),
 		// which they do not return yet.
 		{"s000_multi_head_attention_op", 1, ""},

@@ -58,7 +58,7 @@ func TestEveryModelAttentionFused(t *testing.T) {
 	if err != nil || len(paths) < 30 {
 		t.Fatalf("found %d models (%v)", len(paths), err)
 	}
-	decode := map[string]int{"batch": 1, "seq": 1, "enc_seq": 3, "seq_q": 1, "seq_kv": 3, "S": 1, "past": 6, "mem_seq": 3}
+	decode := map[string]int{"batch": 1, "seq": 1, "enc_seq": 3, "seq_q": 1, "seq_kv": 3, "S": 1, "past": 6, "mem_seq": 3, "height": 1, "width": 1}
 	for _, path := range paths {
 		name := filepath.Base(filepath.Dir(path))
 		t.Run(name, func(t *testing.T) {

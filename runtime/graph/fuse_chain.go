@@ -186,6 +186,13 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 			if !f.notWider(n, o[0]) {
 				continue
 			}
+			if steps, ok := f.zeroTerm(o[1]); ok && f.fitsScores(o[1], o[0]) {
+				// Adding zeros is no mask (and no [B·H, S, S] tensor to make).
+				if r, ok := f.walk(o[0], m, post, append(chain[:len(chain):len(chain)], steps...)); ok {
+					return r, true
+				}
+				continue
+			}
 			stage, steps := f.maskOperand(o[1], o[0], sign*post)
 			if r, ok := f.walk(o[0], m.withMask(stage), post, append(chain[:len(chain):len(chain)], steps...)); ok {
 				return r, true
@@ -274,6 +281,53 @@ func (f *fuser) maskOperand(m, x string, post float64) (maskStage, []int) {
 		cur = next
 	}
 	return additive, nil
+}
+
+// zeroTerm reports whether tensor x, an additive term of the scores, holds
+// only zeros: a constant of zeros, ConstantOfShape of zero, or, as
+// diffusers' baddbmm(empty, q, kᵀ, beta=0) exports, ConstantOfShape of a
+// finite value times a zero scalar. It returns the steps computing x that
+// nothing else reads, which the fusion replaces.
+func (f *fuser) zeroTerm(x string) ([]int, bool) {
+	if f.constAll(x, 0) {
+		return nil, true
+	}
+	k, n, ok := f.internal(x)
+	if !ok {
+		return nil, false
+	}
+	if v, ok := constantOfShapeValue(n); ok {
+		return []int{k}, v == 0
+	}
+	if n.OpType != "Mul" || len(n.Inputs) != 2 {
+		return nil, false
+	}
+	for i, c := range n.Inputs {
+		if z, ok := f.scalarConst(c); !ok || z != 0 {
+			continue
+		}
+		j, src, ok := f.internal(n.Inputs[1-i])
+		if v, isConst := constantOfShapeValue(src); ok && isConst && !math.IsInf(v, 0) && !math.IsNaN(v) {
+			return []int{k, j}, true
+		}
+	}
+	return nil, false
+}
+
+// constantOfShapeValue returns the float32 fill of a ConstantOfShape node
+// (0 when it has no value attribute).
+func constantOfShapeValue(n *ir.Node) (float64, bool) {
+	if n == nil || n.OpType != "ConstantOfShape" {
+		return 0, false
+	}
+	a := n.Attr("value")
+	if a == nil {
+		return 0, true
+	}
+	if a.Tensor == nil || a.Tensor.DType != ir.Float || a.Tensor.Len() != 1 {
+		return 0, false
+	}
+	return float64(a.Tensor.Float32s()[0]), true
 }
 
 // fitsScores reports whether mask m broadcasts to the scores x without

@@ -105,6 +105,8 @@ func TestModelFusions(t *testing.T) {
 		{"whisper_attention", 1, "Mul Mul MatMul Add Cast Softmax Cast MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
 		{"einsum_attention", 1, "Einsum Mul Where Softmax Einsum", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"einsum_cross_attention", 1, "Einsum Div Softmax Einsum", scale8, false, "", 0, true},
+		// diffusers: baddbmm(empty, q, kᵀ, beta=0, alpha) adds zeros (no mask).
+		{"diffusers_spatial_attention", 1, "Transpose MatMul Mul Add Cast Softmax Cast MatMul", scale8, false, "", 0, true},
 	}
 	// The fused node's attributes beyond the table's, where a model sets them.
 	extras := map[string]string{
@@ -196,7 +198,7 @@ func TestModelFusions(t *testing.T) {
 }
 
 // modelDims sizes the dim_params of the bundled models.
-var modelDims = map[string]int{"batch": 2, "seq": 5, "enc_seq": 7, "seq_q": 5, "seq_kv": 7, "S": 6, "past": 4, "mem_seq": 7}
+var modelDims = map[string]int{"batch": 2, "seq": 5, "enc_seq": 7, "seq_q": 5, "seq_kv": 7, "S": 6, "past": 4, "mem_seq": 7, "height": 3, "width": 4}
 
 // attentionFusions keeps the FusedAttention fusions (the MatMul rewrite
 // makes others).
