@@ -713,17 +713,29 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 			(p.biasFloats == nil || p.biasFirst || p.biasKeepsInf) {
 			continue // every score of the block is masked with -inf
 		}
-		if p.scoresExp && p.blockPlain(w.cls[:rows], i0, j0, cols, lim) {
+		// keys[pn]: the block's keys panel pn's probabilities cover (the
+		// fast path stops at the last key any of its queries sees).
+		var keysa [attnQBlock / 8]int
+		keys := keysa[:panels]
+		if p.scoresExp && p.masksPlain(w.cls[:rows]) {
 			for pn := 0; pn < panels; pn++ {
-				p.scoresExpPanel(w, pn, acc, dvPad, b, j0, cols, kp, qp[pn*attnNR*d:])
+				lanes := min(attnNR, rows-pn*attnNR)
+				keys[pn] = p.scoresExpPanel(w, pn, acc, dvPad, b, i0+pn*attnNR, lanes, j0, min(cols, lim-j0), kp, qp[pn*attnNR*d:])
 			}
 		} else {
 			p.scoresSoftmax(w, acc, dvPad, b, i0, j0, rows, cols, lim, kp, qp)
+			for pn := range keys {
+				keys[pn] = cols
+			}
 		}
 		if dvPad == 0 {
 			continue
 		}
 		for pn := 0; pn < panels; pn++ {
+			cols := keys[pn]
+			if cols == 0 {
+				continue
+			}
 			bp := w.st[pn*attnNR*kb : pn*attnNR*kb+cols*attnNR]
 			switch {
 			case p.bf16:
@@ -773,14 +785,10 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 	}
 }
 
-// blockPlain reports whether nothing changes the scores of key block [j0,
-// j0+cols) for the item's rows at i0 (mask classes cls): no mask hides a
-// score of it, no key past lim, no key past the first row's causal
-// diagonal.
-func (p *attnPlan) blockPlain(cls []uint8, i0, j0, cols, lim int) bool {
-	if j0+cols > lim || (p.causal && j0+cols-1 > i0+p.causalOff) {
-		return false
-	}
+// masksPlain reports whether no mask changes a score of the item's rows
+// in the current key block (mask classes cls); the causal cut and the key
+// limit the fast path handles itself (scoresExpPanel).
+func (p *attnPlan) masksPlain(cls []uint8) bool {
 	if p.maskKind != "" {
 		for _, c := range cls {
 			if c != maskNone {
@@ -791,19 +799,33 @@ func (p *attnPlan) blockPlain(cls []uint8, i0, j0, cols, lim int) bool {
 	return true
 }
 
-// scoresExpPanel turns key block [j0, j0+cols) of panel pn (scale·Qᵀ in
-// qpan) into probabilities under the panel's running shifts w.m in one
-// pass (kernel.ScoresExp8x32), adding their sums to w.l. A tile rising
+// scoresExpPanel turns the scores of keys [j0, j0+cols) (cols stops at the
+// key limit) of panel pn (queries [q0, q0+lanes), scale·Qᵀ in qpan) into
+// probabilities under the panel's running shifts w.m, adding their sums to
+// w.l, and returns how many of the block's keys the probabilities cover:
+// with causal masking, those up to the last query's diagonal.
+//
+// Whole tiles of 8 keys that every lane sees (before the first query's
+// diagonal) run through kernel.ScoresExp8x32 in one pass: a tile rising
 // more than attnRescaleSlack above a shift stops the kernel; the shift
 // moves up to the tile's maximum (raiseShift) and the kernel resumes at
-// that tile. A last partial sliver of keys (packed in kp) is computed raw
-// and goes through colMax and expCols.
-func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, j0, cols int, kp, qpan []float32) {
+// that tile. The rest — the at most 5 tiles straddling the panel's causal
+// diagonal and a last partial sliver of keys (packed in kp) — is computed
+// raw, masked, and goes through colMax and expCols.
+func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, q0, lanes, j0, cols int, kp, qpan []float32) int {
+	plain := cols
+	if p.causal {
+		cols = min(cols, q0+lanes+p.causalOff-j0) // keys past the last query's diagonal: hidden from every lane
+		plain = min(cols, q0+p.causalOff+1-j0)    // keys up to the first query's diagonal: seen by every lane
+	}
+	if cols <= 0 {
+		return 0
+	}
 	st := w.st[pn*attnNR*attnKBlock:]
 	m := w.m[pn*attnNR : (pn+1)*attnNR]
 	var suma, mxa [maxLanes]float32
 	sum, mx := suma[:attnNR], mxa[:attnNR]
-	full := cols / attnMR
+	full := max(plain, 0) / attnMR
 	k := p.k.data[p.k.off[b]+j0*p.k.rs:]
 	for done := 0; done < full; {
 		done += kernel.ScoresExp8x32(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &qpan[0], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
@@ -812,13 +834,26 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, 
 			p.raiseShift(w, pn, mx, st, done*attnMR, sum, acc, dvPad)
 		}
 	}
-	if tail := cols - full*attnMR; tail > 0 {
+	if rest := cols - full*attnMR; rest > 0 {
+		// Raw scores: slivers of K's rows in place, then K's packed
+		// partial last sliver when the block reaches it.
 		raw := st[full*attnMR*attnNR:]
-		kernel.Sgemm8x32Loop(p.d, &kp[0], &qpan[0], &raw[0], attnMR, attnNR, 1, 0, 0, 0, false)
+		slivers := (rest + attnMR - 1) / attnMR
+		tail0 := p.sk / attnMR * attnMR
+		inPlace := min(slivers, max(0, (tail0-j0)/attnMR-full))
+		if inPlace > 0 {
+			kernel.Sgemm8x32RowsLoop(p.d, &k[full*attnMR*p.k.rs], p.k.rs, &qpan[0], &raw[0], attnNR, inPlace, attnMR*p.k.rs, 0, attnMR*attnNR, false)
+		}
+		if inPlace < slivers {
+			kernel.Sgemm8x32Loop(p.d, &kp[0], &qpan[0], &raw[inPlace*attnMR*attnNR], attnMR, attnNR, 1, 0, 0, 0, false)
+		}
+		if p.causal {
+			maskCausal(raw[:rest*attnNR], rest, j0+full*attnMR-q0-p.causalOff)
+		}
 		for c := range mx {
 			mx[c] = float32(math.Inf(-1))
 		}
-		colMax(raw, tail, mx)
+		colMax(raw, rest, mx)
 		p.raiseShift(w, pn, mx, st, full*attnMR, sum, acc, dvPad)
 		shift := mxa[:attnNR] // as the kernel: a shift of -Inf subtracts 0
 		for c, v := range m {
@@ -827,12 +862,13 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, 
 				shift[c] = 0
 			}
 		}
-		expCols(raw, tail, shift, sum)
+		expCols(raw, rest, shift, sum)
 	}
 	l := w.l[pn*attnNR : (pn+1)*attnNR]
 	for c, v := range sum {
 		l[c] += float64(v)
 	}
+	return cols
 }
 
 // raiseShift moves the running shift of panel pn's lanes whose maximum mx

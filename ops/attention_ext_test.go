@@ -175,6 +175,16 @@ func TestFusedAttentionExtensions(t *testing.T) {
 		{name: "causal with past offset", b: 2, hq: 3, hk: 3, sq: 5, sk: 17, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: 12},
 		{name: "causal upper-left, Sk > Sq", b: 1, hq: 1, hk: 1, sq: 4, sk: 9, d: 8, dv: 8, scale: 0.3, causal: true},
 		{name: "causal Sq > Sk, rows without keys", b: 1, hq: 1, hk: 1, sq: 6, sk: 4, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: -2, fullyMaskedRows: true},
+		// The fast path's causal diagonal: whole tiles before the first
+		// query's diagonal, straddling tiles, K's partial last sliver,
+		// sizes off every multiple of 8, 32 and the key block.
+		{name: "causal fast path, odd sizes", b: 1, hq: 2, hk: 2, sq: kb + 45, sk: kb + 45, d: 16, dv: 8, scale: 0.3, causal: true},
+		{name: "causal fast path, offset 13", b: 2, hq: 1, hk: 1, sq: 77, sk: 90, d: 8, dv: 16, scale: 0.3, causal: true, causalOff: 13},
+		{name: "causal fast path, rescaling", b: 1, hq: 1, hk: 1, sq: 2*kb + 7, sk: 2*kb + 7, d: 16, dv: 8, scale: 0.5, causal: true},
+		{name: "causal fast path, negative offset", b: 1, hq: 1, hk: 1, sq: 101, sk: 61, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: -40, fullyMaskedRows: true},
+		{name: "causal + kv lengths mid-sliver", b: 2, hq: 2, hk: 2, sq: kb + 37, sk: kb + 37, d: 8, dv: 8, scale: 0.3, causal: true,
+			kvLens: []int64{int64(kb) + 21, 45}},
+		{name: "kv lengths mid-sliver, long", b: 2, hq: 1, hk: 1, sq: 40, sk: 2*kb + 37, d: 8, dv: 8, scale: 0.3, kvLens: []int64{int64(kb) + 19, 3}},
 		{name: "bool keep mask 4-D + causal + gqa", b: 2, hq: 4, hk: 2, sq: 12, sk: 20, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: 8,
 			mask: []int{2, 4, 12, 20}, kind: MaskBoolFalseMasks, fill: negInf, maskP: 0.8},
 		{name: "float mask [1,1,Sq,Sk] + softcap", b: 2, hq: 2, hk: 2, sq: 8, sk: 10, d: 8, dv: 8, scale: 0.5, softcap: 3,
@@ -320,6 +330,35 @@ func TestFusedAttentionExtensions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFusedAttentionCausalRescale makes every query's scores rise with the
+// key, so that with causal masking each row's maximum is at its diagonal:
+// the fast path's running shift moves up inside the fused kernel's tiles
+// and in the straddling tiles it computes raw.
+func TestFusedAttentionCausalRescale(t *testing.T) {
+	s := 2*attnKBlock + 5
+	c := attnExtCase{b: 1, hq: 1, hk: 1, sq: s, sk: s, d: 1, dv: 2, scale: 1, causal: true}
+	q := ir.NewTensor(ir.Float, []int{1, 1, s, 1})
+	k := ir.NewTensor(ir.Float, []int{1, 1, s, 1})
+	v := ir.NewTensor(ir.Float, []int{1, 1, s, 2})
+	for j := 0; j < s; j++ {
+		q.Float32s()[j] = 1
+		k.Float32s()[j] = float32(j) / 3 // rising scores: many shifts
+		v.Float32s()[2*j], v.Float32s()[2*j+1] = float32(j%3), float32(j%7)
+	}
+	want, _ := refAttentionExt(c, q, k, v, nil, nil)
+	for _, threads := range []int{1, 2} {
+		out, err := runFusedAttention(&Context{Threads: threads}, attnNode(fAttr("scale", 1), iAttr("causal", 1)), []*ir.Tensor{q, k, v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range out[0].Float32s() {
+			if !closeF64(g, want[i]) {
+				t.Fatalf("threads %d: Y[%d] = %g, want %g", threads, i, g, want[i])
+			}
+		}
 	}
 }
 
