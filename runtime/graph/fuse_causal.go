@@ -1,8 +1,10 @@
 package graph
 
 import (
+	"bytes"
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops"
@@ -176,6 +178,14 @@ func causalOffset(data []bool, v ops.View, hide bool) (int, bool) {
 	if !found {
 		return 0, false
 	}
+	// Row i is tmpl[sk-vis : 2·sk-vis] with vis = i + off + 1 keys
+	// visible (clamped to [0, sk]): compared as bytes where the row is
+	// contiguous.
+	tmpl := make([]bool, 2*sk)
+	for k := range tmpl {
+		tmpl[k] = (k >= sk) == hide
+	}
+	tb := boolBytes(tmpl)
 	idx := make([]int, len(batch))
 	for {
 		base := v.Offset
@@ -183,9 +193,16 @@ func causalOffset(data []bool, v ops.View, hide bool) (int, bool) {
 			base += k * v.Strides[d]
 		}
 		for i := 0; i < sq; i++ {
-			row := base + i*rs
+			row, vis := base+i*rs, min(max(i+off+1, 0), sk)
+			want := tb[sk-vis : 2*sk-vis]
+			if cs == 1 {
+				if !bytes.Equal(boolBytes(data[row:row+sk]), want) {
+					return 0, false
+				}
+				continue
+			}
 			for j := 0; j < sk; j++ {
-				if (data[row+j*cs] == hide) != (j > i+off) {
+				if boolByte(data[row+j*cs]) != want[j] {
 					return 0, false
 				}
 			}
@@ -201,4 +218,17 @@ func causalOffset(data []bool, v ops.View, hide bool) (int, bool) {
 			return off, true
 		}
 	}
+}
+
+// boolBytes views bools as their bytes (0 or 1).
+func boolBytes(b []bool) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b))), len(b))
+}
+
+// boolByte is a bool's byte (0 or 1).
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }

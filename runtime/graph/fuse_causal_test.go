@@ -61,6 +61,12 @@ func TestFuseCausalSplit(t *testing.T) {
 			big.Bools()[i*2100+j] = true
 		}
 	}
+	lower := ir.NewTensor(ir.Bool, []int{2100, 2100}) // transposed: hides j > i + 1
+	for i := 0; i < 2100; i++ {
+		for j := 0; j+1 < i; j++ {
+			lower.Bools()[i*2100+j] = true
+		}
+	}
 	twoOffsets := ir.NewTensor(ir.Bool, []int{2, 1, sq, sk}) // batch 1's diagonal one key further
 	copy(twoOffsets.Bools(), causalBool(sq, sk, 2, true).Bools())
 	copy(twoOffsets.Bools()[sq*sk:], causalBool(sq, sk, 3, true).Bools())
@@ -105,6 +111,13 @@ func TestFuseCausalSplit(t *testing.T) {
 				nodes: chain(false, "ninf", node("Slice", []string{"buf", "st", "en", "ax"}, []string{"a"}), node("Or", []string{"a", "m"}, []string{"c"}))},
 			feeds: map[string]*ir.Tensor{"m": keyMask(true)},
 			ops:   "Transpose MatMul Or Where Softmax MatMul", absorbed: "Slice", attrs: "scale=1 causal=1 causal_offset=1 mask_kind=bool_true_masks mask_fill=-Inf"},
+		{name: "Or of a slice of a transposed buffer (a strided view), and a key mask",
+			syn: synth{inputs: inputs(vi("m", ir.Bool, b, 1, 1, sk)),
+				inits: map[string]*ir.Tensor{"low": lower, "st": int64s(0, 0), "en": int64s(sq, sk), "ax": int64s(0, 1), "ninf": sc(negInf)},
+				nodes: chain(false, "ninf", node("Transpose", []string{"low"}, []string{"up"}), node("Slice", []string{"up", "st", "en", "ax"}, []string{"a"}),
+					node("Or", []string{"a", "m"}, []string{"c"}))},
+			feeds: map[string]*ir.Tensor{"m": keyMask(true)},
+			ops:   "Transpose MatMul Or Where Softmax MatMul", absorbed: "Transpose Slice", attrs: "scale=1 causal=1 causal_offset=1 mask_kind=bool_true_masks mask_fill=-Inf"},
 		// Masks that are not split.
 		{name: "a constant that is not quite causal",
 			syn: synth{inputs: inputs(vi("m", ir.Bool, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": nearly, "ninf": sc(negInf)},
