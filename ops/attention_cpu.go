@@ -97,11 +97,19 @@ type attnPlan struct {
 	// with the AVX-512 tile, kInPlace reads K's rows from the input (only
 	// a last partial sliver of MR keys is packed) and vInPlace V's rows.
 	bf16, kInPlace, vInPlace bool
-	// scoresExp: key blocks that no mask, bias, softcap, key limit or
-	// causal cut touches (and with no scores output) run their scores and
-	// exponentials in one kernel (kernel.ScoresExp8x32; fp32, AVX-512,
-	// K in place): each tile is stored once, as probabilities.
+	// scoresExp: with no bias, softcap or scores output, the scores and
+	// exponentials of key blocks no mask touches (or only a per-key one,
+	// keyBias) run in one kernel (kernel.ScoresExp8x32; fp32, AVX-512, K
+	// in place), the causal cut and the key limit handled around it: each
+	// tile is stored once, as probabilities.
 	scoresExp bool
+	// keyBias, when the mask is one value per key (broadcast along the
+	// queries: key padding) and scoresExp, holds it as what the kernel
+	// adds to each key's scores: 0 or -inf for a bool mask with a -inf
+	// fill, mask_scale·mask for an additive one. Batch b's keys start at
+	// keyBias[keyBiasIdx[b]·sk].
+	keyBias    []float32
+	keyBiasIdx []int
 }
 
 // operandView returns the view operand i is read through.
@@ -478,7 +486,12 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	p.bf16 = ctx.bf16() && kernel.BF16 && tileLoop
 	p.kInPlace = tileLoop && !p.bf16 && p.k.cs == 1
 	p.vInPlace = tileLoop && !p.bf16 && p.v.cs == 1 && p.dv%attnMR == 0
-	p.scoresExp = p.kInPlace && p.softcap == 0 && p.scoresMode == "" && p.biasFloats == nil && p.maskFloats == nil
+	perKey := p.maskKind != "" && p.mRowStep == 0 && (p.maskFloats != nil || math.IsInf(float64(p.fill), -1))
+	p.scoresExp = p.kInPlace && p.softcap == 0 && p.scoresMode == "" && p.biasFloats == nil && (p.maskFloats == nil || perKey)
+	var maskRows []int // the distinct mask rows of a per-key mask on the fast path
+	if p.scoresExp && perKey {
+		p.keyBiasIdx, maskRows = uniqueIndex(p.mOff)
+	}
 	skPad, dvPad, sqPad := ceilTo(p.sk, attnMR), ceilTo(p.dv, attnMR), ceilTo(p.sq, attnNR)
 	dq := p.d // Q's packed columns (pair words in bf16)
 	kLen, vLen, qLen := skPad*p.d, dvPad*p.sk, sqPad*p.d
@@ -493,7 +506,13 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	if p.vInPlace {
 		vLen = 0
 	}
-	packed := ctx.ScratchFloats(kLen*len(p.kUniq) + vLen*len(p.vUniq) + qLen*len(p.qUniq))
+	operands := kLen*len(p.kUniq) + vLen*len(p.vUniq) + qLen*len(p.qUniq)
+	packed := ctx.ScratchFloats(operands + len(maskRows)*p.sk)
+	packed, p.keyBias = packed[:operands], nil
+	if maskRows != nil {
+		p.keyBias = packed[operands : operands+len(maskRows)*p.sk]
+		p.fillKeyBias(maskRows)
+	}
 	kp, packed := packed[:kLen*len(p.kUniq)], packed[kLen*len(p.kUniq):]
 	vp, qp := packed[:vLen*len(p.vUniq)], packed[vLen*len(p.vUniq):]
 	// Pack K, V and scale·Q of every batch matrix up front, in chunks of
@@ -713,17 +732,33 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 			(p.biasFloats == nil || p.biasFirst || p.biasKeepsInf) {
 			continue // every score of the block is masked with -inf
 		}
-		if p.scoresExp && p.blockPlain(w.cls[:rows], i0, j0, cols, lim) {
+		// keys[pn]: the block's keys panel pn's probabilities cover (the
+		// fast path stops at the last key any of its queries sees).
+		var keysa [attnQBlock / 8]int
+		keys := keysa[:panels]
+		if plain := p.masksPlain(w.cls[:rows]); p.scoresExp && (plain || p.keyBias != nil) {
+			var bias []float32 // the per-key mask, where it hides or changes a score of the block
+			if !plain {
+				bias = p.keyBias[p.keyBiasIdx[b]*sk+j0 : (p.keyBiasIdx[b]+1)*sk]
+			}
 			for pn := 0; pn < panels; pn++ {
-				p.scoresExpPanel(w, pn, acc, dvPad, b, j0, cols, kp, qp[pn*attnNR*d:])
+				lanes := min(attnNR, rows-pn*attnNR)
+				keys[pn] = p.scoresExpPanel(w, pn, acc, dvPad, b, i0+pn*attnNR, lanes, j0, min(cols, lim-j0), bias, kp, qp[pn*attnNR*d:])
 			}
 		} else {
 			p.scoresSoftmax(w, acc, dvPad, b, i0, j0, rows, cols, lim, kp, qp)
+			for pn := range keys {
+				keys[pn] = cols
+			}
 		}
 		if dvPad == 0 {
 			continue
 		}
 		for pn := 0; pn < panels; pn++ {
+			cols := keys[pn]
+			if cols == 0 {
+				continue
+			}
 			bp := w.st[pn*attnNR*kb : pn*attnNR*kb+cols*attnNR]
 			switch {
 			case p.bf16:
@@ -773,14 +808,31 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 	}
 }
 
-// blockPlain reports whether nothing changes the scores of key block [j0,
-// j0+cols) for the item's rows at i0 (mask classes cls): no mask hides a
-// score of it, no key past lim, no key past the first row's causal
-// diagonal.
-func (p *attnPlan) blockPlain(cls []uint8, i0, j0, cols, lim int) bool {
-	if j0+cols > lim || (p.causal && j0+cols-1 > i0+p.causalOff) {
-		return false
+// fillKeyBias writes keyBias for the distinct mask rows at the element
+// offsets rows (a per-key mask: mRowStep 0).
+func (p *attnPlan) fillKeyBias(rows []int) {
+	negInf := float32(math.Inf(-1))
+	for i, off := range rows {
+		kb := p.keyBias[i*p.sk : (i+1)*p.sk]
+		clear(kb[p.maskKeys:]) // padding past the mask: past the key limit too
+		for j := range kb[:p.maskKeys] {
+			at := off + j*p.mColStep
+			switch {
+			case p.maskFloats != nil:
+				kb[j] = p.maskFloats[at] * p.maskScale
+			case p.maskBools[at] == p.maskedVal:
+				kb[j] = negInf
+			default:
+				kb[j] = 0
+			}
+		}
 	}
+}
+
+// masksPlain reports whether no mask changes a score of the item's rows
+// in the current key block (mask classes cls); the causal cut and the key
+// limit the fast path handles itself (scoresExpPanel).
+func (p *attnPlan) masksPlain(cls []uint8) bool {
 	if p.maskKind != "" {
 		for _, c := range cls {
 			if c != maskNone {
@@ -791,34 +843,74 @@ func (p *attnPlan) blockPlain(cls []uint8, i0, j0, cols, lim int) bool {
 	return true
 }
 
-// scoresExpPanel turns key block [j0, j0+cols) of panel pn (scale·Qᵀ in
-// qpan) into probabilities under the panel's running shifts w.m in one
-// pass (kernel.ScoresExp8x32), adding their sums to w.l. A tile rising
+// scoresExpPanel turns the scores of keys [j0, j0+cols) (cols stops at the
+// key limit) of panel pn (queries [q0, q0+lanes), scale·Qᵀ in qpan), plus
+// the per-key mask bias[key] when bias is not nil (it starts at key j0),
+// into probabilities under the panel's running shifts w.m, adding their
+// sums to w.l, and returns how many of the block's keys the probabilities
+// cover: with causal masking, those up to the last query's diagonal.
+//
+// Whole tiles of 8 keys that every lane sees (before the first query's
+// diagonal) run through kernel.ScoresExp8x32 in one pass: a tile rising
 // more than attnRescaleSlack above a shift stops the kernel; the shift
 // moves up to the tile's maximum (raiseShift) and the kernel resumes at
-// that tile. A last partial sliver of keys (packed in kp) is computed raw
-// and goes through colMax and expCols.
-func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, j0, cols int, kp, qpan []float32) {
+// that tile. The rest — the at most 5 tiles straddling the panel's causal
+// diagonal and a last partial sliver of keys (packed in kp) — is computed
+// raw, masked, and goes through colMax and expCols.
+func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, q0, lanes, j0, cols int, bias, kp, qpan []float32) int {
+	plain := cols
+	if p.causal {
+		cols = min(cols, q0+lanes+p.causalOff-j0) // keys past the last query's diagonal: hidden from every lane
+		plain = min(cols, q0+p.causalOff+1-j0)    // keys up to the first query's diagonal: seen by every lane
+	}
+	if cols <= 0 {
+		return 0
+	}
 	st := w.st[pn*attnNR*attnKBlock:]
 	m := w.m[pn*attnNR : (pn+1)*attnNR]
 	var suma, mxa [maxLanes]float32
 	sum, mx := suma[:attnNR], mxa[:attnNR]
-	full := cols / attnMR
+	full := max(plain, 0) / attnMR
 	k := p.k.data[p.k.off[b]+j0*p.k.rs:]
 	for done := 0; done < full; {
+		var bp *float32
+		if bias != nil {
+			bp = &bias[done*attnMR]
+		}
 		done += kernel.ScoresExp8x32(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &qpan[0], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
-			&m[0], &sum[0], &mx[0])
+			&m[0], &sum[0], &mx[0], bp)
 		if done < full {
 			p.raiseShift(w, pn, mx, st, done*attnMR, sum, acc, dvPad)
 		}
 	}
-	if tail := cols - full*attnMR; tail > 0 {
+	if rest := cols - full*attnMR; rest > 0 {
+		// Raw scores: slivers of K's rows in place, then K's packed
+		// partial last sliver when the block reaches it.
 		raw := st[full*attnMR*attnNR:]
-		kernel.Sgemm8x32Loop(p.d, &kp[0], &qpan[0], &raw[0], attnMR, attnNR, 1, 0, 0, 0, false)
+		slivers := (rest + attnMR - 1) / attnMR
+		tail0 := p.sk / attnMR * attnMR
+		inPlace := min(slivers, max(0, (tail0-j0)/attnMR-full))
+		if inPlace > 0 {
+			kernel.Sgemm8x32RowsLoop(p.d, &k[full*attnMR*p.k.rs], p.k.rs, &qpan[0], &raw[0], attnNR, inPlace, attnMR*p.k.rs, 0, attnMR*attnNR, false)
+		}
+		if inPlace < slivers {
+			kernel.Sgemm8x32Loop(p.d, &kp[0], &qpan[0], &raw[inPlace*attnMR*attnNR], attnMR, attnNR, 1, 0, 0, 0, false)
+		}
+		if bias != nil {
+			for key, v := range bias[full*attnMR : full*attnMR+rest] {
+				row := raw[key*attnNR : (key+1)*attnNR]
+				for c := range row {
+					row[c] += v
+				}
+			}
+		}
+		if p.causal {
+			maskCausal(raw[:rest*attnNR], rest, j0+full*attnMR-q0-p.causalOff)
+		}
 		for c := range mx {
 			mx[c] = float32(math.Inf(-1))
 		}
-		colMax(raw, tail, mx)
+		colMax(raw, rest, mx)
 		p.raiseShift(w, pn, mx, st, full*attnMR, sum, acc, dvPad)
 		shift := mxa[:attnNR] // as the kernel: a shift of -Inf subtracts 0
 		for c, v := range m {
@@ -827,12 +919,13 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, 
 				shift[c] = 0
 			}
 		}
-		expCols(raw, tail, shift, sum)
+		expCols(raw, rest, shift, sum)
 	}
 	l := w.l[pn*attnNR : (pn+1)*attnNR]
 	for c, v := range sum {
 		l[c] += float64(v)
 	}
+	return cols
 }
 
 // raiseShift moves the running shift of panel pn's lanes whose maximum mx

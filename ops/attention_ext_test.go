@@ -175,6 +175,34 @@ func TestFusedAttentionExtensions(t *testing.T) {
 		{name: "causal with past offset", b: 2, hq: 3, hk: 3, sq: 5, sk: 17, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: 12},
 		{name: "causal upper-left, Sk > Sq", b: 1, hq: 1, hk: 1, sq: 4, sk: 9, d: 8, dv: 8, scale: 0.3, causal: true},
 		{name: "causal Sq > Sk, rows without keys", b: 1, hq: 1, hk: 1, sq: 6, sk: 4, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: -2, fullyMaskedRows: true},
+		// The fast path's causal diagonal: whole tiles before the first
+		// query's diagonal, straddling tiles, K's partial last sliver,
+		// sizes off every multiple of 8, 32 and the key block.
+		{name: "causal fast path, odd sizes", b: 1, hq: 2, hk: 2, sq: kb + 45, sk: kb + 45, d: 16, dv: 8, scale: 0.3, causal: true},
+		{name: "causal fast path, offset 13", b: 2, hq: 1, hk: 1, sq: 77, sk: 90, d: 8, dv: 16, scale: 0.3, causal: true, causalOff: 13},
+		{name: "causal fast path, rescaling", b: 1, hq: 1, hk: 1, sq: 2*kb + 7, sk: 2*kb + 7, d: 16, dv: 8, scale: 0.5, causal: true},
+		{name: "causal fast path, negative offset", b: 1, hq: 1, hk: 1, sq: 101, sk: 61, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: -40, fullyMaskedRows: true},
+		{name: "causal + kv lengths mid-sliver", b: 2, hq: 2, hk: 2, sq: kb + 37, sk: kb + 37, d: 8, dv: 8, scale: 0.3, causal: true,
+			kvLens: []int64{int64(kb) + 21, 45}},
+		{name: "kv lengths mid-sliver, long", b: 2, hq: 1, hk: 1, sq: 40, sk: 2*kb + 37, d: 8, dv: 8, scale: 0.3, kvLens: []int64{int64(kb) + 19, 3}},
+		// Per-key masks (key padding, broadcast along the queries) on the
+		// fast path: added to each key's scores in the fused kernel.
+		{name: "key padding bool + causal, odd sizes", b: 2, hq: 3, hk: 3, sq: kb + 45, sk: kb + 45, d: 16, dv: 8, scale: 0.3, causal: true, causalOff: 20,
+			mask: []int{2, 1, 1, kb + 45}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.3},
+		{name: "key padding bool mostly masked, long", b: 2, hq: 1, hk: 1, sq: 40, sk: kb + 77, d: 8, dv: 8, scale: 0.3,
+			mask: []int{2, 1, 1, kb + 77}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.9},
+		{name: "key padding keep mask + causal + kv lengths + gqa", b: 2, hq: 4, hk: 2, sq: 50, sk: 75, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: 25,
+			mask: []int{2, 1, 1, 75}, kind: MaskBoolFalseMasks, fill: negInf, maskP: 0.7, kvLens: []int64{60, 75}},
+		{name: "key padding additive, long", b: 2, hq: 2, hk: 2, sq: 40, sk: 2*kb + 9, d: 8, dv: 8, scale: 0.3,
+			mask: []int{2, 1, 1, 2*kb + 9}, kind: MaskAdditive},
+		{name: "key padding additive + causal", b: 1, hq: 2, hk: 2, sq: 70, sk: 70, d: 8, dv: 8, scale: 0.3, causal: true,
+			mask: []int{1, 1, 1, 70}, kind: MaskAdditive},
+		{name: "key padding, every key masked", b: 1, hq: 2, hk: 2, sq: 33, sk: 70, d: 8, dv: 8, scale: 0.3,
+			mask: []int{1, 1, 1, 70}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 1, fullyMaskedRows: true},
+		{name: "key padding, finite fill", b: 2, hq: 2, hk: 2, sq: 35, sk: 50, d: 8, dv: 8, scale: 0.3,
+			mask: []int{2, 1, 1, 50}, kind: MaskBoolTrueMasks, fill: -1e9, maskP: 0.5},
+		{name: "key padding, padded additive mask", b: 2, hq: 2, hk: 2, sq: 35, sk: 60, d: 8, dv: 8, scale: 0.3,
+			mask: []int{2, 1, 1, 47}, kind: MaskAdditive, padKeys: true},
 		{name: "bool keep mask 4-D + causal + gqa", b: 2, hq: 4, hk: 2, sq: 12, sk: 20, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: 8,
 			mask: []int{2, 4, 12, 20}, kind: MaskBoolFalseMasks, fill: negInf, maskP: 0.8},
 		{name: "float mask [1,1,Sq,Sk] + softcap", b: 2, hq: 2, hk: 2, sq: 8, sk: 10, d: 8, dv: 8, scale: 0.5, softcap: 3,
@@ -323,6 +351,35 @@ func TestFusedAttentionExtensions(t *testing.T) {
 	}
 }
 
+// TestFusedAttentionCausalRescale makes every query's scores rise with the
+// key, so that with causal masking each row's maximum is at its diagonal:
+// the fast path's running shift moves up inside the fused kernel's tiles
+// and in the straddling tiles it computes raw.
+func TestFusedAttentionCausalRescale(t *testing.T) {
+	s := 2*attnKBlock + 5
+	c := attnExtCase{b: 1, hq: 1, hk: 1, sq: s, sk: s, d: 1, dv: 2, scale: 1, causal: true}
+	q := ir.NewTensor(ir.Float, []int{1, 1, s, 1})
+	k := ir.NewTensor(ir.Float, []int{1, 1, s, 1})
+	v := ir.NewTensor(ir.Float, []int{1, 1, s, 2})
+	for j := 0; j < s; j++ {
+		q.Float32s()[j] = 1
+		k.Float32s()[j] = float32(j) / 3 // rising scores: many shifts
+		v.Float32s()[2*j], v.Float32s()[2*j+1] = float32(j%3), float32(j%7)
+	}
+	want, _ := refAttentionExt(c, q, k, v, nil, nil)
+	for _, threads := range []int{1, 2} {
+		out, err := runFusedAttention(&Context{Threads: threads}, attnNode(fAttr("scale", 1), iAttr("causal", 1)), []*ir.Tensor{q, k, v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range out[0].Float32s() {
+			if !closeF64(g, want[i]) {
+				t.Fatalf("threads %d: Y[%d] = %g, want %g", threads, i, g, want[i])
+			}
+		}
+	}
+}
+
 func TestFusedAttentionExtensionErrors(t *testing.T) {
 	x := randTensor(rand.New(rand.NewSource(1)), 1, 4, 3, 8)
 	k2 := randTensor(rand.New(rand.NewSource(2)), 1, 3, 3, 8)
@@ -388,7 +445,8 @@ func TestTanh32(t *testing.T) {
 // threads), attention without a mask, with the causal attribute (key
 // blocks past the diagonal are never computed) and with the same causal
 // mask as a bool tensor (blocks are classified from the mask, as for an
-// exported masked_fill).
+// exported masked_fill), and with a per-key mask ([1, 1, 1, S], half the
+// keys masked at random) with and without the causal attribute.
 func BenchmarkFusedAttentionCausal(b *testing.B) {
 	const s, h, d = 2048, 12, 64
 	r := rand.New(rand.NewSource(1))
@@ -399,6 +457,9 @@ func BenchmarkFusedAttentionCausal(b *testing.B) {
 			mask.Bools()[i*s+j] = true
 		}
 	}
+	// A per-key mask hiding half the keys at random, as a [1, 1, 1, S]
+	// bool mask (what bench-compare feeds the causal-or model).
+	pad := randBools(r, 0.5, 1, 1, 1, s)
 	out := ir.NewTensor(ir.Float, []int{1, h, s, d})
 	cases := []struct {
 		name string
@@ -408,6 +469,8 @@ func BenchmarkFusedAttentionCausal(b *testing.B) {
 		{"none", attnNode(fAttr("scale", 0.125)), []*ir.Tensor{q, k, v}},
 		{"causal attribute", attnNode(fAttr("scale", 0.125), iAttr("causal", 1)), []*ir.Tensor{q, k, v}},
 		{"causal bool mask", attnNode(fAttr("scale", 0.125), sAttr("mask_kind", MaskBoolTrueMasks)), []*ir.Tensor{q, k, v, mask}},
+		{"key mask", attnNode(fAttr("scale", 0.125), sAttr("mask_kind", MaskBoolTrueMasks)), []*ir.Tensor{q, k, v, pad}},
+		{"causal attribute + key mask", attnNode(fAttr("scale", 0.125), iAttr("causal", 1), sAttr("mask_kind", MaskBoolTrueMasks)), []*ir.Tensor{q, k, v, pad}},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

@@ -79,14 +79,16 @@ func TestInspectAttention(t *testing.T) {
 
 // TestInspectDescribesFusedAttention: inspect says, under each attention
 // fused from primitive ops, what the FusedAttention node computes: grouped
-// KV heads, a bias beside the mask, the weights it also writes.
+// KV heads, a bias beside the mask, the weights it also writes, a causal
+// mask read as the causal cut (alone, or beside a key padding mask).
 func TestInspectDescribesFusedAttention(t *testing.T) {
 	for _, c := range []struct{ model, want string }{
 		{"llama_attention_opset17", "streaming: scale 0.25; grouped KV heads (2 query heads per KV head); additive mask"},
 		{"llama_attention_opset17", "→ float32[batch, 4, seq, past + seq]"},
 		{"gpt2_attention", "bool_false_masks mask /Cast_6_output_0; bias /Mul_output_0 added after the mask"},
 		{"torch_mha_need_weights", "also writes the weights scores to /mha/Softmax_output_0 (Sq×Sk)"},
-		{"whisper_attention", "bool_true_masks mask attnrun:/Slice_1_output_0/bool_mask"},
+		{"whisper_attention", "streaming: scale 0.353553; causal (offset 0); reads Q"},
+		{"s000_causal_or", "causal (offset 0); bool_true_masks mask /Reshape_1_output_0;"},
 	} {
 		r := attnrun(t, "inspect", filepath.Join(modelsDir, c.model, "model.onnx"))
 		r.wantOK(t)

@@ -52,7 +52,11 @@ import (
 // constants, nn.MultiheadAttention's float version of a bool mask, as cond
 // when nothing else reads it; a plan constant (a causal mask folded from
 // the lengths) as its bool form, made once per plan. A chain that also has
-// a Where keeps such a mask additive (the fused node has one bool mask). The matched steps are replaced by one
+// a Where keeps such a mask additive (the fused node has one bool mask).
+// A chain's only bool mask with a -inf fill that is a causal constant, or
+// the Or (And for keep masks) of one with a per-key mask, becomes the
+// fused node's causal cut, with the per-key mask as its mask
+// (fuse_causal.go). The matched steps are replaced by one
 // com.attnrun:FusedAttention step (see ops/attention.go for its contract)
 // at the position of the final product (or of the first reader of P, when
 // one comes before it and every input of the fused node is ready there),
@@ -177,7 +181,7 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 			fusion.Absorbed = append(fusion.Absorbed, pl.steps[k].node)
 			removed[k] = true
 		}
-		for _, k := range reads {
+		for _, k := range append(reads, m.absorbs...) {
 			readChains[pl.steps[k].node] = len(pl.fusions)
 		}
 		insert[pos] = append(insert[pos], fs)

@@ -111,11 +111,7 @@ func TestAttentionOpRewrite(t *testing.T) {
 						t.Fatalf("FusedAttention reads %s, want %s among them", reads, c.reads)
 					}
 				}
-				var absorbed []string
-				for _, n := range fs[0].Absorbed {
-					absorbed = append(absorbed, n.OpType)
-				}
-				if got := strings.Join(absorbed, " "); got != c.absorbed {
+				if got := opTypes(fs[0].Absorbed); got != c.absorbed {
 					t.Fatalf("absorbed %q, want %q", got, c.absorbed)
 				}
 				// The reference: every node's own kernel, node by node.

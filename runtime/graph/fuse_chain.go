@@ -40,6 +40,11 @@ type maskStage struct {
 	// chain has a Where besides (it has one bool mask).
 	additive *maskStage
 	steps    []int
+	// causal: the mask's causal part is the fused node's causal cut (with
+	// causalOff); name is then the rest of the mask, "" for none
+	// (fuse_causal.go).
+	causal    bool
+	causalOff int
 }
 
 // attnMatch is one matched attention chain.
@@ -57,6 +62,9 @@ type attnMatch struct {
 	// logical [batch..., Sq, Dv]: output axis j is logical axis outPerm[j].
 	outPerm []int
 	pv      *ir.Node // the final product
+	// absorbs lists the movement steps a causal mask constant was read
+	// through (fuse_causal.go): no longer computed once the fusion is in.
+	absorbs []int
 }
 
 // match tries to read an attention chain ending in the product with V at
@@ -448,6 +456,7 @@ func (f *fuser) scoresProduct(n *ir.Node, m attnMatch, post float64, chain []int
 		m.masks[k] = *back.additive
 		chain = slices.DeleteFunc(slices.Clone(chain), func(i int) bool { return slices.Contains(back.steps, i) })
 	}
+	chain = f.splitCausal(&m, n.Outputs[0], chain)
 	m.scale *= post
 	m.steps = append([]int{}, chain...)
 	sort.Ints(m.steps)
@@ -726,7 +735,13 @@ func (m attnMatch) node(steps []step) (*ir.Node, bool) {
 			return nil, false
 		}
 	}
-	if mask != nil {
+	if mask != nil && mask.causal {
+		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "causal", Type: ir.AttrInt, Int: 1})
+		if mask.causalOff != 0 {
+			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "causal_offset", Type: ir.AttrInt, Int: int64(mask.causalOff)})
+		}
+	}
+	if mask != nil && mask.name != "" {
 		n.Inputs = append(n.Inputs, mask.name)
 		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "mask_kind", Type: ir.AttrString, String: []byte(mask.kind)})
 		if mask.kind == ops.MaskAdditive {

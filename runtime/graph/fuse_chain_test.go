@@ -168,7 +168,14 @@ func TestFuseExportForms(t *testing.T) {
 			nodes: append([]*ir.Node{node("Where", []string{"m", "zero", "ninf"}, []string{"fm"})}, scores(node("Add", []string{"fm", "s0"}, []string{"s1"}))...), outputs: []string{"fm"}},
 			feeds: map[string]*ir.Tensor{"m": boolMask(b, 1, 1, s)},
 			ops:   "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
-		{name: "constant 0/-inf mask (a folded causal mask) read as a bool mask", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": causalAdd(s, negInf)},
+		{name: "constant 0/-inf mask (a folded causal mask) read as the causal cut", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": causalAdd(s, negInf)},
+			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 causal=1"},
+		{name: "constant 0/-inf mask, not causal, read as a bool mask", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": func() *ir.Tensor {
+			m := causalAdd(s, negInf)
+			m.Float32s()[s] = negInf // query 1 does not see key 0
+			return m
+		}()},
 			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
 			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=bool_true_masks mask_fill=-Inf"},
 		{name: "constant 0/-inf mask then a Where: the constant stays additive (the bias)", syn: synth{inputs: with(vi("m", ir.Bool, b, 1, 1, s)),
@@ -225,16 +232,7 @@ func TestFuseExportForms(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			c.syn.outputs = append([]string{"y"}, c.syn.outputs...)
 			m := c.syn.model()
-			in := map[string]*ir.Tensor{}
-			for _, v := range m.Graph.Inputs {
-				if f, ok := c.feeds[v.Name]; ok {
-					in[v.Name] = f
-					continue
-				}
-				dims, _ := v.Type.Shape.Concrete()
-				in[v.Name] = randT(r, dims...)
-			}
-			fused, unfused, fs := runAll(t, m, in)
+			fused, unfused, fs := runAll(t, m, synthInputs(r, m, c.feeds))
 			for _, o := range c.syn.outputs {
 				sameOutputs(t, fused[o], unfused[o])
 			}
@@ -249,6 +247,21 @@ func TestFuseExportForms(t *testing.T) {
 			}
 		})
 	}
+}
+
+// synthInputs returns the inputs of a synthesized model: feeds where they
+// have one, random floats elsewhere.
+func synthInputs(r *rand.Rand, m *ir.Model, feeds map[string]*ir.Tensor) map[string]*ir.Tensor {
+	in := map[string]*ir.Tensor{}
+	for _, v := range m.Graph.Inputs {
+		if f, ok := feeds[v.Name]; ok {
+			in[v.Name] = f
+			continue
+		}
+		dims, _ := v.Type.Shape.Concrete()
+		in[v.Name] = randT(r, dims...)
+	}
+	return in
 }
 
 // causalAdd is an additive causal mask [s, s]: 0 on and below the

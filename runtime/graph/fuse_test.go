@@ -56,12 +56,15 @@ func TestModelFusions(t *testing.T) {
 		{"s000_single_head", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
 		{"s000_multi_head", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
 		{"s000_multi_head_attention_op", 1, "Attention", scale8, false, "", 0, true},
-		{"s000_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
-		{"s000_causal_or", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		// Seed 000's CausalAttention: Or (or Add on bool) of the sliced
+		// causal buffer and the padding mask, split into the causal cut
+		// and the padding mask (fuse_causal.go).
+		{"s000_causal", 1, "Transpose MatMul Div Add Cast Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s000_causal_or", 1, "Transpose MatMul Div Or Cast Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"s001_cross_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"s001_cross_attention_shared_dim", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"s001_cross_attention_nomask", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
-		{"s001_decoder_self_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s001_decoder_self_attention", 1, "Transpose MatMul Div Where Softmax MatMul", scale8, false, "", 0, true}, // causal constant: the causal cut
 		// Seed 002's MultiHeadAttention transposes K before the head split.
 		{"s002_multi_head", 1, "MatMul Div Where Softmax MatMul", 0.5, true, ops.MaskBoolTrueMasks, inf, false},
 		{"s002_self_attention_v1", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
@@ -74,7 +77,7 @@ func TestModelFusions(t *testing.T) {
 		{"s003_multi_head_modulelist", 4, "Transpose MatMul Div Softmax MatMul", 0.25, false, "", 0, true},
 		{"s004_param_free", 1, "Transpose MatMul Softmax MatMul", 1, false, "", 0, true},
 		{"s004_multi_head_bmm", 1, "Transpose MatMul Div Softmax MatMul", scale32, false, "", 0, true},
-		{"s004_multi_head_bmm_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s004_multi_head_bmm_causal", 1, "Transpose MatMul Div Where Softmax MatMul", scale32, false, "", 0, true}, // causal constant: the causal cut
 		{"s001_encoder_2x4", 2, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		// An ONNX Attention node (GQA, causal over a KV cache; opset 23).
 		{"llama_block_gqa", 1, "Attention", 0.25, false, "", 0, true},
@@ -101,8 +104,9 @@ func TestModelFusions(t *testing.T) {
 		// and -1e4, then the padding mask added (the fused node's bias).
 		{"gpt2_attention", 1, "MatMul Div Where Add Softmax MatMul", scale8, true, ops.MaskBoolFalseMasks, -1e4, false},
 		// Whisper: q and k each scaled by d^-1/4, the -inf causal buffer
-		// added (folded: read as a bool mask), Casts around the Softmax.
-		{"whisper_attention", 1, "Mul Mul MatMul Add Cast Softmax Cast MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
+		// added (folded: read as a bool mask, exactly causal: the causal
+		// cut), Casts around the Softmax.
+		{"whisper_attention", 1, "Mul Mul MatMul Add Cast Softmax Cast MatMul", scale8, true, "", 0, true},
 		{"einsum_attention", 1, "Einsum Mul Where Softmax Einsum", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"einsum_cross_attention", 1, "Einsum Div Softmax Einsum", scale8, false, "", 0, true},
 		// diffusers: baddbmm(empty, q, kᵀ, beta=0, alpha) adds zeros (no mask).
@@ -110,10 +114,15 @@ func TestModelFusions(t *testing.T) {
 	}
 	// The fused node's attributes beyond the table's, where a model sets them.
 	extras := map[string]string{
-		"llama_block_gqa":         "kv_group=2",
-		"torch_mha_need_weights":  "scores_mode=weights",
-		"llama_attention_opset17": "kv_group=2",
-		"gpt2_attention":          "bias_scale=1",
+		"llama_block_gqa":             "kv_group=2 causal=1 causal_offset=4", // is_causal after a KV cache of 4
+		"torch_mha_need_weights":      "scores_mode=weights",
+		"llama_attention_opset17":     "kv_group=2",
+		"gpt2_attention":              "bias_scale=1",
+		"s000_causal":                 "causal=1",
+		"s000_causal_or":              "causal=1",
+		"s001_decoder_self_attention": "causal=1",
+		"s004_multi_head_bmm_causal":  "causal=1",
+		"whisper_attention":           "causal=1",
 	}
 	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {
@@ -155,7 +164,7 @@ func TestModelFusions(t *testing.T) {
 			got = nil
 			for _, a := range n.Attrs {
 				switch a.Name {
-				case "kv_group", "bias_first":
+				case "kv_group", "bias_first", "causal", "causal_offset":
 					got = append(got, fmt.Sprintf("%s=%d", a.Name, a.Int))
 				case "bias_scale":
 					got = append(got, fmt.Sprintf("%s=%g", a.Name, a.Float))

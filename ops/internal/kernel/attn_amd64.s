@@ -38,9 +38,11 @@ GLOBL attnk<>(SB), RODATA|NOPTR, $44
 	VSCALEFPS Z2, Z3, X; \
 	VADDPS X, SUM, SUM
 
-// func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx *float32) int
+// func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx, bias *float32) int
 // Tiles as Sgemm8x32RowsLoop's (A's 8 rows in place at a + t·as, the
-// packed k×32 panel B shared, C at c + t·cs): before storing tile t it
+// packed k×32 panel B shared, C at c + t·cs): with a bias (not nil) it
+// adds bias[8t + r] to every column of the tile's row r (a per-key mask,
+// broadcast to the 32 queries); before storing tile t it
 // takes each column's maximum over the tile's 8 rows; when a column's
 // exceeds shift + 8 it writes the 32 maxima to mx and returns t, storing
 // nothing of that tile; else it stores exp(tile - shift) (per column) and
@@ -48,7 +50,7 @@ GLOBL attnk<>(SB), RODATA|NOPTR, $44
 // A shift of -Inf (no finite score seen yet) subtracts 0, so that -Inf
 // scores give 0 rather than NaN. Z20, Z21: the shift (-Inf as 0); Z22,
 // Z23: shift + 8; Z24, Z25: the sums.
-TEXT ·ScoresExp8x32(SB), NOSPLIT, $0-104
+TEXT ·ScoresExp8x32(SB), NOSPLIT, $0-112
 	MOVQ a+8(FP), R13
 	MOVQ lda+16(FP), R8
 	MOVQ b+24(FP), R14
@@ -92,6 +94,30 @@ seloop:
 	DECQ CX
 	JNZ seloop
 seepi:
+	MOVQ bias+96(FP), AX
+	TESTQ AX, AX
+	JE senobias
+	MOVQ n+48(FP), DX // tile t = n - R12: its bias rows at bias + 32·t bytes
+	SUBQ R12, DX
+	SHLQ $5, DX
+	ADDQ DX, AX
+	VADDPS.BCST 0(AX), Z4, Z4
+	VADDPS.BCST 0(AX), Z5, Z5
+	VADDPS.BCST 4(AX), Z6, Z6
+	VADDPS.BCST 4(AX), Z7, Z7
+	VADDPS.BCST 8(AX), Z8, Z8
+	VADDPS.BCST 8(AX), Z9, Z9
+	VADDPS.BCST 12(AX), Z10, Z10
+	VADDPS.BCST 12(AX), Z11, Z11
+	VADDPS.BCST 16(AX), Z12, Z12
+	VADDPS.BCST 16(AX), Z13, Z13
+	VADDPS.BCST 20(AX), Z14, Z14
+	VADDPS.BCST 20(AX), Z15, Z15
+	VADDPS.BCST 24(AX), Z16, Z16
+	VADDPS.BCST 24(AX), Z17, Z17
+	VADDPS.BCST 28(AX), Z18, Z18
+	VADDPS.BCST 28(AX), Z19, Z19
+senobias:
 	VMAXPS Z6, Z4, Z0
 	VMAXPS Z8, Z0, Z0
 	VMAXPS Z10, Z0, Z0
@@ -146,7 +172,7 @@ sedone:
 	VMOVUPS Z25, 64(AX)
 	MOVQ n+48(FP), AX
 	SUBQ R12, AX
-	MOVQ AX, ret+96(FP)
+	MOVQ AX, ret+104(FP)
 	VZEROUPPER
 	RET
 

@@ -6,6 +6,24 @@ import (
 	"testing"
 )
 
+// randScoreTiles returns random A rows (n tiles at a stride of as) and a
+// k×32 B panel, and their tiles as Sgemm8x32RowsLoop computes them (C at
+// a stride of cs, rows ldc apart): what ScoresExp8x32 should start from.
+func randScoreTiles(seed int64, k, lda, n, as, ldc, cs int) (a, b, raw []float32) {
+	r := rand.New(rand.NewSource(seed))
+	a = make([]float32, n*as)
+	b = make([]float32, 32*k)
+	for i := range a {
+		a[i] = float32(r.NormFloat64())
+	}
+	for i := range b {
+		b[i] = float32(r.NormFloat64())
+	}
+	raw = make([]float32, n*cs)
+	Sgemm8x32RowsLoop(k, &a[0], lda, &b[0], &raw[0], ldc, n, as, 0, cs, false)
+	return a, b, raw
+}
+
 // TestScoresExp8x32 checks the fused kernel against Sgemm8x32RowsLoop's
 // scores and float64 exponentials: the stored tiles, the column sums, the
 // stop at the first tile a column of which rises more than 8 above its
@@ -16,17 +34,7 @@ func TestScoresExp8x32(t *testing.T) {
 	}
 	const k, lda, n, ldc = 19, 23, 5, 36
 	as, cs := 8*lda+3, 8*ldc+5
-	r := rand.New(rand.NewSource(1))
-	a := make([]float32, n*as)
-	b := make([]float32, 32*k)
-	for i := range a {
-		a[i] = float32(r.NormFloat64())
-	}
-	for i := range b {
-		b[i] = float32(r.NormFloat64())
-	}
-	raw := make([]float32, n*cs)
-	Sgemm8x32RowsLoop(k, &a[0], lda, &b[0], &raw[0], ldc, n, as, 0, cs, false)
+	a, b, raw := randScoreTiles(1, k, lda, n, as, ldc, cs)
 	colMax := func(tile int) [32]float32 {
 		var m [32]float32
 		for c := range m {
@@ -53,7 +61,7 @@ func TestScoresExp8x32(t *testing.T) {
 		for c := range sum {
 			sum[c] = float32(c) // the kernel adds to it
 		}
-		done = ScoresExp8x32(k, &a[0], lda, &b[0], &got[0], ldc, n, as, cs, &shift[0], &sum[0], &mx[0])
+		done = ScoresExp8x32(k, &a[0], lda, &b[0], &got[0], ldc, n, as, cs, &shift[0], &sum[0], &mx[0], nil)
 		return got, sum, mx, done
 	}
 	got, sum, _, done := run(shift)
@@ -134,6 +142,102 @@ func TestScoresExp8x32(t *testing.T) {
 	}
 	if !math.IsNaN(float64(sum[3])) || sum[4] != 4 {
 		t.Fatalf("huge shift: sums %v", sum)
+	}
+}
+
+// TestScoresExp8x32Bias checks the per-row bias against Sgemm8x32RowsLoop's
+// scores plus the bias in float32 and float64 exponentials: -Inf rows give
+// exact zeros, a tile of -Inf rows under a -Inf shift (no finite score yet)
+// stores zeros and does not stop the kernel, the next finite tile does.
+func TestScoresExp8x32Bias(t *testing.T) {
+	if !AVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	const k, lda, n, ldc = 13, 17, 4, 40
+	as, cs := 8*lda, 8*ldc+3
+	a, b, raw := randScoreTiles(2, k, lda, n, as, ldc, cs)
+	r := rand.New(rand.NewSource(3))
+	negInf := float32(math.Inf(-1))
+	bias := make([]float32, 8*n)
+	for i := range bias {
+		switch {
+		case i < 8: // tile 0: every key masked
+			bias[i] = negInf
+		case i%3 == 0:
+			bias[i] = negInf
+		default:
+			bias[i] = float32(r.NormFloat64())
+		}
+	}
+	biased := func(tile, row, c int) float32 { return raw[tile*cs+row*ldc+c] + bias[8*tile+row] }
+	var shift, mx1 [32]float32
+	for c := range shift {
+		shift[c], mx1[c] = negInf, negInf
+		for tile := 0; tile < n; tile++ {
+			for row := 0; row < 8; row++ {
+				shift[c] = max(shift[c], biased(tile, row, c))
+				if tile == 1 {
+					mx1[c] = max(mx1[c], biased(tile, row, c))
+				}
+			}
+		}
+	}
+	run := func(shift [32]float32) (got []float32, sum, mx [32]float32, done int) {
+		got = make([]float32, n*cs)
+		for i := range got {
+			got[i] = -7
+		}
+		done = ScoresExp8x32(k, &a[0], lda, &b[0], &got[0], ldc, n, as, cs, &shift[0], &sum[0], &mx[0], &bias[0])
+		return got, sum, mx, done
+	}
+	got, sum, _, done := run(shift)
+	if done != n {
+		t.Fatalf("returned %d, want %d", done, n)
+	}
+	var want [32]float64
+	for tile := 0; tile < n; tile++ {
+		for row := 0; row < 8; row++ {
+			for c := 0; c < 32; c++ {
+				g := got[tile*cs+row*ldc+c]
+				s := biased(tile, row, c)
+				if math.IsInf(float64(s), -1) {
+					if g != 0 {
+						t.Fatalf("tile %d row %d col %d: masked, got %g", tile, row, c, g)
+					}
+					continue
+				}
+				e := math.Exp(float64(s - shift[c]))
+				want[c] += e
+				if rel := math.Abs(float64(g)-e) / e; rel > 2.5e-7 {
+					t.Fatalf("tile %d row %d col %d: %g, want %g (rel %.2g)", tile, row, c, g, e, rel)
+				}
+			}
+		}
+	}
+	for c := range sum {
+		if math.Abs(float64(sum[c])-want[c]) > 1e-5*want[c] {
+			t.Errorf("sum[%d] = %g, want %g", c, sum[c], want[c])
+		}
+	}
+	// -Inf shifts: tile 0 (all masked) gives zeros, tile 1 stops the
+	// kernel with its biased maxima.
+	var inf [32]float32
+	for c := range inf {
+		inf[c] = negInf
+	}
+	got, sum, mx, done := run(inf)
+	if done != 1 || mx != mx1 {
+		t.Fatalf("-Inf shift: returned %d with maxima %v, want 1 with %v", done, mx, mx1)
+	}
+	for row := 0; row < 8; row++ {
+		for c := 0; c < 32; c++ {
+			if g := got[row*ldc+c]; g != 0 {
+				t.Fatalf("-Inf shift, masked tile 0: row %d col %d = %g", row, c, g)
+			}
+		}
+	}
+	if sum != [32]float32{} {
+		t.Fatalf("-Inf shift: sums %v, want zeros", sum)
 	}
 }
 

@@ -54,7 +54,7 @@ func BenchmarkRooflineAttentionKernels(b *testing.B) {
 						case "scores+exp", "scores+exp,PV":
 							// Shift 0: the scores stay well below 8, so no tile stops the kernel.
 							sum = [32]float32{}
-							if n := kernel.ScoresExp8x32(d, &k[0], lda, &qp[it*d*32], &st[0], 32, keys/8, 8*lda, 8*32, &shift[0], &sum[0], &mx[0]); n != keys/8 {
+							if n := kernel.ScoresExp8x32(d, &k[0], lda, &qp[it*d*32], &st[0], 32, keys/8, 8*lda, 8*32, &shift[0], &sum[0], &mx[0], nil); n != keys/8 {
 								b.Fatalf("ScoresExp8x32 stopped at tile %d of %d", n, keys/8)
 							}
 						}

@@ -211,10 +211,13 @@ func Erf8(dst, src *float32, n int, gelu bool)
 // -Inf subtracts 0 (-Inf scores give 0; a finite one stops the kernel).
 // The exponential is within about 2 ulp (relative error below 2.5e-7);
 // arguments below -104, -Inf included, give 0; NaN stays NaN. It needs
-// AVX512.
+// AVX512. A bias that is not nil holds one float per row of every tile
+// (8n floats): tile t's row r gets bias[8t+r] added to its 32 scores
+// before the maxima and the exponential (a per-key mask: 0 or -Inf, or an
+// additive mask's values, broadcast to the queries).
 //
 //go:noescape
-func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx *float32) int
+func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx, bias *float32) int
 
 // TransposeScale16 writes the transpose of a 16×16 block, each row scaled:
 // dst[i·ldd + j] = scale[i]·src[j·lds + i] for i, j < 16 (strides in
