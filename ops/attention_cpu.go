@@ -506,6 +506,15 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	if p.vInPlace {
 		vLen = 0
 	}
+	// In fp32 each item packs its own panel of scale·Qᵀ into its worker's
+	// scratch, where it stays in L1: a panel serves one item only, and
+	// packing all of Q up front wrote and re-read Sq·D floats per matrix
+	// through the caches (10% of the op at S=512 once the projections had
+	// evicted that scratch).
+	qPerItem := !p.bf16
+	if qPerItem {
+		qLen = 0
+	}
 	operands := kLen*len(p.kUniq) + vLen*len(p.vUniq) + qLen*len(p.qUniq)
 	packed := ctx.ScratchFloats(operands + len(maskRows)*p.sk)
 	packed, p.keyBias = packed[:operands], nil
@@ -520,6 +529,15 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	// fused projection are then read sequentially, a chunk at a time.
 	const chunk = 96 // rows per task, a multiple of every MR and NR
 	kTasks, vTasks, qTasks := (p.sk+chunk-1)/chunk, (p.sk+chunk-1)/chunk, (p.sq+chunk-1)/chunk
+	if p.kInPlace && tail0 == p.sk {
+		kTasks = 0 // K read in place, no partial sliver
+	}
+	if p.vInPlace {
+		vTasks = 0
+	}
+	if qPerItem {
+		qTasks = 0
+	}
 	parallelFor(threads, kTasks+vTasks+qTasks, func(t int) {
 		switch {
 		case t < kTasks:
@@ -552,23 +570,29 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 					packQBF16(wordsOf(qp[i*qLen:(i+1)*qLen]), p.q.data, off, p.q.rs, p.q.cs, p.sq, p.d, p.scale, i0, min(p.sq, i0+chunk))
 					continue
 				}
-				p.packQ(qp[i*qLen:(i+1)*qLen], off, i0, min(p.sq, i0+chunk))
+				p.packQ(qp[i*qLen+i0*p.d:(i+1)*qLen], off, i0, min(p.sq, i0+chunk))
 			}
 		}
 	})
 	qBlocks := (p.sq + attnQBlock - 1) / attnQBlock
 	items := p.batches * qBlocks
 	workers := max(1, min(threads, items))
-	per := p.workFloats(dvPad)
+	per := p.workFloats(dvPad, qPerItem)
 	scratch := ctx.ScratchFloats(workers * per)
 	var wid atomic.Int64
 	work := func(next func() int) {
 		i := int(wid.Add(1) - 1)
-		w := p.newWork(dvPad, scratch[i*per:(i+1)*per])
+		w := p.newWork(dvPad, qPerItem, scratch[i*per:(i+1)*per])
 		for it := next(); it < items; it = next() {
 			b := it / qBlocks
 			i0 := (it % qBlocks) * attnQBlock
-			qb := qp[p.qIdx[b]*qLen+i0*dq : (p.qIdx[b]+1)*qLen]
+			var qb []float32
+			if qPerItem {
+				p.packQ(w.qp, p.qUniq[p.qIdx[b]], i0, min(p.sq, i0+attnQBlock))
+				qb = w.qp
+			} else {
+				qb = qp[p.qIdx[b]*qLen+i0*dq : (p.qIdx[b]+1)*qLen]
+			}
 			p.item(b, i0, w, qb, kp[p.kIdx[b]*kLen:(p.kIdx[b]+1)*kLen], vp[p.vIdx[b]*vLen:(p.vIdx[b]+1)*vLen], dvPad)
 		}
 	}
@@ -659,11 +683,21 @@ type attnWork struct {
 	l   []float64 // running sum per query
 	cls []uint8   // mask class per query row of the current key block
 	pw  []uint32  // bf16: one panel's probabilities as pair words
+	qp  []float32 // fp32: the item's panels of scale·Qᵀ
 }
 
 // workFloats is the float32 scratch one worker needs.
-func (p *attnPlan) workFloats(dvPad int) int {
-	return attnQBlock*attnKBlock + dvPad*attnQBlock + attnQBlock + p.pairWords()
+func (p *attnPlan) workFloats(dvPad int, qPerItem bool) int {
+	return attnQBlock*attnKBlock + dvPad*attnQBlock + attnQBlock + p.pairWords() + p.itemQFloats(qPerItem)
+}
+
+// itemQFloats is the scratch of one item's packed Q panels when each item
+// packs its own (qPerItem), else 0.
+func (p *attnPlan) itemQFloats(qPerItem bool) int {
+	if !qPerItem {
+		return 0
+	}
+	return ceilTo(attnQBlock, attnNR) * p.d
 }
 
 // pairWords is the scratch of one panel's probabilities in bf16 pairs.
@@ -675,7 +709,7 @@ func (p *attnPlan) pairWords() int {
 }
 
 // newWork carves a worker's scratch out of buf (workFloats long).
-func (p *attnPlan) newWork(dvPad int, buf []float32) *attnWork {
+func (p *attnPlan) newWork(dvPad int, qPerItem bool, buf []float32) *attnWork {
 	take := func(n int) []float32 {
 		s := buf[:n:n]
 		buf = buf[n:]
@@ -686,6 +720,7 @@ func (p *attnPlan) newWork(dvPad int, buf []float32) *attnWork {
 		acc: take(dvPad * attnQBlock),
 		m:   take(attnQBlock),
 		pw:  wordsOf(take(p.pairWords())),
+		qp:  take(p.itemQFloats(qPerItem)),
 		l:   make([]float64, attnQBlock),
 		cls: make([]uint8, attnQBlock),
 	}
@@ -1139,7 +1174,8 @@ func tanh32(x float32) float32 {
 func (p *attnPlan) packQ(qp []float32, off, i0, i1 int) {
 	d, q, sc := p.d, p.q, p.scale
 	for pn := i0 / attnNR; pn*attnNR < i1; pn++ {
-		pan := qp[pn*attnNR*d : (pn+1)*attnNR*d]
+		at := pn - i0/attnNR
+		pan := qp[at*attnNR*d : (at+1)*attnNR*d]
 		lanes := min(attnNR, p.sq-pn*attnNR)
 		if lanes == 32 && tileLoop && q.cs == 1 && d%16 == 0 && d > 0 {
 			// 16×16 blocks transposed in registers.
