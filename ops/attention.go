@@ -106,8 +106,10 @@ import (
 // Softmax does; a row fully masked with a finite fill (-1e9) gives uniform
 // weights; Sk = 0 gives zeros, as MatMul over an empty inner dim does.
 //
-// The CPU kernel (attention_cpu.go) packs scale·Q, K and V once per batch
-// matrix, then works on items of attnQBlock query rows with a streaming
+// The CPU kernel (attention_cpu.go) reads K and V in place where their
+// rows are contiguous (else packs them once per batch matrix), packs each
+// item's scale·Q in the item's own scratch (bf16: all of Q up front, in
+// pairs), then works on items of attnQBlock query rows with a streaming
 // (online) softmax over blocks of attnKBlock keys. It computes scores
 // transposed (keys × queries) with the GEMM micro-kernel, so that the scores
 // block is already the packed operand of the P·V product and the softmax
