@@ -189,7 +189,14 @@ func TestFuseExportForms(t *testing.T) {
 				scores(node("Add", []string{"s0", "fm"}, []string{"s1"}), node("Where", []string{"m2", "s1", "fill"}, []string{"s2"}))...)},
 			feeds: map[string]*ir.Tensor{"m": boolMask(b, 1, 1, s), "m2": boolMask(s, s)},
 			ops:   "Transpose MatMul Add Where Softmax MatMul", attrs: "scale=1 bias_first=1 mask_kind=bool_false_masks mask_fill=-1e+09 bias_scale=1"},
-		{name: "constant finfo.min mask stays additive", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": causalAdd(s, -math.MaxFloat32)},
+		{name: "constant finfo.min causal mask (LLaMA) read as the causal cut", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": causalAdd(s, -math.MaxFloat32)},
+			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 causal=1"},
+		{name: "constant finfo.min mask, not causal, stays additive", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": func() *ir.Tensor {
+			m := causalAdd(s, -math.MaxFloat32)
+			m.Float32s()[s] = -math.MaxFloat32 // query 1 does not see key 0
+			return m
+		}()},
 			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
 			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
 		{name: "grouped K/V by Unsqueeze, Expand, Reshape (repeat_kv)",
