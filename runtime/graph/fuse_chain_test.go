@@ -322,7 +322,9 @@ func TestFuseMasksAfterTheScale(t *testing.T) {
 // batch of 12 heads of 64 at S=512 (ATTNRUN_BENCH_SEQ), on
 // ATTNRUN_BENCH_THREADS threads (default 2): the weights also a graph output
 // (need_weights), K/V repeated over 4 KV heads (repeat_kv), GPT-2's Where
-// then padding Add, and a constant 0/-inf causal mask added (Whisper).
+// then padding Add, a constant 0/-inf causal mask added (Whisper), the
+// same with finfo.min (LLaMA), and nn.TransformerDecoderLayer's
+// Where(key padding mask, -inf, causal)·1 added.
 func BenchmarkFuseExportForms(b *testing.B) {
 	const h, hkv, d = 12, 4, 64
 	s := 512
@@ -362,6 +364,12 @@ func BenchmarkFuseExportForms(b *testing.B) {
 				node("Add", []string{"s2", "pad"}, []string{"s3"})), tail("s3")...)}},
 		{"const_causal_add", synth{inputs: qkv, inits: map[string]*ir.Tensor{"c": sc(0.125), "cm": causalAdd(s, float32(math.Inf(-1)))},
 			nodes: append(append(head, node("Mul", []string{"s0", "c"}, []string{"s1"}), node("Add", []string{"s1", "cm"}, []string{"s2"})), tail("s2")...)}},
+		{"finfo_min_causal_add", synth{inputs: qkv, inits: map[string]*ir.Tensor{"c": sc(0.125), "cm": causalAdd(s, -math.MaxFloat32)},
+			nodes: append(append(head, node("Mul", []string{"s0", "c"}, []string{"s1"}), node("Add", []string{"s1", "cm"}, []string{"s2"})), tail("s2")...)}},
+		{"where_key_mask_causal_add", synth{inputs: append(append([]*ir.ValueInfo{}, qkv...), vi("kpm", ir.Bool, 1, 1, 1, s)),
+			inits: map[string]*ir.Tensor{"c": sc(0.125), "cm": causalAdd(s, float32(math.Inf(-1))), "ninf": sc(float32(math.Inf(-1))), "one": sc(1)},
+			nodes: append(append(head, node("Mul", []string{"s0", "c"}, []string{"s1"}), node("Where", []string{"kpm", "ninf", "cm"}, []string{"w"}),
+				node("Mul", []string{"w", "one"}, []string{"am"}), node("Add", []string{"s1", "am"}, []string{"s2"})), tail("s2")...)}},
 	}
 	for _, c := range cases {
 		c.syn.outputs = append([]string{"y"}, c.syn.outputs...)
@@ -370,6 +378,9 @@ func BenchmarkFuseExportForms(b *testing.B) {
 		for _, v := range m.Graph.Inputs {
 			dims, _ := v.Type.Shape.Concrete()
 			in[v.Name] = randT(r, dims...)
+			if v.Type.DType == ir.Bool {
+				in[v.Name] = randBoolsKeyZeroKept(r, dims...)
+			}
 		}
 		for _, noFuse := range []bool{false, true} {
 			name := c.name + "/fused"
