@@ -64,9 +64,9 @@ import (
 // export; a padded row that loses every key would get uniform weights
 // from the export and NaN from the cut, so finite fills with a key mask
 // stay the mask. GPT-2's -1e4 and seed 003's -1e9 are no cut: hidden keys
-// take weight once a row's kept scores lie 104 below the fill
-// (TestCausalCutFills shows it with scores of -2·10^4). The matched steps are replaced by one
-// com.attnrun:FusedAttention step (see ops/attention.go for its contract)
+// take weight once a row's kept scores all lie less than 104 above the
+// fill (TestCausalCutFills: with scores of -2·10^4 they take it all).
+// The matched steps are replaced by one com.attnrun:FusedAttention step (see ops/attention.go for its contract)
 // at the position of the final product (or of the first reader of P, when
 // one comes before it and every input of the fused node is ready there),
 // writing O's slot; RunOptions.OnNode reports it with that step's index in

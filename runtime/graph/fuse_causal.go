@@ -58,15 +58,16 @@ import (
 // cut only when F ≤ -2^127 (finfo(float32).min = -3.4e38: transformers'
 // LLaMA, newer GPT-2), the pattern has offset ≥ 0 and there is no B.
 // Then every query row keeps key 0, so the row max m of the export's
-// softmax is a kept score, and a hidden score s + F, with |s|, |m| below
-// 1e38 (scores 1e38 apart are past what the export's own Softmax can
-// subtract), is below m - 1.4e38: its exp(s + F - m) is exactly 0 in
-// float32, as the cut's is. With offset < 0 (rows with no key) or with a
+// softmax is a kept score, and with every score below |F|/4 in magnitude
+// (8.5e37 for finfo.min; larger scores overflow the export's own
+// products and sums) a hidden s + F - m < F/2 ≤ -8.5e37: its exp is
+// exactly 0 in float32, as the cut's is. With offset < 0 (rows with no key) or with a
 // B (a padded row can lose every key), the export gives such a row
 // uniform weights over the keys F hides, the cut NaN: those stay unsplit,
 // as does any fill above -2^127 — GPT-2's -1e4 and seed 003's -1e9 give
-// hidden keys weight whenever a row's kept scores all lie more than 104
-// below the fill (scores near -1e4 are ordinary activations).
+// hidden keys weight once a row's kept scores all lie less than 104 above
+// the fill, and most of it when they lie below (kept scores of -2e4 put
+// every weight on the hidden keys; TestCausalCutFills).
 //
 // Only a chain with no second mask is split: the fused node applies the
 // causal cut after its bias, which matches the export only when nothing
@@ -265,9 +266,18 @@ func (f *fuser) causalAddPattern(name, x string) (off int, fill float64, absorbs
 	if !(fv < 0) {
 		return 0, 0, nil, false
 	}
-	// Classes: 0 kept, 1 the fill, 2 anything else (never matches).
-	cls := make([]byte, len(vals))
-	for i, e := range vals {
+	// Classes of the elements the view spans: 0 kept, 1 the fill, 2
+	// anything else (never matches).
+	lo, hi := v.Offset, v.Offset
+	for d, n := range v.Shape {
+		if st := (n - 1) * v.Strides[d]; st < 0 {
+			lo += st
+		} else {
+			hi += st
+		}
+	}
+	cls := make([]byte, hi+1-lo)
+	for i, e := range vals[lo : hi+1] {
 		switch e {
 		case 0:
 		case fv:
@@ -276,6 +286,7 @@ func (f *fuser) causalAddPattern(name, x string) (off int, fill float64, absorbs
 			cls[i] = 2
 		}
 	}
+	v.Offset -= lo
 	off, ok = causalOffset(cls, v, 1)
 	return off, float64(fv), absorbs, ok
 }
