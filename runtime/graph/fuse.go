@@ -66,8 +66,9 @@ import (
 // stay the mask. GPT-2's -1e4 and seed 003's -1e9 are no cut: hidden keys
 // take weight once a row's kept scores all lie less than 104 above the
 // fill (TestCausalCutFills: with scores of -2·10^4 they take it all).
-// The matched steps are replaced by one com.attnrun:FusedAttention step (see ops/attention.go for its contract)
-// at the position of the final product (or of the first reader of P, when
+// The matched steps are replaced by one com.attnrun:FusedAttention step
+// (see ops/attention.go for its contract) at the position of the final
+// product (or of the first reader of P, when
 // one comes before it and every input of the fused node is ready there),
 // writing O's slot; RunOptions.OnNode reports it with that step's index in
 // Program.Order and the fused node. Einsum operands are read through the
