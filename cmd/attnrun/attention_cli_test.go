@@ -83,7 +83,8 @@ func TestInspectAttention(t *testing.T) {
 // mask read as the causal cut (alone, or beside a key padding mask).
 func TestInspectDescribesFusedAttention(t *testing.T) {
 	for _, c := range []struct{ model, want string }{
-		{"llama_attention_opset17", "streaming: scale 0.25; grouped KV heads (2 query heads per KV head); additive mask"},
+		{"llama_attention_opset17", "streaming: scale 0.25; grouped KV heads (2 query heads per KV head); causal (offset 8); reads K"},
+		{"torch_decoder_layer", "causal (offset 0); bool_true_masks mask /dec/self_attn/Cast_2_output_0;"},
 		{"llama_attention_opset17", "→ float32[batch, 4, seq, past + seq]"},
 		{"gpt2_attention", "bool_false_masks mask /Cast_6_output_0; bias /Mul_output_0 added after the mask"},
 		{"torch_mha_need_weights", "also writes the weights scores to /mha/Softmax_output_0 (Sq×Sk)"},

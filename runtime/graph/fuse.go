@@ -53,12 +53,22 @@ import (
 // when nothing else reads it; a plan constant (a causal mask folded from
 // the lengths) as its bool form, made once per plan. A chain that also has
 // a Where keeps such a mask additive (the fused node has one bool mask).
-// A chain's only bool mask with a -inf fill that is a causal constant, or
-// the Or (And for keep masks) of one with a per-key mask, becomes the
-// fused node's causal cut, with the per-key mask as its mask
-// (fuse_causal.go). The matched steps are replaced by one
-// com.attnrun:FusedAttention step (see ops/attention.go for its contract)
-// at the position of the final product (or of the first reader of P, when
+// A chain's only mask that is a causal constant (bool with a -inf fill,
+// or additive 0/-inf), or a causal constant merged with a per-key mask
+// (Or / And of bools; nn.MultiheadAttention's Where(key mask, -inf,
+// causal) or Add of additive ones), becomes the fused node's causal cut,
+// with the per-key mask as its mask (fuse_causal.go): -inf is exact. A
+// finite fill is cut only at or below -2^127 (finfo(float32).min, as
+// LLaMA's mask), with offset ≥ 0 and no per-key mask: then every row keeps
+// a key and the hidden keys' exp underflows to 0 exactly as in the
+// export; a padded row that loses every key would get uniform weights
+// from the export and NaN from the cut, so finite fills with a key mask
+// stay the mask. GPT-2's -1e4 and seed 003's -1e9 are no cut: hidden keys
+// take weight once a row's kept scores all lie less than 104 above the
+// fill (TestCausalCutFills: with scores of -2·10^4 they take it all).
+// The matched steps are replaced by one com.attnrun:FusedAttention step
+// (see ops/attention.go for its contract) at the position of the final
+// product (or of the first reader of P, when
 // one comes before it and every input of the fused node is ready there),
 // writing O's slot; RunOptions.OnNode reports it with that step's index in
 // Program.Order and the fused node. Einsum operands are read through the

@@ -12,16 +12,20 @@ import (
 
 // Causal masks as FusedAttention's causal cut.
 //
-// A chain's one bool mask with a -inf fill that is exactly a causal
-// pattern — key j hidden from query i iff j > i + off, in every batch
-// matrix — is the fused node's causal = 1, causal_offset = off, with no
-// mask tensor: the kernel then never computes the keys past a query
-// block's diagonal and runs the rest on its fast path, instead of
-// classifying a mask block by block. The pattern must be a plan constant
-// (a causal mask folded from the lengths: Trilu, a comparison of Ranges)
-// or a view of one (the Slices of a registered causal buffer, which stay
-// unfolded when the buffer is large); it is checked element by element
-// once per plan.
+// A chain's one mask that is exactly a causal pattern — key j hidden from
+// query i iff j > i + off, in every batch matrix — is the fused node's
+// causal = 1, causal_offset = off, with no mask tensor: the kernel then
+// never computes the keys past a query block's diagonal and runs the rest
+// on its fast path, instead of classifying a mask block by block. The
+// pattern must be a plan constant (a causal mask folded from the lengths:
+// Trilu, a comparison of Ranges) or a view of one (the Slices of a
+// registered causal buffer, which stay unfolded when the buffer is
+// large); it is checked element by element once per plan. It is read from
+//
+//	Where(A, fill, S) | Where(A, S, fill)   A bool, hiding where true
+//	                                        (false)
+//	Add(S, A) | Add(A, S)                   A float32: 0 where kept, the
+//	                                        fill where hidden
 //
 // A mask that combines such a pattern A with a mask B that broadcasts
 // along the queries (one value per key: key padding) is split the same
@@ -30,22 +34,60 @@ import (
 //	Where(Or(A, B), -inf, S)       A, B hide where true (Add on bool,
 //	                               PyTorch's export of bool + bool, is Or)
 //	Where(And(A, B), S, -inf)      A, B keep where true
+//	Add(S, Where(B, -inf, A))      A float32 0/-inf, B bool hiding where
+//	Add(S, Where(B, A, -inf))      true (false): nn.MultiheadAttention's
+//	                               merge of a float attn_mask with the
+//	                               key padding mask (masked_fill), as
+//	                               nn.TransformerDecoderLayer exports it
+//	                               with generate_square_subsequent_mask
+//	Add(S, Add(A, B) | Add(B, A))  A float32 0/-inf, B float32 (an
+//	                               additive per-key mask; Where(B', -inf,
+//	                               0) becomes the bool B')
 //
-// through no-op Casts; the Or (or And) and the Casts are then not
-// computed, nor are the Slices of a buffer A is read through.
+// through no-op Casts and, on the additive forms, positive scalings
+// (baddbmm's beta); the Or (And, Where, Add), the Casts and scalings are
+// then not computed, nor are the Slices of a buffer A is read through.
+//
+// A -inf fill is exact: -inf plus or in place of anything finite is -inf,
+// and a row with every key hidden gives NaN either way. (A +inf or NaN in
+// B where A hides would make the export's row NaN; the cut ignores it. B
+// is computed from the user's padding mask, and no export puts +inf in
+// one.)
+//
+// A finite fill F (the fill times the scales after it) is taken as the
+// cut only when F ≤ -2^127 (finfo(float32).min = -3.4e38: transformers'
+// LLaMA, newer GPT-2), the pattern has offset ≥ 0 and there is no B.
+// Then every query row keeps key 0, so the row max m of the export's
+// softmax is a kept score, and with every score below |F|/4 in magnitude
+// (8.5e37 for finfo.min; larger scores overflow the export's own
+// products and sums) a hidden s + F - m < F/2 ≤ -8.5e37: its exp is
+// exactly 0 in float32, as the cut's is. With offset < 0 (rows with no key) or with a
+// B (a padded row can lose every key), the export gives such a row
+// uniform weights over the keys F hides, the cut NaN: those stay unsplit,
+// as does any fill above -2^127 — GPT-2's -1e4 and seed 003's -1e9 give
+// hidden keys weight once a row's kept scores all lie less than 104 above
+// the fill, and most of it when they lie below (kept scores of -2e4 put
+// every weight on the hidden keys; TestCausalCutFills).
 //
 // Only a chain with no second mask is split: the fused node applies the
 // causal cut after its bias, which matches the export only when nothing
 // comes after the mask.
 
-// causalSplit is a chain's bool mask read as a causal cut plus the rest.
+// causalFillLimit is the largest finite fill (times the scales after it)
+// the causal cut stands for (see above): -2^127, so finfo(float32).min.
+const causalFillLimit = -0x1p127
+
+// causalSplit is a chain's mask read as a causal cut plus the rest.
 type causalSplit struct {
-	off  int    // key j is hidden from query i iff j > i + off
-	mask string // the rest, broadcast along the queries ("" for none)
-	// steps compute the mask from A and B (the Or or And and the Casts
-	// around it): the fusion replaces them. absorbs are the movement
-	// steps A is read through (Slices of a buffer): dead once the mask
-	// is no longer computed.
+	off int // key j is hidden from query i iff j > i + off
+	// rest is the mask left besides the cut, broadcast along the
+	// queries; rest.name is "" for none. A bool rest's kind is the
+	// chain's.
+	rest maskStage
+	// steps compute the mask from A and B (the Or, And, Where or Add and
+	// the Casts and scalings around it): the fusion replaces them.
+	// absorbs are the movement steps A is read through (Slices of a
+	// buffer): dead once the mask is no longer computed.
 	steps, absorbs []int
 }
 
@@ -58,14 +100,21 @@ func (f *fuser) splitCausal(m *attnMatch, scores string, chain []int) []int {
 		return chain
 	}
 	st := m.masks[0]
-	if st.kind == ops.MaskAdditive || !math.IsInf(st.fill*st.post, -1) {
-		return chain
+	var cs causalSplit
+	var ok bool
+	switch fill := st.fill * st.post; {
+	case st.kind == ops.MaskAdditive:
+		cs, ok = f.causalAdditive(st.name, scores, st.post)
+	case fill <= causalFillLimit:
+		cs, ok = f.causalMask(st.name, st.kind == ops.MaskBoolTrueMasks, scores)
+		ok = ok && (math.IsInf(fill, -1) || (cs.off >= 0 && cs.rest.name == ""))
+		cs.rest.kind, cs.rest.fill, cs.rest.post = st.kind, st.fill, st.post
 	}
-	cs, ok := f.causalMask(st.name, st.kind == ops.MaskBoolTrueMasks, scores)
 	if !ok {
 		return chain
 	}
-	st.name, st.causal, st.causalOff = cs.mask, true, cs.off
+	st = cs.rest
+	st.causal, st.causalOff = true, cs.off
 	m.masks = []maskStage{st}
 	m.absorbs = cs.absorbs
 	return append(chain[:len(chain):len(chain)], cs.steps...)
@@ -73,45 +122,173 @@ func (f *fuser) splitCausal(m *attnMatch, scores string, chain []int) []int {
 
 // causalMask reads bool mask cond (hiding a score where it equals hide)
 // of the scores x as a causal pattern, or as Or(pattern, per-key mask)
-// (And for keep masks) through no-op Casts.
+// (And for keep masks) through no-op Casts. The rest's name is the
+// per-key mask; its kind is left to the caller.
 func (f *fuser) causalMask(cond string, hide bool, x string) (causalSplit, bool) {
-	xs, ok := f.concreteShape(x)
-	if !ok || len(xs) < 2 {
-		return causalSplit{}, false
-	}
-	if off, absorbs, ok := f.causalPattern(cond, hide, x); ok {
-		return causalSplit{off: off, absorbs: absorbs}, true
+	links := f.passThrough(cond, false)
+	for _, l := range links {
+		if off, absorbs, ok := f.causalPattern(l.name, hide, x); ok {
+			return causalSplit{off: off, steps: l.steps, absorbs: absorbs}, true
+		}
 	}
 	combine := "And"
 	if hide {
 		combine = "Or"
 	}
-	var steps []int
-	for cur := cond; len(steps) < maxViewChain; {
-		k, n, ok := f.internal(cur)
-		if !ok {
-			return causalSplit{}, false
-		}
-		steps = append(steps, k)
-		if f.noOp(n) {
-			cur = n.Inputs[0]
+	n, steps, ok := f.linkSource(links)
+	if !ok || (n.OpType != combine && (n.OpType != "Add" || !hide)) || len(n.Inputs) != 2 ||
+		f.types[n.Inputs[0]].Type.DType != ir.Bool || f.types[n.Inputs[1]].Type.DType != ir.Bool {
+		return causalSplit{}, false
+	}
+	for _, o := range [][2]string{{n.Inputs[0], n.Inputs[1]}, {n.Inputs[1], n.Inputs[0]}} {
+		if !f.perKeyMask(o[1], x) {
 			continue
 		}
-		if (n.OpType != combine && (n.OpType != "Add" || !hide)) || len(n.Inputs) != 2 || len(n.Outputs) != 1 ||
-			f.types[n.Inputs[0]].Type.DType != ir.Bool || f.types[n.Inputs[1]].Type.DType != ir.Bool {
+		if off, absorbs, ok := f.causalPattern(o[0], hide, x); ok {
+			return causalSplit{off: off, rest: maskStage{name: o[1]}, steps: steps, absorbs: absorbs}, true
+		}
+	}
+	return causalSplit{}, false
+}
+
+// causalAdditive reads the additive mask add of the scores x, scaled by
+// post, as a causal pattern of 0 and a fill (-inf, or ≤ causalFillLimit
+// with offset ≥ 0), or as the merge of a 0/-inf pattern with a per-key
+// mask: Where(B, -inf, A), Where(B, A, -inf) or Add of A and B, through
+// no-op Casts and positive scalings.
+func (f *fuser) causalAdditive(add, x string, post float64) (causalSplit, bool) {
+	// pattern reads A, scaled by factor, whose fill times the scales
+	// after it must be -inf when a per-key mask goes with it.
+	pattern := func(a string, factor float64, alone bool, cs causalSplit) (causalSplit, bool) {
+		off, fill, absorbs, ok := f.causalAddPattern(a, x)
+		fill *= factor
+		if !ok || !(math.IsInf(fill, -1) || (alone && fill <= causalFillLimit && off >= 0)) {
 			return causalSplit{}, false
 		}
+		cs.off, cs.absorbs = off, absorbs
+		return cs, true
+	}
+	links := f.passThrough(add, true)
+	for _, l := range links {
+		if cs, ok := pattern(l.name, post*l.factor, true, causalSplit{steps: l.steps}); ok {
+			return cs, true
+		}
+	}
+	n, steps, ok := f.linkSource(links)
+	if !ok {
+		return causalSplit{}, false
+	}
+	post *= links[len(links)-1].factor
+	switch {
+	case n.OpType == "Where" && len(n.Inputs) == 3 && f.types[n.Inputs[0]].Type.DType == ir.Bool && f.perKeyMask(n.Inputs[0], x):
+		for _, c := range []struct {
+			fill, a int
+			kind    string
+		}{{1, 2, ops.MaskBoolTrueMasks}, {2, 1, ops.MaskBoolFalseMasks}} {
+			if !f.constAll(n.Inputs[c.fill], math.Inf(-1)) || !f.fitsScores(n.Inputs[c.fill], x) {
+				continue
+			}
+			rest := maskStage{name: n.Inputs[0], kind: c.kind, fill: math.Inf(-1), post: 1}
+			if cs, ok := pattern(n.Inputs[c.a], post, false, causalSplit{rest: rest, steps: steps}); ok {
+				return cs, true
+			}
+		}
+	case n.OpType == "Add" && len(n.Inputs) == 2 && f.isFloat32(n.Inputs[0]) && f.isFloat32(n.Inputs[1]):
 		for _, o := range [][2]string{{n.Inputs[0], n.Inputs[1]}, {n.Inputs[1], n.Inputs[0]}} {
 			if !f.perKeyMask(o[1], x) {
 				continue
 			}
-			if off, absorbs, ok := f.causalPattern(o[0], hide, x); ok {
-				return causalSplit{off: off, mask: o[1], steps: steps, absorbs: absorbs}, true
+			rest, more := f.maskOperand(o[1], x, post)
+			if cs, ok := pattern(o[0], post, false, causalSplit{rest: rest, steps: append(steps[:len(steps):len(steps)], more...)}); ok {
+				return cs, true
 			}
 		}
-		return causalSplit{}, false
 	}
 	return causalSplit{}, false
+}
+
+// maskLink is a tensor a mask passes through unchanged but for a scale:
+// the steps computing the mask from it, and the product of their scales.
+type maskLink struct {
+	name   string
+	steps  []int
+	factor float64
+}
+
+// passThrough follows mask tensor x back through no-op Casts and, with
+// scaled, positive one-element scalings, that nothing else reads: the
+// tensors on the way, x first.
+func (f *fuser) passThrough(x string, scaled bool) []maskLink {
+	links := []maskLink{{name: x, factor: 1}}
+	for len(links) < maxViewChain {
+		last := links[len(links)-1]
+		k, n, ok := f.internal(last.name)
+		if !ok {
+			break
+		}
+		next, c := "", 1.0
+		if f.noOp(n) {
+			next = n.Inputs[0]
+		} else if nx, cc, ok := f.scaling(n); scaled && ok && cc > 0 {
+			next, c = nx, cc
+		}
+		if next == "" {
+			break
+		}
+		links = append(links, maskLink{name: next, steps: append(last.steps[:len(last.steps):len(last.steps)], k), factor: last.factor * c})
+	}
+	return links
+}
+
+// linkSource returns the step computing the last of links (one output,
+// nothing else reading it), and the steps from it to the mask.
+func (f *fuser) linkSource(links []maskLink) (*ir.Node, []int, bool) {
+	last := links[len(links)-1]
+	k, n, ok := f.internal(last.name)
+	if !ok || len(n.Outputs) != 1 {
+		return nil, nil, false
+	}
+	return n, append(last.steps[:len(last.steps):len(last.steps)], k), true
+}
+
+// causalAddPattern reports whether float32 tensor name, a plan constant
+// or a view of one, is a causal pattern over the scores x with 0 where
+// kept and one negative value, the fill, where hidden.
+func (f *fuser) causalAddPattern(name, x string) (off int, fill float64, absorbs []int, ok bool) {
+	v, data, absorbs, ok := f.constView(name, x, ir.Float)
+	if !ok {
+		return 0, 0, nil, false
+	}
+	// Any causal pattern hides the last key from the first query.
+	r := len(v.Shape)
+	vals := data.Float32s()
+	fv := vals[v.Offset+(v.Shape[r-1]-1)*v.Strides[r-1]]
+	if !(fv < 0) {
+		return 0, 0, nil, false
+	}
+	// Classes of the elements the view spans: 0 kept, 1 the fill, 2
+	// anything else (never matches).
+	lo, hi := v.Offset, v.Offset
+	for d, n := range v.Shape {
+		if st := (n - 1) * v.Strides[d]; st < 0 {
+			lo += st
+		} else {
+			hi += st
+		}
+	}
+	cls := make([]byte, hi+1-lo)
+	for i, e := range vals[lo : hi+1] {
+		switch e {
+		case 0:
+		case fv:
+			cls[i] = 1
+		default:
+			cls[i] = 2
+		}
+	}
+	v.Offset -= lo
+	off, ok = causalOffset(cls, v, 1)
+	return off, float64(fv), absorbs, ok
 }
 
 // perKeyMask reports whether mask m broadcasts to the scores x along the
@@ -126,38 +303,44 @@ func (f *fuser) perKeyMask(m string, x string) bool {
 // pattern over the scores x: its last two dims are x's [Sq, Sk] and in
 // every matrix key j is hidden (equals hide) from query i iff j > i + off.
 func (f *fuser) causalPattern(name string, hide bool, x string) (off int, absorbs []int, ok bool) {
-	if !f.fitsScores(name, x) {
+	v, data, absorbs, ok := f.constView(name, x, ir.Bool)
+	if !ok {
 		return 0, nil, false
 	}
-	var data []bool
-	var v ops.View
-	if c := f.types[name].Const; c != nil {
-		if c.DType != ir.Bool {
-			return 0, nil, false
-		}
-		data, v = c.Bools(), ops.Contiguous(c.Shape)
-	} else {
-		base, bv, chain, ok := f.readView(name)
-		c := f.types[base].Const
-		if !ok || len(chain) == 0 || c == nil || c.DType != ir.Bool {
-			return 0, nil, false
-		}
-		data, v, absorbs = c.Bools(), bv, chain
-	}
-	xs, _ := f.concreteShape(x)
-	r := len(v.Shape)
-	if r < 2 || v.Shape[r-2] != xs[len(xs)-2] || v.Shape[r-1] != xs[len(xs)-1] {
-		return 0, nil, false
-	}
-	off, ok = causalOffset(data, v, hide)
+	off, ok = causalOffset(boolBytes(data.Bools()), v, boolByte(hide))
 	return off, absorbs, ok
 }
 
+// constView returns tensor name, of element type dt, as a view of a plan
+// constant's data: the constant itself, or a constant read through
+// movement steps (absorbs). Its last two dims must be those of the scores
+// x, and it must broadcast to them.
+func (f *fuser) constView(name, x string, dt ir.DType) (v ops.View, data *ir.Tensor, absorbs []int, ok bool) {
+	if !f.fitsScores(name, x) {
+		return v, nil, nil, false
+	}
+	if c := f.types[name].Const; c != nil {
+		data, v = c, ops.Contiguous(c.Shape)
+	} else {
+		base, bv, chain, ok := f.readView(name)
+		if !ok || len(chain) == 0 {
+			return v, nil, nil, false
+		}
+		data, v, absorbs = f.types[base].Const, bv, chain
+	}
+	xs, _ := f.concreteShape(x)
+	r := len(v.Shape)
+	if data == nil || data.DType != dt || r < 2 || v.Shape[r-2] != xs[len(xs)-2] || v.Shape[r-1] != xs[len(xs)-1] || slices.Contains(v.Shape, 0) {
+		return v, nil, nil, false
+	}
+	return v, data, absorbs, true
+}
+
 // causalOffset returns off when, in every matrix of the view v of data,
-// element (i, j) equals hide iff j > i + off. The offset comes from the
-// first row that hides some but not all keys; a view with no such row is
-// no causal pattern.
-func causalOffset(data []bool, v ops.View, hide bool) (int, bool) {
+// element (i, j) equals hide iff j > i + off, and equals 1 - hide
+// elsewhere. The offset comes from the first row that hides some but not
+// all keys; a view with no such row is no causal pattern.
+func causalOffset(data []byte, v ops.View, hide byte) (int, bool) {
 	r := len(v.Shape)
 	sq, sk := v.Shape[r-2], v.Shape[r-1]
 	rs, cs := v.Strides[r-2], v.Strides[r-1]
@@ -181,11 +364,13 @@ func causalOffset(data []bool, v ops.View, hide bool) (int, bool) {
 	// Row i is tmpl[sk-vis : 2·sk-vis] with vis = i + off + 1 keys
 	// visible (clamped to [0, sk]): compared as bytes where the row is
 	// contiguous.
-	tmpl := make([]bool, 2*sk)
+	tmpl := make([]byte, 2*sk)
 	for k := range tmpl {
-		tmpl[k] = (k >= sk) == hide
+		tmpl[k] = 1 - hide
+		if k >= sk {
+			tmpl[k] = hide
+		}
 	}
-	tb := boolBytes(tmpl)
 	idx := make([]int, len(batch))
 	for {
 		base := v.Offset
@@ -194,15 +379,15 @@ func causalOffset(data []bool, v ops.View, hide bool) (int, bool) {
 		}
 		for i := 0; i < sq; i++ {
 			row, vis := base+i*rs, min(max(i+off+1, 0), sk)
-			want := tb[sk-vis : 2*sk-vis]
+			want := tmpl[sk-vis : 2*sk-vis]
 			if cs == 1 {
-				if !bytes.Equal(boolBytes(data[row:row+sk]), want) {
+				if !bytes.Equal(data[row:row+sk], want) {
 					return 0, false
 				}
 				continue
 			}
 			for j := 0; j < sk; j++ {
-				if boolByte(data[row+j*cs]) != want[j] {
+				if data[row+j*cs] != want[j] {
 					return 0, false
 				}
 			}

@@ -73,14 +73,7 @@ func TestFuseCausalSplit(t *testing.T) {
 	nearly := causalBool(sq, sk, 2, true)
 	nearly.Bools()[3*sk+1] = true // one hidden key below the diagonal
 	castBool := castTo(ir.Bool)
-	cases := []struct {
-		name     string
-		syn      synth
-		feeds    map[string]*ir.Tensor
-		ops      string // replaced op types
-		absorbed string // absorbed op types
-		attrs    string
-	}{
+	checkCausalCases(t, r, []causalCase{
 		{name: "causal constant alone: no mask tensor",
 			syn: synth{inputs: inputs(), inits: map[string]*ir.Tensor{"a": causalBool(sq, sk, 2, true), "ninf": sc(negInf)},
 				nodes: chain(false, "ninf", node("Identity", []string{"a"}, []string{"c"}))},
@@ -148,12 +141,36 @@ func TestFuseCausalSplit(t *testing.T) {
 				}()},
 			feeds: map[string]*ir.Tensor{"m": keyMask(true)},
 			ops:   "Transpose MatMul Where Add Softmax MatMul", attrs: "scale=1 mask_kind=bool_true_masks mask_fill=-Inf bias_scale=1"},
+		{name: "a finfo.min fill with a key mask: a padded row could lose every key",
+			syn: synth{inputs: inputs(vi("m", ir.Bool, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalBool(sq, sk, 2, true), "fill": sc(-math.MaxFloat32)},
+				nodes: chain(false, "fill", node("Or", []string{"a", "m"}, []string{"c"}))},
+			feeds: map[string]*ir.Tensor{"m": keyMask(true)},
+			ops:   "Transpose MatMul Where Softmax MatMul", attrs: "scale=1 mask_kind=bool_true_masks mask_fill=-3.4028235e+38"},
+		{name: "a finfo.min fill alone: the causal cut",
+			syn: synth{inputs: inputs(), inits: map[string]*ir.Tensor{"a": causalBool(sq, sk, 2, true), "fill": sc(-math.MaxFloat32)},
+				nodes: chain(false, "fill", node("Identity", []string{"a"}, []string{"c"}))},
+			ops: "Transpose MatMul Where Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2"},
 		{name: "a finite fill",
 			syn: synth{inputs: inputs(vi("m", ir.Bool, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalBool(sq, sk, 2, true), "fill": sc(-1e9)},
 				nodes: chain(false, "fill", node("Or", []string{"a", "m"}, []string{"c"}))},
 			feeds: map[string]*ir.Tensor{"m": keyMask(true)},
 			ops:   "Transpose MatMul Where Softmax MatMul", attrs: "scale=1 mask_kind=bool_true_masks mask_fill=-1e+09"},
-	}
+	})
+}
+
+// causalCase is a synthesized attention whose mask the fusion may split.
+type causalCase struct {
+	name     string
+	syn      synth
+	feeds    map[string]*ir.Tensor
+	ops      string // replaced op types
+	absorbed string // absorbed op types
+	attrs    string // the fused node's attributes (fusedAttrs)
+}
+
+// checkCausalCases runs each case fused and unfused, compares output y,
+// and checks the one fusion's replaced and absorbed nodes and attributes.
+func checkCausalCases(t *testing.T, r *rand.Rand, cases []causalCase) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.syn.outputs = []string{"y"}
@@ -176,6 +193,222 @@ func randBoolsKeyZeroKept(r *rand.Rand, shape ...int) *ir.Tensor {
 	m := ir.NewTensor(ir.Bool, shape)
 	for i := range m.Bools() {
 		m.Bools()[i] = r.Intn(3) == 0 && i%shape[len(shape)-1] != 0
+	}
+	return m
+}
+
+// causalFloat is an additive mask [sq, sk]: 0 where key j is at most
+// query i's diagonal (j ≤ i + off), fill past it.
+func causalFloat(sq, sk, off int, fill float32) *ir.Tensor {
+	m := ir.NewTensor(ir.Float, []int{sq, sk})
+	for i := 0; i < sq; i++ {
+		for j := i + off + 1; j < sk; j++ {
+			if j >= 0 {
+				m.Float32s()[i*sk+j] = fill
+			}
+		}
+	}
+	return m
+}
+
+// TestFuseCausalAdditiveSplit checks which additive masks the fusion puts
+// on the causal cut (fuse_causal.go), and that the fused model computes
+// what the unfused one does: a 0/-inf or finfo.min causal constant,
+// nn.MultiheadAttention's merge Where(key mask, -inf, causal) and Add of a
+// causal constant and a per-key mask, through Casts and scalings, read
+// through the Slice of a buffer too large to fold; and the masks that
+// must stay as they are (fills above -2^127, a causal part whose finite
+// fill meets a key mask, rows with no key, masks varying per query).
+func TestFuseCausalAdditiveSplit(t *testing.T) {
+	r := rand.New(rand.NewSource(17))
+	const b, h, sq, sk, d = 2, 3, 7, 9, 4 // sk = sq + 2: a causal offset of 2
+	negInf, fmin := float32(math.Inf(-1)), float32(-math.MaxFloat32)
+	perm := &ir.Attribute{Name: "perm", Type: ir.AttrInts, Ints: []int64{0, 1, 3, 2}}
+	axis := &ir.Attribute{Name: "axis", Type: ir.AttrInt, Int: -1}
+	inputs := func(extra ...*ir.ValueInfo) []*ir.ValueInfo {
+		return append([]*ir.ValueInfo{vi("q", ir.Float, b, h, sq, d), vi("k", ir.Float, b, h, sk, d), vi("v", ir.Float, b, h, sk, d)}, extra...)
+	}
+	// chain builds the attention adding the last mask node's output (or
+	// the constant "a" when there is none) to the scores.
+	chain := func(mask ...*ir.Node) []*ir.Node {
+		am := "a"
+		if len(mask) > 0 {
+			am = mask[len(mask)-1].Outputs[0]
+		}
+		out := []*ir.Node{node("Transpose", []string{"k"}, []string{"kt"}, perm), node("MatMul", []string{"q", "kt"}, []string{"s0"})}
+		return append(append(out, mask...), node("Add", []string{"s0", am}, []string{"s1"}),
+			node("Softmax", []string{"s1"}, []string{"p"}, axis), node("MatMul", []string{"p", "v"}, []string{"y"}))
+	}
+	keyMask := func(hide bool) *ir.Tensor { // [b, 1, 1, sk], key 0 never hidden
+		m := ir.NewTensor(ir.Bool, []int{b, 1, 1, sk})
+		for i := range m.Bools() {
+			m.Bools()[i] = (r.Intn(3) == 0 && i%sk != 0) == hide
+		}
+		return m
+	}
+	keyBias := randT(r, b, 1, 1, sk)
+	big := ir.NewTensor(ir.Float, []int{2100, 2100}) // over maxFoldElements: its Slice stays a step
+	for i := 0; i < 2100; i++ {
+		for j := i + 1; j < 2100; j++ {
+			big.Float32s()[i*2100+j] = negInf
+		}
+	}
+	nearly := causalFloat(sq, sk, 2, negInf)
+	nearly.Float32s()[3*sk+1] = negInf // one hidden key below the diagonal
+	mkey := vi("m", ir.Bool, b, 1, 1, sk)
+	checkCausalCases(t, r, []causalCase{
+		{name: "finfo.min causal constant (LLaMA after a KV cache of 2)",
+			syn: synth{inputs: inputs(), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, fmin)}, nodes: chain()},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2"},
+		{name: "Where(key mask, -inf, causal)·1 (nn.TransformerDecoderLayer)",
+			syn: synth{inputs: inputs(mkey), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, negInf), "ninf": sc(negInf), "one": sc(1)},
+				nodes: chain(node("Where", []string{"m", "ninf", "a"}, []string{"w"}), node("Mul", []string{"w", "one"}, []string{"c"}))},
+			feeds: map[string]*ir.Tensor{"m": keyMask(true)},
+			ops:   "Transpose MatMul Where Mul Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 mask_kind=bool_true_masks mask_fill=-Inf"},
+		{name: "Where(keep mask, causal, -inf) through a Cast, then a scale",
+			syn: synth{inputs: inputs(mkey), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, negInf), "ninf": sc(negInf), "c8": sc(8)},
+				nodes: func() []*ir.Node {
+					n := chain(node("Where", []string{"m", "a", "ninf"}, []string{"w"}), node("Cast", []string{"w"}, []string{"c"}, castTo(ir.Float)))
+					n[5].Inputs[0] = "s2" // the Softmax reads the scaled scores
+					return append(n[:5:5], append([]*ir.Node{node("Div", []string{"s1", "c8"}, []string{"s2"})}, n[5:]...)...)
+				}()},
+			feeds: map[string]*ir.Tensor{"m": keyMask(false)},
+			ops:   "Transpose MatMul Where Cast Add Div Softmax MatMul", attrs: "scale=0.125 causal=1 causal_offset=2 mask_kind=bool_false_masks mask_fill=-Inf"},
+		{name: "Add(causal, per-key additive mask)",
+			syn: synth{inputs: inputs(vi("kb", ir.Float, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, negInf)},
+				nodes: chain(node("Add", []string{"a", "kb"}, []string{"c"}))},
+			feeds: map[string]*ir.Tensor{"kb": keyBias},
+			ops:   "Transpose MatMul Add Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 mask_kind=additive mask_scale=1"},
+		{name: "Add(Where(key mask, -inf, 0), causal): the key mask as bool",
+			syn: synth{inputs: inputs(mkey), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, negInf), "ninf": sc(negInf), "zero": sc(0)},
+				nodes: chain(node("Where", []string{"m", "ninf", "zero"}, []string{"kb"}), node("Add", []string{"kb", "a"}, []string{"c"}))},
+			feeds: map[string]*ir.Tensor{"m": keyMask(true)},
+			ops:   "Transpose MatMul Where Add Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 mask_kind=bool_true_masks mask_fill=-Inf"},
+		{name: "Where(key mask, -inf, Slice of a causal buffer too large to fold): offset -1, query 0 sees no key (NaN, as unfused)",
+			syn: synth{inputs: inputs(mkey), inits: map[string]*ir.Tensor{"buf": big, "st": int64s(0, 1), "en": int64s(sq, 1+sk), "ax": int64s(0, 1), "ninf": sc(negInf)},
+				nodes: chain(node("Slice", []string{"buf", "st", "en", "ax"}, []string{"a"}), node("Where", []string{"m", "ninf", "a"}, []string{"c"}))},
+			feeds: map[string]*ir.Tensor{"m": keyMask(true)},
+			ops:   "Transpose MatMul Where Add Softmax MatMul", absorbed: "Slice", attrs: "scale=1 causal=1 causal_offset=-1 mask_kind=bool_true_masks mask_fill=-Inf"},
+		// Masks that are not split.
+		{name: "finfo.min causal constant times 0.25 (folded): a fill above -2^127",
+			syn: synth{inputs: inputs(), inits: map[string]*ir.Tensor{"a0": causalFloat(sq, sk, 2, fmin), "c": sc(0.25)},
+				nodes: chain(node("Mul", []string{"a0", "c"}, []string{"a"}))},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+		{name: "finfo.min causal constant with rows of no key (offset -2)",
+			syn: synth{inputs: inputs(), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, -2, fmin)}, nodes: chain()},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+		{name: "seed 003's -1e9 as a causal constant",
+			syn: synth{inputs: inputs(), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, -1e9)}, nodes: chain()},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+		{name: "Where(key mask, -inf, finfo.min causal): a padded row could lose every key",
+			syn: synth{inputs: inputs(mkey), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, fmin), "ninf": sc(negInf)},
+				nodes: chain(node("Where", []string{"m", "ninf", "a"}, []string{"c"}))},
+			feeds: map[string]*ir.Tensor{"m": keyMask(true)},
+			ops:   "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+		{name: "Where(key mask, -inf, a constant that is not quite causal)",
+			syn: synth{inputs: inputs(mkey), inits: map[string]*ir.Tensor{"a": nearly, "ninf": sc(negInf)},
+				nodes: chain(node("Where", []string{"m", "ninf", "a"}, []string{"c"}))},
+			feeds: map[string]*ir.Tensor{"m": keyMask(true)},
+			ops:   "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+		{name: "Where(a mask varying per query, -inf, causal)",
+			syn: synth{inputs: inputs(vi("m", ir.Bool, b, 1, sq, sk)), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, negInf), "ninf": sc(negInf)},
+				nodes: chain(node("Where", []string{"m", "ninf", "a"}, []string{"c"}))},
+			feeds: map[string]*ir.Tensor{"m": randBoolsKeyZeroKept(r, b, 1, sq, sk)},
+			ops:   "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+		{name: "Add(causal, an additive mask varying per query)",
+			syn: synth{inputs: inputs(vi("kb", ir.Float, b, 1, sq, sk)), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, negInf)},
+				nodes: chain(node("Add", []string{"a", "kb"}, []string{"c"}))},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+	})
+}
+
+// TestCausalCutFills checks, with numbers, the fills fuse_causal.go puts
+// on the causal cut and those it refuses. On scores near -2·10^4 (every
+// q·k = 4·100·(-50)) GPT-2's -1e4 fill gives the hidden keys all the
+// weight, so a cut would change the result: it stays the mask. finfo.min
+// on the same scores, and on scores of ±10^6, is exact: it is cut, and
+// the fused result matches the unfused one. With a key mask besides, a
+// query whose only causal key is padded gets uniform weights from the
+// export where -inf (the cut) gives NaN: that form stays unsplit.
+func TestCausalCutFills(t *testing.T) {
+	const b, h, s, d = 1, 2, 6, 4
+	negInf, fmin := float32(math.Inf(-1)), float32(-math.MaxFloat32)
+	perm := &ir.Attribute{Name: "perm", Type: ir.AttrInts, Ints: []int64{0, 1, 3, 2}}
+	axis := &ir.Attribute{Name: "axis", Type: ir.AttrInt, Int: -1}
+	full := func(v float32, dims ...int) *ir.Tensor {
+		x := ir.NewTensor(ir.Float, dims)
+		for i := range x.Float32s() {
+			x.Float32s()[i] = v
+		}
+		return x
+	}
+	r := rand.New(rand.NewSource(5))
+	spread := randT(r, b, h, s, d)
+	for i := range spread.Float32s() {
+		spread.Float32s()[i] *= 1000 // scores of ±10^6
+	}
+	far := map[string]*ir.Tensor{"q": full(100, b, h, s, d), "k": full(-50, b, h, s, d), "v": randT(r, b, h, s, d)}
+	wide := map[string]*ir.Tensor{"q": spread, "k": randT(r, b, h, s, d), "v": far["v"]}
+	// model: Where(keep, scores, fill) with keep a causal constant, or
+	// scores + Where(m, -inf, causal constant of fill) with a key mask m.
+	model := func(fill float32, keyMask bool) *ir.Model {
+		syn := synth{inputs: []*ir.ValueInfo{vi("q", ir.Float, b, h, s, d), vi("k", ir.Float, b, h, s, d), vi("v", ir.Float, b, h, s, d)},
+			inits:   map[string]*ir.Tensor{"keep": causalBool(s, s, 0, false), "fill": sc(fill), "a": causalFloat(s, s, 0, fill), "ninf": sc(negInf)},
+			nodes:   []*ir.Node{node("Transpose", []string{"k"}, []string{"kt"}, perm), node("MatMul", []string{"q", "kt"}, []string{"s0"})},
+			outputs: []string{"y"}}
+		if keyMask {
+			syn.inputs = append(syn.inputs, vi("m", ir.Bool, b, 1, 1, s))
+			syn.nodes = append(syn.nodes, node("Where", []string{"m", "ninf", "a"}, []string{"c"}), node("Add", []string{"s0", "c"}, []string{"s1"}))
+		} else {
+			syn.nodes = append(syn.nodes, node("Where", []string{"keep", "s0", "fill"}, []string{"s1"}))
+		}
+		syn.nodes = append(syn.nodes, node("Softmax", []string{"s1"}, []string{"p"}, axis), node("MatMul", []string{"p", "v"}, []string{"y"}))
+		return syn.model()
+	}
+	run := func(m *ir.Model, in map[string]*ir.Tensor) (y *ir.Tensor, causal bool) {
+		fused, unfused, fs := runAll(t, m, in)
+		sameOutputs(t, fused["y"], unfused["y"])
+		if len(fs) != 1 {
+			t.Fatalf("%d fusions, want 1", len(fs))
+		}
+		c, _ := fs[0].Node.AttrInt("causal", 0)
+		return unfused["y"], c == 1
+	}
+	cut, _ := run(model(negInf, false), far)
+	// -1e4: not exact, so not cut.
+	if y, causal := run(model(-1e4, false), far); causal {
+		t.Errorf("a -1e4 fill is cut")
+	} else if maxDiff(y, cut) < 1 {
+		t.Errorf("-1e4 and -inf agree (%g) on scores of -2e4: the test shows nothing", maxDiff(y, cut))
+	}
+	// finfo.min: exact, cut.
+	for _, in := range []map[string]*ir.Tensor{far, wide} {
+		y, causal := run(model(fmin, false), in)
+		if !causal {
+			t.Errorf("a finfo.min fill is not cut")
+		}
+		ref, _ := run(model(negInf, false), in)
+		sameOutputs(t, y, ref)
+	}
+	// finfo.min with a key mask hiding key 0: query 0 keeps no key.
+	pad := ir.NewTensor(ir.Bool, []int{b, 1, 1, s})
+	pad.Bools()[0] = true
+	in := map[string]*ir.Tensor{"q": spread, "k": far["v"], "v": far["v"], "m": pad}
+	y, causal := run(model(fmin, true), in)
+	if causal {
+		t.Errorf("finfo.min with a key mask is cut")
+	}
+	ninf, _ := run(model(negInf, true), in)
+	if g, w := y.Float32s()[0], ninf.Float32s()[0]; math.IsNaN(float64(g)) || !math.IsNaN(float64(w)) {
+		t.Errorf("query 0 with no key: finfo.min gives %g, -inf gives %g; want a number and NaN", g, w)
+	}
+}
+
+// maxDiff is the largest absolute difference between two tensors' elements.
+func maxDiff(a, b *ir.Tensor) float64 {
+	m := 0.0
+	for i, x := range a.Float32s() {
+		m = max(m, math.Abs(float64(x-b.Float32s()[i])))
 	}
 	return m
 }

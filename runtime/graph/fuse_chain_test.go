@@ -189,7 +189,14 @@ func TestFuseExportForms(t *testing.T) {
 				scores(node("Add", []string{"s0", "fm"}, []string{"s1"}), node("Where", []string{"m2", "s1", "fill"}, []string{"s2"}))...)},
 			feeds: map[string]*ir.Tensor{"m": boolMask(b, 1, 1, s), "m2": boolMask(s, s)},
 			ops:   "Transpose MatMul Add Where Softmax MatMul", attrs: "scale=1 bias_first=1 mask_kind=bool_false_masks mask_fill=-1e+09 bias_scale=1"},
-		{name: "constant finfo.min mask stays additive", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": causalAdd(s, -math.MaxFloat32)},
+		{name: "constant finfo.min causal mask (LLaMA) read as the causal cut", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": causalAdd(s, -math.MaxFloat32)},
+			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 causal=1"},
+		{name: "constant finfo.min mask, not causal, stays additive", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": func() *ir.Tensor {
+			m := causalAdd(s, -math.MaxFloat32)
+			m.Float32s()[s] = -math.MaxFloat32 // query 1 does not see key 0
+			return m
+		}()},
 			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
 			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
 		{name: "grouped K/V by Unsqueeze, Expand, Reshape (repeat_kv)",
@@ -315,7 +322,9 @@ func TestFuseMasksAfterTheScale(t *testing.T) {
 // batch of 12 heads of 64 at S=512 (ATTNRUN_BENCH_SEQ), on
 // ATTNRUN_BENCH_THREADS threads (default 2): the weights also a graph output
 // (need_weights), K/V repeated over 4 KV heads (repeat_kv), GPT-2's Where
-// then padding Add, and a constant 0/-inf causal mask added (Whisper).
+// then padding Add, a constant 0/-inf causal mask added (Whisper), the
+// same with finfo.min (LLaMA), and nn.TransformerDecoderLayer's
+// Where(key padding mask, -inf, causal)·1 added.
 func BenchmarkFuseExportForms(b *testing.B) {
 	const h, hkv, d = 12, 4, 64
 	s := 512
@@ -355,6 +364,12 @@ func BenchmarkFuseExportForms(b *testing.B) {
 				node("Add", []string{"s2", "pad"}, []string{"s3"})), tail("s3")...)}},
 		{"const_causal_add", synth{inputs: qkv, inits: map[string]*ir.Tensor{"c": sc(0.125), "cm": causalAdd(s, float32(math.Inf(-1)))},
 			nodes: append(append(head, node("Mul", []string{"s0", "c"}, []string{"s1"}), node("Add", []string{"s1", "cm"}, []string{"s2"})), tail("s2")...)}},
+		{"finfo_min_causal_add", synth{inputs: qkv, inits: map[string]*ir.Tensor{"c": sc(0.125), "cm": causalAdd(s, -math.MaxFloat32)},
+			nodes: append(append(head, node("Mul", []string{"s0", "c"}, []string{"s1"}), node("Add", []string{"s1", "cm"}, []string{"s2"})), tail("s2")...)}},
+		{"where_key_mask_causal_add", synth{inputs: append(append([]*ir.ValueInfo{}, qkv...), vi("kpm", ir.Bool, 1, 1, 1, s)),
+			inits: map[string]*ir.Tensor{"c": sc(0.125), "cm": causalAdd(s, float32(math.Inf(-1))), "ninf": sc(float32(math.Inf(-1))), "one": sc(1)},
+			nodes: append(append(head, node("Mul", []string{"s0", "c"}, []string{"s1"}), node("Where", []string{"kpm", "ninf", "cm"}, []string{"w"}),
+				node("Mul", []string{"w", "one"}, []string{"am"}), node("Add", []string{"s1", "am"}, []string{"s2"})), tail("s2")...)}},
 	}
 	for _, c := range cases {
 		c.syn.outputs = append([]string{"y"}, c.syn.outputs...)
@@ -363,6 +378,9 @@ func BenchmarkFuseExportForms(b *testing.B) {
 		for _, v := range m.Graph.Inputs {
 			dims, _ := v.Type.Shape.Concrete()
 			in[v.Name] = randT(r, dims...)
+			if v.Type.DType == ir.Bool {
+				in[v.Name] = randBoolsKeyZeroKept(r, dims...)
+			}
 		}
 		for _, noFuse := range []bool{false, true} {
 			name := c.name + "/fused"

@@ -93,13 +93,17 @@ func TestModelFusions(t *testing.T) {
 		{"torch_mha_float_mask", 1, "Div MatMul Mul Add Softmax MatMul", scale8, true, ops.MaskAdditive, 0, false},
 		{"torch_mha_unbatched", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
 		{"torch_encoder_layer", 1, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
-		{"torch_decoder_layer", 2, "Div MatMul Mul Add Softmax MatMul", scale8, true, ops.MaskAdditive, 0, false},
+		// nn.TransformerDecoderLayer: the float causal mask (0/-inf, folded)
+		// merged with the key padding mask as Where(kpm, -inf, causal)·1:
+		// the causal cut and the key padding mask.
+		{"torch_decoder_layer", 2, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
 		// T5: no scaling, position bias + mask added, a no-op Cast before
 		// the Softmax.
 		{"t5_attention", 1, "MatMul Add Cast Softmax MatMul", 1, true, ops.MaskAdditive, 0, false},
 		// LLaMA at opset 17: K and V repeated by Expand + Reshape (kv_group),
-		// Casts after the Softmax, the folded causal mask added.
-		{"llama_attention_opset17", 1, "Expand Reshape Expand Reshape Transpose MatMul Div Add Softmax Cast Cast MatMul", 0.25, false, ops.MaskAdditive, 0, false},
+		// Casts after the Softmax, the folded causal mask (finfo.min above
+		// the diagonal, offset by the KV cache) added: the causal cut.
+		{"llama_attention_opset17", 1, "Expand Reshape Expand Reshape Transpose MatMul Div Add Softmax Cast Cast MatMul", 0.25, false, "", 0, true},
 		// GPT-2: K split already transposed, Where with the causal buffer
 		// and -1e4, then the padding mask added (the fused node's bias).
 		{"gpt2_attention", 1, "MatMul Div Where Add Softmax MatMul", scale8, true, ops.MaskBoolFalseMasks, -1e4, false},
@@ -116,12 +120,13 @@ func TestModelFusions(t *testing.T) {
 	extras := map[string]string{
 		"llama_block_gqa":             "kv_group=2 causal=1 causal_offset=4", // is_causal after a KV cache of 4
 		"torch_mha_need_weights":      "scores_mode=weights",
-		"llama_attention_opset17":     "kv_group=2",
+		"llama_attention_opset17":     "kv_group=2 causal=1 causal_offset=4", // a KV cache of 4
 		"gpt2_attention":              "bias_scale=1",
 		"s000_causal":                 "causal=1",
 		"s000_causal_or":              "causal=1",
 		"s001_decoder_self_attention": "causal=1",
 		"s004_multi_head_bmm_causal":  "causal=1",
+		"torch_decoder_layer":         "causal=1",
 		"whisper_attention":           "causal=1",
 	}
 	all, _ := filepath.Glob("../../models/*/model.onnx")
