@@ -384,9 +384,12 @@ func TestFuseCausalAdditiveSplit(t *testing.T) {
 // q·k = 4·100·(-50)) GPT-2's -1e4 fill gives the hidden keys all the
 // weight, so a cut would change the result: it stays the mask. finfo.min
 // on the same scores, and on scores of ±10^6, is exact: it is cut, and
-// the fused result matches the unfused one. With a key mask besides, a
-// query whose only causal key is padded gets uniform weights from the
-// export where -inf (the cut) gives NaN: that form stays unsplit.
+// the fused result matches the unfused one. With a key mask merged with
+// -inf onto a finfo.min causal constant (mixed fills), a query whose only
+// causal key is padded gets uniform weights over its padded keys from the
+// export, which no cut gives: that form stays unsplit. Merged with
+// finfo.min (transformers' masked_fill), the query sees finfo.min on
+// every key: it is cut, with masked_rows_uniform, and matches.
 func TestCausalCutFills(t *testing.T) {
 	const b, h, s, d = 1, 2, 6, 4
 	negInf, fmin := float32(math.Inf(-1)), float32(-math.MaxFloat32)
@@ -407,10 +410,15 @@ func TestCausalCutFills(t *testing.T) {
 	far := map[string]*ir.Tensor{"q": full(100, b, h, s, d), "k": full(-50, b, h, s, d), "v": randT(r, b, h, s, d)}
 	wide := map[string]*ir.Tensor{"q": spread, "k": randT(r, b, h, s, d), "v": far["v"]}
 	// model: Where(keep, scores, fill) with keep a causal constant, or
-	// scores + Where(m, -inf, causal constant of fill) with a key mask m.
+	// scores + Where(m, keyFill, causal constant of fill) with a key mask
+	// m (keyFill -inf in model).
+	var modelKeyFill func(fill float32, keyMask bool, keyFill float32) *ir.Model
 	model := func(fill float32, keyMask bool) *ir.Model {
+		return modelKeyFill(fill, keyMask, negInf)
+	}
+	modelKeyFill = func(fill float32, keyMask bool, keyFill float32) *ir.Model {
 		syn := synth{inputs: []*ir.ValueInfo{vi("q", ir.Float, b, h, s, d), vi("k", ir.Float, b, h, s, d), vi("v", ir.Float, b, h, s, d)},
-			inits:   map[string]*ir.Tensor{"keep": causalBool(s, s, 0, false), "fill": sc(fill), "a": causalFloat(s, s, 0, fill), "ninf": sc(negInf)},
+			inits:   map[string]*ir.Tensor{"keep": causalBool(s, s, 0, false), "fill": sc(fill), "a": causalFloat(s, s, 0, fill), "ninf": sc(keyFill)},
 			nodes:   []*ir.Node{node("Transpose", []string{"k"}, []string{"kt"}, perm), node("MatMul", []string{"q", "kt"}, []string{"s0"})},
 			outputs: []string{"y"}}
 		if keyMask {
@@ -458,6 +466,18 @@ func TestCausalCutFills(t *testing.T) {
 	ninf, _ := run(model(negInf, true), in)
 	if g, w := y.Float32s()[0], ninf.Float32s()[0]; math.IsNaN(float64(g)) || !math.IsNaN(float64(w)) {
 		t.Errorf("query 0 with no key: finfo.min gives %g, -inf gives %g; want a number and NaN", g, w)
+	}
+	// finfo.min for the key mask too: cut, query 0 the mean of V.
+	y, causal = run(modelKeyFill(fmin, true, fmin), in)
+	if !causal {
+		t.Errorf("finfo.min with a finfo.min key mask is not cut")
+	}
+	var mean float64
+	for j := 0; j < s; j++ {
+		mean += float64(far["v"].Float32s()[j*d]) / s
+	}
+	if g := y.Float32s()[0]; math.Abs(float64(g)-mean) > 1e-6 {
+		t.Errorf("query 0 with no key: %g, want the mean of V's first column %g", g, mean)
 	}
 }
 
