@@ -998,6 +998,57 @@ class LlamaAttentionBlock(nn.Module):
         return x, present_key, present_value
 
 
+class LlamaPaddedAttention(nn.Module):
+    """LLaMA-style self-attention over a left-padded batch, as transformers'
+    LlamaAttention (eager) runs it in batched generation: an int64
+    `attention_mask` (B, S), 1 = keep, gives the positions
+    (cumsum - 1, padding at 1, as generate() computes position_ids) for the
+    rotary embedding and the 4-D additive mask built as
+    _prepare_4d_causal_attention_mask does: the causal mask of finfo.min
+    above the diagonal (_make_causal_mask), then masked_fill of the padded
+    keys with finfo.min (to_4d), values {0, finfo.min}, added to the
+    scores. Grouped-query attention (4 query heads on 2 KV heads, repeat_kv),
+    softmax in float32 and `.to(q.dtype)`, output projection.
+
+    With left padding a query row whose every causally visible key is
+    padding sees finfo.min on every key: its softmax is uniform over all S
+    keys, so its output is the mean of V's rows (finite, as transformers
+    computes it)."""
+
+    def __init__(self, hidden: int = 64, heads: int = 4, kv_heads: int = 2):
+        super().__init__()
+        self.h, self.hkv, self.d = heads, kv_heads, hidden // heads
+        self.q_proj = nn.Linear(hidden, heads * self.d, bias=False)
+        self.k_proj = nn.Linear(hidden, kv_heads * self.d, bias=False)
+        self.v_proj = nn.Linear(hidden, kv_heads * self.d, bias=False)
+        self.o_proj = nn.Linear(heads * self.d, hidden, bias=False)
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, self.d, 2, dtype=torch.float32) / self.d))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x: Tensor, attention_mask: Tensor):
+        B, S, _ = x.shape
+        position_ids = attention_mask.long().cumsum(-1) - 1
+        position_ids = position_ids.masked_fill(attention_mask == 0, 1)
+        freqs = position_ids[:, :, None].float() * self.inv_freq[None, None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos()[:, None], emb.sin()[:, None]
+        q = self.q_proj(x).view(B, S, self.h, self.d).transpose(1, 2)
+        k = self.k_proj(x).view(B, S, self.hkv, self.d).transpose(1, 2)
+        v = self.v_proj(x).view(B, S, self.hkv, self.d).transpose(1, 2)
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        kr, vr = _repeat_kv(k, self.h // self.hkv), _repeat_kv(v, self.h // self.hkv)
+        scores = torch.matmul(q, kr.transpose(2, 3)) / math.sqrt(self.d)
+        fill = torch.finfo(x.dtype).min
+        causal = torch.full((S, S), fill).triu(1)
+        padding = attention_mask[:, None, None, :] == 0
+        mask = causal[None, None, :, :].masked_fill(padding, fill)
+        scores = scores + mask
+        w = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+        y = torch.matmul(w, vr).transpose(1, 2).reshape(B, S, self.h * self.d)
+        return self.o_proj(y)
+
+
 class GPT2Conv1D(nn.Module):
     """transformers' Conv1D: a Linear with a (in, out) weight, applied as
     addmm on the 2-D view (exports as Gemm)."""

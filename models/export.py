@@ -120,6 +120,17 @@ def position_ids(rng, shape):
     return rng.integers(0, 16, size=(b, 1)) + np.arange(s)[None, :]
 
 
+def left_keep_mask_int(rng, shape):
+    """(B, S) int64, 1 = keep, 0 = padding, LEFT-padded as in batched
+    generation: row 0 unpadded, the others padded by 1 to S - 1 positions
+    (their first query rows see only padding: fully masked rows)."""
+    b, s = shape
+    pads = np.zeros(b, dtype=np.int64)
+    if s > 1:
+        pads[1:] = rng.integers(1, s, size=b - 1)
+    return (np.arange(s)[None, :] >= pads[:, None]).astype(np.int64)
+
+
 def random_mask_bool(rng, shape):
     """(Tq, Tk) bool, True = masked, about 30% masked, column 0 never masked."""
     m = rng.random(shape) < 0.3
@@ -380,6 +391,16 @@ SPECS = [
          "(Cos, Sin, rotate_half by Slice/Neg/Concat), repeat_kv by Unsqueeze + Expand + Reshape, an additive "
          "causal mask built at run time (finfo.min, offset by the cache), softmax in float32 then `.to(q.dtype)` "
          "(Casts after the Softmax), SwiGLU MLP"),
+    Spec("llama_padded_attention", "ext",
+         "LLaMA-style attention with a left-padded attention_mask (GQA 4/2 heads, finfo.min masks)",
+         lambda: am.LlamaPaddedAttention(),
+         [("x", ("batch", "seq", 64), randn), ("attention_mask", ("batch", "seq"), left_keep_mask_int)],
+         [("y", ("batch", "seq", 64))],
+         [dict(batch=3, seq=7), dict(batch=4, seq=12), dict(batch=1, seq=1)],
+         "as transformers' LlamaAttention (eager) with _prepare_4d_causal_attention_mask: causal finfo.min "
+         "(Trilu), then masked_fill of the padded keys with finfo.min (Where), added to the scores; positions "
+         "cumsum(mask) - 1 (CumSum) for the rotary embedding; attention_mask: int64, 1 = keep, LEFT padding, "
+         "so the first query rows of a padded row see no key and take the mean of V (uniform softmax over all keys)"),
     Spec("gpt2_attention", "ext", "GPT-2-style attention (transformers' original GPT2Attention, n_ctx=64)",
          lambda: am.GPT2Attention(C, H, CTX),
          [("x", ("batch", "seq", C), randn), ("attention_mask", ("batch", "seq"), keep_mask_float)],
@@ -631,6 +652,9 @@ def run_numpy(model, feeds):
             out = [y.astype(x[0].dtype)]
         elif op == "Erf":
             out = [np.vectorize(math.erf)(x[0]).astype(x[0].dtype)]
+        elif op == "CumSum":
+            assert not a.get("exclusive", 0) and not a.get("reverse", 0), node.name
+            out = [np.cumsum(x[0], axis=int(x[1])).astype(x[0].dtype)]
         elif op == "Range":
             out = [np.arange(x[0], x[1], x[2]).astype(x[0].dtype)]
         elif op == "Pad":
@@ -847,7 +871,8 @@ def write_readme(path, rows):
              "`s001_cross_attention_shared_dim` names two lengths of independent sizes `S`.")
     L.append("- Masks: `bool` masks are True = masked; `int64` masks (seed 002) are 0 = masked. "
              "Test masks are right-padding style (or column 0 kept), so no softmax row is fully masked "
-             "and the outputs are NaN-free.")
+             "and the outputs are NaN-free; but `llama_padded_attention`'s attention_mask is LEFT padding "
+             "(1 = keep), whose fully masked rows see finfo.min on every key (uniform softmax, finite).")
     L.append("- Checked at export time: `onnx.checker.check_model(full_check=True)`, and every data set "
              "re-run through a numpy interpreter of the graph (max abs error vs PyTorch in the table).")
     L.append("- Seed `000*`/`004*`: variants not in the seed text (see notes).")

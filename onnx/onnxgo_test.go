@@ -59,6 +59,7 @@ var onnxGoFails = map[string]ir.DType{
 // tensor twice.
 var onnxGoDupEdges = map[string]bool{
 	"llama_attention_opset17": true, // Concat(freqs, freqs) of the rotary embedding
+	"llama_padded_attention":  true, // Concat(freqs, freqs) of the rotary embedding
 }
 
 type ogNode struct {

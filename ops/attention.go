@@ -73,6 +73,20 @@ import (
 //	             j > i + causal_offset.
 //	causal_offset int, default 0: the causal diagonal's offset (the length
 //	             of a KV cache that precedes the current keys).
+//	masked_rows_uniform
+//	             int, default 0: 1 gives a query row that sees no key (every
+//	             score hidden by a -inf mask fill, the causal cut or the key
+//	             limit) uniform weights over all Sk keys, so its output row
+//	             is the mean of V's Sk rows, instead of NaN. That is what an
+//	             export with a finfo(float32).min fill gives such a row:
+//	             every score is exactly the fill (s + finfo.min rounds to
+//	             finfo.min for |s| < 2^103), and the softmax of equal values
+//	             is uniform. The row is found by its running maximum still
+//	             being -inf after the last key block, so the fast path pays
+//	             nothing per score; the mean of V is computed once per batch
+//	             matrix, and only when such a row occurs. With scores_mode
+//	             "weights" such a row's weights are 1/Sk; the earlier stages
+//	             hold the -inf the cut or mask put there.
 //	scores_mode  string, required when output 1 is present: what output 1
 //	             holds: "scores" (scale·Q·Kᵀ), "softcapped" (after softcap),
 //	             "biased" (after softcap, mask, bias, causal and key padding:
@@ -104,7 +118,8 @@ import (
 // Semantics follow the unfused ONNX graph exactly in the edge cases: a row
 // whose scores are all -inf (fully masked with a -inf fill) gives NaN, as
 // Softmax does; a row fully masked with a finite fill (-1e9) gives uniform
-// weights; Sk = 0 gives zeros, as MatMul over an empty inner dim does.
+// weights; Sk = 0 gives zeros, as MatMul over an empty inner dim does;
+// with masked_rows_uniform a row that sees no key gives the mean of V.
 //
 // The CPU kernel (attention_cpu.go) reads K and V in place where their
 // rows are contiguous (else packs them once per batch matrix), packs each
@@ -177,6 +192,9 @@ type attnAttrs struct {
 	padKeys   bool
 	causal    bool
 	causalOff int
+	// uniformRows: a row that sees no key gets uniform weights over all
+	// Sk keys (masked_rows_uniform) instead of NaN.
+	uniformRows bool
 	// scoresMode is what output 1 holds; "" when it is not requested.
 	scoresMode string
 	// views of Q, K, V (nil: the input as is) and of the output.
@@ -214,6 +232,9 @@ func parseAttnAttrs(n *ir.Node, hasMask, hasBias bool) (attnAttrs, error) {
 		return a, err
 	}
 	if a.biasFirst, err = flag("bias_first"); err != nil {
+		return a, err
+	}
+	if a.uniformRows, err = flag("masked_rows_uniform"); err != nil {
 		return a, err
 	}
 	if a.biasScale, err = n.AttrFloat("bias_scale", 1); err != nil {

@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -110,6 +111,11 @@ type attnPlan struct {
 	// keyBias[keyBiasIdx[b]·sk].
 	keyBias    []float32
 	keyBiasIdx []int
+	// With uniformRows, vMean holds the mean of each distinct V matrix's
+	// Sk rows (Dv floats each, at vIdx[b]·dv), computed on first use by
+	// a row that sees no key (vMeanOnce).
+	vMean     []float32
+	vMeanOnce []sync.Once
 }
 
 // operandView returns the view operand i is read through.
@@ -483,6 +489,10 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 		return
 	}
 	p.o.data, p.scores = out, scores
+	p.vMean, p.vMeanOnce = nil, nil
+	if p.uniformRows {
+		p.vMean, p.vMeanOnce = make([]float32, len(p.vUniq)*p.dv), make([]sync.Once, len(p.vUniq))
+	}
 	p.bf16 = ctx.bf16() && kernel.BF16 && tileLoop
 	p.kInPlace = tileLoop && !p.bf16 && p.k.cs == 1
 	p.vInPlace = tileLoop && !p.bf16 && p.v.cs == 1 && p.dv%attnMR == 0
@@ -815,13 +825,20 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 		p.normalizeWeights(b, i0, rows, w)
 	}
 	// out[r][c] = acc[c][r] / l[r]; a row whose scores are all -inf is
-	// NaN, as Softmax gives (-inf - -inf).
+	// NaN, as Softmax gives (-inf - -inf), or with uniformRows the mean
+	// of V's rows (put in its accumulator column, scaled by 1).
 	inv := w.m[:rows] // the running max is no longer needed: reuse it
 	for r := range inv {
-		if inv[r] == negInf {
-			inv[r] = float32(math.NaN())
-		} else {
+		switch {
+		case inv[r] != negInf:
 			inv[r] = float32(1 / w.l[r])
+		case p.uniformRows:
+			for c, x := range p.meanV(b) {
+				acc[c*qb+r] = x
+			}
+			inv[r] = 1
+		default:
+			inv[r] = float32(math.NaN())
 		}
 	}
 	o := p.o
@@ -841,6 +858,25 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 			o.data[at+c*o.cs] = acc[c*qb+r] * sc
 		}
 	}
+}
+
+// meanV returns the mean of the Sk rows of batch b's V matrix (Dv
+// floats), computing it on first use (in float64) for every batch matrix
+// that shares that V.
+func (p *attnPlan) meanV(b int) []float32 {
+	i := p.vIdx[b]
+	mean := p.vMean[i*p.dv : (i+1)*p.dv]
+	p.vMeanOnce[i].Do(func() {
+		off := p.vUniq[i]
+		for c := range mean {
+			var sum float64
+			for j := 0; j < p.sk; j++ {
+				sum += float64(p.v.data[off+j*p.v.rs+c*p.v.cs])
+			}
+			mean[c] = float32(sum / float64(p.sk))
+		}
+	})
+	return mean
 }
 
 // fillKeyBias writes keyBias for the distinct mask rows at the element
@@ -1113,15 +1149,20 @@ func (p *attnPlan) writeScores(st []float32, b, q0, j0, cols, lanes int) {
 
 // normalizeWeights turns the scores output's rows [i0, i0+rows) of batch b,
 // written as the softmax's input, into its output: exp(s - shift) / sum
-// with the row's final shift and sum (NaN for a row of -inf scores).
+// with the row's final shift and sum (NaN for a row of -inf scores, 1/Sk
+// with uniformRows).
 func (p *attnPlan) normalizeWeights(b, i0, rows int, w *attnWork) {
 	negInf := float32(math.Inf(-1))
 	for r := 0; r < rows; r++ {
 		row := p.scores[(b*p.sq+i0+r)*p.sk : (b*p.sq+i0+r+1)*p.sk]
 		m := w.m[r]
 		if m == negInf {
+			fill := float32(math.NaN())
+			if p.uniformRows {
+				fill = 1 / float32(p.sk)
+			}
 			for j := range row {
-				row[j] = float32(math.NaN())
+				row[j] = fill
 			}
 			continue
 		}

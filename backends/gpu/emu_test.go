@@ -629,6 +629,7 @@ var gpuMissingOps = map[string][]string{
 	"einsum_attention":        {"Einsum"},
 	"einsum_cross_attention":  {"Einsum"},
 	"llama_attention_opset17": {"Cos", "ReduceMean", "Sin"},
+	"llama_padded_attention":  {"Cos", "CumSum", "Sin"},
 	"t5_attention":            {"Min", "Range"}, // folded on the host at run time
 	"torch_mha_need_weights":  {"ReduceSum"},
 

@@ -1812,8 +1812,13 @@ func viewBatchStrides(batch, dims, st []int) []int {
 }
 
 // attnLowerable reports whether the attention kernel takes a fused node's
-// head sizes; if not, the graph's original nodes run instead.
+// head sizes and attributes; if not, the graph's original nodes run
+// instead. The kernel has no masked_rows_uniform (its rows that see no key
+// are NaN), so a node with it runs unfused, as the export wrote it.
 func attnLowerable(n *ir.Node, types map[string]ops.Value) bool {
+	if u, _ := n.AttrInt("masked_rows_uniform", 0); u != 0 {
+		return false
+	}
 	g, err := attnGeometry(n, types)
 	return err == nil && g.d <= attnMaxD && g.dv <= attnMaxD
 }

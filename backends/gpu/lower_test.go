@@ -288,26 +288,34 @@ func TestHeadSizeFallback(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := s.Run(context.Background(), id, in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, _, err := conform.Compare(got["y"], want["y"], conform.Tolerance{Rtol: 1e-4, Atol: 1e-5}); err != nil {
-				t.Error(err)
-			}
-			var kernels []string
-			for _, dp := range s.parts[id].plans {
-				for _, cl := range dp.calls {
-					if cl.k != nil {
-						kernels = append(kernels, cl.k.kernel)
-					}
-				}
-			}
+			kernels := runLikeCPU(t, s, id, in, want["y"])
 			if has := strings.Contains(strings.Join(kernels, " "), "attention_f32"); has != c.attention {
 				t.Errorf("kernels %v: attention kernel used = %v, want %v", kernels, has, c.attention)
 			}
 		})
 	}
+}
+
+// runLikeCPU runs partition id on the emulator, checks its output y
+// against the CPU program's (want), and returns the kernels it launched.
+func runLikeCPU(t *testing.T, s *Server, id plugins.PartitionID, in map[string]*ir.Tensor, want *ir.Tensor) []string {
+	t.Helper()
+	got, err := s.Run(context.Background(), id, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := conform.Compare(got["y"], want, conform.Tolerance{Rtol: 1e-4, Atol: 1e-5}); err != nil {
+		t.Error(err)
+	}
+	var kernels []string
+	for _, dp := range s.parts[id].plans {
+		for _, cl := range dp.calls {
+			if cl.k != nil {
+				kernels = append(kernels, cl.k.kernel)
+			}
+		}
+	}
+	return kernels
 }
 
 // kitchenSink uses the ops the reference models do not: Gemm (transB,

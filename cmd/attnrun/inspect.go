@@ -252,6 +252,9 @@ func describeFusedAttention(n *ir.Node) string {
 		off, _ := n.AttrInt("causal_offset", 0)
 		parts = append(parts, fmt.Sprintf("causal (offset %d)", off))
 	}
+	if u, _ := n.AttrInt("masked_rows_uniform", 0); u == 1 {
+		parts = append(parts, "rows that see no key: mean of V")
+	}
 	if kind, _ := n.AttrString("mask_kind", ""); kind != "" && len(n.Inputs) > 3 && n.Inputs[3] != "" {
 		m := kind + " mask " + n.Inputs[3]
 		if p, _ := n.AttrInt("mask_pad_keys", 0); p == 1 {

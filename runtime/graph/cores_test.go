@@ -51,6 +51,7 @@ func TestAttentionCores(t *testing.T) {
 		{"torch_decoder_layer", 2, ops.MaskAdditive},
 		{"t5_attention", 1, ops.MaskAdditive},
 		{"llama_attention_opset17", 1, ops.MaskAdditive},
+		{"llama_padded_attention", 1, ops.MaskAdditive},
 		{"gpt2_attention", 1, ops.MaskBoolFalseMasks},
 		{"whisper_attention", 1, ops.MaskAdditive},
 		{"einsum_attention", 1, ops.MaskBoolTrueMasks},

@@ -59,11 +59,18 @@ import (
 // causal) or Add of additive ones), becomes the fused node's causal cut,
 // with the per-key mask as its mask (fuse_causal.go): -inf is exact. A
 // finite fill is cut only at or below -2^127 (finfo(float32).min, as
-// LLaMA's mask), with offset ≥ 0 and no per-key mask: then every row keeps
-// a key and the hidden keys' exp underflows to 0 exactly as in the
-// export; a padded row that loses every key would get uniform weights
-// from the export and NaN from the cut, so finite fills with a key mask
-// stay the mask. GPT-2's -1e4 and seed 003's -1e9 are no cut: hidden keys
+// LLaMA's mask): in a row that keeps a key the hidden keys' exp
+// underflows to 0 exactly as in the export. A row that loses every key (a
+// left-padded prompt's first queries, an offset < 0) sees that fill on
+// every key in the export, so its softmax is uniform over all Sk keys:
+// the fused node then takes masked_rows_uniform (such a row's output is
+// the mean of V), and the padding becomes a -inf key mask. That holds
+// only where every score of such a row is the one fill: a bool mask with
+// one fill, transformers' masked_fill of the padding with finfo.min on
+// its finfo.min causal mask (Where(B, F, A), the same F), or the causal
+// mask alone; mixed fills (a -inf causal part, an added finfo.min key
+// mask that makes -inf where both hide) stay the mask. GPT-2's -1e4 and
+// seed 003's -1e9 are no cut: hidden keys
 // take weight once a row's kept scores all lie less than 104 above the
 // fill (TestCausalCutFills: with scores of -2·10^4 they take it all).
 // The matched steps are replaced by one com.attnrun:FusedAttention step

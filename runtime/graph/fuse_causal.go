@@ -56,18 +56,38 @@ import (
 //
 // A finite fill F (the fill times the scales after it) is taken as the
 // cut only when F ≤ -2^127 (finfo(float32).min = -3.4e38: transformers'
-// LLaMA, newer GPT-2), the pattern has offset ≥ 0 and there is no B.
-// Then every query row keeps key 0, so the row max m of the export's
-// softmax is a kept score, and with every score below |F|/4 in magnitude
-// (8.5e37 for finfo.min; larger scores overflow the export's own
-// products and sums) a hidden s + F - m < F/2 ≤ -8.5e37: its exp is
-// exactly 0 in float32, as the cut's is. With offset < 0 (rows with no key) or with a
-// B (a padded row can lose every key), the export gives such a row
-// uniform weights over the keys F hides, the cut NaN: those stay unsplit,
-// as does any fill above -2^127 — GPT-2's -1e4 and seed 003's -1e9 give
-// hidden keys weight once a row's kept scores all lie less than 104 above
-// the fill, and most of it when they lie below (kept scores of -2e4 put
-// every weight on the hidden keys; TestCausalCutFills).
+// LLaMA, newer GPT-2). In a query row that keeps a key, the row max m of
+// the export's softmax is a kept score, and with every score below |F|/4
+// in magnitude (8.5e37 for finfo.min; larger scores overflow the export's
+// own products and sums) a hidden s + F - m < F/2 ≤ -8.5e37: its exp is
+// exactly 0 in float32, as the cut's is. A row can lose every key when
+// the offset is < 0 or a B hides keys (left padding: a prompt's first
+// queries see only padding). The export gives such a row uniform
+// weights over all Sk keys when every one of its scores is the same F:
+// s + F rounds to F for |s| < 2^103 (half an ulp of finfo.min), and F
+// times a scale is still one value. That is so for
+//
+//	Where(Or(A, B), F, S), Where(And(A, B), S, F)   one fill for both
+//	Add(S, Where(B, F, A)), Add(S, Where(B, A, F))  A of 0 and F, the
+//	                               same F: transformers' _prepare_4d_
+//	                               causal_attention_mask, masked_fill of
+//	                               the padding on the finfo.min causal mask
+//	Add(S, A), Where(A, F, S)      A alone with offset < 0
+//
+// and there the fused node takes masked_rows_uniform = 1 (such a row's
+// output is the mean of V, ops/attention.go) and B as a -inf key mask (in
+// a row that keeps a key, -inf and F hide alike), provided F is finite in
+// float32 (finfo.min times a scale > 1 overflows to -inf in the export,
+// whose rows then are NaN: those stay the mask). Mixed fills stay the
+// mask: Where(B, -inf, A) with a finfo.min A hides a padded key with
+// -inf and a key past the diagonal with finfo.min, so a padded row's
+// weights are uniform over the unpadded keys past its diagonal; Where(B,
+// F, A) with a -inf A, the other way round; Add(A, B) of two finfo.min
+// terms is -inf where both hide. A fill above -2^127 is no cut either —
+// GPT-2's -1e4 and seed 003's -1e9 give hidden keys weight once a row's
+// kept scores all lie less than 104 above the fill, and most of it when
+// they lie below (kept scores of -2e4 put every weight on the hidden
+// keys; TestCausalCutFills).
 //
 // Only a chain with no second mask is split: the fused node applies the
 // causal cut after its bias, which matches the export only when nothing
@@ -84,6 +104,10 @@ type causalSplit struct {
 	// queries; rest.name is "" for none. A bool rest's kind is the
 	// chain's.
 	rest maskStage
+	// uniform: rows can lose every key, and the export gives them
+	// uniform weights (one finite fill on every score): the fused node
+	// takes masked_rows_uniform.
+	uniform bool
 	// steps compute the mask from A and B (the Or, And, Where or Add and
 	// the Casts and scalings around it): the fusion replaces them.
 	// absorbs are the movement steps A is read through (Slices of a
@@ -107,14 +131,20 @@ func (f *fuser) splitCausal(m *attnMatch, scores string, chain []int) []int {
 		cs, ok = f.causalAdditive(st.name, scores, st.post)
 	case fill <= causalFillLimit:
 		cs, ok = f.causalMask(st.name, st.kind == ops.MaskBoolTrueMasks, scores)
-		ok = ok && (math.IsInf(fill, -1) || (cs.off >= 0 && cs.rest.name == ""))
 		cs.rest.kind, cs.rest.fill, cs.rest.post = st.kind, st.fill, st.post
+		if ok && !math.IsInf(fill, -1) && (cs.off < 0 || cs.rest.name != "") {
+			// Rows can lose every key: each of their scores is the fill.
+			// The rest hides with -inf, exactly as the fill does in rows
+			// that keep a key.
+			ok = finite32(fill)
+			cs.uniform, cs.rest.fill, cs.rest.post = true, math.Inf(-1), 1
+		}
 	}
 	if !ok {
 		return chain
 	}
 	st = cs.rest
-	st.causal, st.causalOff = true, cs.off
+	st.causal, st.causalOff, st.uniformRows = true, cs.off, cs.uniform
 	m.masks = []maskStage{st}
 	m.absorbs = cs.absorbs
 	return append(chain[:len(chain):len(chain)], cs.steps...)
@@ -152,17 +182,33 @@ func (f *fuser) causalMask(cond string, hide bool, x string) (causalSplit, bool)
 }
 
 // causalAdditive reads the additive mask add of the scores x, scaled by
-// post, as a causal pattern of 0 and a fill (-inf, or ≤ causalFillLimit
-// with offset ≥ 0), or as the merge of a 0/-inf pattern with a per-key
-// mask: Where(B, -inf, A), Where(B, A, -inf) or Add of A and B, through
-// no-op Casts and positive scalings.
+// post, as a causal pattern of 0 and a fill (-inf, or ≤ causalFillLimit),
+// or as the merge of a 0/-inf pattern with a per-key mask: Where(B, -inf,
+// A), Where(B, A, -inf) or Add of A and B, or of a 0/F pattern with
+// Where(B, F, A) or Where(B, A, F) (F ≤ causalFillLimit: transformers'
+// masked_fill of the padding on its finfo.min causal mask), through no-op
+// Casts and positive scalings.
 func (f *fuser) causalAdditive(add, x string, post float64) (causalSplit, bool) {
-	// pattern reads A, scaled by factor, whose fill times the scales
-	// after it must be -inf when a per-key mask goes with it.
-	pattern := func(a string, factor float64, alone bool, cs causalSplit) (causalSplit, bool) {
+	// pattern reads A, scaled by factor. keyFill is the fill of the
+	// per-key Where merged with it (-inf, or F), NaN for an added per-key
+	// mask, 0 for none: a finite fill is cut alone, or with a Where of
+	// the same fill, then with masked_rows_uniform where rows can lose
+	// every key; else the fill times the scales after it must be -inf.
+	pattern := func(a string, factor, keyFill float64, cs causalSplit) (causalSplit, bool) {
 		off, fill, absorbs, ok := f.causalAddPattern(a, x)
-		fill *= factor
-		if !ok || !(math.IsInf(fill, -1) || (alone && fill <= causalFillLimit && off >= 0)) {
+		scaled := fill * factor
+		switch {
+		case !ok:
+			return causalSplit{}, false
+		case math.IsInf(scaled, -1):
+			ok = keyFill == 0 || math.IsNaN(keyFill) || math.IsInf(keyFill, -1)
+		case scaled <= causalFillLimit && (keyFill == 0 || keyFill == fill):
+			cs.uniform = off < 0 || keyFill != 0
+			ok = !cs.uniform || finite32(scaled)
+		default:
+			ok = false
+		}
+		if !ok {
 			return causalSplit{}, false
 		}
 		cs.off, cs.absorbs = off, absorbs
@@ -170,7 +216,7 @@ func (f *fuser) causalAdditive(add, x string, post float64) (causalSplit, bool) 
 	}
 	links := f.passThrough(add, true)
 	for _, l := range links {
-		if cs, ok := pattern(l.name, post*l.factor, true, causalSplit{steps: l.steps}); ok {
+		if cs, ok := pattern(l.name, post*l.factor, 0, causalSplit{steps: l.steps}); ok {
 			return cs, true
 		}
 	}
@@ -185,11 +231,12 @@ func (f *fuser) causalAdditive(add, x string, post float64) (causalSplit, bool) 
 			fill, a int
 			kind    string
 		}{{1, 2, ops.MaskBoolTrueMasks}, {2, 1, ops.MaskBoolFalseMasks}} {
-			if !f.constAll(n.Inputs[c.fill], math.Inf(-1)) || !f.fitsScores(n.Inputs[c.fill], x) {
+			keyFill, ok := f.sameConst(n.Inputs[c.fill])
+			if !ok || !(keyFill < 0) || !f.fitsScores(n.Inputs[c.fill], x) {
 				continue
 			}
 			rest := maskStage{name: n.Inputs[0], kind: c.kind, fill: math.Inf(-1), post: 1}
-			if cs, ok := pattern(n.Inputs[c.a], post, false, causalSplit{rest: rest, steps: steps}); ok {
+			if cs, ok := pattern(n.Inputs[c.a], post, keyFill, causalSplit{rest: rest, steps: steps}); ok {
 				return cs, true
 			}
 		}
@@ -199,7 +246,7 @@ func (f *fuser) causalAdditive(add, x string, post float64) (causalSplit, bool) 
 				continue
 			}
 			rest, more := f.maskOperand(o[1], x, post)
-			if cs, ok := pattern(o[0], post, false, causalSplit{rest: rest, steps: append(steps[:len(steps):len(steps)], more...)}); ok {
+			if cs, ok := pattern(o[0], post, math.NaN(), causalSplit{rest: rest, steps: append(steps[:len(steps):len(steps)], more...)}); ok {
 				return cs, true
 			}
 		}
@@ -290,6 +337,20 @@ func (f *fuser) causalAddPattern(name, x string) (off int, fill float64, absorbs
 	off, ok = causalOffset(cls, v, 1)
 	return off, float64(fv), absorbs, ok
 }
+
+// sameConst returns the value every element of float32 constant name
+// has.
+func (f *fuser) sameConst(name string) (float64, bool) {
+	c := f.types[name].Const
+	if c == nil || c.DType != ir.Float || c.Len() == 0 {
+		return 0, false
+	}
+	v := float64(c.Float32s()[0])
+	return v, f.constAll(name, v)
+}
+
+// finite32 reports whether v is finite in float32.
+func finite32(v float64) bool { return math.Abs(v) <= math.MaxFloat32 }
 
 // perKeyMask reports whether mask m broadcasts to the scores x along the
 // queries (its dim -2, if any, is 1) without widening them.

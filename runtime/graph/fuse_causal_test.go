@@ -141,15 +141,28 @@ func TestFuseCausalSplit(t *testing.T) {
 				}()},
 			feeds: map[string]*ir.Tensor{"m": keyMask(true)},
 			ops:   "Transpose MatMul Where Add Softmax MatMul", attrs: "scale=1 mask_kind=bool_true_masks mask_fill=-Inf bias_scale=1"},
-		{name: "a finfo.min fill with a key mask: a padded row could lose every key",
+		{name: "a finfo.min fill with a left-padding key mask: rows that lose every key take the mean of V",
 			syn: synth{inputs: inputs(vi("m", ir.Bool, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalBool(sq, sk, 2, true), "fill": sc(-math.MaxFloat32)},
 				nodes: chain(false, "fill", node("Or", []string{"a", "m"}, []string{"c"}))},
-			feeds: map[string]*ir.Tensor{"m": keyMask(true)},
-			ops:   "Transpose MatMul Where Softmax MatMul", attrs: "scale=1 mask_kind=bool_true_masks mask_fill=-3.4028235e+38"},
+			feeds: map[string]*ir.Tensor{"m": leftPadding(sk, 0, 5)},
+			ops:   "Transpose MatMul Or Where Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 masked_rows_uniform=1 mask_kind=bool_true_masks mask_fill=-Inf"},
+		{name: "a finfo.min fill with offset -2: rows with no key take the mean of V",
+			syn: synth{inputs: inputs(), inits: map[string]*ir.Tensor{"a": causalBool(sq, sk, -2, true), "fill": sc(-math.MaxFloat32)},
+				nodes: chain(false, "fill", node("Identity", []string{"a"}, []string{"c"}))},
+			ops: "Transpose MatMul Where Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=-2 masked_rows_uniform=1"},
 		{name: "a finfo.min fill alone: the causal cut",
 			syn: synth{inputs: inputs(), inits: map[string]*ir.Tensor{"a": causalBool(sq, sk, 2, true), "fill": sc(-math.MaxFloat32)},
 				nodes: chain(false, "fill", node("Identity", []string{"a"}, []string{"c"}))},
 			ops: "Transpose MatMul Where Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2"},
+		{name: "a finfo.min fill that overflows to -inf when scaled: stays the mask",
+			syn: synth{inputs: inputs(vi("m", ir.Bool, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalBool(sq, sk, 2, true), "fill": sc(-math.MaxFloat32), "c4": sc(4)},
+				nodes: func() []*ir.Node {
+					n := chain(false, "fill", node("Or", []string{"a", "m"}, []string{"c"}))
+					n[4].Inputs[0] = "s2" // the Softmax reads the scaled scores
+					return append(n[:4:4], append([]*ir.Node{node("Mul", []string{"s1", "c4"}, []string{"s2"})}, n[4:]...)...)
+				}()},
+			feeds: map[string]*ir.Tensor{"m": leftPadding(sk, 0, 5)},
+			ops:   "Transpose MatMul Where Mul Softmax MatMul", attrs: "scale=4 mask_kind=bool_true_masks mask_fill=-Inf"},
 		{name: "a finite fill",
 			syn: synth{inputs: inputs(vi("m", ir.Bool, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalBool(sq, sk, 2, true), "fill": sc(-1e9)},
 				nodes: chain(false, "fill", node("Or", []string{"a", "m"}, []string{"c"}))},
@@ -185,6 +198,19 @@ func checkCausalCases(t *testing.T, r *rand.Rand, cases []causalCase) {
 			}
 		})
 	}
+}
+
+// leftPadding is a key mask [len(pads), 1, 1, sk], true (padding) on the
+// first pads[b] keys of batch b: left padding, as batched generation
+// pads its prompts.
+func leftPadding(sk int, pads ...int) *ir.Tensor {
+	m := ir.NewTensor(ir.Bool, []int{len(pads), 1, 1, sk})
+	for b, n := range pads {
+		for j := 0; j < n; j++ {
+			m.Bools()[b*sk+j] = true
+		}
+	}
+	return m
 }
 
 // randBoolsKeyZeroKept is a random bool mask true with probability 1/3,
@@ -289,13 +315,23 @@ func TestFuseCausalAdditiveSplit(t *testing.T) {
 				nodes: chain(node("Slice", []string{"buf", "st", "en", "ax"}, []string{"a"}), node("Where", []string{"m", "ninf", "a"}, []string{"c"}))},
 			feeds: map[string]*ir.Tensor{"m": keyMask(true)},
 			ops:   "Transpose MatMul Where Add Softmax MatMul", absorbed: "Slice", attrs: "scale=1 causal=1 causal_offset=-1 mask_kind=bool_true_masks mask_fill=-Inf"},
+		{name: "Where(left padding, finfo.min, finfo.min causal) (transformers' LLaMA masked_fill): rows that lose every key take the mean of V",
+			syn: synth{inputs: inputs(mkey), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, fmin), "fmin": sc(fmin)},
+				nodes: chain(node("Where", []string{"m", "fmin", "a"}, []string{"c"}))},
+			feeds: map[string]*ir.Tensor{"m": leftPadding(sk, 6, 0)},
+			ops:   "Transpose MatMul Where Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 masked_rows_uniform=1 mask_kind=bool_true_masks mask_fill=-Inf"},
+		{name: "Where(keep mask, finfo.min causal, finfo.min), every key of batch 1 padded",
+			syn: synth{inputs: inputs(vi("pad", ir.Bool, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, fmin), "fmin": sc(fmin)},
+				nodes: chain(node("Not", []string{"pad"}, []string{"m"}), node("Where", []string{"m", "a", "fmin"}, []string{"c"}))},
+			feeds: map[string]*ir.Tensor{"pad": leftPadding(sk, 3, sk)},
+			ops:   "Transpose MatMul Where Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 masked_rows_uniform=1 mask_kind=bool_false_masks mask_fill=-Inf"},
+		{name: "finfo.min causal constant with rows of no key (offset -2): they take the mean of V",
+			syn: synth{inputs: inputs(), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, -2, fmin)}, nodes: chain()},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=-2 masked_rows_uniform=1"},
 		// Masks that are not split.
 		{name: "finfo.min causal constant times 0.25 (folded): a fill above -2^127",
 			syn: synth{inputs: inputs(), inits: map[string]*ir.Tensor{"a0": causalFloat(sq, sk, 2, fmin), "c": sc(0.25)},
 				nodes: chain(node("Mul", []string{"a0", "c"}, []string{"a"}))},
-			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
-		{name: "finfo.min causal constant with rows of no key (offset -2)",
-			syn: synth{inputs: inputs(), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, -2, fmin)}, nodes: chain()},
 			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
 		{name: "seed 003's -1e9 as a causal constant",
 			syn: synth{inputs: inputs(), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, -1e9)}, nodes: chain()},
@@ -305,6 +341,27 @@ func TestFuseCausalAdditiveSplit(t *testing.T) {
 				nodes: chain(node("Where", []string{"m", "ninf", "a"}, []string{"c"}))},
 			feeds: map[string]*ir.Tensor{"m": keyMask(true)},
 			ops:   "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+		{name: "Where(left padding, finfo.min, -inf causal): padded keys past the diagonal get finfo.min, not -inf",
+			syn: synth{inputs: inputs(mkey), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, negInf), "fmin": sc(fmin)},
+				nodes: chain(node("Where", []string{"m", "fmin", "a"}, []string{"c"}))},
+			feeds: map[string]*ir.Tensor{"m": leftPadding(sk, 6, 0)},
+			ops:   "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+		{name: "Where(left padding, -1e9, -1e9 causal): a fill above -2^127",
+			syn: synth{inputs: inputs(mkey), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, -1e9), "f": sc(-1e9)},
+				nodes: chain(node("Where", []string{"m", "f", "a"}, []string{"c"}))},
+			feeds: map[string]*ir.Tensor{"m": leftPadding(sk, 6, 0)},
+			ops:   "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+		{name: "Add(finfo.min causal, (1 - keep)·finfo.min): finfo.min twice is -inf",
+			syn: synth{inputs: inputs(vi("kb", ir.Float, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, fmin)},
+				nodes: chain(node("Add", []string{"a", "kb"}, []string{"c"}))},
+			feeds: map[string]*ir.Tensor{"kb": func() *ir.Tensor {
+				m := ir.NewTensor(ir.Float, []int{b, 1, 1, sk})
+				for j := 0; j < 6; j++ {
+					m.Float32s()[j] = fmin
+				}
+				return m
+			}()},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
 		{name: "Where(key mask, -inf, a constant that is not quite causal)",
 			syn: synth{inputs: inputs(mkey), inits: map[string]*ir.Tensor{"a": nearly, "ninf": sc(negInf)},
 				nodes: chain(node("Where", []string{"m", "ninf", "a"}, []string{"c"}))},
@@ -327,9 +384,12 @@ func TestFuseCausalAdditiveSplit(t *testing.T) {
 // q·k = 4·100·(-50)) GPT-2's -1e4 fill gives the hidden keys all the
 // weight, so a cut would change the result: it stays the mask. finfo.min
 // on the same scores, and on scores of ±10^6, is exact: it is cut, and
-// the fused result matches the unfused one. With a key mask besides, a
-// query whose only causal key is padded gets uniform weights from the
-// export where -inf (the cut) gives NaN: that form stays unsplit.
+// the fused result matches the unfused one. With a key mask merged with
+// -inf onto a finfo.min causal constant (mixed fills), a query whose only
+// causal key is padded gets uniform weights over its padded keys from the
+// export, which no cut gives: that form stays unsplit. Merged with
+// finfo.min (transformers' masked_fill), the query sees finfo.min on
+// every key: it is cut, with masked_rows_uniform, and matches.
 func TestCausalCutFills(t *testing.T) {
 	const b, h, s, d = 1, 2, 6, 4
 	negInf, fmin := float32(math.Inf(-1)), float32(-math.MaxFloat32)
@@ -350,10 +410,15 @@ func TestCausalCutFills(t *testing.T) {
 	far := map[string]*ir.Tensor{"q": full(100, b, h, s, d), "k": full(-50, b, h, s, d), "v": randT(r, b, h, s, d)}
 	wide := map[string]*ir.Tensor{"q": spread, "k": randT(r, b, h, s, d), "v": far["v"]}
 	// model: Where(keep, scores, fill) with keep a causal constant, or
-	// scores + Where(m, -inf, causal constant of fill) with a key mask m.
+	// scores + Where(m, keyFill, causal constant of fill) with a key mask
+	// m (keyFill -inf in model).
+	var modelKeyFill func(fill float32, keyMask bool, keyFill float32) *ir.Model
 	model := func(fill float32, keyMask bool) *ir.Model {
+		return modelKeyFill(fill, keyMask, negInf)
+	}
+	modelKeyFill = func(fill float32, keyMask bool, keyFill float32) *ir.Model {
 		syn := synth{inputs: []*ir.ValueInfo{vi("q", ir.Float, b, h, s, d), vi("k", ir.Float, b, h, s, d), vi("v", ir.Float, b, h, s, d)},
-			inits:   map[string]*ir.Tensor{"keep": causalBool(s, s, 0, false), "fill": sc(fill), "a": causalFloat(s, s, 0, fill), "ninf": sc(negInf)},
+			inits:   map[string]*ir.Tensor{"keep": causalBool(s, s, 0, false), "fill": sc(fill), "a": causalFloat(s, s, 0, fill), "ninf": sc(keyFill)},
 			nodes:   []*ir.Node{node("Transpose", []string{"k"}, []string{"kt"}, perm), node("MatMul", []string{"q", "kt"}, []string{"s0"})},
 			outputs: []string{"y"}}
 		if keyMask {
@@ -401,6 +466,18 @@ func TestCausalCutFills(t *testing.T) {
 	ninf, _ := run(model(negInf, true), in)
 	if g, w := y.Float32s()[0], ninf.Float32s()[0]; math.IsNaN(float64(g)) || !math.IsNaN(float64(w)) {
 		t.Errorf("query 0 with no key: finfo.min gives %g, -inf gives %g; want a number and NaN", g, w)
+	}
+	// finfo.min for the key mask too: cut, query 0 the mean of V.
+	y, causal = run(modelKeyFill(fmin, true, fmin), in)
+	if !causal {
+		t.Errorf("finfo.min with a finfo.min key mask is not cut")
+	}
+	var mean float64
+	for j := 0; j < s; j++ {
+		mean += float64(far["v"].Float32s()[j*d]) / s
+	}
+	if g := y.Float32s()[0]; math.Abs(float64(g)-mean) > 1e-6 {
+		t.Errorf("query 0 with no key: %g, want the mean of V's first column %g", g, mean)
 	}
 }
 

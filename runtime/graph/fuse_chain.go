@@ -45,6 +45,10 @@ type maskStage struct {
 	// (fuse_causal.go).
 	causal    bool
 	causalOff int
+	// uniformRows: a row that sees no key through the cut and the rest
+	// takes the mean of V (masked_rows_uniform), as the export's finite
+	// fill gives it (fuse_causal.go).
+	uniformRows bool
 }
 
 // attnMatch is one matched attention chain.
@@ -739,6 +743,9 @@ func (m attnMatch) node(steps []step) (*ir.Node, bool) {
 		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "causal", Type: ir.AttrInt, Int: 1})
 		if mask.causalOff != 0 {
 			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "causal_offset", Type: ir.AttrInt, Int: int64(mask.causalOff)})
+		}
+		if mask.uniformRows {
+			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "masked_rows_uniform", Type: ir.AttrInt, Int: 1})
 		}
 	}
 	if mask != nil && mask.name != "" {

@@ -370,6 +370,12 @@ func BenchmarkFuseExportForms(b *testing.B) {
 			inits: map[string]*ir.Tensor{"c": sc(0.125), "cm": causalAdd(s, float32(math.Inf(-1))), "ninf": sc(float32(math.Inf(-1))), "one": sc(1)},
 			nodes: append(append(head, node("Mul", []string{"s0", "c"}, []string{"s1"}), node("Where", []string{"kpm", "ninf", "cm"}, []string{"w"}),
 				node("Mul", []string{"w", "one"}, []string{"am"}), node("Add", []string{"s1", "am"}, []string{"s2"})), tail("s2")...)}},
+		// transformers' LLaMA with an attention_mask: masked_fill of the
+		// padding with finfo.min on the finfo.min causal mask.
+		{"where_key_mask_finfo_min_causal_add", synth{inputs: append(append([]*ir.ValueInfo{}, qkv...), vi("kpm", ir.Bool, 1, 1, 1, s)),
+			inits: map[string]*ir.Tensor{"c": sc(0.125), "cm": causalAdd(s, -math.MaxFloat32), "fmin": sc(-math.MaxFloat32)},
+			nodes: append(append(head, node("Mul", []string{"s0", "c"}, []string{"s1"}), node("Where", []string{"kpm", "fmin", "cm"}, []string{"am"}),
+				node("Add", []string{"s1", "am"}, []string{"s2"})), tail("s2")...)}},
 	}
 	for _, c := range cases {
 		c.syn.outputs = append([]string{"y"}, c.syn.outputs...)

@@ -104,6 +104,12 @@ func TestModelFusions(t *testing.T) {
 		// Casts after the Softmax, the folded causal mask (finfo.min above
 		// the diagonal, offset by the KV cache) added: the causal cut.
 		{"llama_attention_opset17", 1, "Expand Reshape Expand Reshape Transpose MatMul Div Add Softmax Cast Cast MatMul", 0.25, false, "", 0, true},
+		// LLaMA with a left-padded attention_mask: the folded finfo.min
+		// causal mask with the padded keys masked_fill'ed with finfo.min:
+		// the causal cut and the padding as a -inf bool key mask, rows
+		// that see no key taking the mean of V as the export's uniform
+		// softmax does.
+		{"llama_padded_attention", 1, "Expand Reshape Expand Reshape Transpose MatMul Div Where Add Softmax Cast Cast MatMul", 0.25, false, ops.MaskBoolTrueMasks, inf, false},
 		// GPT-2: K split already transposed, Where with the causal buffer
 		// and -1e4, then the padding mask added (the fused node's bias).
 		{"gpt2_attention", 1, "MatMul Div Where Add Softmax MatMul", scale8, true, ops.MaskBoolFalseMasks, -1e4, false},
@@ -121,6 +127,7 @@ func TestModelFusions(t *testing.T) {
 		"llama_block_gqa":             "kv_group=2 causal=1 causal_offset=4", // is_causal after a KV cache of 4
 		"torch_mha_need_weights":      "scores_mode=weights",
 		"llama_attention_opset17":     "kv_group=2 causal=1 causal_offset=4", // a KV cache of 4
+		"llama_padded_attention":      "kv_group=2 causal=1 masked_rows_uniform=1",
 		"gpt2_attention":              "bias_scale=1",
 		"s000_causal":                 "causal=1",
 		"s000_causal_or":              "causal=1",
@@ -169,7 +176,7 @@ func TestModelFusions(t *testing.T) {
 			got = nil
 			for _, a := range n.Attrs {
 				switch a.Name {
-				case "kv_group", "bias_first", "causal", "causal_offset":
+				case "kv_group", "bias_first", "causal", "causal_offset", "masked_rows_uniform":
 					got = append(got, fmt.Sprintf("%s=%d", a.Name, a.Int))
 				case "bias_scale":
 					got = append(got, fmt.Sprintf("%s=%g", a.Name, a.Float))

@@ -1,0 +1,187 @@
+package ops
+
+import (
+	"math"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops/internal/kernel"
+)
+
+// finfoMin is finfo(float32).min, the fill of transformers' masks.
+const finfoMin = -math.MaxFloat32
+
+// uniformCase is a causal attention with left padding as transformers'
+// LLaMA exports it: the export adds one [B, 1, Sq, Sk] mask of 0 and
+// finfo.min (finfo.min where key j lies past query i's diagonal or is
+// padding); the fused node has the causal cut, the padding as a bool key
+// mask with a -inf fill, and masked_rows_uniform.
+type uniformCase struct {
+	name       string
+	b, hq, hk  int
+	sq, sk     int
+	d, dv      int
+	off        int
+	pads       []int // left padding of each batch (nil: no key mask)
+	scoresMode string
+}
+
+// refLlamaPadded is the export's result in float64, from its float32
+// scores: s + mask rounds as float32 does (so s + finfo.min is finfo.min),
+// then softmax and the product with V in float64. Y is [B, Hq, Sq, Dv],
+// weights [B, Hq, Sq, Sk].
+func refLlamaPadded(c uniformCase, scale float32, q, k, v *ir.Tensor) (y, weights []float64) {
+	qd, kd, vd := q.Float32s(), k.Float32s(), v.Float32s()
+	y = make([]float64, c.b*c.hq*c.sq*c.dv)
+	weights = make([]float64, c.b*c.hq*c.sq*c.sk)
+	x := make([]float64, c.sk)
+	for b := 0; b < c.b; b++ {
+		for h := 0; h < c.hq; h++ {
+			kh := h / (c.hq / c.hk)
+			for i := 0; i < c.sq; i++ {
+				mx := math.Inf(-1)
+				for j := range x {
+					var dot float64
+					for e := 0; e < c.d; e++ {
+						dot += float64(qd[((b*c.hq+h)*c.sq+i)*c.d+e]) * float64(kd[((b*c.hk+kh)*c.sk+j)*c.d+e])
+					}
+					s := float32(dot) * scale
+					var m float32
+					if j > i+c.off || (c.pads != nil && j < c.pads[b]) {
+						m = finfoMin
+					}
+					x[j] = float64(s + m) // float32 addition, as the export
+					mx = max(mx, x[j])
+				}
+				var sum float64
+				for j := range x {
+					x[j] = math.Exp(x[j] - mx)
+					sum += x[j]
+				}
+				w := weights[((b*c.hq+h)*c.sq+i)*c.sk:]
+				for j := range x {
+					w[j] = x[j] / sum
+					for e := 0; e < c.dv; e++ {
+						y[((b*c.hq+h)*c.sq+i)*c.dv+e] += w[j] * float64(vd[((b*c.hk+kh)*c.sk+j)*c.dv+e])
+					}
+				}
+			}
+		}
+	}
+	return y, weights
+}
+
+// TestFusedAttentionUniformRows checks masked_rows_uniform against the
+// export's arithmetic: rows that see some key match the finfo.min export
+// exactly (the hidden keys' exp is 0 either way), rows whose every visible
+// key is padding (left padding, a fully padded batch, rows before a
+// negative causal offset) get the export's uniform weights over all Sk
+// keys: the mean of V.
+func TestFusedAttentionUniformRows(t *testing.T) {
+	kb := attnKBlock
+	cases := []uniformCase{
+		{name: "left padding, one batch fully padded", b: 3, hq: 2, hk: 2, sq: 9, sk: 9, d: 8, dv: 8, pads: []int{0, 3, 9}},
+		{name: "left padding, fast path with skipped blocks", b: 2, hq: 2, hk: 2, sq: kb + 45, sk: kb + 45, d: 16, dv: 16, pads: []int{40, kb + 3}},
+		{name: "left padding, gqa, cache offset", b: 2, hq: 4, hk: 2, sq: 12, sk: 20, d: 8, dv: 8, off: 8, pads: []int{0, 15}},
+		{name: "left padding, odd dv", b: 2, hq: 1, hk: 1, sq: 37, sk: 37, d: 8, dv: 5, pads: []int{33, 1}},
+		{name: "negative offset, no key mask", b: 1, hq: 2, hk: 2, sq: 70, sk: 40, d: 8, dv: 16, off: -30},
+		{name: "weights output", b: 2, hq: 2, hk: 2, sq: 10, sk: 10, d: 8, dv: 8, pads: []int{4, 0}, scoresMode: ScoresWeights},
+	}
+	r := rand.New(rand.NewSource(7))
+	const scale = 0.35
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q := randTensor(r, c.b, c.hq, c.sq, c.d)
+			k := randTensor(r, c.b, c.hk, c.sk, c.d)
+			v := randTensor(r, c.b, c.hk, c.sk, c.dv)
+			in := []*ir.Tensor{q, k, v}
+			attrs := []*ir.Attribute{fAttr("scale", scale), iAttr("causal", 1), iAttr("causal_offset", int64(c.off)), iAttr("masked_rows_uniform", 1)}
+			if c.hq != c.hk {
+				attrs = append(attrs, iAttr("kv_group", int64(c.hq/c.hk)))
+			}
+			if c.pads != nil {
+				pad := make([]bool, c.b*c.sk)
+				for b, n := range c.pads {
+					for j := 0; j < n; j++ {
+						pad[b*c.sk+j] = true
+					}
+				}
+				in = append(in, ir.FromSlice([]int{c.b, 1, 1, c.sk}, pad))
+				attrs = append(attrs, sAttr("mask_kind", MaskBoolTrueMasks))
+			}
+			n := attnNode(attrs...)
+			n.Outputs = []string{"y"}
+			if c.scoresMode != "" {
+				n.Outputs = append(n.Outputs, "weights")
+				n.Attrs = append(n.Attrs, sAttr("scores_mode", c.scoresMode))
+			}
+			wantY, wantW := refLlamaPadded(c, scale, q, k, v)
+			uniform := 0 // rows that see no key: every score is finfo.min
+			for b := 0; b < c.b; b++ {
+				first := 0
+				if c.pads != nil {
+					first = c.pads[b]
+				}
+				for i := 0; i < c.sq; i++ {
+					if min(i+c.off, c.sk-1) < first {
+						uniform++
+					}
+				}
+			}
+			if uniform == 0 {
+				t.Fatal("the case has no row that sees no key")
+			}
+			for _, run := range []struct {
+				threads int
+				prec    Precision
+			}{{1, PrecisionFP32}, {2, PrecisionFP32}, {2, PrecisionBF16}} {
+				if run.prec == PrecisionBF16 && !kernel.BF16 {
+					continue
+				}
+				out, err := runFusedAttention(&Context{Threads: run.threads, Precision: run.prec}, n, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tol := func(w float64) float64 { return 2e-5 + 1e-4*math.Abs(w) }
+				if run.prec == PrecisionBF16 {
+					tol = func(w float64) float64 { return 1e-2 + 2e-2*math.Abs(w) }
+				}
+				for i, g := range out[0].Float32s() {
+					if !(math.Abs(float64(g)-wantY[i]) <= tol(wantY[i])) {
+						t.Fatalf("threads %d, %v: Y[%d] (row %d) = %g, want %g", run.threads, run.prec, i, i/c.dv, g, wantY[i])
+					}
+				}
+				if c.scoresMode != "" {
+					for i, g := range out[1].Float32s() {
+						if !(math.Abs(float64(g)-wantW[i]) <= tol(wantW[i])) {
+							t.Fatalf("threads %d, %v: weights[%d] = %g, want %g", run.threads, run.prec, i, g, wantW[i])
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestFusedAttentionUniformRowsOff checks that without the attribute such
+// rows stay NaN (Softmax of -inf everywhere), and that the attribute is
+// validated.
+func TestFusedAttentionUniformRowsOff(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	q, k, v := randTensor(r, 1, 4, 8), randTensor(r, 1, 4, 8), randTensor(r, 1, 4, 8)
+	mask := ir.FromSlice([]int{1, 1, 4}, []bool{true, true, false, false})
+	out, err := runFusedAttention(&Context{Threads: 1}, attnNode(iAttr("causal", 1), sAttr("mask_kind", MaskBoolTrueMasks)), []*ir.Tensor{q, k, v, mask})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := out[0].Float32s()
+	if !math.IsNaN(float64(y[0])) || !math.IsNaN(float64(y[8])) || math.IsNaN(float64(y[16])) {
+		t.Fatalf("rows 0 and 1 should be NaN, row 2 not: %v", y[:24])
+	}
+	_, err = runFusedAttention(&Context{Threads: 1}, attnNode(iAttr("masked_rows_uniform", 2)), []*ir.Tensor{q, k, v})
+	if err == nil || !strings.Contains(err.Error(), "masked_rows_uniform must be 0 or 1") {
+		t.Fatalf("got error %v", err)
+	}
+}
