@@ -24,6 +24,10 @@ func computeThreads(ctx *Context) int {
 // package ops/internal/parallel).
 func SpinTime() time.Duration { return parallel.SpinTime() }
 
+// SpinEnv names the environment variable that sets SpinTime when a process
+// starts (a Go duration such as 500us; 0 parks at once).
+const SpinEnv = parallel.SpinEnv
+
 // computeParallel splits [0, count) into at most threads contiguous chunks of
 // at least minChunk items and runs f on each, concurrently when there is more
 // than one chunk.

@@ -37,6 +37,7 @@ type loaded struct {
 type modelSettings struct {
 	instances, threads, maxQueue int
 	backend                      string
+	workerSpin                   *time.Duration // session.Options.WorkerSpin
 	policy                       repo.VersionPolicy
 	batching                     repo.Batching
 	batchingConfigured           bool // the model's config asked for batching
@@ -46,7 +47,7 @@ func (s *Server) settings(m *repo.Model) modelSettings {
 	c := m.Config
 	st := modelSettings{
 		instances: s.opts.Instances, threads: s.opts.Session.Threads, maxQueue: s.opts.MaxQueue,
-		backend: s.opts.Session.Backend, policy: s.opts.VersionPolicy,
+		backend: s.opts.Session.Backend, workerSpin: s.opts.Session.WorkerSpin, policy: s.opts.VersionPolicy,
 		batching: repo.Batching{MaxBatchSize: s.opts.MaxBatch, MaxQueueDelay: repo.Duration(s.opts.MaxQueueDelay)},
 	}
 	if c.Instances > 0 {
@@ -60,6 +61,10 @@ func (s *Server) settings(m *repo.Model) modelSettings {
 	}
 	if c.MaxQueue > 0 {
 		st.maxQueue = c.MaxQueue
+	}
+	if c.WorkerSpin != nil {
+		d := time.Duration(*c.WorkerSpin)
+		st.workerSpin = &d
 	}
 	if c.Backend != "" {
 		st.backend = c.Backend
@@ -247,7 +252,7 @@ func (s *Server) open(ctx context.Context, name string, v repo.Version, st model
 	version := v.String()
 	log := s.log.With("model", name, "version", version)
 	so := s.opts.Session
-	so.Backend, so.Threads = st.backend, st.threads
+	so.Backend, so.Threads, so.WorkerSpin = st.backend, st.threads, st.workerSpin
 	so.Logf = func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) }
 	pool, err := runner.Open(ctx, v.Path, runner.Options{
 		Instances: st.instances,

@@ -594,3 +594,32 @@ func TestDeadlineStopsTheRun(t *testing.T) {
 		t.Logf("%s: answered in %v", c.name, took)
 	}
 }
+
+// TestWorkerSpinSettings checks that the server's default worker spin and a
+// model's config.yaml worker_spin reach that model's backend processes.
+func TestWorkerSpinSettings(t *testing.T) {
+	dir := repository(t, map[string]string{"tiny/1": "s003_self_attention", "mha/1": "s000_multi_head"})
+	if err := os.WriteFile(filepath.Join(dir, "mha", "config.yaml"), []byte("worker_spin: 0s\ninstances: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spin := 300 * time.Microsecond
+	opts := Options{Repository: dir, Instances: 1}
+	opts.Session.WorkerSpin = &spin
+	s := start(t, opts)
+	for name, want := range map[string]string{"tiny": "300µs", "mha": "0s"} {
+		l, err := s.lookup(name, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs := l.runner.(*runner.Pool).Session().Backends()
+		l.users.Done()
+		if len(bs) == 0 {
+			t.Fatalf("%s: no backends", name)
+		}
+		for _, b := range bs {
+			if got := b.Details["spin"]; got != want {
+				t.Errorf("%s: backend instance %d spins %q, want %s", name, b.Instance, got, want)
+			}
+		}
+	}
+}

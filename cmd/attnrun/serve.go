@@ -41,6 +41,7 @@ type serveFlags struct {
 	drainTimeout    time.Duration
 	logFormat       string
 	logLevel        string
+	workerSpin      string
 }
 
 func newServeCmd(g *globalFlags) *cobra.Command {
@@ -79,6 +80,7 @@ requests in progress finish (up to --drain-timeout), then the server exits.`,
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 8*time.Second, "on SIGTERM, longest wait for requests in progress before exiting")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "least severe log level: debug (every request), info, warn or error")
+	fl.StringVar(&f.workerSpin, "worker-spin", "", "how long the backends' idle compute workers poll for work before parking, e.g. 0, 50us or 2ms (default: the backend's, $ATTNRUN_SPIN or 2ms); shorter leaves the cores to clients on the same machine; a model's config.yaml may override")
 	return cmd
 }
 
@@ -127,6 +129,13 @@ func (f *serveFlags) serverOptions(g *globalFlags, logger *slog.Logger) (serve.O
 	}
 	so := g.sessionOptions()
 	so.Logf = nil // set per model by the server
+	if f.workerSpin != "" {
+		d, err := time.ParseDuration(f.workerSpin)
+		if err != nil || d < 0 {
+			return zero, usageErrorf("--worker-spin %q: want a duration ≥ 0 like 0, 50us or 2ms", f.workerSpin)
+		}
+		so.WorkerSpin = &d
+	}
 	return serve.Options{
 		Repository: f.repository, Models: models, Session: so,
 		Instances: f.instances, MaxQueue: f.maxQueue,

@@ -137,6 +137,7 @@ func launchSpec(name string, opts *Options) (plugins.LaunchSpec, string, error) 
 			// one with GOMAXPROCS 2, ~1.7× with 1).
 			cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(opts.Threads))
 		}
+		cmd.Env = append(cmd.Env, opts.spinEnv()...)
 		spec.Cmd = cmd
 		return spec, "", nil
 	}
@@ -151,7 +152,7 @@ func launchSpec(name string, opts *Options) (plugins.LaunchSpec, string, error) 
 		return spec, "", fmt.Errorf("backend %q: %s is refused: %w", name, path, err)
 	}
 	cmd := exec.Command(path)
-	cmd.Env = []string{ServeBackendEnv + "="} // an attnrun-backend-* is a backend by itself
+	cmd.Env = append([]string{ServeBackendEnv + "="}, opts.spinEnv()...) // an attnrun-backend-* is a backend by itself
 	spec.Cmd, spec.Exe = cmd, f
 	return spec, path, nil
 }

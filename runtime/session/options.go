@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/attnrun/attnrun/ops"
 	"github.com/attnrun/attnrun/plugins"
 	"github.com/attnrun/attnrun/runtime/budget"
 )
@@ -94,6 +95,16 @@ type Options struct {
 	// backend process sets to the budget, to this program. Other backends
 	// (plugins) always run in processes of their own.
 	InProcess bool
+	// WorkerSpin, when set, is how long the compute workers of each
+	// backend process poll for their next parallel region (or run) before
+	// parking, passed to it as ops.SpinEnv; nil leaves the backend's own
+	// default (the host's ATTNRUN_SPIN if set, else 2ms, ops.SpinTime).
+	// Shorter gives the cores back to other processes between runs (a
+	// server and its clients on the same machine: see the README's serve
+	// measurements), longer keeps a steady stream of runs from waiting for
+	// parked vCPUs to wake. Not with InProcess: those workers are this
+	// process's, set by ATTNRUN_SPIN before it starts.
+	WorkerSpin *time.Duration
 	// NoSharedMemory makes tensors travel as bytes inside the gRPC messages
 	// instead of through the memory region shared with each backend
 	// process (see package plugins); for measurement and diagnosis.
@@ -144,6 +155,14 @@ func (o *Options) defaults() error {
 	if o.Threads < 0 {
 		return fmt.Errorf("%d threads is negative (Options.Threads)", o.Threads)
 	}
+	if o.WorkerSpin != nil {
+		switch {
+		case *o.WorkerSpin < 0:
+			return fmt.Errorf("worker spin %v is negative (Options.WorkerSpin)", *o.WorkerSpin)
+		case o.InProcess:
+			return fmt.Errorf("Options.WorkerSpin sets backend processes' spin; an in-process backend's workers spin as this process's %s says", ops.SpinEnv)
+		}
+	}
 	if o.Threads == 0 && o.Instances > 1 {
 		o.Threads = max(1, runtime.GOMAXPROCS(0)/o.Instances)
 	}
@@ -166,6 +185,15 @@ func (o *Options) defaults() error {
 		o.SelfExe = exe
 	}
 	return nil
+}
+
+// spinEnv is the environment that passes WorkerSpin to a backend process
+// (none when it is not set).
+func (o *Options) spinEnv() []string {
+	if o.WorkerSpin == nil {
+		return nil
+	}
+	return []string{ops.SpinEnv + "=" + o.WorkerSpin.String()}
 }
 
 // compileOptions are the options every partition is compiled with.

@@ -17,6 +17,7 @@ import (
 //	backend: cpu            # attnrun backend (attnrun backends lists them)
 //	instances: 2            # backend instances, runs in parallel
 //	threads: 1              # compute threads per instance
+//	worker_spin: 50us       # how long idle compute workers poll before parking
 //	max_queue: 64           # requests waiting before 503 / UNAVAILABLE
 //	version_policy: {latest: 1}   # or {all: true} or {specific: [1, 3]}
 //	dynamic_batching:
@@ -26,6 +27,7 @@ type Config struct {
 	Backend         string         `yaml:"backend"`
 	Instances       int            `yaml:"instances"`
 	Threads         int            `yaml:"threads"`
+	WorkerSpin      *Duration      `yaml:"worker_spin"`
 	MaxQueue        int            `yaml:"max_queue"`
 	VersionPolicy   *VersionPolicy `yaml:"version_policy"`
 	DynamicBatching *Batching      `yaml:"dynamic_batching"`

@@ -48,7 +48,7 @@ func TestRead(t *testing.T) {
 	dir := layout(t, map[string]string{
 		"mha/1/model.onnx": "", "mha/3/model.onnx": "", "mha/12/model.onnx": "",
 		"mha/notes/readme": "x", "mha/01/model.onnx": "", "mha/0/model.onnx": "",
-		"mha/config.yaml":      "instances: 2\ndynamic_batching: {max_batch_size: 8, max_queue_delay: 500us}\n",
+		"mha/config.yaml":      "instances: 2\nworker_spin: 50us\ndynamic_batching: {max_batch_size: 8, max_queue_delay: 500us}\n",
 		".hidden/1/model.onnx": "", "tiny/2/model.onnx": "", "stray.txt": "x",
 	})
 	names, err := Names(dir)
@@ -62,7 +62,8 @@ func TestRead(t *testing.T) {
 	if got := versions(m.Versions); !reflect.DeepEqual(got, []int64{1, 3, 12}) {
 		t.Fatalf("versions %v (0 and 01 are not versions; notes is not numeric)", got)
 	}
-	if m.Config.Instances != 2 || m.Config.DynamicBatching.MaxBatchSize != 8 || time.Duration(m.Config.DynamicBatching.MaxQueueDelay) != 500*time.Microsecond {
+	if m.Config.Instances != 2 || m.Config.DynamicBatching.MaxBatchSize != 8 || time.Duration(m.Config.DynamicBatching.MaxQueueDelay) != 500*time.Microsecond ||
+		m.Config.WorkerSpin == nil || time.Duration(*m.Config.WorkerSpin) != 50*time.Microsecond {
 		t.Fatalf("config %+v %+v", m.Config, m.Config.DynamicBatching)
 	}
 	for policy, want := range map[string][]int64{"latest": {12}, "latest:2": {3, 12}, "latest:9": {1, 3, 12}, "all": {1, 3, 12}} {
@@ -99,6 +100,8 @@ func TestReadErrors(t *testing.T) {
 		"badpol/config.yaml":    "version_policy: {latest: 2, all: true}\n",
 		"negative/1/model.onnx": "",
 		"negative/config.yaml":  "instances: -1\n",
+		"negspin/1/model.onnx":  "",
+		"negspin/config.yaml":   "worker_spin: -1ms\n",
 	})
 	for name, want := range map[string]string{
 		"empty":    "no version directories",
@@ -107,6 +110,7 @@ func TestReadErrors(t *testing.T) {
 		"baddur":   `"soon" is not a duration`,
 		"badpol":   "exactly one of latest, all, specific",
 		"negative": "instances must be ≥ 1",
+		"negspin":  `"-1ms" is not a duration ≥ 0`,
 		"missing":  "no directory",
 		"bad/name": "model name",
 	} {
