@@ -779,7 +779,7 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 		}
 		// keys[pn]: the block's keys panel pn's probabilities cover (the
 		// fast path stops at the last key any of its queries sees).
-		var keysa [attnQBlock / 8]int
+		var keysa [attnQBlock]int // panels ≤ attnQBlock whatever attnNR
 		keys := keysa[:panels]
 		if plain := p.masksPlain(w.cls[:rows]); p.scoresExp && (plain || p.keyBias != nil) {
 			var bias []float32 // the per-key mask, where it hides or changes a score of the block

@@ -206,15 +206,6 @@ func repeatEach(v []float64, k int) []float64 {
 	return out
 }
 
-// floats64Of returns a float tensor's elements as float64 (a copy unless
-// it is float64).
-func floats64Of(t *ir.Tensor) []float64 {
-	if d, ok := t.Data.([]float64); ok {
-		return d
-	}
-	return layerNormFloat64s(t)
-}
-
 // groupNormRows writes into y (X's type and shape) x of shape [N, C, …]
 // normalized over each block of C/groups consecutive channels at every
 // position after them, channel c then scaled by scale[c] and shifted by

@@ -190,7 +190,7 @@ func runLayerNorm(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, erro
 			return nil, n.Errorf("input %s has element type %v, X has %v", name, p.DType, x.DType)
 		}
 		expand := func() any {
-			e, _ := expandTo(layerNormFloat64s(p), p.Shape, norm)
+			e, _ := expandTo(floats64Of(p), p.Shape, norm)
 			return e
 		}
 		// Scale and bias are weights: widened and expanded once per
@@ -342,8 +342,9 @@ func layerNormRow[T float32 | float64](x []float64, y []T, mu, inv float64, scal
 	}
 }
 
-// layerNormFloat64s widens a float tensor's elements to float64.
-func layerNormFloat64s(t *ir.Tensor) []float64 {
+// floats64Of returns a float tensor's elements as float64: a widened copy,
+// or the data itself when it is float64.
+func floats64Of(t *ir.Tensor) []float64 {
 	switch d := t.Data.(type) {
 	case []float64:
 		return d

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"math"
 	"slices"
-	"unsafe"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops"
@@ -368,7 +367,7 @@ func (f *fuser) causalPattern(name string, hide bool, x string) (off int, absorb
 	if !ok {
 		return 0, nil, false
 	}
-	off, ok = causalOffset(boolBytes(data.Bools()), v, boolByte(hide))
+	off, ok = causalOffset(ir.BytesOf(data.Data), v, boolByte(hide))
 	return off, absorbs, ok
 }
 
@@ -464,11 +463,6 @@ func causalOffset(data []byte, v ops.View, hide byte) (int, bool) {
 			return off, true
 		}
 	}
-}
-
-// boolBytes views bools as their bytes (0 or 1).
-func boolBytes(b []bool) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b))), len(b))
 }
 
 // boolByte is a bool's byte (0 or 1).
