@@ -443,6 +443,28 @@ SPECS = [
 ]
 
 
+
+def at_opset(name, opset, notes):
+    """The spec of model `name` exported at an older opset, as users export it
+    (torch 1.13's default opset_version is 14; older scripts pin 11-13), named
+    <name>_opset<N>, with its own data sets."""
+    base = next(s for s in SPECS if s.name == name)
+    return base._replace(name="%s_opset%d" % (name, opset), opset=opset,
+                         notes="%s at opset %d: %s" % (name, opset, notes))
+
+
+# A few older-opset exports, so that conformance, ort-diff and the fusion
+# tests cover those op forms (models/export_opsets.py probes them all).
+SPECS += [
+    at_opset("s000_multi_head", 14, "torch.onnx.export's default opset (no opset_version given)"),
+    at_opset("s000_causal_or", 11, "Split/Squeeze/Unsqueeze with attribute axes and split sizes, "
+             "Softmax(axis=-1) with opset 11's 2-D coercion (a last-axis softmax here)"),
+    at_opset("s001_encoder_2x4", 14, "no LayerNormalization before opset 17: each LayerNorm is "
+             "ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add"),
+    at_opset("t5_attention", 13, "Reshape-13 (no allowzero) and the bucket Min on int64 (Min-12 on; "
+             "torch exports it at opset 11 too, where Min takes floats only and ONNX Runtime refuses the file)"),
+]
+
 # ---------------------------------------------------------------------------
 # export
 # ---------------------------------------------------------------------------
@@ -922,7 +944,12 @@ def write_readme(path, rows):
              "attention fusion on the patterns real exports contain), and diffusers' spatial self-attention "
              "block of diffusion UNets/VAEs (GroupNorm over the channels, which torch 1.13 exports as "
              "InstanceNormalization; the pixels as the sequence). Exported with `--only` as well; "
-             "`output_K.pb` holds graph output K where a model has several.\n")
+             "`output_K.pb` holds graph output K where a model has several.")
+    L.append("- Models named `*_opsetN`: a model above exported at opset N (11, 13 or 14, which is "
+             "torch.onnx.export's default when no opset_version is given) with its own data sets, for the "
+             "older op forms users' exports carry: Split/Squeeze/Unsqueeze with attribute axes and Softmax's "
+             "2-D coercion (opset <= 12), no LayerNormalization (opset < 17). `models/export_opsets.py DIR` "
+             "exports every model at opsets 11, 13, 14 and 16 into a scratch directory.\n")
     L.append("| name | seed | module | inputs | output | ops | init | max err | notes |")
     L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
@@ -942,7 +969,10 @@ def write_readme(path, rows):
     for r in rows:
         for q in r["quirks"]:
             L.append("- `%s`: %s" % (r["spec"].name, q))
-    L.append("- Opset import: %s for every model." % ", ".join("%s %d" % o for o in rows[0]["opset"]))
+    older = [r for r in rows if r["spec"].opset != OPSET]
+    L.append("- Opset import: %s for every model but the %s, exported at the opset their names end in "
+             "(`at_opset` in export.py)." % (", ".join("%s %d" % o for o in rows[0]["opset"]),
+                                              ", ".join("`%s`" % r["spec"].name for r in older)))
     L.append("- `nn.Linear` on 3-D input exports as `MatMul` with a pre-transposed weight initializer "
              "followed by `Add` of the bias (no `Gemm`); without bias it is a bare `MatMul`. "
              "`nn.MultiheadAttention` applies its output projection to a 2-D view: `Gemm` (transB=1).")
