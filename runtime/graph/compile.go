@@ -35,7 +35,9 @@ type Options struct {
 	// rewrite (fuse_matmul.go), which folds transposes, head-split views and
 	// bias Adds into com.attnrun:FusedMatMul, and the GELU rewrite
 	// (fuse_gelu.go), which makes the exported x·0.5·(1 + Erf(x/√2)) one
-	// Gelu.
+	// Gelu, and the layer norm rewrite (fuse_layernorm.go), which makes
+	// the ReduceMean/Sub/Pow/Sqrt/Div chain of opset < 17 exports one
+	// LayerNormalization.
 	NoFuse bool
 	// AllowInternalOps lets the model's own nodes use the com.attnrun
 	// domain, attnrun's internal ops, which only its graph rewrites make
