@@ -1,8 +1,6 @@
 package graph
 
 import (
-	"slices"
-
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops"
 )
@@ -58,22 +56,7 @@ func (p *Program) fuseLayerNorms(pl *plan, types map[string]ops.Value) {
 		if !f.inferMatches(schema, ln, m.out) {
 			continue // a scale or bias that broadcasts wider than the normalized dims
 		}
-		last := slices.Max(m.steps)
-		args := make([]int, len(inputs))
-		for k, name := range inputs {
-			args[k] = f.slot[name]
-		}
-		ls := step{index: pl.steps[last].index, node: ln, schema: schema, ctx: ops.Context{Opset: 17, Threads: st.ctx.Threads},
-			args: args, outs: []int{f.slot[m.out]}, want: []ir.TypeInfo{types[m.out].Type}}
-		fusion := Fusion{Node: ln}
-		for k := range pl.steps { // graph order
-			if slices.Contains(m.steps, k) {
-				fusion.Replaced = append(fusion.Replaced, pl.steps[k].node)
-				f.removed[k] = true
-			}
-		}
-		replace[last] = []step{ls}
-		pl.fusions = append(pl.fusions, fusion)
+		f.replaceChain(ln, schema, 17, st.ctx.Threads, m.steps, replace)
 	}
 	if len(replace) > 0 {
 		pl.steps = replaceSteps(pl.steps, replace, f.removed)
