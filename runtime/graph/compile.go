@@ -247,7 +247,12 @@ func (p *Program) infer(types map[string]ops.Value, reserve func(int64) bool) er
 			return err
 		}
 		if s.TypeInput >= 0 && s.TypeInput < len(in) && in[s.TypeInput].Present() && !s.TakesDType(in[s.TypeInput].Type.DType) {
-			return n.Errorf("input %d has element type %v, which this op does not take (it takes %v)", s.TypeInput, in[s.TypeInput].Type.DType, s.DTypes)
+			dt := in[s.TypeInput].Type.DType
+			if since, ok := s.LaterVersionTaking(dt); ok {
+				return n.Errorf("input %d has element type %v, which this op does not take at opset %d (it takes %v; %s-%d takes %v: export the model at opset %d or later)",
+					s.TypeInput, dt, p.Opsets[n], s.DTypes, n.OpType, since, dt, since)
+			}
+			return n.Errorf("input %d has element type %v, which this op does not take (it takes %v)", s.TypeInput, dt, s.DTypes)
 		}
 		out, err := s.Infer(n, p.Opsets[n], in)
 		if err != nil {
