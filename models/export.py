@@ -147,13 +147,15 @@ H = 4       # heads
 CTX = 64    # context size for seed 000 CausalAttention
 
 Spec = collections.namedtuple(
-    "Spec", "name seed module build inputs outputs datasets notes dim_params",
-    defaults=(None,))
+    "Spec", "name seed module build inputs outputs datasets notes dim_params opset",
+    defaults=(None, OPSET))
 # inputs: list of (name, shape (ints or axis names), generator, dtype label)
 # outputs: list of (name, shape)
 # datasets: list of {axis name: size}; the first is the export shape
 # dim_params: {axis name: dim_param name} where the exported name differs
 #   from the axis name (two axes of independent sizes exported under one name)
+# opset: the opset_version passed to torch.onnx.export (OPSET unless a model
+#   stands for the older exports users make; see at_opset)
 
 
 def _std_sets(**extra):
@@ -441,6 +443,28 @@ SPECS = [
 ]
 
 
+
+def at_opset(name, opset, notes):
+    """The spec of model `name` exported at an older opset, as users export it
+    (torch 1.13's default opset_version is 14; older scripts pin 11-13), named
+    <name>_opset<N>, with its own data sets."""
+    base = next(s for s in SPECS if s.name == name)
+    return base._replace(name="%s_opset%d" % (name, opset), opset=opset,
+                         notes="%s at opset %d: %s" % (name, opset, notes))
+
+
+# A few older-opset exports, so that conformance, ort-diff and the fusion
+# tests cover those op forms (models/export_opsets.py probes them all).
+SPECS += [
+    at_opset("s000_multi_head", 14, "torch.onnx.export's default opset (no opset_version given)"),
+    at_opset("s000_causal_or", 11, "Split/Squeeze/Unsqueeze with attribute axes and split sizes, "
+             "Softmax(axis=-1) with opset 11's 2-D coercion (a last-axis softmax here)"),
+    at_opset("s001_encoder_2x4", 14, "no LayerNormalization before opset 17: each LayerNorm is "
+             "ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add"),
+    at_opset("t5_attention", 13, "Reshape-13 (no allowzero) and the bucket Min on int64 (Min-12 on; "
+             "torch exports it at opset 11 too, where Min takes floats only and ONNX Runtime refuses the file)"),
+]
+
 # ---------------------------------------------------------------------------
 # export
 # ---------------------------------------------------------------------------
@@ -495,7 +519,7 @@ def export_model(model, spec, arrays, path):
             input_names=[n for n, *_ in spec.inputs],
             output_names=[n for n, *_ in spec.outputs],
             dynamic_axes={**dyn_axes(spec.inputs, spec.dim_params), **dyn_axes(spec.outputs, spec.dim_params)},
-            opset_version=OPSET,
+            opset_version=spec.opset,
             do_constant_folding=True,
         )
 
@@ -535,7 +559,26 @@ _NP_UNARY = {
 _NP_BINARY = {"Greater": np.greater, "Less": np.less, "Min": np.minimum, "Max": np.maximum}
 
 
+def _axes_of(node, x, a):
+    """Squeeze/Unsqueeze/Reduce* axes: an input from opset 13 (18 for
+    ReduceMean), the `axes` attribute before; None when neither is given."""
+    if len(x) > 1 and x[1] is not None:
+        return [int(v) for v in x[1]]
+    if "axes" in a:
+        return [int(v) for v in a["axes"]]
+    return None
+
+
+def _np_softmax_coerced(x, axis):
+    """Softmax at opset <= 12: the input is coerced to 2-D [prod(dims[:axis]),
+    prod(dims[axis:])] and the softmax runs over the second dimension."""
+    axis %= x.ndim
+    flat = x.reshape(int(np.prod(x.shape[:axis], dtype=np.int64)), -1)
+    return _np_softmax(flat, -1).reshape(x.shape)
+
+
 def run_numpy(model, feeds):
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), OPSET)
     env = dict(feeds)
     for init in model.graph.initializer:
         env[init.name] = numpy_helper.to_array(init)
@@ -589,13 +632,14 @@ def run_numpy(model, feeds):
                 out = [x[0].astype(dt)]
         elif op == "Unsqueeze":
             y = x[0]
-            axes = sorted(int(v) % (y.ndim + len(x[1])) for v in x[1])
+            axes = _axes_of(node, x, a)
+            axes = sorted(v % (y.ndim + len(axes)) for v in axes)
             for ax in axes:
                 y = np.expand_dims(y, ax)
             out = [y]
         elif op == "Squeeze":
-            out = [np.squeeze(x[0], axis=tuple(int(v) for v in x[1])) if len(x) > 1 and x[1] is not None
-                   else np.squeeze(x[0])]
+            axes = _axes_of(node, x, a)
+            out = [np.squeeze(x[0], axis=tuple(axes)) if axes is not None else np.squeeze(x[0])]
         elif op == "Concat":
             out = [np.concatenate(x, axis=a["axis"])]
         elif op == "Reshape":
@@ -607,6 +651,8 @@ def run_numpy(model, feeds):
             axis = a.get("axis", 0)
             if len(x) > 1 and x[1] is not None:
                 parts = [int(v) for v in x[1]]
+            elif "split" in a:  # opset <= 12: the sizes are an attribute
+                parts = [int(v) for v in a["split"]]
             else:
                 n = len(node.output)
                 parts = [x[0].shape[axis] // n] * n
@@ -614,7 +660,10 @@ def run_numpy(model, feeds):
         elif op == "Transpose":
             out = [np.transpose(x[0], a.get("perm"))]
         elif op == "Softmax":
-            out = [_np_softmax(x[0], a.get("axis", -1))]
+            if opset <= 12:
+                out = [_np_softmax_coerced(x[0], a.get("axis", 1))]
+            else:
+                out = [_np_softmax(x[0], a.get("axis", -1))]
         elif op == "Slice":
             data = x[0]
             starts, ends = x[1], x[2]
@@ -673,9 +722,9 @@ def run_numpy(model, feeds):
         elif op in _NP_BINARY:
             out = [_NP_BINARY[op](x[0], x[1])]
         elif op in ("ReduceSum", "ReduceMean"):
-            # ReduceSum takes its axes as an input (opset 13), ReduceMean as an attribute (opset 17)
-            axes = x[1] if len(x) > 1 and x[1] is not None else a.get("axes")
-            axes = tuple(int(v) for v in axes) if axes is not None else None
+            # ReduceSum takes its axes as an input from opset 13, ReduceMean from opset 18
+            axes = _axes_of(node, x, a)
+            axes = tuple(axes) if axes is not None else None
             f = np.sum if op == "ReduceSum" else np.mean
             out = [f(x[0], axis=axes, keepdims=bool(a.get("keepdims", 1))).astype(x[0].dtype)]
         elif op == "Einsum":
@@ -758,6 +807,70 @@ def full_check_quirks(om):
     return []
 
 
+def export_one(spec, outdir, fresh, failures):
+    """Exports one spec into outdir/<name> (when fresh; otherwise checks the
+    files on disk), checks every data set with the numpy interpreter,
+    appends what does not match to failures and returns the README row."""
+    d = os.path.join(outdir, spec.name)
+    path = os.path.join(d, "model.onnx")
+    if fresh:
+        if os.path.isdir(d):
+            shutil.rmtree(d)
+        os.makedirs(d)
+        model = build(spec)
+        export_inputs = make_inputs(spec, spec.datasets[0], seed=1000)
+        export_model(model, spec, export_inputs, path)
+
+    onnx.checker.check_model(path)
+    om = onnx.load(path)
+    extra_quirks = full_check_quirks(om)
+
+    worst = 0.0
+    for i, sizes in enumerate(spec.datasets):
+        sd = os.path.join(d, "test_data_set_%d" % i)
+        if fresh:
+            arrays = make_inputs(spec, sizes, seed=100 * (i + 1) + len(spec.name))
+            ys = run_torch_outputs(model, arrays)
+            assert len(ys) == len(spec.outputs), (spec.name, "outputs")
+            for y in ys:
+                assert np.isfinite(y).all(), (spec.name, i, "non-finite PyTorch output")
+            os.makedirs(sd)
+            for k, ((name, *_), arr) in enumerate(zip(spec.inputs, arrays)):
+                write_tensor(os.path.join(sd, "input_%d.pb" % k), arr, name)
+            for k, ((name, *_), y) in enumerate(zip(spec.outputs, ys)):
+                write_tensor(os.path.join(sd, "output_%d.pb" % k), y, name)
+        else:
+            ys = [read_tensor(os.path.join(sd, "output_%d.pb" % k)) for k in range(len(spec.outputs))]
+
+        # reload what was written and check the graph against it
+        feeds = {}
+        for k, (name, *_) in enumerate(spec.inputs):
+            t = onnx.TensorProto()
+            with open(os.path.join(sd, "input_%d.pb" % k), "rb") as f:
+                t.ParseFromString(f.read())
+            assert t.name == name
+            feeds[name] = numpy_helper.to_array(t)
+        for k, (got, y) in enumerate(zip(run_numpy(om, feeds), ys)):
+            if got.shape != y.shape:
+                failures.append("%s set %d output %d: shape %s != %s" % (spec.name, i, k, got.shape, y.shape))
+                continue
+            err = float(np.max(np.abs(got - y))) if y.size else 0.0
+            worst = max(worst, err)
+            if not err <= 1e-4:
+                failures.append("%s set %d output %d: max abs err %g" % (spec.name, i, k, err))
+
+    hist = op_histogram(om)
+    row = summary_row(spec, om, worst, extra_quirks, path)
+    print("%-30s opset %s  err %.2e  %s" % (spec.name, row["opset"], worst, dict(sorted(hist.items()))))
+    for line in row["inputs"]:
+        print("    in  " + line)
+    for line in row["outputs"]:
+        print("    out " + line)
+    for line in row["quirks"]:
+        print("    quirk: " + line)
+    return row
+
+
 def export_all(outdir, readme, only=None):
     """Exports every spec, or only those named in `only`: the others' files
     are checked (and summarized in the README) as they are on disk."""
@@ -767,64 +880,8 @@ def export_all(outdir, readme, only=None):
     rows = []
     failures = []
     for spec in SPECS:
-        d = os.path.join(outdir, spec.name)
-        path = os.path.join(d, "model.onnx")
         fresh = only is None or spec.name in only
-        if fresh:
-            if os.path.isdir(d):
-                shutil.rmtree(d)
-            os.makedirs(d)
-            model = build(spec)
-            export_inputs = make_inputs(spec, spec.datasets[0], seed=1000)
-            export_model(model, spec, export_inputs, path)
-
-        onnx.checker.check_model(path)
-        om = onnx.load(path)
-        extra_quirks = full_check_quirks(om)
-
-        worst = 0.0
-        for i, sizes in enumerate(spec.datasets):
-            sd = os.path.join(d, "test_data_set_%d" % i)
-            if fresh:
-                arrays = make_inputs(spec, sizes, seed=100 * (i + 1) + len(spec.name))
-                ys = run_torch_outputs(model, arrays)
-                assert len(ys) == len(spec.outputs), (spec.name, "outputs")
-                for y in ys:
-                    assert np.isfinite(y).all(), (spec.name, i, "non-finite PyTorch output")
-                os.makedirs(sd)
-                for k, ((name, *_), arr) in enumerate(zip(spec.inputs, arrays)):
-                    write_tensor(os.path.join(sd, "input_%d.pb" % k), arr, name)
-                for k, ((name, *_), y) in enumerate(zip(spec.outputs, ys)):
-                    write_tensor(os.path.join(sd, "output_%d.pb" % k), y, name)
-            else:
-                ys = [read_tensor(os.path.join(sd, "output_%d.pb" % k)) for k in range(len(spec.outputs))]
-
-            # reload what was written and check the graph against it
-            feeds = {}
-            for k, (name, *_) in enumerate(spec.inputs):
-                t = onnx.TensorProto()
-                with open(os.path.join(sd, "input_%d.pb" % k), "rb") as f:
-                    t.ParseFromString(f.read())
-                assert t.name == name
-                feeds[name] = numpy_helper.to_array(t)
-            for k, (got, y) in enumerate(zip(run_numpy(om, feeds), ys)):
-                if got.shape != y.shape:
-                    failures.append("%s set %d output %d: shape %s != %s" % (spec.name, i, k, got.shape, y.shape))
-                    continue
-                err = float(np.max(np.abs(got - y))) if y.size else 0.0
-                worst = max(worst, err)
-                if not err <= 1e-4:
-                    failures.append("%s set %d output %d: max abs err %g" % (spec.name, i, k, err))
-
-        hist = op_histogram(om)
-        rows.append(summary_row(spec, om, worst, extra_quirks, path))
-        print("%-30s opset %s  err %.2e  %s" % (spec.name, rows[-1]["opset"], worst, dict(sorted(hist.items()))))
-        for line in rows[-1]["inputs"]:
-            print("    in  " + line)
-        for line in rows[-1]["outputs"]:
-            print("    out " + line)
-        for line in rows[-1]["quirks"]:
-            print("    quirk: " + line)
+        rows.append(export_one(spec, outdir, fresh, failures))
 
     if readme:
         write_readme(os.path.join(outdir, "README.md"), rows)
@@ -887,7 +944,12 @@ def write_readme(path, rows):
              "attention fusion on the patterns real exports contain), and diffusers' spatial self-attention "
              "block of diffusion UNets/VAEs (GroupNorm over the channels, which torch 1.13 exports as "
              "InstanceNormalization; the pixels as the sequence). Exported with `--only` as well; "
-             "`output_K.pb` holds graph output K where a model has several.\n")
+             "`output_K.pb` holds graph output K where a model has several.")
+    L.append("- Models named `*_opsetN`: a model above exported at opset N (11, 13 or 14, which is "
+             "torch.onnx.export's default when no opset_version is given) with its own data sets, for the "
+             "older op forms users' exports carry: Split/Squeeze/Unsqueeze with attribute axes and Softmax's "
+             "2-D coercion (opset <= 12), no LayerNormalization (opset < 17). `models/export_opsets.py DIR` "
+             "exports every model at opsets 11, 13, 14 and 16 into a scratch directory.\n")
     L.append("| name | seed | module | inputs | output | ops | init | max err | notes |")
     L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
@@ -907,7 +969,10 @@ def write_readme(path, rows):
     for r in rows:
         for q in r["quirks"]:
             L.append("- `%s`: %s" % (r["spec"].name, q))
-    L.append("- Opset import: %s for every model." % ", ".join("%s %d" % o for o in rows[0]["opset"]))
+    older = [r for r in rows if r["spec"].opset != OPSET]
+    L.append("- Opset import: %s for every model but the %s, exported at the opset their names end in "
+             "(`at_opset` in export.py)." % (", ".join("%s %d" % o for o in rows[0]["opset"]),
+                                              ", ".join("`%s`" % r["spec"].name for r in older)))
     L.append("- `nn.Linear` on 3-D input exports as `MatMul` with a pre-transposed weight initializer "
              "followed by `Add` of the bias (no `Gemm`); without bias it is a bare `MatMul`. "
              "`nn.MultiheadAttention` applies its output projection to a 2-D view: `Gemm` (transB=1).")

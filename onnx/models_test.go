@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -92,11 +93,21 @@ func TestReferenceModels(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Facts every export shares (models/README.md): PyTorch's at
-			// opset 17, or models/export_opset23.py's graphs on PyTorch
-			// weights at opset 23 (IR 11).
+			// opset 17, or at the older opset N a name ending in _opsetN
+			// gives (IR 6 at opset 11), or models/export_opset23.py's graphs
+			// on PyTorch weights at opset 23 (IR 11).
 			opset, producer, minIR := int64(17), "pytorch", int64(7)
 			if m.ProducerName == "attnrun models/export_opset23.py" {
 				opset, producer, minIR = 23, m.ProducerName, 11
+			} else if _, v, ok := strings.Cut(modelName(path), "_opset"); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					t.Fatalf("model name suffix _opset%s: %v", v, err)
+				}
+				opset = n
+				if n <= 11 {
+					minIR = 6
+				}
 			}
 			if v, ok := m.OpsetFor(""); !ok || v != opset {
 				t.Errorf("default opset = %d, %v; want %d", v, ok, opset)

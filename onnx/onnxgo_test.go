@@ -50,6 +50,7 @@ import (
 var onnxGoFails = map[string]ir.DType{
 	"s000_causal":                 ir.Bool,  // bool initializer causal_mask
 	"s000_causal_or":              ir.Bool,  // bool initializer causal_mask
+	"s000_causal_or_opset11":      ir.Bool,  // bool initializer causal_mask
 	"s001_decoder_self_attention": ir.Bool,  // bool Constant (Trilu mask)
 	"s004_multi_head_bmm_causal":  ir.Bool,  // bool Constant (Trilu mask)
 	"gpt2_attention":              ir.Uint8, // uint8 initializer (the causal buffer)

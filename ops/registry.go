@@ -322,3 +322,18 @@ func (s *Schema) CheckNarrow(n *ir.Node, in []Value) error {
 	}
 	return nil
 }
+
+// LaterVersionTaking returns the first opset after s's range from which
+// the same op takes element type dt (Min takes int64 from Min-12, Pad bool
+// from Pad-13), and false when no later version registered takes it. It
+// names the fix for exporters that emit an op on a type its version at the
+// model's opset does not allow (torch.onnx at opset 11 does both).
+func (s *Schema) LaterVersionTaking(dt ir.DType) (int, bool) {
+	first, ok := 0, false
+	for _, o := range reg.byKey[s.Key()] {
+		if o.Since > s.Until && o.TakesDType(dt) && (!ok || o.Since < first) {
+			first, ok = o.Since, true
+		}
+	}
+	return first, ok
+}

@@ -631,7 +631,10 @@ var gpuMissingOps = map[string][]string{
 	"llama_attention_opset17": {"Cos", "ReduceMean", "Sin"},
 	"llama_padded_attention":  {"Cos", "CumSum", "Sin"},
 	"t5_attention":            {"Min", "Range"}, // folded on the host at run time
-	"torch_mha_need_weights":  {"ReduceSum"},
+	"t5_attention_opset13":    {"Min", "Range"}, // as t5_attention
+	// The opset-14 encoder's LayerNorms are ReduceMean chains (no GPU ReduceMean kernel yet).
+	"s001_encoder_2x4_opset14": {"ReduceMean"},
+	"torch_mha_need_weights":   {"ReduceSum"},
 
 	// nn.GroupNorm exports as InstanceNormalization, which has no GPU kernel yet.
 	"diffusers_spatial_attention": {"InstanceNormalization"},

@@ -35,7 +35,9 @@ type Options struct {
 	// rewrite (fuse_matmul.go), which folds transposes, head-split views and
 	// bias Adds into com.attnrun:FusedMatMul, and the GELU rewrite
 	// (fuse_gelu.go), which makes the exported x·0.5·(1 + Erf(x/√2)) one
-	// Gelu.
+	// Gelu, and the layer norm rewrite (fuse_layernorm.go), which makes
+	// the ReduceMean/Sub/Pow/Sqrt/Div chain of opset < 17 exports one
+	// LayerNormalization.
 	NoFuse bool
 	// AllowInternalOps lets the model's own nodes use the com.attnrun
 	// domain, attnrun's internal ops, which only its graph rewrites make
@@ -245,7 +247,12 @@ func (p *Program) infer(types map[string]ops.Value, reserve func(int64) bool) er
 			return err
 		}
 		if s.TypeInput >= 0 && s.TypeInput < len(in) && in[s.TypeInput].Present() && !s.TakesDType(in[s.TypeInput].Type.DType) {
-			return n.Errorf("input %d has element type %v, which this op does not take (it takes %v)", s.TypeInput, in[s.TypeInput].Type.DType, s.DTypes)
+			dt := in[s.TypeInput].Type.DType
+			if since, ok := s.LaterVersionTaking(dt); ok {
+				return n.Errorf("input %d has element type %v, which this op does not take at opset %d (it takes %v; %s-%d takes %v: export the model at opset %d or later)",
+					s.TypeInput, dt, p.Opsets[n], s.DTypes, n.OpType, since, dt, since)
+			}
+			return n.Errorf("input %d has element type %v, which this op does not take (it takes %v)", s.TypeInput, dt, s.DTypes)
 		}
 		out, err := s.Infer(n, p.Opsets[n], in)
 		if err != nil {

@@ -57,6 +57,11 @@ func TestAttentionCores(t *testing.T) {
 		{"einsum_attention", 1, ops.MaskBoolTrueMasks},
 		{"einsum_cross_attention", 1, ""},
 		{"diffusers_spatial_attention", 1, ops.MaskAdditive}, // baddbmm's beta=0 term: zeros, structurally added
+		// Older-opset exports (models/*_opsetN): as their opset-17 twins.
+		{"s000_multi_head_opset14", 1, ""},
+		{"s000_causal_or_opset11", 1, ops.MaskBoolTrueMasks},
+		{"s001_encoder_2x4_opset14", 2, ops.MaskBoolTrueMasks},
+		{"t5_attention_opset13", 1, ops.MaskAdditive},
 		// ONNX Attention nodes: their weights are qk_matmul_output (mode 3),
 		// which they do not return yet.
 		{"s000_multi_head_attention_op", 1, ""},

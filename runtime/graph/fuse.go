@@ -136,7 +136,7 @@ func (f Fusion) Describe() string {
 // Fusions returns the fused regions of the plan for the given inputs'
 // shapes (building and caching the plan): com.attnrun:FusedAttention ones
 // first, then com.attnrun:FusedMatMul ones (fuse_matmul.go), then Gelu
-// ones (fuse_gelu.go). It is empty
+// ones (fuse_gelu.go), then LayerNormalization ones (fuse_layernorm.go). It is empty
 // when Options.NoFuse is set or nothing matched.
 func (p *Program) Fusions(inputs map[string]*ir.Tensor) ([]Fusion, error) {
 	pl, err := p.planFor(inputs)

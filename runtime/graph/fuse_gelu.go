@@ -49,25 +49,36 @@ func (p *Program) fuseGelus(pl *plan, types map[string]ops.Value) {
 			Inputs: []string{m.x}, Outputs: []string{m.out},
 			Doc: "fused by attnrun from the exported GELU " + n.Label(),
 		}
-		last := m.steps[0]
-		for _, k := range m.steps {
-			last = max(last, k)
-		}
-		gs := step{index: pl.steps[last].index, node: gelu, schema: schema, ctx: ops.Context{Opset: 20, Threads: st.ctx.Threads},
-			args: []int{f.slot[m.x]}, outs: []int{f.slot[m.out]}, want: []ir.TypeInfo{types[m.out].Type}}
-		fusion := Fusion{Node: gelu}
-		for k := range pl.steps { // graph order
-			if slices.Contains(m.steps, k) {
-				fusion.Replaced = append(fusion.Replaced, pl.steps[k].node)
-				f.removed[k] = true
-			}
-		}
-		replace[last] = []step{gs}
-		pl.fusions = append(pl.fusions, fusion)
+		f.replaceChain(gelu, schema, 20, st.ctx.Threads, m.steps, replace)
 	}
 	if len(replace) > 0 {
 		pl.steps = replaceSteps(pl.steps, replace, f.removed)
 	}
+}
+
+// replaceChain replaces the matched steps of an elementwise chain rewrite
+// by one step running node n (op schema at opset, with threads), placed at
+// the last of them, marks them removed, and records the fusion. n's inputs
+// and output are tensors the plan already has slots for.
+func (f *fuser) replaceChain(n *ir.Node, schema *ops.Schema, opset, threads int, matched []int, replace map[int][]step) {
+	pl := f.pl
+	last := slices.Max(matched)
+	args := make([]int, len(n.Inputs))
+	for k, name := range n.Inputs {
+		args[k] = f.slot[name]
+	}
+	out := n.Outputs[0]
+	ns := step{index: pl.steps[last].index, node: n, schema: schema, ctx: ops.Context{Opset: opset, Threads: threads},
+		args: args, outs: []int{f.slot[out]}, want: []ir.TypeInfo{f.types[out].Type}}
+	fusion := Fusion{Node: n}
+	for k := range pl.steps { // graph order
+		if slices.Contains(matched, k) {
+			fusion.Replaced = append(fusion.Replaced, pl.steps[k].node)
+			f.removed[k] = true
+		}
+	}
+	replace[last] = []step{ns}
+	pl.fusions = append(pl.fusions, fusion)
 }
 
 // geluMatch is one exported GELU: its input, its output and the steps it

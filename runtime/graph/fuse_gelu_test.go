@@ -68,7 +68,7 @@ func TestFuseGelu(t *testing.T) {
 				nodes:   c.nodes,
 				outputs: append([]string{"y"}, c.outs...),
 			}.model()
-			fused, unfused, fs := runGelu(t, m, in)
+			fused, unfused, fs := runFusedOp(t, m, in, "Gelu")
 			if c.fused == "" {
 				if len(fs) != 0 {
 					t.Fatalf("fused %s, want no Gelu", fs[0].Describe())
@@ -96,9 +96,9 @@ func TestFuseGelu(t *testing.T) {
 // geluRef is the exact GELU in float64.
 func geluRef(x float64) float64 { return 0.5 * x * math.Erfc(-x/math.Sqrt2) }
 
-// runGelu runs a model fused and unfused and returns output y of both and
-// the fused plan's Gelu fusions.
-func runGelu(t *testing.T, m *ir.Model, in map[string]*ir.Tensor) (fused, unfused *ir.Tensor, fs []Fusion) {
+// runFusedOp runs a model fused and unfused and returns output y of both
+// and the fused plan's fusions into op type op (Gelu, LayerNormalization).
+func runFusedOp(t *testing.T, m *ir.Model, in map[string]*ir.Tensor, op string) (fused, unfused *ir.Tensor, fs []Fusion) {
 	t.Helper()
 	var outs [2]*ir.Tensor
 	for k, noFuse := range []bool{false, true} {
@@ -117,7 +117,7 @@ func runGelu(t *testing.T, m *ir.Model, in map[string]*ir.Tensor) (fused, unfuse
 				t.Fatal(err)
 			}
 			for _, f := range all {
-				if f.Node.OpType == "Gelu" {
+				if f.Node.OpType == op {
 					fs = append(fs, f)
 				}
 			}

@@ -121,6 +121,14 @@ func TestModelFusions(t *testing.T) {
 		{"einsum_cross_attention", 1, "Einsum Div Softmax Einsum", scale8, false, "", 0, true},
 		// diffusers: baddbmm(empty, q, kᵀ, beta=0, alpha) adds zeros (no mask).
 		{"diffusers_spatial_attention", 1, "Transpose MatMul Mul Add Cast Softmax Cast MatMul", scale8, false, "", 0, true},
+		// Older-opset exports fuse as their opset-17 twins: opset 14
+		// (torch's default), opset 11's attribute axes and 2-D-coerced
+		// Softmax(axis=-1), the opset-14 encoder with its LayerNorms as
+		// ReduceMean chains, T5 at opset 13.
+		{"s000_multi_head_opset14", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
+		{"s000_causal_or_opset11", 1, "Transpose MatMul Div Or Cast Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		{"s001_encoder_2x4_opset14", 2, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		{"t5_attention_opset13", 1, "MatMul Add Cast Softmax MatMul", 1, true, ops.MaskAdditive, 0, false},
 	}
 	// The fused node's attributes beyond the table's, where a model sets them.
 	extras := map[string]string{
@@ -131,6 +139,7 @@ func TestModelFusions(t *testing.T) {
 		"gpt2_attention":              "bias_scale=1",
 		"s000_causal":                 "causal=1",
 		"s000_causal_or":              "causal=1",
+		"s000_causal_or_opset11":      "causal=1",
 		"s001_decoder_self_attention": "causal=1",
 		"s004_multi_head_bmm_causal":  "causal=1",
 		"torch_decoder_layer":         "causal=1",
