@@ -48,7 +48,8 @@ models:
 #               it downloads from a host that is unreachable; the CPU library ships in the package)
 # ort-check     ONNX Runtime vs the PyTorch outputs committed in models/ (no attnrun needed)
 # ort-diff      build bin/attnrun, then cross-check attnrun against ONNX Runtime over models/
-# bench-models  export the large seed-000 C=768 benchmark models into $(BENCH_MODELS) if missing
+# bench-models  export the large seed-000 C=768 benchmark models into $(BENCH_MODELS) if missing,
+#               and a 12-layer BERT-base-sized nn.TransformerEncoder (340 MB of weights)
 #               (and s000_multi_head_c768_attention_op, its twin with one ONNX Attention node)
 #               (needs python3-torch python3-onnx python3-numpy for /usr/bin/python3; not committed)
 # bench-compare attnrun vs ONNX Runtime latency / peak RSS table (THREADS=2 by default), fp32 and bf16 rows,
@@ -78,7 +79,8 @@ ort-diff: $(ORT_STAMP)
 bench-models:
 	@if [ -f $(BENCH_MODELS)/s000_multi_head_c768/model.onnx ] && \
 	    [ -f $(BENCH_MODELS)/s000_causal_c768/model.onnx ] && \
-	    [ -f $(BENCH_MODELS)/s000_causal_or_c768/model.onnx ]; then \
+	    [ -f $(BENCH_MODELS)/s000_causal_or_c768/model.onnx ] && \
+	    [ -f $(BENCH_MODELS)/torch_encoder12_c768/model.onnx ]; then \
 		echo "bench models present in $(BENCH_MODELS)"; \
 	else \
 		/usr/bin/python3 models/export.py --bench $(BENCH_MODELS); \

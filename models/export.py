@@ -6,7 +6,7 @@ Usage (from the repository root):
     /usr/bin/python3 models/export.py              # writes models/<name>/...
     /usr/bin/python3 models/export.py --only NAME  # exports NAME only; the other models' files
                                                    # are re-checked as they are, not rewritten
-    /usr/bin/python3 models/export.py --bench DIR  # big seed-000 models, no test data
+    /usr/bin/python3 models/export.py --bench DIR  # big seed-000 models and a 12-layer encoder, no test data (existing ones kept)
     /usr/bin/python3 models/export.py --intermediates [--only NAME]  # PyTorch's attention
                                                    # weights beside data set 0, nothing else
 
@@ -1083,13 +1083,28 @@ def export_bench(outdir):
         ("s000_causal_c768", am.CausalAttention(768, 12, 4096), ["x", "mask"]),
         ("s000_causal_or_c768", am.CausalAttentionOr(768, 12, 4096), ["x", "mask"]),
     ]
+    # A deep model whose weights do not stay in cache: PyTorch's own 12-layer
+    # encoder at BERT-base size, sequence-first (x: [seq, batch, 768]), each
+    # layer's weights drawn apart (identical copies would be deduplicated by
+    # the exporter), 340 MB of initializers.
+    enc12 = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0), 12,
+                                        enable_nested_tensor=False)
+    for p in enc12.parameters():
+        torch.nn.init.normal_(p, std=0.02)
+    items.append(("torch_encoder12_c768", enc12, ["x"]))
     for name, m, inames in items:
         m.eval()
         d = os.path.join(outdir, name)
+        if os.path.exists(os.path.join(d, "model.onnx")):
+            print("%-24s present" % name)
+            continue
         os.makedirs(d, exist_ok=True)
-        x = torch.randn(2, 16, 768)
+        seq_first = name == "torch_encoder12_c768"
+        x = torch.randn(16, 2, 768) if seq_first else torch.randn(2, 16, 768)
         args = (x,) if len(inames) == 1 else (x, torch.zeros(2, 16, dtype=torch.bool))
         axes = {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}}
+        if seq_first:
+            axes = {"x": {0: "seq", 1: "batch"}, "y": {0: "seq", 1: "batch"}}
         if "mask" in inames:
             axes["mask"] = {0: "batch", 1: "seq"}
         path = os.path.join(d, "model.onnx")
@@ -1100,7 +1115,7 @@ def export_bench(outdir):
         om = onnx.load(path)
         # quick check at another shape with the numpy interpreter
         rng = np.random.default_rng(7)
-        feeds = [randn(rng, (1, 100, 768))]
+        feeds = [randn(rng, (100, 1, 768) if seq_first else (1, 100, 768))]
         if "mask" in inames:
             feeds.append(pad_mask_bool(rng, (1, 100)))
         want = run_torch(m, feeds)

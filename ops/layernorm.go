@@ -2,8 +2,10 @@ package ops
 
 import (
 	"math"
+	"slices"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops/internal/kernel"
 )
 
 // LayerNormalization (opset 17): normalize X over its dims from axis on,
@@ -236,6 +238,23 @@ func runLayerNorm(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, erro
 	switch x.DType {
 	case ir.Float:
 		xs, ys := x.Float32s(), y.Float32s()
+		if kernel.AVX512 && size >= 16 && size%16 == 0 {
+			sc, bi := layerNormParams32(ctx, in, norm, params)
+			computeParallel(threads, rows, minChunk, func(lo, hi int) {
+				for r := lo; r < hi; r++ {
+					xr, yr := xs[r*size:(r+1)*size], ys[r*size:(r+1)*size]
+					mu, sd, m2 := kernel.RowMoments16(&xr[0], size)
+					delta := float64(sd) / float64(size)
+					q := max(0, float64(m2)-float64(sd)*delta)
+					inv := float32(1 / math.Sqrt(q/float64(size)+eps))
+					if ms != nil {
+						ms[r], is[r] = float32(float64(mu)-delta), inv
+					}
+					kernel.NormRow16(&yr[0], &xr[0], size, mu, float32(delta), inv, &sc[0], &bi[0])
+				}
+			})
+			break
+		}
 		computeParallel(threads, rows, minChunk, func(lo, hi int) {
 			buf := make([]float64, size)
 			for r := lo; r < hi; r++ {
@@ -274,6 +293,43 @@ func runLayerNorm(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, erro
 		})
 	}
 	return outs[:max(1, len(n.Outputs))], nil
+}
+
+// layerNormParams32 returns Scale and B for the float32 kernels, expanded
+// to the normalized shape (ones and zeros where absent): the float32
+// inputs themselves when they have that shape, else (and for absent ones)
+// made once per executor like the float64 forms in params.
+func layerNormParams32(ctx *Context, in []*ir.Tensor, norm []int, params [2][]float64) (scale, bias []float32) {
+	var out [2][]float32
+	for k := range out {
+		i := k + 1
+		var p *ir.Tensor
+		if i < len(in) {
+			p = in[i]
+		}
+		if p != nil && slices.Equal(p.Shape, norm) {
+			out[k] = p.Float32s()
+			continue
+		}
+		build := func() any {
+			e := make([]float32, ir.NumElements(norm))
+			for j := range e {
+				switch {
+				case params[k] != nil:
+					e[j] = float32(params[k][j])
+				case k == 0:
+					e[j] = 1
+				}
+			}
+			return e
+		}
+		e, _ := ctx.memoOf(i, layerNormParamKey{p, "float32 " + ir.ShapeString(norm)}, build).([]float32)
+		if e == nil {
+			e = build().([]float32)
+		}
+		out[k] = e
+	}
+	return out[0], out[1]
 }
 
 // layerNormParamKey identifies a constant Scale or B expanded to a

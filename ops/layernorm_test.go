@@ -191,3 +191,64 @@ func TestLayerNormMemoizesConstantParams(t *testing.T) {
 		}
 	}
 }
+
+// TestLayerNormRowKernel covers the float32 rows that take the AVX-512
+// kernels (a normalized size a multiple of 16: whole 64-element groups,
+// 16-element tails, both), with Scale as given or broadcast, B present or
+// not, and rows far from zero (mean 1000, spread 0.01: the rounded mean is
+// corrected by the deviations' sum, so the normalized values keep their
+// digits). Elsewhere the same cases take the float64 loop.
+func TestLayerNormRowKernel(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	for _, c := range []struct {
+		name        string
+		shape       []int // X; normalized from axis 1
+		offset, mul float32
+		bias        bool
+		scaleShape  []int // nil: the normalized shape
+	}{
+		{"one tail group", []int{3, 16}, 0, 1, true, nil},
+		{"tails only", []int{5, 48}, 0, 1, false, nil},
+		{"one 64 group", []int{2, 64}, 0, 1, true, nil},
+		{"groups and tails", []int{7, 80}, 0, 1, true, nil},
+		{"BERT width", []int{9, 768}, 0, 1, true, nil},
+		{"no bias, broadcast scale", []int{4, 2, 48}, 0, 1, false, []int{1, 48}},
+		{"far from zero", []int{6, 768}, 1000, 0.01, true, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			x := cRand(r, c.shape...)
+			for i := range x.Float32s() {
+				x.Float32s()[i] = c.offset + c.mul*x.Float32s()[i]
+			}
+			norm := c.shape[1:]
+			size := int(ir.NumElements(norm))
+			ss := c.scaleShape
+			if ss == nil {
+				ss = norm
+			}
+			scale, bias := cRand(r, ss...), cRand(r, norm...)
+			full := make([]float64, size) // scale broadcast to the normalized shape
+			for i := range full {
+				full[i] = float64(scale.Float32s()[i%scale.Len()])
+			}
+			in := []*ir.Tensor{x, scale}
+			var bv []float64
+			if c.bias {
+				in = append(in, bias)
+				bv = cF64s(bias.Float32s())
+			}
+			out, err := cRun(t, 17, cNode("LayerNormalization", len(in), 3, cAttrInt("axis", 1), cAttrFloat("epsilon", 1e-5)), in...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			y, mean, inv := naiveLayerNorm(cF64s(x.Float32s()), c.shape, 1, float64(float32(1e-5)), full, bv)
+			stat := []int{c.shape[0]}
+			for range norm {
+				stat = append(stat, 1)
+			}
+			cClose(t, "Y", out[0], c.shape, y, 2e-5)
+			cClose(t, "Mean", out[1], stat, mean, 1e-6)
+			cClose(t, "InvStdDev", out[2], stat, inv, 2e-5)
+		})
+	}
+}

@@ -449,14 +449,13 @@ func reluTensor(o, x *ir.Tensor) error {
 	return nil
 }
 
+// reluLoop is branch-free (the builtin max, which keeps NaN): on the
+// activations of a Linear layer, about half negative at random, a branch
+// per element mispredicted often enough to make a 128×3072 Relu 9× slower.
 func reluLoop[T signedElem | floatElem](o, a []T) {
 	a = a[:len(o)]
 	for i := range o {
-		if v := a[i]; v < 0 {
-			o[i] = 0
-		} else {
-			o[i] = v
-		}
+		o[i] = max(a[i], 0)
 	}
 }
 

@@ -47,6 +47,8 @@ func TestUnary(t *testing.T) {
 			want: ewT(v3, []float32{0.5, -4, float32(inf)})},
 		{name: "relu", op: "Relu", in: []*ir.Tensor{ewT([]int{4}, []float32{-1, 0, 2.5, float32(nan)})},
 			want: ewT([]int{4}, []float32{0, 0, 2.5, float32(nan)})},
+		{name: "relu infinities, negative NaN", op: "Relu", in: []*ir.Tensor{ewT(v3, []float64{-inf, inf, -nan})},
+			want: ewT(v3, []float64{0, inf, nan})},
 		{name: "relu float16", op: "Relu", in: []*ir.Tensor{ewF16([]int{3}, -1, 0, 2.5)},
 			want: ewF16([]int{3}, 0, 0, 2.5)},
 		{name: "relu int32 opset 14", op: "Relu", opset: 14, in: []*ir.Tensor{ewT([]int{2}, []int32{-3, 3})},

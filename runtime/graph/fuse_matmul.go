@@ -17,7 +17,11 @@ import (
 // strided views (so the transposes are GEMM flags and strides, not copies)
 // and adds the bias as the GEMM's initial C. A MatMul whose B is a model
 // constant (weights) is rewritten even with nothing to fold, because
-// FusedMatMul keeps constant weights packed across runs. The movement
+// FusedMatMul keeps constant weights packed across runs. So is a Gemm
+// that is a Linear layer (gemmAsMatMul: constant B, alpha 1, an optional
+// bias of N elements with beta 1), as nn.MultiheadAttention's output
+// projection and GPT-2's Conv1D export: unpacked, such a Gemm packed its
+// weights in every run, 5× the time of the packed product. The movement
 // steps read through drop out when nothing else reads them; the Add is
 // replaced. Like the attention rewrite it runs at plan time and
 // Options.NoFuse turns it off.
@@ -34,21 +38,28 @@ func (p *Program) fuseMatMuls(pl *plan, types map[string]ops.Value) {
 	readChains := map[*ir.Node]int{}
 	for i, st := range pl.steps {
 		n := st.node
-		if f.removed[i] || n.OpType != "MatMul" || !isDefaultDomain(n) || len(n.Inputs) != 2 || len(n.Outputs) != 1 {
+		if f.removed[i] || !isDefaultDomain(n) || len(n.Outputs) != 1 || n.Outputs[0] == "" {
 			continue
 		}
-		if !f.isFloat32(n.Inputs[0]) || !f.isFloat32(n.Inputs[1]) || n.Outputs[0] == "" {
-			continue
+		var fused *ir.Node
+		switch {
+		case n.OpType == "MatMul" && len(n.Inputs) == 2 && f.isFloat32(n.Inputs[0]) && f.isFloat32(n.Inputs[1]):
+			fused = &ir.Node{
+				Name: n.Name + "/FusedMatMul", OpType: ops.FusedMatMulOp, Domain: ops.DomainAttnrun,
+				Inputs: append([]string{}, n.Inputs...), Outputs: append([]string{}, n.Outputs...),
+			}
+		case n.OpType == "Gemm":
+			fused = f.gemmAsMatMul(st)
 		}
-		fused := &ir.Node{
-			Name: n.Name + "/FusedMatMul", OpType: ops.FusedMatMulOp, Domain: ops.DomainAttnrun,
-			Inputs: append([]string{}, n.Inputs...), Outputs: append([]string{}, n.Outputs...),
-		}
-		if !f.inferMatches(schema, fused, n.Outputs[0]) {
+		if fused == nil || !f.inferMatches(schema, fused, n.Outputs[0]) {
 			continue // 1-D operands, unknown shapes
 		}
+		gemm := n.OpType == "Gemm"
 		var reads []int
 		for k, attr := range []string{"a_view", "b_view"} {
+			if gemm && k == 1 {
+				break // B is a constant, read through b_view already when transposed
+			}
 			base, v, chain, ok := f.readView(fused.Inputs[k])
 			if !ok || len(chain) == 0 || !gemmFriendly(v) {
 				continue
@@ -61,7 +72,7 @@ func (p *Program) fuseMatMuls(pl *plan, types map[string]ops.Value) {
 			}
 		}
 		replaced := []int{i}
-		if ai, add, bias, ok := f.biasAdd(n.Outputs[0]); ok {
+		if ai, add, bias, ok := f.biasAdd(n.Outputs[0]); ok && len(fused.Inputs) == 2 {
 			trial := cloneNode(fused)
 			trial.Inputs = append(trial.Inputs, bias)
 			trial.Outputs[0] = add.Outputs[0]
@@ -74,7 +85,7 @@ func (p *Program) fuseMatMuls(pl *plan, types map[string]ops.Value) {
 		// A MatMul with nothing to fold still becomes FusedMatMul when B
 		// is a model constant: FusedMatMul packs constant weights once
 		// (blas.PackB) instead of in every run.
-		if len(reads) == 0 && len(replaced) == 1 && p.Types[fused.Inputs[1]].Const == nil {
+		if len(reads) == 0 && len(replaced) == 1 && p.Types[fused.Inputs[1]].Const == nil && !gemm {
 			continue
 		}
 		last := replaced[len(replaced)-1]
@@ -100,6 +111,48 @@ func (p *Program) fuseMatMuls(pl *plan, types map[string]ops.Value) {
 	}
 	pl.steps = replaceSteps(pl.steps, replace, f.removed)
 	p.dropDead(pl, readChains)
+}
+
+// gemmAsMatMul returns the FusedMatMul computing a Gemm step (opset ≥ 7)
+// that is a Linear layer: float32, alpha 1, A not transposed, B a model
+// constant (transB becomes a transposed b_view, so that B is packed once
+// like a MatMul's weights), and C absent or a bias of N elements with
+// beta 1. Anything else stays a Gemm (nil).
+func (f *fuser) gemmAsMatMul(st step) *ir.Node {
+	n := st.node
+	if st.ctx.Opset < 7 || len(n.Inputs) < 2 || len(n.Inputs) > 3 || !f.isFloat32(n.Inputs[0]) || !f.isFloat32(n.Inputs[1]) {
+		return nil
+	}
+	alpha, errA := n.AttrFloat("alpha", 1)
+	beta, errB := n.AttrFloat("beta", 1)
+	transA, errTA := n.AttrInt("transA", 0)
+	transB, errTB := n.AttrInt("transB", 0)
+	if errA != nil || errB != nil || errTA != nil || errTB != nil || alpha != 1 || transA != 0 {
+		return nil
+	}
+	b := f.types[n.Inputs[1]].Const
+	if b == nil || b.Rank() != 2 {
+		return nil
+	}
+	fused := &ir.Node{
+		Name: n.Name + "/FusedMatMul", OpType: ops.FusedMatMulOp, Domain: ops.DomainAttnrun,
+		Inputs: n.Inputs[:2:2], Outputs: append([]string{}, n.Outputs...),
+		Doc: "fused by attnrun from " + n.Label(),
+	}
+	fused.Inputs = append([]string{}, fused.Inputs...)
+	if transB != 0 {
+		nOut, k := b.Shape[0], b.Shape[1]
+		v := ops.View{Shape: []int{k, nOut}, Strides: []int{1, k}}
+		fused.Attrs = append(fused.Attrs, &ir.Attribute{Name: "b_view", Type: ir.AttrInts, Ints: v.Ints()})
+	}
+	if len(n.Inputs) == 3 && n.Inputs[2] != "" {
+		c, ok := f.concreteShape(n.Inputs[2])
+		if !ok || beta != 1 || !f.isFloat32(n.Inputs[2]) || len(c) == 0 || len(c) > 2 || (len(c) == 2 && c[0] != 1) {
+			return nil
+		}
+		fused.Inputs = append(fused.Inputs, n.Inputs[2])
+	}
+	return fused
 }
 
 // gemmFriendly reports whether a GEMM can take the view's matrices with

@@ -226,3 +226,19 @@ func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int
 //
 //go:noescape
 func TransposeScale16(dst *float32, ldd int, src *float32, lds int, scale *float32)
+
+// RowMoments16 returns the float32 mean of x's n elements, then the sum
+// of the deviations mean - x (sd, the mean's rounding error times -n) and
+// of their squares (m2), each with 64 partial sums, with AVX-512 (AVX512);
+// n a multiple of 16, at least 16. The exact mean is mean - sd/n and the
+// sum of squared deviations from it m2 - sd²/n.
+//
+//go:noescape
+func RowMoments16(x *float32, n int) (mean, sd, m2 float32)
+
+// NormRow16 writes y = ((x - mu) + delta)·inv·scale + bias for n elements
+// (n a multiple of 16), with AVX-512 (AVX512): mu the rounded mean,
+// delta = sd/n its correction. y may be x.
+//
+//go:noescape
+func NormRow16(y, x *float32, n int, mu, delta, inv float32, scale, bias *float32)

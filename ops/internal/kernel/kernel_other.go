@@ -134,3 +134,13 @@ func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int
 func TransposeScale16(dst *float32, ldd int, src *float32, lds int, scale *float32) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
+
+// RowMoments16 is never called where AVX512 is false.
+func RowMoments16(x *float32, n int) (mean, sd, m2 float32) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// NormRow16 is never called where AVX512 is false.
+func NormRow16(y, x *float32, n int, mu, delta, inv float32, scale, bias *float32) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
