@@ -1,10 +1,14 @@
 package session
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime/debug"
+	"syscall"
 	"testing"
+
+	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
@@ -38,7 +42,8 @@ func writeEmbeddedMLP(t *testing.T, dir string, k, layers int) string {
 // TestEmbeddedWeightsHeldOnce: a model with 96 MiB of embedded weights
 // opens and runs with the host's peak RSS growing by at most 1.5× the
 // weights and the backend's peak at most 3× (it holds them packed for the
-// GEMM besides). Before Load referenced embedded weights, the host grew
+// GEMM besides), and a backend killed afterwards restarts and compiles
+// again from the references. Before Load referenced embedded weights, the host grew
 // by 483 MiB (5.0×) and the backend peaked at 599 MiB (6.2×); after, 65 MiB
 // (0.68×) and 213 MiB (2.2×) (2026-11-24, 2-core EPYC).
 func TestEmbeddedWeightsHeldOnce(t *testing.T) {
@@ -63,4 +68,19 @@ func TestEmbeddedWeightsHeldOnce(t *testing.T) {
 	if backPeak > weights*3 {
 		t.Errorf("backend peak RSS %d MiB, over 3× the %d MiB of weights", backPeak>>20, weights>>20)
 	}
+	// A restarted backend compiles again from the same references.
+	pid := s.Backends()[0].Pid
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitExited(t, s, pid)
+	x := make([]float32, k)
+	for i := range x {
+		x[i] = 1
+	}
+	out, err := s.Run(context.Background(), map[string]*tensor.Dense{"x": dense([]int{1, k}, x)})
+	if err != nil {
+		t.Fatalf("run after the backend was killed: %v", err)
+	}
+	checkClose(t, "y", out[fmt.Sprintf("h%d", layers-1)], []int{1, k}, mlpWant(k, layers), 1e-3)
 }
