@@ -10,6 +10,9 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/attnrun/attnrun/internal/regfile"
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/onnx/onnxpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // Weights embedded in the model file (raw_data, as PyTorch writes them) are
@@ -215,6 +218,13 @@ func referenceTensor(t []byte, base int64, location string) ([]byte, bool) {
 		}
 		off += tagLen + valLen
 	}
+	// Only a tensor whose raw_data is exactly what its dims and type need
+	// becomes a reference: any other is decoded as it is, so that its error
+	// speaks of raw_data, not of external data the model does not have.
+	var tp onnxpb.TensorProto
+	if err := proto.Unmarshal(out, &tp); err != nil || !rawDataFits(&tp, rawLen) {
+		return nil, false
+	}
 	for _, kv := range [][2]string{{"location", location}, {"offset", strconv.FormatInt(base+int64(rawAt), 10)}, {"length", strconv.Itoa(rawLen)}} {
 		var e []byte
 		e = protowire.AppendTag(e, stringStringKeyField, protowire.BytesType)
@@ -227,4 +237,22 @@ func referenceTensor(t []byte, base int64, location string) ([]byte, bool) {
 	out = protowire.AppendTag(out, tensorDataLocField, protowire.VarintType)
 	out = protowire.AppendVarint(out, 1) // DataLocation EXTERNAL
 	return out, true
+}
+
+// rawDataFits reports whether n bytes of raw_data are exactly what the
+// tensor's dims and (fixed-size, non-string) type need.
+func rawDataFits(tp *onnxpb.TensorProto, n int) bool {
+	dt := ir.DType(tp.GetDataType())
+	if !dt.Known() || dt == ir.String || dt.Narrow() || dt.Size() <= 0 || tp.Segment != nil {
+		return false
+	}
+	elems := int64(1)
+	for _, d := range tp.Dims {
+		if d < 0 || (d != 0 && elems > int64(n)/d) {
+			return false
+		}
+		elems *= d
+	}
+	need, _, ok := needBytes(elems, dt.Size())
+	return ok && need == int64(n)
 }

@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/onnx/onnxpb"
 )
 
 // embeddedModel writes dir/model.onnx: y = x + w, w a float32 initializer of
@@ -117,5 +120,35 @@ func TestReferenceEmbeddedMalformed(t *testing.T) {
 		if out, n := referenceEmbedded(data, "m.onnx"); n != 0 {
 			t.Fatalf("%x: rewrote %d tensors into %x", data, n, out)
 		}
+	}
+}
+
+// TestEmbeddedMismatchNotReferenced: a large raw_data that does not match
+// its dims is reported as such, not as external data the model lacks.
+func TestEmbeddedMismatchNotReferenced(t *testing.T) {
+	const n = 1 << 18
+	path, _ := embeddedModel(t, t.TempDir(), "w", n)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mp onnxpb.ModelProto
+	if err := proto.Unmarshal(data, &mp); err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range mp.Graph.Initializer {
+		if tp.GetName() == "w" {
+			tp.Dims = []int64{n + 1}
+		}
+	}
+	if data, err = proto.Marshal(&mp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(path, Options{})
+	if err == nil || strings.Contains(err.Error(), "external") || !strings.Contains(err.Error(), "raw_data") {
+		t.Fatalf("Load: %v, want an error about raw_data", err)
 	}
 }
