@@ -62,7 +62,7 @@ const maxModelFileBytes = 1<<31 - 1
 // from it rather than read, and remember where they are
 // (ir.Tensor.External), as external data does: see loadReferenced.
 func Load(path string, opts Options) (*ir.Model, error) {
-	data, ok, err := loadReferenced(path, opts)
+	data, ok, err := loadReferenced(path)
 	if err == nil && !ok {
 		data, err = regfile.ReadFile(path, maxModelFileBytes)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -42,13 +43,13 @@ const (
 // the size from which external data is mapped.
 const embeddedMinBytes = mapMinBytes
 
-// loadReferenced decodes the model file at path with its large embedded
-// initializers referenced in place (see above). It returns ok false, and
-// no error, when that does not apply (no initializer that large, the file
-// cannot be mapped, or the path's directory is not where the file really
-// is, so that a reference by name would not resolve): Load then reads the
-// file as before.
-func loadReferenced(path string, opts Options) (_ []byte, ok bool, err error) {
+// loadReferenced returns the model file at path serialized with its large
+// embedded initializers rewritten as references to themselves (see above),
+// for Decode. It returns ok false, and no error, when that does not apply
+// (no initializer that large, the file cannot be mapped, or the path's
+// directory is not where the file really is, so that a reference by name
+// would not resolve): Load then reads the file as before.
+func loadReferenced(path string) (_ []byte, ok bool, err error) {
 	f, st, err := regfile.Open(path)
 	if err != nil {
 		return nil, false, err
@@ -77,14 +78,28 @@ func loadReferenced(path string, opts Options) (_ []byte, ok bool, err error) {
 	if resolved, err := filepath.EvalSymlinks(filepath.Join(dir, name)); err != nil || filepath.Dir(resolved) != dir {
 		return nil, false, nil
 	}
-	mem, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	return scanMapped(f, st.Size(), path, filepath.ToSlash(name))
+}
+
+// scanMapped maps size bytes of the model file f and rewrites them with
+// referenceEmbedded (location: the file's name).
+func scanMapped(f *os.File, size int64, path, location string) (_ []byte, ok bool, err error) {
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, false, nil
 	}
 	defer unix.Munmap(mem)
+	// A file cut short while it is scanned faults (SIGBUS) past its new
+	// end: an error, not a crash.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s changed while being read: %v", path, r)
+		}
+	}()
 	// Only the message's structure is read: the pages of the weights are
 	// skipped over, never touched.
-	out, n := referenceEmbedded(mem, filepath.ToSlash(name))
+	out, n := referenceEmbedded(mem, location)
 	if n == 0 {
 		return nil, false, nil
 	}

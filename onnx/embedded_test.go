@@ -152,3 +152,26 @@ func TestEmbeddedMismatchNotReferenced(t *testing.T) {
 		t.Fatalf("Load: %v, want an error about raw_data", err)
 	}
 }
+
+// TestEmbeddedFileCutShort: a model file truncated while its mapping is
+// scanned is an error, not a crash (SIGBUS past the file's new end).
+func TestEmbeddedFileCutShort(t *testing.T) {
+	const n = 3 << 18
+	path, _ := embeddedModel(t, t.TempDir(), "w", n)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, 100); err != nil {
+		t.Fatal(err)
+	}
+	_, ok, err := scanMapped(f, st.Size(), path, "model.onnx")
+	if ok || err == nil || !strings.Contains(err.Error(), "changed while being read") {
+		t.Fatalf("scan of a file cut short: ok %v, err %v", ok, err)
+	}
+}
