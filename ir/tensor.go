@@ -15,7 +15,8 @@ type Tensor struct {
 	Shape []int
 	Data  any
 	// External, when set, says that Data holds the bytes of a file (a
-	// model's external data, usually memory-mapped): an encoder may refer
+	// model's external data, or raw_data embedded in the model file itself,
+	// often memory-mapped): an encoder may refer
 	// to the file instead of copying the bytes (see onnx.EncodeExternal),
 	// so that large weights reach a backend process without passing
 	// through a message. Data must then not be modified.

@@ -57,8 +57,15 @@ const maxModelFileBytes = 1<<31 - 1
 // the file's directory, so external data is resolved next to the model.
 // The path and every external data file must be regular files: a FIFO or a
 // device is refused without blocking. Errors are prefixed with the path.
+//
+// Initializers of 1 MiB or more embedded in the file (raw_data) are mapped
+// from it rather than read, and remember where they are
+// (ir.Tensor.External), as external data does: see loadReferenced.
 func Load(path string, opts Options) (*ir.Model, error) {
-	data, err := regfile.ReadFile(path, maxModelFileBytes)
+	data, ok, err := loadReferenced(path)
+	if err == nil && !ok {
+		data, err = regfile.ReadFile(path, maxModelFileBytes)
+	}
 	if err != nil {
 		return nil, err // already names the path
 	}

@@ -107,6 +107,20 @@ func externalTensor(tp *onnxpb.TensorProto, opts Options, dt ir.DType, shape []i
 			return &ir.Tensor{DType: dt, Shape: shape, Data: data, External: ext}, nil
 		}
 	}
+	// Read straight into the tensor's memory when its bytes are its
+	// storage (a little-endian machine): one copy, not a buffer and a
+	// conversion. Weights embedded at unaligned offsets (most of PyTorch's)
+	// come this way.
+	if n := need / int64(max(dt.Size(), 1)); ir.NativeLittleEndian && dt != ir.Bool && dt != ir.String && !dt.Narrow() && n*int64(dt.Size()) == need && need <= math.MaxInt {
+		if data := ir.MakeSlice(dt, int(n)); data != nil {
+			if buf := ir.BytesOf(data); int64(len(buf)) == need {
+				if _, err := f.ReadAt(buf, offset); err != nil && !(err == io.EOF && need == 0) {
+					return nil, fmt.Errorf("external data %q: %v", loc, err)
+				}
+				return &ir.Tensor{DType: dt, Shape: shape, Data: data, External: ext}, nil
+			}
+		}
+	}
 	buf := make([]byte, need)
 	if _, err := f.ReadAt(buf, offset); err != nil && !(err == io.EOF && need == 0) {
 		return nil, fmt.Errorf("external data %q: %v", loc, err)

@@ -148,6 +148,8 @@ type Server struct {
 	// idle releases the partitions' run memory once no run has come for
 	// plugins.IdleRelease.
 	idle *time.Timer
+	// gcPercent is the collector's percentage tuneGC last set (0: none).
+	gcPercent atomic.Int64
 }
 
 // partition is one compiled partition.
@@ -341,6 +343,7 @@ func (s *Server) compile(m *ir.Model, opts plugins.CompileOptions, prec ops.Prec
 	s.next++
 	s.parts[id] = &partition{prog: prog}
 	s.mu.Unlock()
+	s.tuneGC()
 	return id, nodes, nil
 }
 
@@ -372,6 +375,7 @@ func (s *Server) Run(ctx context.Context, id plugins.PartitionID, inputs map[str
 	}
 	out, err := p.prog.Run(ctx, inputs, ro)
 	s.status.Idle(id)
+	s.tuneGC() // the first runs pack weights: the model's share grows
 	for _, st := range steps {
 		prof.Steps = append(prof.Steps, plugins.StepTiming{Name: st.Node.Label(), OpType: st.Node.OpType, Domain: st.Node.Domain, Span: plugins.Span{Start: st.Start, Duration: st.Duration}})
 	}

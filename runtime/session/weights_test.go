@@ -28,19 +28,34 @@ import (
 func weightRow(l, i int) float32 { return float32((i+l)%4) * 0.5 / 1024 }
 func weightCol(j int) float32    { return float32(1 + j%2) }
 
-// writeExternalMLP writes dir/model.onnx: y = x·W0·W1·…, x: float32[1, k],
-// each W_l a k×k float32 initializer in its own external-data file
-// w<l>.bin, written a row at a time (the test never holds a weight).
-func writeExternalMLP(t *testing.T, dir string, k, layers int) string {
-	t.Helper()
+// mlpModel is y = x·W0·W1·…, x: float32[1, k], with W_l the initializer
+// weight(l) names and returns (k×k float32).
+func mlpModel(k, layers int, weight func(l int) (string, *ir.Tensor)) *ir.Model {
 	g := &ir.Graph{
 		Name:         "mlp",
 		Initializers: map[string]*ir.Tensor{},
 		Inputs:       []*ir.ValueInfo{{Name: "x", Type: ir.TypeInfo{DType: ir.Float, RankKnown: true, Shape: ir.ShapeOf([]int{1, k})}}},
 	}
 	prev := "x"
-	row := make([]byte, 4*k)
 	for l := 0; l < layers; l++ {
+		name, w := weight(l)
+		g.Initializers[name] = w
+		g.InitializerOrder = append(g.InitializerOrder, name)
+		out := fmt.Sprintf("h%d", l)
+		g.Nodes = append(g.Nodes, &ir.Node{Name: fmt.Sprintf("/layer%d/MatMul", l), OpType: "MatMul", Inputs: []string{prev, name}, Outputs: []string{out}})
+		prev = out
+	}
+	g.Outputs = []*ir.ValueInfo{{Name: prev, Type: ir.TypeInfo{DType: ir.Float, RankKnown: true, Shape: ir.ShapeOf([]int{1, k})}}}
+	return &ir.Model{IRVersion: 8, Opsets: map[string]int64{"": 17}, Graph: g}
+}
+
+// writeExternalMLP writes dir/model.onnx: y = x·W0·W1·…, x: float32[1, k],
+// each W_l a k×k float32 initializer in its own external-data file
+// w<l>.bin, written a row at a time (the test never holds a weight).
+func writeExternalMLP(t *testing.T, dir string, k, layers int) string {
+	t.Helper()
+	row := make([]byte, 4*k)
+	m := mlpModel(k, layers, func(l int) (string, *ir.Tensor) {
 		name, file := fmt.Sprintf("w%d", l), fmt.Sprintf("w%d.bin", l)
 		f, err := os.Create(filepath.Join(dir, file))
 		if err != nil {
@@ -60,18 +75,16 @@ func writeExternalMLP(t *testing.T, dir string, k, layers int) string {
 		}
 		f.Close()
 		// A placeholder the encoder turns into a reference to the file.
-		g.Initializers[name] = &ir.Tensor{DType: ir.Float, Shape: []int{k, k}, External: &ir.ExternalData{Location: file, Length: int64(4 * k * k)}}
-		g.InitializerOrder = append(g.InitializerOrder, name)
-		out := fmt.Sprintf("h%d", l)
-		g.Nodes = append(g.Nodes, &ir.Node{Name: fmt.Sprintf("/layer%d/MatMul", l), OpType: "MatMul", Inputs: []string{prev, name}, Outputs: []string{out}})
-		prev = out
-	}
-	g.Outputs = []*ir.ValueInfo{{Name: prev, Type: ir.TypeInfo{DType: ir.Float, RankKnown: true, Shape: ir.ShapeOf([]int{1, k})}}}
-	m := &ir.Model{IRVersion: 8, Opsets: map[string]int64{"": 17}, Graph: g}
-	for _, t := range g.Initializers {
-		t.External.Dir = dir
-	}
+		return name, &ir.Tensor{DType: ir.Float, Shape: []int{k, k}, External: &ir.ExternalData{Dir: dir, Location: file, Length: int64(4 * k * k)}}
+	})
 	data, _, err := onnx.EncodeExternal(m)
+	return writeModelFile(t, dir, data, err)
+}
+
+// writeModelFile writes an encoded model (or fails on the encoder's error)
+// as dir/model.onnx and returns its path.
+func writeModelFile(t *testing.T, dir string, data []byte, err error) string {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
