@@ -75,8 +75,13 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 	VSCALEFPS Z2, Z3, X; \
 	VADDPS X, SUM, SUM
 
-// Add bias[r] (at AX) to row r of the tile in Z4..Z19.
-#define TILE8x32_KEY_BIAS \
+// Add bias[8t + r] (bias at AX) to row r of tile t = N - R12 in Z4..Z19
+// (DX scratch).
+#define TILE8x32_KEY_BIAS(N) \
+	MOVQ N, DX; \
+	SUBQ R12, DX; \
+	SHLQ $5, DX; \
+	ADDQ DX, AX; \
 	VADDPS.BCST 0(AX), Z4, Z4; \
 	VADDPS.BCST 0(AX), Z5, Z5; \
 	VADDPS.BCST 4(AX), Z6, Z6; \
@@ -160,6 +165,22 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 	KORW K1, K2, K1; \
 	KORTESTW K1, K1
 
+// The scores kernels' return: at expover (a tile over the slack) the
+// maxima Z0, Z1 go to MX; at expdone the sums Z24, Z25 to SUM; OUT gets
+// the tiles done, N - R12.
+#define TILE8x32_EXP_END(MX, SUM, N, OUT) \
+	expover: MOVQ MX, AX; \
+	VMOVUPS Z0, (AX); \
+	VMOVUPS Z1, 64(AX); \
+	expdone: MOVQ SUM, AX; \
+	VMOVUPS Z24, (AX); \
+	VMOVUPS Z25, 64(AX); \
+	MOVQ N, AX; \
+	SUBQ R12, AX; \
+	MOVQ AX, OUT; \
+	VZEROUPPER; \
+	RET
+
 // func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx, bias *float32) int
 // Tiles as Sgemm8x32RowsLoop's (A's 8 rows in place at a + t·as, the
 // packed k×32 panel B shared, C at c + t·cs): with a bias (not nil) it
@@ -186,7 +207,7 @@ TEXT ·ScoresExp8x32(SB), NOSPLIT, $0-112
 	MOVQ sum+80(FP), DX
 	TILE8x32_EXP_START
 	TESTQ R12, R12
-	JE sedone
+	JE expdone
 setile:
 	MOVQ k+0(FP), CX
 	MOVQ R13, SI
@@ -203,15 +224,11 @@ seepi:
 	MOVQ bias+96(FP), AX
 	TESTQ AX, AX
 	JE senobias
-	MOVQ n+48(FP), DX // tile t = n - R12: its bias rows at bias + 32·t bytes
-	SUBQ R12, DX
-	SHLQ $5, DX
-	ADDQ DX, AX
-	TILE8x32_KEY_BIAS
+	TILE8x32_KEY_BIAS(n+48(FP))
 senobias:
 	TILE8x32_COL_MAX
 	TILE8x32_OVER_SLACK
-	JNZ seover
+	JNZ expover
 	TILE8x32_EXP_SHIFT_SUM
 	MOVQ R15, DX
 	TILE8x32_WRITE
@@ -221,20 +238,8 @@ senobias:
 	LEAQ (R15)(AX*4), R15
 	DECQ R12
 	JNZ setile
-	JMP sedone
-seover:
-	MOVQ mx+88(FP), AX
-	VMOVUPS Z0, (AX)
-	VMOVUPS Z1, 64(AX)
-sedone:
-	MOVQ sum+80(FP), AX
-	VMOVUPS Z24, (AX)
-	VMOVUPS Z25, 64(AX)
-	MOVQ n+48(FP), AX
-	SUBQ R12, AX
-	MOVQ AX, ret+104(FP)
-	VZEROUPPER
-	RET
+	JMP expdone
+	TILE8x32_EXP_END(mx+88(FP), sum+80(FP), n+48(FP), ret+104(FP))
 
 // Two rows of the tile (lanes 0..15 in Z(lo0), Z(hi0), lanes 16..31 in
 // Z(lo1), Z(hi1)) as 32 bf16 pair words at OFF(DX), lo's in the low
@@ -265,7 +270,7 @@ TEXT ·ScoresExpBF16x32(SB), NOSPLIT, $0-96
 	TILE8x32_EXP_START
 	VMOVDQU32 pairidx<>(SB), Z31
 	TESTQ R12, R12
-	JE bedone
+	JE expdone
 betile:
 	MOVQ k+0(FP), CX
 	MOVQ R13, SI
@@ -282,15 +287,11 @@ beepi:
 	MOVQ bias+80(FP), AX
 	TESTQ AX, AX
 	JE benobias
-	MOVQ n+40(FP), DX // tile t = n - R12: its bias rows at bias + 32·t bytes
-	SUBQ R12, DX
-	SHLQ $5, DX
-	ADDQ DX, AX
-	TILE8x32_KEY_BIAS
+	TILE8x32_KEY_BIAS(n+40(FP))
 benobias:
 	TILE8x32_COL_MAX
 	TILE8x32_OVER_SLACK
-	JNZ beover
+	JNZ expover
 	TILE8x32_EXP_SHIFT_SUM
 	MOVQ R15, DX
 	PAIR_ROWS_STORE(4, 6, 5, 7, 0)
@@ -302,20 +303,8 @@ benobias:
 	ADDQ $512, R15
 	DECQ R12
 	JNZ betile
-	JMP bedone
-beover:
-	MOVQ mx+72(FP), AX
-	VMOVUPS Z0, (AX)
-	VMOVUPS Z1, 64(AX)
-bedone:
-	MOVQ sum+64(FP), AX
-	VMOVUPS Z24, (AX)
-	VMOVUPS Z25, 64(AX)
-	MOVQ n+40(FP), AX
-	SUBQ R12, AX
-	MOVQ AX, ret+88(FP)
-	VZEROUPPER
-	RET
+	JMP expdone
+	TILE8x32_EXP_END(mx+72(FP), sum+64(FP), n+40(FP), ret+88(FP))
 
 // func TransposeScale16(dst *float32, ldd int, src *float32, lds int, scale *float32)
 // dst[i·ldd + j] = scale[i]·src[j·lds + i] for i, j < 16: src's 16 rows in
