@@ -192,7 +192,7 @@ func TestFusedAttentionBF16FastPath(t *testing.T) {
 		sq, sk   int
 		d, dv    int
 		causal   bool
-		mask     string // "": none; "keys": bool [B,1,1,Sk]; "add": additive [B,1,1,Sk]; "rows": bool [Sq,Sk]
+		mask     string // "": none; "keys": bool [B,1,1,Sk]; "add": additive [B,1,1,Sk]; "rows": bool [Sq,Sk]; "lengths": kv_lengths
 		rising   bool   // scores that rise by far more than the slack along the keys
 		wantFast bool
 	}{
@@ -202,6 +202,8 @@ func TestFusedAttentionBF16FastPath(t *testing.T) {
 		{name: "causal odd", b: 1, h: 1, sq: 61, sk: 61, d: 34, dv: 13, causal: true},
 		{name: "key padding", b: 2, h: 2, sq: 40, sk: attnKBlock + 51, d: 64, dv: 32, mask: "keys"},
 		{name: "causal, key padding", b: 2, h: 1, sq: 90, sk: 90, d: 32, dv: 32, causal: true, mask: "keys"},
+		{name: "kv_lengths", b: 3, h: 1, sq: 40, sk: attnKBlock + 30, d: 64, dv: 64, mask: "lengths"},
+		{name: "causal, kv_lengths", b: 2, h: 1, sq: 77, sk: 77, d: 32, dv: 16, causal: true, mask: "lengths"},
 		{name: "additive per key", b: 2, h: 1, sq: 37, sk: 100, d: 64, dv: 16, mask: "add"},
 		{name: "rising scores", b: 1, h: 1, sq: 64, sk: 2*attnKBlock + 9, d: 64, dv: 64, rising: true},
 		{name: "rising scores, causal", b: 1, h: 1, sq: 2*attnKBlock + 9, sk: 2*attnKBlock + 9, d: 64, dv: 64, causal: true, rising: true},
@@ -242,12 +244,21 @@ func TestFusedAttentionBF16FastPath(t *testing.T) {
 					}
 				}
 				in, refMask, kind = append(in, m), m, MaskBoolTrueMasks
+			case "lengths":
+				lens := []int64{int64(c.sk), int64(c.sk) - 13, 5}[:c.b]
+				m := ir.NewTensor(ir.Bool, []int{c.b, 1, 1, c.sk})
+				for b, n := range lens {
+					for j := int(n); j < c.sk; j++ {
+						m.Bools()[b*c.sk+j] = true
+					}
+				}
+				in, refMask, kind = append(in, nil, ir.FromSlice([]int{c.b}, lens)), m, MaskBoolTrueMasks
 			case "add":
 				m := randTensor(r, c.b, 1, 1, c.sk)
 				m.Float32s()[3] = negInf
 				in, refMask, kind = append(in, m), m, MaskAdditive
 			}
-			if kind != "" {
+			if kind != "" && c.mask != "lengths" {
 				attrs = append(attrs, sAttr("mask_kind", kind))
 			}
 			if c.causal {
