@@ -18,7 +18,10 @@ DATA attnk<>+28(SB)/4, $0x3d2b9d69
 DATA attnk<>+32(SB)/4, $0x3c07d3e8
 DATA attnk<>+36(SB)/4, $0x41000000 // 8: the slack a score may rise above its column's shift
 DATA attnk<>+40(SB)/4, $0xff800000 // -Inf
-GLOBL attnk<>(SB), RODATA|NOPTR, $44
+DATA attnk<>+44(SB)/4, $0x3f80066b // c0..c2: exp(r) ≈ 1 + r·Σ c_k·r^k on |r| ≤ ln2/2, relative error 1.02e-4
+DATA attnk<>+48(SB)/4, $0x3f010ebe // (a minimax fit for bf16 probabilities, whose rounding is 2^-9)
+DATA attnk<>+52(SB)/4, $0x3e2924ce
+GLOBL attnk<>(SB), RODATA|NOPTR, $56
 
 // VPERMW indexes that interleave the two halves of a VCVTNE2PS2BF16
 // result: word 2i from word i (the low source), word 2i+1 from word 16+i.
@@ -58,22 +61,39 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 
 // X = exp(X - S) for the column shift S, added into SUM: n = round(x·log2 e),
 // r = x - n·ln2 (one rounding), exp(r) by the polynomial, scaled by 2^n.
-// Z26 log2(e), Z27 ln 2, Z28 -104, Z29 1, Z30 q4; BX the constants;
-// Z2, Z3 scratch.
-#define EXP_SHIFT_SUM(X, S, SUM) \
+// Z26 log2(e), Z27 ln 2, Z28 -104, Z29 1, Z30 the polynomial's top
+// coefficient; BX the constants; Z2, Z3 scratch. EXP_REDUCE leaves r in X,
+// n in Z2 and Z30 in Z3; EXP_FINISH takes the polynomial's sum without its
+// constant term in Z3.
+#define EXP_REDUCE(X, S) \
 	VSUBPS S, X, X; \
 	VMAXPS X, Z28, X; \
 	VMULPS Z26, X, Z2; \
 	VRNDSCALEPS $8, Z2, Z2; \
 	VFNMADD231PS Z27, Z2, X; \
-	VMOVAPS Z30, Z3; \
+	VMOVAPS Z30, Z3
+
+#define EXP_FINISH(X, SUM) \
+	VFMADD213PS Z29, X, Z3; \
+	VSCALEFPS Z2, Z3, X; \
+	VADDPS X, SUM, SUM
+
+// Within about 2 ulp: q0..q4, Z30 = q4.
+#define EXP_SHIFT_SUM(X, S, SUM) \
+	EXP_REDUCE(X, S); \
 	VFMADD213PS.BCST 28(BX), X, Z3; \
 	VFMADD213PS.BCST 24(BX), X, Z3; \
 	VFMADD213PS.BCST 20(BX), X, Z3; \
 	VFMADD213PS.BCST 16(BX), X, Z3; \
-	VFMADD213PS Z29, X, Z3; \
-	VSCALEFPS Z2, Z3, X; \
-	VADDPS X, SUM, SUM
+	EXP_FINISH(X, SUM)
+
+// Within 1.02e-4 relative, for probabilities rounded to bf16 next: c0..c2,
+// Z30 = c2 (two FMAs fewer than EXP_SHIFT_SUM).
+#define EXP_BF16_SHIFT_SUM(X, S, SUM) \
+	EXP_REDUCE(X, S); \
+	VFMADD213PS.BCST 48(BX), X, Z3; \
+	VFMADD213PS.BCST 44(BX), X, Z3; \
+	EXP_FINISH(X, SUM)
 
 // Add bias[8t + r] (bias at AX) to row r of tile t = N - R12 in Z4..Z19
 // (DX scratch).
@@ -116,24 +136,25 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 	VMAXPS Z17, Z1, Z1; \
 	VMAXPS Z19, Z1, Z1
 
-// EXP_SHIFT_SUM on every row of the tile: shifts Z20, Z21, sums Z24, Z25.
-#define TILE8x32_EXP_SHIFT_SUM \
-	EXP_SHIFT_SUM(Z4, Z20, Z24); \
-	EXP_SHIFT_SUM(Z5, Z21, Z25); \
-	EXP_SHIFT_SUM(Z6, Z20, Z24); \
-	EXP_SHIFT_SUM(Z7, Z21, Z25); \
-	EXP_SHIFT_SUM(Z8, Z20, Z24); \
-	EXP_SHIFT_SUM(Z9, Z21, Z25); \
-	EXP_SHIFT_SUM(Z10, Z20, Z24); \
-	EXP_SHIFT_SUM(Z11, Z21, Z25); \
-	EXP_SHIFT_SUM(Z12, Z20, Z24); \
-	EXP_SHIFT_SUM(Z13, Z21, Z25); \
-	EXP_SHIFT_SUM(Z14, Z20, Z24); \
-	EXP_SHIFT_SUM(Z15, Z21, Z25); \
-	EXP_SHIFT_SUM(Z16, Z20, Z24); \
-	EXP_SHIFT_SUM(Z17, Z21, Z25); \
-	EXP_SHIFT_SUM(Z18, Z20, Z24); \
-	EXP_SHIFT_SUM(Z19, Z21, Z25)
+// EXP (EXP_SHIFT_SUM or EXP_BF16_SHIFT_SUM) on every row of the tile:
+// shifts Z20, Z21, sums Z24, Z25.
+#define TILE8x32_EXP_SHIFT_SUM(EXP) \
+	EXP(Z4, Z20, Z24); \
+	EXP(Z5, Z21, Z25); \
+	EXP(Z6, Z20, Z24); \
+	EXP(Z7, Z21, Z25); \
+	EXP(Z8, Z20, Z24); \
+	EXP(Z9, Z21, Z25); \
+	EXP(Z10, Z20, Z24); \
+	EXP(Z11, Z21, Z25); \
+	EXP(Z12, Z20, Z24); \
+	EXP(Z13, Z21, Z25); \
+	EXP(Z14, Z20, Z24); \
+	EXP(Z15, Z21, Z25); \
+	EXP(Z16, Z20, Z24); \
+	EXP(Z17, Z21, Z25); \
+	EXP(Z18, Z20, Z24); \
+	EXP(Z19, Z21, Z25)
 
 // The exponential epilogue's registers, from the shifts at AX and the
 // sums at DX: BX the constants, Z20, Z21 the shifts (-Inf as 0), Z22, Z23
@@ -229,7 +250,7 @@ senobias:
 	TILE8x32_COL_MAX
 	TILE8x32_OVER_SLACK
 	JNZ expover
-	TILE8x32_EXP_SHIFT_SUM
+	TILE8x32_EXP_SHIFT_SUM(EXP_SHIFT_SUM)
 	MOVQ R15, DX
 	TILE8x32_WRITE
 	MOVQ as+56(FP), AX
@@ -268,6 +289,7 @@ TEXT ·ScoresExpBF16x32(SB), NOSPLIT, $0-96
 	MOVQ shift+56(FP), AX
 	MOVQ sum+64(FP), DX
 	TILE8x32_EXP_START
+	VBROADCASTSS 52(BX), Z30 // EXP_BF16_SHIFT_SUM's top coefficient
 	VMOVDQU32 pairidx<>(SB), Z31
 	TESTQ R12, R12
 	JE expdone
@@ -292,7 +314,7 @@ benobias:
 	TILE8x32_COL_MAX
 	TILE8x32_OVER_SLACK
 	JNZ expover
-	TILE8x32_EXP_SHIFT_SUM
+	TILE8x32_EXP_SHIFT_SUM(EXP_BF16_SHIFT_SUM)
 	MOVQ R15, DX
 	PAIR_ROWS_STORE(4, 6, 5, 7, 0)
 	PAIR_ROWS_STORE(8, 10, 9, 11, 128)
