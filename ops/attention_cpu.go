@@ -938,8 +938,8 @@ func (p *attnPlan) masksPlain(cls []uint8) bool {
 // diagonal) run through kernel.ScoresExp8x32 (in bf16
 // kernel.ScoresExpBF16x32, which stores the probabilities as pair words
 // at the start of the panel's st, and kp is the batch's packed K) in one
-// pass: a tile rising
-// more than attnRescaleSlack above a shift stops the kernel; the shift
+// pass: a tile rising more than attnRescaleSlack above a shift stops the
+// kernel; the shift
 // moves up to the tile's maximum (raiseShift) and the kernel resumes at
 // that tile. The rest — the at most 5 tiles straddling the panel's causal
 // diagonal and a last partial sliver of keys (packed in kp) — is computed
