@@ -148,14 +148,34 @@ func scoresBF16(st []float32, kw, qpanel []uint32, d, j0, keys int) {
 // contextBF16 adds P·V for keys [j0, j0+cols) to the transposed
 // accumulator acc (dvPad rows of ldAcc floats, this panel's 32 lanes at
 // acc[0]): the panel's probabilities st (cols × 32) are paired into pw
-// (⌈cols/2⌉·32 words), then multiplied by Vw's slivers (sk keys) from j0.
+// (⌈cols/2⌉·32 words), then multiplied by Vw's slivers (sk keys) from j0
+// (contextPairsBF16).
 func contextBF16(acc []float32, ldAcc int, st []float32, pw, vw []uint32, sk, dvPad, j0, cols int) {
+	_ = st[cols*attnBF16Lanes-1]
+	_ = pw[(cols+1)/2*attnBF16Lanes-1]
+	kernel.PairRowsBF16x32(&pw[0], &st[0], cols)
+	contextPairsBF16(acc, ldAcc, pw, vw, sk, dvPad, j0, cols)
+}
+
+// contextPairsBF16 adds P·V for keys [j0, j0+cols) to the transposed
+// accumulator acc (as contextBF16) from the panel's probabilities already
+// in pairs, pw (⌈cols/2⌉·32 words; with cols odd the last pair's high
+// halves are 0): what kernel.ScoresExpBF16x32 stores.
+func contextPairsBF16(acc []float32, ldAcc int, pw, vw []uint32, sk, dvPad, j0, cols int) {
 	skw := (sk + 1) / 2
 	kp := (cols + 1) / 2
-	_ = st[cols*attnBF16Lanes-1]
 	_ = pw[kp*attnBF16Lanes-1]
-	kernel.PairRowsBF16x32(&pw[0], &st[0], cols)
 	_ = vw[(dvPad/8-1)*8*skw+(j0/2+kp)*8-1]
 	_ = acc[(dvPad-1)*ldAcc+attnBF16Lanes-1]
 	kernel.BF16Gemm8x32LoopA8(kp, &vw[j0/2*8], 8, &pw[0], &acc[0], ldAcc, dvPad/8, 8*skw, 0, 8*ldAcc, true)
+}
+
+// scalePairLane multiplies lane c of the first pairs rows of pair words
+// pw (32 lanes a row) by corr, both halves, rounding them back to bf16:
+// the bf16 fast path's probabilities when a lane's shift rises.
+func scalePairLane(pw []uint32, pairs, c int, corr float32) {
+	for p := 0; p < pairs; p++ {
+		w := pw[p*attnBF16Lanes+c]
+		pw[p*attnBF16Lanes+c] = bf16Pair(blas.BF16Float(uint16(w))*corr, blas.BF16Float(uint16(w>>16))*corr)
+	}
 }

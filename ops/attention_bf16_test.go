@@ -159,3 +159,146 @@ func TestFusedAttentionBF16Views(t *testing.T) {
 		}
 	}
 }
+
+// bf16Tensor returns a copy of t with every element rounded to bf16.
+func bf16Tensor(t *ir.Tensor) *ir.Tensor {
+	out := ir.NewTensor(ir.Float, t.Shape)
+	for i, v := range t.Float32s() {
+		out.Float32s()[i] = float32(rb(v))
+	}
+	return out
+}
+
+// TestFusedAttentionBF16FastPath runs the bf16 attention's fast path
+// (kernel.ScoresExpBF16x32: plain, causal, per-key masks) and the blocks
+// it leaves to the scores-then-softmax path (those a per-query mask
+// touches) on operands
+// already rounded to bf16, with a scale of a power of two (so that
+// scale·Q rounds to itself), against the float64 reference of those
+// operands: the only rounding left is the probabilities' to bf16, half a
+// bf16 ulp of each, so the output is within 2⁻⁸·max|V|. The cases span
+// several key blocks, partial slivers of keys, odd head sizes, and scores
+// that rise more than attnRescaleSlack within and across blocks (the
+// shift raised under the kernel's stored pairs).
+func TestFusedAttentionBF16FastPath(t *testing.T) {
+	if !kernel.BF16 {
+		t.Skip("no AVX512_BF16 on this CPU")
+	}
+	const scale = 0.125
+	negInf := float32(math.Inf(-1))
+	cases := []struct {
+		name     string
+		b, h     int
+		sq, sk   int
+		d, dv    int
+		causal   bool
+		mask     string // "": none; "keys": bool [B,1,1,Sk]; "add": additive [B,1,1,Sk]; "rows": bool [Sq,Sk]; "lengths": kv_lengths
+		rising   bool   // scores that rise by far more than the slack along the keys
+		wantFast bool
+	}{
+		{name: "plain", b: 1, h: 2, sq: 70, sk: attnKBlock + 77, d: 64, dv: 64},
+		{name: "plain odd sizes", b: 2, h: 1, sq: 33, sk: 45, d: 34, dv: 13},
+		{name: "causal", b: 1, h: 2, sq: attnKBlock + 77, sk: attnKBlock + 77, d: 64, dv: 64, causal: true},
+		{name: "causal odd", b: 1, h: 1, sq: 61, sk: 61, d: 34, dv: 13, causal: true},
+		{name: "key padding", b: 2, h: 2, sq: 40, sk: attnKBlock + 51, d: 64, dv: 32, mask: "keys"},
+		{name: "causal, key padding", b: 2, h: 1, sq: 90, sk: 90, d: 32, dv: 32, causal: true, mask: "keys"},
+		{name: "kv_lengths", b: 3, h: 1, sq: 40, sk: attnKBlock + 30, d: 64, dv: 64, mask: "lengths"},
+		{name: "causal, kv_lengths", b: 2, h: 1, sq: 77, sk: 77, d: 32, dv: 16, causal: true, mask: "lengths"},
+		{name: "additive per key", b: 2, h: 1, sq: 37, sk: 100, d: 64, dv: 16, mask: "add"},
+		{name: "rising scores", b: 1, h: 1, sq: 64, sk: 2*attnKBlock + 9, d: 64, dv: 64, rising: true},
+		{name: "rising scores, causal", b: 1, h: 1, sq: 2*attnKBlock + 9, sk: 2*attnKBlock + 9, d: 64, dv: 64, causal: true, rising: true},
+		{name: "per-query mask (scores, then softmax)", b: 1, h: 2, sq: 50, sk: 70, d: 64, dv: 64, mask: "rows"},
+	}
+	r := rand.New(rand.NewSource(21))
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q := randTensor(r, c.b, c.h, c.sq, c.d)
+			k := randTensor(r, c.b, c.h, c.sk, c.d)
+			if c.rising { // key j's scores grow with j: the running max rises by ~40 over the keys
+				for i, qd := 0, q.Float32s(); i < len(qd); i += c.d {
+					qd[i] = 8
+				}
+				for i, kd := 0, k.Float32s(); i < len(kd); i += c.d {
+					kd[i] = 40 * float32((i/c.d)%c.sk) / float32(c.sk)
+				}
+			}
+			q, k = bf16Tensor(q), bf16Tensor(k)
+			v := bf16Tensor(randTensor(r, c.b, c.h, c.sk, c.dv))
+			attrs := []*ir.Attribute{fAttr("scale", scale)}
+			in := []*ir.Tensor{q, k, v}
+			var refMask *ir.Tensor // the mask the reference applies (the causal cut included)
+			kind := ""
+			switch c.mask {
+			case "keys", "rows":
+				shape := []int{c.b, 1, 1, c.sk}
+				if c.mask == "rows" {
+					shape = []int{c.sq, c.sk}
+				}
+				m := randBools(r, 0.3, shape...)
+				if c.mask == "keys" {
+					for b := 0; b < c.b; b++ { // padding at the end too, past a key block
+						for j := c.sk - 5; j < c.sk; j++ {
+							m.Bools()[b*c.sk+j] = true
+						}
+						m.Bools()[b*c.sk] = false // every query sees a key
+					}
+				}
+				in, refMask, kind = append(in, m), m, MaskBoolTrueMasks
+			case "lengths":
+				lens := []int64{int64(c.sk), int64(c.sk) - 13, 5}[:c.b]
+				m := ir.NewTensor(ir.Bool, []int{c.b, 1, 1, c.sk})
+				for b, n := range lens {
+					for j := int(n); j < c.sk; j++ {
+						m.Bools()[b*c.sk+j] = true
+					}
+				}
+				in, refMask, kind = append(in, nil, ir.FromSlice([]int{c.b}, lens)), m, MaskBoolTrueMasks
+			case "add":
+				m := randTensor(r, c.b, 1, 1, c.sk)
+				m.Float32s()[3] = negInf
+				in, refMask, kind = append(in, m), m, MaskAdditive
+			}
+			if kind != "" && c.mask != "lengths" {
+				attrs = append(attrs, sAttr("mask_kind", kind))
+			}
+			if c.causal {
+				attrs = append(attrs, iAttr("causal", 1))
+				cm := ir.NewTensor(ir.Bool, []int{c.b, 1, c.sq, c.sk})
+				for b := 0; b < c.b; b++ {
+					for i := 0; i < c.sq; i++ {
+						for j := 0; j < c.sk; j++ {
+							masked := j > i
+							if refMask != nil {
+								masked = masked || refMask.Bools()[b*c.sk+j]
+							}
+							cm.Bools()[(b*c.sq+i)*c.sk+j] = masked
+						}
+					}
+				}
+				refMask, kind = cm, MaskBoolTrueMasks
+			}
+			want := refAttention(t, q, k, v, refMask, scale, false, kind, negInf, 1)
+			n := attnNode(attrs...)
+			p, err := planFusedAttention(n, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, threads := range []int{1, 2} {
+				got := ir.NewTensor(ir.Float, p.out)
+				p.run(&Context{Threads: threads, Precision: PrecisionBF16}, got.Float32s(), nil, true)
+				if !p.bf16 || !p.scoresExp {
+					t.Fatalf("bf16 %v, fast path %v; want both", p.bf16, p.scoresExp)
+				}
+				var maxV float64
+				for _, x := range v.Float32s() {
+					maxV = max(maxV, math.Abs(float64(x)))
+				}
+				tol := 0x1p-8*maxV + 1e-5
+				d, _ := maxAbsDiff(got, want)
+				if !(d <= tol) {
+					t.Fatalf("threads %d: max |bf16 - float64 reference| %g, want ≤ %g", threads, d, tol)
+				}
+			}
+		})
+	}
+}

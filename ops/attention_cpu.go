@@ -100,9 +100,10 @@ type attnPlan struct {
 	bf16, kInPlace, vInPlace bool
 	// scoresExp: with no bias, softcap or scores output, the scores and
 	// exponentials of key blocks no mask touches (or only a per-key one,
-	// keyBias) run in one kernel (kernel.ScoresExp8x32; fp32, AVX-512, K
-	// in place), the causal cut and the key limit handled around it: each
-	// tile is stored once, as probabilities.
+	// keyBias) run in one kernel (kernel.ScoresExp8x32: fp32, AVX-512, K
+	// in place; kernel.ScoresExpBF16x32 in bf16: packed K, probabilities
+	// stored as the P·V product's bf16 pairs), the causal cut and the key
+	// limit handled around it: each tile is stored once, as probabilities.
 	scoresExp bool
 	// keyBias, when the mask is one value per key (broadcast along the
 	// queries: key padding) and scoresExp, holds it as what the kernel
@@ -497,7 +498,7 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	p.kInPlace = tileLoop && !p.bf16 && p.k.cs == 1
 	p.vInPlace = tileLoop && !p.bf16 && p.v.cs == 1 && p.dv%attnMR == 0
 	perKey := p.maskKind != "" && p.mRowStep == 0 && (p.maskFloats != nil || math.IsInf(float64(p.fill), -1))
-	p.scoresExp = p.kInPlace && p.softcap == 0 && p.scoresMode == "" && p.biasFloats == nil && (p.maskFloats == nil || perKey)
+	p.scoresExp = (p.kInPlace || p.bf16) && p.softcap == 0 && p.scoresMode == "" && p.biasFloats == nil && (p.maskFloats == nil || perKey)
 	var maskRows []int // the distinct mask rows of a per-key mask on the fast path
 	if p.scoresExp && perKey {
 		p.keyBiasIdx, maskRows = uniqueIndex(p.mOff)
@@ -693,6 +694,7 @@ type attnWork struct {
 	l   []float64 // running sum per query
 	cls []uint8   // mask class per query row of the current key block
 	pw  []uint32  // bf16: one panel's probabilities as pair words
+	pwf []float32 // pw's scratch as floats: the bf16 fast path's raw scores past its kernel's tiles
 	qp  []float32 // fp32: the item's panels of scale·Qᵀ
 }
 
@@ -725,15 +727,17 @@ func (p *attnPlan) newWork(dvPad int, qPerItem bool, buf []float32) *attnWork {
 		buf = buf[n:]
 		return s
 	}
-	return &attnWork{
+	w := &attnWork{
 		st:  take(attnQBlock * attnKBlock),
 		acc: take(dvPad * attnQBlock),
 		m:   take(attnQBlock),
-		pw:  wordsOf(take(p.pairWords())),
+		pwf: take(p.pairWords()),
 		qp:  take(p.itemQFloats(qPerItem)),
 		l:   make([]float64, attnQBlock),
 		cls: make([]uint8, attnQBlock),
 	}
+	w.pw = wordsOf(w.pwf)
+	return w
 }
 
 // Mask classes of one query row over one key block.
@@ -751,6 +755,10 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 	rows := min(qb, p.sq-i0)
 	panels := (rows + attnNR - 1) / attnNR
 	d, sk := p.d, p.sk
+	dq := d // Q's packed columns per query (pair words in bf16)
+	if p.bf16 {
+		dq = (d + 1) / 2
+	}
 	acc := w.acc[:dvPad*qb]
 	clear(acc)
 	negInf := float32(math.Inf(-1))
@@ -781,6 +789,7 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 		// fast path stops at the last key any of its queries sees).
 		var keysa [attnQBlock]int // panels ≤ attnQBlock whatever attnNR
 		keys := keysa[:panels]
+		paired := false // st holds the probabilities as bf16 pairs (the bf16 fast path)
 		if plain := p.masksPlain(w.cls[:rows]); p.scoresExp && (plain || p.keyBias != nil) {
 			var bias []float32 // the per-key mask, where it hides or changes a score of the block
 			if !plain {
@@ -788,8 +797,9 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 			}
 			for pn := 0; pn < panels; pn++ {
 				lanes := min(attnNR, rows-pn*attnNR)
-				keys[pn] = p.scoresExpPanel(w, pn, acc, dvPad, b, i0+pn*attnNR, lanes, j0, min(cols, lim-j0), bias, kp, qp[pn*attnNR*d:])
+				keys[pn] = p.scoresExpPanel(w, pn, acc, dvPad, b, i0+pn*attnNR, lanes, j0, min(cols, lim-j0), bias, kp, qp[pn*attnNR*dq:])
 			}
+			paired = p.bf16
 		} else {
 			p.scoresSoftmax(w, acc, dvPad, b, i0, j0, rows, cols, lim, kp, qp)
 			for pn := range keys {
@@ -806,6 +816,9 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 			}
 			bp := w.st[pn*attnNR*kb : pn*attnNR*kb+cols*attnNR]
 			switch {
+			case paired:
+				contextPairsBF16(acc[pn*attnNR:], qb, wordsOf(w.st[pn*attnNR*kb:]), wordsOf(vp), sk, dvPad, j0, cols)
+				continue
 			case p.bf16:
 				contextBF16(acc[pn*attnNR:], qb, bp, w.pw, wordsOf(vp), sk, dvPad, j0, cols)
 				continue
@@ -922,12 +935,16 @@ func (p *attnPlan) masksPlain(cls []uint8) bool {
 // cover: with causal masking, those up to the last query's diagonal.
 //
 // Whole tiles of 8 keys that every lane sees (before the first query's
-// diagonal) run through kernel.ScoresExp8x32 in one pass: a tile rising
-// more than attnRescaleSlack above a shift stops the kernel; the shift
+// diagonal) run through kernel.ScoresExp8x32 (in bf16
+// kernel.ScoresExpBF16x32, which stores the probabilities as pair words
+// at the start of the panel's st, and kp is the batch's packed K) in one
+// pass: a tile rising more than attnRescaleSlack above a shift stops the
+// kernel; the shift
 // moves up to the tile's maximum (raiseShift) and the kernel resumes at
 // that tile. The rest — the at most 5 tiles straddling the panel's causal
 // diagonal and a last partial sliver of keys (packed in kp) — is computed
-// raw, masked, and goes through colMax and expCols.
+// raw (in bf16 into w.pwf, then paired after the kernel's tiles), masked,
+// and goes through colMax and expCols.
 func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, q0, lanes, j0, cols int, bias, kp, qpan []float32) int {
 	plain := cols
 	if p.causal {
@@ -942,14 +959,23 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, 
 	var suma, mxa [maxLanes]float32
 	sum, mx := suma[:attnNR], mxa[:attnNR]
 	full := max(plain, 0) / attnMR
-	k := p.k.data[p.k.off[b]+j0*p.k.rs:]
+	var k []float32
+	dw := (p.d + 1) / 2 // bf16: K's and Q's pair words per key and query
+	if !p.bf16 {
+		k = p.k.data[p.k.off[b]+j0*p.k.rs:]
+	}
 	for done := 0; done < full; {
 		var bp *float32
 		if bias != nil {
 			bp = &bias[done*attnMR]
 		}
-		done += kernel.ScoresExp8x32(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &qpan[0], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
-			&m[0], &sum[0], &mx[0], bp)
+		if p.bf16 {
+			done += kernel.ScoresExpBF16x32(dw, &wordsOf(kp)[(j0+done*attnMR)*dw], dw, &wordsOf(qpan)[0], &wordsOf(st)[done*attnMR/2*attnNR], full-done, attnMR*dw,
+				&m[0], &sum[0], &mx[0], bp)
+		} else {
+			done += kernel.ScoresExp8x32(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &qpan[0], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
+				&m[0], &sum[0], &mx[0], bp)
+		}
 		if done < full {
 			p.raiseShift(w, pn, mx, st, done*attnMR, sum, acc, dvPad)
 		}
@@ -961,10 +987,14 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, 
 		slivers := (rest + attnMR - 1) / attnMR
 		tail0 := p.sk / attnMR * attnMR
 		inPlace := min(slivers, max(0, (tail0-j0)/attnMR-full))
-		if inPlace > 0 {
+		switch {
+		case p.bf16:
+			raw = w.pwf
+			scoresBF16(raw, wordsOf(kp), wordsOf(qpan), p.d, j0+full*attnMR, slivers*attnMR)
+		case inPlace > 0:
 			kernel.Sgemm8x32RowsLoop(p.d, &k[full*attnMR*p.k.rs], p.k.rs, &qpan[0], &raw[0], attnNR, inPlace, attnMR*p.k.rs, 0, attnMR*attnNR, false)
 		}
-		if inPlace < slivers {
+		if !p.bf16 && inPlace < slivers {
 			kernel.Sgemm8x32Loop(p.d, &kp[0], &qpan[0], &raw[inPlace*attnMR*attnNR], attnMR, attnNR, 1, 0, 0, 0, false)
 		}
 		if bias != nil {
@@ -991,6 +1021,9 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, 
 			}
 		}
 		expCols(raw, rest, shift, sum)
+		if p.bf16 {
+			kernel.PairRowsBF16x32(&wordsOf(st)[full*attnMR/2*attnNR], &raw[0], rest)
+		}
 	}
 	l := w.l[pn*attnNR : (pn+1)*attnNR]
 	for c, v := range sum {
@@ -1003,7 +1036,8 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, 
 // exceeds it by more than attnRescaleSlack up to that maximum, rescaling
 // what was computed under the old shift by exp(old − new): the running sum
 // of earlier blocks, the accumulator's column, this block's sum so far and
-// its probabilities in the first keys rows of st.
+// its probabilities in the first keys rows of st (in bf16, keys even, the
+// first keys/2 rows of pair words).
 func (p *attnPlan) raiseShift(w *attnWork, pn int, mx, st []float32, keys int, sum, acc []float32, dvPad int) {
 	m := w.m[pn*attnNR : (pn+1)*attnNR]
 	l := w.l[pn*attnNR : (pn+1)*attnNR]
@@ -1025,6 +1059,10 @@ func (p *attnPlan) raiseShift(w *attnWork, pn int, mx, st []float32, keys int, s
 		sum[c] *= corr
 		for r := 0; r < dvPad; r++ {
 			acc[r*attnQBlock+pn*attnNR+c] *= corr
+		}
+		if p.bf16 {
+			scalePairLane(wordsOf(st), keys/2, c, corr)
+			continue
 		}
 		for key := 0; key < keys; key++ {
 			st[key*attnNR+c] *= corr

@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "bf16_amd64.h"
 #include "tile8x32_amd64.h"
 
 // The fused attention's scores kernel: the 8×32 tile of Sgemm8x32RowsLoop
@@ -17,26 +18,189 @@ DATA attnk<>+28(SB)/4, $0x3d2b9d69
 DATA attnk<>+32(SB)/4, $0x3c07d3e8
 DATA attnk<>+36(SB)/4, $0x41000000 // 8: the slack a score may rise above its column's shift
 DATA attnk<>+40(SB)/4, $0xff800000 // -Inf
-GLOBL attnk<>(SB), RODATA|NOPTR, $44
+DATA attnk<>+44(SB)/4, $0x3f80066b // c0..c2: exp(r) ≈ 1 + r·Σ c_k·r^k on |r| ≤ ln2/2, relative error 1.02e-4
+DATA attnk<>+48(SB)/4, $0x3f010ebe // (a minimax fit for bf16 probabilities, whose rounding is 2^-9)
+DATA attnk<>+52(SB)/4, $0x3e2924ce
+GLOBL attnk<>(SB), RODATA|NOPTR, $56
+
+// VPERMW indexes that interleave the two halves of a VCVTNE2PS2BF16
+// result: word 2i from word i (the low source), word 2i+1 from word 16+i.
+DATA pairidx<>+0(SB)/2, $0
+DATA pairidx<>+2(SB)/2, $16
+DATA pairidx<>+4(SB)/2, $1
+DATA pairidx<>+6(SB)/2, $17
+DATA pairidx<>+8(SB)/2, $2
+DATA pairidx<>+10(SB)/2, $18
+DATA pairidx<>+12(SB)/2, $3
+DATA pairidx<>+14(SB)/2, $19
+DATA pairidx<>+16(SB)/2, $4
+DATA pairidx<>+18(SB)/2, $20
+DATA pairidx<>+20(SB)/2, $5
+DATA pairidx<>+22(SB)/2, $21
+DATA pairidx<>+24(SB)/2, $6
+DATA pairidx<>+26(SB)/2, $22
+DATA pairidx<>+28(SB)/2, $7
+DATA pairidx<>+30(SB)/2, $23
+DATA pairidx<>+32(SB)/2, $8
+DATA pairidx<>+34(SB)/2, $24
+DATA pairidx<>+36(SB)/2, $9
+DATA pairidx<>+38(SB)/2, $25
+DATA pairidx<>+40(SB)/2, $10
+DATA pairidx<>+42(SB)/2, $26
+DATA pairidx<>+44(SB)/2, $11
+DATA pairidx<>+46(SB)/2, $27
+DATA pairidx<>+48(SB)/2, $12
+DATA pairidx<>+50(SB)/2, $28
+DATA pairidx<>+52(SB)/2, $13
+DATA pairidx<>+54(SB)/2, $29
+DATA pairidx<>+56(SB)/2, $14
+DATA pairidx<>+58(SB)/2, $30
+DATA pairidx<>+60(SB)/2, $15
+DATA pairidx<>+62(SB)/2, $31
+GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 
 // X = exp(X - S) for the column shift S, added into SUM: n = round(x·log2 e),
 // r = x - n·ln2 (one rounding), exp(r) by the polynomial, scaled by 2^n.
-// Z26 log2(e), Z27 ln 2, Z28 -104, Z29 1, Z30 q4; BX the constants;
-// Z2, Z3 scratch.
-#define EXP_SHIFT_SUM(X, S, SUM) \
+// Z26 log2(e), Z27 ln 2, Z28 -104, Z29 1, Z30 the polynomial's top
+// coefficient; BX the constants; Z2, Z3 scratch. EXP_REDUCE leaves r in X,
+// n in Z2 and Z30 in Z3; EXP_FINISH takes the polynomial's sum without its
+// constant term in Z3.
+#define EXP_REDUCE(X, S) \
 	VSUBPS S, X, X; \
 	VMAXPS X, Z28, X; \
 	VMULPS Z26, X, Z2; \
 	VRNDSCALEPS $8, Z2, Z2; \
 	VFNMADD231PS Z27, Z2, X; \
-	VMOVAPS Z30, Z3; \
+	VMOVAPS Z30, Z3
+
+#define EXP_FINISH(X, SUM) \
+	VFMADD213PS Z29, X, Z3; \
+	VSCALEFPS Z2, Z3, X; \
+	VADDPS X, SUM, SUM
+
+// Within about 2 ulp: q0..q4, Z30 = q4.
+#define EXP_SHIFT_SUM(X, S, SUM) \
+	EXP_REDUCE(X, S); \
 	VFMADD213PS.BCST 28(BX), X, Z3; \
 	VFMADD213PS.BCST 24(BX), X, Z3; \
 	VFMADD213PS.BCST 20(BX), X, Z3; \
 	VFMADD213PS.BCST 16(BX), X, Z3; \
-	VFMADD213PS Z29, X, Z3; \
-	VSCALEFPS Z2, Z3, X; \
-	VADDPS X, SUM, SUM
+	EXP_FINISH(X, SUM)
+
+// Within 1.02e-4 relative, for probabilities rounded to bf16 next: c0..c2,
+// Z30 = c2 (two FMAs fewer than EXP_SHIFT_SUM).
+#define EXP_BF16_SHIFT_SUM(X, S, SUM) \
+	EXP_REDUCE(X, S); \
+	VFMADD213PS.BCST 48(BX), X, Z3; \
+	VFMADD213PS.BCST 44(BX), X, Z3; \
+	EXP_FINISH(X, SUM)
+
+// Add bias[8t + r] (bias at AX) to row r of tile t = N - R12 in Z4..Z19
+// (DX scratch).
+#define TILE8x32_KEY_BIAS(N) \
+	MOVQ N, DX; \
+	SUBQ R12, DX; \
+	SHLQ $5, DX; \
+	ADDQ DX, AX; \
+	VADDPS.BCST 0(AX), Z4, Z4; \
+	VADDPS.BCST 0(AX), Z5, Z5; \
+	VADDPS.BCST 4(AX), Z6, Z6; \
+	VADDPS.BCST 4(AX), Z7, Z7; \
+	VADDPS.BCST 8(AX), Z8, Z8; \
+	VADDPS.BCST 8(AX), Z9, Z9; \
+	VADDPS.BCST 12(AX), Z10, Z10; \
+	VADDPS.BCST 12(AX), Z11, Z11; \
+	VADDPS.BCST 16(AX), Z12, Z12; \
+	VADDPS.BCST 16(AX), Z13, Z13; \
+	VADDPS.BCST 20(AX), Z14, Z14; \
+	VADDPS.BCST 20(AX), Z15, Z15; \
+	VADDPS.BCST 24(AX), Z16, Z16; \
+	VADDPS.BCST 24(AX), Z17, Z17; \
+	VADDPS.BCST 28(AX), Z18, Z18; \
+	VADDPS.BCST 28(AX), Z19, Z19
+
+// The tile's column maxima over its 8 rows: Z0 (lanes 0..15), Z1 (16..31).
+#define TILE8x32_COL_MAX \
+	VMAXPS Z6, Z4, Z0; \
+	VMAXPS Z8, Z0, Z0; \
+	VMAXPS Z10, Z0, Z0; \
+	VMAXPS Z12, Z0, Z0; \
+	VMAXPS Z14, Z0, Z0; \
+	VMAXPS Z16, Z0, Z0; \
+	VMAXPS Z18, Z0, Z0; \
+	VMAXPS Z7, Z5, Z1; \
+	VMAXPS Z9, Z1, Z1; \
+	VMAXPS Z11, Z1, Z1; \
+	VMAXPS Z13, Z1, Z1; \
+	VMAXPS Z15, Z1, Z1; \
+	VMAXPS Z17, Z1, Z1; \
+	VMAXPS Z19, Z1, Z1
+
+// EXP (EXP_SHIFT_SUM or EXP_BF16_SHIFT_SUM) on every row of the tile:
+// shifts Z20, Z21, sums Z24, Z25.
+#define TILE8x32_EXP_SHIFT_SUM(EXP) \
+	EXP(Z4, Z20, Z24); \
+	EXP(Z5, Z21, Z25); \
+	EXP(Z6, Z20, Z24); \
+	EXP(Z7, Z21, Z25); \
+	EXP(Z8, Z20, Z24); \
+	EXP(Z9, Z21, Z25); \
+	EXP(Z10, Z20, Z24); \
+	EXP(Z11, Z21, Z25); \
+	EXP(Z12, Z20, Z24); \
+	EXP(Z13, Z21, Z25); \
+	EXP(Z14, Z20, Z24); \
+	EXP(Z15, Z21, Z25); \
+	EXP(Z16, Z20, Z24); \
+	EXP(Z17, Z21, Z25); \
+	EXP(Z18, Z20, Z24); \
+	EXP(Z19, Z21, Z25)
+
+// The exponential epilogue's registers, from the shifts at AX and the
+// sums at DX: BX the constants, Z20, Z21 the shifts (-Inf as 0), Z22, Z23
+// shift + 8, Z24, Z25 the sums, Z26..Z30 EXP_SHIFT_SUM's constants.
+#define TILE8x32_EXP_START \
+	LEAQ attnk<>(SB), BX; \
+	VMOVUPS (AX), Z20; \
+	VMOVUPS 64(AX), Z21; \
+	VADDPS.BCST 36(BX), Z20, Z22; \
+	VADDPS.BCST 36(BX), Z21, Z23; \
+	VBROADCASTSS 40(BX), Z2; \
+	VCMPPS $0, Z2, Z20, K1; \
+	VPXORD Z20, Z20, K1, Z20; \
+	VCMPPS $0, Z2, Z21, K1; \
+	VPXORD Z21, Z21, K1, Z21; \
+	VMOVUPS (DX), Z24; \
+	VMOVUPS 64(DX), Z25; \
+	VBROADCASTSS 0(BX), Z26; \
+	VBROADCASTSS 4(BX), Z27; \
+	VBROADCASTSS 8(BX), Z28; \
+	VBROADCASTSS 12(BX), Z29; \
+	VBROADCASTSS 32(BX), Z30
+
+// Sets ZF clear (JNZ taken) when a column maximum (Z0, Z1) exceeds its
+// shift + 8 (Z22, Z23).
+#define TILE8x32_OVER_SLACK \
+	VCMPPS $0x1e, Z22, Z0, K1; \
+	VCMPPS $0x1e, Z23, Z1, K2; \
+	KORW K1, K2, K1; \
+	KORTESTW K1, K1
+
+// The scores kernels' return: at expover (a tile over the slack) the
+// maxima Z0, Z1 go to MX; at expdone the sums Z24, Z25 to SUM; OUT gets
+// the tiles done, N - R12.
+#define TILE8x32_EXP_END(MX, SUM, N, OUT) \
+	expover: MOVQ MX, AX; \
+	VMOVUPS Z0, (AX); \
+	VMOVUPS Z1, 64(AX); \
+	expdone: MOVQ SUM, AX; \
+	VMOVUPS Z24, (AX); \
+	VMOVUPS Z25, 64(AX); \
+	MOVQ N, AX; \
+	SUBQ R12, AX; \
+	MOVQ AX, OUT; \
+	VZEROUPPER; \
+	RET
 
 // func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx, bias *float32) int
 // Tiles as Sgemm8x32RowsLoop's (A's 8 rows in place at a + t·as, the
@@ -60,27 +224,11 @@ TEXT ·ScoresExp8x32(SB), NOSPLIT, $0-112
 	SHLQ $2, R8
 	SHLQ $2, R9
 	LEAQ (R8)(R8*2), R10
-	LEAQ attnk<>(SB), BX
 	MOVQ shift+72(FP), AX
-	VMOVUPS (AX), Z20
-	VMOVUPS 64(AX), Z21
-	VADDPS.BCST 36(BX), Z20, Z22
-	VADDPS.BCST 36(BX), Z21, Z23
-	VBROADCASTSS 40(BX), Z2
-	VCMPPS $0, Z2, Z20, K1
-	VPXORD Z20, Z20, K1, Z20
-	VCMPPS $0, Z2, Z21, K1
-	VPXORD Z21, Z21, K1, Z21
-	MOVQ sum+80(FP), AX
-	VMOVUPS (AX), Z24
-	VMOVUPS 64(AX), Z25
-	VBROADCASTSS 0(BX), Z26
-	VBROADCASTSS 4(BX), Z27
-	VBROADCASTSS 8(BX), Z28
-	VBROADCASTSS 12(BX), Z29
-	VBROADCASTSS 32(BX), Z30
+	MOVQ sum+80(FP), DX
+	TILE8x32_EXP_START
 	TESTQ R12, R12
-	JE sedone
+	JE expdone
 setile:
 	MOVQ k+0(FP), CX
 	MOVQ R13, SI
@@ -97,62 +245,12 @@ seepi:
 	MOVQ bias+96(FP), AX
 	TESTQ AX, AX
 	JE senobias
-	MOVQ n+48(FP), DX // tile t = n - R12: its bias rows at bias + 32·t bytes
-	SUBQ R12, DX
-	SHLQ $5, DX
-	ADDQ DX, AX
-	VADDPS.BCST 0(AX), Z4, Z4
-	VADDPS.BCST 0(AX), Z5, Z5
-	VADDPS.BCST 4(AX), Z6, Z6
-	VADDPS.BCST 4(AX), Z7, Z7
-	VADDPS.BCST 8(AX), Z8, Z8
-	VADDPS.BCST 8(AX), Z9, Z9
-	VADDPS.BCST 12(AX), Z10, Z10
-	VADDPS.BCST 12(AX), Z11, Z11
-	VADDPS.BCST 16(AX), Z12, Z12
-	VADDPS.BCST 16(AX), Z13, Z13
-	VADDPS.BCST 20(AX), Z14, Z14
-	VADDPS.BCST 20(AX), Z15, Z15
-	VADDPS.BCST 24(AX), Z16, Z16
-	VADDPS.BCST 24(AX), Z17, Z17
-	VADDPS.BCST 28(AX), Z18, Z18
-	VADDPS.BCST 28(AX), Z19, Z19
+	TILE8x32_KEY_BIAS(n+48(FP))
 senobias:
-	VMAXPS Z6, Z4, Z0
-	VMAXPS Z8, Z0, Z0
-	VMAXPS Z10, Z0, Z0
-	VMAXPS Z12, Z0, Z0
-	VMAXPS Z14, Z0, Z0
-	VMAXPS Z16, Z0, Z0
-	VMAXPS Z18, Z0, Z0
-	VMAXPS Z7, Z5, Z1
-	VMAXPS Z9, Z1, Z1
-	VMAXPS Z11, Z1, Z1
-	VMAXPS Z13, Z1, Z1
-	VMAXPS Z15, Z1, Z1
-	VMAXPS Z17, Z1, Z1
-	VMAXPS Z19, Z1, Z1
-	VCMPPS $0x1e, Z22, Z0, K1
-	VCMPPS $0x1e, Z23, Z1, K2
-	KORW K1, K2, K1
-	KORTESTW K1, K1
-	JNZ seover
-	EXP_SHIFT_SUM(Z4, Z20, Z24)
-	EXP_SHIFT_SUM(Z5, Z21, Z25)
-	EXP_SHIFT_SUM(Z6, Z20, Z24)
-	EXP_SHIFT_SUM(Z7, Z21, Z25)
-	EXP_SHIFT_SUM(Z8, Z20, Z24)
-	EXP_SHIFT_SUM(Z9, Z21, Z25)
-	EXP_SHIFT_SUM(Z10, Z20, Z24)
-	EXP_SHIFT_SUM(Z11, Z21, Z25)
-	EXP_SHIFT_SUM(Z12, Z20, Z24)
-	EXP_SHIFT_SUM(Z13, Z21, Z25)
-	EXP_SHIFT_SUM(Z14, Z20, Z24)
-	EXP_SHIFT_SUM(Z15, Z21, Z25)
-	EXP_SHIFT_SUM(Z16, Z20, Z24)
-	EXP_SHIFT_SUM(Z17, Z21, Z25)
-	EXP_SHIFT_SUM(Z18, Z20, Z24)
-	EXP_SHIFT_SUM(Z19, Z21, Z25)
+	TILE8x32_COL_MAX
+	TILE8x32_OVER_SLACK
+	JNZ expover
+	TILE8x32_EXP_SHIFT_SUM(EXP_SHIFT_SUM)
 	MOVQ R15, DX
 	TILE8x32_WRITE
 	MOVQ as+56(FP), AX
@@ -161,20 +259,74 @@ senobias:
 	LEAQ (R15)(AX*4), R15
 	DECQ R12
 	JNZ setile
-	JMP sedone
-seover:
-	MOVQ mx+88(FP), AX
-	VMOVUPS Z0, (AX)
-	VMOVUPS Z1, 64(AX)
-sedone:
-	MOVQ sum+80(FP), AX
-	VMOVUPS Z24, (AX)
-	VMOVUPS Z25, 64(AX)
-	MOVQ n+48(FP), AX
-	SUBQ R12, AX
-	MOVQ AX, ret+104(FP)
-	VZEROUPPER
-	RET
+	JMP expdone
+	TILE8x32_EXP_END(mx+88(FP), sum+80(FP), n+48(FP), ret+104(FP))
+
+// Two rows of the tile (lanes 0..15 in Z(lo0), Z(hi0), lanes 16..31 in
+// Z(lo1), Z(hi1)) as 32 bf16 pair words at OFF(DX), lo's in the low
+// halves: rounded (VCVTNE2PS2BF16), interleaved by Z31's indexes (VPERMW).
+#define PAIR_ROWS_STORE(lo0, hi0, lo1, hi1, OFF) \
+	VCVTNE2PS2BF16_Z(lo0, hi0, 0); \
+	VPERMW Z0, Z31, Z0; \
+	VMOVDQU32 Z0, OFF(DX); \
+	VCVTNE2PS2BF16_Z(lo1, hi1, 1); \
+	VPERMW Z1, Z31, Z1; \
+	VMOVDQU32 Z1, OFF+64(DX)
+
+// func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, sum, mx, bias *float32) int
+// ScoresExp8x32 with the k pairs of VDPBF16PS (BF16_8x32_ROWS_KSTEP) and
+// the exponentials stored as bf16 pair words, 128 a tile at c + 512t
+// bytes (PAIR_ROWS_STORE, rows 2p and 2p+1 at 128p words); Z31 the pair
+// indexes.
+TEXT ·ScoresExpBF16x32(SB), NOSPLIT, $0-96
+	MOVQ a+8(FP), R13
+	MOVQ lda+16(FP), R8
+	MOVQ b+24(FP), R14
+	MOVQ c+32(FP), R15
+	MOVQ n+40(FP), R12
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R10
+	MOVQ shift+56(FP), AX
+	MOVQ sum+64(FP), DX
+	TILE8x32_EXP_START
+	VBROADCASTSS 52(BX), Z30 // EXP_BF16_SHIFT_SUM's top coefficient
+	VMOVDQU32 pairidx<>(SB), Z31
+	TESTQ R12, R12
+	JE expdone
+betile:
+	MOVQ k+0(FP), CX
+	MOVQ R13, SI
+	LEAQ (SI)(R8*4), R11
+	MOVQ R14, DI
+	TILE8x32_ZERO
+	TESTQ CX, CX
+	JE beepi
+beloop:
+	BF16_8x32_ROWS_KSTEP
+	DECQ CX
+	JNZ beloop
+beepi:
+	MOVQ bias+80(FP), AX
+	TESTQ AX, AX
+	JE benobias
+	TILE8x32_KEY_BIAS(n+40(FP))
+benobias:
+	TILE8x32_COL_MAX
+	TILE8x32_OVER_SLACK
+	JNZ expover
+	TILE8x32_EXP_SHIFT_SUM(EXP_BF16_SHIFT_SUM)
+	MOVQ R15, DX
+	PAIR_ROWS_STORE(4, 6, 5, 7, 0)
+	PAIR_ROWS_STORE(8, 10, 9, 11, 128)
+	PAIR_ROWS_STORE(12, 14, 13, 15, 256)
+	PAIR_ROWS_STORE(16, 18, 17, 19, 384)
+	MOVQ as+48(FP), AX
+	LEAQ (R13)(AX*4), R13
+	ADDQ $512, R15
+	DECQ R12
+	JNZ betile
+	JMP expdone
+	TILE8x32_EXP_END(mx+72(FP), sum+64(FP), n+40(FP), ret+88(FP))
 
 // func TransposeScale16(dst *float32, ldd int, src *float32, lds int, scale *float32)
 // dst[i·ldd + j] = scale[i]·src[j·lds + i] for i, j < 16: src's 16 rows in

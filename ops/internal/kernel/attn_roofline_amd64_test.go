@@ -18,6 +18,9 @@ import (
 // two in sequence. GFLOP/s counts the products only, so "scores" against
 // "scores+exp" is the exponentials' cost and "scores+exp,PV" against
 // ops' BenchmarkRoofline the op's own overhead (packing Q, writing out).
+// The bf16/ modes are the same four for the bf16 path's kernels
+// (BF16Gemm8x32Loop, ScoresExpBF16x32, BF16Gemm8x32LoopA8), %peak of the
+// VDPBF16PS peak.
 //
 //	go test ./ops/internal/kernel -run '^$' -bench RooflineAttentionKernels
 func BenchmarkRooflineAttentionKernels(b *testing.B) {
@@ -64,6 +67,49 @@ func BenchmarkRooflineAttentionKernels(b *testing.B) {
 					}
 				}
 			}, false)
+		})
+	}
+	if !kernel.BF16 {
+		return
+	}
+	// bf16 (ops' attention_bf16.go layouts): K as rows of d/2 pair words
+	// (packed, 8 keys a tile), scale·Qᵀ panels and Vᵀ slivers of pair words,
+	// the probabilities as pair words (ScoresExpBF16x32's output, what
+	// BF16Gemm8x32LoopA8 reads as B).
+	const dw, kp = d / 2, keys / 2
+	words := func(n int) []uint32 {
+		w := make([]uint32, n)
+		for i := range w {
+			w[i] = 0x3e803e80 + uint32(r.Intn(1<<6))*0x10001 // bf16 pairs near 0.25
+		}
+		return w
+	}
+	kw, qw, vw, pw := words(heads*keys*dw), words(items*dw*32), words(heads*d*kp), words(kp*32)
+	for _, mode := range []string{"scores", "scores+exp", "PV", "scores+exp,PV"} {
+		flops := float64(heads*items) * 2 * d * keys * 32
+		if mode == "scores+exp,PV" {
+			flops *= 2
+		}
+		b.Run("bf16/"+mode, func(b *testing.B) {
+			roofline.Report(b, 1, 1, flops, func(int) {
+				for h := 0; h < heads; h++ {
+					k, v := kw[h*keys*dw:], vw[h*d*kp:]
+					for it := 0; it < items; it++ {
+						switch mode {
+						case "scores":
+							kernel.BF16Gemm8x32Loop(dw, &k[0], dw, &qw[it*dw*32], &st[0], 32, keys/8, 8*dw, 0, 8*32, false)
+						case "scores+exp", "scores+exp,PV":
+							sum = [32]float32{}
+							if n := kernel.ScoresExpBF16x32(dw, &k[0], dw, &qw[it*dw*32], &pw[0], keys/8, 8*dw, &shift[0], &sum[0], &mx[0], nil); n != keys/8 {
+								b.Fatalf("ScoresExpBF16x32 stopped at tile %d of %d", n, keys/8)
+							}
+						}
+						if mode == "PV" || mode == "scores+exp,PV" {
+							kernel.BF16Gemm8x32LoopA8(kp, &v[0], 8, &pw[0], &acc[0], 32, d/8, 8*kp, 0, 8*32, true)
+						}
+					}
+				}
+			}, true)
 		})
 	}
 }

@@ -76,8 +76,9 @@ func Sgemm8x32Loop(k int, a, b, c *float32, lda, ldc, n, as, bs, cs int, add boo
 
 // BF16 reports whether the bf16 kernels (DotBF16Peak512 and the
 // BF16Gemm micro-kernels) can run: AVX512_BF16 (CPUID leaf 7 subleaf 1,
-// EAX bit 5) besides AVX512.
-var BF16 = AVX512 && cpu.X86.HasAVX512BF16
+// EAX bit 5) and AVX512BW (ScoresExpBF16x32's VPERMW; every CPU with
+// AVX512_BF16 has it) besides AVX512.
+var BF16 = AVX512 && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512BF16
 
 // FMAPeak512 runs n iterations of 24 independent VFMADD231PS on ZMM
 // registers (768 flops each) with no memory operands: the FP pipes'
@@ -218,6 +219,23 @@ func Erf8(dst, src *float32, n int, gelu bool)
 //
 //go:noescape
 func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx, bias *float32) int
+
+// ScoresExpBF16x32 is ScoresExp8x32 on bf16 operands, with its
+// probabilities stored as the bf16 pairs the P·V product reads: n tiles
+// of A's 8 rows of k pair words (lda words apart; tile t at a + t·as)
+// times the packed k-pair×32 panel b (VDPBF16PS, fp32 sums), with the
+// same bias, maxima, stop at the first tile a column of which rises more
+// than 8 above its shift (mx, return t) and sums; tile t's
+// exp(tile - shift) go to the 128 words at c + 128t, rows 2p and 2p+1 of
+// the tile as words c[128t + 32p + col] = (row 2p, row 2p+1) rounded to
+// bf16 (nearest even), the even row in the low half
+// (PairRowsBF16x32's layout). Its exponential is a cheaper polynomial
+// than ScoresExp8x32's, within 1.02e-4 relative (the rounding to bf16 that
+// follows is up to 2^-9): the sums are of these fp32 values, before the
+// rounding. It needs BF16.
+//
+//go:noescape
+func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, sum, mx, bias *float32) int
 
 // TransposeScale16 writes the transpose of a 16×16 block, each row scaled:
 // dst[i·ldd + j] = scale[i]·src[j·lds + i] for i, j < 16 (strides in
