@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops/internal/kernel"
 )
 
 // Unary elementwise math: Sqrt, Neg, Erf, Abs, Exp, Log, Reciprocal, Relu,
@@ -78,7 +79,7 @@ var unaryOps = []unaryOp{
 	{name: "Exp", doc: "elementwise e^x", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: math.Exp},
 	{name: "Log", doc: "elementwise natural logarithm", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: math.Log},
 	{name: "Reciprocal", doc: "elementwise 1/x", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: func(x float64) float64 { return 1 / x }},
-	{name: "Relu", doc: "elementwise max(x, 0)", ranges: typedVersions(typesFrom(14, FloatTypes, floatSigned), 1, 6, 13, 14), direct: reluTensor},
+	{name: "Relu", doc: "elementwise max(x, 0)", ranges: typedVersions(typesFrom(14, FloatTypes, floatSigned), 1, 6, 13, 14), direct: reluTensor, f32: reluKernel},
 	{name: "Sigmoid", doc: "elementwise logistic function 1/(1+e^-x)", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: sigmoid},
 	{name: "Tanh", doc: "elementwise hyperbolic tangent", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: math.Tanh},
 	{name: "Ceil", doc: "elementwise ceiling (round toward +inf)", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: math.Ceil},
@@ -447,6 +448,27 @@ func reluTensor(o, x *ir.Tensor) error {
 		return fmt.Errorf("unsupported element type %v", x.DType)
 	}
 	return nil
+}
+
+// reluKernel is Relu's float32 kernel.
+func reluKernel(*ir.Node) func(dst, src []float32, threads int) { return reluSlice }
+
+// reluChunk is the elements of one task of reluSlice.
+const reluChunk = 1 << 15
+
+// reluSlice sets dst[i] = max(src[i], 0) on up to threads threads, with
+// AVX-512 where the CPU has it.
+func reluSlice(dst, src []float32, threads int) {
+	src = src[:len(dst)]
+	tasks := (len(dst) + reluChunk - 1) / reluChunk
+	parallelFor(threads, tasks, func(t int) {
+		lo, hi := t*reluChunk, min(len(dst), (t+1)*reluChunk)
+		if v := (hi - lo) / 16 * 16; kernel.AVX512 && v > 0 {
+			kernel.Relu16(&dst[lo], &src[lo], v)
+			lo += v
+		}
+		reluLoop(dst[lo:hi], src[lo:hi])
+	})
 }
 
 // reluLoop is branch-free (the builtin max, which keeps NaN): on the

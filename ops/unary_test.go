@@ -2,6 +2,7 @@ package ops
 
 import (
 	"math"
+	"math/rand"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
@@ -161,6 +162,36 @@ func TestSignZero(t *testing.T) {
 		v, _ := toFloat64s(got)
 		if math.Signbit(v[0]) != c.wantNeg0 || v[0] != 0 {
 			t.Errorf("%s(%v) = %v (sign bit %v), want zero with sign bit %v", c.op, c.in, v[0], math.Signbit(v[0]), c.wantNeg0)
+		}
+	}
+}
+
+// TestReluKernel runs the float32 Relu kernel on lengths around its vector
+// widths and tasks, on 1 and 2 threads, with NaN (either sign), ±Inf and
+// ±0 among random values, against max(x, 0) (+0 for -0, NaN kept).
+func TestReluKernel(t *testing.T) {
+	r := rand.New(rand.NewSource(4))
+	specials := []float32{float32(math.NaN()), -float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.Copysign(0, -1)), 0}
+	for _, n := range []int{1, 15, 16, 17, 63, 64, 65, 1000, reluChunk + 33} {
+		src := make([]float32, n)
+		for i := range src {
+			src[i] = float32(r.NormFloat64())
+			if r.Intn(10) == 0 {
+				src[i] = specials[r.Intn(len(specials))]
+			}
+		}
+		for _, threads := range []int{1, 2} {
+			dst := make([]float32, n)
+			reluSlice(dst, src, threads)
+			for i, x := range src {
+				want := x
+				if x < 0 || (x == 0 && math.Signbit(float64(x))) {
+					want = 0
+				}
+				if math.Float32bits(dst[i]) != math.Float32bits(want) && !(want != want && dst[i] != dst[i]) {
+					t.Fatalf("n=%d threads=%d: relu(%v) = %v, want %v", n, threads, x, dst[i], want)
+				}
+			}
 		}
 	}
 }

@@ -260,3 +260,9 @@ func RowMoments16(x *float32, n int) (mean, sd, m2 float32)
 //
 //go:noescape
 func NormRow16(y, x *float32, n int, mu, delta, inv float32, scale, bias *float32)
+
+// Relu16 writes dst = max(src, 0) for n elements (n a multiple of 16)
+// with AVX-512 (AVX512); NaN stays NaN. dst may be src.
+//
+//go:noescape
+func Relu16(dst, src *float32, n int)

@@ -149,3 +149,8 @@ func RowMoments16(x *float32, n int) (mean, sd, m2 float32) {
 func NormRow16(y, x *float32, n int, mu, delta, inv float32, scale, bias *float32) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
+
+// Relu16 is never called where AVX512 is false.
+func Relu16(dst, src *float32, n int) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
