@@ -12,6 +12,12 @@ import (
 // then scale and shift. The optional Mean and InvStdDev outputs are float32
 // (stash_type 1, the only stash type attnrun takes) of shape
 // X.shape[:axis] followed by ones.
+//
+// Float32 rows of a multiple of 16 elements run on AVX-512 kernels
+// (kernel.RowMoments16, NormRow16): the mean and the squared deviations
+// summed in float32 with 64 partial sums, the rounded mean corrected by
+// the sum of the deviations from it, then one pass writing the row. Other
+// rows, other types and other CPUs accumulate in float64.
 
 func init() {
 	Register(&Schema{

@@ -21,9 +21,9 @@ import (
 // constant scale and bias that broadcast to the normalized dims, becomes
 // one LayerNormalization step (opset 17, axis = -k), the one-pass kernel of
 // ops/layernorm.go: a pass over x instead of nine, no full-size
-// intermediates, and the statistics accumulated in float64 (the results
-// differ from the chain's float32 ones by a few ulp). Options.NoFuse turns
-// it off.
+// intermediates, and the statistics accumulated with partial sums and a
+// corrected mean (the results differ from the chain's float32 ones by a
+// few ulp). Options.NoFuse turns it off.
 
 // fuseLayerNorms rewrites pl.steps in place and records the rewrites in
 // pl.fusions.
