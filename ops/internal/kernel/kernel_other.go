@@ -154,3 +154,8 @@ func NormRow16(y, x *float32, n int, mu, delta, inv float32, scale, bias *float3
 func Relu16(dst, src *float32, n int) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
+
+// Sigmoid16 is never called where AVX512 is false.
+func Sigmoid16(dst, src *float32, n int) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
