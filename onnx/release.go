@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -25,7 +26,17 @@ import (
 type WeightStore struct {
 	mu    sync.Mutex
 	files map[string]*os.File
+	// dropped is what Release gave back since the last collection.
+	dropped int64
 }
+
+// collectEveryBytes is how much dropped weight data Release lets pile up
+// before it runs a collection: a backend packs weight after weight, and
+// without one the packed copies grow on top of the dropped float32 ones
+// until the collector's own pace catches up (a 96 MiB model peaked at
+// 1.9× its weights instead of 1.2×). A collection costs little here: the
+// weights hold no pointers.
+const collectEveryBytes = 16 << 20
 
 // NewWeightStore opens the files m's external weights (read into memory,
 // not mapped) come from.
@@ -79,6 +90,16 @@ func (s *WeightStore) Release(t *ir.Tensor) (int64, error) {
 	}
 	n := t.Bytes()
 	t.Data = nil
+	s.mu.Lock()
+	s.dropped += n
+	collect := s.dropped >= collectEveryBytes
+	if collect {
+		s.dropped = 0
+	}
+	s.mu.Unlock()
+	if collect {
+		runtime.GC()
+	}
 	return n, nil
 }
 
