@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -838,11 +839,17 @@ func (p *fusedMatMulPlan) packedB(ctx *Context, bOff int, tb bool, ldb int) *bla
 	return packB(ctx, packedBKey{src: p.bSrc, off: bOff, trans: tb, ld: ldb, k: p.k, n: p.n, bf16: ctx.bf16()}, p.b.data)
 }
 
+// ErrReleasedNotPacked is what packing a released B (ir.Tensor.Released)
+// that is not packed yet for the layout a step reads it with fails with:
+// its data must be restored first.
+var ErrReleasedNotPacked = errors.New("the weight's float32 data was released, and it is not packed for this layout")
+
 // packB packs the B that key names, from data, through the context's memo.
+// A released B missing from the memo panics with ErrReleasedNotPacked.
 func packB(ctx *Context, key packedBKey, data []float32) *blas.PackedB {
 	pb, _ := ctx.memoOf(1, key, func() any {
-		if len(data) == 0 && key.k > 0 && key.n > 0 {
-			panic(fmt.Sprintf("weight B of shape %v was released after packing, and is not packed for offset %d, layout trans=%v ld=%d", key.src.Shape, key.off, key.trans, key.ld))
+		if key.src.Released() {
+			panic(fmt.Errorf("weight B of shape %v at offset %d (trans %v, ld %d): %w", key.src.Shape, key.off, key.trans, key.ld, ErrReleasedNotPacked))
 		}
 		if key.bf16 {
 			return blas.PackBBF16(key.trans, key.k, key.n, data[key.off:], key.ld)
@@ -858,11 +865,21 @@ func packB(ctx *Context, key packedBKey, data []float32) *blas.PackedB {
 // them up by. ok is false when some run would still read b's float32 data
 // (a view the GEMM takes only gathered, an executor that does not
 // memoize): b's data must then stay. Once ok, a backend may release b's
-// data (ir.Tensor.Released): the runs find it packed.
+// data (ir.Tensor.Released): the runs find it packed. A released b that
+// is not packed for this step fails with ErrReleasedNotPacked.
 func PackFusedMatMulB(ctx *Context, n *ir.Node, b *ir.Tensor) (ok bool, err error) {
 	if !ctx.memoizes(1) || b == nil || b.DType != ir.Float {
 		return false, nil
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			e, isErr := r.(error)
+			if !isErr || !errors.Is(e, ErrReleasedNotPacked) {
+				panic(r)
+			}
+			ok, err = false, e
+		}
+	}()
 	vs, err := fusedMatMulViews(n)
 	if err != nil {
 		return false, err

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/attnrun/attnrun/ir"
@@ -102,21 +103,22 @@ func (p *Program) settleWeights(pl *plan) error {
 	return nil
 }
 
-// packWeight packs t for the FusedMatMul step st; a released t's packed
-// forms are all in the memo already, unless this step reads it with
-// another layout: then it is restored first.
+// packWeight packs t for the FusedMatMul step st. A released t's packed
+// forms are in the memo already, unless this step reads it with another
+// layout: then it is restored, and packed from its data.
 func (p *Program) packWeight(st *step, t *ir.Tensor) (ok bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = kernelPanic(st.schema, st.node, r)
 		}
 	}()
-	if t.Released() {
+	ok, err = ops.PackFusedMatMulB(&st.ctx, st.node, t)
+	if errors.Is(err, ops.ErrReleasedNotPacked) {
 		if err := p.restoreWeight(t); err != nil {
 			return false, st.node.Errorf("%w", err)
 		}
+		ok, err = ops.PackFusedMatMulB(&st.ctx, st.node, t)
 	}
-	ok, err = ops.PackFusedMatMulB(&st.ctx, st.node, t)
 	if err != nil {
 		return false, nodeError(st.node, err)
 	}

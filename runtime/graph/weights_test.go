@@ -92,7 +92,8 @@ func checkReleased(t *testing.T, gname string, nodes []*ir.Node, outputs []strin
 		t.Fatal(err)
 	}
 	defer store.Close()
-	p, err := Compile(m, Options{Threads: 2, NoFuse: noFuse, Weights: store})
+	counted := &countingStore{WeightStore: store}
+	p, err := Compile(m, Options{Threads: 2, NoFuse: noFuse, Weights: counted})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +122,9 @@ func checkReleased(t *testing.T, gname string, nodes []*ir.Node, outputs []strin
 	if want := map[bool]int64{true: 4 * k * k}[heapReleased]; p.ReleasedWeightBytes() != want {
 		t.Fatalf("released %d bytes, want %d", p.ReleasedWeightBytes(), want)
 	}
+	if counted.restores != 0 {
+		t.Fatalf("the second plan restored the weight %d times; it is packed", counted.restores)
+	}
 	if !heapReleased {
 		return isMapped
 	}
@@ -139,4 +143,15 @@ func checkReleased(t *testing.T, gname string, nodes []*ir.Node, outputs []strin
 		t.Fatalf("%d bytes still counted released after the restore", p.ReleasedWeightBytes())
 	}
 	return isMapped
+}
+
+// countingStore is the backend's onnx.WeightStore, counting restores.
+type countingStore struct {
+	*onnx.WeightStore
+	restores int
+}
+
+func (s *countingStore) Restore(t *ir.Tensor) error {
+	s.restores++
+	return s.WeightStore.Restore(t)
 }
