@@ -38,8 +38,9 @@ type WeightStore struct {
 // weights hold no pointers.
 const collectEveryBytes = 16 << 20
 
-// NewWeightStore opens the files m's external weights (read into memory,
-// not mapped) come from.
+// NewWeightStore opens the files m's large float32 external weights read
+// into memory (not mapped) come from; only those are released (weights
+// under mapMinBytes are not worth a file kept open).
 func NewWeightStore(m *ir.Model) (*WeightStore, error) {
 	s := &WeightStore{files: map[string]*os.File{}}
 	if m == nil || m.Graph == nil {
@@ -47,7 +48,7 @@ func NewWeightStore(m *ir.Model) (*WeightStore, error) {
 	}
 	for _, t := range m.Graph.Initializers {
 		e := t.External
-		if e == nil || e.Mapped {
+		if e == nil || e.Mapped || t.DType != ir.Float || e.Length < mapMinBytes {
 			continue
 		}
 		path := filepath.Join(e.Dir, filepath.FromSlash(e.Location))
@@ -85,8 +86,8 @@ func (s *WeightStore) Release(t *ir.Tensor) (int64, error) {
 	s.mu.Lock()
 	_, ok := s.files[filepath.Join(e.Dir, filepath.FromSlash(e.Location))]
 	s.mu.Unlock()
-	if !ok {
-		return 0, nil // not a weight of the model this store opened: kept
+	if !ok || e.Length < mapMinBytes {
+		return 0, nil // small, or not of the model this store opened: kept
 	}
 	n := t.Bytes()
 	t.Data = nil
