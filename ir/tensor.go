@@ -19,9 +19,16 @@ type Tensor struct {
 	// often memory-mapped): an encoder may refer
 	// to the file instead of copying the bytes (see onnx.EncodeExternal),
 	// so that large weights reach a backend process without passing
-	// through a message. Data must then not be modified.
+	// through a message. Data must then not be modified. A backend that
+	// packed such a weight for every reader may release it: Data nil (see
+	// Released).
 	External *ExternalData
 }
+
+// Released reports whether t is a weight whose bytes are only in its file:
+// a backend dropped its data once every reader had it packed (graph
+// Options.ReleasePackedWeights). Its DType and Shape still hold.
+func (t *Tensor) Released() bool { return t != nil && t.Data == nil && t.External != nil }
 
 // ExternalData locates a tensor's bytes in a file, as ONNX's external data
 // does: Location is relative to Dir, the model's directory (absolute, with
@@ -31,6 +38,10 @@ type ExternalData struct {
 	Location string
 	Offset   int64
 	Length   int64
+	// Mapped says that the tensor's data is a private mapping of exactly
+	// these bytes of the file (plus the start of its first page), not a
+	// copy: dropping its pages loses nothing.
+	Mapped bool
 }
 
 // NumElements returns the product of dims (1 for a scalar). It returns -1 if

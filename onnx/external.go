@@ -104,6 +104,7 @@ func externalTensor(tp *onnxpb.TensorProto, opts Options, dt ir.DType, shape []i
 	ext := &ir.ExternalData{Dir: base, Location: filepath.ToSlash(clean), Offset: offset, Length: need}
 	if need >= mapMinBytes {
 		if data, ok := mapExternal(f, dt, offset, need); ok {
+			ext.Mapped = true
 			return &ir.Tensor{DType: dt, Shape: shape, Data: data, External: ext}, nil
 		}
 	}

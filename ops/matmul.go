@@ -1,7 +1,9 @@
 package ops
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops/blas"
@@ -674,7 +676,7 @@ func inferFusedMatMul(n *ir.Node, _ int, in []Value) ([]Value, error) {
 }
 
 func runFusedMatMul(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
-	p, err := planFusedMatMul(n, in)
+	p, err := planFusedMatMul(ctx, n, in)
 	if err != nil {
 		return nil, err
 	}
@@ -684,7 +686,7 @@ func runFusedMatMul(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, er
 }
 
 func runFusedMatMulInto(ctx *Context, n *ir.Node, in []*ir.Tensor, out []*ir.Tensor) error {
-	p, err := planFusedMatMul(n, in)
+	p, err := planFusedMatMul(ctx, n, in)
 	if err != nil {
 		return err
 	}
@@ -701,12 +703,22 @@ type fusedMatMulPlan struct {
 	m, k, n    int
 	batches    int
 	a, b       attnOperand // matrices: rows × cols with strides
+	bSrc       *ir.Tensor  // the tensor B is: what its packed forms are keyed by
 	bias       []float32
 	foldedRows bool // one GEMM of batches·m rows (B shared, A rows evenly spaced)
 }
 
-func planFusedMatMul(n *ir.Node, in []*ir.Tensor) (*fusedMatMulPlan, error) {
-	if err := checkComputeInputs(n, in, 2); err != nil {
+func planFusedMatMul(ctx *Context, n *ir.Node, in []*ir.Tensor) (*fusedMatMulPlan, error) {
+	// A constant B whose float32 data the backend released once it was
+	// packed (see PackFusedMatMulB) has its shape but no data: every run
+	// finds it packed.
+	packedOnly := len(in) > 1 && in[1].Released() && ctx.memoizes(1)
+	checked, required := in, 2
+	if packedOnly {
+		checked, required = slices.Clone(in), 1
+		checked[1] = nil
+	}
+	if err := checkComputeInputs(n, checked, required); err != nil {
 		return nil, err
 	}
 	vs, err := fusedMatMulViews(n)
@@ -725,7 +737,11 @@ func planFusedMatMul(n *ir.Node, in []*ir.Tensor) (*fusedMatMulPlan, error) {
 		if len(views[i].Shape) < 2 {
 			return nil, n.Errorf("%s has rank %d, FusedMatMul needs rank ≥ 2", what, len(views[i].Shape))
 		}
-		if !views[i].Fits(in[i].Len()) {
+		elems := in[i].Len()
+		if i == 1 && packedOnly {
+			elems = ShapeElems(in[1].Shape)
+		}
+		if !views[i].Fits(elems) {
 			return nil, n.Errorf("%s view %v does not fit the input of shape %v", what, views[i].Ints(), in[i].Shape)
 		}
 	}
@@ -745,6 +761,7 @@ func planFusedMatMul(n *ir.Node, in []*ir.Tensor) (*fusedMatMulPlan, error) {
 	}
 	p.batches = ShapeElems(batch)
 	p.a = attnOperand{data: in[0].Float32s(), off: batchElemOffsets(batch, a.Shape[:ra-2], a.Strides[:ra-2], a.Offset), rs: a.Strides[ra-2], cs: a.Strides[ra-1]}
+	p.bSrc = in[1]
 	p.b = attnOperand{data: in[1].Float32s(), off: batchElemOffsets(batch, b.Shape[:rb-2], b.Strides[:rb-2], b.Offset), rs: b.Strides[rb-2], cs: b.Strides[rb-1]}
 	if len(in) > 2 && in[2] != nil {
 		c := in[2]
@@ -769,17 +786,28 @@ func planFusedMatMul(n *ir.Node, in []*ir.Tensor) (*fusedMatMulPlan, error) {
 // leading dimension; ok is false when neither stride is 1 (the matrix must
 // be gathered first).
 func gemmOperand(data []float32, off, rs, cs, rows, cols int) (s []float32, trans bool, ld int, ok bool) {
+	trans, ld, ok = gemmLayout(rs, cs, rows, cols)
+	if !ok {
+		return nil, false, 0, false
+	}
+	return data[off:], trans, ld, true
+}
+
+// gemmLayout is gemmOperand's answer without the data: whether the matrix
+// is transposed for Sgemm, its leading dimension, and ok false when it must
+// be gathered first.
+func gemmLayout(rs, cs, rows, cols int) (trans bool, ld int, ok bool) {
 	switch {
 	case rows <= 1 && (cs == 1 || cols <= 1):
-		return data[off:], false, max(cols, 1), true
+		return false, max(cols, 1), true
 	case (cs == 1 || cols <= 1) && rs >= cols:
-		return data[off:], false, max(rs, 1), true
+		return false, max(rs, 1), true
 	case cols <= 1 && (rs == 1 || rows <= 1):
-		return data[off:], true, max(rows, 1), true
+		return true, max(rows, 1), true
 	case (rs == 1 || rows <= 1) && cs >= rows:
-		return data[off:], true, max(cs, 1), true
+		return true, max(cs, 1), true
 	}
-	return nil, false, 0, false
+	return false, 0, false
 }
 
 // gather copies a strided rows×cols matrix into dst, row-major.
@@ -792,10 +820,11 @@ func gatherMatrix(dst, data []float32, off, rs, cs, rows, cols int) {
 	}
 }
 
-// packedBKey identifies a constant B operand packed for the GEMM: its
-// memory and how the GEMM reads it.
+// packedBKey identifies a constant B operand packed for the GEMM: the
+// tensor it is (not its data, which a backend may release once packed) and
+// how the GEMM reads it.
 type packedBKey struct {
-	data  *float32
+	src   *ir.Tensor
 	off   int
 	trans bool
 	ld    int
@@ -803,19 +832,83 @@ type packedBKey struct {
 	bf16  bool
 }
 
-// packedB returns B (bs, tb, ldb as gemmOperand gave them for bOff) packed
+// packedB returns B at bOff (read as tb, ldb: gemmLayout's answer) packed
 // once for every run (blas.PackB, or blas.PackBBF16 in bf16) when B is a
 // constant of the model and the executor memoizes; nil otherwise.
-func (p *fusedMatMulPlan) packedB(ctx *Context, bOff int, bs []float32, tb bool, ldb int) *blas.PackedB {
-	bf16 := ctx.bf16()
-	key := packedBKey{data: &p.b.data[0], off: bOff, trans: tb, ld: ldb, k: p.k, n: p.n, bf16: bf16}
+func (p *fusedMatMulPlan) packedB(ctx *Context, bOff int, tb bool, ldb int) *blas.PackedB {
+	return packB(ctx, packedBKey{src: p.bSrc, off: bOff, trans: tb, ld: ldb, k: p.k, n: p.n, bf16: ctx.bf16()}, p.b.data)
+}
+
+// ErrReleasedNotPacked is what packing a released B (ir.Tensor.Released)
+// that is not packed yet for the layout a step reads it with fails with:
+// its data must be restored first.
+var ErrReleasedNotPacked = errors.New("the weight's float32 data was released, and it is not packed for this layout")
+
+// packB packs the B that key names, from data, through the context's memo.
+// A released B missing from the memo panics with ErrReleasedNotPacked.
+func packB(ctx *Context, key packedBKey, data []float32) *blas.PackedB {
 	pb, _ := ctx.memoOf(1, key, func() any {
-		if bf16 {
-			return blas.PackBBF16(tb, p.k, p.n, bs, ldb)
+		if key.src.Released() {
+			panic(fmt.Errorf("weight B of shape %v at offset %d (trans %v, ld %d): %w", key.src.Shape, key.off, key.trans, key.ld, ErrReleasedNotPacked))
 		}
-		return blas.PackB(tb, p.k, p.n, bs, ldb)
+		if key.bf16 {
+			return blas.PackBBF16(key.trans, key.k, key.n, data[key.off:], key.ld)
+		}
+		return blas.PackB(key.trans, key.k, key.n, data[key.off:], key.ld)
 	}).(*blas.PackedB)
 	return pb
+}
+
+// PackFusedMatMulB packs the constant B operand b of the FusedMatMul node n
+// (run with ctx, as its step runs) for every run of the step, whatever A's
+// shape: the packed forms go to ctx.Memo under the keys the runs look
+// them up by. ok is false when some run would still read b's float32 data
+// (a view the GEMM takes only gathered, an executor that does not
+// memoize): b's data must then stay. Once ok, a backend may release b's
+// data (ir.Tensor.Released): the runs find it packed. A released b that
+// is not packed for this step fails with ErrReleasedNotPacked.
+func PackFusedMatMulB(ctx *Context, n *ir.Node, b *ir.Tensor) (ok bool, err error) {
+	if !ctx.memoizes(1) || b == nil || b.DType != ir.Float {
+		return false, nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			e, isErr := r.(error)
+			if !isErr || !errors.Is(e, ErrReleasedNotPacked) {
+				panic(r)
+			}
+			ok, err = false, e
+		}
+	}()
+	vs, err := fusedMatMulViews(n)
+	if err != nil {
+		return false, err
+	}
+	v := Contiguous(b.Shape)
+	if vs[1] != nil {
+		v = *vs[1]
+	}
+	r := len(v.Shape)
+	if r < 2 || !v.Fits(ShapeElems(b.Shape)) {
+		return false, nil // the step's own checks fail; nothing to pack
+	}
+	k, nn := v.Shape[r-2], v.Shape[r-1]
+	if k == 0 || nn == 0 {
+		return true, nil // no run reads B
+	}
+	tb, ldb, okB := gemmLayout(v.Strides[r-2], v.Strides[r-1], k, nn)
+	if !okB {
+		return false, nil
+	}
+	// Every batch offset a run can read B at: B's own batch indices
+	// (broadcasting only repeats them).
+	data := b.Float32s()
+	for _, off := range batchElemOffsets(v.Shape[:r-2], v.Shape[:r-2], v.Strides[:r-2], v.Offset) {
+		if packB(ctx, packedBKey{src: b, off: off, trans: tb, ld: ldb, k: k, n: nn, bf16: ctx.bf16()}, data) == nil {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 func (p *fusedMatMulPlan) run(ctx *Context, out []float32) {
@@ -840,12 +933,14 @@ func (p *fusedMatMulPlan) run(ctx *Context, out []float32) {
 			as, ta, lda = make([]float32, rows*k), false, k
 			gatherMatrix(as, p.a.data, aOff, p.a.rs, p.a.cs, rows, k)
 		}
-		bs, tb, ldb, okB := gemmOperand(p.b.data, bOff, p.b.rs, p.b.cs, k, nn)
+		var bs []float32
+		tb, ldb, okB := gemmLayout(p.b.rs, p.b.cs, k, nn)
 		if okB {
-			if pb := p.packedB(ctx, bOff, bs, tb, ldb); pb != nil {
+			if pb := p.packedB(ctx, bOff, tb, ldb); pb != nil {
 				blas.SgemmPacked(threads, ta, rows, as, lda, pb, p.bias, c, nn)
 				return
 			}
+			bs = p.b.data[bOff:]
 		} else {
 			bs, tb, ldb = make([]float32, k*nn), false, nn
 			gatherMatrix(bs, p.b.data, bOff, p.b.rs, p.b.cs, k, nn)

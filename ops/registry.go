@@ -125,10 +125,16 @@ type Context struct {
 // constant of the model and the executor memoizes, else nil: the kernel
 // then does the work itself.
 func (ctx *Context) memoOf(i int, key any, build func() any) any {
-	if ctx == nil || ctx.Memo == nil || i >= len(ctx.Constant) || !ctx.Constant[i] {
+	if !ctx.memoizes(i) {
 		return nil
 	}
 	return ctx.Memo(key, build)
+}
+
+// memoizes reports whether input i is a constant of the model and the
+// executor memoizes work on it.
+func (ctx *Context) memoizes(i int) bool {
+	return ctx != nil && ctx.Memo != nil && i < len(ctx.Constant) && ctx.Constant[i]
 }
 
 // EffectiveOpset returns the context's opset, or MaxOpset when ctx is nil or sets

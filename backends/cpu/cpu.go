@@ -156,6 +156,10 @@ type Server struct {
 type partition struct {
 	mu   sync.Mutex // graph.Program runs one call at a time here
 	prog *graph.Program
+	// weights releases the float32 data of weights the program holds
+	// packed (a partition decoded here, not shared with a host); nil in
+	// CompileModel's.
+	weights *onnx.WeightStore
 }
 
 var (
@@ -291,7 +295,17 @@ func (s *Server) Compile(ctx context.Context, model []byte, opts plugins.Compile
 	if err != nil {
 		return 0, nil, fmt.Errorf("cpu backend: decoding partition: %w", err)
 	}
-	return s.compile(m, opts, prec)
+	// The partition's weights are this process's own: those every plan
+	// reads packed are released once packed (graph.Options.Weights).
+	weights, err := onnx.NewWeightStore(m)
+	if err != nil {
+		return 0, nil, fmt.Errorf("cpu backend: %w", err)
+	}
+	id, nodes, err := s.compile(m, opts, prec, weights)
+	if err != nil {
+		weights.Close()
+	}
+	return id, nodes, err
 }
 
 // CompileModel compiles a partition given as a decoded model
@@ -304,7 +318,7 @@ func (s *Server) CompileModel(_ context.Context, m *ir.Model, opts plugins.Compi
 	if err != nil {
 		return 0, nil, err
 	}
-	return s.compile(m, opts, prec)
+	return s.compile(m, opts, prec, nil)
 }
 
 // precision reads the precision a Compile asks for, refusing bf16 where the
@@ -321,8 +335,9 @@ func (s *Server) precision(opts plugins.CompileOptions) (ops.Precision, error) {
 }
 
 // compile compiles decoded partition m at precision prec, within the
-// session's memory budget (opts.MaxMemoryBytes).
-func (s *Server) compile(m *ir.Model, opts plugins.CompileOptions, prec ops.Precision) (plugins.PartitionID, []plugins.NodeRef, error) {
+// session's memory budget (opts.MaxMemoryBytes). With weights, the program
+// releases what it holds packed (graph.Options.Weights).
+func (s *Server) compile(m *ir.Model, opts plugins.CompileOptions, prec ops.Precision, weights *onnx.WeightStore) (plugins.PartitionID, []plugins.NodeRef, error) {
 	s.setBudget(opts.MaxMemoryBytes)
 	threads := opts.Threads
 	if threads <= 0 {
@@ -333,7 +348,11 @@ func (s *Server) compile(m *ir.Model, opts plugins.CompileOptions, prec ops.Prec
 		// partition for the same count wants.
 		blas.SetThreads(threads)
 	}
-	prog, err := graph.Compile(m, graph.Options{Threads: threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, Budget: s.budget, Precision: prec})
+	gopts := graph.Options{Threads: threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, Budget: s.budget, Precision: prec}
+	if weights != nil {
+		gopts.Weights = weights
+	}
+	prog, err := graph.Compile(m, gopts)
 	if err != nil {
 		return 0, nil, fmt.Errorf("cpu backend: %w", err)
 	}
@@ -341,7 +360,7 @@ func (s *Server) compile(m *ir.Model, opts plugins.CompileOptions, prec ops.Prec
 	s.mu.Lock()
 	id := s.next
 	s.next++
-	s.parts[id] = &partition{prog: prog}
+	s.parts[id] = &partition{prog: prog, weights: weights}
 	s.mu.Unlock()
 	s.tuneGC()
 	return id, nodes, nil
@@ -453,6 +472,9 @@ func (s *Server) Release(_ context.Context, id plugins.PartitionID) error {
 	}
 	delete(s.parts, id)
 	p.prog.Close() // its memory goes back to the budget
+	if p.weights != nil {
+		p.weights.Close()
+	}
 	return nil
 }
 

@@ -64,6 +64,11 @@ type Options struct {
 	// Without it such a run goes ahead, as in ONNX Runtime (see
 	// ValidateInputs).
 	StrictDims bool
+	// Weights, when set, releases the float32 data of weights every plan
+	// reads only packed (weights.go): a backend process holding its own
+	// copy of the model sets it; a program sharing the host's tensors must
+	// not.
+	Weights WeightReleaser
 }
 
 // Program is a validated, scheduled and type-inferred graph.
@@ -99,6 +104,13 @@ type Program struct {
 	// is what it holds of the budget.
 	memo      sync.Map
 	memoBytes atomic.Int64
+	// weightsMu is held for writing while weights are released or
+	// restored (weights.go), for reading while a plan is built or run;
+	// weightUsers, pinned and releasedBytes are under it.
+	weightsMu     sync.RWMutex
+	weightUsers   map[*ir.Tensor]bool
+	pinned        map[*ir.Tensor]bool
+	releasedBytes int64
 }
 
 // memoize is ops.Context.Memo for every step of every plan. What build
@@ -313,8 +325,8 @@ func (p *Program) fold(n *ir.Node, in, out []ops.Value, reserve func(int64) bool
 		if v.Const == nil {
 			return nil, false, nil
 		}
-		if v.Const.Len() > maxFoldElements {
-			return nil, false, nil
+		if v.Const.Released() || v.Const.Len() > maxFoldElements {
+			return nil, false, nil // a released weight is read by a step, which restores it
 		}
 		args[i] = v.Const
 	}

@@ -302,8 +302,14 @@ func (p *Program) planFor(inputs map[string]*ir.Tensor) (*plan, error) {
 		return pl, nil
 	}
 	p.mu.Unlock()
+	p.weightsMu.RLock()
 	pl, err := p.buildPlan(inputs, keyed)
+	p.weightsMu.RUnlock()
 	if err != nil {
+		return nil, err
+	}
+	if err := p.settleWeights(pl); err != nil {
+		pl.release(p.opts.Budget)
 		return nil, err
 	}
 	pl.key = key
@@ -494,6 +500,8 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 	if err != nil {
 		return nil, err
 	}
+	p.weightsMu.RLock() // no weight is released or restored mid-run
+	defer p.weightsMu.RUnlock()
 	defer p.donePlan(pl)
 	vals := make([]*ir.Tensor, pl.nslots)
 	for name, s := range pl.inputs {

@@ -1,0 +1,140 @@
+package onnx
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/attnrun/attnrun/internal/regfile"
+	"github.com/attnrun/attnrun/ir"
+)
+
+// WeightStore releases the float32 data of weights a backend holds packed
+// (graph.WeightReleaser) and restores it should a later plan read it: a
+// weight mapped from its file gets its pages dropped (MADV_DONTNEED: a
+// later read faults them back in from the file), a weight read into memory
+// (at an offset not aligned for its type) gets its data dropped and read
+// again from the file it came from on Restore. Open it right after
+// decoding the model: it keeps open the files the model's weights were
+// read from, so that a file renamed over the model later does not change
+// what is restored.
+type WeightStore struct {
+	mu    sync.Mutex
+	files map[string]*os.File
+	// dropped is what Release gave back since the last collection.
+	dropped int64
+}
+
+// collectEveryBytes is how much dropped weight data Release lets pile up
+// before it runs a collection: a backend packs weight after weight, and
+// without one the packed copies grow on top of the dropped float32 ones
+// until the collector's own pace catches up (a 96 MiB model peaked at
+// 1.9× its weights instead of 1.2×). A collection costs little here: the
+// weights hold no pointers.
+const collectEveryBytes = 16 << 20
+
+// NewWeightStore opens the files m's large float32 external weights read
+// into memory (not mapped) come from; only those are released (weights
+// under mapMinBytes are not worth a file kept open).
+func NewWeightStore(m *ir.Model) (*WeightStore, error) {
+	s := &WeightStore{files: map[string]*os.File{}}
+	if m == nil || m.Graph == nil {
+		return s, nil
+	}
+	for _, t := range m.Graph.Initializers {
+		e := t.External
+		if e == nil || e.Mapped || t.DType != ir.Float || e.Length < mapMinBytes {
+			continue
+		}
+		path := filepath.Join(e.Dir, filepath.FromSlash(e.Location))
+		if _, ok := s.files[path]; ok {
+			continue
+		}
+		f, _, err := regfile.OpenNoFollow(path)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("external data %q: %v", e.Location, err)
+		}
+		s.files[path] = f
+	}
+	return s, nil
+}
+
+// Release drops t's float32 data (see WeightStore) and returns how many
+// bytes of the heap that gave back; 0 for a mapped weight, whose pages
+// are dropped but whose data stays readable.
+func (s *WeightStore) Release(t *ir.Tensor) (int64, error) {
+	e := t.External
+	data := t.Float32s()
+	if e == nil || len(data) == 0 {
+		return 0, nil
+	}
+	if e.Mapped {
+		// The mapping starts at the page holding the first byte.
+		lead := int(uintptr(unsafe.Pointer(&data[0])) % uintptr(os.Getpagesize()))
+		mem := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&data[0]), -lead)), lead+len(data)*4)
+		if err := unix.Madvise(mem, unix.MADV_DONTNEED); err != nil {
+			return 0, fmt.Errorf("external data %q: dropping its pages: %v", e.Location, err)
+		}
+		return 0, nil
+	}
+	s.mu.Lock()
+	_, ok := s.files[filepath.Join(e.Dir, filepath.FromSlash(e.Location))]
+	s.mu.Unlock()
+	if !ok || e.Length < mapMinBytes {
+		return 0, nil // small, or not of the model this store opened: kept
+	}
+	n := t.Bytes()
+	t.Data = nil
+	s.mu.Lock()
+	s.dropped += n
+	collect := s.dropped >= collectEveryBytes
+	if collect {
+		s.dropped = 0
+	}
+	s.mu.Unlock()
+	if collect {
+		runtime.GC()
+	}
+	return n, nil
+}
+
+// Restore reads a released t's data again from its file.
+func (s *WeightStore) Restore(t *ir.Tensor) error {
+	if !t.Released() {
+		return nil
+	}
+	e := t.External
+	s.mu.Lock()
+	f := s.files[filepath.Join(e.Dir, filepath.FromSlash(e.Location))]
+	s.mu.Unlock()
+	if f == nil {
+		return fmt.Errorf("external data %q: released, and its file is not open", e.Location)
+	}
+	data := make([]float32, ir.NumElements(t.Shape))
+	buf := ir.BytesOf(data)
+	if int64(len(buf)) != e.Length {
+		return fmt.Errorf("external data %q: %d bytes for shape %v, the file has %d", e.Location, len(buf), t.Shape, e.Length)
+	}
+	if _, err := f.ReadAt(buf, e.Offset); err != nil {
+		return fmt.Errorf("external data %q: restoring a released weight: %v", e.Location, err)
+	}
+	t.Data = data
+	return nil
+}
+
+// Close closes the files the store keeps open.
+func (s *WeightStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p, f := range s.files {
+		f.Close()
+		delete(s.files, p)
+	}
+	return nil
+}

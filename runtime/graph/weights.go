@@ -1,0 +1,194 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
+)
+
+// Weights held once. A FusedMatMul step packs its constant B operand for
+// the micro-kernel (ops.PackFusedMatMulB), and from then on no run reads
+// B's float32 data. With Options.Weights set, a plan's build packs those
+// weights (not the first run) and hands the float32 data of every weight
+// whose only readers are packed FusedMatMul B operands to the releaser:
+// the heap copy becomes garbage, a mapped weight's pages are dropped. A
+// weight any plan reads otherwise (a graph output, a node of another op,
+// Shape or folding, the unfused path, a view the GEMM gathers) is pinned:
+// restored if it was released, never released again. Releasing and
+// restoring happen with no run in flight (weightsMu).
+
+// WeightReleaser releases and restores the float32 data of a model's
+// external weights (onnx.WeightStore).
+type WeightReleaser interface {
+	// Release drops t's data (ir.Tensor.Released, or its pages) and
+	// returns how many bytes of memory that gave back.
+	Release(t *ir.Tensor) (int64, error)
+	// Restore makes a released t's data readable again.
+	Restore(t *ir.Tensor) error
+}
+
+// packableWeightOps are the ops a weight may feed and still be released:
+// those the FusedMatMul rewrite absorbs, whose inference reads shapes only.
+var packableWeightOps = map[string]bool{"MatMul": true, "Gemm": true, "Transpose": true, ops.FusedMatMulOp: true}
+
+// settleWeights packs the plan's FusedMatMul weights and releases or
+// restores weights as the comment above says.
+func (p *Program) settleWeights(pl *plan) error {
+	if p.opts.Weights == nil {
+		return nil
+	}
+	p.weightsMu.Lock()
+	defer p.weightsMu.Unlock()
+	if p.weightUsers == nil {
+		p.weightUsers = p.findWeightCandidates()
+	}
+	type packedUse struct{ st *step }
+	uses := map[*ir.Tensor][]packedUse{}
+	plain := map[*ir.Tensor]bool{}
+	for i := range pl.steps {
+		st := &pl.steps[i]
+		for k, s := range st.args {
+			t := pl.consts[s]
+			if s < 0 || t == nil || !p.weightUsers[t] {
+				continue
+			}
+			if k == 1 && st.node.Domain == ops.DomainAttnrun && st.node.OpType == ops.FusedMatMulOp {
+				uses[t] = append(uses[t], packedUse{st})
+			} else {
+				plain[t] = true
+			}
+		}
+	}
+	for _, s := range pl.outputs {
+		if t := pl.consts[s]; t != nil && p.weightUsers[t] {
+			plain[t] = true
+		}
+	}
+	for t := range plain {
+		if err := p.pinWeight(t); err != nil {
+			return err
+		}
+	}
+	for t, us := range uses {
+		if p.pinned[t] {
+			continue
+		}
+		ok := true
+		for _, u := range us {
+			packed, err := p.packWeight(u.st, t)
+			if err != nil {
+				return err
+			}
+			ok = ok && packed
+		}
+		if !ok {
+			if err := p.pinWeight(t); err != nil {
+				return err
+			}
+			continue
+		}
+		if t.Released() {
+			continue
+		}
+		n, err := p.opts.Weights.Release(t)
+		if err != nil {
+			return fmt.Errorf("releasing a packed weight: %w", err)
+		}
+		p.releasedBytes += n
+		p.opts.Budget.Release(n)
+		p.reserved -= n
+	}
+	return nil
+}
+
+// packWeight packs t for the FusedMatMul step st. A released t's packed
+// forms are in the memo already, unless this step reads it with another
+// layout: then it is restored, and packed from its data.
+func (p *Program) packWeight(st *step, t *ir.Tensor) (ok bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = kernelPanic(st.schema, st.node, r)
+		}
+	}()
+	ok, err = ops.PackFusedMatMulB(&st.ctx, st.node, t)
+	if errors.Is(err, ops.ErrReleasedNotPacked) {
+		if err := p.restoreWeight(t); err != nil {
+			return false, st.node.Errorf("%w", err)
+		}
+		ok, err = ops.PackFusedMatMulB(&st.ctx, st.node, t)
+	}
+	if err != nil {
+		return false, nodeError(st.node, err)
+	}
+	return ok, nil
+}
+
+// pinWeight marks t as read by something other than a packed FusedMatMul
+// B, restoring it if it was released.
+func (p *Program) pinWeight(t *ir.Tensor) error {
+	if p.pinned == nil {
+		p.pinned = map[*ir.Tensor]bool{}
+	}
+	p.pinned[t] = true
+	return p.restoreWeight(t)
+}
+
+// restoreWeight makes a released t readable again, reserving its bytes.
+func (p *Program) restoreWeight(t *ir.Tensor) error {
+	if !t.Released() {
+		return nil
+	}
+	n := int64(ir.NumElements(t.Shape)) * int64(t.DType.Size())
+	if !p.opts.Budget.Reserve(n) {
+		return p.opts.Budget.Exceeded("a released weight read again", n, p.opts.Budget.Left())
+	}
+	if err := p.opts.Weights.Restore(t); err != nil {
+		p.opts.Budget.Release(n)
+		return err
+	}
+	p.reserved += n
+	p.releasedBytes -= n
+	return nil
+}
+
+// findWeightCandidates returns the initializers that may be released: float32
+// external weights, not graph outputs, that only nodes of
+// packableWeightOps read.
+func (p *Program) findWeightCandidates() map[*ir.Tensor]bool {
+	g := p.Model.Graph
+	out := map[*ir.Tensor]bool{}
+	for _, t := range g.Initializers {
+		if t.DType == ir.Float && t.External != nil {
+			out[t] = true
+		}
+	}
+	byName := func(name string) *ir.Tensor {
+		if t, ok := g.Initializers[name]; ok && out[t] {
+			return t
+		}
+		return nil
+	}
+	for _, o := range g.Outputs {
+		if t := byName(o.Name); t != nil {
+			delete(out, t)
+		}
+	}
+	for _, n := range p.Order {
+		for _, in := range n.Inputs {
+			if t := byName(in); t != nil && !packableWeightOps[n.OpType] {
+				delete(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// ReleasedWeightBytes returns how many bytes of weights' float32 data the
+// program released (Options.Weights) and holds only packed.
+func (p *Program) ReleasedWeightBytes() int64 {
+	p.weightsMu.RLock()
+	defer p.weightsMu.RUnlock()
+	return p.releasedBytes
+}
