@@ -206,15 +206,30 @@ func gemmGo(ops tileOps, transA, transB bool, m, n, k int, alpha float32, a []fl
 	}
 
 	mc := rowBlock(m, nthreads)
+	if pb != nil {
+		// Packed weights are split by columns, not rows (below): each
+		// work item takes up to mcBlock rows.
+		mc = min(mcBlock, (m+mr-1)/mr*mr)
+	}
 	nMB := (m + mc - 1) / mc
 
 	for j0 := 0; j0 < n; j0 += ncBlock {
 		nb := min(ncBlock, n-j0)
 		nPanels := (nb + nr - 1) / nr
 		// Split the column panels into groups when there are fewer row
-		// blocks than threads (a short, wide C).
+		// blocks than threads (a short, wide C), and always for packed
+		// weights: a model's weights mostly come from memory, not cache
+		// (a 12-layer encoder cycles through 340 MB of them), and split
+		// by columns each thread streams only its share of B, reusing
+		// each panel over all its rows, instead of both threads streaming
+		// all of B for half the rows. Measured on 2 cores (Zen 5) at
+		// M=128, K=768, N=3072 cycling through 24 packed weights: 428–447
+		// → 471–478 GFLOP/s; with one weight hot in cache 474–518 →
+		// 500–525; at M=8 and M=2048 no difference.
 		nJG := 1
-		if nMB < nthreads {
+		if pb != nil {
+			nJG = min(nPanels, nthreads)
+		} else if nMB < nthreads {
 			nJG = min(nPanels, (nthreads+nMB-1)/nMB)
 		}
 		for p0 := 0; p0 < k; p0 += kcBlock {
