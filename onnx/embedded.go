@@ -99,7 +99,7 @@ func scanMapped(f *os.File, size int64, path, location string) (_ []byte, ok boo
 	}()
 	// Only the message's structure is read: the pages of the weights are
 	// skipped over, never touched.
-	out, n := referenceEmbedded(mem, location)
+	out, n := referenceEmbedded(mem, location, embeddedMinBytes)
 	if n == 0 {
 		return nil, false, nil
 	}
@@ -107,12 +107,12 @@ func scanMapped(f *os.File, size int64, path, location string) (_ []byte, ok boo
 }
 
 // referenceEmbedded returns a copy of the serialized ModelProto data in
-// which every top-level graph initializer with at least embeddedMinBytes of
+// which every top-level graph initializer with at least minBytes of
 // raw_data is an external-data reference to location at raw_data's offset
 // in data, and how many it rewrote. Anything it does not expect (a second
 // graph field, malformed wire data, an initializer already external) is
 // left as it is, or the whole rewrite given up (n 0), for Decode to judge.
-func referenceEmbedded(data []byte, location string) (out []byte, n int) {
+func referenceEmbedded(data []byte, location string, minBytes int) (out []byte, n int) {
 	out = make([]byte, 0, 1<<16)
 	graphs := 0
 	for off := 0; off < len(data); {
@@ -134,7 +134,7 @@ func referenceEmbedded(data []byte, location string) (out []byte, n int) {
 		if g == nil || graphs > 1 {
 			return nil, 0
 		}
-		gOut, k := referenceGraph(data, gStart, len(g), location)
+		gOut, k := referenceGraph(data, gStart, len(g), location, minBytes)
 		if gOut == nil {
 			return nil, 0
 		}
@@ -157,7 +157,7 @@ func bytesValue(data []byte, at int) ([]byte, int) {
 }
 
 // referenceGraph rewrites the GraphProto at data[start:start+size].
-func referenceGraph(data []byte, start, size int, location string) ([]byte, int) {
+func referenceGraph(data []byte, start, size int, location string, minBytes int) ([]byte, int) {
 	out := make([]byte, 0, 1<<12)
 	n := 0
 	for off := start; off < start+size; {
@@ -179,7 +179,7 @@ func referenceGraph(data []byte, start, size int, location string) ([]byte, int)
 		if t == nil {
 			return nil, 0
 		}
-		tOut, ok := referenceTensor(t, int64(tStart), location)
+		tOut, ok := referenceTensor(t, int64(tStart), location, minBytes)
 		if !ok {
 			out = append(out, field...)
 			continue
@@ -192,9 +192,10 @@ func referenceGraph(data []byte, start, size int, location string) ([]byte, int)
 }
 
 // referenceTensor rewrites a TensorProto whose bytes t start at offset
-// base of the file: its raw_data, when large, becomes a reference. ok is
+// base of the file: its raw_data, when of minBytes or more, becomes a
+// reference. ok is
 // false when the tensor is left as it is.
-func referenceTensor(t []byte, base int64, location string) ([]byte, bool) {
+func referenceTensor(t []byte, base int64, location string, minBytes int) ([]byte, bool) {
 	rawAt, rawLen, raws := -1, 0, 0
 	for off := 0; off < len(t); {
 		num, typ, tagLen := protowire.ConsumeTag(t[off:])
@@ -221,7 +222,7 @@ func referenceTensor(t []byte, base int64, location string) ([]byte, bool) {
 		}
 		off += tagLen + valLen
 	}
-	if raws != 1 || rawLen < embeddedMinBytes {
+	if raws != 1 || rawLen < minBytes {
 		return nil, false
 	}
 	out := make([]byte, 0, 256)

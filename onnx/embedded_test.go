@@ -117,7 +117,7 @@ func TestEmbeddedThroughSymlink(t *testing.T) {
 // left for Decode to judge.
 func TestReferenceEmbeddedMalformed(t *testing.T) {
 	for _, data := range [][]byte{{0x3a, 0xff}, {0xff}, []byte(strings.Repeat("\x3a\x00", 2))} {
-		if out, n := referenceEmbedded(data, "m.onnx"); n != 0 {
+		if out, n := referenceEmbedded(data, "m.onnx", embeddedMinBytes); n != 0 {
 			t.Fatalf("%x: rewrote %d tensors into %x", data, n, out)
 		}
 	}
