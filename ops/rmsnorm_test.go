@@ -57,6 +57,11 @@ func TestRMSNormalization(t *testing.T) {
 		{name: "scale of lower rank than the normalized dims", x: []int{2, 3, 4, 5}, s: []int{5}, axis: 1},
 		{name: "per-row scale wider than the normalized dims", x: []int{3, 6}, s: []int{3, 1}, axis: -1},
 		{name: "long rows over threads", x: []int{64, 1000}, s: []int{1000}, axis: -1},
+		// float32 rows of a multiple of 16: the AVX-512 kernels where the CPU has them
+		{name: "vector rows", x: []int{5, 48}, s: []int{48}, axis: -1},
+		{name: "vector rows of 64-element groups and a tail, over threads", x: []int{64, 80}, s: []int{80}, axis: -1},
+		{name: "vector rows, per-row scale", x: []int{3, 32}, s: []int{3, 1}, axis: -1},
+		{name: "vector rows over two dims, broadcast scale", x: []int{2, 4, 16}, s: []int{1, 16}, axis: 1},
 		{name: "float16", x: []int{4, 16}, s: []int{16}, axis: -1, dt: ir.Float16},
 		{name: "bfloat16 X, float32 scale", x: []int{4, 16}, s: []int{16}, axis: -1, dt: ir.BFloat16, scale: ir.Float},
 		{name: "double", x: []int{4, 16}, s: []int{16}, axis: -1, dt: ir.Double},

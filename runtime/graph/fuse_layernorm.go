@@ -28,35 +28,51 @@ import (
 // fuseLayerNorms rewrites pl.steps in place and records the rewrites in
 // pl.fusions.
 func (p *Program) fuseLayerNorms(pl *plan, types map[string]ops.Value) {
-	schema, err := ops.Lookup("", "LayerNormalization", 17)
+	p.fuseNormChains(pl, types, "LayerNormalization", 17, func(f *fuser, i int) (*ir.Node, []int, bool) {
+		m, ok := f.matchLayerNorm(i)
+		if !ok {
+			return nil, nil, false
+		}
+		inputs := []string{m.x, m.scale}
+		if m.bias != "" {
+			inputs = append(inputs, m.bias)
+		}
+		return normNode(f.pl.steps[i].node, "LayerNormalization", "layer norm", inputs, m.out, m.k, m.eps), m.steps, true
+	})
+}
+
+// normNode is the op node (LayerNormalization, RMSNormalization) that
+// replaces a norm chain starting at first: over the last k axes, with
+// epsilon eps.
+func normNode(first *ir.Node, op, what string, inputs []string, out string, k int, eps float32) *ir.Node {
+	return &ir.Node{
+		Name: first.Name + "/" + op, OpType: op, Inputs: inputs, Outputs: []string{out},
+		Attrs: []*ir.Attribute{
+			{Name: "axis", Type: ir.AttrInt, Int: int64(-k)},
+			{Name: "epsilon", Type: ir.AttrFloat, Float: eps},
+		},
+		Doc: "fused by attnrun from the exported " + what + " " + first.Label(),
+	}
+}
+
+// fuseNormChains replaces every chain that match finds, starting at a
+// step, with the one node it builds (op of the default domain at opset;
+// match returns the node and the steps it replaces), where the node's type
+// inference gives the chain's output type (a scale or bias that
+// broadcasts wider than the normalized dims does not).
+func (p *Program) fuseNormChains(pl *plan, types map[string]ops.Value, op string, opset int, match func(f *fuser, i int) (*ir.Node, []int, bool)) {
+	schema, err := ops.Lookup("", op, opset)
 	if err != nil {
 		return
 	}
 	f := newFuser(p, pl, types)
 	replace := map[int][]step{}
 	for i, st := range pl.steps {
-		m, ok := f.matchLayerNorm(i)
-		if !ok {
+		n, steps, ok := match(f, i)
+		if !ok || !f.inferMatches(schema, n, n.Outputs[0]) {
 			continue
 		}
-		n := st.node
-		inputs := []string{m.x, m.scale}
-		if m.bias != "" {
-			inputs = append(inputs, m.bias)
-		}
-		ln := &ir.Node{
-			Name: n.Name + "/LayerNormalization", OpType: "LayerNormalization",
-			Inputs: inputs, Outputs: []string{m.out},
-			Attrs: []*ir.Attribute{
-				{Name: "axis", Type: ir.AttrInt, Int: int64(-m.k)},
-				{Name: "epsilon", Type: ir.AttrFloat, Float: m.eps},
-			},
-			Doc: "fused by attnrun from the exported layer norm " + n.Label(),
-		}
-		if !f.inferMatches(schema, ln, m.out) {
-			continue // a scale or bias that broadcasts wider than the normalized dims
-		}
-		f.replaceChain(ln, schema, 17, st.ctx.Threads, m.steps, replace)
+		f.replaceChain(n, schema, opset, st.ctx.Threads, steps, replace)
 	}
 	if len(replace) > 0 {
 		pl.steps = replaceSteps(pl.steps, replace, f.removed)

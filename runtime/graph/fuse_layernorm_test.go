@@ -90,15 +90,7 @@ func TestFuseLayerNorm(t *testing.T) {
 			} else {
 				oneFusion(t, lns, c.fused)
 			}
-			if len(fused.Float32s()) != len(unfused.Float32s()) {
-				t.Fatalf("fused %d values, unfused %d", len(fused.Float32s()), len(unfused.Float32s()))
-			}
-			for i, w := range unfused.Float32s() {
-				g := fused.Float32s()[i]
-				if math.Abs(float64(g-w)) > 2e-5*math.Max(1, math.Abs(float64(w))) {
-					t.Fatalf("y[%d]: fused %v, unfused %v", i, g, w)
-				}
-			}
+			closeWithin(t, fused, unfused, 2e-5)
 		})
 	}
 }
@@ -129,5 +121,20 @@ func TestOpset14EncoderLayerNormFused(t *testing.T) {
 	}
 	if n != 4 {
 		t.Fatalf("%d LayerNormalization fusions, want 4", n)
+	}
+}
+
+// closeWithin fails unless fused and unfused have as many values and each
+// fused one is within tol of the unfused, relative to max(1, |unfused|).
+func closeWithin(t *testing.T, fused, unfused *ir.Tensor, tol float64) {
+	t.Helper()
+	if len(fused.Float32s()) != len(unfused.Float32s()) {
+		t.Fatalf("fused %d values, unfused %d", len(fused.Float32s()), len(unfused.Float32s()))
+	}
+	for i, w := range unfused.Float32s() {
+		g := fused.Float32s()[i]
+		if math.Abs(float64(g-w)) > tol*math.Max(1, math.Abs(float64(w))) {
+			t.Fatalf("y[%d]: fused %v, unfused %v", i, g, w)
+		}
 	}
 }

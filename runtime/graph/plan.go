@@ -426,6 +426,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool)
 		p.fuseMatMuls(pl, types)
 		p.fuseGelus(pl, types)
 		p.fuseLayerNorms(pl, types)
+		p.fuseRMSNorms(pl, types)
 		lastUse = stepLastUses(pl.steps)
 		fused := make(map[*ir.Node]string, len(pl.fusions))
 		for _, f := range pl.fusions {

@@ -273,3 +273,9 @@ func Relu16(dst, src *float32, n int)
 //
 //go:noescape
 func Sigmoid16(dst, src *float32, n int)
+
+// SumSquares16 returns Σx² over n elements (n a multiple of 16) in float32
+// with 64 partial sums, with AVX-512 (AVX512).
+//
+//go:noescape
+func SumSquares16(x *float32, n int) float32

@@ -159,3 +159,8 @@ func Relu16(dst, src *float32, n int) {
 func Sigmoid16(dst, src *float32, n int) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
+
+// SumSquares16 is never called where AVX512 is false.
+func SumSquares16(x *float32, n int) float32 {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}

@@ -1,8 +1,9 @@
 #include "textflag.h"
 
-// The float32 normalization kernels of LayerNormalization (package ops,
-// layernorm.go): a row's moments, then the normalized row, 16 lanes at a
-// time (n a multiple of 16).
+// The float32 normalization kernels of LayerNormalization and
+// RMSNormalization (package ops, layernorm.go, rmsnorm.go): a row's moments
+// (or sum of squares), then the normalized row, 16 lanes at a time (n a
+// multiple of 16).
 
 // HSUM16(Z, X, T) leaves the sum of Z's 16 lanes in the low lane of X (X is
 // Z's low 128 bits), with T's xmm/ymm as scratch.
@@ -142,5 +143,48 @@ nrloop:
 	DECQ CX
 	JNZ nrloop
 nrdone:
+	VZEROUPPER
+	RET
+
+// func SumSquares16(x *float32, n int) float32
+// Σx² with four 16-lane accumulators (64 partial sums), n a multiple of 16.
+TEXT ·SumSquares16(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	MOVQ CX, DX
+	SHRQ $6, DX
+	JZ sstail
+ssloop:
+	VMOVUPS (SI), Z4
+	VFMADD231PS Z4, Z4, Z0
+	VMOVUPS 64(SI), Z5
+	VFMADD231PS Z5, Z5, Z1
+	VMOVUPS 128(SI), Z6
+	VFMADD231PS Z6, Z6, Z2
+	VMOVUPS 192(SI), Z7
+	VFMADD231PS Z7, Z7, Z3
+	ADDQ $256, SI
+	DECQ DX
+	JNZ ssloop
+sstail:
+	ANDQ $63, CX
+	SHRQ $4, CX
+	JZ sssum
+sstl:
+	VMOVUPS (SI), Z4
+	VFMADD231PS Z4, Z4, Z0
+	ADDQ $64, SI
+	DECQ CX
+	JNZ sstl
+sssum:
+	VADDPS Z1, Z0, Z0
+	VADDPS Z3, Z2, Z2
+	VADDPS Z2, Z0, Z0
+	HSUM16(Z0, Y0, X0, Y1, X1)
+	MOVSS X0, ret+16(FP)
 	VZEROUPPER
 	RET
