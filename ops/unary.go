@@ -278,9 +278,9 @@ func (u *unaryOp) run(allowed []ir.DType) RunFunc {
 			if f, err = u.param(n); err != nil {
 				return nil, err
 			}
-			err = unaryFloat(f, out, x)
+			err = unaryFloat(f, out, x, computeThreads(ctx))
 		default:
-			err = unaryFloat(u.float, out, x)
+			err = unaryFloat(u.float, out, x, computeThreads(ctx))
 		}
 		if err != nil {
 			return nil, n.Errorf("%w", err)
@@ -289,12 +289,21 @@ func (u *unaryOp) run(allowed []ir.DType) RunFunc {
 	}
 }
 
-// unaryFloat applies f elementwise; integer tensors go through float64 and
-// back (truncating).
-func unaryFloat(f func(float64) float64, o, x *ir.Tensor) error {
+// unaryFloatChunk is how many float32 elements one task of unaryFloat
+// takes: float64 math functions cost 5–20 ns an element, so a large
+// tensor (a rotary embedding's Cos and Sin) splits over the threads.
+const unaryFloatChunk = 1 << 11
+
+// unaryFloat applies f elementwise, float32 tensors on up to threads
+// threads; integer tensors go through float64 and back (truncating).
+func unaryFloat(f func(float64) float64, o, x *ir.Tensor, threads int) error {
 	switch a := x.Data.(type) {
 	case []float32:
-		mapSlice(o.Data.([]float32), a, func(v float32) float32 { return float32(f(float64(v))) })
+		dst := o.Data.([]float32)
+		parallelFor(threads, (len(dst)+unaryFloatChunk-1)/unaryFloatChunk, func(t int) {
+			lo, hi := t*unaryFloatChunk, min(len(dst), (t+1)*unaryFloatChunk)
+			mapSlice(dst[lo:hi], a[lo:hi], func(v float32) float32 { return float32(f(float64(v))) })
+		})
 	case []float64:
 		mapSlice(o.Data.([]float64), a, f)
 	case []uint16:
