@@ -51,7 +51,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		}, mv),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "attnrun_backend_restarts_total",
-			Help: "Backend processes found dead during a run; the instance starts a fresh one for its next run.",
+			Help: "Backend processes replaced by a fresh one after they ended (killed, crashed, or killed for not answering), whether a run found them dead or not.",
 		}, []string{"model", "version", "backend"}),
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "attnrun_inflight_requests",

@@ -254,11 +254,15 @@ func (s *Server) open(ctx context.Context, name string, v repo.Version, st model
 	so := s.opts.Session
 	so.Backend, so.Threads, so.WorkerSpin = st.backend, st.threads, st.workerSpin
 	so.Logf = func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) }
+	// Every replacement counts, found by a run or not (a backend killed
+	// while idle is replaced by the next run that picks its instance).
+	so.OnBackendRestart = func(backend string, instance, pid int) {
+		s.metrics.restarts.WithLabelValues(name, version, backend).Inc()
+	}
 	pool, err := runner.Open(ctx, v.Path, runner.Options{
 		Instances: st.instances,
 		Session:   so,
 		OnBackendDied: func(err *plugins.DiedError) {
-			s.metrics.restarts.WithLabelValues(name, version, err.Backend).Inc()
 			log.Warn("backend died during a run; retrying the run, and the instance restarts its backend", "backend", err.Backend, "pid", err.Pid, "error", err.Error())
 		},
 	})

@@ -329,26 +329,37 @@ func (b *backend) restartLocked() {
 	go func() {
 		defer b.wg.Done()
 		g, err := b.start(b.bg)
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		defer close(done)
-		b.restarting = nil
-		switch {
-		case b.closed:
-			if g != nil {
-				go g.p.Kill()
-			}
-		case err != nil:
-			b.lastErr = fmt.Errorf("restarting backend %q: %w", b.name, err)
-			b.opts.Logf("%v", b.lastErr)
-		default:
-			b.lastErr = nil
-			b.cur = g
-			b.wg.Add(1)
-			go b.watch(g)
-			b.opts.Logf("backend %q restarted (pid %d); %d partition(s) recompiled", b.name, g.p.Pid(), len(b.pool.parts))
+		if b.adoptRestart(g, err, done) && b.opts.OnBackendRestart != nil {
+			b.opts.OnBackendRestart(b.name, b.instance, g.p.Pid())
 		}
 	}()
+}
+
+// adoptRestart ends the restart that started g (err: how it failed),
+// making g current unless the session closed meanwhile, and closes done;
+// it reports whether g was adopted.
+func (b *backend) adoptRestart(g *process, err error, done chan struct{}) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	defer close(done)
+	b.restarting = nil
+	switch {
+	case b.closed:
+		if g != nil {
+			go g.p.Kill()
+		}
+		return false
+	case err != nil:
+		b.lastErr = fmt.Errorf("restarting backend %q: %w", b.name, err)
+		b.opts.Logf("%v", b.lastErr)
+		return false
+	}
+	b.lastErr = nil
+	b.cur = g
+	b.wg.Add(1)
+	go b.watch(g)
+	b.opts.Logf("backend %q restarted (pid %d); %d partition(s) recompiled", b.name, g.p.Pid(), len(b.pool.parts))
+	return true
 }
 
 // errClosed is the error of a Run on a closed session.

@@ -96,10 +96,17 @@ func TestInstancesConcurrentRuns(t *testing.T) {
 }
 
 // TestInstanceKilledOthersRun: with 2 instances, one killed between runs is
-// replaced by the next run that takes it, and every run succeeds; a run
-// that finds both instances busy gives up when its context ends.
+// replaced by the next run that takes it (Options.OnBackendRestart hears of
+// it once, with the new pid), and every run succeeds; a run that finds both
+// instances busy gives up when its context ends.
 func TestInstanceKilledOthersRun(t *testing.T) {
-	s, logs := openTiny(t, Options{Instances: 2})
+	var mu sync.Mutex
+	var restarts []string
+	s, logs := openTiny(t, Options{Instances: 2, OnBackendRestart: func(backend string, instance, pid int) {
+		mu.Lock()
+		defer mu.Unlock()
+		restarts = append(restarts, fmt.Sprintf("%s#%d pid %d", backend, instance, pid))
+	}})
 	in, want := tinyInputs()
 	victim := s.Backends()[1].Pid
 	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
@@ -120,6 +127,11 @@ func TestInstanceKilledOthersRun(t *testing.T) {
 	if !strings.Contains(logs.String(), fmt.Sprintf(`backend "cpu" (pid %d) exited (signal: killed); restarting it`, victim)) {
 		t.Errorf("restart not logged; log:\n%s", logs)
 	}
+	mu.Lock()
+	if want := []string{fmt.Sprintf("cpu#1 pid %d", bs[1].Pid)}; !slices.Equal(restarts, want) {
+		t.Errorf("OnBackendRestart heard %q, want %q", restarts, want)
+	}
+	mu.Unlock()
 
 	// Both instances stopped: a run waits for a free one only as long as
 	// its context allows.

@@ -114,6 +114,14 @@ type Options struct {
 	RunTimeout time.Duration
 	// Logf receives fallback and lifecycle lines (default: stderr).
 	Logf func(format string, args ...any)
+	// OnBackendRestart, when set, is called each time the session has
+	// replaced a backend process that ended (killed, crashed, or killed by
+	// the host for not answering) with a new one that compiled every
+	// partition: the backend's name, its instance and the new pid. It is
+	// called from the session's background goroutine, with no lock held;
+	// a restart that failed is not one (its error goes to Logf and to the
+	// next Run).
+	OnBackendRestart func(backend string, instance, pid int)
 	// SelfExe is the executable re-executed as the CPU backend (default
 	// os.Executable(): this program). Any Go program that imports this
 	// package serves the CPU backend when so re-executed: package
