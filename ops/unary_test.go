@@ -239,3 +239,55 @@ func TestSigmoidKernel(t *testing.T) {
 		t.Logf("n=%d: worst %.0f ulp", n, worst)
 	}
 }
+
+// TestSinCosKernel measures the float32 Sin and Cos kernel against float64
+// math.Sin/Cos rounded to float32: values up to ±10 (angles), up to ±4096
+// and ±1e5 (positions × frequencies of a rotary embedding), beyond the
+// kernel's limit (computed again in float64) and the special values, on
+// lengths around its vector width and tasks. The error is held to 2^-24
+// absolute plus 4 ulp, which is what the reduction of x to [−π/4, π/4]
+// leaves near the zeros of the result; NaN and ±Inf give NaN.
+func TestSinCosKernel(t *testing.T) {
+	if !kernel.AVX512 {
+		t.Skip("no AVX-512: Sin and Cos run the float64 path")
+	}
+	r := rand.New(rand.NewSource(8))
+	for _, cos := range []bool{false, true} {
+		f := math.Sin
+		if cos {
+			f = math.Cos
+		}
+		for _, c := range []struct {
+			n     int
+			scale float64
+		}{{1, 1}, {17, 10}, {sinCosChunk + 5, 10}, {1 << 18, 10}, {1 << 18, 4096}, {1 << 18, 1e5}, {1000, 1e8}} {
+			src := make([]float32, c.n)
+			for i := range src {
+				src[i] = float32((r.Float64()*2 - 1) * c.scale)
+			}
+			if c.n > 8 {
+				copy(src, []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)), 1e6, -1e6, 1.0000001e6})
+			}
+			dst := make([]float32, c.n)
+			sinCosSlice(dst, src, 2, cos)
+			worst := 0.0
+			for i, x := range src {
+				want := float32(f(float64(x)))
+				got := dst[i]
+				if want != want {
+					if got == got {
+						t.Fatalf("cos=%v: f(%v) = %v, want NaN", cos, x, got)
+					}
+					continue
+				}
+				err := math.Abs(float64(got) - float64(want))
+				ulp := float64(math.Nextafter32(float32(math.Abs(float64(want))), 2)) - math.Abs(float64(want))
+				if err > 0x1p-24+4*ulp {
+					t.Fatalf("cos=%v n=%d: f(%v) = %v, want %v (off by %g, %.1f ulp)", cos, c.n, x, got, want, err, err/ulp)
+				}
+				worst = max(worst, err/ulp)
+			}
+			t.Logf("cos=%v, |x| ≤ %g: worst %.1f ulp", cos, c.scale, worst)
+		}
+	}
+}

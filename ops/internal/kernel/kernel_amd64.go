@@ -279,3 +279,11 @@ func Sigmoid16(dst, src *float32, n int)
 //
 //go:noescape
 func SumSquares16(x *float32, n int) float32
+
+// SinCos16 writes dst = sin(src), or cos(src) when cos, for n elements
+// (n a multiple of 16) with AVX-512 (AVX512): within a few ulp of the
+// exact value for |x| ≤ 1e6. It returns how many elements were beyond
+// that or NaN, which the caller computes again.
+//
+//go:noescape
+func SinCos16(dst, src *float32, n int, cos bool) int

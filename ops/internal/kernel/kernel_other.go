@@ -164,3 +164,8 @@ func Sigmoid16(dst, src *float32, n int) {
 func SumSquares16(x *float32, n int) float32 {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
+
+// SinCos16 is never called where AVX512 is false.
+func SinCos16(dst, src *float32, n int, cos bool) int {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
