@@ -24,7 +24,7 @@ func init() {
 		Infer: inferRMSNorm, Run: runRMSNorm,
 		Doc: "x / sqrt(mean(x²) + epsilon) * scale over the dims from axis, one pass per row",
 		Notes: []string{
-			"computed in float32 (stash_type 1) with the mean of squares accumulated in float64, whatever stash_type (1, 10, 11 or 16) says; float16, bfloat16 and double tensors are converted row by row.",
+			"computed in float32 (stash_type 1), whatever stash_type (1, 10, 11 or 16) says, with the mean of squares accumulated in float64 (float32 rows of a multiple of 16 on AVX-512: in float32 with 64 partial sums); float16, bfloat16 and double tensors are converted row by row.",
 			"Y has Scale's element type (V), which may differ from X's (T).",
 		},
 	})
