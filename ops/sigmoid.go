@@ -6,37 +6,55 @@ import (
 )
 
 // Float32 Sigmoid, the gate of the SwiGLU MLPs of LLaMA-style models
-// (x·Sigmoid(x)): on AVX-512 a vector kernel (kernel.Sigmoid16, within a
-// few ulp of the exact value; TestSigmoidKernel measures it), elsewhere
-// float64 math.Exp per element, the generic unary path.
+// (x·Sigmoid(x)), and Tanh, in GPT-2's GELU (gelu_new): on AVX-512 vector
+// kernels (kernel.Sigmoid16, kernel.Tanh16, within a few ulp of the exact
+// value; TestSigmoidKernel, TestTanhKernel measure them), elsewhere
+// float64 math per element, the generic unary path.
 
-// sigmoidChunk is how many elements one task of a parallel Sigmoid takes.
-const sigmoidChunk = 1 << 14
+// vecUnaryChunk is how many elements one task of a parallel vector unary
+// kernel takes.
+const vecUnaryChunk = 1 << 14
 
 // sigmoidKernel is Sigmoid's float32 kernel where the CPU has AVX-512.
 func sigmoidKernel(*ir.Node) func(dst, src []float32, threads int) {
+	return vecUnary(kernel.Sigmoid16)
+}
+
+// tanhKernel is Tanh's float32 kernel where the CPU has AVX-512.
+func tanhKernel(*ir.Node) func(dst, src []float32, threads int) {
+	return vecUnary(kernel.Tanh16)
+}
+
+// vecUnary runs a 16-lane kernel over a slice (vecUnarySlice), or is nil
+// without AVX-512.
+func vecUnary(k func(dst, src *float32, n int)) func(dst, src []float32, threads int) {
 	if !kernel.AVX512 {
 		return nil
 	}
-	return sigmoidSlice
+	return func(dst, src []float32, threads int) { vecUnarySlice(dst, src, threads, k) }
 }
 
-// sigmoidSlice sets dst[i] = 1/(1 + e^-src[i]) on up to threads threads. A
-// partial last vector goes through a padded copy, so that every element
-// gets the same arithmetic.
+// sigmoidSlice sets dst[i] = 1/(1 + e^-src[i]) on up to threads threads.
 func sigmoidSlice(dst, src []float32, threads int) {
+	vecUnarySlice(dst, src, threads, kernel.Sigmoid16)
+}
+
+// vecUnarySlice applies the 16-lane kernel k to src into dst on up to
+// threads threads. A partial last vector goes through a padded copy, so
+// that every element gets the same arithmetic.
+func vecUnarySlice(dst, src []float32, threads int, k func(dst, src *float32, n int)) {
 	src = src[:len(dst)]
-	tasks := (len(dst) + sigmoidChunk - 1) / sigmoidChunk
+	tasks := (len(dst) + vecUnaryChunk - 1) / vecUnaryChunk
 	parallelFor(threads, tasks, func(t int) {
-		lo, hi := t*sigmoidChunk, min(len(dst), (t+1)*sigmoidChunk)
+		lo, hi := t*vecUnaryChunk, min(len(dst), (t+1)*vecUnaryChunk)
 		whole := lo + (hi-lo)/16*16
 		if whole > lo {
-			kernel.Sigmoid16(&dst[lo], &src[lo], whole-lo)
+			k(&dst[lo], &src[lo], whole-lo)
 		}
 		if whole < hi {
 			var buf [16]float32
 			copy(buf[:], src[whole:hi])
-			kernel.Sigmoid16(&buf[0], &buf[0], 16)
+			k(&buf[0], &buf[0], 16)
 			copy(dst[whole:hi], buf[:])
 		}
 	})

@@ -81,7 +81,7 @@ var unaryOps = []unaryOp{
 	{name: "Reciprocal", doc: "elementwise 1/x", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: func(x float64) float64 { return 1 / x }},
 	{name: "Relu", doc: "elementwise max(x, 0)", ranges: typedVersions(typesFrom(14, FloatTypes, floatSigned), 1, 6, 13, 14), direct: reluTensor, f32: reluKernel},
 	{name: "Sigmoid", doc: "elementwise logistic function 1/(1+e^-x)", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: sigmoid, f32: sigmoidKernel},
-	{name: "Tanh", doc: "elementwise hyperbolic tangent", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: math.Tanh},
+	{name: "Tanh", doc: "elementwise hyperbolic tangent", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: math.Tanh, f32: tanhKernel},
 	{name: "Ceil", doc: "elementwise ceiling (round toward +inf)", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: math.Ceil},
 	{name: "Floor", doc: "elementwise floor (round toward -inf)", ranges: typedVersions(always(FloatTypes), 1, 6, 13), float: math.Floor},
 	{name: "Sin", doc: "elementwise sine", ranges: typedVersions(always(FloatTypes), 7, 22), float: math.Sin, f32: sinKernel},

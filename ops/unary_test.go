@@ -197,33 +197,41 @@ func TestReluKernel(t *testing.T) {
 	}
 }
 
-// TestSigmoidKernel measures the float32 Sigmoid kernel against the
-// float64 logistic function rounded to float32 on 2^20 values spread over
-// the range where it is neither 0 nor 1, lengths around its vector width
-// and tasks, and the special values: within 4 ulp (and 1e-38 absolute
-// where the result is subnormal), NaN kept, ±Inf giving 1 and 0.
-func TestSigmoidKernel(t *testing.T) {
+// TestSigmoidKernel and TestTanhKernel measure the float32 Sigmoid and
+// Tanh kernels against float64 math rounded to float32 on 2^20 values
+// spread over the range where they are not constant, lengths around their
+// vector width and tasks, and the special values: within 4 ulp (and 1e-38
+// absolute where the result is subnormal), NaN kept, ±Inf giving the
+// limits.
+func TestSigmoidKernel(t *testing.T) { testVecUnary(t, "sigmoid", 12, sigmoid, kernel.Sigmoid16) }
+
+func TestTanhKernel(t *testing.T) { testVecUnary(t, "tanh", 2, math.Tanh, kernel.Tanh16) }
+
+func testVecUnary(t *testing.T, name string, spread float64, f func(float64) float64, k func(dst, src *float32, n int)) {
 	if !kernel.AVX512 {
-		t.Skip("no AVX-512: Sigmoid runs the float64 path")
+		t.Skip("no AVX-512: the float64 path runs")
 	}
 	r := rand.New(rand.NewSource(6))
-	for _, n := range []int{1, 15, 16, 17, sigmoidChunk + 5, 1 << 20} {
+	for _, n := range []int{1, 15, 16, 17, vecUnaryChunk + 5, 1 << 20} {
 		src := make([]float32, n)
 		for i := range src {
-			src[i] = float32(r.NormFloat64() * 12)
+			src[i] = float32(r.NormFloat64() * spread)
 		}
 		if n > 8 {
 			copy(src, []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)), 88, -88, -103})
 		}
+		if n > 16 {
+			copy(src[8:], []float32{0.625, -0.625, math.Nextafter32(0.625, 0), 1e-30, -1e-7, 9, -44, 45})
+		}
 		dst := make([]float32, n)
-		sigmoidSlice(dst, src, 2)
+		vecUnarySlice(dst, src, 2, k)
 		worst := 0.0
 		for i, x := range src {
-			want := float32(sigmoid(float64(x)))
+			want := float32(f(float64(x)))
 			got := dst[i]
 			if want != want {
 				if got == got {
-					t.Fatalf("sigmoid(%v) = %v, want NaN", x, got)
+					t.Fatalf("%s(%v) = %v, want NaN", name, x, got)
 				}
 				continue
 			}
@@ -233,7 +241,7 @@ func TestSigmoidKernel(t *testing.T) {
 			ulps := math.Abs(float64(int32(math.Float32bits(got)) - int32(math.Float32bits(want))))
 			worst = max(worst, ulps)
 			if ulps > 4 {
-				t.Fatalf("n=%d: sigmoid(%v) = %v, want %v (%.0f ulp)", n, x, got, want, ulps)
+				t.Fatalf("n=%d: %s(%v) = %v, want %v (%.0f ulp)", n, name, x, got, want, ulps)
 			}
 		}
 		t.Logf("n=%d: worst %.0f ulp", n, worst)

@@ -287,3 +287,10 @@ func SumSquares16(x *float32, n int) float32
 //
 //go:noescape
 func SinCos16(dst, src *float32, n int, cos bool) int
+
+// Tanh16 writes dst = tanh(src) for n elements (n a multiple of 16) with
+// AVX-512 (AVX512): within a few ulp of the exact value; NaN stays NaN.
+// dst may be src.
+//
+//go:noescape
+func Tanh16(dst, src *float32, n int)

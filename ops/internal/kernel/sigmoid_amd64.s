@@ -1,8 +1,10 @@
 #include "textflag.h"
 
-// The float32 Sigmoid kernel (package ops, sigmoid.go): 1/(1 + e^-x), with
-// e^z by a two-constant reduction z = n·ln2 + r (|r| ≤ ln2/2) and the
-// fused attention's polynomial for e^r, scaled by 2^n.
+// The float32 Sigmoid and Tanh kernels (package ops, sigmoid.go):
+// 1/(1 + e^-x), and tanh x = 1 - 2/(e^2|x| + 1) (signed) past |x| = 0.625,
+// Cephes' odd polynomial below it; e^z by a two-constant reduction
+// z = n·ln2 + r (|r| ≤ ln2/2) and the fused attention's polynomial for e^r,
+// scaled by 2^n.
 DATA sigk<>+0(SB)/4, $0x80000000  // sign bit
 DATA sigk<>+4(SB)/4, $0x42c80000  // 100: e^z past 2^128 overflows to +Inf (σ → 0)
 DATA sigk<>+8(SB)/4, $0xc2d00000  // -104: e^z below it is 0 (σ → 1)
@@ -16,6 +18,23 @@ DATA sigk<>+36(SB)/4, $0x3e2aad37
 DATA sigk<>+40(SB)/4, $0x3efffee2
 DATA sigk<>+44(SB)/4, $0x3f7ffffb
 GLOBL sigk<>(SB), RODATA|NOPTR, $48
+
+// EXP_POLY(Z, N, P): P = e^Z (Z is overwritten with the reduced r, N with
+// n): n = round(Z·log2 e), r = Z - n·ln2 (two constants), e^r by the
+// polynomial, scaled by 2^n. Z19 log2(e), Z20 and Z21 ln2's parts, Z22 1,
+// Z23 q4; BX sigk<>.
+#define EXP_POLY(Z, N, P) \
+	VMULPS Z19, Z, N; \
+	VRNDSCALEPS $8, N, N; \
+	VFNMADD231PS Z20, N, Z; \
+	VFNMADD231PS Z21, N, Z; \
+	VMOVAPS Z23, P; \
+	VFMADD213PS.BCST 32(BX), Z, P; \
+	VFMADD213PS.BCST 36(BX), Z, P; \
+	VFMADD213PS.BCST 40(BX), Z, P; \
+	VFMADD213PS.BCST 44(BX), Z, P; \
+	VFMADD213PS Z22, Z, P; \
+	VSCALEFPS N, P, P
 
 // func Sigmoid16(dst, src *float32, n int)
 // dst = 1/(1 + e^-src) for n elements (n a multiple of 16). The clamps
@@ -41,17 +60,7 @@ sgloop:
 	VXORPS Z16, Z1, Z1
 	VMINPS Z1, Z17, Z1
 	VMAXPS Z1, Z18, Z1
-	VMULPS Z19, Z1, Z2
-	VRNDSCALEPS $8, Z2, Z2
-	VFNMADD231PS Z20, Z2, Z1
-	VFNMADD231PS Z21, Z2, Z1
-	VMOVAPS Z23, Z3
-	VFMADD213PS.BCST 32(BX), Z1, Z3
-	VFMADD213PS.BCST 36(BX), Z1, Z3
-	VFMADD213PS.BCST 40(BX), Z1, Z3
-	VFMADD213PS.BCST 44(BX), Z1, Z3
-	VFMADD213PS Z22, Z1, Z3
-	VSCALEFPS Z2, Z3, Z3
+	EXP_POLY(Z1, Z2, Z3)
 	VADDPS Z22, Z3, Z3
 	VDIVPS Z3, Z22, Z3
 	VMOVUPS Z3, (DI)
@@ -60,5 +69,69 @@ sgloop:
 	DECQ CX
 	JNZ sgloop
 sgdone:
+	VZEROUPPER
+	RET
+
+DATA tanhk<>+0(SB)/4, $0x7fffffff  // |x| mask
+DATA tanhk<>+4(SB)/4, $0x42b00000  // 88: e^2|x| stays finite; tanh is ±1 in float32 long before
+DATA tanhk<>+8(SB)/4, $0x3f200000  // 0.625: the polynomial below it
+DATA tanhk<>+12(SB)/4, $0x40000000 // 2
+DATA tanhk<>+16(SB)/4, $0xbbbaf0ea // p4..p0: tanh x = x + x·z·P(z), z = x², on |x| < 0.625
+DATA tanhk<>+20(SB)/4, $0x3ca9134e
+DATA tanhk<>+24(SB)/4, $0xbd5c1e2d
+DATA tanhk<>+28(SB)/4, $0x3e088393
+DATA tanhk<>+32(SB)/4, $0xbeaaaa99
+GLOBL tanhk<>(SB), RODATA|NOPTR, $36
+
+// func Tanh16(dst, src *float32, n int)
+// dst = tanh(src) for n elements (n a multiple of 16); NaN stays NaN, ±Inf
+// give ±1.
+TEXT ·Tanh16(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	LEAQ sigk<>(SB), BX
+	LEAQ tanhk<>(SB), R8
+	VBROADCASTSS 0(BX), Z16   // sign bit
+	VBROADCASTSS 12(BX), Z19  // log2(e)
+	VBROADCASTSS 16(BX), Z20  // ln2 high
+	VBROADCASTSS 20(BX), Z21  // ln2 low
+	VBROADCASTSS 24(BX), Z22  // 1
+	VBROADCASTSS 28(BX), Z23  // q4
+	VBROADCASTSS 0(R8), Z24   // |x| mask
+	VBROADCASTSS 4(R8), Z25   // 88
+	VBROADCASTSS 8(R8), Z26   // 0.625
+	VBROADCASTSS 12(R8), Z27  // 2
+	SHRQ $4, CX
+	JZ thdone
+thloop:
+	VMOVUPS (SI), Z0
+	VANDPS Z24, Z0, Z1        // a = |x|
+	VANDPS Z16, Z0, Z11       // x's sign
+	VCMPPS $0x11, Z26, Z1, K1 // a < 0.625 (ordered): the polynomial
+	// past 0.625: 1 - 2/(e^z + 1), z = min(2a, 88) (NaN kept)
+	VADDPS Z1, Z1, Z2
+	VMINPS Z2, Z25, Z2
+	EXP_POLY(Z2, Z3, Z4)      // e^z
+	VADDPS Z22, Z4, Z4
+	VDIVPS Z4, Z27, Z4        // 2/(e^z + 1)
+	VSUBPS Z4, Z22, Z4        // 1 - that
+	VORPS Z11, Z4, Z4         // x's sign
+	// below 0.625: x + x·z·P(z), z = x²
+	VMULPS Z0, Z0, Z5
+	VBROADCASTSS 16(R8), Z6
+	VFMADD213PS.BCST 20(R8), Z5, Z6
+	VFMADD213PS.BCST 24(R8), Z5, Z6
+	VFMADD213PS.BCST 28(R8), Z5, Z6
+	VFMADD213PS.BCST 32(R8), Z5, Z6
+	VMULPS Z0, Z5, Z7         // x·z
+	VFMADD213PS Z0, Z7, Z6    // x + x·z·P
+	VBLENDMPS Z6, Z4, K1, Z8
+	VMOVUPS Z8, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ thloop
+thdone:
 	VZEROUPPER
 	RET
