@@ -174,13 +174,38 @@ func geluParam(n *ir.Node) (func(float64) float64, error) {
 // erfKernel is Erf's float32 kernel.
 func erfKernel(*ir.Node) func(dst, src []float32, threads int) { return erfSlice }
 
-// geluKernel is Gelu's float32 kernel for approximate "none" (nil for
-// "tanh", and for a bad value, which geluParam reports).
+// geluKernel is Gelu's float32 kernel: geluSlice for approximate "none",
+// geluTanhSlice for "tanh" on AVX-512 (nil elsewhere, and for a bad
+// value, which geluParam reports).
 func geluKernel(n *ir.Node) func(dst, src []float32, threads int) {
-	if mode, err := n.AttrString("approximate", "none"); err != nil || mode != "none" {
+	switch mode, err := n.AttrString("approximate", "none"); {
+	case err != nil:
 		return nil
+	case mode == "none":
+		return geluSlice
+	case mode == "tanh" && kernel.AVX512:
+		return geluTanhSlice
 	}
-	return geluSlice
+	return nil
+}
+
+// geluTanhSlice sets dst[i] = x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³))),
+// x = src[i], on up to threads threads: the argument in float32, its tanh
+// by kernel.Tanh16 (in dst), then the product.
+func geluTanhSlice(dst, src []float32, threads int) {
+	const c = 0.7978845608028654 // √(2/π)
+	src = src[:len(dst)]
+	parallelFor(threads, (len(dst)+vecUnaryChunk-1)/vecUnaryChunk, func(t int) {
+		lo, hi := t*vecUnaryChunk, min(len(dst), (t+1)*vecUnaryChunk)
+		d, x := dst[lo:hi], src[lo:hi]
+		for i, v := range x {
+			d[i] = c * (v + 0.044715*v*v*v)
+		}
+		vecUnarySlice(d, d, 1, kernel.Tanh16)
+		for i, v := range x {
+			d[i] = 0.5 * v * (1 + d[i])
+		}
+	})
 }
 
 // leakyReluParam builds LeakyRelu's function from alpha (default 0.01).
