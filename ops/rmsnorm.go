@@ -116,7 +116,8 @@ func runRMSNorm(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error)
 	minChunk := max(1, 1<<14/rowLen)
 	xs, ys := x.Float32s(), y.Float32s()
 	if kernel.AVX512 && xs != nil && ys != nil && rowLen%16 == 0 {
-		zeros := make([]float32, rowLen) // NormRow16's bias
+		zeros := ctx.ScratchFloats(rowLen) // NormRow16's bias
+		clear(zeros)
 		computeParallel(computeThreads(ctx), rows, minChunk, func(lo, hi int) {
 			for r := lo; r < hi; r++ {
 				xrow, yrow := xs[r*rowLen:(r+1)*rowLen], ys[r*rowLen:(r+1)*rowLen]

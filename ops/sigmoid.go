@@ -12,8 +12,8 @@ import (
 // float64 math per element, the generic unary path.
 
 // vecUnaryChunk is how many elements one task of a parallel vector unary
-// kernel takes.
-const vecUnaryChunk = 1 << 14
+// kernel takes (a rotary embedding's [512, 16] Sin and Cos make two).
+const vecUnaryChunk = 1 << 12
 
 // sigmoidKernel is Sigmoid's float32 kernel where the CPU has AVX-512.
 func sigmoidKernel(*ir.Node) func(dst, src []float32, threads int) {

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"math"
+	"sync/atomic"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops/internal/kernel"
@@ -13,9 +14,6 @@ import (
 // ulp for |x| ≤ 1e6; TestSinCosKernel measures it), elements beyond that
 // by float64 math.Sin/Cos; elsewhere float64 per element, the generic
 // unary path.
-
-// sinCosChunk is how many elements one task of a parallel Sin or Cos takes.
-const sinCosChunk = 1 << 12
 
 // sinCosLimit is the |x| past which the kernel's reduction loses digits.
 const sinCosLimit = 1e6
@@ -34,35 +32,25 @@ func sinCosKernel(cos bool) func(dst, src []float32, threads int) {
 }
 
 // sinCosSlice sets dst[i] = sin(src[i]) (cos when cos) on up to threads
-// threads. A partial last vector goes through a padded copy, so that every
-// element gets the same arithmetic.
+// threads (vecUnarySlice), then computes again in float64 the elements
+// past sinCosLimit, if the kernel met any.
 func sinCosSlice(dst, src []float32, threads int, cos bool) {
-	src = src[:len(dst)]
+	var far atomic.Int64
+	vecUnarySlice(dst, src, threads, func(d, s *float32, n int) {
+		if k := kernel.SinCos16(d, s, n, cos); k > 0 {
+			far.Add(int64(k))
+		}
+	})
+	if far.Load() == 0 {
+		return
+	}
 	f := math.Sin
 	if cos {
 		f = math.Cos
 	}
-	tasks := (len(dst) + sinCosChunk - 1) / sinCosChunk
-	parallelFor(threads, tasks, func(t int) {
-		lo, hi := t*sinCosChunk, min(len(dst), (t+1)*sinCosChunk)
-		far := 0
-		whole := lo + (hi-lo)/16*16
-		if whole > lo {
-			far += kernel.SinCos16(&dst[lo], &src[lo], whole-lo, cos)
+	for i, x := range src[:len(dst)] {
+		if math.Abs(float64(x)) > sinCosLimit {
+			dst[i] = float32(f(float64(x)))
 		}
-		if whole < hi {
-			var buf [16]float32
-			copy(buf[:], src[whole:hi])
-			far += kernel.SinCos16(&buf[0], &buf[0], 16, cos)
-			copy(dst[whole:hi], buf[:])
-		}
-		if far == 0 {
-			return
-		}
-		for i := lo; i < hi; i++ {
-			if x := float64(src[i]); math.Abs(x) > sinCosLimit {
-				dst[i] = float32(f(x))
-			}
-		}
-	})
+	}
 }

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"testing"
@@ -229,10 +230,7 @@ func testVecUnary(t *testing.T, name string, spread float64, f func(float64) flo
 		for i, x := range src {
 			want := float32(f(float64(x)))
 			got := dst[i]
-			if want != want {
-				if got == got {
-					t.Fatalf("%s(%v) = %v, want NaN", name, x, got)
-				}
+			if wantNaN(t, name, x, got, want) {
 				continue
 			}
 			if math.Abs(float64(got-want)) <= 1e-38 {
@@ -268,7 +266,7 @@ func TestSinCosKernel(t *testing.T) {
 		for _, c := range []struct {
 			n     int
 			scale float64
-		}{{1, 1}, {17, 10}, {sinCosChunk + 5, 10}, {1 << 18, 10}, {1 << 18, 4096}, {1 << 18, 1e5}, {1000, 1e8}} {
+		}{{1, 1}, {17, 10}, {vecUnaryChunk + 5, 10}, {1 << 18, 10}, {1 << 18, 4096}, {1 << 18, 1e5}, {1000, 1e8}} {
 			src := make([]float32, c.n)
 			for i := range src {
 				src[i] = float32((r.Float64()*2 - 1) * c.scale)
@@ -282,14 +280,11 @@ func TestSinCosKernel(t *testing.T) {
 			for i, x := range src {
 				want := float32(f(float64(x)))
 				got := dst[i]
-				if want != want {
-					if got == got {
-						t.Fatalf("cos=%v: f(%v) = %v, want NaN", cos, x, got)
-					}
+				if wantNaN(t, fmt.Sprintf("cos=%v: f", cos), x, got, want) {
 					continue
 				}
 				err := math.Abs(float64(got) - float64(want))
-				ulp := float64(math.Nextafter32(float32(math.Abs(float64(want))), float32(math.Inf(1)))) - math.Abs(float64(want))
+				ulp := ulpOf(want)
 				if err > 0x1p-24+4*ulp {
 					t.Fatalf("cos=%v n=%d: f(%v) = %v, want %v (off by %g, %.1f ulp)", cos, c.n, x, got, want, err, err/ulp)
 				}
@@ -326,15 +321,30 @@ func TestGeluTanhKernel(t *testing.T) {
 		if math.IsInf(float64(x), 0) {
 			continue // ±Inf·(1 + tanh): the formula's own edge (the float64 path gives NaN for −Inf)
 		}
-		if want != want {
-			if got == got {
-				t.Fatalf("gelu_tanh(%v) = %v, want NaN", x, got)
-			}
+		if wantNaN(t, "gelu_tanh", x, got, want) {
 			continue
 		}
-		ulp := float64(math.Nextafter32(float32(math.Abs(float64(want))), float32(math.Inf(1)))) - math.Abs(float64(want))
+		ulp := ulpOf(want)
 		if d := math.Abs(float64(got - want)); d > 1e-6+8*ulp {
 			t.Fatalf("gelu_tanh(%v) = %v, want %v", x, got, want)
 		}
 	}
+}
+
+// wantNaN reports whether want is NaN, failing t unless got is NaN too.
+func wantNaN(t *testing.T, what string, x, got, want float32) bool {
+	t.Helper()
+	if want == want {
+		return false
+	}
+	if got == got {
+		t.Fatalf("%s(%v) = %v, want NaN", what, x, got)
+	}
+	return true
+}
+
+// ulpOf is the spacing of float32 values just above |v|.
+func ulpOf(v float32) float64 {
+	a := float32(math.Abs(float64(v)))
+	return float64(math.Nextafter32(a, float32(math.Inf(1)))) - float64(a)
 }

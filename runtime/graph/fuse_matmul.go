@@ -136,10 +136,9 @@ func (f *fuser) gemmAsMatMul(st step) *ir.Node {
 	}
 	fused := &ir.Node{
 		Name: n.Name + "/FusedMatMul", OpType: ops.FusedMatMulOp, Domain: ops.DomainAttnrun,
-		Inputs: n.Inputs[:2:2], Outputs: append([]string{}, n.Outputs...),
+		Inputs: append([]string{}, n.Inputs[:2]...), Outputs: append([]string{}, n.Outputs...),
 		Doc: "fused by attnrun from " + n.Label(),
 	}
-	fused.Inputs = append([]string{}, fused.Inputs...)
 	if transB != 0 {
 		nOut, k := b.Shape[0], b.Shape[1]
 		v := ops.View{Shape: []int{k, nOut}, Strides: []int{1, k}}

@@ -44,8 +44,7 @@ func (p *Program) settleWeights(pl *plan) error {
 	if p.weightUsers == nil {
 		p.weightUsers = p.findWeightCandidates()
 	}
-	type packedUse struct{ st *step }
-	uses := map[*ir.Tensor][]packedUse{}
+	uses := map[*ir.Tensor][]*step{} // the FusedMatMul steps reading t as B
 	plain := map[*ir.Tensor]bool{}
 	for i := range pl.steps {
 		st := &pl.steps[i]
@@ -55,7 +54,7 @@ func (p *Program) settleWeights(pl *plan) error {
 				continue
 			}
 			if k == 1 && st.node.Domain == ops.DomainAttnrun && st.node.OpType == ops.FusedMatMulOp {
-				uses[t] = append(uses[t], packedUse{st})
+				uses[t] = append(uses[t], st)
 			} else {
 				plain[t] = true
 			}
@@ -71,13 +70,13 @@ func (p *Program) settleWeights(pl *plan) error {
 			return err
 		}
 	}
-	for t, us := range uses {
+	for t, steps := range uses {
 		if p.pinned[t] {
 			continue
 		}
 		ok := true
-		for _, u := range us {
-			packed, err := p.packWeight(u.st, t)
+		for _, st := range steps {
+			packed, err := p.packWeight(st, t)
 			if err != nil {
 				return err
 			}
