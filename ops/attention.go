@@ -73,6 +73,23 @@ import (
 //	             j > i + causal_offset.
 //	causal_offset int, default 0: the causal diagonal's offset (the length
 //	             of a KV cache that precedes the current keys).
+//	causal_fill  float, default -inf: with causal, the value a score past
+//	             the diagonal takes. -inf cuts it: the score is -inf
+//	             whatever the mask and bias do. A finite fill takes its
+//	             place before the mask and the bias are added (after the
+//	             bias with bias_first), as
+//	             an export's Where(causal pattern, S, fill) followed by an
+//	             additive mask gives it (GPT-2's -1e4 masked_bias). A
+//	             finite fill is still cut like -inf, and each query row is
+//	             then checked: when its running maximum lies at least
+//	             attnCutMargin (104) above the largest value a cut score
+//	             could have taken (the fill plus the largest mask and bias
+//	             term added after it), the export's exp of every cut score
+//	             is exactly 0 in float32 and the cut changed nothing; an
+//	             item with a row that fails the check (a row whose kept
+//	             scores are all padding, say) is computed again with the
+//	             cut scores at the fill, so the result is the export's in
+//	             every case.
 //	masked_rows_uniform
 //	             int, default 0: 1 gives a query row that sees no key (every
 //	             score hidden by a -inf mask fill, the causal cut or the key
@@ -192,6 +209,9 @@ type attnAttrs struct {
 	padKeys   bool
 	causal    bool
 	causalOff int
+	// causalFill is the value a score past the causal diagonal takes
+	// (-inf: cut; finite: cut, each row checked, see causal_fill).
+	causalFill float32
 	// uniformRows: a row that sees no key gets uniform weights over all
 	// Sk keys (masked_rows_uniform) instead of NaN.
 	uniformRows bool
@@ -248,6 +268,15 @@ func parseAttnAttrs(n *ir.Node, hasMask, hasBias bool) (attnAttrs, error) {
 		return a, n.Errorf("causal_offset %d is out of range", off)
 	}
 	a.causalOff = int(off)
+	if a.causalFill, err = n.AttrFloat("causal_fill", float32(math.Inf(-1))); err != nil {
+		return a, n.Errorf("%w", err)
+	}
+	if cf := float64(a.causalFill); math.IsNaN(cf) || math.IsInf(cf, 1) {
+		return a, n.Errorf("causal_fill must be finite or -inf, got %g", cf)
+	}
+	if !a.causal && !math.IsInf(float64(a.causalFill), -1) {
+		return a, n.Errorf("causal_fill %g is given without causal = 1", a.causalFill)
+	}
 	g, err := n.AttrInt("kv_group", 1)
 	if err != nil {
 		return a, n.Errorf("%w", err)

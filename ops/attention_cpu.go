@@ -117,7 +117,19 @@ type attnPlan struct {
 	// a row that sees no key (vMeanOnce).
 	vMean     []float32
 	vMeanOnce []sync.Once
+	// With a finite causalFill (cut like -inf, checked per row): hiddenMax[b]
+	// bounds the value a cut score of batch b could have taken (the fill
+	// plus the largest mask and bias terms after it), and exactCut makes
+	// every item compute the cut scores at the fill (when the scores are
+	// an output, which must hold them).
+	hiddenMax []float64
+	exactCut  bool
 }
+
+// attnCutMargin is how far above the largest value a cut score could take
+// (hiddenMax) a row's running maximum must lie for the cut to be exact:
+// exp(x) rounds to 0 in float32 below -103.97.
+const attnCutMargin = 104
 
 // operandView returns the view operand i is read through.
 func (a *attnAttrs) operandView(i int, t *ir.Tensor) View {
@@ -491,6 +503,12 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	}
 	p.o.data, p.scores = out, scores
 	p.vMean, p.vMeanOnce = nil, nil
+	p.hiddenMax, p.exactCut = nil, false
+	if p.causal && !math.IsInf(float64(p.causalFill), -1) {
+		if p.exactCut = p.scores != nil; !p.exactCut {
+			p.hiddenMax = p.cutBounds()
+		}
+	}
 	if p.uniformRows {
 		p.vMean, p.vMeanOnce = make([]float32, len(p.vUniq)*p.dv), make([]sync.Once, len(p.vUniq))
 	}
@@ -604,7 +622,7 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 			} else {
 				qb = qp[p.qIdx[b]*qLen+i0*dq : (p.qIdx[b]+1)*qLen]
 			}
-			p.item(b, i0, w, qb, kp[p.kIdx[b]*kLen:(p.kIdx[b]+1)*kLen], vp[p.vIdx[b]*vLen:(p.vIdx[b]+1)*vLen], dvPad)
+			p.item(b, i0, w, qb, kp[p.kIdx[b]*kLen:(p.kIdx[b]+1)*kLen], vp[p.vIdx[b]*vLen:(p.vIdx[b]+1)*vLen], dvPad, p.exactCut)
 		}
 	}
 	if workers == 1 {
@@ -749,8 +767,11 @@ const (
 )
 
 // item computes output rows [i0, i0+attnQBlock) of batch matrix b with
-// the batch's packed K (kp) and Vᵀ (vp).
-func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int) {
+// the batch's packed K (kp) and Vᵀ (vp). exact computes the scores past
+// the causal diagonal at a finite causalFill instead of cutting them; an
+// item that cut them checks each row against hiddenMax and is computed
+// again exactly when a row fails.
+func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int, exact bool) {
 	qb, kb := attnQBlock, attnKBlock
 	rows := min(qb, p.sq-i0)
 	panels := (rows + attnNR - 1) / attnNR
@@ -773,7 +794,7 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 		lim = p.keyLim[b]
 	}
 	end := lim
-	if p.causal {
+	if p.causal && !exact {
 		end = min(end, max(0, i0+rows+p.causalOff))
 	}
 	if p.scores != nil {
@@ -790,7 +811,7 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 		var keysa [attnQBlock]int // panels ≤ attnQBlock whatever attnNR
 		keys := keysa[:panels]
 		paired := false // st holds the probabilities as bf16 pairs (the bf16 fast path)
-		if plain := p.masksPlain(w.cls[:rows]); p.scoresExp && (plain || p.keyBias != nil) {
+		if plain := p.masksPlain(w.cls[:rows]); p.scoresExp && !exact && (plain || p.keyBias != nil) {
 			var bias []float32 // the per-key mask, where it hides or changes a score of the block
 			if !plain {
 				bias = p.keyBias[p.keyBiasIdx[b]*sk+j0 : (p.keyBiasIdx[b]+1)*sk]
@@ -801,7 +822,7 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 			}
 			paired = p.bf16
 		} else {
-			p.scoresSoftmax(w, acc, dvPad, b, i0, j0, rows, cols, lim, kp, qp)
+			p.scoresSoftmax(w, acc, dvPad, b, i0, j0, rows, cols, lim, kp, qp, exact)
 			for pn := range keys {
 				keys[pn] = cols
 			}
@@ -831,6 +852,14 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int)
 			}
 			for ds := 0; ds*attnMR < dvPad; ds++ {
 				blas.MicroKernel(cols, vp[ds*attnMR*sk+j0*attnMR:], bp, acc[ds*attnMR*qb+pn*attnNR:], qb, true)
+			}
+		}
+	}
+	if p.hiddenMax != nil && !exact {
+		for _, m := range w.m[:rows] {
+			if !(float64(m)-p.hiddenMax[b] >= attnCutMargin) {
+				p.item(b, i0, w, qp, kp, vp, dvPad, true)
+				return
 			}
 		}
 	}
@@ -1006,7 +1035,7 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, 
 			}
 		}
 		if p.causal {
-			maskCausal(raw[:rest*attnNR], rest, j0+full*attnMR-q0-p.causalOff)
+			fillCausal(raw[:rest*attnNR], rest, j0+full*attnMR-q0-p.causalOff, float32(math.Inf(-1)))
 		}
 		for c := range mx {
 			mx[c] = float32(math.Inf(-1))
@@ -1074,7 +1103,7 @@ func (p *attnPlan) raiseShift(w *attnWork, pn int, mx, st []float32, keys int, s
 // item's rows (transposed panels in w.st), applies softcap, masks, bias,
 // key limit and causal cut, writes the scores output's stages, and turns
 // each panel into probabilities under the running shifts (softmaxPanel).
-func (p *attnPlan) scoresSoftmax(w *attnWork, acc []float32, dvPad, b, i0, j0, rows, cols, lim int, kp, qp []float32) {
+func (p *attnPlan) scoresSoftmax(w *attnWork, acc []float32, dvPad, b, i0, j0, rows, cols, lim int, kp, qp []float32, exact bool) {
 	d, sk, kb := p.d, p.sk, attnKBlock
 	panels := (rows + attnNR - 1) / attnNR
 	colsPad := ceilTo(cols, attnMR)
@@ -1127,6 +1156,9 @@ func (p *attnPlan) scoresSoftmax(w *attnWork, acc []float32, dvPad, b, i0, j0, r
 		if p.biasFloats != nil && p.biasFirst {
 			p.biasPanel(st, b, q0, j0, cols, lanes)
 		}
+		if exact && p.causal && j0+cols-1 > q0+p.causalOff {
+			fillCausal(st, cols, j0-q0-p.causalOff, p.causalFill)
+		}
 		if p.maskKind != "" {
 			if mcols := min(cols, p.maskKeys-j0); mcols > 0 {
 				p.maskPanel(st, w.cls[pn*attnNR:pn*attnNR+lanes], b, q0, j0, mcols)
@@ -1138,8 +1170,8 @@ func (p *attnPlan) scoresSoftmax(w *attnWork, acc []float32, dvPad, b, i0, j0, r
 		if j0+cols > lim {
 			maskKeysFrom(st, max(0, lim-j0), cols, 0, attnNR)
 		}
-		if p.causal && j0+cols-1 > q0+p.causalOff {
-			maskCausal(st, cols, j0-q0-p.causalOff)
+		if p.causal && !exact && j0+cols-1 > q0+p.causalOff {
+			fillCausal(st, cols, j0-q0-p.causalOff, float32(math.Inf(-1)))
 		}
 		if p.scoresMode == ScoresBiased || p.scoresMode == ScoresWeights {
 			p.writeScores(st, b, q0, j0, cols, lanes)
@@ -1160,17 +1192,78 @@ func maskKeysFrom(st []float32, from, cols, c0, c1 int) {
 	}
 }
 
-// maskCausal sets to -inf the scores of a transposed panel whose key (row
-// key) lies past its query's (lane c's) diagonal: c < key + shift, with
-// shift = j0 - q0 - causal_offset. Each key row masks its first lanes.
-func maskCausal(st []float32, cols, shift int) {
-	negInf := float32(math.Inf(-1))
+// fillCausal sets to v (-inf: the cut) the scores of a transposed panel
+// whose key (row key) lies past its query's (lane c's) diagonal: c < key +
+// shift, with shift = j0 - q0 - causal_offset. Each key row fills its
+// first lanes.
+func fillCausal(st []float32, cols, shift int, v float32) {
 	for key := max(0, 1-shift); key < cols; key++ {
 		row := st[key*attnNR : (key+1)*attnNR]
 		for c := range row[:min(key+shift, attnNR)] {
-			row[c] = negInf
+			row[c] = v
 		}
 	}
+}
+
+// cutBounds returns, for each batch matrix, the largest value a score past
+// the causal diagonal could take with a finite causalFill: the fill, raised
+// to a bool mask's finite fill where the mask replaces it, plus the largest
+// additive mask term and (unless the bias comes first and the fill replaces
+// it) the largest bias term of that matrix. A NaN or +inf term makes the
+// bound fail every row's check, so those items run exactly.
+func (p *attnPlan) cutBounds() []float64 {
+	type key struct{ m, b int }
+	seen := map[key]float64{}
+	out := make([]float64, p.batches)
+	for b := range out {
+		k := key{-1, -1}
+		if p.maskKind != "" {
+			k.m = p.mOff[b]
+		}
+		if p.biasFloats != nil && !p.biasFirst {
+			k.b = p.bOff[b]
+		}
+		if u, ok := seen[k]; ok {
+			out[b] = u
+			continue
+		}
+		u := float64(p.causalFill)
+		switch {
+		case p.maskFloats != nil:
+			u += p.largestTerm(p.maskFloats, k.m, p.mRowStep, p.mColStep, p.maskKeys, p.maskScale)
+		case p.maskKind != "" && !math.IsInf(float64(p.fill), -1):
+			u = max(u, float64(p.fill))
+		}
+		if k.b >= 0 {
+			u += p.largestTerm(p.biasFloats, k.b, p.bRowStep, p.bColStep, p.sk, p.biasScale)
+		}
+		seen[k], out[b] = u, u
+	}
+	return out
+}
+
+// largestTerm returns the largest scale·x over the [Sq, keys] matrix of
+// data at off with the given row and column steps (0: broadcast), NaN when
+// an element is NaN.
+func (p *attnPlan) largestTerm(data []float32, off, rowStep, colStep, keys int, scale float32) float64 {
+	rows, cols := 1, 1
+	if rowStep != 0 {
+		rows = p.sq
+	}
+	if colStep != 0 {
+		cols = keys
+	}
+	best := math.Inf(-1)
+	for i := 0; i < rows; i++ {
+		for j := 0; j < cols; j++ {
+			x := float64(scale * data[off+i*rowStep+j*colStep])
+			if x != x {
+				return math.NaN()
+			}
+			best = max(best, x)
+		}
+	}
+	return best
 }
 
 // writeScores copies a transposed panel (keys [j0, j0+cols) of queries

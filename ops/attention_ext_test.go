@@ -20,7 +20,9 @@ type attnExtCase struct {
 	scale, softcap  float32
 	causal          bool
 	causalOff       int
-	mask            []int // 4-D mask shape (nil: none)
+	causalFill      float32 // causal_fill when not 0
+	leftPad         int     // an additive mask's first leftPad keys hold -1e4 (GPT-2's padding)
+	mask            []int   // 4-D mask shape (nil: none)
 	kind            string
 	fill            float32
 	padKeys         bool
@@ -69,10 +71,13 @@ func refAttentionExt(c attnExtCase, q, k, v, mask, bias *ir.Tensor) (y, scores [
 							}
 							return idx
 						}
-						s += float64(c.biasScale) * float64(bias.Float32s()[((bi(0, b)*bs[1]+bi(1, h))*bs[2]+bi(2, i))*bs[3]+bi(3, j)])
+						s = float64(float32(s + float64(c.biasScale)*float64(bias.Float32s()[((bi(0, b)*bs[1]+bi(1, h))*bs[2]+bi(2, i))*bs[3]+bi(3, j)])))
 					}
 					if bias != nil && c.biasFirst {
 						addBias()
+					}
+					if c.causal && c.causalFill != 0 && j > i+c.causalOff {
+						s = float64(c.causalFill)
 					}
 					if mask != nil {
 						ms := c.mask
@@ -93,7 +98,10 @@ func refAttentionExt(c attnExtCase, q, k, v, mask, bias *ir.Tensor) (y, scores [
 							off := ((mi(0, b)*ms[1]+mi(1, h))*ms[2]+mi(2, i))*msk + mj
 							switch c.kind {
 							case MaskAdditive:
-								s += float64(mask.Float32s()[off])
+								// Rounded as the export's float32 Add rounds: with
+								// scores near -1e4 (GPT-2's padding) that rounding
+								// is what the result is.
+								s = float64(float32(s + float64(mask.Float32s()[off])))
 							default:
 								if mask.Bools()[off] == (c.kind == MaskBoolTrueMasks) {
 									s = float64(c.fill)
@@ -107,7 +115,7 @@ func refAttentionExt(c attnExtCase, q, k, v, mask, bias *ir.Tensor) (y, scores [
 					if c.kvLens != nil && int64(j) >= c.kvLens[b] {
 						s = negInf
 					}
-					if c.causal && j > i+c.causalOff {
+					if c.causal && c.causalFill == 0 && j > i+c.causalOff {
 						s = negInf
 					}
 					row[j] = s
@@ -237,6 +245,21 @@ func TestFusedAttentionExtensions(t *testing.T) {
 			mask: []int{1, 1, 33, 2*kb + 1}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.9, bias: []int{1, 1, 33, 1}, biasScale: 2},
 		{name: "additive mask then bias + gqa + weights", b: 2, hq: 4, hk: 2, sq: 7, sk: 11, d: 8, dv: 8, scale: 1,
 			mask: []int{1, 4, 7, 11}, kind: MaskAdditive, bias: []int{2, 1, 1, 11}, biasScale: 1, scoresMode: ScoresWeights},
+		// causal_fill: a finite fill past the diagonal (GPT-2's -1e4), cut
+		// and checked per row; rows that fail (every kept key padded, no
+		// kept key, kept scores near the fill) are computed again at it.
+		{name: "causal fill -1e4 + additive key mask", b: 2, hq: 2, hk: 2, sq: kb + 45, sk: kb + 45, d: 16, dv: 8, scale: 0.3, causal: true, causalFill: -1e4,
+			mask: []int{2, 1, 1, kb + 45}, kind: MaskAdditive},
+		{name: "causal fill -1e4 + left padding", b: 2, hq: 2, hk: 2, sq: 2*kb + 9, sk: 2*kb + 9, d: 8, dv: 8, scale: 0.3, causal: true, causalFill: -1e4,
+			mask: []int{2, 1, 1, 2*kb + 9}, kind: MaskAdditive, leftPad: 40},
+		{name: "causal fill -1e9, negative offset", b: 1, hq: 2, hk: 2, sq: 101, sk: 61, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: -40, causalFill: -1e9},
+		{name: "causal fill 30: kept scores near it", b: 1, hq: 2, hk: 1, sq: 70, sk: 70, d: 8, dv: 8, scale: 0.3, causal: true, causalFill: 30},
+		{name: "causal fill + bool mask with a finite fill", b: 2, hq: 2, hk: 2, sq: 40, sk: 50, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: 5, causalFill: -1e4,
+			mask: []int{2, 2, 40, 50}, kind: MaskBoolTrueMasks, fill: -1e9, maskP: 0.3},
+		{name: "bias first + causal fill", b: 1, hq: 2, hk: 2, sq: 45, sk: 45, d: 8, dv: 8, scale: 0.3, causal: true, causalFill: -1e4,
+			bias: []int{1, 1, 45, 45}, biasScale: 0.5, biasFirst: true},
+		{name: "causal fill + additive mask, weights", b: 1, hq: 2, hk: 2, sq: 40, sk: kb + 30, d: 8, dv: 8, scale: 0.3, causal: true, causalFill: -1e4,
+			mask: []int{1, 1, 1, kb + 30}, kind: MaskAdditive, leftPad: 10, scoresMode: ScoresWeights},
 		{name: "bias over heads with gqa, biased scores", b: 1, hq: 4, hk: 2, sq: 5, sk: 6, d: 8, dv: 8, scale: 0.3,
 			bias: []int{1, 4, 5, 6}, biasScale: 1, scoresMode: ScoresBiased, causal: true},
 	}
@@ -257,9 +280,17 @@ func TestFusedAttentionExtensions(t *testing.T) {
 			if c.causal {
 				attrs = append(attrs, iAttr("causal", 1), iAttr("causal_offset", int64(c.causalOff)))
 			}
+			if c.causalFill != 0 {
+				attrs = append(attrs, fAttr("causal_fill", c.causalFill))
+			}
 			var mask *ir.Tensor
 			if c.mask != nil {
 				mask = randMask(r, c.kind, c.maskP, c.mask)
+				for i, m := range mask.Float32s() {
+					if i%c.mask[3] < c.leftPad {
+						mask.Float32s()[i] = m - 1e4
+					}
+				}
 				in[3] = mask
 				attrs = append(attrs, sAttr("mask_kind", c.kind), fAttr("mask_fill", c.fill))
 				if c.padKeys {
