@@ -10,6 +10,7 @@ import (
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
+	"github.com/attnrun/attnrun/ops"
 	"github.com/attnrun/attnrun/viz"
 )
 
@@ -79,14 +80,15 @@ func TestInspectAttention(t *testing.T) {
 
 // TestInspectDescribesFusedAttention: inspect says, under each attention
 // fused from primitive ops, what the FusedAttention node computes: grouped
-// KV heads, a bias beside the mask, the weights it also writes, a causal
-// mask read as the causal cut (alone, or beside a key padding mask).
+// KV heads, the weights it also writes, a causal mask read as the causal
+// cut (alone, beside a key padding mask, or for a finite fill checked per
+// row).
 func TestInspectDescribesFusedAttention(t *testing.T) {
 	for _, c := range []struct{ model, want string }{
 		{"llama_attention_opset17", "streaming: scale 0.25; grouped KV heads (2 query heads per KV head); causal (offset 8); reads K"},
 		{"torch_decoder_layer", "causal (offset 0); bool_true_masks mask /dec/self_attn/Cast_2_output_0;"},
 		{"llama_attention_opset17", "→ float32[batch, 4, seq, past + seq]"},
-		{"gpt2_attention", "bool_false_masks mask /Cast_6_output_0; bias /Mul_output_0 added after the mask"},
+		{"gpt2_attention", "causal (offset 0; cut for the fill -10000, checked per row); additive mask /Mul_output_0;"},
 		{"torch_mha_need_weights", "also writes the weights scores to /mha/Softmax_output_0 (Sq×Sk)"},
 		{"whisper_attention", "streaming: scale 0.353553; causal (offset 0); reads Q"},
 		{"s000_causal_or", "causal (offset 0); bool_true_masks mask /Reshape_1_output_0;"},
@@ -158,6 +160,25 @@ func TestAttentionMapsGreyPastKeyLengths(t *testing.T) {
 		// few grey pixels anti-aliased text may hit.
 		if padded < 1000 || padded < 20*(full+1) {
 			t.Errorf("head %d: %d grey pixels for item 0 (3 of 6 keys masked), %d for item 1 (none)", h, padded, full)
+		}
+	}
+}
+
+// TestDescribeFusedAttentionBias: a bias beside the mask is named with the
+// side of the mask it is added on (no bundled model keeps one since GPT-2's
+// chain became the causal cut).
+func TestDescribeFusedAttentionBias(t *testing.T) {
+	for _, c := range []struct {
+		first int64
+		want  string
+	}{
+		{0, "bool_false_masks mask m; bias b added after the mask"},
+		{1, "bool_false_masks mask m; bias b added before the mask"},
+	} {
+		n := &ir.Node{OpType: ops.FusedAttentionOp, Domain: ops.DomainAttnrun, Inputs: []string{"q", "k", "v", "m", "", "b"}, Outputs: []string{"y"},
+			Attrs: []*ir.Attribute{{Name: "mask_kind", Type: ir.AttrString, String: []byte(ops.MaskBoolFalseMasks)}, {Name: "bias_first", Type: ir.AttrInt, Int: c.first}}}
+		if got := describeFusedAttention(n); !strings.Contains(got, c.want) {
+			t.Errorf("bias_first %d: %q does not say %q", c.first, got, c.want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 
@@ -250,7 +251,11 @@ func describeFusedAttention(n *ir.Node) string {
 	}
 	if c, _ := n.AttrInt("causal", 0); c == 1 {
 		off, _ := n.AttrInt("causal_offset", 0)
-		parts = append(parts, fmt.Sprintf("causal (offset %d)", off))
+		if f, _ := n.AttrFloat("causal_fill", float32(math.Inf(-1))); !math.IsInf(float64(f), -1) {
+			parts = append(parts, fmt.Sprintf("causal (offset %d; cut for the fill %g, checked per row)", off, f))
+		} else {
+			parts = append(parts, fmt.Sprintf("causal (offset %d)", off))
+		}
 	}
 	if u, _ := n.AttrInt("masked_rows_uniform", 0); u == 1 {
 		parts = append(parts, "rows that see no key: mean of V")

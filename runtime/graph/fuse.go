@@ -70,9 +70,12 @@ import (
 // its finfo.min causal mask (Where(B, F, A), the same F), or the causal
 // mask alone; mixed fills (a -inf causal part, an added finfo.min key
 // mask that makes -inf where both hide) stay the mask. GPT-2's -1e4 and
-// seed 003's -1e9 are no cut: hidden keys
-// take weight once a row's kept scores all lie less than 104 above the
-// fill (TestCausalCutFills: with scores of -2·10^4 they take it all).
+// seed 003's -1e9 (alone, or followed by an additive mask such as GPT-2's
+// padding) are cut with a check: hidden keys take weight once a row's
+// kept scores all lie less than 104 above the fill (TestCausalCutFills:
+// with scores of -2·10^4 they take it all), so the fused node takes
+// causal_fill and the kernel computes such rows' query blocks again with
+// the hidden scores at the fill.
 // The matched steps are replaced by one com.attnrun:FusedAttention step
 // (see ops/attention.go for its contract) at the position of the final
 // product (or of the first reader of P, when

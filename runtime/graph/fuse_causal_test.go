@@ -440,11 +440,32 @@ func TestCausalCutFills(t *testing.T) {
 		return unfused["y"], c == 1
 	}
 	cut, _ := run(model(negInf, false), far)
-	// -1e4: not exact, so not cut.
-	if y, causal := run(model(-1e4, false), far); causal {
-		t.Errorf("a -1e4 fill is cut")
+	// -1e4: cut with causal_fill, each row checked. On scores of -2e4
+	// every row fails the check and is computed at the fill (run compares
+	// fused and unfused), which differs from the -inf cut.
+	if y, causal := run(model(-1e4, false), far); !causal {
+		t.Errorf("a -1e4 fill is not cut")
 	} else if maxDiff(y, cut) < 1 {
 		t.Errorf("-1e4 and -inf agree (%g) on scores of -2e4: the test shows nothing", maxDiff(y, cut))
+	}
+	// GPT-2's order: Where(keep, S, -1e4), then + an additive key mask of
+	// 0 and -1e4 (padding). With key 0 padded, query 0 keeps only a padded
+	// key and fails the check; the other rows pass it.
+	gpt2 := synth{inputs: []*ir.ValueInfo{vi("q", ir.Float, b, h, s, d), vi("k", ir.Float, b, h, s, d), vi("v", ir.Float, b, h, s, d), vi("pad", ir.Float, b, 1, 1, s)},
+		inits: map[string]*ir.Tensor{"keep": causalBool(s, s, 0, false), "fill": sc(-1e4)},
+		nodes: []*ir.Node{node("Transpose", []string{"k"}, []string{"kt"}, perm), node("MatMul", []string{"q", "kt"}, []string{"s0"}),
+			node("Where", []string{"keep", "s0", "fill"}, []string{"s1"}), node("Add", []string{"s1", "pad"}, []string{"s2"}),
+			node("Softmax", []string{"s2"}, []string{"p"}, axis), node("MatMul", []string{"p", "v"}, []string{"y"})},
+		outputs: []string{"y"}}.model()
+	padded := full(0, b, 1, 1, s)
+	padded.Float32s()[0] = -1e4
+	for _, pad := range []*ir.Tensor{full(0, b, 1, 1, s), padded} {
+		in := map[string]*ir.Tensor{"q": randT(r, b, h, s, d), "k": randT(r, b, h, s, d), "v": far["v"], "pad": pad}
+		fused, unfused, fs := runAll(t, gpt2, in)
+		sameOutputs(t, fused["y"], unfused["y"])
+		if c, _ := fs[0].Node.AttrInt("causal", 0); c != 1 || fs[0].Node.Input(3) != "pad" {
+			t.Errorf("GPT-2's chain: causal %d, mask %q; want the cut and the padding as the mask", c, fs[0].Node.Input(3))
+		}
 	}
 	// finfo.min: exact, cut.
 	for _, in := range []map[string]*ir.Tensor{far, wide} {

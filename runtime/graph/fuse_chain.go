@@ -45,6 +45,11 @@ type maskStage struct {
 	// (fuse_causal.go).
 	causal    bool
 	causalOff int
+	// checkedFill: the cut stands for a finite fill, causalFill (the
+	// fill times the scales after it), that the kernel checks row by row
+	// (FusedAttention's causal_fill; fuse_causal.go).
+	checkedFill bool
+	causalFill  float64
 	// uniformRows: a row that sees no key through the cut and the rest
 	// takes the mean of V (masked_rows_uniform), as the export's finite
 	// fill gives it (fuse_causal.go).
@@ -746,6 +751,9 @@ func (m attnMatch) node(steps []step) (*ir.Node, bool) {
 		}
 		if mask.uniformRows {
 			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "masked_rows_uniform", Type: ir.AttrInt, Int: 1})
+		}
+		if mask.checkedFill {
+			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "causal_fill", Type: ir.AttrFloat, Float: float32(mask.causalFill)})
 		}
 	}
 	if mask != nil && mask.name != "" {

@@ -111,8 +111,9 @@ func TestModelFusions(t *testing.T) {
 		// softmax does.
 		{"llama_padded_attention", 1, "Expand Reshape Expand Reshape Transpose MatMul Div Where Add Softmax Cast Cast MatMul", 0.25, false, ops.MaskBoolTrueMasks, inf, false},
 		// GPT-2: K split already transposed, Where with the causal buffer
-		// and -1e4, then the padding mask added (the fused node's bias).
-		{"gpt2_attention", 1, "MatMul Div Where Add Softmax MatMul", scale8, true, ops.MaskBoolFalseMasks, -1e4, false},
+		// and -1e4, then the padding mask added: the causal cut for the
+		// fill -1e4 (checked per row: causal_fill), the padding its mask.
+		{"gpt2_attention", 1, "MatMul Div Where Add Softmax MatMul", scale8, true, ops.MaskAdditive, 0, false},
 		// Whisper: q and k each scaled by d^-1/4, the -inf causal buffer
 		// added (folded: read as a bool mask, exactly causal: the causal
 		// cut), Casts around the Softmax.
@@ -136,7 +137,7 @@ func TestModelFusions(t *testing.T) {
 		"torch_mha_need_weights":      "scores_mode=weights",
 		"llama_attention_opset17":     "kv_group=2 causal=1 causal_offset=4", // a KV cache of 4
 		"llama_padded_attention":      "kv_group=2 causal=1 masked_rows_uniform=1",
-		"gpt2_attention":              "bias_scale=1",
+		"gpt2_attention":              "causal=1 causal_fill=-10000",
 		"s000_causal":                 "causal=1",
 		"s000_causal_or":              "causal=1",
 		"s000_causal_or_opset11":      "causal=1",
@@ -187,7 +188,7 @@ func TestModelFusions(t *testing.T) {
 				switch a.Name {
 				case "kv_group", "bias_first", "causal", "causal_offset", "masked_rows_uniform":
 					got = append(got, fmt.Sprintf("%s=%d", a.Name, a.Int))
-				case "bias_scale":
+				case "bias_scale", "causal_fill":
 					got = append(got, fmt.Sprintf("%s=%g", a.Name, a.Float))
 				case "scores_mode":
 					got = append(got, fmt.Sprintf("%s=%s", a.Name, a.String))
