@@ -1092,6 +1092,9 @@ def export_bench(outdir):
     for p in enc12.parameters():
         torch.nn.init.normal_(p, std=0.02)
     items.append(("torch_encoder12_c768", enc12, ["x"]))
+    # GPT-2's original attention at GPT-2-small size: the causal buffer
+    # applied with torch.where and -1e4, then the float padding mask.
+    items.append(("gpt2_attention_c768", am.GPT2Attention(768, 12, 2048), ["x", "attention_mask"]))
     for name, m, inames in items:
         m.eval()
         d = os.path.join(outdir, name)
@@ -1102,11 +1105,14 @@ def export_bench(outdir):
         seq_first = name == "torch_encoder12_c768"
         x = torch.randn(16, 2, 768) if seq_first else torch.randn(2, 16, 768)
         args = (x,) if len(inames) == 1 else (x, torch.zeros(2, 16, dtype=torch.bool))
+        if "attention_mask" in inames:
+            args = (x, torch.ones(2, 16))
         axes = {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}}
         if seq_first:
             axes = {"x": {0: "seq", 1: "batch"}, "y": {0: "seq", 1: "batch"}}
-        if "mask" in inames:
-            axes["mask"] = {0: "batch", 1: "seq"}
+        for mname in ("mask", "attention_mask"):
+            if mname in inames:
+                axes[mname] = {0: "batch", 1: "seq"}
         path = os.path.join(d, "model.onnx")
         with torch.no_grad():
             torch.onnx.export(m, args, path, input_names=inames, output_names=["y"],
@@ -1118,6 +1124,8 @@ def export_bench(outdir):
         feeds = [randn(rng, (100, 1, 768) if seq_first else (1, 100, 768))]
         if "mask" in inames:
             feeds.append(pad_mask_bool(rng, (1, 100)))
+        if "attention_mask" in inames:
+            feeds.append((~pad_mask_bool(rng, (1, 100))).astype(np.float32))  # 1 = keep, 0 = padding
         want = run_torch(m, feeds)
         (got,) = run_numpy(om, dict(zip(inames, feeds)))
         err = float(np.max(np.abs(got - want)))
