@@ -520,14 +520,16 @@ func planMemory(pl *plan, lastUse map[int]int, keep map[int]bool) memPlan {
 
 // inPlaceBuffer returns the buffer of an input step i may overwrite with
 // its output 0 (n elements): one the schema allows, planned, of the same
-// dtype and size, and dead after this step. -1 when there is none.
+// dtype and size, dead after this step, and not a graph output's (with
+// RunOptions.ReuseOutputs that buffer is what Run returns). -1 when there
+// is none.
 func inPlaceBuffer(st *step, i, n int, bufOf map[int]int, bufs []*logical) int {
 	for _, k := range st.schema.InPlace {
 		if k >= len(st.args) || st.args[k] < 0 {
 			continue
 		}
 		b, ok := bufOf[st.args[k]]
-		if !ok || bufs[b].size != n || bufs[b].last != i {
+		if !ok || bufs[b].output || bufs[b].size != n || bufs[b].last != i {
 			continue
 		}
 		// The same tensor read twice by the step (x + x) is fine; a
