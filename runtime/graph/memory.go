@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 
@@ -29,8 +30,12 @@ import (
 // by a RunInto step gets a buffer of its own, used only when the caller
 // sets RunOptions.ReuseOutputs; otherwise the step writes a newly
 // allocated tensor, so a returned tensor is never overwritten by a later
-// run. A reshape-like step producing a graph output copies, except that
-// with ReuseOutputs one reshaping a graph input is a view of that input.
+// run. A reshape-like step producing a graph output from a float32 tensor
+// that a RunInto step computes and nothing else reads (GPT-2's
+// Gemm → Reshape at the end of attention) is a view: the producer writes
+// straight into the output's buffer of its own (outputViews). With
+// ReuseOutputs one reshaping a graph input is a view of that input. Any
+// other reshape-like step producing a graph output copies.
 //
 // Kernels without RunInto, and tensors of other types (bool masks, int64
 // indices), allocate through ops.Context.Alloc, which the arena backs with
@@ -424,6 +429,7 @@ func planMemory(pl *plan, lastUse map[int]int, keep map[int]bool) memPlan {
 	for _, s := range pl.inputs {
 		graphInput[s] = true
 	}
+	viewed := outputViews(pl, keep, graphInput)
 	for i := range pl.steps {
 		st := &pl.steps[i]
 		if viewable(st, nil) && keep[st.outs[0]] && graphInput[st.args[0]] {
@@ -433,7 +439,9 @@ func planMemory(pl *plan, lastUse map[int]int, keep map[int]bool) memPlan {
 			st.outputView = true
 			continue
 		}
-		if viewable(st, keep) {
+		if viewable(st, keep) || viewable(st, nil) && viewed[st.args[0]] {
+			// A view of an intermediate's buffer; of the output buffer
+			// its producer was given when the view is a graph output.
 			st.view = true
 			if b, ok := bufOf[st.args[0]]; ok {
 				bufOf[st.outs[0]] = b
@@ -452,14 +460,15 @@ func planMemory(pl *plan, lastUse map[int]int, keep map[int]bool) memPlan {
 				continue
 			}
 			n := elements(st.want[k])
+			output := keep[s] || viewed[s] // memory Run returns
 			b := -1
-			if k == 0 && !keep[s] {
+			if k == 0 && !output {
 				b = inPlaceBuffer(st, i, n, bufOf, bufs)
 			}
 			if b < 0 {
 				b = len(bufs)
-				bufs = append(bufs, &logical{size: n, def: i, last: i, phys: -1, output: keep[s]})
-				st.fresh[k] = keep[s]
+				bufs = append(bufs, &logical{size: n, def: i, last: i, phys: -1, output: output})
+				st.fresh[k] = output
 			}
 			bufOf[s] = b
 			extend(b, s, i)
@@ -518,16 +527,66 @@ func planMemory(pl *plan, lastUse map[int]int, keep map[int]bool) memPlan {
 	return mem
 }
 
+// outputViews returns the slots of the tensors that a reshape-like step
+// turns into a graph output and that are better computed in that output's
+// place: float32, computed by a RunInto step of the plan, and read by that
+// step alone (neither graph output, graph input nor constant). Their
+// producer gets a buffer of a graph output's (new memory per run unless
+// RunOptions.ReuseOutputs) and the reshape-like step runs as a view of it,
+// so that the output is neither copied nor zeroed. Any other tensor keeps
+// its arena buffer, which a graph output must never share.
+func outputViews(pl *plan, keep, graphInput map[int]bool) map[int]bool {
+	var viewed map[int]bool
+	var producer map[int]*step // slot → the step computing it
+	var readers map[int]int    // slot → inputs reading it, over all steps
+	for i := range pl.steps {
+		st := &pl.steps[i]
+		if !viewable(st, nil) || !keep[st.outs[0]] {
+			continue
+		}
+		if producer == nil {
+			producer, readers = map[int]*step{}, map[int]int{}
+			for j := range pl.steps {
+				for _, s := range pl.steps[j].args {
+					readers[s]++
+				}
+				for _, s := range pl.steps[j].outs {
+					producer[s] = &pl.steps[j]
+				}
+			}
+		}
+		s := st.args[0]
+		src := producer[s]
+		if src == nil || keep[s] || graphInput[s] || pl.consts[s] != nil || readers[s] != 1 {
+			continue
+		}
+		if viewable(src, keep) || !intoable(src, keep) {
+			continue // a view itself, or computed elsewhere than in a buffer
+		}
+		k := slices.Index(src.outs, s)
+		if w := st.want[0]; w.DType != ir.Float || elements(w) != elements(src.want[k]) {
+			continue // not a pure reshape: the kernel decides (viewResult)
+		}
+		if viewed == nil {
+			viewed = map[int]bool{}
+		}
+		viewed[s] = true
+	}
+	return viewed
+}
+
 // inPlaceBuffer returns the buffer of an input step i may overwrite with
 // its output 0 (n elements): one the schema allows, planned, of the same
-// dtype and size, and dead after this step. -1 when there is none.
+// dtype and size, dead after this step, and not a graph output's (with
+// RunOptions.ReuseOutputs that buffer is what Run returns). -1 when there
+// is none.
 func inPlaceBuffer(st *step, i, n int, bufOf map[int]int, bufs []*logical) int {
 	for _, k := range st.schema.InPlace {
 		if k >= len(st.args) || st.args[k] < 0 {
 			continue
 		}
 		b, ok := bufOf[st.args[k]]
-		if !ok || bufs[b].size != n || bufs[b].last != i {
+		if !ok || bufs[b].output || bufs[b].size != n || bufs[b].last != i {
 			continue
 		}
 		// The same tensor read twice by the step (x + x) is fine; a

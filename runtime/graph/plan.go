@@ -86,7 +86,8 @@ type step struct {
 	outputView bool
 	// bufs, when set, gives the arena buffer each output is computed into
 	// with the schema's RunInto (-1 for an omitted output); fresh marks
-	// graph outputs, which get new memory unless RunOptions.ReuseOutputs.
+	// graph outputs, and the tensors a graph output is a view of
+	// (outputViews), which get new memory unless RunOptions.ReuseOutputs.
 	bufs  []int
 	fresh []bool
 	// fused describes a fused step (Fusion.Describe) for its errors;
