@@ -197,22 +197,11 @@ func TestFuseGeluTanh(t *testing.T) {
 		"k": sc(0.044715), "negk": sc(-0.044715), "one": sc(1), "half": sc(0.5), "three": sc(3), "three64": ir.Scalar(int64(3)), "two": sc(2),
 		"wrongk": sc(0.044), "wronghalf": sc(0.6), "half4": half4, "w": randT(rand.New(rand.NewSource(6)), rows, cols),
 	}
-	// arg builds √(2/π)·(x + 0.044715·x³) as torch 1.13 exports gelu_new's,
-	// with the given constant k and the cube's Pow exponent.
-	arg := func(k, exp string) []*ir.Node {
-		return []*ir.Node{
-			node("Pow", []string{"x", exp}, []string{"x3"}),
-			node("Mul", []string{"x3", k}, []string{"kx3"}),
-			node("Add", []string{"x", "kx3"}, []string{"in"}),
-			node("Mul", []string{"in", "c"}, []string{"arg"}),
-			node("Tanh", []string{"arg"}, []string{"t"}),
-		}
-	}
-	// newGelu is gelu_new's whole export: x·0.5 first, (1 + tanh) last.
+	// gelu_new as torch 1.13 exports it, with the given constants k and
+	// half and the cube's Pow exponent.
 	newGelu := func(k, half, exp string) []*ir.Node {
-		return append(append([]*ir.Node{node("Mul", []string{"x", half}, []string{"hx"})}, arg(k, exp)...),
-			node("Add", []string{"t", "one"}, []string{"h"}),
-			node("Mul", []string{"hx", "h"}, []string{"y"}))
+		return nodes("hx = Mul x " + half + "; x3 = Pow x " + exp + "; kx3 = Mul x3 " + k +
+			"; in = Add x kx3; arg = Mul in c; t = Tanh arg; h = Add t one; y = Mul hx h")
 	}
 	for _, c := range []struct {
 		name  string
@@ -221,67 +210,26 @@ func TestFuseGeluTanh(t *testing.T) {
 		fused string // replaced op types, "" when nothing may fuse
 	}{
 		{"gelu_new as torch 1.13 exports it", newGelu("k", "half", "three"), nil, "Mul Pow Mul Add Mul Tanh Add Mul"},
-		{"x*x*x, operands swapped", []*ir.Node{
-			node("Mul", []string{"x", "x"}, []string{"xx"}),
-			node("Mul", []string{"x", "xx"}, []string{"x3"}),
-			node("Mul", []string{"k", "x3"}, []string{"kx3"}),
-			node("Add", []string{"kx3", "x"}, []string{"in"}),
-			node("Mul", []string{"c", "in"}, []string{"arg"}),
-			node("Tanh", []string{"arg"}, []string{"t"}),
-			node("Add", []string{"one", "t"}, []string{"h"}),
-			node("Mul", []string{"half", "x"}, []string{"hx"}),
-			node("Mul", []string{"h", "hx"}, []string{"y"})}, nil, "Mul Mul Mul Add Mul Tanh Add Mul Mul"},
-		{"FastGELU: x*c*(1 + k*x*x)", []*ir.Node{
-			node("Mul", []string{"x", "cfast"}, []string{"xc"}),
-			node("Mul", []string{"k", "x"}, []string{"kx"}),
-			node("Mul", []string{"kx", "x"}, []string{"kxx"}),
-			node("Add", []string{"one", "kxx"}, []string{"p"}),
-			node("Mul", []string{"xc", "p"}, []string{"arg"}),
-			node("Tanh", []string{"arg"}, []string{"t"}),
-			node("Add", []string{"one", "t"}, []string{"h"}),
-			node("Mul", []string{"half", "x"}, []string{"hx"}),
-			node("Mul", []string{"hx", "h"}, []string{"y"})}, nil, "Mul Mul Mul Add Mul Tanh Add Mul Mul"},
-		{"(x*(1+t))*0.5, int64 exponent", append(arg("k", "three64"),
-			node("Add", []string{"t", "one"}, []string{"h"}),
-			node("Mul", []string{"x", "h"}, []string{"xh"}),
-			node("Mul", []string{"xh", "half"}, []string{"y"})), nil, "Pow Mul Add Mul Tanh Add Mul Mul"},
-		{"x - (-k)*x³", append([]*ir.Node{
-			node("Mul", []string{"x", "half"}, []string{"hx"}),
-			node("Pow", []string{"x", "three"}, []string{"x3"}),
-			node("Mul", []string{"x3", "negk"}, []string{"kx3"}),
-			node("Sub", []string{"x", "kx3"}, []string{"in"}),
-			node("Mul", []string{"in", "c"}, []string{"arg"}),
-			node("Tanh", []string{"arg"}, []string{"t"}),
-		}, node("Add", []string{"t", "one"}, []string{"h"}),
-			node("Mul", []string{"hx", "h"}, []string{"y"})), nil, "Mul Pow Mul Sub Mul Tanh Add Mul"},
-		{"x*(0.5 + 0.5*t), Div by 1/c", append([]*ir.Node{
-			node("Pow", []string{"x", "three"}, []string{"x3"}),
-			node("Mul", []string{"x3", "k"}, []string{"kx3"}),
-			node("Add", []string{"kx3", "x"}, []string{"in"}),
-			node("Div", []string{"in", "invc"}, []string{"arg"}),
-			node("Tanh", []string{"arg"}, []string{"t"}),
-		}, node("Mul", []string{"t", "half"}, []string{"ht"}),
-			node("Add", []string{"half", "ht"}, []string{"h"}),
-			node("Mul", []string{"x", "h"}, []string{"y"})), nil, "Pow Mul Add Div Tanh Mul Add Mul"},
+		{"x*x*x, operands swapped", nodes("xx = Mul x x; x3 = Mul x xx; kx3 = Mul k x3; in = Add kx3 x; arg = Mul c in; " +
+			"t = Tanh arg; h = Add one t; hx = Mul half x; y = Mul h hx"), nil, "Mul Mul Mul Add Mul Tanh Add Mul Mul"},
+		{"FastGELU: x*c*(1 + k*x*x)", nodes("xc = Mul x cfast; kx = Mul k x; kxx = Mul kx x; p = Add one kxx; arg = Mul xc p; " +
+			"t = Tanh arg; h = Add one t; hx = Mul half x; y = Mul hx h"), nil, "Mul Mul Mul Add Mul Tanh Add Mul Mul"},
+		{"(x*(1+t))*0.5, int64 exponent", nodes("x3 = Pow x three64; kx3 = Mul x3 k; in = Add x kx3; arg = Mul in c; " +
+			"t = Tanh arg; h = Add t one; xh = Mul x h; y = Mul xh half"), nil, "Pow Mul Add Mul Tanh Add Mul Mul"},
+		{"x - (-k)*x³", nodes("hx = Mul x half; x3 = Pow x three; kx3 = Mul x3 negk; in = Sub x kx3; arg = Mul in c; " +
+			"t = Tanh arg; h = Add t one; y = Mul hx h"), nil, "Mul Pow Mul Sub Mul Tanh Add Mul"},
+		{"x*(0.5 + 0.5*t), Div by 1/c", nodes("x3 = Pow x three; kx3 = Mul x3 k; in = Add kx3 x; arg = Div in invc; " +
+			"t = Tanh arg; ht = Mul t half; h = Add half ht; y = Mul x h"), nil, "Pow Mul Add Div Tanh Mul Add Mul"},
 		{"0.044 is not 0.044715", newGelu("wrongk", "half", "three"), nil, ""},
 		{"0.6 is not 0.5", newGelu("k", "wronghalf", "three"), nil, ""},
 		{"Pow(x, 2) is not the cube", newGelu("k", "half", "two"), nil, ""},
 		{"tanh also an output", newGelu("k", "half", "three"), []string{"t"}, ""},
-		{"x³ read elsewhere", append(newGelu("k", "half", "three"), node("Add", []string{"x3", "x"}, []string{"z"})), []string{"z"}, ""},
+		{"x³ read elsewhere", append(newGelu("k", "half", "three"), nodes("z = Add x3 x")...), []string{"z"}, ""},
 		{"0.5 of shape [1, 1, 1] broadcasts wider", newGelu("k", "half4", "three"), nil, ""},
-		{"times another tensor", append(arg("k", "three"),
-			node("Mul", []string{"w", "half"}, []string{"hx"}),
-			node("Add", []string{"t", "one"}, []string{"h"}),
-			node("Mul", []string{"hx", "h"}, []string{"y"})), nil, ""},
-		{"another tensor in the argument", []*ir.Node{
-			node("Mul", []string{"x", "half"}, []string{"hx"}),
-			node("Pow", []string{"x", "three"}, []string{"x3"}),
-			node("Mul", []string{"x3", "k"}, []string{"kx3"}),
-			node("Add", []string{"w", "kx3"}, []string{"in"}),
-			node("Mul", []string{"in", "c"}, []string{"arg"}),
-			node("Tanh", []string{"arg"}, []string{"t"}),
-			node("Add", []string{"t", "one"}, []string{"h"}),
-			node("Mul", []string{"hx", "h"}, []string{"y"})}, nil, ""},
+		{"times another tensor", nodes("hx = Mul w half; x3 = Pow x three; kx3 = Mul x3 k; in = Add x kx3; arg = Mul in c; " +
+			"t = Tanh arg; h = Add t one; y = Mul hx h"), nil, ""},
+		{"another tensor in the argument", nodes("hx = Mul x half; x3 = Pow x three; kx3 = Mul x3 k; in = Add w kx3; arg = Mul in c; " +
+			"t = Tanh arg; h = Add t one; y = Mul hx h"), nil, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := synth{inputs: []*ir.ValueInfo{vi("x", ir.Float, rows, cols)}, inits: inits, nodes: c.nodes,
@@ -316,6 +264,17 @@ func TestFuseGeluTanh(t *testing.T) {
 			}
 		})
 	}
+}
+
+// nodes builds nodes from "out = Op in...; ..." statements.
+func nodes(src string) []*ir.Node {
+	var ns []*ir.Node
+	for _, st := range strings.Split(src, ";") {
+		out, rhs, _ := strings.Cut(st, "=")
+		f := strings.Fields(rhs)
+		ns = append(ns, node(f[0], f[1:], []string{strings.TrimSpace(out)}))
+	}
+	return ns
 }
 
 // geluTanhRef is the tanh GELU in float64.
