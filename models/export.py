@@ -1104,6 +1104,9 @@ def export_bench(outdir):
     # GPT-2's original attention at GPT-2-small size: the causal buffer
     # applied with torch.where and -1e4, then the float padding mask.
     items.append(("gpt2_attention_c768", am.GPT2Attention(768, 12, 2048), ["x", "attention_mask"]))
+    # GPT-2-small's whole block around it: LayerNorms, residuals and the
+    # MLP (c_fc to 3072, gelu_new, c_proj).
+    items.append(("gpt2_block_c768", am.GPT2Block(768, 12, 2048), ["x", "attention_mask"]))
     for name, m, inames in items:
         m.eval()
         d = os.path.join(outdir, name)
