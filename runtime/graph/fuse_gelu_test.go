@@ -129,7 +129,7 @@ func runFusedOp(t *testing.T, m *ir.Model, in map[string]*ir.Tensor, op string) 
 
 // TestModelGelusFused: the bundled encoder's two GELU MLPs (F.gelu,
 // exported as Erf) and GPT-2's gelu_new (Pow and Tanh) are fused, each
-// into one Gelu of its approximation.
+// into one Gelu of its approximation; with NoFuse nothing is.
 func TestModelGelusFused(t *testing.T) {
 	for _, c := range []struct {
 		model, approximate, replaced string
@@ -170,6 +170,13 @@ func TestModelGelusFused(t *testing.T) {
 			}
 			if len(gelus) != c.count {
 				t.Fatalf("%d Gelu fusions, want %d:\n%s", len(gelus), c.count, strings.Join(gelus, "\n"))
+			}
+			p, err = Compile(m, Options{Threads: 2, NoFuse: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fs, err := p.Fusions(zeroInputs(t, m.Graph, modelDims)); err != nil || len(fs) != 0 {
+				t.Fatalf("NoFuse: %d fusions (%v), want none", len(fs), err)
 			}
 		})
 	}
