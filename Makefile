@@ -51,6 +51,7 @@ models:
 # bench-models  export the large seed-000 C=768 benchmark models into $(BENCH_MODELS) if missing,
 #               and a 12-layer BERT-base-sized nn.TransformerEncoder (340 MB of weights)
 #               and GPT-2's original attention at C=768 (torch.where with -1e4, then the padding mask)
+#               and GPT-2's block around it (LayerNorms, residuals, the gelu_new MLP)
 #               (and s000_multi_head_c768_attention_op, its twin with one ONNX Attention node)
 #               (needs python3-torch python3-onnx python3-numpy for /usr/bin/python3; not committed)
 # bench-compare attnrun vs ONNX Runtime latency / peak RSS table (THREADS=2 by default), fp32 and bf16 rows,
@@ -82,7 +83,8 @@ bench-models:
 	    [ -f $(BENCH_MODELS)/s000_causal_c768/model.onnx ] && \
 	    [ -f $(BENCH_MODELS)/s000_causal_or_c768/model.onnx ] && \
 	    [ -f $(BENCH_MODELS)/torch_encoder12_c768/model.onnx ] && \
-	    [ -f $(BENCH_MODELS)/gpt2_attention_c768/model.onnx ]; then \
+	    [ -f $(BENCH_MODELS)/gpt2_attention_c768/model.onnx ] && \
+	    [ -f $(BENCH_MODELS)/gpt2_block_c768/model.onnx ]; then \
 		echo "bench models present in $(BENCH_MODELS)"; \
 	else \
 		/usr/bin/python3 models/export.py --bench $(BENCH_MODELS); \

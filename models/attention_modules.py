@@ -1115,6 +1115,60 @@ class GPT2Attention(nn.Module):
         return self.c_proj(self.merge_heads(a))
 
 
+class NewGELU(nn.Module):
+    """transformers' NewGELUActivation (GPT-2's `gelu_new`): the tanh
+    approximation of GELU, written out as the original code base does."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return 0.5 * input * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (input + 0.044715 * torch.pow(input, 3.0))))
+
+
+class GPT2MLP(nn.Module):
+    """transformers' GPT2MLP: Conv1D c_fc to the inner width, gelu_new,
+    Conv1D c_proj back (dropout: identity in eval)."""
+
+    def __init__(self, intermediate_size: int, n_embd: int):
+        super().__init__()
+        self.c_fc = GPT2Conv1D(intermediate_size, n_embd)
+        self.c_proj = GPT2Conv1D(n_embd, intermediate_size)
+        self.act = NewGELU()
+
+    def forward(self, hidden_states):
+        return self.c_proj(self.act(self.c_fc(hidden_states)))
+
+
+class GPT2Block(nn.Module):
+    """transformers' GPT2Block: pre-norm ln_1 -> GPT2Attention -> residual,
+    ln_2 -> GPT2MLP (inner width 4·n_embd unless n_inner) -> residual.
+
+    attention_mask: (B, S) float, 1 = keep, 0 = padding, as GPT2Attention
+    takes it."""
+
+    def __init__(self, n_embd: int, n_head: int, n_ctx: int, n_inner: int = None):
+        super().__init__()
+        inner_dim = n_inner if n_inner is not None else 4 * n_embd
+        self.ln_1 = nn.LayerNorm(n_embd, eps=1e-5)
+        self.attn = GPT2Attention(n_embd, n_head, n_ctx)
+        self.ln_2 = nn.LayerNorm(n_embd, eps=1e-5)
+        self.mlp = GPT2MLP(inner_dim, n_embd)
+        with torch.no_grad():
+            # Trained weights, not the initialization: LayerNorms that are
+            # not the identity, and c_fc outputs of a few units, as GPT-2's
+            # reach (so gelu_new's tanh saturates on both sides).
+            for ln in (self.ln_1, self.ln_2):
+                ln.weight.uniform_(0.5, 1.5)
+                ln.bias.uniform_(-0.5, 0.5)
+            self.mlp.c_fc.weight.normal_(0.0, 2.0 / math.sqrt(n_embd))
+
+    def forward(self, x: Tensor, attention_mask: Tensor):
+        residual = x
+        hidden_states = self.attn(self.ln_1(x), attention_mask)
+        hidden_states = hidden_states + residual
+        residual = hidden_states
+        feed_forward_hidden_states = self.mlp(self.ln_2(hidden_states))
+        return residual + feed_forward_hidden_states
+
+
 class WhisperAttention(nn.Module):
     """Whisper's MultiHeadAttention (openai/whisper model.py) in a decoder:
     q and k each scaled by head_dim^-0.25 before their product (the scale

@@ -410,6 +410,15 @@ SPECS = [
          _std_sets(),
          "Conv1D projections as addmm (Gemm on a 2-D view); K split already transposed; causal uint8 buffer "
          "sliced and applied with Where and a -1e4 masked_bias, then (1 - mask)·-10000 added; seq must be <= 64"),
+    Spec("gpt2_block", "ext", "GPT-2's block (transformers' GPT2Block: ln_1, GPT2Attention, ln_2, GPT2MLP, n_ctx=64)",
+         lambda: am.GPT2Block(C, H, CTX),
+         [("x", ("batch", "seq", C), randn), ("attention_mask", ("batch", "seq"), keep_mask_float)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "pre-norm: LayerNorm, gpt2_attention's graph, residual Add, LayerNorm, MLP of Conv1D c_fc (Gemm, inner "
+         "4·32) -> gelu_new -> Conv1D c_proj, residual Add; gelu_new (transformers' NewGELUActivation) exports as "
+         "Mul, Pow(x, 3), Mul, Add, Mul, Tanh, Add, Mul; trained-size weights (LayerNorms not the identity, c_fc "
+         "outputs of a few units, so the tanh saturates); seq must be <= 64"),
     Spec("whisper_attention", "ext", "Whisper-style causal self-attention (openai/whisper MultiHeadAttention)",
          lambda: am.WhisperAttention(C, H, CTX),
          [("x", ("batch", "seq", C), randn)],
@@ -554,7 +563,7 @@ def _np_softmax(x, axis):
 
 _NP_UNARY = {
     "Abs": np.abs, "Neg": np.negative, "Log": np.log, "Cos": np.cos, "Sin": np.sin, "Relu": lambda v: np.maximum(v, 0),
-    "Sigmoid": lambda v: 1 / (1 + np.exp(-v)), "Reciprocal": np.reciprocal,
+    "Sigmoid": lambda v: 1 / (1 + np.exp(-v)), "Reciprocal": np.reciprocal, "Tanh": np.tanh,
 }
 _NP_BINARY = {"Greater": np.greater, "Less": np.less, "Min": np.minimum, "Max": np.maximum}
 
@@ -1095,6 +1104,9 @@ def export_bench(outdir):
     # GPT-2's original attention at GPT-2-small size: the causal buffer
     # applied with torch.where and -1e4, then the float padding mask.
     items.append(("gpt2_attention_c768", am.GPT2Attention(768, 12, 2048), ["x", "attention_mask"]))
+    # GPT-2-small's whole block around it: LayerNorms, residuals and the
+    # MLP (c_fc to 3072, gelu_new, c_proj).
+    items.append(("gpt2_block_c768", am.GPT2Block(768, 12, 2048), ["x", "attention_mask"]))
     for name, m, inames in items:
         m.eval()
         d = os.path.join(outdir, name)

@@ -54,6 +54,7 @@ var onnxGoFails = map[string]ir.DType{
 	"s001_decoder_self_attention": ir.Bool,  // bool Constant (Trilu mask)
 	"s004_multi_head_bmm_causal":  ir.Bool,  // bool Constant (Trilu mask)
 	"gpt2_attention":              ir.Uint8, // uint8 initializer (the causal buffer)
+	"gpt2_block":                  ir.Uint8, // uint8 initializer (its attention's causal buffer)
 }
 
 // onnxGoDupEdges lists the reference models with a node that reads the same

@@ -53,6 +53,7 @@ func TestAttentionCores(t *testing.T) {
 		{"llama_attention_opset17", 1, ops.MaskAdditive},
 		{"llama_padded_attention", 1, ops.MaskAdditive},
 		{"gpt2_attention", 1, ops.MaskBoolFalseMasks},
+		{"gpt2_block", 1, ops.MaskBoolFalseMasks},
 		{"whisper_attention", 1, ops.MaskAdditive},
 		{"einsum_attention", 1, ops.MaskBoolTrueMasks},
 		{"einsum_cross_attention", 1, ""},

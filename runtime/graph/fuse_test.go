@@ -114,6 +114,8 @@ func TestModelFusions(t *testing.T) {
 		// and -1e4, then the padding mask added: the causal cut for the
 		// fill -1e4 (checked per row: causal_fill), the padding its mask.
 		{"gpt2_attention", 1, "MatMul Div Where Add Softmax MatMul", scale8, true, ops.MaskAdditive, 0, false},
+		// GPT-2's block: the same attention between its LayerNorms.
+		{"gpt2_block", 1, "MatMul Div Where Add Softmax MatMul", scale8, true, ops.MaskAdditive, 0, false},
 		// Whisper: q and k each scaled by d^-1/4, the -inf causal buffer
 		// added (folded: read as a bool mask, exactly causal: the causal
 		// cut), Casts around the Softmax.
@@ -138,6 +140,7 @@ func TestModelFusions(t *testing.T) {
 		"llama_attention_opset17":     "kv_group=2 causal=1 causal_offset=4", // a KV cache of 4
 		"llama_padded_attention":      "kv_group=2 causal=1 masked_rows_uniform=1",
 		"gpt2_attention":              "causal=1 causal_fill=-10000",
+		"gpt2_block":                  "causal=1 causal_fill=-10000",
 		"s000_causal":                 "causal=1",
 		"s000_causal_or":              "causal=1",
 		"s000_causal_or_opset11":      "causal=1",
