@@ -345,19 +345,26 @@ func runPow(baseTypes, expTypes []ir.DType) RunFunc {
 }
 
 // powFloatLoops computes float powers in float64; a scalar exponent of 2
-// or 1 (common in exported LayerNorm/variance code) takes an exact fast path.
+// or 1 (common in exported LayerNorm/variance code) takes an exact fast path,
+// and float32 bases with another small integer exponent (GPT-2's gelu_new
+// x³ outside the fused Gelu, 1/x, 1/x²) multiply in float64 instead of
+// calling math.Pow: 20 ns an element otherwise.
 func powFloatLoops[T floatElem]() binLoops[T, float64, T] {
 	f := func(a T, b float64) T { return T(math.Pow(float64(a), b)) }
 	l := elemLoops(f)
+	var zero T
+	_, float32Base := any(zero).(float32)
 	l.vs = func(o, a []T, b float64) {
 		a = a[:len(o)]
-		switch b {
-		case 2:
+		switch {
+		case b == 2:
 			for i := range o {
 				o[i] = a[i] * a[i]
 			}
-		case 1:
+		case b == 1:
 			copy(o, a)
+		case float32Base && b == math.Trunc(b) && math.Abs(b) <= maxPowMulExp:
+			powSmallInt(o, a, int(b))
 		default:
 			for i := range o {
 				o[i] = T(math.Pow(float64(a[i]), b))
@@ -365,6 +372,33 @@ func powFloatLoops[T floatElem]() binLoops[T, float64, T] {
 		}
 	}
 	return l
+}
+
+// maxPowMulExp bounds the integer exponents powSmallInt takes: float32's
+// largest finite value to the 4th power still fits a float64.
+const maxPowMulExp = 4
+
+// powSmallInt sets o[i] = a[i]^n for float32 elements and |n| ≤ 4 by
+// products in float64, where x² is exact and x³, x⁴ are rounded once
+// before the rounding to float32, as math.Pow's float64 result is; 1/p for
+// n < 0 keeps IEEE's signed zeros and infinities (pow(-0, -1) = -Inf,
+// pow(-Inf, -3) = -0), and n = 0 gives 1 even for NaN, as pow does.
+func powSmallInt[T floatElem](o, a []T, n int) {
+	k := n
+	if k < 0 {
+		k = -k
+	}
+	for i := range o {
+		x := float64(a[i])
+		p := 1.0
+		for range k {
+			p *= x
+		}
+		if n < 0 {
+			p = 1 / p
+		}
+		o[i] = T(p)
+	}
 }
 
 // powInt raises an integer base to an exponent: exactly (wrapping like C

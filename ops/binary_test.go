@@ -2,6 +2,7 @@ package ops
 
 import (
 	"math"
+	"math/rand"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
@@ -130,6 +131,41 @@ func TestPow(t *testing.T) {
 			in:      []*ir.Tensor{ewT([]int{1}, []float32{2}), ewT([]int{1}, []bool{true})},
 			wantErr: "exponent (input 1) has element type bool"},
 	})
+}
+
+// TestPowSmallIntegerExponents checks the float32 fast path for scalar
+// integer exponents in [-4, 4] against math.Pow in float64, over random
+// values of every magnitude and the IEEE special values: within 1 float32
+// ulp of it (x³, x⁴ are rounded twice), and where it overflows, underflows
+// or is 0 or NaN in float32, exactly its float32 value, sign included.
+func TestPowSmallIntegerExponents(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	xs := []float32{0, float32(math.Copysign(0, -1)), 1, -1, 2, -3, 0.5, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+		math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32, 1e-20, -1e13}
+	for range 1 << 16 {
+		xs = append(xs, float32(r.NormFloat64()*math.Pow(10, float64(r.Intn(20)-10))))
+	}
+	x := ir.FromSlice([]int{len(xs)}, xs)
+	for n := -4; n <= 4; n++ {
+		out, err := runPow(FloatTypes, nil)(&Context{}, &ir.Node{OpType: "Pow"}, []*ir.Tensor{x, ir.Scalar(float32(n))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range out[0].Float32s() {
+			w := math.Pow(float64(xs[i]), float64(n))
+			w32 := float32(w)
+			if math.IsInf(float64(w32), 0) || w32 == 0 || w != w {
+				// Overflow, underflow, zeros, NaN: exactly math.Pow's, sign included.
+				if math.Float32bits(g) != math.Float32bits(w32) && !(g != g && w != w) {
+					t.Fatalf("pow(%g, %d) = %g, math.Pow gives %g", xs[i], n, g, w32)
+				}
+				continue
+			}
+			if off := ulpsOff(g, w); off > 1 {
+				t.Fatalf("pow(%g, %d) = %g, %g ulp from %g", xs[i], n, g, off, w)
+			}
+		}
+	}
 }
 
 func TestArithmeticInfer(t *testing.T) {
