@@ -11,17 +11,34 @@ DATA attnk<>+0(SB)/4, $0x3fb8aa3b  // log2(e)
 DATA attnk<>+4(SB)/4, $0x3f317218  // ln 2
 DATA attnk<>+8(SB)/4, $0xc2d00000  // -104: exp below it is 0 in float32 (clamps -Inf)
 DATA attnk<>+12(SB)/4, $0x3f800000 // 1
-DATA attnk<>+16(SB)/4, $0x3f7ffffb // q0..q4: exp(r) = 1 + r·Σ q_k·r^k on |r| ≤ ln2/2
-DATA attnk<>+20(SB)/4, $0x3efffee2
-DATA attnk<>+24(SB)/4, $0x3e2aad37
-DATA attnk<>+28(SB)/4, $0x3d2b9d69
-DATA attnk<>+32(SB)/4, $0x3c07d3e8
-DATA attnk<>+36(SB)/4, $0x41000000 // 8: the slack a score may rise above its column's shift
-DATA attnk<>+40(SB)/4, $0xff800000 // -Inf
-DATA attnk<>+44(SB)/4, $0x3f80066b // c0..c2: exp(r) ≈ 1 + r·Σ c_k·r^k on |r| ≤ ln2/2, relative error 1.02e-4
-DATA attnk<>+48(SB)/4, $0x3f010ebe // (a minimax fit for bf16 probabilities, whose rounding is 2^-9)
-DATA attnk<>+52(SB)/4, $0x3e2924ce
-GLOBL attnk<>(SB), RODATA|NOPTR, $56
+DATA attnk<>+16(SB)/4, $0x41000000 // 8: the slack a score may rise above its column's shift
+DATA attnk<>+20(SB)/4, $0xff800000 // -Inf
+DATA attnk<>+24(SB)/4, $0x49400000 // 1.5·2^19: t + 1.5·2^19 rounds t to a multiple of 1/16
+DATA attnk<>+28(SB)/4, $0x3f000110 // p2, p3: e^r ≈ 1 + r + p2·r² + p3·r³ on |r| ≤ ln2/32 (EXP_TAB16)
+DATA attnk<>+32(SB)/4, $0x3e2aa91c
+DATA attnk<>+36(SB)/4, $0x3f80066b // c0..c2: exp(r) ≈ 1 + r·Σ c_k·r^k on |r| ≤ ln2/2, relative error 1.02e-4
+DATA attnk<>+40(SB)/4, $0x3f010ebe // (a minimax fit for bf16 probabilities, whose rounding is 2^-9)
+DATA attnk<>+44(SB)/4, $0x3e2924ce
+GLOBL attnk<>(SB), RODATA|NOPTR, $48
+
+// 2^(j/16) for j = 0..15, rounded to float32: EXP_TAB16's table (Z30).
+DATA exptab<>+0(SB)/4, $0x3f800000
+DATA exptab<>+4(SB)/4, $0x3f85aac3
+DATA exptab<>+8(SB)/4, $0x3f8b95c2
+DATA exptab<>+12(SB)/4, $0x3f91c3d3
+DATA exptab<>+16(SB)/4, $0x3f9837f0
+DATA exptab<>+20(SB)/4, $0x3f9ef532
+DATA exptab<>+24(SB)/4, $0x3fa5fed7
+DATA exptab<>+28(SB)/4, $0x3fad583f
+DATA exptab<>+32(SB)/4, $0x3fb504f3
+DATA exptab<>+36(SB)/4, $0x3fbd08a4
+DATA exptab<>+40(SB)/4, $0x3fc5672a
+DATA exptab<>+44(SB)/4, $0x3fce248c
+DATA exptab<>+48(SB)/4, $0x3fd744fd
+DATA exptab<>+52(SB)/4, $0x3fe0ccdf
+DATA exptab<>+56(SB)/4, $0x3feac0c7
+DATA exptab<>+60(SB)/4, $0x3ff5257d
+GLOBL exptab<>(SB), RODATA|NOPTR, $64
 
 // VPERMW indexes that interleave the two halves of a VCVTNE2PS2BF16
 // result: word 2i from word i (the low source), word 2i+1 from word 16+i.
@@ -62,7 +79,7 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 // X = exp(X - S) for the column shift S, added into SUM: n = round(x·log2 e),
 // r = x - n·ln2 (one rounding), exp(r) by the polynomial, scaled by 2^n.
 // Z26 log2(e), Z27 ln 2, Z28 -104, Z29 1, Z30 the polynomial's top
-// coefficient; BX the constants; Z2, Z3 scratch. EXP_REDUCE leaves r in X,
+// coefficient (EXP_BF16_START); Z2, Z3 scratch. EXP_REDUCE leaves r in X,
 // n in Z2 and Z30 in Z3; EXP_FINISH takes the polynomial's sum without its
 // constant term in Z3.
 #define EXP_REDUCE(X, S) \
@@ -78,22 +95,59 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 	VSCALEFPS Z2, Z3, X; \
 	VADDPS X, SUM, SUM
 
-// Within about 2 ulp: q0..q4, Z30 = q4.
-#define EXP_SHIFT_SUM(X, S, SUM) \
-	EXP_REDUCE(X, S); \
-	VFMADD213PS.BCST 28(BX), X, Z3; \
-	VFMADD213PS.BCST 24(BX), X, Z3; \
-	VFMADD213PS.BCST 20(BX), X, Z3; \
-	VFMADD213PS.BCST 16(BX), X, Z3; \
-	EXP_FINISH(X, SUM)
-
 // Within 1.02e-4 relative, for probabilities rounded to bf16 next: c0..c2,
-// Z30 = c2 (two FMAs fewer than EXP_SHIFT_SUM).
+// Z30 = c2.
 #define EXP_BF16_SHIFT_SUM(X, S, SUM) \
 	EXP_REDUCE(X, S); \
-	VFMADD213PS.BCST 48(BX), X, Z3; \
-	VFMADD213PS.BCST 44(BX), X, Z3; \
+	VFMADD213PS.BCST 40(BX), X, Z3; \
+	VFMADD213PS.BCST 36(BX), X, Z3; \
 	EXP_FINISH(X, SUM)
+
+// EXP_BF16_SHIFT_SUM's constants in Z26..Z30, from BX.
+#define EXP_BF16_START \
+	VBROADCASTSS 0(BX), Z26; \
+	VBROADCASTSS 4(BX), Z27; \
+	VBROADCASTSS 8(BX), Z28; \
+	VBROADCASTSS 12(BX), Z29; \
+	VBROADCASTSS 44(BX), Z30
+
+// The 16 floats x at OFF(DX) become exp(x - S), added into SUM: x' =
+// max(x - S, -104) (-Inf and all below give 0, NaN stays NaN); t =
+// x'·log2 e rounded to n = m + j/16 (m whole, j = 0..15) by adding
+// 1.5·2^19, whose sum's low 4 mantissa bits are j; r = x' - n·ln2 (one
+// rounding, |r| ≤ ln2/32); exp(x') = 2^m·2^(j/16)·e^r with 2^(j/16) from
+// Z30's 16 lanes (VPERMPS by those bits), e^r ≈ 1 + r + p2·r² + p3·r³
+// and 2^m by VSCALEFPS (which takes floor(n) = m). Within 1.5 ulp of
+// exp(x - S) with x - S rounded to float32, plus 2.8e-9 relative per unit
+// of |x'| (ln 2 in float32); 6 ops on the FMA pipes, where a degree-5
+// polynomial over |r| ≤ ln2/2 takes 7 and is within 2.3 ulp. Z31 -104,
+// BX the constants; Z26..Z29 scratch.
+#define EXP_TAB16(OFF, S, SUM) \
+	VMOVUPS OFF(DX), Z26; \
+	VSUBPS S, Z26, Z26; \
+	VMAXPS Z26, Z31, Z26; \
+	VMULPS.BCST 0(BX), Z26, Z27; \
+	VADDPS.BCST 24(BX), Z27, Z27; \
+	VSUBPS.BCST 24(BX), Z27, Z28; \
+	VFNMADD231PS.BCST 4(BX), Z28, Z26; \
+	VPERMPS Z30, Z27, Z27; \
+	VBROADCASTSS 32(BX), Z29; \
+	VFMADD213PS.BCST 28(BX), Z26, Z29; \
+	VFMADD213PS.BCST 12(BX), Z26, Z29; \
+	VMULPS Z26, Z27, Z26; \
+	VFMADD231PS Z29, Z26, Z27; \
+	VSCALEFPS Z28, Z27, Z26; \
+	VMOVUPS Z26, OFF(DX); \
+	VADDPS Z26, SUM, SUM
+
+// One row of the pending tile at DX (rows R9 bytes apart) to exp(row -
+// shift) in place, shifts Z20, Z21 and sums Z24, Z25: DX moves to the next
+// row, AX (the rows pending) down by one.
+#define EXP_PENDING_ROW \
+	EXP_TAB16(0, Z20, Z24); \
+	EXP_TAB16(64, Z21, Z25); \
+	ADDQ R9, DX; \
+	DECQ AX
 
 // Add bias[8t + r] (bias at AX) to row r of tile t = N - R12 in Z4..Z19
 // (DX scratch).
@@ -136,7 +190,7 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 	VMAXPS Z17, Z1, Z1; \
 	VMAXPS Z19, Z1, Z1
 
-// EXP (EXP_SHIFT_SUM or EXP_BF16_SHIFT_SUM) on every row of the tile:
+// EXP (EXP_BF16_SHIFT_SUM) on every row of the tile:
 // shifts Z20, Z21, sums Z24, Z25.
 #define TILE8x32_EXP_SHIFT_SUM(EXP) \
 	EXP(Z4, Z20, Z24); \
@@ -158,25 +212,20 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 
 // The exponential epilogue's registers, from the shifts at AX and the
 // sums at DX: BX the constants, Z20, Z21 the shifts (-Inf as 0), Z22, Z23
-// shift + 8, Z24, Z25 the sums, Z26..Z30 EXP_SHIFT_SUM's constants.
+// shift + 8, Z24, Z25 the sums.
 #define TILE8x32_EXP_START \
 	LEAQ attnk<>(SB), BX; \
 	VMOVUPS (AX), Z20; \
 	VMOVUPS 64(AX), Z21; \
-	VADDPS.BCST 36(BX), Z20, Z22; \
-	VADDPS.BCST 36(BX), Z21, Z23; \
-	VBROADCASTSS 40(BX), Z2; \
+	VADDPS.BCST 16(BX), Z20, Z22; \
+	VADDPS.BCST 16(BX), Z21, Z23; \
+	VBROADCASTSS 20(BX), Z2; \
 	VCMPPS $0, Z2, Z20, K1; \
 	VPXORD Z20, Z20, K1, Z20; \
 	VCMPPS $0, Z2, Z21, K1; \
 	VPXORD Z21, Z21, K1, Z21; \
 	VMOVUPS (DX), Z24; \
-	VMOVUPS 64(DX), Z25; \
-	VBROADCASTSS 0(BX), Z26; \
-	VBROADCASTSS 4(BX), Z27; \
-	VBROADCASTSS 8(BX), Z28; \
-	VBROADCASTSS 12(BX), Z29; \
-	VBROADCASTSS 32(BX), Z30
+	VMOVUPS 64(DX), Z25
 
 // Sets ZF clear (JNZ taken) when a column maximum (Z0, Z1) exceeds its
 // shift + 8 (Z22, Z23).
@@ -214,6 +263,15 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 // A shift of -Inf (no finite score seen yet) subtracts 0, so that -Inf
 // scores give 0 rather than NaN. Z20, Z21: the shift (-Inf as 0); Z22,
 // Z23: shift + 8; Z24, Z25: the sums.
+//
+// The exponentials run a tile behind the products, in software: tile t
+// is stored as it is, and its rows (AX of them pending at DX) turn into
+// exponentials one per 8 k steps of tile t + 1, whose multiply-adds
+// (Z0..Z19) they do not touch (EXP_TAB16: Z26..Z31), so that the two
+// share the FMA pipes instead of the products waiting for the
+// exponentials. The rows still pending after tile t + 1's products (k <
+// 64), and the last tile's, are done before the next tile's epilogue and
+// before returning.
 TEXT ·ScoresExp8x32(SB), NOSPLIT, $0-112
 	MOVQ a+8(FP), R13
 	MOVQ lda+16(FP), R8
@@ -227,6 +285,9 @@ TEXT ·ScoresExp8x32(SB), NOSPLIT, $0-112
 	MOVQ shift+72(FP), AX
 	MOVQ sum+80(FP), DX
 	TILE8x32_EXP_START
+	VBROADCASTSS 8(BX), Z31
+	VMOVUPS exptab<>(SB), Z30
+	XORQ AX, AX
 	TESTQ R12, R12
 	JE expdone
 setile:
@@ -235,12 +296,36 @@ setile:
 	LEAQ (SI)(R8*4), R11
 	MOVQ R14, DI
 	TILE8x32_ZERO
+	CMPQ CX, $8
+	JLT serest
+se8:
+	SGEMM8x32_ROWS_KSTEP
+	SGEMM8x32_ROWS_KSTEP
+	SGEMM8x32_ROWS_KSTEP
+	SGEMM8x32_ROWS_KSTEP
+	SGEMM8x32_ROWS_KSTEP
+	SGEMM8x32_ROWS_KSTEP
+	SGEMM8x32_ROWS_KSTEP
+	SGEMM8x32_ROWS_KSTEP
+	TESTQ AX, AX
+	JE senext
+	EXP_PENDING_ROW
+senext:
+	SUBQ $8, CX
+	CMPQ CX, $8
+	JGE se8
+serest:
 	TESTQ CX, CX
-	JE seepi
+	JE sedrain
 seloop:
 	SGEMM8x32_ROWS_KSTEP
 	DECQ CX
 	JNZ seloop
+sedrain:
+	TESTQ AX, AX
+	JE seepi
+	EXP_PENDING_ROW
+	JMP sedrain
 seepi:
 	MOVQ bias+96(FP), AX
 	TESTQ AX, AX
@@ -250,15 +335,20 @@ senobias:
 	TILE8x32_COL_MAX
 	TILE8x32_OVER_SLACK
 	JNZ expover
-	TILE8x32_EXP_SHIFT_SUM(EXP_SHIFT_SUM)
 	MOVQ R15, DX
 	TILE8x32_WRITE
-	MOVQ as+56(FP), AX
-	LEAQ (R13)(AX*4), R13
-	MOVQ cs+64(FP), AX
-	LEAQ (R15)(AX*4), R15
+	MOVQ R15, DX
+	MOVQ $8, AX
+	MOVQ as+56(FP), CX
+	LEAQ (R13)(CX*4), R13
+	MOVQ cs+64(FP), CX
+	LEAQ (R15)(CX*4), R15
 	DECQ R12
 	JNZ setile
+selast:
+	EXP_PENDING_ROW
+	TESTQ AX, AX
+	JNE selast
 	JMP expdone
 	TILE8x32_EXP_END(mx+88(FP), sum+80(FP), n+48(FP), ret+104(FP))
 
@@ -289,7 +379,7 @@ TEXT ·ScoresExpBF16x32(SB), NOSPLIT, $0-96
 	MOVQ shift+56(FP), AX
 	MOVQ sum+64(FP), DX
 	TILE8x32_EXP_START
-	VBROADCASTSS 52(BX), Z30 // EXP_BF16_SHIFT_SUM's top coefficient
+	EXP_BF16_START
 	VMOVDQU32 pairidx<>(SB), Z31
 	TESTQ R12, R12
 	JE expdone

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"testing"
@@ -27,12 +28,20 @@ func randScoreTiles(seed int64, k, lda, n, as, ldc, cs int) (a, b, raw []float32
 // TestScoresExp8x32 checks the fused kernel against Sgemm8x32RowsLoop's
 // scores and float64 exponentials: the stored tiles, the column sums, the
 // stop at the first tile a column of which rises more than 8 above its
-// shift (with its column maxima), and -Inf, huge negative and NaN shifts.
+// shift (with its column maxima), and -Inf, huge negative and NaN shifts;
+// with k = 19 (tile t's exponentials partly during tile t + 1's products,
+// partly after them) and k = 64 (all during them).
 func TestScoresExp8x32(t *testing.T) {
 	if !AVX512 {
 		t.Skip("no AVX-512 on this CPU")
 	}
-	const k, lda, n, ldc = 19, 23, 5, 36
+	for _, k := range []int{19, 64} {
+		t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) { testScoresExp8x32(t, k, k+4) })
+	}
+}
+
+func testScoresExp8x32(t *testing.T, k, lda int) {
+	const n, ldc = 5, 36
 	as, cs := 8*lda+3, 8*ldc+5
 	a, b, raw := randScoreTiles(1, k, lda, n, as, ldc, cs)
 	colMax := func(tile int) [32]float32 {
@@ -90,16 +99,22 @@ func TestScoresExp8x32(t *testing.T) {
 		}
 	}
 
-	// Shifts more than 8 below tile 2's column 17 (and above every
-	// other): the kernel stops at tile 2 with its maxima.
+	// Shifts more than 8 below tile 2's maximum in a column where it
+	// rises above tiles 0 and 1 (and above every other): the kernel
+	// stops at tile 2 with its maxima.
 	low := shift
 	m2 := colMax(2)
-	low[17] = m2[17] - 8.5
-	for tile := 0; tile < 2; tile++ {
-		low[17] = max(low[17], colMax(tile)[17]-8)
+	col := -1
+	for c := range m2 {
+		low[c] = max(m2[c]-8.5, colMax(0)[c]-8, colMax(1)[c]-8)
+		if low[c] < m2[c]-8 {
+			col = c
+			break
+		}
+		low[c] = shift[c]
 	}
-	if low[17] >= m2[17]-8 {
-		t.Skip("random data: tile 2 does not rise above tiles 0 and 1 in column 17")
+	if col < 0 {
+		t.Skip("random data: tile 2 rises above tiles 0 and 1 in no column")
 	}
 	got, _, mx, done := run(low)
 	if done != 2 || mx != m2 {
@@ -142,6 +157,83 @@ func TestScoresExp8x32(t *testing.T) {
 	}
 	if !math.IsNaN(float64(sum[3])) || sum[4] != 4 {
 		t.Fatalf("huge shift: sums %v", sum)
+	}
+}
+
+// expLn2Err bounds the relative error that ln 2 rounded to float32 puts
+// into exp(x) per unit of |x|: the reduction x - n·ln2 is off by
+// n·(ln2 - float32(ln2)), n ≈ x·log2 e.
+const expLn2Err = 2.8e-9
+
+// TestScoresExp8x32Accuracy sweeps the exponential's whole argument
+// range: with k = 1 and a panel of ones the scores are A's values, so
+// that row r of tile t gives exp(a[8t+r] - shift[c]) in every column c.
+// Arguments from -113 to 7.9 under shifts of several sizes (each column's
+// a little different, so that x - shift rounds differently): within 1.5
+// ulp of float64 exp of the difference rounded to float32 (as the kernel
+// has it) plus expLn2Err·|x| relative (0.05 ulp per unit of |x|: 0.8 ulp
+// at -16, where terms are 1e-7 of the largest), subnormal results within
+// that plus half a step, 0 below -104. Then k = 0 (a tile of zeros:
+// exp(-shift)).
+func TestScoresExp8x32Accuracy(t *testing.T) {
+	if !AVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	const n, lo, hi = 4096, -113, 7.9
+	r := rand.New(rand.NewSource(4))
+	a := make([]float32, 8*n)
+	b := make([]float32, 32)
+	for i := range b {
+		b[i] = 1
+	}
+	got := make([]float32, 8*n*32)
+	var worst, worstNear float64
+	for _, s0 := range []float64{0, 3.3, -20.7, 61.9} {
+		var shift, sum, mx [32]float32
+		for c := range shift {
+			shift[c] = float32(s0 + r.Float64())
+		}
+		for i := range a {
+			a[i] = float32(s0 + lo + (hi-lo)*float64(i)/float64(len(a)-1))
+		}
+		if done := ScoresExp8x32(1, &a[0], 1, &b[0], &got[0], 32, n, 8, 8*32, &shift[0], &sum[0], &mx[0], nil); done != n {
+			t.Fatalf("shift %g: returned %d, want %d", s0, done, n)
+		}
+		for i, g := range got {
+			x := a[i/32] - shift[i%32]
+			e := math.Exp(float64(x))
+			if x < -104 {
+				if g != 0 {
+					t.Fatalf("exp(%g) = %g, want 0", x, g)
+				}
+				continue
+			}
+			ulp := math.Ldexp(1, math.Ilogb(e)-23)
+			u := math.Abs(float64(g)-e) / ulp
+			if e >= 0x1p-126 {
+				worst = max(worst, u)
+			}
+			if x >= -16 {
+				worstNear = max(worstNear, u)
+			}
+			if d := math.Abs(float64(g) - e); d > 1.5*ulp+expLn2Err*math.Abs(float64(x))*e+0x1p-150 || d != d {
+				t.Fatalf("exp(%g) = %g, want %g (%.2f ulp)", x, g, e, u)
+			}
+		}
+	}
+	t.Logf("worst %.3f ulp (%.3f for arguments from -16)", worst, worstNear)
+
+	var shift, sum, mx [32]float32
+	for c := range shift {
+		shift[c] = float32(c) / 4
+	}
+	if done := ScoresExp8x32(0, &a[0], 1, &b[0], &got[0], 32, 3, 8, 8*32, &shift[0], &sum[0], &mx[0], nil); done != 3 {
+		t.Fatalf("k = 0: returned %d, want 3", done)
+	}
+	for i, g := range got[:3*8*32] {
+		if e := math.Exp(-float64(shift[i%32])); math.Abs(float64(g)-e) > 1.5*0x1p-24*e*2 {
+			t.Fatalf("k = 0: C[%d] = %g, want %g", i, g, e)
+		}
 	}
 }
 

@@ -210,12 +210,14 @@ func Erf8(dst, src *float32, n int, gelu bool)
 // e^8), it writes the tile's 32 column maxima to mx, stores nothing of
 // tile t and returns t; it returns n when every tile is done. A shift of
 // -Inf subtracts 0 (-Inf scores give 0; a finite one stops the kernel).
-// The exponential is within about 2 ulp (relative error below 2.5e-7);
-// arguments below -104, -Inf included, give 0; NaN stays NaN. It needs
-// AVX512. A bias that is not nil holds one float per row of every tile
-// (8n floats): tile t's row r gets bias[8t+r] added to its 32 scores
-// before the maxima and the exponential (a per-key mask: 0 or -Inf, or an
-// additive mask's values, broadcast to the queries).
+// The exponential is within 1.5 ulp of exp(tile - shift) (the difference
+// rounded to float32), plus 2.8e-9 relative per unit of |tile - shift|
+// (ln 2 in float32: 0.8 ulp more at -16); arguments below -104, -Inf
+// included, give 0; NaN stays NaN. It needs AVX512. A bias that is not
+// nil holds one float per row of every tile (8n floats): tile t's row r
+// gets bias[8t+r] added to its 32 scores before the maxima and the
+// exponential (a per-key mask: 0 or -Inf, or an additive mask's values,
+// broadcast to the queries).
 //
 //go:noescape
 func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx, bias *float32) int
