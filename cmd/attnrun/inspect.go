@@ -167,7 +167,11 @@ func printFusions(w io.Writer, s *session.Session, dims map[string]int) {
 		for _, n := range f.Replaced {
 			replaced = append(replaced, fmt.Sprintf("%s(%s)", n.OpType, n.Label()))
 		}
-		fmt.Fprintf(w, "  %s replaces %s\n", f.Node.Label(), strings.Join(replaced, " "))
+		label := f.Node.Label()
+		if a, _ := f.Node.AttrString("approximate", ""); f.Node.OpType == "Gelu" && a != "" {
+			label += " (approximate " + a + ")"
+		}
+		fmt.Fprintf(w, "  %s replaces %s\n", label, strings.Join(replaced, " "))
 		if f.Node.OpType == ops.FusedAttentionOp && len(f.Nodes) == 0 {
 			fmt.Fprintf(w, "      streaming: %s\n", describeFusedAttention(f.Node))
 		}
