@@ -81,8 +81,10 @@ import (
 // mask: Where(B, -inf, A) with a finfo.min A hides a padded key with
 // -inf and a key past the diagonal with finfo.min, so a padded row's
 // weights are uniform over the unpadded keys past its diagonal; Where(B,
-// F, A) with a -inf A, the other way round; Add(A, B) of two finfo.min
-// terms is -inf where both hide.
+// F, A) with a -inf A, the other way round. Add(A, B) of two finfo.min
+// terms (transformers 4.30-4.35's LLaMA: expanded_attn_mask +
+// causal_mask) is -inf where both hide, so rows that lose every key are
+// not uniform: it is the cut checked row by row, as below.
 //
 // A bool mask that is the causal pattern alone with a fill above -2^127
 // (GPT-2's -1e4, seed 003's -1e9), and one followed by an additive mask
@@ -109,6 +111,11 @@ type causalSplit struct {
 	// uniform weights (one finite fill on every score): the fused node
 	// takes masked_rows_uniform.
 	uniform bool
+	// checked: the cut stands for the finite fill (the pattern's fill
+	// times the scales after it), checked row by row by the kernel
+	// (causal_fill), the rest added after it.
+	checked bool
+	fill    float64
 	// steps compute the mask from A and B (the Or, And, Where or Add and
 	// the Casts and scalings around it): the fusion replaces them.
 	// absorbs are the movement steps A is read through (Slices of a
@@ -153,6 +160,7 @@ func (f *fuser) splitCausal(m *attnMatch, scores string, chain []int) []int {
 	}
 	st = cs.rest
 	st.causal, st.causalOff, st.uniformRows = true, cs.off, cs.uniform
+	st.checkedFill, st.causalFill = cs.checked, cs.fill
 	m.masks = []maskStage{st}
 	m.absorbs = cs.absorbs
 	return append(chain[:len(chain):len(chain)], cs.steps...)
@@ -213,6 +221,13 @@ func (f *fuser) causalAdditive(add, x string, post float64) (causalSplit, bool) 
 		case scaled <= causalFillLimit && (keyFill == 0 || keyFill == fill):
 			cs.uniform = off < 0 || keyFill != 0
 			ok = !cs.uniform || finite32(scaled)
+		case scaled <= causalFillLimit && math.IsNaN(keyFill) && finite32(scaled):
+			// An added per-key mask (transformers 4.30-4.35's LLaMA:
+			// expanded_attn_mask + causal_mask, both 0/finfo.min): the
+			// cut, checked per row. s + F is F for |s| < 2^103, so a
+			// row recomputed with the hidden scores at F, the mask added
+			// after, is the export's (F + F overflows to -inf there too).
+			cs.checked, cs.fill = true, scaled
 		default:
 			ok = false
 		}

@@ -351,7 +351,9 @@ func TestFuseCausalAdditiveSplit(t *testing.T) {
 				nodes: chain(node("Where", []string{"m", "f", "a"}, []string{"c"}))},
 			feeds: map[string]*ir.Tensor{"m": leftPadding(sk, 6, 0)},
 			ops:   "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
-		{name: "Add(finfo.min causal, (1 - keep)·finfo.min): finfo.min twice is -inf",
+		// transformers 4.30-4.35's LLaMA: the cut, checked per row (the
+		// padded rows, where finfo.min twice is -inf, computed again).
+		{name: "Add(finfo.min causal, (1 - keep)·finfo.min): the checked cut",
 			syn: synth{inputs: inputs(vi("kb", ir.Float, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, fmin)},
 				nodes: chain(node("Add", []string{"a", "kb"}, []string{"c"}))},
 			feeds: map[string]*ir.Tensor{"kb": func() *ir.Tensor {
@@ -361,7 +363,7 @@ func TestFuseCausalAdditiveSplit(t *testing.T) {
 				}
 				return m
 			}()},
-			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+			ops: "Transpose MatMul Add Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 causal_fill=-3.4028235e+38 mask_kind=additive mask_scale=1"},
 		{name: "Where(key mask, -inf, a constant that is not quite causal)",
 			syn: synth{inputs: inputs(mkey), inits: map[string]*ir.Tensor{"a": nearly, "ninf": sc(negInf)},
 				nodes: chain(node("Where", []string{"m", "ninf", "a"}, []string{"c"}))},

@@ -376,6 +376,12 @@ func BenchmarkFuseExportForms(b *testing.B) {
 			inits: map[string]*ir.Tensor{"c": sc(0.125), "cm": causalAdd(s, -math.MaxFloat32), "fmin": sc(-math.MaxFloat32)},
 			nodes: append(append(head, node("Mul", []string{"s0", "c"}, []string{"s1"}), node("Where", []string{"kpm", "fmin", "cm"}, []string{"am"}),
 				node("Add", []string{"s1", "am"}, []string{"s2"})), tail("s2")...)}},
+		// transformers 4.30-4.35's LLaMA: the padding as 0/finfo.min added
+		// to the finfo.min causal mask (random here: no row is padded).
+		{"key_mask_plus_finfo_min_causal_add", synth{inputs: append(append([]*ir.ValueInfo{}, qkv...), vi("km", ir.Float, 1, 1, 1, s)),
+			inits: map[string]*ir.Tensor{"c": sc(0.125), "cm": causalAdd(s, -math.MaxFloat32)},
+			nodes: append(append(head, node("Mul", []string{"s0", "c"}, []string{"s1"}), node("Add", []string{"cm", "km"}, []string{"am"}),
+				node("Add", []string{"s1", "am"}, []string{"s2"})), tail("s2")...)}},
 	}
 	for _, c := range cases {
 		c.syn.outputs = append([]string{"y"}, c.syn.outputs...)
