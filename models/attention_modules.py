@@ -1013,10 +1013,18 @@ class LlamaPaddedAttention(nn.Module):
     With left padding a query row whose every causally visible key is
     padding sees finfo.min on every key: its softmax is uniform over all S
     keys, so its output is the mean of V's rows (finite, as transformers
-    computes it)."""
+    computes it).
 
-    def __init__(self, hidden: int = 64, heads: int = 4, kv_heads: int = 2):
+    combine="add" builds the mask as transformers 4.30-4.35 did
+    (_prepare_decoder_attention_mask): the padding expanded to 0/finfo.min
+    (_expand_mask: (1 - mask) masked_fill'ed with finfo.min) ADDED to the
+    causal mask, so a key both hides is finfo.min twice, -inf; such a row
+    is uniform over the keys that are finfo.min alone."""
+
+    def __init__(self, hidden: int = 64, heads: int = 4, kv_heads: int = 2, combine: str = "masked_fill"):
         super().__init__()
+        assert combine in ("masked_fill", "add")
+        self.combine = combine
         self.h, self.hkv, self.d = heads, kv_heads, hidden // heads
         self.q_proj = nn.Linear(hidden, heads * self.d, bias=False)
         self.k_proj = nn.Linear(hidden, kv_heads * self.d, bias=False)
@@ -1042,7 +1050,12 @@ class LlamaPaddedAttention(nn.Module):
         fill = torch.finfo(x.dtype).min
         causal = torch.full((S, S), fill).triu(1)
         padding = attention_mask[:, None, None, :] == 0
-        mask = causal[None, None, :, :].masked_fill(padding, fill)
+        if self.combine == "add":
+            inverted = 1.0 - attention_mask[:, None, None, :].to(x.dtype)
+            expanded = inverted.masked_fill(inverted.to(torch.bool), fill)
+            mask = expanded + causal[None, None, :, :]
+        else:
+            mask = causal[None, None, :, :].masked_fill(padding, fill)
         scores = scores + mask
         w = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
         y = torch.matmul(w, vr).transpose(1, 2).reshape(B, S, self.h * self.d)

@@ -169,6 +169,14 @@ def _std_sets(**extra):
 CROSS_INPUTS = [("x", ("batch", "seq", C), randn), ("enc", ("batch", "enc_seq", C), randn),
                 ("enc_mask", ("batch", "enc_seq"), pad_mask_bool)]
 
+
+# The left-padded LLaMA attentions' inputs, outputs and data set shapes.
+_LLAMA_PADDED_IO = (
+    [("x", ("batch", "seq", 64), randn), ("attention_mask", ("batch", "seq"), left_keep_mask_int)],
+    [("y", ("batch", "seq", 64))],
+    [dict(batch=3, seq=7), dict(batch=4, seq=12), dict(batch=1, seq=1)],
+)
+
 SPECS = [
     # seed 000
     Spec("s000_single_head", "000", "SingleHeadAttention(hidden_size=32)",
@@ -396,13 +404,19 @@ SPECS = [
     Spec("llama_padded_attention", "ext",
          "LLaMA-style attention with a left-padded attention_mask (GQA 4/2 heads, finfo.min masks)",
          lambda: am.LlamaPaddedAttention(),
-         [("x", ("batch", "seq", 64), randn), ("attention_mask", ("batch", "seq"), left_keep_mask_int)],
-         [("y", ("batch", "seq", 64))],
-         [dict(batch=3, seq=7), dict(batch=4, seq=12), dict(batch=1, seq=1)],
+         *_LLAMA_PADDED_IO,
          "as transformers' LlamaAttention (eager) with _prepare_4d_causal_attention_mask: causal finfo.min "
          "(Trilu), then masked_fill of the padded keys with finfo.min (Where), added to the scores; positions "
          "cumsum(mask) - 1 (CumSum) for the rotary embedding; attention_mask: int64, 1 = keep, LEFT padding, "
          "so the first query rows of a padded row see no key and take the mean of V (uniform softmax over all keys)"),
+    Spec("llama_padded_attention_add", "ext",
+         "llama_padded_attention with transformers 4.30-4.35's mask: padding added to the causal mask",
+         lambda: am.LlamaPaddedAttention(combine="add"),
+         *_LLAMA_PADDED_IO,
+         "as transformers 4.30-4.35's LlamaAttention: _expand_mask (1 - mask, masked_fill with finfo.min) ADDED "
+         "to the causal finfo.min mask (_prepare_decoder_attention_mask), so keys both hide are -inf; LEFT "
+         "padding: a first query row of a padded row is uniform over the keys past its diagonal that are not "
+         "padding"),
     Spec("gpt2_attention", "ext", "GPT-2-style attention (transformers' original GPT2Attention, n_ctx=64)",
          lambda: am.GPT2Attention(C, H, CTX),
          [("x", ("batch", "seq", C), randn), ("attention_mask", ("batch", "seq"), keep_mask_float)],

@@ -626,12 +626,13 @@ func emuOpener(noFuse bool, runners *[]*emuRunner) conform.Opener {
 // capability check requires the refused ops to be exactly these (a kernel
 // added later must update the list).
 var gpuMissingOps = map[string][]string{
-	"einsum_attention":        {"Einsum"},
-	"einsum_cross_attention":  {"Einsum"},
-	"llama_attention_opset17": {"Cos", "ReduceMean", "Sin"},
-	"llama_padded_attention":  {"Cos", "CumSum", "Sin"},
-	"t5_attention":            {"Min", "Range"}, // folded on the host at run time
-	"t5_attention_opset13":    {"Min", "Range"}, // as t5_attention
+	"einsum_attention":           {"Einsum"},
+	"einsum_cross_attention":     {"Einsum"},
+	"llama_attention_opset17":    {"Cos", "ReduceMean", "Sin"},
+	"llama_padded_attention":     {"Cos", "CumSum", "Sin"},
+	"llama_padded_attention_add": {"Cos", "CumSum", "Sin"},
+	"t5_attention":               {"Min", "Range"}, // folded on the host at run time
+	"t5_attention_opset13":       {"Min", "Range"}, // as t5_attention
 	// The opset-14 encoder's LayerNorms are ReduceMean chains (no GPU ReduceMean kernel yet).
 	"s001_encoder_2x4_opset14": {"ReduceMean"},
 	"torch_mha_need_weights":   {"ReduceSum"},

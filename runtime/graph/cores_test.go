@@ -52,6 +52,7 @@ func TestAttentionCores(t *testing.T) {
 		{"t5_attention", 1, ops.MaskAdditive},
 		{"llama_attention_opset17", 1, ops.MaskAdditive},
 		{"llama_padded_attention", 1, ops.MaskAdditive},
+		{"llama_padded_attention_add", 1, ops.MaskAdditive},
 		{"gpt2_attention", 1, ops.MaskBoolFalseMasks},
 		{"gpt2_block", 1, ops.MaskBoolFalseMasks},
 		{"whisper_attention", 1, ops.MaskAdditive},

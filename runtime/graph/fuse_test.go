@@ -110,6 +110,10 @@ func TestModelFusions(t *testing.T) {
 		// that see no key taking the mean of V as the export's uniform
 		// softmax does.
 		{"llama_padded_attention", 1, "Expand Reshape Expand Reshape Transpose MatMul Div Where Add Softmax Cast Cast MatMul", 0.25, false, ops.MaskBoolTrueMasks, inf, false},
+		// transformers 4.30-4.35: the padding (0/finfo.min) added to the
+		// causal finfo.min mask: the causal cut checked per row, the
+		// padding its additive mask.
+		{"llama_padded_attention_add", 1, "Expand Reshape Expand Reshape Transpose MatMul Div Add Add Softmax Cast Cast MatMul", 0.25, false, ops.MaskAdditive, 0, false},
 		// GPT-2: K split already transposed, Where with the causal buffer
 		// and -1e4, then the padding mask added: the causal cut for the
 		// fill -1e4 (checked per row: causal_fill), the padding its mask.
@@ -139,6 +143,7 @@ func TestModelFusions(t *testing.T) {
 		"torch_mha_need_weights":      "scores_mode=weights",
 		"llama_attention_opset17":     "kv_group=2 causal=1 causal_offset=4", // a KV cache of 4
 		"llama_padded_attention":      "kv_group=2 causal=1 masked_rows_uniform=1",
+		"llama_padded_attention_add":  "kv_group=2 causal=1 causal_fill=-3.4028235e+38",
 		"gpt2_attention":              "causal=1 causal_fill=-10000",
 		"gpt2_block":                  "causal=1 causal_fill=-10000",
 		"s000_causal":                 "causal=1",
