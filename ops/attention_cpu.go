@@ -692,9 +692,7 @@ func packAttnV(dst, data []float32, off, rs, cs, sk, dv, k0, k1 int) {
 			}
 			src := base + s*attnMR*cs
 			if cs == 1 {
-				for r, x := range data[src : src+cols] {
-					dd[r] = x
-				}
+				copy(dd[:cols], data[src:src+cols])
 				continue
 			}
 			for r := range dd[:cols] {

@@ -335,7 +335,7 @@ func runPow(baseTypes, expTypes []ir.DType) RunFunc {
 		case ir.Int64:
 			err = applyBinary(out.Data.([]int64), shape, x.Data.([]int64), x.Shape, e, y.Shape, elemLoops(powInt[int64]))
 		default:
-			err = fmt.Errorf("Pow does not take a %v base", x.DType)
+			err = fmt.Errorf("base (input 0) has element type %v, which Pow does not take", x.DType)
 		}
 		if err != nil {
 			return nil, n.Errorf("%w", err)

@@ -27,7 +27,7 @@ func TestCast(t *testing.T) {
 			in:   []*ir.Tensor{ewT([]int{2}, []int64{64, -3})},
 			want: ewT([]int{2}, []float32{64, -3})},
 		{name: "float to bool (NaN is true)", op: "Cast", attrs: to(ir.Bool),
-			in:   []*ir.Tensor{ewT([]int{4}, []float32{0, -0.0, 0.1, float32(nan)})},
+			in:   []*ir.Tensor{ewT([]int{4}, []float32{0, float32(math.Copysign(0, -1)), 0.1, float32(nan)})},
 			want: ewT([]int{4}, []bool{false, false, true, true})},
 		{name: "bool to float", op: "Cast", attrs: to(ir.Float),
 			in:   []*ir.Tensor{ewT([]int{2}, []bool{true, false})},

@@ -34,11 +34,6 @@ func vecUnary(k func(dst, src *float32, n int)) func(dst, src []float32, threads
 	return func(dst, src []float32, threads int) { vecUnarySlice(dst, src, threads, k) }
 }
 
-// sigmoidSlice sets dst[i] = 1/(1 + e^-src[i]) on up to threads threads.
-func sigmoidSlice(dst, src []float32, threads int) {
-	vecUnarySlice(dst, src, threads, kernel.Sigmoid16)
-}
-
 // vecUnarySlice applies the 16-lane kernel k to src into dst on up to
 // threads threads. A partial last vector goes through a padded copy, so
 // that every element gets the same arithmetic.

@@ -113,7 +113,7 @@ func masked(ws []int, mask *ir.Tensor, kind string, padKeys bool) ([]bool, error
 		}
 		stride *= ms[k]
 	}
-	hides := func(int) bool { return false }
+	var hides func(int) bool
 	switch {
 	case kind == ops.MaskAdditive && mask.DType == ir.Float:
 		v := mask.Float32s()

@@ -125,16 +125,6 @@ func (b *paramBuilder) arr(name string, vals []int64) *paramBuilder {
 	return b
 }
 
-// fieldValue returns the named member (tests and the reference emulator).
-func (l *launch) fieldValue(name string) (field, bool) {
-	for _, f := range l.fields {
-		if f.name == name {
-			return f, true
-		}
-	}
-	return field{}, false
-}
-
 // encode lays the parameter struct out as 8-byte words, resolving pointers
 // with addr.
 func (l *launch) encode(addr func(val string, off int64) (uint64, error)) ([]uint64, error) {

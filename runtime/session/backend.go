@@ -40,10 +40,9 @@ type backend struct {
 	// instance is this instance's index in its pool.
 	instance int
 	pool     *pool
-	// path and sha256 describe the plugin file ("" for the built-in cpu
-	// backend).
-	path, sha256 string
-	opts         *Options
+	// path is the plugin file ("" for the built-in cpu backend).
+	path string
+	opts *Options
 	// bg ends when the session closes; wg counts the background restarts.
 	bg context.Context
 	wg *sync.WaitGroup
