@@ -62,7 +62,10 @@ type HeatMap struct {
 	// Rows × Cols weights, row-major.
 	Rows, Cols int
 	Weights    []float32
-	// Masked, when not nil, marks the masked positions (same layout).
+	// Masked, when not nil, marks the masked positions (same layout). A
+	// masked position whose weight is not 0 is drawn in colour all the
+	// same: a finite fill (GPT-2's -1e4) can lose to scores lower still,
+	// and then the hidden key carries the row's weight.
 	Masked []bool
 }
 
@@ -80,7 +83,7 @@ func (g grid) X(c int) float64  { return (float64(c)+0.5)/float64(g.k) - 0.5 }
 func (g grid) Y(r int) float64  { return (float64(r)+0.5)/float64(g.k) - 0.5 }
 func (g grid) Z(c, r int) float64 {
 	i := (g.h.Rows-1-r/g.k)*g.h.Cols + c/g.k
-	if g.h.Masked != nil && g.h.Masked[i] {
+	if g.h.Masked != nil && g.h.Masked[i] && g.h.Weights[i] == 0 {
 		return math.NaN()
 	}
 	return float64(g.h.Weights[i])

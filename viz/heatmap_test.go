@@ -56,6 +56,13 @@ func TestHeatMapMaskedCells(t *testing.T) {
 	if grey-noMask < top {
 		t.Errorf("%d grey pixels for 3 masked cells, %d yellow for 2 cells", grey, top)
 	}
+	// A masked cell that carries weight (a finite fill that lost to lower
+	// scores) is drawn in colour: masking the largest weight's cells
+	// leaves its yellow.
+	h.Masked[0], h.Masked[1] = true, true
+	if g, y := countColor(t, h, MaskedColor), countColor(t, h, yellow); g > grey+50 || y < top/2 {
+		t.Errorf("masked cells of weight 0.5: %d grey pixels (was %d), %d yellow (was %d)", g, grey, y, top)
+	}
 }
 
 func TestHeatMapRejectsBadSizes(t *testing.T) {

@@ -26,7 +26,7 @@ code { font-size: 90%; }
 <body>
 <h1>Attention maps</h1>
 <p>{{.Title}}</p>
-<p>Rows are attention cores (layers) in execution order, columns heads. Each map shows the softmax weights of one batch item and head: queries down, keys across, viridis from 0 to the map's largest weight, masked positions grey. Click a map for the full picture.</p>
+<p>Rows are attention cores (layers) in execution order, columns heads. Each map shows the softmax weights of one batch item and head: queries down, keys across, viridis from 0 to the map's largest weight, masked positions grey (unless a finite fill leaves them weight). Click a map for the full picture.</p>
 <ul>
 {{- range $k, $c := .Cores}}
 <li>core {{$k}}: <code>{{$c.Name}}</code>, weights [{{range $i, $d := $c.Shape}}{{if $i}}×{{end}}{{$d}}{{end}}] in <a href="{{$c.NPY}}">{{$c.NPY}}</a></li>
