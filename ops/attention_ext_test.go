@@ -436,6 +436,9 @@ func TestFusedAttentionExtensionErrors(t *testing.T) {
 		{"bool bias", nil, []*ir.Tensor{x, x, x, nil, nil, ir.NewTensor(ir.Bool, []int{3, 3})}, nil, "bias has element type bool"},
 		{"bias batch does not broadcast", nil, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(6)), 3, 3, 3)}, nil, "do not broadcast"},
 		{"bad bias_first", []*ir.Attribute{iAttr("bias_first", 3)}, []*ir.Tensor{x, x, x}, nil, "bias_first must be 0 or 1"},
+		{"causal_fill without causal", []*ir.Attribute{fAttr("causal_fill", -1e4)}, []*ir.Tensor{x, x, x}, nil, "causal_fill -10000 is given without causal = 1"},
+		{"NaN causal_fill", []*ir.Attribute{iAttr("causal", 1), fAttr("causal_fill", float32(math.NaN()))}, []*ir.Tensor{x, x, x}, nil, "causal_fill must be finite or -inf, got NaN"},
+		{"+inf causal_fill", []*ir.Attribute{iAttr("causal", 1), fAttr("causal_fill", float32(math.Inf(1)))}, []*ir.Tensor{x, x, x}, nil, "causal_fill must be finite or -inf, got +Inf"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
