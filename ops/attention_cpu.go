@@ -1251,17 +1251,41 @@ func (p *attnPlan) largestTerm(data []float32, off, rowStep, colStep, keys int, 
 	if colStep != 0 {
 		cols = keys
 	}
-	best := math.Inf(-1)
+	hi, lo := float32(math.Inf(-1)), float32(math.Inf(1))
 	for i := 0; i < rows; i++ {
-		for j := 0; j < cols; j++ {
-			x := float64(scale * data[off+i*rowStep+j*colStep])
-			if x != x {
-				return math.NaN()
-			}
-			best = max(best, x)
+		row := data[off+i*rowStep:]
+		if colStep == 0 {
+			row = row[:1]
+		} else {
+			row = row[:cols]
 		}
+		h, l := maxMin32(row)
+		hi, lo = max(hi, h), min(lo, l)
 	}
-	return best
+	// scale·x is largest at the largest x for scale ≥ 0, at the smallest
+	// otherwise; max and min keep a NaN, and so does the product.
+	if scale >= 0 {
+		return float64(scale * hi)
+	}
+	return float64(scale * lo)
+}
+
+// maxMin32 returns the largest and smallest of xs (NaN when one is NaN;
+// -inf and +inf when xs is empty), four lanes at a time.
+func maxMin32(xs []float32) (hi, lo float32) {
+	inf := float32(math.Inf(1))
+	h0, h1, h2, h3 := -inf, -inf, -inf, -inf
+	l0, l1, l2, l3 := inf, inf, inf, inf
+	n := len(xs) / 4 * 4
+	for i := 0; i < n; i += 4 {
+		x := xs[i : i+4 : i+4]
+		h0, h1, h2, h3 = max(h0, x[0]), max(h1, x[1]), max(h2, x[2]), max(h3, x[3])
+		l0, l1, l2, l3 = min(l0, x[0]), min(l1, x[1]), min(l2, x[2]), min(l3, x[3])
+	}
+	for _, x := range xs[n:] {
+		h0, l0 = max(h0, x), min(l0, x)
+	}
+	return max(h0, h1, h2, h3), min(l0, l1, l2, l3)
 }
 
 // writeScores copies a transposed panel (keys [j0, j0+cols) of queries

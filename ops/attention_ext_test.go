@@ -517,3 +517,32 @@ func BenchmarkFusedAttentionCausal(b *testing.B) {
 		})
 	}
 }
+
+// TestMaxMin32 checks the causal check's bound reduction: the extremes of
+// slices of every length up to a few lanes past four, NaN wherever it is.
+func TestMaxMin32(t *testing.T) {
+	nan := float32(math.NaN())
+	for n := 0; n <= 11; n++ {
+		for at := -1; at < n; at++ { // the NaN's index (-1: none)
+			xs := make([]float32, n)
+			for i := range xs {
+				xs[i] = float32((i*7)%5) - 2
+			}
+			if at >= 0 {
+				xs[at] = nan
+			}
+			hi, lo := maxMin32(xs)
+			wantHi, wantLo := float32(math.Inf(-1)), float32(math.Inf(1))
+			for _, x := range xs {
+				wantHi, wantLo = max(wantHi, x), min(wantLo, x)
+			}
+			same := func(a, b float32) bool { return a == b || (a != a && b != b) }
+			if !same(hi, wantHi) || !same(lo, wantLo) {
+				t.Errorf("n %d, NaN at %d: maxMin32 = %g, %g; want %g, %g", n, at, hi, lo, wantHi, wantLo)
+			}
+			if at >= 0 && (hi == hi || lo == lo) {
+				t.Errorf("n %d, NaN at %d: the NaN is lost (%g, %g)", n, at, hi, lo)
+			}
+		}
+	}
+}
