@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"strings"
@@ -22,6 +23,7 @@ type attnExtCase struct {
 	causalOff       int
 	causalFill      float32 // causal_fill when not 0
 	leftPad         int     // an additive mask's first leftPad keys hold -1e4 (GPT-2's padding)
+	fp32Only        bool    // skip the bf16 run
 	mask            []int   // 4-D mask shape (nil: none)
 	kind            string
 	fill            float32
@@ -265,120 +267,125 @@ func TestFusedAttentionExtensions(t *testing.T) {
 	}
 	r := rand.New(rand.NewSource(11))
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			q := randTensor(r, c.b, c.hq, c.sq, c.d)
-			k := randTensor(r, c.b, c.hk, c.sk, c.d)
-			v := randTensor(r, c.b, c.hk, c.sk, c.dv)
-			in := []*ir.Tensor{q, k, v, nil, nil}
-			attrs := []*ir.Attribute{fAttr("scale", c.scale)}
-			if c.hq != c.hk && c.hk > 1 {
-				attrs = append(attrs, iAttr("kv_group", int64(c.hq/c.hk)))
+		t.Run(c.name, func(t *testing.T) { checkExtCase(t, r, c) })
+	}
+}
+
+// checkExtCase runs case c (random operands from r) on 1 and 3 threads in
+// fp32, and in bf16 where the CPU has it, against refAttentionExt.
+func checkExtCase(t *testing.T, r *rand.Rand, c attnExtCase) {
+	t.Helper()
+	q := randTensor(r, c.b, c.hq, c.sq, c.d)
+	k := randTensor(r, c.b, c.hk, c.sk, c.d)
+	v := randTensor(r, c.b, c.hk, c.sk, c.dv)
+	in := []*ir.Tensor{q, k, v, nil, nil}
+	attrs := []*ir.Attribute{fAttr("scale", c.scale)}
+	if c.hq != c.hk && c.hk > 1 {
+		attrs = append(attrs, iAttr("kv_group", int64(c.hq/c.hk)))
+	}
+	if c.softcap > 0 {
+		attrs = append(attrs, fAttr("softcap", c.softcap))
+	}
+	if c.causal {
+		attrs = append(attrs, iAttr("causal", 1), iAttr("causal_offset", int64(c.causalOff)))
+	}
+	if c.causalFill != 0 {
+		attrs = append(attrs, fAttr("causal_fill", c.causalFill))
+	}
+	var mask *ir.Tensor
+	if c.mask != nil {
+		mask = randMask(r, c.kind, c.maskP, c.mask)
+		for i, m := range mask.Float32s() {
+			if i%c.mask[3] < c.leftPad {
+				mask.Float32s()[i] = m - 1e4
 			}
-			if c.softcap > 0 {
-				attrs = append(attrs, fAttr("softcap", c.softcap))
+		}
+		in[3] = mask
+		attrs = append(attrs, sAttr("mask_kind", c.kind), fAttr("mask_fill", c.fill))
+		if c.padKeys {
+			attrs = append(attrs, iAttr("mask_pad_keys", 1))
+		}
+	}
+	if c.kvLens != nil {
+		in[4] = ir.FromSlice([]int{len(c.kvLens)}, c.kvLens)
+	}
+	var bias *ir.Tensor
+	if c.bias != nil {
+		bias = randTensor(r, c.bias...)
+		in = append(in, bias)
+		attrs = append(attrs, fAttr("bias_scale", c.biasScale))
+		if c.biasFirst {
+			attrs = append(attrs, iAttr("bias_first", 1))
+		}
+	}
+	n := attnNode(attrs...)
+	n.Outputs = []string{"y"}
+	if c.scoresMode != "" {
+		n.Outputs = append(n.Outputs, "scores")
+		n.Attrs = append(n.Attrs, sAttr("scores_mode", c.scoresMode))
+	}
+	wantY, wantS := refAttentionExt(c, q, k, v, mask, bias)
+	vals := make([]Value, len(in))
+	for i, x := range in {
+		if x != nil {
+			vals[i] = Value{Type: Known(x.DType, x.Shape)}
+		}
+	}
+	inferred, err := inferFusedAttention(n, 1, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []struct {
+		threads int
+		prec    Precision
+	}{{1, PrecisionFP32}, {3, PrecisionFP32}, {3, PrecisionBF16}} {
+		threads := run.threads
+		if run.prec == PrecisionBF16 && (!kernel.BF16 || c.fp32Only) {
+			continue
+		}
+		// bf16 products (8 significant bits) against the float64
+		// reference: within 1e-2 + 2e-2·|want|.
+		closeF64 := closeF64
+		if run.prec == PrecisionBF16 {
+			exact := closeF64 // NaN and ±Inf must match as they are
+			closeF64 = func(g float32, w float64) bool {
+				if math.IsNaN(w) || math.IsInf(w, 0) {
+					return exact(g, w)
+				}
+				return math.Abs(float64(g)-w) <= 1e-2+2e-2*math.Abs(w)
 			}
-			if c.causal {
-				attrs = append(attrs, iAttr("causal", 1), iAttr("causal_offset", int64(c.causalOff)))
+		}
+		out, err := runFusedAttention(&Context{Threads: threads, Precision: run.prec}, n, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out) != len(n.Outputs) || len(inferred) != len(out) {
+			t.Fatalf("%d outputs, %d inferred, want %d", len(out), len(inferred), len(n.Outputs))
+		}
+		for k, o := range out {
+			if !SameShape(mustConcrete(t, inferred[k].Type.Shape), o.Shape) {
+				t.Fatalf("output %d has shape %v, inference said %v", k, o.Shape, inferred[k].Type.Shape)
 			}
-			if c.causalFill != 0 {
-				attrs = append(attrs, fAttr("causal_fill", c.causalFill))
+		}
+		nans := 0
+		for i, g := range out[0].Float32s() {
+			if math.IsNaN(wantY[i]) {
+				nans++
 			}
-			var mask *ir.Tensor
-			if c.mask != nil {
-				mask = randMask(r, c.kind, c.maskP, c.mask)
-				for i, m := range mask.Float32s() {
-					if i%c.mask[3] < c.leftPad {
-						mask.Float32s()[i] = m - 1e4
-					}
-				}
-				in[3] = mask
-				attrs = append(attrs, sAttr("mask_kind", c.kind), fAttr("mask_fill", c.fill))
-				if c.padKeys {
-					attrs = append(attrs, iAttr("mask_pad_keys", 1))
-				}
+			if !closeF64(g, wantY[i]) {
+				t.Fatalf("threads %d, %v: Y[%d] = %g, want %g", threads, run.prec, i, g, wantY[i])
 			}
-			if c.kvLens != nil {
-				in[4] = ir.FromSlice([]int{len(c.kvLens)}, c.kvLens)
-			}
-			var bias *ir.Tensor
-			if c.bias != nil {
-				bias = randTensor(r, c.bias...)
-				in = append(in, bias)
-				attrs = append(attrs, fAttr("bias_scale", c.biasScale))
-				if c.biasFirst {
-					attrs = append(attrs, iAttr("bias_first", 1))
-				}
-			}
-			n := attnNode(attrs...)
-			n.Outputs = []string{"y"}
-			if c.scoresMode != "" {
-				n.Outputs = append(n.Outputs, "scores")
-				n.Attrs = append(n.Attrs, sAttr("scores_mode", c.scoresMode))
-			}
-			wantY, wantS := refAttentionExt(c, q, k, v, mask, bias)
-			vals := make([]Value, len(in))
-			for i, x := range in {
-				if x != nil {
-					vals[i] = Value{Type: Known(x.DType, x.Shape)}
-				}
-			}
-			inferred, err := inferFusedAttention(n, 1, vals)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, run := range []struct {
-				threads int
-				prec    Precision
-			}{{1, PrecisionFP32}, {3, PrecisionFP32}, {3, PrecisionBF16}} {
-				threads := run.threads
-				if run.prec == PrecisionBF16 && !kernel.BF16 {
-					continue
-				}
-				// bf16 products (8 significant bits) against the float64
-				// reference: within 1e-2 + 2e-2·|want|.
-				closeF64 := closeF64
-				if run.prec == PrecisionBF16 {
-					exact := closeF64 // NaN and ±Inf must match as they are
-					closeF64 = func(g float32, w float64) bool {
-						if math.IsNaN(w) || math.IsInf(w, 0) {
-							return exact(g, w)
-						}
-						return math.Abs(float64(g)-w) <= 1e-2+2e-2*math.Abs(w)
-					}
-				}
-				out, err := runFusedAttention(&Context{Threads: threads, Precision: run.prec}, n, in)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(out) != len(n.Outputs) || len(inferred) != len(out) {
-					t.Fatalf("%d outputs, %d inferred, want %d", len(out), len(inferred), len(n.Outputs))
-				}
-				for k, o := range out {
-					if !SameShape(mustConcrete(t, inferred[k].Type.Shape), o.Shape) {
-						t.Fatalf("output %d has shape %v, inference said %v", k, o.Shape, inferred[k].Type.Shape)
-					}
-				}
-				nans := 0
-				for i, g := range out[0].Float32s() {
-					if math.IsNaN(wantY[i]) {
-						nans++
-					}
-					if !closeF64(g, wantY[i]) {
-						t.Fatalf("threads %d, %v: Y[%d] = %g, want %g", threads, run.prec, i, g, wantY[i])
-					}
-				}
-				if nans > 0 != c.fullyMaskedRows && c.dv > 0 {
-					t.Fatalf("%d NaN outputs; fully masked rows expected: %v", nans, c.fullyMaskedRows)
-				}
-				if c.scoresMode != "" {
-					for i, g := range out[1].Float32s() {
-						if !closeF64(g, wantS[i]) {
-							t.Fatalf("threads %d, %v: scores[%d] = %g, want %g", threads, run.prec, i, g, wantS[i])
-						}
-					}
+		}
+		if nans > 0 != c.fullyMaskedRows && c.dv > 0 {
+			t.Fatalf("%d NaN outputs; fully masked rows expected: %v", nans, c.fullyMaskedRows)
+		}
+		if c.scoresMode != "" {
+			for i, g := range out[1].Float32s() {
+				if !closeF64(g, wantS[i]) {
+					t.Fatalf("threads %d, %v: scores[%d] = %g, want %g", threads, run.prec, i, g, wantS[i])
 				}
 			}
-		})
+		}
 	}
 }
 
@@ -544,5 +551,37 @@ func TestMaxMin32(t *testing.T) {
 				t.Errorf("n %d, NaN at %d: the NaN is lost (%g, %g)", n, at, hi, lo)
 			}
 		}
+	}
+}
+
+// TestFusedAttentionCausalFillRandom runs random causal_fill cases against
+// the float64 reference: sizes across key blocks, offsets of either sign,
+// fills from GPT-2's -1e4 to finfo.min and one near the scores (30), and
+// an additive per-key mask whose first keys may be padding (-1e4 or
+// finfo.min) — rows then fail the check and are computed again.
+func TestFusedAttentionCausalFillRandom(t *testing.T) {
+	r := rand.New(rand.NewSource(23))
+	fills := []float32{-1e4, -1e9, -math.MaxFloat32, 30}
+	for i := range 24 {
+		n := 1 + r.Intn(attnKBlock+80)
+		// fp32 only: a row that sees a handful of keys can be off by more
+		// than the bf16 tolerance whatever the fill (the -inf cut too).
+		c := attnExtCase{name: fmt.Sprint(i), b: 1 + r.Intn(2), hq: 2, hk: 1 + r.Intn(2), sq: n, sk: n, d: 8, dv: 8,
+			scale: 0.3, causal: true, causalOff: r.Intn(41) - 20, causalFill: fills[r.Intn(len(fills))], fp32Only: true}
+		if c.causalOff < 0 && c.causalFill == -math.MaxFloat32 {
+			// Rows with no key see finfo.min plus a padded finfo.min: -inf
+			// everywhere and NaN, where the float64 reference sees a
+			// uniform row; keep the offset for the other fills.
+			c.causalOff = -c.causalOff
+		}
+		if r.Intn(3) > 0 {
+			c.mask, c.kind = []int{c.b, 1, 1, n}, MaskAdditive
+			if r.Intn(2) == 0 {
+				c.leftPad = r.Intn(n/4 + 1)
+			}
+		}
+		t.Run(fmt.Sprintf("%d: B=%d Hk=%d S=%d off=%d fill=%g mask=%v pad=%d", i, c.b, c.hk, n, c.causalOff, c.causalFill, c.mask != nil, c.leftPad), func(t *testing.T) {
+			checkExtCase(t, r, c)
+		})
 	}
 }
