@@ -17,13 +17,7 @@ import (
 func FuzzDecode(f *testing.F) {
 	seeds, _ := filepath.Glob(filepath.Join("testdata", "malformed", "*.onnx"))
 	seeds = append(seeds, filepath.Join("..", "models", "s002_self_attention_v2", "model.onnx"))
-	for _, s := range seeds {
-		b, err := os.ReadFile(s)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	addFileSeeds(f, seeds)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Decode(data, Options{MaxTensorBytes: 1 << 20})
 		if err != nil {
@@ -46,13 +40,7 @@ func FuzzDecodeTensor(f *testing.F) {
 	if len(pbs) == 0 {
 		f.Fatal("no seed tensors under ../models/s000_causal/test_data_set_0")
 	}
-	for _, s := range pbs {
-		b, err := os.ReadFile(s)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	addFileSeeds(f, pbs)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		name, tensor, err := DecodeTensor(data)
 		if err != nil {
@@ -75,13 +63,7 @@ func FuzzDecodeTensor(f *testing.F) {
 // size its tensor needs. Seeds: the bundled models.
 func FuzzReferenceEmbedded(f *testing.F) {
 	seeds, _ := filepath.Glob(filepath.Join("..", "models", "s00[0-2]*", "model.onnx"))
-	for _, s := range seeds {
-		b, err := os.ReadFile(s)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	addFileSeeds(f, seeds)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		out, n := referenceEmbedded(data, "m.onnx", 4)
 		if n == 0 {
@@ -117,4 +99,15 @@ func FuzzReferenceEmbedded(f *testing.F) {
 			t.Fatalf("rewrote %d tensors, found %d references", n, refs)
 		}
 	})
+}
+
+// addFileSeeds adds the bytes of each file as a seed.
+func addFileSeeds(f *testing.F, paths []string) {
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 }

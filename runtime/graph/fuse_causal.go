@@ -89,7 +89,7 @@ import (
 // A bool mask that is the causal pattern alone with a fill above -2^127
 // (GPT-2's -1e4, seed 003's -1e9), and one followed by an additive mask
 // stage (GPT-2's torch.where then + the padding mask), is cut too, with
-// a check (splitCausalChecked): such a fill gives hidden keys weight once
+// a check (causalChecked): such a fill gives hidden keys weight once
 // a row's kept scores all lie less than 104 above it, and most of it when
 // they lie below (kept scores of -2e4 put every weight on the hidden
 // keys; TestCausalCutFills). The fused node takes causal_fill = F and the
@@ -128,20 +128,17 @@ type causalSplit struct {
 // split replaces; scores is the tensor of the chain's scores (the product
 // of Q and K).
 func (f *fuser) splitCausal(m *attnMatch, scores string, chain []int) []int {
-	if len(m.masks) == 2 {
-		return f.splitCausalChecked(m, scores, chain)
-	}
-	if len(m.masks) != 1 {
+	if len(m.masks) == 0 || len(m.masks) > 2 {
 		return chain
 	}
 	st := m.masks[0]
-	if fill := st.fill * st.post; st.kind != ops.MaskAdditive && fill > causalFillLimit && fill < 0 {
-		// GPT-2's -1e4, seed 003's -1e9: cut, checked row by row.
-		return f.splitCausalChecked(m, scores, chain)
-	}
 	var cs causalSplit
 	var ok bool
 	switch fill := st.fill * st.post; {
+	case len(m.masks) == 2 || st.kind != ops.MaskAdditive && fill > causalFillLimit:
+		// GPT-2's -1e4 (then its padding), seed 003's -1e9: cut,
+		// checked row by row.
+		cs, ok = f.causalChecked(m.masks, scores)
 	case st.kind == ops.MaskAdditive:
 		cs, ok = f.causalAdditive(st.name, scores, st.post)
 	case fill <= causalFillLimit:
@@ -497,9 +494,9 @@ func boolByte(b bool) byte {
 	return 0
 }
 
-// splitCausalChecked puts a bool mask stage with a finite negative fill F
+// causalChecked reads a bool mask stage with a finite negative fill F
 // (times the scales after it), or with -inf followed by an additive mask
-// stage, on the causal cut when the mask is exactly a causal pattern (no
+// stage, as the causal cut when the mask is exactly a causal pattern (no
 // per-key part): the chain's masks are
 //
 //	[Where(A, F, S) | Where(A, S, F)]                    F > -2^127
@@ -507,35 +504,33 @@ func boolByte(b bool) byte {
 //
 // (GPT-2's torch.where with its causal buffer and -1e4 masked_bias, then +
 // the padding mask). The fused node takes causal = 1 and, for a finite F,
-// causal_fill = F; M becomes its mask. With -inf the cut is exact (-inf
-// plus a finite M is -inf). With a finite F the kernel cuts all the same
-// and checks each query row: where the row's largest kept score lies at
-// least 104 above F plus the largest term of M the export's exp of a
-// hidden score is exactly 0 in float32, so the cut gives the export's
-// result; an item with a row that fails (kept scores as low as the fill,
-// a row whose kept keys are all padding) is computed again with the hidden
-// scores at F (ops/attention.go, causal_fill).
-func (f *fuser) splitCausalChecked(m *attnMatch, scores string, chain []int) []int {
-	first := m.masks[0]
+// causal_fill = F; M becomes its mask (the split's rest). With -inf the cut
+// is exact (-inf plus a finite M is -inf). With a finite F the kernel cuts
+// all the same and checks each query row: where the row's largest kept
+// score lies at least 104 above F plus the largest term of M the export's
+// exp of a hidden score is exactly 0 in float32, so the cut gives the
+// export's result; an item with a row that fails (kept scores as low as
+// the fill, a row whose kept keys are all padding) is computed again with
+// the hidden scores at F (ops/attention.go, causal_fill).
+func (f *fuser) causalChecked(masks []maskStage, scores string) (causalSplit, bool) {
+	first := masks[0]
 	fill := first.fill * first.post
 	if first.kind == ops.MaskAdditive || !(fill < 0) {
-		return chain
+		return causalSplit{}, false
 	}
 	var rest maskStage // the node's mask after the split: none, or M
-	if len(m.masks) == 2 {
-		if rest = m.masks[1]; rest.kind != ops.MaskAdditive {
-			return chain
+	if len(masks) == 2 {
+		if rest = masks[1]; rest.kind != ops.MaskAdditive {
+			return causalSplit{}, false
 		}
 	}
 	cs, ok := f.causalMask(first.name, first.kind == ops.MaskBoolTrueMasks, scores)
 	if !ok || cs.rest.name != "" {
-		return chain
+		return causalSplit{}, false
 	}
-	rest.causal, rest.causalOff = true, cs.off
+	cs.rest = rest
 	if !math.IsInf(fill, -1) {
-		rest.checkedFill, rest.causalFill = true, fill
+		cs.checked, cs.fill = true, fill
 	}
-	m.masks = []maskStage{rest}
-	m.absorbs = cs.absorbs
-	return append(chain[:len(chain):len(chain)], cs.steps...)
+	return cs, true
 }

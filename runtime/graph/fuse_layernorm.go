@@ -120,33 +120,11 @@ func (f *fuser) matchLayerNorm(i int) (layerNormMatch, bool) {
 		return m, false
 	}
 	m.steps = append(m.steps, pi)
-	vi, v, ok := f.lnStep(sq.Outputs[0], "ReduceMean")
-	if !ok || v.Inputs[0] != sq.Outputs[0] {
+	sqrt, k, eps, steps, ok := f.meanSquareRoot(sq, len(xt.Shape))
+	if !ok || k != m.k {
 		return m, false
 	}
-	if k, ok := f.trailingAxes(v, len(xt.Shape)); !ok || k != m.k {
-		return m, false
-	}
-	m.steps = append(m.steps, vi)
-	ai, add, ok := f.lnStep(v.Outputs[0], "Add")
-	if !ok {
-		return m, false
-	}
-	epsName, ok := f.otherOperand(add, func(c string) bool { return c == v.Outputs[0] })
-	if !ok {
-		return m, false
-	}
-	eps, ok := f.scalarConst(epsName)
-	if !ok || !(eps >= 0) {
-		return m, false
-	}
-	m.eps = float32(eps)
-	m.steps = append(m.steps, ai)
-	qi, sqrt, ok := f.lnStep(add.Outputs[0], "Sqrt")
-	if !ok {
-		return m, false
-	}
-	m.steps = append(m.steps, qi)
+	m.eps, m.steps = eps, append(m.steps, steps...)
 	di, div, ok := f.lnStep(sqrt.Outputs[0], "Div")
 	if !ok || div.Inputs[0] != d || div.Inputs[1] != sqrt.Outputs[0] {
 		return m, false
@@ -204,13 +182,7 @@ func (f *fuser) lnStep(name, op string) (int, *ir.Node, bool) {
 func (f *fuser) squareOf(d string) (int, *ir.Node, bool) {
 	for i, st := range f.pl.steps {
 		n := st.node
-		if f.removed[i] || !isDefaultDomain(n) || len(n.Inputs) != 2 || len(n.Outputs) != 1 || n.Inputs[0] != d {
-			continue
-		}
-		switch {
-		case n.OpType == "Pow" && f.scalarNear(n.Inputs[1], 2):
-		case n.OpType == "Mul" && n.Inputs[1] == d:
-		default:
+		if f.removed[i] || !f.isSquare(n) || n.Inputs[0] != d {
 			continue
 		}
 		if f.uses[n.Outputs[0]] != 1 {
@@ -219,6 +191,54 @@ func (f *fuser) squareOf(d string) (int, *ir.Node, bool) {
 		return i, n, true
 	}
 	return 0, nil, false
+}
+
+// isSquare reports whether n squares its first input: Pow(x, 2) or
+// Mul(x, x), with one output.
+func (f *fuser) isSquare(n *ir.Node) bool {
+	if !isDefaultDomain(n) || len(n.Inputs) != 2 || len(n.Outputs) != 1 {
+		return false
+	}
+	switch n.OpType {
+	case "Pow":
+		return f.scalarNear(n.Inputs[1], 2)
+	case "Mul":
+		return n.Inputs[0] == n.Inputs[1]
+	}
+	return false
+}
+
+// meanSquareRoot follows the square sq of a rank-r tensor, as layer and
+// RMS norms both compute it, to sqrt(ReduceMean(sq) + eps): the mean over
+// the last k axes (keepdims), eps a scalar constant ≥ 0 added in either
+// order. It returns the Sqrt node, k, eps and the three steps
+// (ReduceMean, Add, Sqrt), each the only reader of the one before.
+func (f *fuser) meanSquareRoot(sq *ir.Node, r int) (*ir.Node, int, float32, []int, bool) {
+	vi, v, ok := f.lnStep(sq.Outputs[0], "ReduceMean")
+	if !ok || v.Inputs[0] != sq.Outputs[0] {
+		return nil, 0, 0, nil, false
+	}
+	k, ok := f.trailingAxes(v, r)
+	if !ok {
+		return nil, 0, 0, nil, false
+	}
+	ai, add, ok := f.lnStep(v.Outputs[0], "Add")
+	if !ok {
+		return nil, 0, 0, nil, false
+	}
+	epsName, ok := f.otherOperand(add, func(c string) bool { return c == v.Outputs[0] })
+	if !ok {
+		return nil, 0, 0, nil, false
+	}
+	eps, ok := f.scalarConst(epsName)
+	if !ok || !(eps >= 0) {
+		return nil, 0, 0, nil, false
+	}
+	qi, sqrt, ok := f.lnStep(add.Outputs[0], "Sqrt")
+	if !ok {
+		return nil, 0, 0, nil, false
+	}
+	return sqrt, k, float32(eps), []int{vi, ai, qi}, true
 }
 
 // trailingAxes returns k when the ReduceMean n keeps its dims and reduces

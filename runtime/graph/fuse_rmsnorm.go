@@ -50,13 +50,7 @@ type rmsNormMatch struct {
 func (f *fuser) matchRMSNorm(i int) (rmsNormMatch, bool) {
 	var m rmsNormMatch
 	sq := f.pl.steps[i].node
-	if f.removed[i] || !isDefaultDomain(sq) || len(sq.Inputs) != 2 || len(sq.Outputs) != 1 {
-		return m, false
-	}
-	switch {
-	case sq.OpType == "Pow" && f.scalarNear(sq.Inputs[1], 2):
-	case sq.OpType == "Mul" && sq.Inputs[0] == sq.Inputs[1]:
-	default:
+	if f.removed[i] || !f.isSquare(sq) {
 		return m, false
 	}
 	m.x = sq.Inputs[0]
@@ -64,34 +58,11 @@ func (f *fuser) matchRMSNorm(i int) (rmsNormMatch, bool) {
 		return m, false
 	}
 	xt := f.types[m.x].Type
-	m.steps = []int{i}
-	vi, v, ok := f.lnStep(sq.Outputs[0], "ReduceMean")
-	if !ok || v.Inputs[0] != sq.Outputs[0] {
-		return m, false
-	}
-	if m.k, ok = f.trailingAxes(v, len(xt.Shape)); !ok {
-		return m, false
-	}
-	m.steps = append(m.steps, vi)
-	ai, add, ok := f.lnStep(v.Outputs[0], "Add")
+	sqrt, k, eps, steps, ok := f.meanSquareRoot(sq, len(xt.Shape))
 	if !ok {
 		return m, false
 	}
-	epsName, ok := f.otherOperand(add, func(c string) bool { return c == v.Outputs[0] })
-	if !ok {
-		return m, false
-	}
-	eps, ok := f.scalarConst(epsName)
-	if !ok || !(eps >= 0) {
-		return m, false
-	}
-	m.eps = float32(eps)
-	m.steps = append(m.steps, ai)
-	qi, sqrt, ok := f.lnStep(add.Outputs[0], "Sqrt")
-	if !ok {
-		return m, false
-	}
-	m.steps = append(m.steps, qi)
+	m.k, m.eps, m.steps = k, eps, append([]int{i}, steps...)
 	y, steps, ok := f.rmsScaled(sqrt.Outputs[0], m.x)
 	if !ok {
 		return m, false

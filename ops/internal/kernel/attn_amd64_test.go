@@ -248,19 +248,8 @@ func TestScoresExp8x32Bias(t *testing.T) {
 	const k, lda, n, ldc = 13, 17, 4, 40
 	as, cs := 8*lda, 8*ldc+3
 	a, b, raw := randScoreTiles(2, k, lda, n, as, ldc, cs)
-	r := rand.New(rand.NewSource(3))
 	negInf := float32(math.Inf(-1))
-	bias := make([]float32, 8*n)
-	for i := range bias {
-		switch {
-		case i < 8: // tile 0: every key masked
-			bias[i] = negInf
-		case i%3 == 0:
-			bias[i] = negInf
-		default:
-			bias[i] = float32(r.NormFloat64())
-		}
-	}
+	bias := keyBiasTiles(rand.New(rand.NewSource(3)), n, 3)
 	biased := func(tile, row, c int) float32 { return raw[tile*cs+row*ldc+c] + bias[8*tile+row] }
 	var shift, mx1 [32]float32
 	for c := range shift {
@@ -360,4 +349,19 @@ func TestTransposeScale16(t *testing.T) {
 			t.Fatalf("dst[%d] = %g, want %g", k, got, want)
 		}
 	}
+}
+
+// keyBiasTiles is a per-key bias for n tiles of 8 keys: -inf on every key
+// of tile 0 and on every key whose index is a multiple of every, normal
+// values elsewhere.
+func keyBiasTiles(r *rand.Rand, n, every int) []float32 {
+	bias := make([]float32, 8*n)
+	for i := range bias {
+		if i < 8 || i%every == 0 {
+			bias[i] = float32(math.Inf(-1))
+		} else {
+			bias[i] = float32(r.NormFloat64())
+		}
+	}
+	return bias
 }

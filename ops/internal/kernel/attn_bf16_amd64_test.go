@@ -69,18 +69,7 @@ func TestScoresExpBF16x32(t *testing.T) {
 	as := 8*lda + 3
 	a, b, raw := bf16ScoreTiles(t, 7, k, lda, n, as, 0.6)
 	negInf := float32(math.Inf(-1))
-	r := rand.New(rand.NewSource(8))
-	bias := make([]float32, 8*n)
-	for i := range bias {
-		switch {
-		case i < 8: // tile 0: every key masked
-			bias[i] = negInf
-		case i%5 == 0:
-			bias[i] = negInf
-		default:
-			bias[i] = float32(r.NormFloat64())
-		}
-	}
+	bias := keyBiasTiles(rand.New(rand.NewSource(8)), n, 5)
 	for _, withBias := range []bool{false, true} {
 		score := func(tile, row, c int) float32 {
 			s := raw[tile*256+row*32+c]
