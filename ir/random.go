@@ -32,13 +32,18 @@ func RandomTensor(dt DType, shape []int, seed uint64) (*Tensor, error) {
 			d[i] = r.IntN(4) == 0 && !firstOfRow(i, shape)
 		}
 	case []uint16:
-		if dt == Float16 {
+		switch dt {
+		case Float16:
 			for i := range d {
 				d[i] = Float32ToFloat16(r.Float32()*2 - 1)
 			}
-			return t, nil
+		case BFloat16:
+			for i := range d {
+				d[i] = Float32ToBFloat16(r.Float32()*2 - 1)
+			}
+		default:
+			fillInts(d, shape, r)
 		}
-		fillInts(d, shape, r)
 	case []int64:
 		fillInts(d, shape, r)
 	case []int32:
@@ -71,4 +76,54 @@ func firstOfRow(i int, shape []int) bool {
 		return true
 	}
 	return i%shape[len(shape)-1] == 0
+}
+
+// OnesTensor makes a tensor whose every element is 1 (true for bool): an
+// attention mask that keeps every key, the data of `attnrun run -i
+// NAME=ones`.
+func OnesTensor(dt DType, shape []int) (*Tensor, error) {
+	if !dt.Known() || dt == String || dt.NarrowFloat() {
+		return nil, fmt.Errorf("cannot make %v data of ones", dt)
+	}
+	t := NewTensor(dt, shape)
+	switch d := t.Data.(type) {
+	case []float32:
+		fill(d, 1)
+	case []float64:
+		fill(d, 1)
+	case []bool:
+		fill(d, true)
+	case []uint16:
+		switch dt {
+		case Float16:
+			fill(d, Float32ToFloat16(1))
+		case BFloat16:
+			fill(d, Float32ToBFloat16(1))
+		default:
+			fill(d, 1)
+		}
+	case []int64:
+		fill(d, 1)
+	case []int32:
+		fill(d, 1)
+	case []int16:
+		fill(d, 1)
+	case []int8:
+		fill(d, 1)
+	case []uint8:
+		fill(d, 1)
+	case []uint32:
+		fill(d, 1)
+	case []uint64:
+		fill(d, 1)
+	default:
+		return nil, fmt.Errorf("cannot make %v data of ones", dt)
+	}
+	return t, nil
+}
+
+func fill[T any](d []T, v T) {
+	for i := range d {
+		d[i] = v
+	}
 }

@@ -15,6 +15,7 @@ func TestRandomTensor(t *testing.T) {
 		{Float, []int{3, 5}, func(d any, i int) bool { v := d.([]float32)[i]; return v >= -1 && v < 1 }},
 		{Double, []int{4}, func(d any, i int) bool { v := d.([]float64)[i]; return v >= -1 && v < 1 }},
 		{Float16, []int{2, 3}, func(d any, i int) bool { v := Float16ToFloat32(d.([]uint16)[i]); return v >= -1 && v <= 1 }},
+		{BFloat16, []int{2, 3}, func(d any, i int) bool { v := BFloat16ToFloat32(d.([]uint16)[i]); return v >= -1 && v <= 1 && v != 0 }},
 		{Int64, []int{4, 8}, func(d any, i int) bool { v := d.([]int64)[i]; return v == 1 || v == 0 && i%8 != 0 }},
 		{Int32, []int{4, 8}, func(d any, i int) bool { v := d.([]int32)[i]; return v == 1 || v == 0 && i%8 != 0 }},
 		{Bool, []int{4, 8}, func(d any, i int) bool { return !d.([]bool)[i] || i%8 != 0 }},
@@ -42,5 +43,34 @@ func TestRandomTensor(t *testing.T) {
 	}
 	if _, err := RandomTensor(String, []int{2}, 1); err == nil {
 		t.Error("random strings: no error")
+	}
+}
+
+func TestOnesTensor(t *testing.T) {
+	for _, c := range []struct {
+		dt   DType
+		want any
+	}{
+		{Float, []float32{1, 1}},
+		{Double, []float64{1, 1}},
+		{Float16, []uint16{0x3c00, 0x3c00}},
+		{BFloat16, []uint16{0x3f80, 0x3f80}},
+		{Int64, []int64{1, 1}},
+		{Int8, []int8{1, 1}},
+		{Uint8, []uint8{1, 1}},
+		{Bool, []bool{true, true}},
+	} {
+		got, err := OnesTensor(c.dt, []int{2})
+		if err != nil {
+			t.Fatalf("%v: %v", c.dt, err)
+		}
+		if got.DType != c.dt || !reflect.DeepEqual(got.Data, c.want) {
+			t.Errorf("%v: got %v %v, want %v", c.dt, got.DType, got.Data, c.want)
+		}
+	}
+	for _, dt := range []DType{String, Float8E4M3FN} {
+		if _, err := OnesTensor(dt, []int{2}); err == nil {
+			t.Errorf("ones of %v: no error", dt)
+		}
 	}
 }

@@ -464,7 +464,7 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"input without =", []string{"run", model, "--input", "x"}, []string{`--input "x": want NAME=file.npy, NAME=file.pb or NAME=random[:1x512x768]`}},
+		{"input without =", []string{"run", model, "--input", "x"}, []string{`--input "x": want NAME=file.npy, NAME=file.pb, NAME=random[:1x512x768] or NAME=ones[:1x512]`}},
 		{"input without source", []string{"run", model, "-i", "x="}, []string{`--input "x=": want NAME=`}},
 		{"input twice", []string{"run", model, "-i", "x=random", "-i", "x=random"}, []string{`--input "x" is given twice`}},
 		{"input flag without value", []string{"run", model, "-i"}, []string{"flag needs an argument: 'i' in -i"}},
@@ -483,14 +483,16 @@ func TestUsageErrors(t *testing.T) {
 		{"zero max-tensor-bytes", []string{"run", model, "-i", "x=random", "--max-tensor-bytes", "0"}, []string{"--max-tensor-bytes must be positive"}},
 		{"negative threads", []string{"run", model, "-i", "x=random", "--threads", "-1"}, []string{"--threads must be ≥ 0"}},
 		{"negative rtol", []string{"conform", modelsDir, "--rtol", "-1"}, []string{"--rtol and --atol must be ≥ 0"}},
-		{"random bad shape", []string{"run", model, "-i", "x=random:1xax32"}, []string{`input "x": bad random shape "1xax32"`}},
+		{"random bad shape", []string{"run", model, "-i", "x=random:1xax32"}, []string{`input "x": bad shape "1xax32"`}},
+		{"ones bad shape", []string{"run", model, "-i", "x=ones:1x-4x32"}, []string{`input "x": bad shape "1x-4x32"`}},
+		{"ones unbound symbolic dim", []string{"run", model, "-i", "x=ones"}, []string{`input "x": dim 0 is symbolic (batch): bind it with --dim batch=N`}},
 		{"random unbound symbolic dim", []string{"run", model, "-i", "x=random"}, []string{`input "x": dim 0 is symbolic (batch): bind it with --dim batch=N`}},
 		{"missing input", []string{"run", model}, []string{`missing input "x" (float32[batch, seq, 32]): give it with --input x=FILE or x=random`}},
 		{"missing one of two inputs", []string{"run", causal, "-i", "x=random:1x4x32"}, []string{`missing input "mask" (bool[batch, seq])`}},
 		{"extra input (random)", []string{"run", model, "-i", "x=random:1x4x32", "-i", "y=random"}, []string{`unexpected input "y": the model's inputs are x`}},
 		{"extra input (npy)", []string{"run", model, "-i", "x=" + good, "-i", "z=" + good}, []string{`unexpected input "z": the model's inputs are x`}},
-		{"input of unknown format", []string{"run", model, "-i", "x=" + csv}, []string{`input "x": ` + csv + `: unknown input format (want .npy, .pb or random[:DIMS])`}},
-		{"random with a bad dim", []string{"run", model, "-i", "x=random:1xAx32"}, []string{`input "x": bad random shape "1xAx32"`}},
+		{"input of unknown format", []string{"run", model, "-i", "x=" + csv}, []string{`input "x": ` + csv + `: unknown input format (want .npy, .pb, random[:DIMS] or ones[:DIMS])`}},
+		{"random with a bad dim", []string{"run", model, "-i", "x=random:1xAx32"}, []string{`input "x": bad shape "1xAx32"`}},
 		{"unknown --dim", []string{"run", model, "-i", "x=random", "--dim", "batch=1", "--dim", "foo=3", "--dim", "seq=4"}, []string{`--dim foo: the model has no dim_param "foo" (its dim_params: batch, seq)`}},
 		{"unknown --dim (bench)", []string{"bench", model, "-i", "x=random:1x4x32", "--dim", "sequence=4"}, []string{`--dim sequence: the model has no dim_param "sequence" (its dim_params: batch, seq)`}},
 		{"unknown --dim (inspect)", []string{"inspect", model, "--dim", "foo=3"}, []string{`--dim foo: the model has no dim_param "foo" (its dim_params: batch, seq)`}},

@@ -28,7 +28,7 @@ func parseInputSpecs(flags []string) ([]inputSpec, error) {
 	for _, f := range flags {
 		name, src, ok := strings.Cut(f, "=")
 		if !ok || name == "" || src == "" {
-			return nil, usageErrorf("--input %q: want NAME=file.npy, NAME=file.pb or NAME=random[:1x512x768]", f)
+			return nil, usageErrorf("--input %q: want NAME=file.npy, NAME=file.pb, NAME=random[:1x512x768] or NAME=ones[:1x512]", f)
 		}
 		if seen[name] {
 			return nil, usageErrorf("--input %q is given twice", name)
@@ -126,14 +126,20 @@ func (l *inputLoader) load(specs []inputSpec) (map[string]*ir.Tensor, error) {
 }
 
 func (l *inputLoader) loadOne(s inputSpec, vi *ir.ValueInfo, seed uint64) (*ir.Tensor, error) {
-	if s.source == "random" || strings.HasPrefix(s.source, "random:") {
-		shape, err := l.randomShape(strings.TrimPrefix(strings.TrimPrefix(s.source, "random"), ":"), vi)
+	for _, kind := range []string{"random", "ones"} {
+		if s.source != kind && !strings.HasPrefix(s.source, kind+":") {
+			continue
+		}
+		shape, err := l.randomShape(strings.TrimPrefix(strings.TrimPrefix(s.source, kind), ":"), vi)
 		if err != nil {
 			return nil, err
 		}
 		n := ir.NumElements(shape)
 		if n < 0 || (vi.Type.DType.Size() > 0 && n > l.maxBytes/int64(vi.Type.DType.Size())) {
-			return nil, fmt.Errorf("random shape %s is larger than the tensor size limit of %d bytes (--max-tensor-bytes)", ir.ShapeString(shape), l.maxBytes)
+			return nil, fmt.Errorf("%s shape %s is larger than the tensor size limit of %d bytes (--max-tensor-bytes)", kind, ir.ShapeString(shape), l.maxBytes)
+		}
+		if kind == "ones" {
+			return ir.OnesTensor(vi.Type.DType, shape)
 		}
 		return ir.RandomTensor(vi.Type.DType, shape, seed)
 	}
@@ -149,7 +155,7 @@ func (l *inputLoader) loadOne(s inputSpec, vi *ir.ValueInfo, seed uint64) (*ir.T
 	case ".pb":
 		return l.readTensorProto(path)
 	}
-	return nil, usageErrorf("%s: unknown input format (want .npy, .pb or random[:DIMS])", path)
+	return nil, usageErrorf("%s: unknown input format (want .npy, .pb, random[:DIMS] or ones[:DIMS])", path)
 }
 
 // readTensorProto reads a serialized ONNX TensorProto (the input_K.pb files
@@ -185,7 +191,7 @@ func (l *inputLoader) randomShape(dims string, vi *ir.ValueInfo) ([]int, error) 
 		for _, p := range strings.Split(dims, "x") {
 			d, err := strconv.Atoi(p)
 			if err != nil || d < 0 {
-				return nil, usageErrorf("bad random shape %q: want sizes ≥ 0 joined by x, e.g. 1x512x768", dims)
+				return nil, usageErrorf("bad shape %q: want sizes ≥ 0 joined by x, e.g. 1x512x768", dims)
 			}
 			shape = append(shape, d)
 		}

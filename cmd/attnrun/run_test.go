@@ -198,3 +198,33 @@ func TestRunOutStdout(t *testing.T) {
 		t.Errorf("stdout a terminal: exit %d, terminal %q, stderr %q", code, stdout, stderr)
 	}
 }
+
+// TestRunOnes: NAME=ones[:DIMS] gives every element 1 (true for bool),
+// with the declared shape when DIMS is left out.
+func TestRunOnes(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "ones.onnx")
+	node := func(in, out string) *onnxpb.NodeProto {
+		return &onnxpb.NodeProto{Name: proto.String(out), OpType: proto.String("Identity"), Input: []string{in}, Output: []string{out}}
+	}
+	writeGraph(t, model, &onnxpb.GraphProto{
+		Name: proto.String("ones"),
+		Input: []*onnxpb.ValueInfoProto{floatVI("x", 3), typedVI("m", onnxpb.TensorProto_INT64, 2),
+			typedVI("b", onnxpb.TensorProto_BOOL, 2), typedVI("h", onnxpb.TensorProto_FLOAT16, 2)},
+		Node: []*onnxpb.NodeProto{node("x", "y"), node("m", "n"), node("b", "c"), node("h", "g")},
+		Output: []*onnxpb.ValueInfoProto{floatVI("y", 3), typedVI("n", onnxpb.TensorProto_INT64, 2),
+			typedVI("c", onnxpb.TensorProto_BOOL, 2), typedVI("g", onnxpb.TensorProto_FLOAT16, 2)},
+	})
+	r := attnrun(t, "run", model, "-i", "x=ones", "-i", "m=ones:2", "-i", "b=ones", "-i", "h=ones", "--json")
+	r.wantOK(t)
+	want := `{"model":"` + model + `","outputs":[` +
+		`{"name":"y","dtype":"float32","shape":[3],"data":[1,1,1]},` +
+		`{"name":"n","dtype":"int64","shape":[2],"data":[1,1]},` +
+		`{"name":"c","dtype":"bool","shape":[2],"data":[true,true]},` +
+		`{"name":"g","dtype":"float16","shape":[2],"data":[1,1]}]}` + "\n"
+	if r.stdout != want {
+		t.Errorf("stdout\n%s\nwant\n%s", r.stdout, want)
+	}
+	// The shape is checked against the declared one like any input's.
+	attnrun(t, "run", model, "-i", "x=ones:4", "-i", "m=ones", "-i", "b=ones", "-i", "h=ones").wantError(t, 1, cmdWall, `input "x" has shape [4], the model expects [3]`)
+}

@@ -2,7 +2,7 @@
 'use strict';
 // bench: attnrun vs ONNX Runtime side by side ("beat ONNX Runtime on CPU").
 //
-// For each workload of a JSON file (model + input shapes), runs
+// For each workload of a JSON file (model + input shapes or sources), runs
 //   node ortrun.js MODEL --input NAME=random:DIMS ... --threads N --iters N --warmup N --json
 // and
 //   attnrun bench MODEL --input NAME=random:DIMS ... --threads N --iters N --warmup N --json
@@ -194,7 +194,9 @@ function main() {
     const model = path.resolve(REPO, w.model.replace('{bench}', o.benchModels));
     const iters = o.iters ?? w.iters ?? defaults.iters;
     const warmup = o.warmup ?? w.warmup ?? defaults.warmup;
-    const inputs = Object.entries(w.inputs || {}).map(([n, dims]) => `${n}=random:${dims.join('x')}`);
+    // An input is a shape (random data) or a source string both runtimes
+    // read, e.g. "ones:1x512" (an attention mask that keeps every key).
+    const inputs = Object.entries(w.inputs || {}).map(([n, src]) => `${n}=${Array.isArray(src) ? `random:${src.join('x')}` : src}`);
     const common = [];
     for (const s of inputs) common.push('--input', s);
     common.push('--threads', String(o.threads), '--iters', String(iters), '--warmup', String(warmup), '--json');

@@ -396,6 +396,15 @@ function randomTensor(type, dims, rng, keepFirst = false) {
   return makeTensor(type, dims, data);
 }
 
+// onesTensor is attnrun's NAME=ones input: every element 1 (true for bool).
+function onesTensor(type, dims) {
+  const d = DTYPES[type];
+  if (!d) throw new Error(`cannot make ${type} data of ones`);
+  const data = new d.Arr(numElements(dims));
+  data.fill(type === 'int64' ? 1n : 1);
+  return makeTensor(type, dims, data);
+}
+
 // parseDims parses "1x512x768" (also "1,512,768").
 function parseDims(s) {
   if (s === '' || s === undefined) return [];
@@ -489,6 +498,6 @@ function listCaseDirs(root) {
 
 module.exports = {
   DTYPES, readNpy, writeNpy, decodeTensorProto, readPb, readTensorFile, readModelSignature,
-  Rng, hashString, randomTensor, parseDims, compareTensors, safeName, toOrt, fromOrt, fmtNum,
+  Rng, hashString, randomTensor, onesTensor, parseDims, compareTensors, safeName, toOrt, fromOrt, fmtNum,
   percentile, listCaseDirs, numElements, makeTensor,
 };

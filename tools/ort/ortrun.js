@@ -2,7 +2,7 @@
 'use strict';
 // ortrun: run one ONNX model with ONNX Runtime (CPU) and time it.
 //
-//   node ortrun.js MODEL --input NAME=file.npy|file.pb|random[:DIMS] ...
+//   node ortrun.js MODEL --input NAME=file.npy|file.pb|random[:DIMS]|ones[:DIMS] ...
 //        [--threads N] [--iters N] [--warmup N] [--out DIR] [--json] [--quiet]
 //
 // Exit status: 0 ok, 1 run error, 2 usage error, 3 ONNX Runtime refuses the model.
@@ -11,11 +11,12 @@ const fs = require('fs');
 const path = require('path');
 const lib = require('./lib');
 
-const USAGE = `usage: node ortrun.js MODEL --input NAME=file.npy|file.pb|random[:DIMS] ...
+const USAGE = `usage: node ortrun.js MODEL --input NAME=file.npy|file.pb|random[:DIMS]|ones[:DIMS] ...
        [--threads N] [--iters N] [--warmup N] [--seed N] [--out DIR] [--json] [--quiet]
 
   --input NAME=SRC  a graph input from a .npy or ONNX TensorProto .pb file, or random
-                    data (random:1x512x768; plain "random" needs a fully static shape)
+                    data (random:1x512x768; plain "random" needs a fully static shape),
+                    or every element 1 (ones:1x512, true for bool)
   --threads N       intra-op threads (default 1); inter-op threads are always 1
   --warmup N        untimed runs first (default 0)
   --iters N         timed runs (default 1)
@@ -54,7 +55,7 @@ function parseArgs(argv) {
       case '--input': case '-i': {
         const spec = next();
         const eq = spec.indexOf('=');
-        if (eq <= 0) usage(`--input ${JSON.stringify(spec)}: want NAME=file.npy, NAME=file.pb or NAME=random[:DIMS]`);
+        if (eq <= 0) usage(`--input ${JSON.stringify(spec)}: want NAME=file.npy, NAME=file.pb, NAME=random[:DIMS] or NAME=ones[:DIMS]`);
         o.inputs.push({ name: spec.slice(0, eq), src: spec.slice(eq + 1) });
         break;
       }
@@ -99,18 +100,19 @@ function loadInputs(ort, session, specs, seed) {
       throw new Error(`--input ${s.name}: the model has no input named so (inputs: ${session.inputNames.join(', ')})`);
     }
     let t;
-    if (s.src === 'random' || s.src.startsWith('random:')) {
+    const kind = ['random', 'ones'].find((k) => s.src === k || s.src.startsWith(k + ':'));
+    if (kind) {
       const m = meta[s.name];
       let dims;
-      if (s.src.startsWith('random:')) dims = lib.parseDims(s.src.slice(7));
+      if (s.src.startsWith(kind + ':')) dims = lib.parseDims(s.src.slice(kind.length + 1));
       else {
         if (!m || !m.shape || m.shape.some((d) => typeof d !== 'number' || d < 0)) {
-          throw new Error(`--input ${s.name}=random: the declared shape [${m && m.shape}] is not static; give one, e.g. ${s.name}=random:1x16`);
+          throw new Error(`--input ${s.name}=${kind}: the declared shape [${m && m.shape}] is not static; give one, e.g. ${s.name}=${kind}:1x16`);
         }
         dims = m.shape;
       }
       const type = m && m.type ? m.type : 'float32';
-      t = lib.randomTensor(type, dims, new lib.Rng(seed * 1000003 + k), true);
+      t = kind === 'ones' ? lib.onesTensor(type, dims) : lib.randomTensor(type, dims, new lib.Rng(seed * 1000003 + k), true);
     } else {
       t = lib.readTensorFile(s.src);
     }
