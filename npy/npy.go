@@ -119,7 +119,7 @@ func Read(r io.Reader, size int64) (*ir.Tensor, error) {
 		return nil, err
 	}
 	if h.fortran {
-		return nil, fmt.Errorf("Fortran-order arrays are not supported; save with np.ascontiguousarray")
+		return nil, errors.New("arrays in Fortran order are not supported; save with np.ascontiguousarray")
 	}
 	dt, err := dtypeOf(h.descr)
 	if err != nil {
