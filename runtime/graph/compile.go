@@ -217,6 +217,10 @@ func bindSchema(m *ir.Model, n *ir.Node) (*ops.Schema, int, error) {
 		if domain == "" {
 			domain = "ai.onnx"
 		}
+		if errors.Is(err, ops.ErrUnknownOp) {
+			// Say that attnrun lacks it, not that it is no ONNX op: it may well be one.
+			return nil, 0, n.Errorf("%w at opset %s %d: attnrun has no kernel for it (attnrun ops lists the ops it runs)", err, domain, opset)
+		}
 		return nil, 0, n.Errorf("%w at opset %s %d", err, domain, opset)
 	}
 	if err := s.CheckArity(n); err != nil {
