@@ -37,6 +37,9 @@ one for the host.`,
 			if tracePath == "" {
 				return usageErrorf("--trace needs a file name")
 			}
+			if err := checkOutputFile("--trace", tracePath); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			s, err := g.open(ctx, args[0])
 			if err != nil {
