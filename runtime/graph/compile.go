@@ -127,7 +127,7 @@ func (p *Program) memoize(key any, build func() any) any {
 		n = s.Bytes()
 	}
 	if !p.opts.Budget.Reserve(n) {
-		panic(memoryError{p.opts.Budget.Exceeded("weights packed for the GEMM", n, p.opts.Budget.Left())})
+		panic(memoryError{p.opts.Budget.Exceeded("packing weights for the GEMM", n, p.opts.Budget.Left())})
 	}
 	v, loaded := p.memo.LoadOrStore(key, v)
 	if loaded {
