@@ -11,11 +11,13 @@ package onnx
 import (
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 
 	"github.com/attnrun/attnrun/internal/regfile"
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx/onnxpb"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -85,7 +87,7 @@ func Decode(data []byte, opts Options) (*ir.Model, error) {
 	}
 	var mp onnxpb.ModelProto
 	if err := proto.Unmarshal(data, &mp); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotONNX, err)
+		return nil, fmt.Errorf("%w: %s%v", ErrNotONNX, truncation(data), err)
 	}
 	if mp.Graph == nil {
 		return nil, fmt.Errorf("%w: no graph in the file", ErrNotONNX)
@@ -120,6 +122,31 @@ func Decode(data []byte, opts Options) (*ir.Model, error) {
 	}
 	m.Graph = g
 	return m, nil
+}
+
+// truncation says, for data that protobuf refused, whether it reads as a
+// ModelProto cut short (a partial download or copy) rather than as something
+// that is not one at all: every top-level field a ModelProto field, and the
+// last a length-delimited one that runs past the end. It returns "the file is
+// truncated (...): ", or "".
+func truncation(data []byte) string {
+	fields := (&onnxpb.ModelProto{}).ProtoReflect().Descriptor().Fields()
+	for b := data; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		fd := fields.ByNumber(num)
+		if n < 0 || fd == nil {
+			return ""
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			if typ == protowire.BytesType && protowire.ParseError(m) == io.ErrUnexpectedEOF {
+				return fmt.Sprintf("the file is truncated (%d bytes end inside its %s field): ", len(data), fd.Name())
+			}
+			return ""
+		}
+		b = b[n+m:]
+	}
+	return ""
 }
 
 // DecodeTensor decodes one serialized TensorProto, as stored in the

@@ -47,7 +47,7 @@ const (
 
 // Errors returned (wrapped) by Lookup.
 var (
-	ErrUnknownOp     = errors.New("unknown op")
+	ErrUnknownOp     = errors.New("unsupported op")
 	ErrUnknownDomain = errors.New("unknown op domain")
 	ErrOpset         = errors.New("unsupported opset version")
 )

@@ -94,7 +94,7 @@ func (g *grpcAPI) ModelInfer(ctx context.Context, m *v2pb.ModelInferRequest) (*v
 }
 
 func (g *grpcAPI) RepositoryModelLoad(ctx context.Context, r *v2pb.RepositoryModelLoadRequest) (*v2pb.RepositoryModelLoadResponse, error) {
-	if err := g.s.Load(ctx, r.GetModelName(), true); err != nil {
+	if err := g.s.loadRequested(ctx, r.GetModelName(), protoGRPC); err != nil {
 		return nil, grpcError(err)
 	}
 	return &v2pb.RepositoryModelLoadResponse{ModelName: r.GetModelName(), IsLoaded: true}, nil

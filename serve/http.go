@@ -227,7 +227,7 @@ func (h *httpAPI) load(w http.ResponseWriter, r *http.Request) {
 		writeError(w, oip.Errorf(oip.InvalidArgument, "the \"config\" load parameter is not supported: edit the model's config.yaml in the repository"))
 		return
 	}
-	if err := h.s.Load(r.Context(), r.PathValue("model"), true); err != nil {
+	if err := h.s.loadRequested(r.Context(), r.PathValue("model"), protoHTTP); err != nil {
 		writeError(w, err)
 		return
 	}

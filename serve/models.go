@@ -139,6 +139,17 @@ func (s *Server) Load(ctx context.Context, name string, force bool) error {
 	return nil
 }
 
+// loadRequested is Load for the repository API (HTTP and gRPC), which
+// reloads afresh; a failure is logged, as Rescan logs its own, so that the
+// operator sees it and not only the client that asked.
+func (s *Server) loadRequested(ctx context.Context, name, protocol string) error {
+	err := s.Load(ctx, name, true)
+	if err != nil {
+		s.log.Error("load request failed; the versions loaded before keep serving", "model", name, "protocol", protocol, "error", err.Error())
+	}
+	return err
+}
+
 // Unload stops serving a model. Requests in progress finish first.
 func (s *Server) Unload(name string) error {
 	s.loadMu.Lock()

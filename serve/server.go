@@ -137,6 +137,11 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if len(names) == 0 {
+		// Legal (models can be added and loaded later), but far more often a
+		// wrong directory: say so rather than serve nothing in silence.
+		s.log.Warn("no models to serve: the model repository has no model directories (<repository>/<model>/<version>/model.onnx); add some and send SIGHUP or POST v2/repository/models/<model>/load", "repository", s.opts.Repository)
+	}
 	for _, name := range names {
 		if err := s.Load(ctx, name, false); err != nil {
 			return err

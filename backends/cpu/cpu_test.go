@@ -41,7 +41,7 @@ func TestCapability(t *testing.T) {
 	want := []plugins.Verdict{
 		{Accepted: true},
 		{Reason: "MatMul does not take bool at input 0"},
-		{Reason: "unknown op NoSuchOp"},
+		{Reason: "unsupported op NoSuchOp"},
 		{Reason: "unsupported opset version: MatMul at opset 99 (attnrun covers opsets 1 to 27)"},
 		{Reason: `unknown op domain "com.example" (op X)`},
 		{Accepted: true},

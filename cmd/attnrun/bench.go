@@ -122,6 +122,11 @@ op type and node on stderr, and a Chrome trace-event JSON in FILE.`,
 			if callers < 1 {
 				return usageErrorf("--callers must be ≥ 1")
 			}
+			if profilePath != "" {
+				if err := checkOutputFile("--profile", profilePath); err != nil {
+					return err
+				}
+			}
 			ctx := cmd.Context()
 			opts := g.sessionOptions()
 			opts.NoSharedMemory = noShm

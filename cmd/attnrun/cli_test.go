@@ -381,7 +381,7 @@ func TestMalformedCorpus(t *testing.T) {
 		{"undefined_input.onnx", []string{"x"}, []string{`node "add_missing" (Add): input "missing" is not a graph input, an initializer, or any node's output`}},
 		{"duplicate_output.onnx", []string{"x"}, []string{`node "neg_second" (Neg): output "y" is already produced by node "relu_first" (Relu)`}},
 		{"unproduced_output.onnx", []string{"x"}, []string{`graph output "z" is produced by no node`}},
-		{"unknown_op.onnx", []string{"x"}, []string{`node "foo" (FooBar): unknown op FooBar`, "opset ai.onnx 17"}},
+		{"unknown_op.onnx", []string{"x"}, []string{`node "foo" (FooBar): unsupported op FooBar at opset ai.onnx 17: attnrun has no kernel for it (attnrun ops lists the ops it runs)`}},
 		{"unknown_domain.onnx", []string{"x"}, []string{`node "custom" (com.example:CustomRelu): unknown op domain "com.example"`, "opset com.example 1"}},
 		{"opset99.onnx", []string{"x"}, []string{`node "relu" (Relu): unsupported opset version: Relu at opset 99`}},
 		{"matmul_mismatch.onnx", []string{"a", "b"}, []string{`node "matmul" (MatMul):`, "[2 3] x [4 5]"}},

@@ -30,7 +30,21 @@ func newInspectCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inspect MODEL.onnx",
 		Short: "Show a model: metadata, inputs/outputs, ops, notes, backend per node, fusions",
-		Args:  cobra.ExactArgs(1),
+		Long: `inspect opens a model on its backends, without running it, and prints its
+metadata (IR version, opsets, producer), inputs and outputs with symbolic
+shapes (and the output types inferred), initializers, an op histogram, notes
+(what attnrun runs differently from the file's letter), the partitions and the
+backend of each, the fusions of a plan, an "attention:" section for ONNX
+Attention nodes (the kernel each runs as, or why not), and every node in
+execution order with its backend and output types.
+
+Fusions are shown for a plan at concrete shapes: each symbolic dim is 8 unless
+--dim binds it. --no-fuse shows the graph unfused. --dot prints Graphviz DOT
+instead; with --dim, the plan for those shapes.`,
+		Example: `  attnrun inspect models/s000_causal/model.onnx
+  attnrun inspect models/llama_block_gqa/model.onnx --dim batch=1 --dim seq=16 --dim past=48
+  attnrun inspect models/s000_causal/model.onnx --dot --dim batch=2 --dim seq=16 | dot -Tpng -o plan.png`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dims, err := parseDims(dimFlags)
 			if err != nil {

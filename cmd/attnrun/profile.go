@@ -25,7 +25,7 @@ the mean time per run, then op types and nodes sorted by time with their share
 of all step time, and writes a Chrome trace-event JSON (open it in
 https://ui.perfetto.dev or chrome://tracing) with one process per backend and
 one for the host.`,
-		Example: `  attnrun profile models/s001_encoder_2x4/model.onnx -i x=random:2x128x32 -i mask=random --trace encoder.json`,
+		Example: `  attnrun profile models/s001_encoder_2x4/model.onnx -i x=random:2x128x32 -i mask=random:2x128 --trace encoder.json`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if iters < 1 {
@@ -36,6 +36,9 @@ one for the host.`,
 			}
 			if tracePath == "" {
 				return usageErrorf("--trace needs a file name")
+			}
+			if err := checkOutputFile("--trace", tracePath); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			s, err := g.open(ctx, args[0])

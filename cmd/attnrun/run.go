@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -89,6 +88,16 @@ terminal. The time of the run goes to stderr.`,
 			if toStdout && isTerminal(stdout) {
 				return usageErrorf("--out - writes a binary .npy to stdout, which is a terminal: redirect it (… --out - > y.npy)")
 			}
+			if outDir != "" && !toStdout {
+				if err := makeOutputDir("--out", outDir); err != nil {
+					return err
+				}
+			}
+			if mapsDir != "" {
+				if err := makeOutputDir("--attention-maps", mapsDir); err != nil {
+					return err
+				}
+			}
 			ctx := cmd.Context()
 			opts := g.sessionOptions()
 			opts.AttentionWeights = mapsDir != ""
@@ -121,11 +130,6 @@ terminal. The time of the run goes to stderr.`,
 			}
 			if asJSON {
 				if err := writeOutputsJSON(stdout, args[0], valueNames(s.Outputs()), outs); err != nil {
-					return err
-				}
-			}
-			if outDir != "" && !toStdout {
-				if err := os.MkdirAll(outDir, 0o755); err != nil {
 					return err
 				}
 			}

@@ -53,7 +53,7 @@ func (p *Program) reserveInitializers() error {
 		n += tensorBytes(t)
 	}
 	if !p.opts.Budget.Reserve(n) {
-		return p.opts.Budget.Exceeded(fmt.Sprintf("the model's %d initializers", len(p.Model.Graph.Initializers)), n, p.opts.Budget.Left())
+		return p.opts.Budget.Exceeded(fmt.Sprintf("holding the model's %d initializers", len(p.Model.Graph.Initializers)), n, p.opts.Budget.Left())
 	}
 	p.reserved += n
 	return nil

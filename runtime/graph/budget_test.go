@@ -203,3 +203,17 @@ func TestBudgetAtRunTime(t *testing.T) {
 		t.Errorf("after Close the budget still has %d bytes reserved", u)
 	}
 }
+
+// TestBudgetRefusesInitializers: a model whose weights alone exceed the
+// budget is refused at Compile, in one line that says what needs the bytes.
+func TestBudgetRefusesInitializers(t *testing.T) {
+	m, err := onnx.Load("../../models/s000_multi_head/model.onnx", onnx.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Compile(m, Options{Budget: budget.New(1024)})
+	want := "holding the model's 4 initializers needs 16896 bytes (16.5 KiB); the memory budget (Options.MaxMemoryBytes 1 KiB) has 1 KiB left"
+	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, budget.ErrExceeded) {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+}

@@ -127,7 +127,7 @@ func (p *Program) memoize(key any, build func() any) any {
 		n = s.Bytes()
 	}
 	if !p.opts.Budget.Reserve(n) {
-		panic(memoryError{p.opts.Budget.Exceeded("weights packed for the GEMM", n, p.opts.Budget.Left())})
+		panic(memoryError{p.opts.Budget.Exceeded("packing weights for the GEMM", n, p.opts.Budget.Left())})
 	}
 	v, loaded := p.memo.LoadOrStore(key, v)
 	if loaded {
@@ -216,6 +216,10 @@ func bindSchema(m *ir.Model, n *ir.Node) (*ops.Schema, int, error) {
 		domain := n.Domain
 		if domain == "" {
 			domain = "ai.onnx"
+		}
+		if errors.Is(err, ops.ErrUnknownOp) {
+			// Say that attnrun lacks it, not that it is no ONNX op: it may well be one.
+			return nil, 0, n.Errorf("%w at opset %s %d: attnrun has no kernel for it (attnrun ops lists the ops it runs)", err, domain, opset)
 		}
 		return nil, 0, n.Errorf("%w at opset %s %d", err, domain, opset)
 	}

@@ -219,7 +219,7 @@ func TestCompileErrors(t *testing.T) {
 	cases := []struct{ file, want string }{
 		{"cycle.onnx", "cycle"},
 		{"undefined_input.onnx", "is not a graph input, an initializer, or any node's output"},
-		{"unknown_op.onnx", "unknown op FooBar"},
+		{"unknown_op.onnx", "unsupported op FooBar at opset ai.onnx 17: attnrun has no kernel for it (attnrun ops lists the ops it runs)"},
 		{"unknown_domain.onnx", `unknown op domain "com.example"`},
 		{"duplicate_output.onnx", "is already produced by node"},
 		{"unproduced_output.onnx", "is produced by no node"},

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"regexp"
 	"strings"
 	"time"
 
@@ -135,7 +137,7 @@ func ParseConfig(data []byte) (Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, fmt.Errorf("%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+		return Config{}, yamlError(err)
 	}
 	switch {
 	case c.Instances < 0:
@@ -153,4 +155,45 @@ func ParseConfig(data []byte) (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// unknownField matches yaml.v3's report of a field that KnownFields refuses:
+// "line 2: field instnces not found in type repo.Config".
+var unknownField = regexp.MustCompile(`field (\S+) not found in type repo\.(\w+)`)
+
+// configTypes are the types config.yaml decodes into, by the name yaml.v3
+// gives them in its errors.
+var configTypes = map[string]reflect.Type{
+	"Config":        reflect.TypeFor[Config](),
+	"VersionPolicy": reflect.TypeFor[VersionPolicy](),
+	"Batching":      reflect.TypeFor[Batching](),
+}
+
+// yamlError turns yaml.v3's decoding error into one line a user can act on:
+// without its "yaml: unmarshal errors:" preamble and line breaks, and with an
+// unknown field named as such beside the fields that are known there, instead
+// of this package's Go type name.
+func yamlError(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		msgs[i] = unknownField.ReplaceAllStringFunc(strings.TrimSpace(m), func(s string) string {
+			sub := unknownField.FindStringSubmatch(s)
+			t, ok := configTypes[sub[2]]
+			if !ok {
+				return fmt.Sprintf("unknown field %q", sub[1])
+			}
+			known := make([]string, 0, t.NumField())
+			for f := range t.Fields() {
+				if tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); tag != "" {
+					known = append(known, tag)
+				}
+			}
+			return fmt.Sprintf("unknown field %q (known there: %s)", sub[1], strings.Join(known, ", "))
+		})
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
