@@ -182,17 +182,25 @@ func Compile(m *ir.Model, opts Options) (*Program, error) {
 	for name, t := range m.Graph.Initializers {
 		p.Types[name] = ops.Value{Type: ops.Known(t.DType, t.Shape), Const: t}
 	}
+	var lacking unsupportedOps
 	for _, n := range order {
 		if n.Domain == ops.DomainAttnrun && !opts.AllowInternalOps {
 			return nil, n.Errorf("the %s domain holds attnrun's internal ops, which only its own graph rewrites create; a model cannot use them", ops.DomainAttnrun)
 		}
 		s, opset, err := bindSchema(m, n)
+		if errors.Is(err, ops.ErrUnknownOp) {
+			lacking.add(n, err) // every one is named, not only the first
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
 		p.Schemas[n] = s
 		p.Opsets[n] = opset
 		p.Index[n] = len(p.Index)
+	}
+	if err := lacking.err(); err != nil {
+		return nil, err
 	}
 	if err := p.infer(p.Types, p.reserveConst); err != nil {
 		p.Close()
@@ -227,6 +235,55 @@ func bindSchema(m *ir.Model, n *ir.Node) (*ops.Schema, int, error) {
 		return nil, 0, n.Errorf("%w", err)
 	}
 	return s, int(opset), nil
+}
+
+// unsupportedOps gathers a model's nodes whose ops attnrun has no kernel
+// for, so that one error names them all instead of the first alone.
+type unsupportedOps struct {
+	first error          // the first such node's error
+	count map[string]int // nodes per op type, in the order first met
+	types []string
+}
+
+func (u *unsupportedOps) add(n *ir.Node, err error) {
+	if u.first == nil {
+		u.first, u.count = err, map[string]int{}
+	}
+	key := n.OpType
+	if n.Domain != "" && n.Domain != "ai.onnx" {
+		key = n.Domain + ":" + n.OpType
+	}
+	if u.count[key] == 0 {
+		u.types = append(u.types, key)
+	}
+	u.count[key]++
+}
+
+// err is the first node's error, followed by the other ops attnrun lacks
+// and how many nodes use each; nil when there were none.
+func (u *unsupportedOps) err() error {
+	if u.first == nil {
+		return nil
+	}
+	nodes := 0
+	for _, c := range u.count {
+		nodes += c
+	}
+	if nodes == 1 {
+		return u.first
+	}
+	parts := make([]string, len(u.types))
+	for i, t := range u.types {
+		parts[i] = fmt.Sprintf("%s (%d %s)", t, u.count[t], plural(u.count[t], "node", "nodes"))
+	}
+	return fmt.Errorf("%w; in all, %d nodes use ops attnrun lacks: %s", u.first, nodes, strings.Join(parts, ", "))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func opsetList(m *ir.Model) []string {

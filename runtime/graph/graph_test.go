@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
+	"github.com/attnrun/attnrun/ops"
 	"github.com/attnrun/attnrun/runtime/conform"
 )
 
@@ -244,6 +246,29 @@ func TestCompileErrors(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestCompileNamesEveryUnsupportedOp: a model with several ops attnrun
+// lacks is refused once, naming the first node and every such op with its
+// node count, so that a user sees the whole list at once.
+func TestCompileNamesEveryUnsupportedOp(t *testing.T) {
+	node := func(name, op, in, out string) *ir.Node {
+		return &ir.Node{Name: name, OpType: op, Inputs: []string{in}, Outputs: []string{out}}
+	}
+	m := &ir.Model{IRVersion: 8, Opsets: map[string]int64{"": 17}, Graph: &ir.Graph{
+		Inputs:  []*ir.ValueInfo{{Name: "x", Type: ir.TypeInfo{DType: ir.Float, RankKnown: true, Shape: ir.Shape{{Value: 2}}}}},
+		Outputs: []*ir.ValueInfo{{Name: "e"}},
+		Nodes: []*ir.Node{node("a", "Relu", "x", "a"), node("b", "Celu", "a", "b"), node("c", "FooBar", "b", "c"),
+			node("d", "Celu", "c", "d"), node("e", "Neg", "d", "e")},
+	}}
+	_, err := Compile(m, Options{})
+	want := `node "b" (Celu): unsupported op Celu at opset ai.onnx 17: attnrun has no kernel for it (attnrun ops lists the ops it runs); in all, 3 nodes use ops attnrun lacks: Celu (2 nodes), FooBar (1 node)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+	if !errors.Is(err, ops.ErrUnknownOp) {
+		t.Errorf("%v does not wrap ops.ErrUnknownOp", err)
 	}
 }
 
