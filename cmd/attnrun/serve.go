@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -108,6 +109,18 @@ func (f *serveFlags) serverOptions(g *globalFlags, logger *slog.Logger) (serve.O
 		return zero, usageErrorf("--threads must be ≥ 0")
 	case f.httpAddr == "off" && f.grpcAddr == "off":
 		return zero, usageErrorf("serve: --http and --grpc are both off")
+	}
+	for _, a := range [][2]string{{"http", f.httpAddr}, {"grpc", f.grpcAddr}, {"metrics", f.metricsAddr}} {
+		if a[1] == "off" {
+			continue
+		}
+		// A malformed address is a usage error; one that cannot be bound
+		// (in use, not this host's) is found when listening.
+		if _, port, err := net.SplitHostPort(a[1]); err != nil {
+			return zero, usageErrorf("--%s %q: want HOST:PORT, :PORT or off (%v)", a[0], a[1], err)
+		} else if n, err := strconv.ParseUint(port, 10, 64); err == nil && n > 65535 {
+			return zero, usageErrorf("--%s %q: the port must be a number from 0 to 65535", a[0], a[1])
+		}
 	}
 	policy, err := repo.ParseVersionPolicy(f.versionPolicy)
 	if err != nil {

@@ -593,6 +593,9 @@ func TestServeUsageAndLoadErrors(t *testing.T) {
 		{[]string{"serve", "--model", "t=" + tiny, "--log-format", "xml"}, `--log-format "xml"`},
 		{[]string{"serve", "--model", "t=" + tiny, "--http", "off", "--grpc", "off"}, "both off"},
 		{[]string{"serve", "--model", "t=" + tiny, "extra"}, "unknown command"},
+		{[]string{"serve", "--model", "t=" + tiny, "--http", "bogus"}, `--http "bogus": want HOST:PORT, :PORT or off (address bogus: missing port in address)`},
+		{[]string{"serve", "--model", "t=" + tiny, "--grpc", ":70000"}, `--grpc ":70000": the port must be a number from 0 to 65535`},
+		{[]string{"serve", "--model", "t=" + tiny, "--metrics", "[::1"}, `--metrics "[::1": want HOST:PORT`},
 	} {
 		timed(t, cmdWall, c.args...).wantError(t, 2, cmdWall, c.want)
 	}
