@@ -484,6 +484,9 @@ func TestUsageErrors(t *testing.T) {
 		{"negative threads", []string{"run", model, "-i", "x=random", "--threads", "-1"}, []string{"--threads must be ≥ 0"}},
 		{"negative rtol", []string{"conform", modelsDir, "--rtol", "-1"}, []string{"--rtol and --atol must be ≥ 0"}},
 		{"random bad shape", []string{"run", model, "-i", "x=random:1xax32"}, []string{`input "x": bad shape "1xax32"`}},
+		{"backends with a missing plugin dir", []string{"backends", "--plugin-dir", filepath.Join(dir, "nope")}, []string{"--plugin-dir: stat " + filepath.Join(dir, "nope") + ": no such file or directory"}},
+		{"cpu run with a missing plugin dir", []string{"run", model, "-i", "x=random:1x4x32", "--plugin-dir", filepath.Join(dir, "nope")}, []string{"--plugin-dir: stat " + filepath.Join(dir, "nope") + ": no such file or directory"}},
+		{"plugin dir that is a file", []string{"run", model, "-i", "x=random:1x4x32", "--plugin-dir", model}, []string{"--plugin-dir " + model + ": not a directory"}},
 		{"ones bad shape", []string{"run", model, "-i", "x=ones:1x-4x32"}, []string{`input "x": bad shape "1x-4x32"`}},
 		{"ones unbound symbolic dim", []string{"run", model, "-i", "x=ones"}, []string{`input "x": dim 0 is symbolic (batch): bind it with --dim batch=N`}},
 		{"random unbound symbolic dim", []string{"run", model, "-i", "x=random"}, []string{`input "x": dim 0 is symbolic (batch): bind it with --dim batch=N`}},
@@ -572,7 +575,6 @@ func TestRunErrors(t *testing.T) {
 		{"conform on a dir without cases", []string{"conform", dir}, []string{"no test cases (directories with model.onnx) under " + dir}},
 		{"conform on a missing dir", []string{"conform", filepath.Join(dir, "nope")}, []string{"nope: no such file or directory"}},
 		{"conform on a file", []string{"conform", model}, []string{model + ": not a directory"}},
-		{"backends with a missing plugin dir", []string{"backends", "--plugin-dir", filepath.Join(dir, "nope")}, []string{"plugin dir: open " + filepath.Join(dir, "nope") + ": no such file or directory"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

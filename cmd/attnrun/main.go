@@ -136,7 +136,12 @@ func newRootCmd(g *globalFlags) *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.PersistentPreRunE = func(*cobra.Command, []string) error { return g.parseMaxMemory() }
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if err := g.checkPluginDir(); err != nil {
+			return err
+		}
+		return g.parseMaxMemory()
+	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.backend, "backend", "cpu", "backend to run on (list them with: attnrun backends)")
 	pf.StringVar(&g.pluginDir, "plugin-dir", "", "directory of attnrun-backend-* plugins (default $ATTNRUN_PLUGIN_DIR)")

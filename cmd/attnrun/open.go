@@ -34,6 +34,23 @@ func (g *globalFlags) sessionOptions() session.Options {
 	}
 }
 
+// checkPluginDir refuses a --plugin-dir that is not a directory, whatever
+// the backend: with the built-in cpu backend the flag is otherwise never
+// read, and a mistyped path would pass in silence.
+func (g *globalFlags) checkPluginDir() error {
+	if g.pluginDir == "" {
+		return nil
+	}
+	st, err := os.Stat(g.pluginDir)
+	switch {
+	case err != nil:
+		return usageErrorf("--plugin-dir: %v", err)
+	case !st.IsDir():
+		return usageErrorf("--plugin-dir %s: not a directory", g.pluginDir)
+	}
+	return nil
+}
+
 // parseMaxMemory reads --max-memory into maxMemoryBytes: a byte count,
 // none (-1: no budget) or empty (0: the default).
 func (g *globalFlags) parseMaxMemory() error {
