@@ -113,16 +113,45 @@ func (l *inputLoader) load(specs []inputSpec) (map[string]*ir.Tensor, error) {
 			return nil, usageErrorf("missing input %q (%v): give it with --input %s=FILE or %s=random", d.Name, d.Type, d.Name, d.Name)
 		}
 	}
+	// Inputs whose shape is given (files, random:DIMS, ones:DIMS) first:
+	// their shapes bind the symbolic dims a bare random or ones takes, so
+	// that x=random:2x128x32 mask=random needs no --dim.
 	out := make(map[string]*ir.Tensor, len(specs))
-	for i, s := range specs {
-		vi := byName[s.name]
-		t, err := l.loadOne(s, vi, l.seed+uint64(i))
-		if err != nil {
-			return nil, fmt.Errorf("input %q: %w", s.name, err)
+	for _, pass := range []bool{true, false} {
+		for i, s := range specs {
+			vi := byName[s.name]
+			if bare := s.source == "random" || s.source == "ones"; bare == pass {
+				continue
+			}
+			t, err := l.loadOne(s, vi, l.seed+uint64(i))
+			if err != nil {
+				return nil, fmt.Errorf("input %q: %w", s.name, err)
+			}
+			out[s.name] = t
+			l.bindDims(vi, t.Shape)
 		}
-		out[s.name] = t
 	}
 	return out, nil
+}
+
+// bindDims learns the symbolic dims of vi's declared shape from shape, a
+// given input's, where --dim or an earlier input has not bound them.
+// Nothing is checked here: the session checks the inputs' shapes.
+func (l *inputLoader) bindDims(vi *ir.ValueInfo, shape []int) {
+	if !vi.Type.RankKnown || len(vi.Type.Shape) != len(shape) {
+		return
+	}
+	for i, d := range vi.Type.Shape {
+		if d.Param == "" {
+			continue
+		}
+		if l.dims == nil {
+			l.dims = map[string]int{}
+		}
+		if _, ok := l.dims[d.Param]; !ok {
+			l.dims[d.Param] = shape[i]
+		}
+	}
 }
 
 func (l *inputLoader) loadOne(s inputSpec, vi *ir.ValueInfo, seed uint64) (*ir.Tensor, error) {
@@ -208,7 +237,7 @@ func (l *inputLoader) randomShape(dims string, vi *ir.ValueInfo) ([]int, error) 
 		case d.Param != "":
 			v, ok := l.dims[d.Param]
 			if !ok {
-				return nil, usageErrorf("dim %d is symbolic (%s): bind it with --dim %s=N or give a shape (%s=random:…)", i, d.Param, d.Param, vi.Name)
+				return nil, usageErrorf("dim %d is symbolic (%s): bind it with --dim %s=N, give a shape (%s=random:…), or give an input that has that dim a shape", i, d.Param, d.Param, vi.Name)
 			}
 			shape[i] = v
 		default:

@@ -228,3 +228,18 @@ func TestRunOnes(t *testing.T) {
 	// The shape is checked against the declared one like any input's.
 	attnrun(t, "run", model, "-i", "x=ones:4", "-i", "m=ones", "-i", "b=ones", "-i", "h=ones").wantError(t, 1, cmdWall, `input "x" has shape [4], the model expects [3]`)
 }
+
+// TestRunBindsDimsFromInputs: a bare random or ones input takes the
+// symbolic dims that the other inputs' given shapes bind, in any order;
+// --dim still wins.
+func TestRunBindsDimsFromInputs(t *testing.T) {
+	causal := filepath.Join(modelsDir, "s000_causal", "model.onnx") // x: float32[batch, seq, 32], mask: bool[batch, seq]
+	r := attnrun(t, "run", causal, "-i", "mask=ones", "-i", "x=random:2x5x32", "--json")
+	r.wantOK(t)
+	if got := parseRunJSON(t, r.stdout); len(got.Outputs) != 1 || !slices.Equal(got.Outputs[0].Shape, []int{2, 5, 32}) {
+		t.Fatalf("outputs %+v, want one of shape [2 5 32]", got.Outputs)
+	}
+	// --dim binds first: the mask then disagrees with x, which
+	// --strict-dims refuses.
+	attnrun(t, "run", causal, "-i", "mask=ones", "-i", "x=random:2x5x32", "--dim", "seq=4", "--strict-dims").wantError(t, 1, cmdWall, `input "mask" dim 1 (seq) is 4, but x dim 1 set seq=5`)
+}
