@@ -303,7 +303,7 @@ func (p *Program) planFor(inputs map[string]*ir.Tensor) (*plan, error) {
 		return pl, nil
 	}
 	p.mu.Unlock()
-	if err := p.restoreReferenced(); err != nil {
+	if err := p.restoreReferenced(""); err != nil {
 		return nil, err
 	}
 	p.weightsMu.RLock()

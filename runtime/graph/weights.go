@@ -168,9 +168,9 @@ func (p *Program) readBack(t *ir.Tensor, r WeightRestorer) (int64, error) {
 }
 
 // restoreReferenced reads back the initializers released before Compile
-// (Options.ReferencedWeights), once: a plan folds, fuses and runs on
-// their values.
-func (p *Program) restoreReferenced() error {
+// (Options.ReferencedWeights), once: only the one named by only, or, when
+// only is "", all of them (a plan folds, fuses and runs on their values).
+func (p *Program) restoreReferenced(only string) error {
 	p.weightsMu.RLock()
 	left := len(p.referenced)
 	p.weightsMu.RUnlock()
@@ -181,6 +181,9 @@ func (p *Program) restoreReferenced() error {
 	defer p.weightsMu.Unlock()
 	for _, name := range slices.Sorted(maps.Keys(p.referenced)) {
 		t := p.referenced[name]
+		if only != "" && name != only {
+			continue
+		}
 		if p.opts.ReferencedWeights == nil {
 			return fmt.Errorf("initializer %q is held by reference (its data is not in memory) and the program has no way to read it (graph Options.ReferencedWeights)", name)
 		}
@@ -201,7 +204,7 @@ func (p *Program) Const(name string) (*ir.Tensor, error) {
 	if !c.Released() {
 		return c, nil
 	}
-	if err := p.restoreReferenced(); err != nil {
+	if err := p.restoreReferenced(name); err != nil {
 		return nil, err
 	}
 	if c.Released() { // released by the program itself: held packed
