@@ -102,6 +102,9 @@ func Open(ctx context.Context, modelPath string, opts Options) (*Session, error)
 	if err != nil {
 		return nil, err
 	}
+	if opts.InProcess {
+		return openModel(ctx, m, opts, nil)
+	}
 	weights, err := onnx.NewWeightStore(m)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", modelPath, err)
