@@ -38,6 +38,15 @@ type Options struct {
 	// BaseDir is where external data files are resolved (the model file's
 	// directory); Load sets it.
 	BaseDir string
+	// ReferenceWeights leaves unread the float32 initializers of 1 MiB or
+	// more stored in a file (external data, or embedded in the model file
+	// as raw_data) that cannot be memory-mapped (at an offset not aligned
+	// for float32): such a tensor is loaded by reference, released
+	// (ir.Tensor.Released: its Data nil, its External set), for a process
+	// that hands the reference on rather than reading the values (the
+	// host of backends in other processes). A WeightStore opened right
+	// after loading reads them back (Restore) where they are read.
+	ReferenceWeights bool
 }
 
 func (o Options) maxBytes() int64 {
@@ -189,12 +198,19 @@ type decoder struct {
 }
 
 // tensor converts a tensor and charges its size against the total budget.
-func (d *decoder) tensor(tp *onnxpb.TensorProto) (*ir.Tensor, error) {
-	t, err := tensorFromProto(tp, d.opts, d.limit)
+// Only the main graph's initializers (byRef) may be loaded by reference
+// (Options.ReferenceWeights): node attributes and subgraphs are read.
+func (d *decoder) tensor(tp *onnxpb.TensorProto, byRef bool) (*ir.Tensor, error) {
+	opts := d.opts
+	opts.ReferenceWeights = opts.ReferenceWeights && byRef
+	t, err := tensorFromProto(tp, opts, d.limit)
 	if err != nil {
 		return nil, err
 	}
 	b := t.Bytes()
+	if t.Released() {
+		b = t.External.Length // loaded by reference: as large all the same
+	}
 	if t.DType == ir.String {
 		for _, s := range t.Data.([]string) {
 			b += int64(len(s))
@@ -231,7 +247,7 @@ func (d *decoder) graph(gp *onnxpb.GraphProto, top bool) (*ir.Graph, error) {
 		if _, dup := g.Initializers[name]; dup {
 			return nil, wrap(fmt.Errorf("initializer %q is defined twice", name))
 		}
-		t, err := d.tensor(tp)
+		t, err := d.tensor(tp, top)
 		if err != nil {
 			return nil, wrap(fmt.Errorf("initializer %q: %w", name, err))
 		}
@@ -398,7 +414,7 @@ func (d *decoder) attribute(ap *onnxpb.AttributeProto) (*ir.Attribute, error) {
 		if ap.T == nil {
 			return nil, fmt.Errorf("tensor attribute has no tensor")
 		}
-		if a.Tensor, err = d.tensor(ap.T); err != nil {
+		if a.Tensor, err = d.tensor(ap.T, false); err != nil {
 			return nil, err
 		}
 	case ir.AttrGraph:
@@ -418,7 +434,7 @@ func (d *decoder) attribute(ap *onnxpb.AttributeProto) (*ir.Attribute, error) {
 		}
 	case ir.AttrTensors:
 		for i, tp := range ap.Tensors {
-			t, err := d.tensor(tp)
+			t, err := d.tensor(tp, false)
 			if err != nil {
 				return nil, fmt.Errorf("tensor #%d: %w", i, err)
 			}

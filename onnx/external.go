@@ -107,6 +107,10 @@ func externalTensor(tp *onnxpb.TensorProto, opts Options, dt ir.DType, shape []i
 			ext.Mapped = true
 			return &ir.Tensor{DType: dt, Shape: shape, Data: data, External: ext}, nil
 		}
+		if opts.ReferenceWeights && dt == ir.Float && ir.NativeLittleEndian {
+			// Left in the file: a WeightStore reads it when it is read.
+			return &ir.Tensor{DType: dt, Shape: shape, External: ext}, nil
+		}
 	}
 	// Read straight into the tensor's memory when its bytes are its
 	// storage (a little-endian machine): one copy, not a buffer and a

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -19,15 +20,28 @@ import (
 // weight mapped from its file gets its pages dropped (MADV_DONTNEED: a
 // later read faults them back in from the file), a weight read into memory
 // (at an offset not aligned for its type) gets its data dropped and read
-// again from the file it came from on Restore. Open it right after
-// decoding the model: it keeps open the files the model's weights were
-// read from, so that a file renamed over the model later does not change
-// what is restored.
+// again from the file it came from on Restore. A weight loaded by
+// reference (Options.ReferenceWeights) is released from the start. Open
+// it right after decoding the model: it keeps open the files the model's
+// weights were read from, so that a file renamed over the model, or
+// removed, later does not change what is restored; a file written in
+// place (its size or modification time changed) fails Restore with an
+// error naming the weight and the file.
 type WeightStore struct {
 	mu    sync.Mutex
-	files map[string]*os.File
+	files map[string]*heldFile
+	// names are the weights' initializer names, for errors.
+	names map[*ir.Tensor]string
 	// dropped is what Release gave back since the last collection.
 	dropped int64
+}
+
+// heldFile is a weights file the store keeps open, with what it was like
+// when opened.
+type heldFile struct {
+	f    *os.File
+	size int64
+	mod  time.Time
 }
 
 // collectEveryBytes is how much dropped weight data Release lets pile up
@@ -42,25 +56,26 @@ const collectEveryBytes = 16 << 20
 // into memory (not mapped) come from; only those are released (weights
 // under mapMinBytes are not worth a file kept open).
 func NewWeightStore(m *ir.Model) (*WeightStore, error) {
-	s := &WeightStore{files: map[string]*os.File{}}
+	s := &WeightStore{files: map[string]*heldFile{}, names: map[*ir.Tensor]string{}}
 	if m == nil || m.Graph == nil {
 		return s, nil
 	}
-	for _, t := range m.Graph.Initializers {
+	for name, t := range m.Graph.Initializers {
 		e := t.External
 		if e == nil || e.Mapped || t.DType != ir.Float || e.Length < mapMinBytes {
 			continue
 		}
+		s.names[t] = name
 		path := filepath.Join(e.Dir, filepath.FromSlash(e.Location))
 		if _, ok := s.files[path]; ok {
 			continue
 		}
-		f, _, err := regfile.OpenNoFollow(path)
+		f, st, err := regfile.OpenNoFollow(path)
 		if err != nil {
 			s.Close()
-			return nil, fmt.Errorf("external data %q: %v", e.Location, err)
+			return nil, fmt.Errorf("initializer %q: external data %q: %v", name, e.Location, err)
 		}
-		s.files[path] = f
+		s.files[path] = &heldFile{f: f, size: st.Size(), mod: st.ModTime()}
 	}
 	return s, nil
 }
@@ -104,25 +119,39 @@ func (s *WeightStore) Release(t *ir.Tensor) (int64, error) {
 	return n, nil
 }
 
-// Restore reads a released t's data again from its file.
+// Restore reads a released t's data again from its file, which must be
+// as it was when the store opened it.
 func (s *WeightStore) Restore(t *ir.Tensor) error {
 	if !t.Released() {
 		return nil
 	}
 	e := t.External
+	path := filepath.Join(e.Dir, filepath.FromSlash(e.Location))
 	s.mu.Lock()
-	f := s.files[filepath.Join(e.Dir, filepath.FromSlash(e.Location))]
+	h, name := s.files[path], s.names[t]
 	s.mu.Unlock()
-	if f == nil {
-		return fmt.Errorf("external data %q: released, and its file is not open", e.Location)
+	label := fmt.Sprintf("weight %q (%s, offset %d)", name, path, e.Offset)
+	if name == "" {
+		label = fmt.Sprintf("a weight of shape %v (%s, offset %d)", t.Shape, path, e.Offset)
+	}
+	if h == nil {
+		return fmt.Errorf("%s: its data is not in memory, and its file is not open", label)
+	}
+	st, err := h.f.Stat()
+	if err != nil {
+		return fmt.Errorf("%s: reading it back: %v", label, err)
+	}
+	if st.Size() != h.size || !st.ModTime().Equal(h.mod) {
+		return fmt.Errorf("%s: reading it back: the file changed since the model was loaded (%d bytes modified %s, now %d bytes modified %s); replace a model file by renaming a new one over it (mv), not by writing into it",
+			label, h.size, h.mod.Format(time.RFC3339Nano), st.Size(), st.ModTime().Format(time.RFC3339Nano))
 	}
 	data := make([]float32, ir.NumElements(t.Shape))
 	buf := ir.BytesOf(data)
 	if int64(len(buf)) != e.Length {
-		return fmt.Errorf("external data %q: %d bytes for shape %v, the file has %d", e.Location, len(buf), t.Shape, e.Length)
+		return fmt.Errorf("%s: %d bytes for shape %v, the file has %d", label, len(buf), t.Shape, e.Length)
 	}
-	if _, err := f.ReadAt(buf, e.Offset); err != nil {
-		return fmt.Errorf("external data %q: restoring a released weight: %v", e.Location, err)
+	if _, err := h.f.ReadAt(buf, e.Offset); err != nil {
+		return fmt.Errorf("%s: reading it back: %v", label, err)
 	}
 	t.Data = data
 	return nil
@@ -132,8 +161,8 @@ func (s *WeightStore) Restore(t *ir.Tensor) error {
 func (s *WeightStore) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for p, f := range s.files {
-		f.Close()
+	for p, h := range s.files {
+		h.f.Close()
 		delete(s.files, p)
 	}
 	return nil

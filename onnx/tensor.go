@@ -280,6 +280,9 @@ func tensorToProto(name string, t *ir.Tensor) (*onnxpb.TensorProto, error) {
 	if !t.DType.Known() {
 		return nil, fmt.Errorf("unsupported dtype %v", t.DType)
 	}
+	if t.Released() {
+		return nil, fmt.Errorf("its data is not in memory (held by reference to %q at offset %d; restore it with a WeightStore, or encode with EncodeExternal)", t.External.Location, t.External.Offset)
+	}
 	if err := t.Check(); err != nil {
 		return nil, err
 	}

@@ -156,7 +156,9 @@ func legacyBroadcastInfer(name string, types []ir.DType) InferFunc {
 			return nil, err
 		}
 		b.Type.Shape = shape
-		if b.Const != nil {
+		if b.Const.Released() {
+			b.Const = nil // a weight held by reference: no data to view
+		} else if b.Const != nil {
 			if c, ok := shape.Concrete(); ok {
 				b.Const = &ir.Tensor{DType: b.Const.DType, Shape: c, Data: b.Const.Data}
 			}

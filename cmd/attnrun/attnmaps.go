@@ -55,7 +55,10 @@ func writeAttentionMaps(w, note io.Writer, s *session.Session, model string, inp
 				t = inputs[v.name]
 			}
 			if t == nil {
-				t = s.Program().Types[v.name].Const
+				var err error
+				if t, err = s.Program().Const(v.name); err != nil {
+					return fmt.Errorf("--attention-maps: core %q: its %s %q: %w", c.Softmax.Label(), v.what, v.name, err)
+				}
 			}
 			if t == nil {
 				return fmt.Errorf("--attention-maps: core %q: no value for its %s %q", c.Softmax.Label(), v.what, v.name)

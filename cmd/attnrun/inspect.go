@@ -96,7 +96,11 @@ func printInspect(w io.Writer, path string, s *session.Session, dims map[string]
 	}
 	var weightBytes int64
 	for _, t := range m.Graph.Initializers {
-		weightBytes += t.Bytes()
+		if t.Released() { // loaded by reference: in its file
+			weightBytes += t.External.Length
+		} else {
+			weightBytes += t.Bytes()
+		}
 	}
 	fmt.Fprintf(w, "weights:  %d initializers, %d bytes\n", len(m.Graph.Initializers), weightBytes)
 

@@ -69,6 +69,15 @@ type Options struct {
 	// copy of the model sets it; a program sharing the host's tensors must
 	// not.
 	Weights WeightReleaser
+	// ReferencedWeights reads back the initializers the model holds by
+	// reference (released before Compile: a host that loads its weights
+	// with onnx.Options.ReferenceWeights and hands backends the
+	// references). Compile and the session's planning read only their
+	// types; the first plan built (Plan, Steps, Fusions, Run: folding,
+	// fusion and kernels read values) or Const reads them all back, and
+	// they stay. Without it, a plan of a model with released initializers
+	// is an error naming them.
+	ReferencedWeights WeightRestorer
 }
 
 // Program is a validated, scheduled and type-inferred graph.
@@ -111,6 +120,9 @@ type Program struct {
 	weightUsers   map[*ir.Tensor]bool
 	pinned        map[*ir.Tensor]bool
 	releasedBytes int64
+	// referenced are the initializers released before Compile, by name,
+	// until restoreReferenced reads them back (under weightsMu).
+	referenced map[string]*ir.Tensor
 }
 
 // memoize is ops.Context.Memo for every step of every plan. What build
@@ -181,6 +193,12 @@ func Compile(m *ir.Model, opts Options) (*Program, error) {
 	}
 	for name, t := range m.Graph.Initializers {
 		p.Types[name] = ops.Value{Type: ops.Known(t.DType, t.Shape), Const: t}
+		if t.Released() {
+			if p.referenced == nil {
+				p.referenced = map[string]*ir.Tensor{}
+			}
+			p.referenced[name] = t
+		}
 	}
 	var lacking unsupportedOps
 	for _, n := range order {

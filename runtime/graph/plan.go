@@ -303,6 +303,9 @@ func (p *Program) planFor(inputs map[string]*ir.Tensor) (*plan, error) {
 		return pl, nil
 	}
 	p.mu.Unlock()
+	if err := p.restoreReferenced(""); err != nil {
+		return nil, err
+	}
 	p.weightsMu.RLock()
 	pl, err := p.buildPlan(inputs, keyed)
 	p.weightsMu.RUnlock()

@@ -3,6 +3,8 @@ package graph
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops"
@@ -19,14 +21,20 @@ import (
 // restored if it was released, never released again. Releasing and
 // restoring happen with no run in flight (weightsMu).
 
+// WeightRestorer reads the float32 data of a released weight
+// (ir.Tensor.Released) back from its file (onnx.WeightStore).
+type WeightRestorer interface {
+	// Restore makes a released t's data readable again.
+	Restore(t *ir.Tensor) error
+}
+
 // WeightReleaser releases and restores the float32 data of a model's
 // external weights (onnx.WeightStore).
 type WeightReleaser interface {
+	WeightRestorer
 	// Release drops t's data (ir.Tensor.Released, or its pages) and
 	// returns how many bytes of memory that gave back.
 	Release(t *ir.Tensor) (int64, error)
-	// Restore makes a released t's data readable again.
-	Restore(t *ir.Tensor) error
 }
 
 // packableWeightOps are the ops a weight may feed and still be released:
@@ -139,17 +147,76 @@ func (p *Program) restoreWeight(t *ir.Tensor) error {
 	if !t.Released() {
 		return nil
 	}
+	n, err := p.readBack(t, p.opts.Weights)
+	p.releasedBytes -= n
+	return err
+}
+
+// readBack restores a released t with r, reserving its bytes from the
+// budget; it returns how many it reserved.
+func (p *Program) readBack(t *ir.Tensor, r WeightRestorer) (int64, error) {
 	n := int64(ir.NumElements(t.Shape)) * int64(t.DType.Size())
 	if !p.opts.Budget.Reserve(n) {
-		return p.opts.Budget.Exceeded("a released weight read again", n, p.opts.Budget.Left())
+		return 0, p.opts.Budget.Exceeded("a released weight read again", n, p.opts.Budget.Left())
 	}
-	if err := p.opts.Weights.Restore(t); err != nil {
+	if err := r.Restore(t); err != nil {
 		p.opts.Budget.Release(n)
-		return err
+		return 0, err
 	}
 	p.reserved += n
-	p.releasedBytes -= n
+	return n, nil
+}
+
+// restoreReferenced reads back the initializers released before Compile
+// (Options.ReferencedWeights), once: only the one named by only, or, when
+// only is "", all of them (a plan folds, fuses and runs on their values).
+func (p *Program) restoreReferenced(only string) error {
+	p.weightsMu.RLock()
+	left := len(p.referenced)
+	p.weightsMu.RUnlock()
+	if left == 0 {
+		return nil
+	}
+	p.weightsMu.Lock()
+	defer p.weightsMu.Unlock()
+	for _, name := range slices.Sorted(maps.Keys(p.referenced)) {
+		t := p.referenced[name]
+		if only != "" && name != only {
+			continue
+		}
+		if p.opts.ReferencedWeights == nil {
+			return fmt.Errorf("initializer %q is held by reference (its data is not in memory) and the program has no way to read it (graph Options.ReferencedWeights)", name)
+		}
+		if _, err := p.readBack(t, p.opts.ReferencedWeights); err != nil {
+			return err // onnx.WeightStore's errors name the weight and its file
+		}
+		delete(p.referenced, name)
+	}
 	return nil
+}
+
+// Const returns the constant value of tensor name that the program knows
+// at compile time (an initializer, or a constant folded from them), nil
+// when it has none; an initializer held by reference is read back first
+// (Options.ReferencedWeights).
+func (p *Program) Const(name string) (*ir.Tensor, error) {
+	c := p.Types[name].Const
+	if !c.Released() {
+		return c, nil
+	}
+	if err := p.restoreReferenced(name); err != nil {
+		return nil, err
+	}
+	if c.Released() { // released by the program itself: held packed
+		if err := func() error {
+			p.weightsMu.Lock()
+			defer p.weightsMu.Unlock()
+			return p.pinWeight(c)
+		}(); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // findWeightCandidates returns the initializers that may be released: float32

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
@@ -63,14 +64,7 @@ func checkReleased(t *testing.T, gname string, nodes []*ir.Node, outputs []strin
 	for _, o := range m.Graph.Outputs {
 		o.Type = ir.TypeInfo{DType: ir.Float}
 	}
-	path := filepath.Join(t.TempDir(), "model.onnx")
-	data, err := onnx.Encode(m)
-	if err == nil {
-		err = os.WriteFile(path, data, 0o644)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	path := writeModelFile(t, m)
 	load := func() *ir.Model {
 		m, err := onnx.Load(path, onnx.Options{})
 		if err != nil {
@@ -154,4 +148,86 @@ type countingStore struct {
 func (s *countingStore) Restore(t *ir.Tensor) error {
 	s.restores++
 	return s.WeightStore.Restore(t)
+}
+
+// TestReferencedWeights: a model whose weight was loaded by reference
+// (onnx.Options.ReferenceWeights) compiles reading nothing; its first plan
+// reads the weight back through Options.ReferencedWeights and runs as a
+// program on the weight read at load does (the weight also read by an
+// Add); without a restorer the plan is refused with an error naming the
+// weight.
+func TestReferencedWeights(t *testing.T) {
+	const k = 512 // w: 512×512 float32, 1 MiB
+	r := rand.New(rand.NewSource(9))
+	rows := &ir.ValueInfo{Name: "a", Type: ir.TypeInfo{DType: ir.Float, RankKnown: true, Shape: ir.Shape{{Param: "N"}, {Value: k}}}}
+	nodes := []*ir.Node{node("MatMul", []string{"a", "w"}, []string{"h"}), node("Add", []string{"h", "w"}, []string{"y"})}
+	released := false
+	for _, gname := range []string{"g", "gx", "gxx", "gxxx"} {
+		s := synth{inputs: []*ir.ValueInfo{rows}, inits: map[string]*ir.Tensor{"w": randT(r, k, k)}, nodes: nodes, outputs: []string{"y"}}
+		m := s.model()
+		m.Graph.Name = gname
+		m.Graph.Outputs[0].Type = ir.TypeInfo{DType: ir.Float}
+		path := writeModelFile(t, m)
+		ref, err := onnx.Load(path, onnx.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err = onnx.Load(path, onnx.Options{ReferenceWeights: true}); err != nil {
+			t.Fatal(err)
+		}
+		if !m.Graph.Initializers["w"].Released() {
+			continue // mapped
+		}
+		released = true
+		in := map[string]*ir.Tensor{"a": randT(r, k, k)} // rows k: h + w broadcasts
+		bare, err := Compile(m, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bare.Run(context.Background(), in, RunOptions{}); err == nil || !strings.Contains(err.Error(), `initializer "w" is held by reference`) {
+			t.Errorf("a plan on a weight it cannot read back: %v, want an error naming the weight", err)
+		}
+		bare.Close()
+		store, err := onnx.NewWeightStore(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		var outs [2]map[string]*ir.Tensor
+		for i, c := range []struct {
+			m    *ir.Model
+			opts Options
+		}{{ref, Options{Threads: 2}}, {m, Options{Threads: 2, ReferencedWeights: store}}} {
+			p, err := Compile(c.m, c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if outs[i], err = p.Run(context.Background(), in, RunOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if m.Graph.Initializers["w"].Released() {
+			t.Fatal("the weight is still released after a run")
+		}
+		sameOutputs(t, outs[1]["y"], outs[0]["y"])
+	}
+	if !released {
+		t.Fatal("no graph name put the weight at an unaligned offset")
+	}
+}
+
+// writeModelFile encodes m into model.onnx in a new temporary directory
+// and returns its path.
+func writeModelFile(t *testing.T, m *ir.Model) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "model.onnx")
+	data, err := onnx.Encode(m)
+	if err == nil {
+		err = os.WriteFile(path, data, 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

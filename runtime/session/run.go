@@ -232,9 +232,12 @@ func (s *Session) graphOutput(name string, env, inputs map[string]*tensor.Dense)
 	if d, ok := inputs[name]; ok {
 		return d, nil
 	}
-	t, ok := s.model.Graph.Initializers[name]
-	if !ok {
+	if _, ok := s.model.Graph.Initializers[name]; !ok {
 		return nil, errors.New("not produced")
+	}
+	t, err := s.prog.Const(name) // read back if held by reference
+	if err != nil {
+		return nil, err
 	}
 	return ir.ToDense(t.Clone())
 }

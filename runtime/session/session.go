@@ -74,21 +74,46 @@ type Session struct {
 	// warnedDims holds the dim_param names whose conflicting sizes were
 	// already logged (one warning per name and session).
 	warnedDims sync.Map
+	// weights reads back the weights Open loaded by reference (nil when
+	// it loaded them all): see Open.
+	weights *onnx.WeightStore
 }
 
 // Open loads the model at modelPath, validates it, starts the backends,
 // assigns nodes, partitions and compiles. Each node the preferred backend
 // refuses is logged (node, op, reason) and runs on the CPU backend, or is an
 // error with Options.NoFallback.
+//
+// Backends in other processes read the model's weights from its files
+// themselves, so the host does not: float32 weights of 1 MiB or more that
+// cannot be memory-mapped (embedded at offsets not aligned for float32,
+// as PyTorch writes most) are loaded by reference (onnx.Options.
+// ReferenceWeights) and read back only where the host reads their values
+// (Program plans, Program.Const, an initializer that is a graph output).
+// The session keeps the model file open for that, so renaming a new file
+// over it (mv) changes nothing; writing into it makes such a read fail with
+// an error naming the weight and the file. With Options.InProcess the
+// backend shares the host's tensors, and every weight is loaded.
 func Open(ctx context.Context, modelPath string, opts Options) (*Session, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	m, err := onnx.Load(modelPath, onnx.Options{MaxTensorBytes: opts.MaxTensorBytes})
+	m, err := onnx.Load(modelPath, onnx.Options{MaxTensorBytes: opts.MaxTensorBytes, ReferenceWeights: !opts.InProcess})
 	if err != nil {
 		return nil, err
 	}
-	return openModel(ctx, m, opts)
+	if opts.InProcess {
+		return openModel(ctx, m, opts, nil)
+	}
+	weights, err := onnx.NewWeightStore(m)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", modelPath, err)
+	}
+	s, err := openModel(ctx, m, opts, weights)
+	if err != nil {
+		weights.Close()
+	}
+	return s, err
 }
 
 // OpenModel is Open for a model already in memory.
@@ -96,16 +121,21 @@ func OpenModel(ctx context.Context, m *ir.Model, opts Options) (*Session, error)
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	return openModel(ctx, m, opts)
+	return openModel(ctx, m, opts, nil)
 }
 
-func openModel(ctx context.Context, m *ir.Model, opts Options) (*Session, error) {
+// openModel opens a session on m; weights, when set, reads back m's
+// initializers loaded by reference, and the session closes it.
+func openModel(ctx context.Context, m *ir.Model, opts Options, weights *onnx.WeightStore) (*Session, error) {
 	gopts := graph.Options{Threads: opts.Threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, StrictDims: opts.StrictDims, Budget: opts.budget}
+	if weights != nil {
+		gopts.ReferencedWeights = weights
+	}
 	prog, err := graph.Compile(m, gopts)
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{opts: opts, model: m, prog: prog, assign: map[*ir.Node]string{}, inputTypes: map[string]ir.DType{}}
+	s := &Session{opts: opts, model: m, prog: prog, assign: map[*ir.Node]string{}, inputTypes: map[string]ir.DType{}, weights: weights}
 	extra, runBase := opts.ExtraOutputs, m
 	if opts.AttentionWeights {
 		s.cores = prog.AttentionCores()
@@ -213,7 +243,8 @@ func (s *Session) Inputs() []*ir.ValueInfo { return s.model.Graph.Inputs }
 // Outputs are the model's declared graph outputs.
 func (s *Session) Outputs() []*ir.ValueInfo { return s.model.Graph.Outputs }
 
-// Model is the loaded model.
+// Model is the loaded model. Its weights loaded by reference (see Open)
+// have no data in memory (ir.Tensor.Released): Program().Const reads one.
 func (s *Session) Model() *ir.Model { return s.model }
 
 // Program is the host's compiled program (validation and symbolic types).
@@ -312,6 +343,9 @@ func (s *Session) Close() error {
 		case <-done:
 		case <-t.C:
 			s.opts.Logf("closing the session: backends still shutting down after %v; continuing in the background", closeTimeout)
+		}
+		if s.weights != nil {
+			s.weights.Close()
 		}
 	})
 	return nil
