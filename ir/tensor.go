@@ -42,7 +42,26 @@ type ExternalData struct {
 	// these bytes of the file (plus the start of its first page), not a
 	// copy: dropping its pages loses nothing.
 	Mapped bool
+	// File is the identity of the file the bytes were loaded from (zero
+	// when unknown). Whoever opens Location again by path (a backend
+	// decoding a reference, a WeightStore) refuses a file that is not
+	// this one: a model renamed over the path, or rewritten in place,
+	// would otherwise give the loaded graph another model's weights.
+	File FileIdentity
 }
+
+// FileIdentity tells one version of a file from another: which file it is
+// (device and inode: a file renamed over a path is another file) and what
+// it held (size, and modification time in nanoseconds since the Unix
+// epoch: a file written in place changes them).
+type FileIdentity struct {
+	Dev, Ino  uint64
+	Size      int64
+	ModTimeNs int64
+}
+
+// Known reports whether id was recorded (is not the zero value).
+func (id FileIdentity) Known() bool { return id != FileIdentity{} }
 
 // NumElements returns the product of dims (1 for a scalar). It returns -1 if
 // a dim is negative or the product overflows int64.

@@ -47,6 +47,10 @@ type Options struct {
 	// host of backends in other processes). A WeightStore opened right
 	// after loading reads them back (Restore) where they are read.
 	ReferenceWeights bool
+	// files holds, during one Decode, the identity of each external data
+	// file (by absolute path) as first opened: a later tensor of the same
+	// file must find it unchanged.
+	files map[string]ir.FileIdentity
 }
 
 func (o Options) maxBytes() int64 {
@@ -104,6 +108,7 @@ func Decode(data []byte, opts Options) (*ir.Model, error) {
 	if v := mp.GetIrVersion(); v > MaxIRVersion {
 		return nil, fmt.Errorf("IR version %d is newer than attnrun reads (up to %d, ONNX 1.22's)", v, MaxIRVersion)
 	}
+	opts.files = map[string]ir.FileIdentity{}
 	d := &decoder{opts: opts, limit: opts.maxBytes()}
 	m := &ir.Model{
 		IRVersion:       mp.GetIrVersion(),

@@ -2,6 +2,7 @@ package onnx
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -78,13 +79,14 @@ func loadReferenced(path string) (_ []byte, ok bool, err error) {
 	if resolved, err := filepath.EvalSymlinks(filepath.Join(dir, name)); err != nil || filepath.Dir(resolved) != dir {
 		return nil, false, nil
 	}
-	return scanMapped(f, st.Size(), path, filepath.ToSlash(name))
+	return scanMapped(f, st, path, filepath.ToSlash(name))
 }
 
-// scanMapped maps size bytes of the model file f and rewrites them with
-// referenceEmbedded (location: the file's name).
-func scanMapped(f *os.File, size int64, path, location string) (_ []byte, ok bool, err error) {
-	mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+// scanMapped maps the model file f (st: its Stat) and rewrites it with
+// referenceEmbedded (location: the file's name; the references carry the
+// file's identity, which whoever opens it by path checks).
+func scanMapped(f *os.File, st fs.FileInfo, path, location string) (_ []byte, ok bool, err error) {
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, false, nil
 	}
@@ -99,7 +101,7 @@ func scanMapped(f *os.File, size int64, path, location string) (_ []byte, ok boo
 	}()
 	// Only the message's structure is read: the pages of the weights are
 	// skipped over, never touched.
-	out, n := referenceEmbedded(mem, location, embeddedMinBytes)
+	out, n := referenceEmbedded(mem, location, identityOf(st), embeddedMinBytes)
 	if n == 0 {
 		return nil, false, nil
 	}
@@ -109,10 +111,11 @@ func scanMapped(f *os.File, size int64, path, location string) (_ []byte, ok boo
 // referenceEmbedded returns a copy of the serialized ModelProto data in
 // which every top-level graph initializer with at least minBytes of
 // raw_data is an external-data reference to location at raw_data's offset
-// in data, and how many it rewrote. Anything it does not expect (a second
+// in data (carrying file, the identity of the file data is, when known),
+// and how many it rewrote. Anything it does not expect (a second
 // graph field, malformed wire data, an initializer already external) is
 // left as it is, or the whole rewrite given up (n 0), for Decode to judge.
-func referenceEmbedded(data []byte, location string, minBytes int) (out []byte, n int) {
+func referenceEmbedded(data []byte, location string, file ir.FileIdentity, minBytes int) (out []byte, n int) {
 	out = make([]byte, 0, 1<<16)
 	graphs := 0
 	for off := 0; off < len(data); {
@@ -134,7 +137,7 @@ func referenceEmbedded(data []byte, location string, minBytes int) (out []byte, 
 		if g == nil || graphs > 1 {
 			return nil, 0
 		}
-		gOut, k := referenceGraph(data, gStart, len(g), location, minBytes)
+		gOut, k := referenceGraph(data, gStart, len(g), location, file, minBytes)
 		if gOut == nil {
 			return nil, 0
 		}
@@ -157,7 +160,7 @@ func bytesValue(data []byte, at int) ([]byte, int) {
 }
 
 // referenceGraph rewrites the GraphProto at data[start:start+size].
-func referenceGraph(data []byte, start, size int, location string, minBytes int) ([]byte, int) {
+func referenceGraph(data []byte, start, size int, location string, file ir.FileIdentity, minBytes int) ([]byte, int) {
 	out := make([]byte, 0, 1<<12)
 	n := 0
 	for off := start; off < start+size; {
@@ -179,7 +182,7 @@ func referenceGraph(data []byte, start, size int, location string, minBytes int)
 		if t == nil {
 			return nil, 0
 		}
-		tOut, ok := referenceTensor(t, int64(tStart), location, minBytes)
+		tOut, ok := referenceTensor(t, int64(tStart), location, file, minBytes)
 		if !ok {
 			out = append(out, field...)
 			continue
@@ -195,7 +198,7 @@ func referenceGraph(data []byte, start, size int, location string, minBytes int)
 // base of the file: its raw_data, when of minBytes or more, becomes a
 // reference. ok is
 // false when the tensor is left as it is.
-func referenceTensor(t []byte, base int64, location string, minBytes int) ([]byte, bool) {
+func referenceTensor(t []byte, base int64, location string, file ir.FileIdentity, minBytes int) ([]byte, bool) {
 	rawAt, rawLen, raws := -1, 0, 0
 	for off := 0; off < len(t); {
 		num, typ, tagLen := protowire.ConsumeTag(t[off:])
@@ -241,7 +244,11 @@ func referenceTensor(t []byte, base int64, location string, minBytes int) ([]byt
 	if err := proto.Unmarshal(out, &tp); err != nil || !rawDataFits(&tp, rawLen) {
 		return nil, false
 	}
-	for _, kv := range [][2]string{{"location", location}, {"offset", strconv.FormatInt(base+int64(rawAt), 10)}, {"length", strconv.Itoa(rawLen)}} {
+	entries := [][2]string{{"location", location}, {"offset", strconv.FormatInt(base+int64(rawAt), 10)}, {"length", strconv.Itoa(rawLen)}}
+	if file.Known() {
+		entries = append(entries, [2]string{fileIdentityKey, formatIdentity(file)})
+	}
+	for _, kv := range entries {
 		var e []byte
 		e = protowire.AppendTag(e, stringStringKeyField, protowire.BytesType)
 		e = protowire.AppendString(e, kv[0])

@@ -117,7 +117,7 @@ func TestEmbeddedThroughSymlink(t *testing.T) {
 // left for Decode to judge.
 func TestReferenceEmbeddedMalformed(t *testing.T) {
 	for _, data := range [][]byte{{0x3a, 0xff}, {0xff}, []byte(strings.Repeat("\x3a\x00", 2))} {
-		if out, n := referenceEmbedded(data, "m.onnx", embeddedMinBytes); n != 0 {
+		if out, n := referenceEmbedded(data, "m.onnx", ir.FileIdentity{}, embeddedMinBytes); n != 0 {
 			t.Fatalf("%x: rewrote %d tensors into %x", data, n, out)
 		}
 	}
@@ -170,7 +170,7 @@ func TestEmbeddedFileCutShort(t *testing.T) {
 	if err := os.Truncate(path, 100); err != nil {
 		t.Fatal(err)
 	}
-	_, ok, err := scanMapped(f, st.Size(), path, "model.onnx")
+	_, ok, err := scanMapped(f, st, path, "model.onnx")
 	if ok || err == nil || !strings.Contains(err.Error(), "changed while being read") {
 		t.Fatalf("scan of a file cut short: ok %v, err %v", ok, err)
 	}

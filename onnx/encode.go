@@ -28,7 +28,12 @@ func Encode(m *ir.Model) ([]byte, error) {
 // encoding stays small however large the weights are. It returns the
 // directory the references are relative to ("" when there are none), which
 // the reader passes as Options.BaseDir to Decode. Initializers of another
-// directory than the first one met are written as bytes.
+// directory than the first one met are written as bytes. Each reference
+// also carries the identity of the file it was loaded from
+// (ir.ExternalData.File) under an attnrun key beside location, offset and
+// length: Decode refuses a file that has changed since (replaced or
+// rewritten), so that a backend restarted after the model file was
+// replaced fails instead of computing with the new file's weights.
 func EncodeExternal(m *ir.Model) (data []byte, dir string, err error) {
 	refs := &externalRefs{}
 	mp, err := modelToProto(m, refs)
@@ -57,7 +62,12 @@ func (r *externalRefs) ref(name string, t *ir.Tensor) *onnxpb.TensorProto {
 	for i, d := range t.Shape {
 		tp.Dims[i] = int64(d)
 	}
-	for _, kv := range [][2]string{{"location", e.Location}, {"offset", strconv.FormatInt(e.Offset, 10)}, {"length", strconv.FormatInt(e.Length, 10)}} {
+	entries := [][2]string{{"location", e.Location}, {"offset", strconv.FormatInt(e.Offset, 10)}, {"length", strconv.FormatInt(e.Length, 10)}}
+	if e.File.Known() {
+		// The reader refuses a file that is no longer this one.
+		entries = append(entries, [2]string{fileIdentityKey, formatIdentity(e.File)})
+	}
+	for _, kv := range entries {
 		tp.ExternalData = append(tp.ExternalData, &onnxpb.StringStringEntryProto{Key: ptr(kv[0]), Value: ptr(kv[1])})
 	}
 	return tp

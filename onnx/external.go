@@ -29,10 +29,17 @@ import (
 func externalTensor(tp *onnxpb.TensorProto, opts Options, dt ir.DType, shape []int, need int64) (*ir.Tensor, error) {
 	var loc string
 	offset, length := int64(0), int64(-1)
+	var want ir.FileIdentity // recorded by whoever loaded the model first
 	for _, kv := range tp.ExternalData {
 		switch kv.GetKey() {
 		case "location":
 			loc = kv.GetValue()
+		case fileIdentityKey:
+			id, err := parseIdentity(kv.GetValue())
+			if err != nil {
+				return nil, err
+			}
+			want = id
 		case "offset", "length":
 			v, err := strconv.ParseInt(kv.GetValue(), 10, 64)
 			if err != nil || v < 0 {
@@ -87,6 +94,18 @@ func externalTensor(tp *onnxpb.TensorProto, opts Options, dt ir.DType, shape []i
 		return nil, fmt.Errorf("%s: %v", label, err)
 	}
 	defer f.Close()
+	// The file must be the one the reference was made from, and within
+	// one decode, the one its other tensors came from.
+	if !want.Known() && opts.files != nil {
+		want = opts.files[full]
+	}
+	if err := checkIdentity(full, want, st); err != nil {
+		return nil, fmt.Errorf("%s: %w", label, err)
+	}
+	id := identityOf(st)
+	if opts.files != nil {
+		opts.files[full] = id
+	}
 	size := st.Size()
 	if offset > size {
 		return nil, fmt.Errorf("external data %q: offset %d is past the end of the file (%d bytes)", loc, offset, size)
@@ -101,7 +120,7 @@ func externalTensor(tp *onnxpb.TensorProto, opts Options, dt ir.DType, shape []i
 	} else if need > size-offset {
 		return nil, fmt.Errorf("dims %v of %v need %d bytes, external data %q has %d bytes from offset %d", tp.Dims, ir.DType(tp.GetDataType()), need, loc, size-offset, offset)
 	}
-	ext := &ir.ExternalData{Dir: base, Location: filepath.ToSlash(clean), Offset: offset, Length: need}
+	ext := &ir.ExternalData{Dir: base, Location: filepath.ToSlash(clean), Offset: offset, Length: need, File: id}
 	if need >= mapMinBytes {
 		if data, ok := mapExternal(f, dt, offset, need); ok {
 			ext.Mapped = true

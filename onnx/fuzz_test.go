@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx/onnxpb"
 )
 
@@ -65,7 +66,7 @@ func FuzzReferenceEmbedded(f *testing.F) {
 	seeds, _ := filepath.Glob(filepath.Join("..", "models", "s00[0-2]*", "model.onnx"))
 	addFileSeeds(f, seeds)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		out, n := referenceEmbedded(data, "m.onnx", 4)
+		out, n := referenceEmbedded(data, "m.onnx", ir.FileIdentity{}, 4)
 		if n == 0 {
 			return
 		}

@@ -54,7 +54,9 @@ const collectEveryBytes = 16 << 20
 
 // NewWeightStore opens the files m's large float32 external weights read
 // into memory (not mapped) come from; only those are released (weights
-// under mapMinBytes are not worth a file kept open).
+// under mapMinBytes are not worth a file kept open). A file that is not
+// the one the model was loaded from (ir.ExternalData.File: one renamed
+// over it, or rewritten, since) is refused.
 func NewWeightStore(m *ir.Model) (*WeightStore, error) {
 	s := &WeightStore{files: map[string]*heldFile{}, names: map[*ir.Tensor]string{}}
 	if m == nil || m.Graph == nil {
@@ -71,9 +73,16 @@ func NewWeightStore(m *ir.Model) (*WeightStore, error) {
 			continue
 		}
 		f, st, err := regfile.OpenNoFollow(path)
+		if err == nil {
+			// The file the model was loaded from, not one renamed over
+			// it (or rewritten) since.
+			if err = checkIdentity(path, e.File, st); err != nil {
+				f.Close()
+			}
+		}
 		if err != nil {
 			s.Close()
-			return nil, fmt.Errorf("initializer %q: external data %q: %v", name, e.Location, err)
+			return nil, fmt.Errorf("initializer %q: external data %q: %w", name, e.Location, err)
 		}
 		s.files[path] = &heldFile{f: f, size: st.Size(), mod: st.ModTime()}
 	}

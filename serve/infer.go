@@ -116,6 +116,7 @@ func (s *Server) infer(ctx context.Context, name, version string, req *oip.Reque
 func (s *Server) runError(ctx context.Context, l *loaded, err error) error {
 	what := fmt.Sprintf("model %q version %s", l.name, l.version)
 	var be *runner.BackendError
+	var restart *session.RestartError
 	var dims *session.DimConflictError
 	switch {
 	case errors.Is(err, batch.ErrQueueFull):
@@ -124,6 +125,10 @@ func (s *Server) runError(ctx context.Context, l *loaded, err error) error {
 		return oip.Errorf(oip.Unavailable, "%s is being unloaded; retry", what)
 	case errors.As(err, &be):
 		return oip.Errorf(oip.Unavailable, "%s: %v; retry later", what, err)
+	case errors.As(err, &restart):
+		// No backend to run on (e.g. its model file was replaced since
+		// the model was loaded: a rescan or load brings the new one).
+		return oip.Errorf(oip.Unavailable, "%s: %v", what, err)
 	case errors.As(err, &dims):
 		// The request's shapes, not the model, made the node fail.
 		return oip.Errorf(oip.InvalidArgument, "%s: %v", what, err)

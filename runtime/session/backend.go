@@ -349,7 +349,7 @@ func (b *backend) adoptRestart(g *process, err error, done chan struct{}) bool {
 		}
 		return false
 	case err != nil:
-		b.lastErr = fmt.Errorf("restarting backend %q: %w", b.name, err)
+		b.lastErr = &RestartError{Backend: b.name, Instance: b.instance, Err: err}
 		b.opts.Logf("%v", b.lastErr)
 		return false
 	}
@@ -360,6 +360,29 @@ func (b *backend) adoptRestart(g *process, err error, done chan struct{}) bool {
 	b.opts.Logf("backend %q restarted (pid %d); %d partition(s) recompiled", b.name, g.p.Pid(), len(b.pool.parts))
 	return true
 }
+
+// RestartError is the error of a Run whose backend process had ended and
+// whose replacement failed to start or to compile the model's partitions
+// again: for instance because a weights file changed since the session
+// loaded the model (replaced or rewritten), which the replacement refuses
+// rather than compute with other weights. Each later Run tries again.
+// Servers report it as unavailable.
+type RestartError struct {
+	// Backend and Instance name the backend instance.
+	Backend  string
+	Instance int
+	// Err is why the replacement failed.
+	Err error
+}
+
+// Error reads `restarting backend "cpu": compiling partition 0 on backend
+// "cpu": ...`.
+func (e *RestartError) Error() string {
+	return fmt.Sprintf("restarting backend %q: %v", e.Backend, e.Err)
+}
+
+// Unwrap returns why the replacement failed.
+func (e *RestartError) Unwrap() error { return e.Err }
 
 // errClosed is the error of a Run on a closed session.
 var errClosed = errors.New("session is closed")
