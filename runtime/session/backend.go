@@ -53,7 +53,23 @@ type backend struct {
 	// closed when that is over; lastErr is why the last one failed.
 	restarting chan struct{}
 	lastErr    error
-	closed     bool
+	// failures counts the restarts that failed in a row; until retryAt
+	// no other is started (restartBackoff), so that a replacement that
+	// cannot start (a changed model file, a broken plugin) is not
+	// launched again for every Run.
+	failures int
+	retryAt  time.Time
+	closed   bool
+}
+
+// restartBackoff is how long after the n-th failed restart in a row the
+// next may start: 100 ms, doubling, at most 10 s.
+func restartBackoff(n int) time.Duration {
+	d := 100 * time.Millisecond
+	for i := 1; i < n && d < 10*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 10*time.Second)
 }
 
 // process is one backend process with the backend's partitions compiled
@@ -319,7 +335,7 @@ func endedHow(p conn) string {
 // restartLocked starts a replacement process in the background unless one
 // is being started (the caller holds b.mu).
 func (b *backend) restartLocked() {
-	if b.restarting != nil || b.closed {
+	if b.restarting != nil || b.closed || b.lastErr != nil && time.Now().Before(b.retryAt) {
 		return
 	}
 	done := make(chan struct{})
@@ -350,10 +366,13 @@ func (b *backend) adoptRestart(g *process, err error, done chan struct{}) bool {
 		return false
 	case err != nil:
 		b.lastErr = &RestartError{Backend: b.name, Instance: b.instance, Err: err}
-		b.opts.Logf("%v", b.lastErr)
+		b.failures++
+		wait := restartBackoff(b.failures)
+		b.retryAt = time.Now().Add(wait)
+		b.opts.Logf("%v (next try in %v at the earliest)", b.lastErr, wait)
 		return false
 	}
-	b.lastErr = nil
+	b.lastErr, b.failures = nil, 0
 	b.cur = g
 	b.wg.Add(1)
 	go b.watch(g)
@@ -365,8 +384,10 @@ func (b *backend) adoptRestart(g *process, err error, done chan struct{}) bool {
 // whose replacement failed to start or to compile the model's partitions
 // again: for instance because a weights file changed since the session
 // loaded the model (replaced or rewritten), which the replacement refuses
-// rather than compute with other weights. Each later Run tries again.
-// Servers report it as unavailable.
+// rather than compute with other weights. A later Run tries again, at
+// most once per backoff (100 ms after the first failure, doubling up to
+// 10 s); Runs in between get this error at once. Servers report it as
+// unavailable.
 type RestartError struct {
 	// Backend and Instance name the backend instance.
 	Backend  string
@@ -402,6 +423,15 @@ func (b *backend) acquire(ctx context.Context) (*process, error) {
 	}
 	b.replaceDeadLocked()
 	done := b.restarting
+	if done == nil {
+		// A restart failed moments ago (restartBackoff): its error stands.
+		err := b.lastErr
+		b.mu.Unlock()
+		if err == nil {
+			err = fmt.Errorf("backend %q is not running", b.name)
+		}
+		return nil, err
+	}
 	b.mu.Unlock()
 	select {
 	case <-done:

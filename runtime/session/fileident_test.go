@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -80,7 +81,14 @@ func TestReplacedModelFileRefused(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			path := c.write(t, t.TempDir())
-			s := runMLP(t, path, k, layers, Options{Threads: 1})
+			var failedRestarts atomic.Int64
+			logf := func(format string, args ...any) {
+				if line := fmt.Sprintf(format, args...); strings.HasPrefix(line, "restarting backend") {
+					failedRestarts.Add(1)
+				}
+				t.Logf(format, args...)
+			}
+			s := runMLP(t, path, k, layers, Options{Threads: 1, Logf: logf})
 			defer s.Close()
 			// Unchanged files: the restarted backend computes as before.
 			killBackend(t, s)
@@ -91,7 +99,10 @@ func TestReplacedModelFileRefused(t *testing.T) {
 			checkClose(t, output, out[output], []int{1, k}, mlpWant(k, layers), 1e-3)
 			file := c.replace(t, path)
 			killBackend(t, s)
-			for try := 1; try <= 2; try++ {
+			// Twenty Runs in quick succession: every one fails, and the
+			// replacement is not launched again for each (restartBackoff).
+			start := time.Now()
+			for try := 1; try <= 20; try++ {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				out, err := s.Run(ctx, in)
 				cancel()
@@ -111,6 +122,11 @@ func TestReplacedModelFileRefused(t *testing.T) {
 				if !errors.As(err, &restart) || restart.Backend != CPU {
 					t.Errorf("run %d: error %T is not a *RestartError of backend cpu", try, err)
 				}
+			}
+			if n, took := failedRestarts.Load(), time.Since(start); n > 1+int64(took/(100*time.Millisecond)) || n < 1 {
+				t.Errorf("%d failed restarts in %v for 20 runs; want 1, and at most one per 100 ms backoff", n, took)
+			} else {
+				t.Logf("%d failed restart(s) in %v for 20 runs", n, took)
 			}
 			if b := s.Backends()[0]; b.Available || !strings.Contains(b.Reason, "changed since the model was loaded") {
 				t.Errorf("Backends: available %v, reason %q", b.Available, b.Reason)

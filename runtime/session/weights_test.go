@@ -121,7 +121,9 @@ func mlpWant(k, layers int) []float32 {
 // runMLP opens the model with opts, runs it on ones and checks the output.
 func runMLP(t *testing.T, path string, k, layers int, opts Options) *Session {
 	t.Helper()
-	opts.Logf = t.Logf
+	if opts.Logf == nil {
+		opts.Logf = t.Logf
+	}
 	s, err := Open(context.Background(), path, opts)
 	if err != nil {
 		t.Fatal(err)
