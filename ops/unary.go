@@ -190,22 +190,12 @@ func geluKernel(n *ir.Node) func(dst, src []float32, threads int) {
 }
 
 // geluTanhSlice sets dst[i] = x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³))),
-// x = src[i], on up to threads threads: the argument in float32, its tanh
-// by kernel.Tanh16 (in dst), then the product.
+// x = src[i], on up to threads threads, in one pass of kernel.GeluTanh16
+// (x·σ(2u) = x/(1 + e^(-2u)), the same value). It replaced three passes
+// (the argument and the product in Go, kernel.Tanh16 between them): at
+// [512, 3072], GPT-2's MLP at S=512, 1.22 ms a run on 2 threads before.
 func geluTanhSlice(dst, src []float32, threads int) {
-	const c = 0.7978845608028654 // √(2/π)
-	src = src[:len(dst)]
-	parallelFor(threads, (len(dst)+vecUnaryChunk-1)/vecUnaryChunk, func(t int) {
-		lo, hi := t*vecUnaryChunk, min(len(dst), (t+1)*vecUnaryChunk)
-		d, x := dst[lo:hi], src[lo:hi]
-		for i, v := range x {
-			d[i] = c * (v + 0.044715*v*v*v)
-		}
-		vecUnarySlice(d, d, 1, kernel.Tanh16)
-		for i, v := range x {
-			d[i] = 0.5 * v * (1 + d[i])
-		}
-	})
+	vecUnarySlice(dst, src, threads, kernel.GeluTanh16)
 }
 
 // leakyReluParam builds LeakyRelu's function from alpha (default 0.01).

@@ -290,6 +290,13 @@ func SumSquares16(x *float32, n int) float32
 //go:noescape
 func SinCos16(dst, src *float32, n int, cos bool) int
 
+// GeluTanh16 writes dst = x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³))), x =
+// src, for n elements (n a multiple of 16) with AVX-512 (AVX512), in one
+// pass as x/(1 + e^(-2u)); NaN stays NaN. dst may be src.
+//
+//go:noescape
+func GeluTanh16(dst, src *float32, n int)
+
 // Tanh16 writes dst = tanh(src) for n elements (n a multiple of 16) with
 // AVX-512 (AVX512): within a few ulp of the exact value; NaN stays NaN.
 // dst may be src.

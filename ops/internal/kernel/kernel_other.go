@@ -170,6 +170,11 @@ func SinCos16(dst, src *float32, n int, cos bool) int {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
 
+// GeluTanh16 is never called where AVX512 is false.
+func GeluTanh16(dst, src *float32, n int) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
 // Tanh16 is never called where AVX512 is false.
 func Tanh16(dst, src *float32, n int) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")

@@ -135,3 +135,50 @@ thloop:
 thdone:
 	VZEROUPPER
 	RET
+
+DATA geluk<>+0(SB)/4, $0xbfcc422a // -2·√(2/π)
+DATA geluk<>+4(SB)/4, $0xbd922279 // -2·√(2/π)·0.044715
+GLOBL geluk<>(SB), RODATA|NOPTR, $8
+
+// func GeluTanh16(dst, src *float32, n int)
+// dst = x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³))), x = src, for n
+// elements (n a multiple of 16), as x·σ(2u) = x/(1 + e^z) with z = -2u =
+// x·(a + b·x²) (a = -2√(2/π), b = 0.044715·a): one pass, e^z as Sigmoid16
+// takes it (z clamped to [-104, 100]: past 100 e^z is +Inf and the result
+// ±0, below -104 it is 0 and the result x). NaN stays NaN; +Inf gives
+// +Inf and -Inf NaN, as the tanh form does (-Inf·0).
+TEXT ·GeluTanh16(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	LEAQ sigk<>(SB), BX
+	LEAQ geluk<>(SB), R8
+	VBROADCASTSS 4(BX), Z17   // 100
+	VBROADCASTSS 8(BX), Z18   // -104
+	VBROADCASTSS 12(BX), Z19  // log2(e)
+	VBROADCASTSS 16(BX), Z20  // ln2 high
+	VBROADCASTSS 20(BX), Z21  // ln2 low
+	VBROADCASTSS 24(BX), Z22  // 1
+	VBROADCASTSS 28(BX), Z23  // q4
+	VBROADCASTSS 0(R8), Z24   // a
+	VBROADCASTSS 4(R8), Z25   // b
+	SHRQ $4, CX
+	JZ gtdone
+gtloop:
+	VMOVUPS (SI), Z0
+	VMULPS Z0, Z0, Z1         // x²
+	VFMADD213PS Z24, Z25, Z1  // a + b·x²
+	VMULPS Z0, Z1, Z1         // z = x·(a + b·x²)
+	VMINPS Z1, Z17, Z1
+	VMAXPS Z1, Z18, Z1
+	EXP_POLY(Z1, Z2, Z3)      // e^z
+	VADDPS Z22, Z3, Z3
+	VDIVPS Z3, Z0, Z3         // x/(1 + e^z)
+	VMOVUPS Z3, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ gtloop
+gtdone:
+	VZEROUPPER
+	RET
