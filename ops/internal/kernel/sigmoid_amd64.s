@@ -36,6 +36,15 @@ GLOBL sigk<>(SB), RODATA|NOPTR, $48
 	VFMADD213PS Z22, Z, P; \
 	VSCALEFPS N, P, P
 
+// EXP_POLY_CONSTS loads EXP_POLY's constants from BX (sigk<>): Z19
+// log2(e), Z20 and Z21 ln2's parts, Z22 1, Z23 q4.
+#define EXP_POLY_CONSTS \
+	VBROADCASTSS 12(BX), Z19; \
+	VBROADCASTSS 16(BX), Z20; \
+	VBROADCASTSS 20(BX), Z21; \
+	VBROADCASTSS 24(BX), Z22; \
+	VBROADCASTSS 28(BX), Z23
+
 // func Sigmoid16(dst, src *float32, n int)
 // dst = 1/(1 + e^-src) for n elements (n a multiple of 16). The clamps
 // keep NaN (VMINPS/VMAXPS return their second source, the value, on NaN),
@@ -48,11 +57,7 @@ TEXT ·Sigmoid16(SB), NOSPLIT, $0-24
 	VBROADCASTSS 0(BX), Z16
 	VBROADCASTSS 4(BX), Z17
 	VBROADCASTSS 8(BX), Z18
-	VBROADCASTSS 12(BX), Z19
-	VBROADCASTSS 16(BX), Z20
-	VBROADCASTSS 20(BX), Z21
-	VBROADCASTSS 24(BX), Z22
-	VBROADCASTSS 28(BX), Z23
+	EXP_POLY_CONSTS
 	SHRQ $4, CX
 	JZ sgdone
 sgloop:
@@ -93,11 +98,7 @@ TEXT ·Tanh16(SB), NOSPLIT, $0-24
 	LEAQ sigk<>(SB), BX
 	LEAQ tanhk<>(SB), R8
 	VBROADCASTSS 0(BX), Z16   // sign bit
-	VBROADCASTSS 12(BX), Z19  // log2(e)
-	VBROADCASTSS 16(BX), Z20  // ln2 high
-	VBROADCASTSS 20(BX), Z21  // ln2 low
-	VBROADCASTSS 24(BX), Z22  // 1
-	VBROADCASTSS 28(BX), Z23  // q4
+	EXP_POLY_CONSTS
 	VBROADCASTSS 0(R8), Z24   // |x| mask
 	VBROADCASTSS 4(R8), Z25   // 88
 	VBROADCASTSS 8(R8), Z26   // 0.625
@@ -155,11 +156,7 @@ TEXT ·GeluTanh16(SB), NOSPLIT, $0-24
 	LEAQ geluk<>(SB), R8
 	VBROADCASTSS 4(BX), Z17   // 100
 	VBROADCASTSS 8(BX), Z18   // -104
-	VBROADCASTSS 12(BX), Z19  // log2(e)
-	VBROADCASTSS 16(BX), Z20  // ln2 high
-	VBROADCASTSS 20(BX), Z21  // ln2 low
-	VBROADCASTSS 24(BX), Z22  // 1
-	VBROADCASTSS 28(BX), Z23  // q4
+	EXP_POLY_CONSTS
 	VBROADCASTSS 0(R8), Z24   // a
 	VBROADCASTSS 4(R8), Z25   // b
 	SHRQ $4, CX
