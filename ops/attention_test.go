@@ -206,6 +206,10 @@ func TestFusedAttentionVsReference(t *testing.T) {
 		// up inside key blocks (raiseShift), over three blocks and a
 		// partial last sliver of keys.
 		{name: "peaked scores, D=64", q: []int{1, 2, 70, 64}, k: []int{1, 2, 1100, 64}, v: []int{1, 2, 1100, 64}, scale: 2},
+		// The same under a mask that differs per query row: the blocks run
+		// on the general path (scoresSoftmax), whose rescale then scales
+		// the row-major accumulator (rowAcc: Dv a multiple of 32, V in place).
+		{name: "peaked scores, [Sq, Sk] mask, D=64", q: []int{1, 2, 70, 64}, k: []int{1, 2, 1100, 64}, v: []int{1, 2, 1100, 64}, mask: []int{1, 1, 70, 1100}, kind: MaskBoolTrueMasks, fill: float32(math.Inf(-1)), maskP: 0.3, scale: 2},
 		{name: "additive", q: []int{2, 4, 33, 8}, k: []int{2, 4, 300, 8}, v: []int{2, 4, 300, 5}, mask: []int{2, 1, 33, 300}, kind: MaskAdditive, maskScale: 0.5, scale: 0.125},
 	}
 	for _, c := range cases {
