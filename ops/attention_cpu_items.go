@@ -1,0 +1,488 @@
+package ops
+
+// FusedAttention on the CPU, the work (attention_cpu.go has the plan and
+// the operand layouts): run packs what is not read in place and hands
+// (batch matrix, query block) items to the workers; item streams the key
+// blocks through the scores, the softmax (attention_cpu_softmax.go) and
+// P·V, then writes its rows of the output.
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/attnrun/attnrun/ops/blas"
+	"github.com/attnrun/attnrun/ops/internal/kernel"
+	"github.com/attnrun/attnrun/ops/internal/parallel"
+)
+
+// run computes the output into out (zeroed already when zeroed is set)
+// and, when requested, the scores into scores, with the packed operands
+// and the workers' scratch from ctx.Scratch.
+func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
+	threads := computeThreads(ctx)
+	if len(out) == 0 && len(scores) == 0 {
+		return
+	}
+	if p.sk == 0 || (p.dv == 0 && scores == nil) {
+		// Sk = 0: softmax over nothing times an empty V is MatMul's zero sum.
+		if !zeroed {
+			clear(out)
+		}
+		return
+	}
+	p.o.data, p.scores = out, scores
+	p.vMean, p.vMeanOnce = nil, nil
+	p.hiddenMax, p.exactCut = nil, false
+	if p.causal && !math.IsInf(float64(p.causalFill), -1) {
+		if p.exactCut = p.scores != nil; !p.exactCut {
+			p.hiddenMax = p.cutBounds()
+		}
+	}
+	if p.uniformRows {
+		p.vMean, p.vMeanOnce = make([]float32, len(p.vUniq)*p.dv), make([]sync.Once, len(p.vUniq))
+	}
+	p.bf16 = ctx.bf16() && kernel.BF16 && tileLoop
+	p.kInPlace = tileLoop && !p.bf16 && p.k.cs == 1
+	p.vInPlace = tileLoop && !p.bf16 && p.v.cs == 1 && p.dv%attnMR == 0
+	perKey := p.maskKind != "" && p.mRowStep == 0 && (p.maskFloats != nil || math.IsInf(float64(p.fill), -1))
+	p.scoresExp = (p.kInPlace || p.bf16) && p.softcap == 0 && p.scoresMode == "" && p.biasFloats == nil && (p.maskFloats == nil || perKey)
+	var maskRows []int // the distinct mask rows of a per-key mask on the fast path
+	if p.scoresExp && perKey {
+		p.keyBiasIdx, maskRows = uniqueIndex(p.mOff)
+	}
+	skPad, dvPad, sqPad := ceilTo(p.sk, attnMR), ceilTo(p.dv, attnMR), ceilTo(p.sq, attnNR)
+	dq := p.d // Q's packed columns (pair words in bf16)
+	kLen, vLen, qLen := skPad*p.d, dvPad*p.sk, sqPad*p.d
+	tail0 := p.sk / attnMR * attnMR // first key of K's partial last sliver
+	switch {
+	case p.bf16:
+		dq = (p.d + 1) / 2
+		kLen, vLen, qLen = skPad*dq, dvPad*((p.sk+1)/2), sqPad*dq
+	case p.kInPlace:
+		kLen = (skPad - tail0) * p.d
+	}
+	if p.vInPlace {
+		vLen = 0
+	}
+	// In fp32 each item packs its own panel of scale·Qᵀ into its worker's
+	// scratch, where it stays in L1: a panel serves one item only, and
+	// packing all of Q up front wrote and re-read Sq·D floats per matrix
+	// through the caches (10% of the op at S=512 once the projections had
+	// evicted that scratch).
+	qPerItem := !p.bf16
+	if qPerItem {
+		qLen = 0
+	}
+	operands := kLen*len(p.kUniq) + vLen*len(p.vUniq) + qLen*len(p.qUniq)
+	packed := ctx.ScratchFloats(operands + len(maskRows)*p.sk)
+	packed, p.keyBias = packed[:operands], nil
+	if maskRows != nil {
+		p.keyBias = packed[operands : operands+len(maskRows)*p.sk]
+		p.fillKeyBias(maskRows)
+	}
+	kp, packed := packed[:kLen*len(p.kUniq)], packed[kLen*len(p.kUniq):]
+	vp, qp := packed[:vLen*len(p.vUniq)], packed[vLen*len(p.vUniq):]
+	// Pack K, V and scale·Q of every batch matrix up front, in chunks of
+	// rows with the matrices inner: heads interleaved in the rows of a
+	// fused projection are then read sequentially, a chunk at a time.
+	const chunk = 96 // rows per task, a multiple of every MR and NR
+	kTasks, vTasks, qTasks := (p.sk+chunk-1)/chunk, (p.sk+chunk-1)/chunk, (p.sq+chunk-1)/chunk
+	if p.kInPlace && tail0 == p.sk {
+		kTasks = 0 // K read in place, no partial sliver
+	}
+	if p.vInPlace {
+		vTasks = 0
+	}
+	if qPerItem {
+		qTasks = 0
+	}
+	parallelFor(threads, kTasks+vTasks+qTasks, func(t int) {
+		switch {
+		case t < kTasks:
+			k0, k1 := t*chunk, min(p.sk, (t+1)*chunk)
+			for i, off := range p.kUniq {
+				switch {
+				case p.bf16:
+					packAttnKBF16(wordsOf(kp[i*kLen:(i+1)*kLen]), p.k.data, off, p.k.rs, p.k.cs, p.sk, p.d, k0, k1)
+				case !p.kInPlace:
+					packAttnK(kp[i*kLen:(i+1)*kLen], p.k.data, off, p.k.rs, p.k.cs, p.sk, p.d, k0, k1)
+				case k1 > tail0: // the partial last sliver, as a matrix of its own
+					packAttnK(kp[i*kLen:(i+1)*kLen], p.k.data, off+tail0*p.k.rs, p.k.rs, p.k.cs, p.sk-tail0, p.d, 0, p.sk-tail0)
+				}
+			}
+		case t < kTasks+vTasks:
+			k0 := (t - kTasks) * chunk
+			k1 := min(p.sk, k0+chunk)
+			for i, off := range p.vUniq {
+				switch {
+				case p.bf16:
+					packAttnVBF16(wordsOf(vp[i*vLen:(i+1)*vLen]), p.v.data, off, p.v.rs, p.v.cs, p.sk, p.dv, k0, k1)
+				case !p.vInPlace:
+					packAttnV(vp[i*vLen:(i+1)*vLen], p.v.data, off, p.v.rs, p.v.cs, p.sk, p.dv, k0, k1)
+				}
+			}
+		default:
+			i0 := (t - kTasks - vTasks) * chunk
+			for i, off := range p.qUniq {
+				if p.bf16 {
+					packQBF16(wordsOf(qp[i*qLen:(i+1)*qLen]), p.q.data, off, p.q.rs, p.q.cs, p.sq, p.d, p.scale, i0, min(p.sq, i0+chunk))
+					continue
+				}
+				p.packQ(qp[i*qLen+i0*p.d:(i+1)*qLen], off, i0, min(p.sq, i0+chunk))
+			}
+		}
+	})
+	qBlocks := (p.sq + attnQBlock - 1) / attnQBlock
+	items := p.batches * qBlocks
+	workers := max(1, min(threads, items))
+	per := p.workFloats(dvPad, qPerItem)
+	scratch := ctx.ScratchFloats(workers * per)
+	var wid atomic.Int64
+	work := func(next func() int) {
+		i := int(wid.Add(1) - 1)
+		w := p.newWork(dvPad, qPerItem, scratch[i*per:(i+1)*per])
+		for it := next(); it < items; it = next() {
+			b := it / qBlocks
+			i0 := (it % qBlocks) * attnQBlock
+			var qb []float32
+			if qPerItem {
+				p.packQ(w.qp, p.qUniq[p.qIdx[b]], i0, min(p.sq, i0+attnQBlock))
+				qb = w.qp
+			} else {
+				qb = qp[p.qIdx[b]*qLen+i0*dq : (p.qIdx[b]+1)*qLen]
+			}
+			p.item(b, i0, w, qb, kp[p.kIdx[b]*kLen:(p.kIdx[b]+1)*kLen], vp[p.vIdx[b]*vLen:(p.vIdx[b]+1)*vLen], dvPad, p.exactCut)
+		}
+	}
+	if workers == 1 {
+		it := -1
+		work(func() int { it++; return it })
+		return
+	}
+	var counter atomic.Int64
+	parallel.Run(workers, func(int) {
+		work(func() int { return int(counter.Add(1) - 1) })
+	})
+}
+
+// parallelFor runs f(0..count-1) on up to threads goroutines.
+func parallelFor(threads, count int, f func(i int)) {
+	workers := max(1, min(threads, count))
+	if workers == 1 {
+		for i := 0; i < count; i++ {
+			f(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	parallel.Run(workers, func(int) {
+		for i := int(next.Add(1) - 1); i < count; i = int(next.Add(1) - 1) {
+			f(i)
+		}
+	})
+}
+
+// packAttnK packs keys [k0, k1) (k0 a multiple of MR) of the sk×d matrix
+// at data[off] (element (key, j) at off + key·rs + j·cs) as A-slivers of
+// MR keys, zero-padding the last sliver.
+func packAttnK(dst, data []float32, off, rs, cs, sk, d, k0, k1 int) {
+	for s := k0 / attnMR; s*attnMR < k1; s++ {
+		sl := dst[s*attnMR*d : (s+1)*attnMR*d]
+		rows := min(attnMR, sk-s*attnMR)
+		if rows < attnMR {
+			clear(sl)
+		}
+		// Element by element across the sliver's rows, so that writes run
+		// sequentially (the rows stay in L1).
+		var bases [maxLanes]int
+		for r := 0; r < rows; r++ {
+			bases[r] = off + (s*attnMR+r)*rs
+		}
+		for j := 0; j < d; j++ {
+			dd := sl[j*attnMR : j*attnMR+rows]
+			for r := range dd {
+				dd[r] = data[bases[r]+j*cs]
+			}
+		}
+	}
+}
+
+// packAttnV packs keys [k0, k1) of the transpose of the sk×dv matrix at
+// data[off] (element (key, j) at off + key·rs + j·cs) into A-slivers of
+// MR value dims over all sk keys, zero-padding the last sliver.
+func packAttnV(dst, data []float32, off, rs, cs, sk, dv, k0, k1 int) {
+	for key := k0; key < k1; key++ {
+		base := off + key*rs
+		for s := 0; s*attnMR < dv; s++ {
+			cols := min(attnMR, dv-s*attnMR)
+			dd := dst[s*attnMR*sk+key*attnMR : s*attnMR*sk+key*attnMR+attnMR]
+			if cols < attnMR {
+				clear(dd[cols:])
+			}
+			src := base + s*attnMR*cs
+			if cs == 1 {
+				copy(dd[:cols], data[src:src+cols])
+				continue
+			}
+			for r := range dd[:cols] {
+				dd[r] = data[src+r*cs]
+			}
+		}
+	}
+}
+
+// attnWork is one worker's scratch memory.
+type attnWork struct {
+	st  []float32 // scores of a key block, transposed panels
+	acc []float32 // accumulator, transposed: dvPad × attnQBlock
+	m   []float32 // running max per query
+	l   []float64 // running sum per query
+	cls []uint8   // mask class per query row of the current key block
+	pw  []uint32  // bf16: one panel's probabilities as pair words
+	pwf []float32 // pw's scratch as floats: the bf16 fast path's raw scores past its kernel's tiles
+	qp  []float32 // fp32: the item's panels of scale·Qᵀ
+}
+
+// workFloats is the float32 scratch one worker needs.
+func (p *attnPlan) workFloats(dvPad int, qPerItem bool) int {
+	return attnQBlock*attnKBlock + dvPad*attnQBlock + attnQBlock + p.pairWords() + p.itemQFloats(qPerItem)
+}
+
+// itemQFloats is the scratch of one item's packed Q panels when each item
+// packs its own (qPerItem), else 0.
+func (p *attnPlan) itemQFloats(qPerItem bool) int {
+	if !qPerItem {
+		return 0
+	}
+	return ceilTo(attnQBlock, attnNR) * p.d
+}
+
+// pairWords is the scratch of one panel's probabilities in bf16 pairs.
+func (p *attnPlan) pairWords() int {
+	if !p.bf16 {
+		return 0
+	}
+	return (attnKBlock + 1) / 2 * attnNR
+}
+
+// newWork carves a worker's scratch out of buf (workFloats long).
+func (p *attnPlan) newWork(dvPad int, qPerItem bool, buf []float32) *attnWork {
+	take := func(n int) []float32 {
+		s := buf[:n:n]
+		buf = buf[n:]
+		return s
+	}
+	w := &attnWork{
+		st:  take(attnQBlock * attnKBlock),
+		acc: take(dvPad * attnQBlock),
+		m:   take(attnQBlock),
+		pwf: take(p.pairWords()),
+		qp:  take(p.itemQFloats(qPerItem)),
+		l:   make([]float64, attnQBlock),
+		cls: make([]uint8, attnQBlock),
+	}
+	w.pw = wordsOf(w.pwf)
+	return w
+}
+
+// item computes output rows [i0, i0+attnQBlock) of batch matrix b with
+// the batch's packed K (kp) and Vᵀ (vp). exact computes the scores past
+// the causal diagonal at a finite causalFill instead of cutting them; an
+// item that cut them checks each row against hiddenMax and is computed
+// again exactly when a row fails.
+func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int, exact bool) {
+	qb, kb := attnQBlock, attnKBlock
+	rows := min(qb, p.sq-i0)
+	panels := (rows + attnNR - 1) / attnNR
+	d, sk := p.d, p.sk
+	dq := d // Q's packed columns per query (pair words in bf16)
+	if p.bf16 {
+		dq = (d + 1) / 2
+	}
+	acc := w.acc[:dvPad*qb]
+	clear(acc)
+	negInf := float32(math.Inf(-1))
+	for r := range w.m {
+		w.m[r], w.l[r] = negInf, 0
+	}
+	// Keys past lim are padding; with causal masking no row of the item
+	// sees keys past the last row's diagonal. Blocks beyond either are
+	// skipped, unless the scores are an output.
+	lim := sk
+	if p.keyLim != nil {
+		lim = p.keyLim[b]
+	}
+	end := lim
+	if p.causal && !exact {
+		end = min(end, max(0, i0+rows+p.causalOff))
+	}
+	if p.scores != nil {
+		end = sk
+	}
+	for j0 := 0; j0 < end; j0 += kb {
+		cols := min(kb, sk-j0)
+		if p.maskKind != "" && !p.classify(w.cls[:rows], b, i0, j0, min(cols, max(0, p.maskKeys-j0))) && p.scores == nil &&
+			(p.biasFloats == nil || p.biasFirst || p.biasKeepsInf) {
+			continue // every score of the block is masked with -inf
+		}
+		// keys[pn]: the block's keys panel pn's probabilities cover (the
+		// fast path stops at the last key any of its queries sees).
+		var keysa [attnQBlock]int // panels ≤ attnQBlock whatever attnNR
+		keys := keysa[:panels]
+		paired := false // st holds the probabilities as bf16 pairs (the bf16 fast path)
+		if plain := p.masksPlain(w.cls[:rows]); p.scoresExp && !exact && (plain || p.keyBias != nil) {
+			var bias []float32 // the per-key mask, where it hides or changes a score of the block
+			if !plain {
+				bias = p.keyBias[p.keyBiasIdx[b]*sk+j0 : (p.keyBiasIdx[b]+1)*sk]
+			}
+			for pn := 0; pn < panels; pn++ {
+				lanes := min(attnNR, rows-pn*attnNR)
+				keys[pn] = p.scoresExpPanel(w, pn, acc, dvPad, b, i0+pn*attnNR, lanes, j0, min(cols, lim-j0), bias, kp, qp[pn*attnNR*dq:])
+			}
+			paired = p.bf16
+		} else {
+			p.scoresSoftmax(w, acc, dvPad, b, i0, j0, rows, cols, lim, kp, qp, exact)
+			for pn := range keys {
+				keys[pn] = cols
+			}
+		}
+		if dvPad == 0 {
+			continue
+		}
+		for pn := 0; pn < panels; pn++ {
+			cols := keys[pn]
+			if cols == 0 {
+				continue
+			}
+			bp := w.st[pn*attnNR*kb : pn*attnNR*kb+cols*attnNR]
+			switch {
+			case paired:
+				contextPairsBF16(acc[pn*attnNR:], qb, wordsOf(w.st[pn*attnNR*kb:]), wordsOf(vp), sk, dvPad, j0, cols)
+				continue
+			case p.bf16:
+				contextBF16(acc[pn*attnNR:], qb, bp, w.pw, wordsOf(vp), sk, dvPad, j0, cols)
+				continue
+			case p.vInPlace: // Vᵀ's MR rows at a key step are MR consecutive floats of V's row
+				kernel.Sgemm8x32Loop(cols, &p.v.data[p.v.off[b]+j0*p.v.rs], &bp[0], &acc[pn*attnNR], p.v.rs, qb, dvPad/attnMR, attnMR, 0, attnMR*qb, true)
+				continue
+			case tileLoop:
+				kernel.Sgemm8x32Loop(cols, &vp[j0*attnMR], &bp[0], &acc[pn*attnNR], attnMR, qb, dvPad/attnMR, attnMR*sk, 0, attnMR*qb, true)
+				continue
+			}
+			for ds := 0; ds*attnMR < dvPad; ds++ {
+				blas.MicroKernel(cols, vp[ds*attnMR*sk+j0*attnMR:], bp, acc[ds*attnMR*qb+pn*attnNR:], qb, true)
+			}
+		}
+	}
+	if p.hiddenMax != nil && !exact {
+		for _, m := range w.m[:rows] {
+			if !(float64(m)-p.hiddenMax[b] >= attnCutMargin) {
+				p.item(b, i0, w, qp, kp, vp, dvPad, true)
+				return
+			}
+		}
+	}
+	if p.scoresMode == ScoresWeights {
+		p.normalizeWeights(b, i0, rows, w)
+	}
+	// out[r][c] = acc[c][r] / l[r]; a row whose scores are all -inf is
+	// NaN, as Softmax gives (-inf - -inf), or with uniformRows the mean
+	// of V's rows (put in its accumulator column, scaled by 1).
+	inv := w.m[:rows] // the running max is no longer needed: reuse it
+	for r := range inv {
+		switch {
+		case inv[r] != negInf:
+			inv[r] = float32(1 / w.l[r])
+		case p.uniformRows:
+			for c, x := range p.meanV(b) {
+				acc[c*qb+r] = x
+			}
+			inv[r] = 1
+		default:
+			inv[r] = float32(math.NaN())
+		}
+	}
+	o := p.o
+	base := o.off[b] + i0*o.rs
+	if tileLoop && o.cs == 1 && rows%16 == 0 && p.dv%16 == 0 {
+		for r := 0; r < rows; r += 16 {
+			for c := 0; c < p.dv; c += 16 {
+				_ = o.data[base+(r+15)*o.rs+c+15]
+				kernel.TransposeScale16(&o.data[base+r*o.rs+c], o.rs, &acc[c*qb+r], qb, &inv[r])
+			}
+		}
+		return
+	}
+	for r, sc := range inv {
+		at := base + r*o.rs
+		for c := 0; c < p.dv; c++ {
+			o.data[at+c*o.cs] = acc[c*qb+r] * sc
+		}
+	}
+}
+
+// meanV returns the mean of the Sk rows of batch b's V matrix (Dv
+// floats), computing it on first use (in float64) for every batch matrix
+// that shares that V.
+func (p *attnPlan) meanV(b int) []float32 {
+	i := p.vIdx[b]
+	mean := p.vMean[i*p.dv : (i+1)*p.dv]
+	p.vMeanOnce[i].Do(func() {
+		off := p.vUniq[i]
+		for c := range mean {
+			var sum float64
+			for j := 0; j < p.sk; j++ {
+				sum += float64(p.v.data[off+j*p.v.rs+c*p.v.cs])
+			}
+			mean[c] = float32(sum / float64(p.sk))
+		}
+	})
+	return mean
+}
+
+// packQ packs scale·Q[i0:i1] (i0 a multiple of NR) of the Q matrix at
+// q.data[off] into qp, the matrix's B-panels of NR queries over D,
+// zero-padding the last panel.
+func (p *attnPlan) packQ(qp []float32, off, i0, i1 int) {
+	d, q, sc := p.d, p.q, p.scale
+	for pn := i0 / attnNR; pn*attnNR < i1; pn++ {
+		at := pn - i0/attnNR
+		pan := qp[at*attnNR*d : (at+1)*attnNR*d]
+		lanes := min(attnNR, p.sq-pn*attnNR)
+		if lanes == 32 && tileLoop && q.cs == 1 && d%16 == 0 && d > 0 {
+			// 16×16 blocks transposed in registers.
+			_ = q.data[off+(pn*attnNR+31)*q.rs+d-1]
+			var scales [16]float32
+			for i := range scales {
+				scales[i] = sc
+			}
+			for r := 0; r < 32; r += 16 {
+				for j := 0; j < d; j += 16 {
+					kernel.TransposeScale16(&pan[j*attnNR+r], attnNR, &q.data[off+(pn*attnNR+r)*q.rs+j], q.rs, &scales[0])
+				}
+			}
+			continue
+		}
+		if lanes == 32 && tileLoop && q.cs == 1 && 31*q.rs < 1<<31 && d > 0 {
+			_ = q.data[off+(pn*attnNR+31)*q.rs+d-1]
+			kernel.GatherScale32(&pan[0], &q.data[off+pn*attnNR*q.rs], q.rs, d, sc)
+			continue
+		}
+		if lanes < attnNR {
+			clear(pan)
+		}
+		for c := 0; c < lanes; c++ {
+			base := off + (pn*attnNR+c)*q.rs
+			if q.cs == 1 {
+				for j, x := range q.data[base : base+d] {
+					pan[j*attnNR+c] = sc * x
+				}
+				continue
+			}
+			for j := 0; j < d; j++ {
+				pan[j*attnNR+c] = sc * q.data[base+j*q.cs]
+			}
+		}
+	}
+}

@@ -1,0 +1,296 @@
+package ops
+
+// FusedAttention on the CPU, masks: each query row's class over a key
+// block (classify), applying bool, additive and per-key masks and bias to
+// a block's scores, the causal cut, and the bounds that decide whether a
+// cut finite causal fill gives the export's result (cutBounds).
+
+import (
+	"math"
+	"unsafe"
+)
+
+// Mask classes of one query row over one key block.
+const (
+	maskNone uint8 = iota // no score masked
+	maskAll               // every score masked
+	maskSome              // some masked: check each
+	maskAdd               // additive mask: add it
+)
+
+// fillKeyBias writes keyBias for the distinct mask rows at the element
+// offsets rows (a per-key mask: mRowStep 0).
+func (p *attnPlan) fillKeyBias(rows []int) {
+	negInf := float32(math.Inf(-1))
+	for i, off := range rows {
+		kb := p.keyBias[i*p.sk : (i+1)*p.sk]
+		clear(kb[p.maskKeys:]) // padding past the mask: past the key limit too
+		for j := range kb[:p.maskKeys] {
+			at := off + j*p.mColStep
+			switch {
+			case p.maskFloats != nil:
+				kb[j] = p.maskFloats[at] * p.maskScale
+			case p.maskBools[at] == p.maskedVal:
+				kb[j] = negInf
+			default:
+				kb[j] = 0
+			}
+		}
+	}
+}
+
+// masksPlain reports whether no mask changes a score of the item's rows
+// in the current key block (mask classes cls); the causal cut and the key
+// limit the fast path handles itself (scoresExpPanel).
+func (p *attnPlan) masksPlain(cls []uint8) bool {
+	if p.maskKind != "" {
+		for _, c := range cls {
+			if c != maskNone {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// maskKeysFrom sets the scores of keys [from, cols) of lanes [c0, c1) of a
+// transposed panel to -inf.
+func maskKeysFrom(st []float32, from, cols, c0, c1 int) {
+	negInf := float32(math.Inf(-1))
+	for key := from; key < cols; key++ {
+		row := st[key*attnNR : (key+1)*attnNR]
+		for c := c0; c < c1; c++ {
+			row[c] = negInf
+		}
+	}
+}
+
+// fillCausal sets to v (-inf: the cut) the scores of a transposed panel
+// whose key (row key) lies past its query's (lane c's) diagonal: c < key +
+// shift, with shift = j0 - q0 - causal_offset. Each key row fills its
+// first lanes.
+func fillCausal(st []float32, cols, shift int, v float32) {
+	for key := max(0, 1-shift); key < cols; key++ {
+		row := st[key*attnNR : (key+1)*attnNR]
+		for c := range row[:min(key+shift, attnNR)] {
+			row[c] = v
+		}
+	}
+}
+
+// cutBounds returns, for each batch matrix, the largest value a score past
+// the causal diagonal could take with a finite causalFill: the fill, raised
+// to a bool mask's finite fill where the mask replaces it, plus the largest
+// additive mask term and (unless the bias comes first and the fill replaces
+// it) the largest bias term of that matrix. A NaN or +inf term makes the
+// bound fail every row's check, so those items run exactly.
+func (p *attnPlan) cutBounds() []float64 {
+	type key struct{ m, b int }
+	seen := map[key]float64{}
+	out := make([]float64, p.batches)
+	for b := range out {
+		k := key{-1, -1}
+		if p.maskKind != "" {
+			k.m = p.mOff[b]
+		}
+		if p.biasFloats != nil && !p.biasFirst {
+			k.b = p.bOff[b]
+		}
+		if u, ok := seen[k]; ok {
+			out[b] = u
+			continue
+		}
+		u := float64(p.causalFill)
+		switch {
+		case p.maskFloats != nil:
+			u += p.largestTerm(p.maskFloats, k.m, p.mRowStep, p.mColStep, p.maskKeys, p.maskScale)
+		case p.maskKind != "" && !math.IsInf(float64(p.fill), -1):
+			u = max(u, float64(p.fill))
+		}
+		if k.b >= 0 {
+			u += p.largestTerm(p.biasFloats, k.b, p.bRowStep, p.bColStep, p.sk, p.biasScale)
+		}
+		seen[k], out[b] = u, u
+	}
+	return out
+}
+
+// largestTerm returns the largest scale·x over the [Sq, keys] matrix of
+// data at off with the given row and column steps (0: broadcast), NaN when
+// an element is NaN.
+func (p *attnPlan) largestTerm(data []float32, off, rowStep, colStep, keys int, scale float32) float64 {
+	rows, cols := 1, 1
+	if rowStep != 0 {
+		rows = p.sq
+	}
+	if colStep != 0 {
+		cols = keys
+	}
+	hi, lo := float32(math.Inf(-1)), float32(math.Inf(1))
+	for i := 0; i < rows; i++ {
+		row := data[off+i*rowStep:]
+		if colStep == 0 {
+			row = row[:1]
+		} else {
+			row = row[:cols]
+		}
+		h, l := maxMin32(row)
+		hi, lo = max(hi, h), min(lo, l)
+	}
+	// scale·x is largest at the largest x for scale ≥ 0, at the smallest
+	// otherwise; max and min keep a NaN, and so does the product.
+	if scale >= 0 {
+		return float64(scale * hi)
+	}
+	return float64(scale * lo)
+}
+
+// maxMin32 returns the largest and smallest of xs (NaN when one is NaN;
+// -inf and +inf when xs is empty), four lanes at a time.
+func maxMin32(xs []float32) (hi, lo float32) {
+	inf := float32(math.Inf(1))
+	h0, h1, h2, h3 := -inf, -inf, -inf, -inf
+	l0, l1, l2, l3 := inf, inf, inf, inf
+	n := len(xs) / 4 * 4
+	for i := 0; i < n; i += 4 {
+		x := xs[i : i+4 : i+4]
+		h0, h1, h2, h3 = max(h0, x[0]), max(h1, x[1]), max(h2, x[2]), max(h3, x[3])
+		l0, l1, l2, l3 = min(l0, x[0]), min(l1, x[1]), min(l2, x[2]), min(l3, x[3])
+	}
+	for _, x := range xs[n:] {
+		h0, l0 = max(h0, x), min(l0, x)
+	}
+	return max(h0, h1, h2, h3), min(l0, l1, l2, l3)
+}
+
+// classify sets the mask class of each query row for keys [j0, j0+cols)
+// and reports whether the block has to be computed at all (false when a
+// -inf fill hides every key of the block from every row).
+func (p *attnPlan) classify(cls []uint8, b, i0, j0, cols int) bool {
+	if p.maskFloats != nil {
+		for r := range cls {
+			cls[r] = maskAdd
+		}
+		return true
+	}
+	all := true
+	for r := range cls {
+		if r > 0 && p.mRowStep == 0 {
+			cls[r] = cls[0] // the mask row is broadcast over queries
+			continue
+		}
+		off := p.mOff[b] + (i0+r)*p.mRowStep + j0*p.mColStep
+		switch {
+		case p.mColStep == 0:
+			cls[r] = maskNone
+			if p.maskBools[off] == p.maskedVal {
+				cls[r] = maskAll
+			}
+		default:
+			cls[r] = boolRunClass(p.maskBools[off:off+cols], p.maskedVal)
+		}
+		all = all && cls[r] == maskAll
+	}
+	if p.mRowStep == 0 {
+		all = cls[0] == maskAll
+	}
+	return !all || !math.IsInf(float64(p.fill), -1)
+}
+
+// boolRunClass tells whether none, all or some of mk equal masked.
+func boolRunClass(mk []bool, masked bool) uint8 {
+	if len(mk) == 0 {
+		return maskNone
+	}
+	bs := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(mk))), len(mk))
+	var hit, miss bool
+	words := len(bs) / 8
+	if words > 0 {
+		ws := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(bs))), words)
+		const ones = 0x0101010101010101
+		mw := uint64(0)
+		if masked {
+			mw = ones
+		}
+		for _, x := range ws {
+			switch x {
+			case mw:
+				hit = true
+			case mw ^ ones:
+				miss = true
+			default:
+				return maskSome
+			}
+			if hit && miss {
+				return maskSome
+			}
+		}
+	}
+	for _, v := range mk[words*8:] {
+		if v == masked {
+			hit = true
+		} else {
+			miss = true
+		}
+	}
+	switch {
+	case hit && miss:
+		return maskSome
+	case hit:
+		return maskAll
+	}
+	return maskNone
+}
+
+// maskPanel masks one transposed scores panel: lane c is query i0+c, row
+// key is key j0+key.
+func (p *attnPlan) maskPanel(st []float32, cls []uint8, b, i0, j0, cols int) {
+	for c, k := range cls {
+		if k == maskNone {
+			continue
+		}
+		off := p.mOff[b] + (i0+c)*p.mRowStep + j0*p.mColStep
+		switch k {
+		case maskAll:
+			for key := 0; key < cols; key++ {
+				st[key*attnNR+c] = p.fill
+			}
+		case maskSome:
+			for key, v := range p.maskBools[off : off+cols] {
+				if v == p.maskedVal {
+					st[key*attnNR+c] = p.fill
+				}
+			}
+		case maskAdd:
+			if p.mColStep == 0 {
+				add := p.maskFloats[off] * p.maskScale
+				for key := 0; key < cols; key++ {
+					st[key*attnNR+c] += add
+				}
+				continue
+			}
+			for key, v := range p.maskFloats[off : off+cols] {
+				st[key*attnNR+c] += v * p.maskScale
+			}
+		}
+	}
+}
+
+// biasPanel adds bias_scale·bias to one transposed scores panel: lane c
+// is query i0+c, row key is key j0+key.
+func (p *attnPlan) biasPanel(st []float32, b, i0, j0, cols, lanes int) {
+	sc := p.biasScale
+	for c := 0; c < lanes; c++ {
+		off := p.bOff[b] + (i0+c)*p.bRowStep + j0*p.bColStep
+		if p.bColStep == 0 {
+			add := p.biasFloats[off] * sc
+			for key := 0; key < cols; key++ {
+				st[key*attnNR+c] += add
+			}
+			continue
+		}
+		for key, v := range p.biasFloats[off : off+cols] {
+			st[key*attnNR+c] += v * sc
+		}
+	}
+}

@@ -1,0 +1,414 @@
+package ops
+
+// FusedAttention on the CPU, the scores and the streaming softmax of one
+// key block: the fast path of scores and exponentials in one kernel
+// (scoresExpPanel), the general path (scoresSoftmax: masks, bias, softcap,
+// the scores output), the running shift and its rescale, and the weights
+// output.
+
+import (
+	"math"
+
+	"github.com/attnrun/attnrun/ops/blas"
+	"github.com/attnrun/attnrun/ops/internal/kernel"
+)
+
+// scoresExpPanel turns the scores of keys [j0, j0+cols) (cols stops at the
+// key limit) of panel pn (queries [q0, q0+lanes), scale·Qᵀ in qpan), plus
+// the per-key mask bias[key] when bias is not nil (it starts at key j0),
+// into probabilities under the panel's running shifts w.m, adding their
+// sums to w.l, and returns how many of the block's keys the probabilities
+// cover: with causal masking, those up to the last query's diagonal.
+//
+// Whole tiles of 8 keys that every lane sees (before the first query's
+// diagonal) run through kernel.ScoresExp8x32 (in bf16
+// kernel.ScoresExpBF16x32, which stores the probabilities as pair words
+// at the start of the panel's st, and kp is the batch's packed K) in one
+// pass: a tile rising more than attnRescaleSlack above a shift stops the
+// kernel; the shift
+// moves up to the tile's maximum (raiseShift) and the kernel resumes at
+// that tile. The rest — the at most 5 tiles straddling the panel's causal
+// diagonal and a last partial sliver of keys (packed in kp) — is computed
+// raw (in bf16 into w.pwf, then paired after the kernel's tiles), masked,
+// and goes through colMax and expCols.
+func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, q0, lanes, j0, cols int, bias, kp, qpan []float32) int {
+	plain := cols
+	if p.causal {
+		cols = min(cols, q0+lanes+p.causalOff-j0) // keys past the last query's diagonal: hidden from every lane
+		plain = min(cols, q0+p.causalOff+1-j0)    // keys up to the first query's diagonal: seen by every lane
+	}
+	if cols <= 0 {
+		return 0
+	}
+	st := w.st[pn*attnNR*attnKBlock:]
+	m := w.m[pn*attnNR : (pn+1)*attnNR]
+	var suma, mxa [maxLanes]float32
+	sum, mx := suma[:attnNR], mxa[:attnNR]
+	full := max(plain, 0) / attnMR
+	var k []float32
+	dw := (p.d + 1) / 2 // bf16: K's and Q's pair words per key and query
+	if !p.bf16 {
+		k = p.k.data[p.k.off[b]+j0*p.k.rs:]
+	}
+	for done := 0; done < full; {
+		var bp *float32
+		if bias != nil {
+			bp = &bias[done*attnMR]
+		}
+		if p.bf16 {
+			done += kernel.ScoresExpBF16x32(dw, &wordsOf(kp)[(j0+done*attnMR)*dw], dw, &wordsOf(qpan)[0], &wordsOf(st)[done*attnMR/2*attnNR], full-done, attnMR*dw,
+				&m[0], &sum[0], &mx[0], bp)
+		} else {
+			done += kernel.ScoresExp8x32(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &qpan[0], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
+				&m[0], &sum[0], &mx[0], bp)
+		}
+		if done < full {
+			p.raiseShift(w, pn, mx, st, done*attnMR, sum, acc, dvPad)
+		}
+	}
+	if rest := cols - full*attnMR; rest > 0 {
+		// Raw scores: slivers of K's rows in place, then K's packed
+		// partial last sliver when the block reaches it.
+		raw := st[full*attnMR*attnNR:]
+		slivers := (rest + attnMR - 1) / attnMR
+		tail0 := p.sk / attnMR * attnMR
+		inPlace := min(slivers, max(0, (tail0-j0)/attnMR-full))
+		switch {
+		case p.bf16:
+			raw = w.pwf
+			scoresBF16(raw, wordsOf(kp), wordsOf(qpan), p.d, j0+full*attnMR, slivers*attnMR)
+		case inPlace > 0:
+			kernel.Sgemm8x32RowsLoop(p.d, &k[full*attnMR*p.k.rs], p.k.rs, &qpan[0], &raw[0], attnNR, inPlace, attnMR*p.k.rs, 0, attnMR*attnNR, false)
+		}
+		if !p.bf16 && inPlace < slivers {
+			kernel.Sgemm8x32Loop(p.d, &kp[0], &qpan[0], &raw[inPlace*attnMR*attnNR], attnMR, attnNR, 1, 0, 0, 0, false)
+		}
+		if bias != nil {
+			for key, v := range bias[full*attnMR : full*attnMR+rest] {
+				row := raw[key*attnNR : (key+1)*attnNR]
+				for c := range row {
+					row[c] += v
+				}
+			}
+		}
+		if p.causal {
+			fillCausal(raw[:rest*attnNR], rest, j0+full*attnMR-q0-p.causalOff, float32(math.Inf(-1)))
+		}
+		for c := range mx {
+			mx[c] = float32(math.Inf(-1))
+		}
+		colMax(raw, rest, mx)
+		p.raiseShift(w, pn, mx, st, full*attnMR, sum, acc, dvPad)
+		shift := mxa[:attnNR] // as the kernel: a shift of -Inf subtracts 0
+		for c, v := range m {
+			shift[c] = v
+			if v == float32(math.Inf(-1)) {
+				shift[c] = 0
+			}
+		}
+		expCols(raw, rest, shift, sum)
+		if p.bf16 {
+			kernel.PairRowsBF16x32(&wordsOf(st)[full*attnMR/2*attnNR], &raw[0], rest)
+		}
+	}
+	l := w.l[pn*attnNR : (pn+1)*attnNR]
+	for c, v := range sum {
+		l[c] += float64(v)
+	}
+	return cols
+}
+
+// raiseShift moves the running shift of panel pn's lanes whose maximum mx
+// exceeds it by more than attnRescaleSlack up to that maximum, rescaling
+// what was computed under the old shift by exp(old − new): the running sum
+// of earlier blocks, the accumulator's column, this block's sum so far and
+// its probabilities in the first keys rows of st (in bf16, keys even, the
+// first keys/2 rows of pair words).
+func (p *attnPlan) raiseShift(w *attnWork, pn int, mx, st []float32, keys int, sum, acc []float32, dvPad int) {
+	m := w.m[pn*attnNR : (pn+1)*attnNR]
+	l := w.l[pn*attnNR : (pn+1)*attnNR]
+	negInf := float32(math.Inf(-1))
+	for c := range m {
+		if !(mx[c] > m[c]+attnRescaleSlack) {
+			continue
+		}
+		if m[c] == negInf {
+			// Nothing finite so far: the sums, the accumulator and the
+			// probabilities are 0 or NaN, which exp(-Inf) = 0 leaves as
+			// they are.
+			m[c] = mx[c]
+			continue
+		}
+		corr := fastExp32(m[c] - mx[c])
+		m[c] = mx[c]
+		l[c] *= float64(corr)
+		sum[c] *= corr
+		for r := 0; r < dvPad; r++ {
+			acc[r*attnQBlock+pn*attnNR+c] *= corr
+		}
+		if p.bf16 {
+			scalePairLane(wordsOf(st), keys/2, c, corr)
+			continue
+		}
+		for key := 0; key < keys; key++ {
+			st[key*attnNR+c] *= corr
+		}
+	}
+}
+
+// scoresSoftmax computes the scores of key block [j0, j0+cols) for the
+// item's rows (transposed panels in w.st), applies softcap, masks, bias,
+// key limit and causal cut, writes the scores output's stages, and turns
+// each panel into probabilities under the running shifts (softmaxPanel).
+func (p *attnPlan) scoresSoftmax(w *attnWork, acc []float32, dvPad, b, i0, j0, rows, cols, lim int, kp, qp []float32, exact bool) {
+	d, sk, kb := p.d, p.sk, attnKBlock
+	panels := (rows + attnNR - 1) / attnNR
+	colsPad := ceilTo(cols, attnMR)
+	// Scores, transposed: MR keys × NR queries per tile.
+	switch {
+	case p.bf16:
+		dw := (d + 1) / 2
+		for pn := 0; pn < panels; pn++ {
+			scoresBF16(w.st[pn*attnNR*kb:], wordsOf(kp), wordsOf(qp[pn*attnNR*dw:]), d, j0, colsPad)
+		}
+	case p.kInPlace:
+		// Slivers before K's partial last one read K's rows in place;
+		// that one (at most one, the block's last) is packed in kp.
+		slivers := colsPad / attnMR
+		inPlace := min(slivers, max(0, (sk/attnMR*attnMR-j0)/attnMR))
+		for pn := 0; pn < panels; pn++ {
+			st, qpan := w.st[pn*attnNR*kb:], qp[pn*attnNR*d:]
+			if inPlace > 0 {
+				kernel.Sgemm8x32RowsLoop(d, &p.k.data[p.k.off[b]+j0*p.k.rs], p.k.rs, &qpan[0], &st[0], attnNR, inPlace, attnMR*p.k.rs, 0, attnMR*attnNR, false)
+			}
+			if inPlace < slivers {
+				kernel.Sgemm8x32Loop(d, &kp[0], &qpan[0], &st[inPlace*attnMR*attnNR], attnMR, attnNR, 1, 0, 0, 0, false)
+			}
+		}
+	case tileLoop:
+		for pn := 0; pn < panels; pn++ {
+			kernel.Sgemm8x32Loop(d, &kp[j0*d], &qp[pn*attnNR*d], &w.st[pn*attnNR*kb], attnMR, attnNR, colsPad/attnMR, attnMR*d, 0, attnMR*attnNR, false)
+		}
+	default:
+		for ks := 0; ks*attnMR < colsPad; ks++ {
+			a := kp[(j0+ks*attnMR)*d : (j0+ks*attnMR+attnMR)*d]
+			for pn := 0; pn < panels; pn++ {
+				blas.MicroKernel(d, a, qp[pn*attnNR*d:(pn+1)*attnNR*d], w.st[pn*attnNR*kb+ks*attnMR*attnNR:], attnNR, false)
+			}
+		}
+	}
+	for pn := 0; pn < panels; pn++ {
+		st := w.st[pn*attnNR*kb : pn*attnNR*kb+cols*attnNR]
+		lanes := min(attnNR, rows-pn*attnNR)
+		q0 := i0 + pn*attnNR
+		if p.scoresMode == ScoresRaw {
+			p.writeScores(st, b, q0, j0, cols, lanes)
+		}
+		if p.softcap > 0 {
+			softcapScores(st, p.softcap)
+		}
+		if p.scoresMode == ScoresSoftcapped {
+			p.writeScores(st, b, q0, j0, cols, lanes)
+		}
+		if p.biasFloats != nil && p.biasFirst {
+			p.biasPanel(st, b, q0, j0, cols, lanes)
+		}
+		if exact && p.causal && j0+cols-1 > q0+p.causalOff {
+			fillCausal(st, cols, j0-q0-p.causalOff, p.causalFill)
+		}
+		if p.maskKind != "" {
+			if mcols := min(cols, p.maskKeys-j0); mcols > 0 {
+				p.maskPanel(st, w.cls[pn*attnNR:pn*attnNR+lanes], b, q0, j0, mcols)
+			}
+		}
+		if p.biasFloats != nil && !p.biasFirst {
+			p.biasPanel(st, b, q0, j0, cols, lanes)
+		}
+		if j0+cols > lim {
+			maskKeysFrom(st, max(0, lim-j0), cols, 0, attnNR)
+		}
+		if p.causal && !exact && j0+cols-1 > q0+p.causalOff {
+			fillCausal(st, cols, j0-q0-p.causalOff, float32(math.Inf(-1)))
+		}
+		if p.scoresMode == ScoresBiased || p.scoresMode == ScoresWeights {
+			p.writeScores(st, b, q0, j0, cols, lanes)
+		}
+		p.softmaxPanel(st, cols, w, pn, acc, dvPad)
+	}
+}
+
+// writeScores copies a transposed panel (keys [j0, j0+cols) of queries
+// [q0, q0+lanes)) into the scores output of batch b.
+func (p *attnPlan) writeScores(st []float32, b, q0, j0, cols, lanes int) {
+	base := (b*p.sq+q0)*p.sk + j0
+	for c := 0; c < lanes; c++ {
+		row := p.scores[base+c*p.sk : base+c*p.sk+cols]
+		for key := range row {
+			row[key] = st[key*attnNR+c]
+		}
+	}
+}
+
+// normalizeWeights turns the scores output's rows [i0, i0+rows) of batch b,
+// written as the softmax's input, into its output: exp(s - shift) / sum
+// with the row's final shift and sum (NaN for a row of -inf scores, 1/Sk
+// with uniformRows).
+func (p *attnPlan) normalizeWeights(b, i0, rows int, w *attnWork) {
+	negInf := float32(math.Inf(-1))
+	for r := 0; r < rows; r++ {
+		row := p.scores[(b*p.sq+i0+r)*p.sk : (b*p.sq+i0+r+1)*p.sk]
+		m := w.m[r]
+		if m == negInf {
+			fill := float32(math.NaN())
+			if p.uniformRows {
+				fill = 1 / float32(p.sk)
+			}
+			for j := range row {
+				row[j] = fill
+			}
+			continue
+		}
+		inv := float32(1 / w.l[r])
+		expShiftSum32(row, row, m) // vectorized; the row's weights sum to l
+		for j := range row {
+			row[j] *= inv
+		}
+	}
+}
+
+// softcapScores replaces every score s by c·tanh(s/c).
+func softcapScores(st []float32, c float32) {
+	inv := 1 / c
+	for i, s := range st {
+		st[i] = c * tanh32(s*inv)
+	}
+}
+
+// tanh32 is tanh in float32 (Cephes' tanhf: a polynomial below 0.625, the
+// exponential form above; about 2 ulp).
+func tanh32(x float32) float32 {
+	z := x
+	if z < 0 {
+		z = -z
+	}
+	switch {
+	case z != z:
+		return x
+	case z > 44.0148: // 0.5·log(2^127): tanh is ±1 in float32
+		if x < 0 {
+			return -1
+		}
+		return 1
+	case z >= 0.625:
+		e := fastExp32(2 * z)
+		t := 1 - 2/(e+1)
+		if x < 0 {
+			return -t
+		}
+		return t
+	}
+	s := x * x
+	return ((((-5.70498872745e-3*s+2.06390887954e-2)*s-5.37397155531e-2)*s+1.33314422036e-1)*s-3.33332819422e-1)*s*x + x
+}
+
+// attnRescaleSlack is how far a row's scores may rise above the shift its
+// exponentials use before the shift moves up (and the accumulator is
+// rescaled): exp(s - shift) ≤ e^8 ≈ 3000 cannot overflow, and rescaling
+// becomes rare after the first key blocks. The result is the same: every
+// term and the sum use one shift.
+const attnRescaleSlack = 8
+
+// softmaxPanel turns one panel of (masked) scores into exp(s - shift),
+// where shift is the row's running max (kept while the scores stay within
+// attnRescaleSlack of it), updating the running sums and rescaling the
+// accumulator's columns where the shift moved.
+func (p *attnPlan) softmaxPanel(st []float32, cols int, w *attnWork, pn int, acc []float32, dvPad int) {
+	negInf := float32(math.Inf(-1))
+	m := w.m[pn*attnNR : (pn+1)*attnNR]
+	l := w.l[pn*attnNR : (pn+1)*attnNR]
+	var mxa, shifta, suma, corra [maxLanes]float32
+	mx, shift, sum, corr := mxa[:attnNR], shifta[:attnNR], suma[:attnNR], corra[:attnNR]
+	copy(mx, m)
+	colMax(st, cols, mx)
+	rescale := false
+	for c := range mx {
+		corr[c] = 1
+		if mx[c] == negInf {
+			continue // every score so far is -inf: exp gives 0 with shift 0
+		}
+		if m[c] != negInf && !(mx[c] > m[c]+attnRescaleSlack) {
+			shift[c], mx[c] = m[c], m[c] // keep the shift
+			continue
+		}
+		shift[c] = mx[c]
+		if m[c] != negInf {
+			corr[c] = fastExp32(m[c] - mx[c])
+			rescale = true
+		}
+	}
+	expCols(st, cols, shift, sum)
+	for c := range mx {
+		l[c] = l[c]*float64(corr[c]) + float64(sum[c])
+		m[c] = mx[c]
+	}
+	if !rescale {
+		return
+	}
+	for r := 0; r < dvPad; r++ {
+		row := acc[r*attnQBlock+pn*attnNR : r*attnQBlock+(pn+1)*attnNR]
+		for c := range row {
+			row[c] *= corr[c]
+		}
+	}
+}
+
+// colMax sets mx[c] = max(mx[c], st[key·NR+c]) over the keys (len(mx) =
+// NR lanes).
+func colMax(st []float32, keys int, mx []float32) {
+	lanes := len(mx)
+	if keys == 0 {
+		return
+	}
+	_ = st[keys*lanes-1]
+	switch {
+	case lanes == 32 && kernel.AVX512:
+		kernel.MaxCols32(&st[0], keys, &mx[0])
+		return
+	case lanes == 16 && kernel.Available:
+		kernel.MaxCols16(&st[0], keys, &mx[0])
+		return
+	}
+	for key := 0; key < keys; key++ {
+		for c, v := range st[key*lanes : (key+1)*lanes] {
+			if v > mx[c] {
+				mx[c] = v
+			}
+		}
+	}
+}
+
+// expCols replaces st[key·NR+c] by exp(st[key·NR+c] - shift[c]) and adds
+// each column's sum to sum[c] (len(shift) = NR lanes).
+func expCols(st []float32, keys int, shift, sum []float32) {
+	lanes := len(shift)
+	if keys == 0 {
+		return
+	}
+	_ = st[keys*lanes-1]
+	switch {
+	case lanes == 32 && kernel.AVX512:
+		kernel.ExpShiftSumCols32(&st[0], keys, &shift[0], &sum[0])
+		return
+	case lanes == 16 && kernel.Available:
+		kernel.ExpShiftSumCols16(&st[0], keys, &shift[0], &sum[0])
+		return
+	}
+	for key := 0; key < keys; key++ {
+		row := st[key*lanes : (key+1)*lanes]
+		for c, v := range row {
+			e := fastExp32(v - shift[c])
+			row[c] = e
+			sum[c] += e
+		}
+	}
+}
