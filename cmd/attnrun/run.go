@@ -22,7 +22,7 @@ type inputFlags struct {
 }
 
 func (f *inputFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringArrayVarP(&f.inputs, "input", "i", nil, "NAME=file.npy, NAME=file.pb (TensorProto), NAME=random[:1x512x768] or NAME=ones[:1x512] (every element 1, e.g. a mask keeping every key) (repeatable)")
+	cmd.Flags().StringArrayVarP(&f.inputs, "input", "i", nil, "NAME=file.npy, NAME=file.pb (TensorProto), NAME=random[:1x512x768] or NAME=ones[:1x512] (every element 1, true for bool: a 0/1 attention_mask that keeps every key) (repeatable)")
 	cmd.Flags().StringArrayVar(&f.dims, "dim", nil, "bind a symbolic dim for bare NAME=random and NAME=ones inputs, e.g. --dim seq=128 (repeatable; otherwise the other inputs' given shapes bind it)")
 	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed for random inputs")
 }

@@ -234,12 +234,12 @@ func TestRunOnes(t *testing.T) {
 // --dim still wins.
 func TestRunBindsDimsFromInputs(t *testing.T) {
 	causal := filepath.Join(modelsDir, "s000_causal", "model.onnx") // x: float32[batch, seq, 32], mask: bool[batch, seq]
-	r := attnrun(t, "run", causal, "-i", "mask=ones", "-i", "x=random:2x5x32", "--json")
+	r := attnrun(t, "run", causal, "-i", "mask=random", "-i", "x=random:2x5x32", "--json")
 	r.wantOK(t)
 	if got := parseRunJSON(t, r.stdout); len(got.Outputs) != 1 || !slices.Equal(got.Outputs[0].Shape, []int{2, 5, 32}) {
 		t.Fatalf("outputs %+v, want one of shape [2 5 32]", got.Outputs)
 	}
 	// --dim binds first: the mask then disagrees with x, which
 	// --strict-dims refuses.
-	attnrun(t, "run", causal, "-i", "mask=ones", "-i", "x=random:2x5x32", "--dim", "seq=4", "--strict-dims").wantError(t, 1, cmdWall, `input "mask" dim 1 (seq) is 4, but x dim 1 set seq=5`)
+	attnrun(t, "run", causal, "-i", "mask=random", "-i", "x=random:2x5x32", "--dim", "seq=4", "--strict-dims").wantError(t, 1, cmdWall, `input "mask" dim 1 (seq) is 4, but x dim 1 set seq=5`)
 }
