@@ -127,6 +127,26 @@ type attnPlan struct {
 	// an output, which must hold them).
 	hiddenMax []float64
 	exactCut  bool
+	// hiddenSums (with hiddenMax, set by run when the cut scores' values
+	// do not depend on the query: a per-key mask or none, no bias, no
+	// scores output, fp32) holds, per batch matrix and key block, the
+	// softmax sums of the block's keys as every query row past their
+	// causal diagonal sees them (hiddenBlockSums), computed on first use
+	// (hiddenOnce): an item computed again exactly adds such blocks in
+	// closed form instead of computing their scores.
+	hiddenSums [][]hiddenSum
+	hiddenOnce []sync.Once
+}
+
+// hiddenSum is one key block as every query row sees it from before the
+// keys' causal diagonal: their scores v_j are the causal fill (plus a
+// per-key mask term), the same for every row. max is the largest v_j (-inf
+// when every key is masked or past the key limit), sum Σ exp(v_j - max)
+// and w[c] Σ exp(v_j - max)·V[j][c] (accumulated in float32, as P·V is).
+type hiddenSum struct {
+	max float32
+	sum float64
+	w   []float64
 }
 
 // attnCutMargin is how far above the largest value a cut score could take

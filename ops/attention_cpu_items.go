@@ -34,9 +34,13 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	p.o.data, p.scores = out, scores
 	p.vMean, p.vMeanOnce = nil, nil
 	p.hiddenMax, p.exactCut = nil, false
+	p.hiddenSums, p.hiddenOnce = nil, nil
 	if p.causal && !math.IsInf(float64(p.causalFill), -1) {
 		if p.exactCut = p.scores != nil; !p.exactCut {
 			p.hiddenMax = p.cutBounds()
+			if p.biasFloats == nil && (p.maskKind == "" || p.mRowStep == 0) && !(ctx.bf16() && kernel.BF16 && tileLoop) {
+				p.hiddenSums, p.hiddenOnce = make([][]hiddenSum, p.batches), make([]sync.Once, p.batches)
+			}
 		}
 	}
 	if p.uniformRows {
@@ -322,6 +326,12 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 	}
 	for j0 := 0; j0 < end; j0 += kb {
 		cols := min(kb, sk-j0)
+		if exact && p.hiddenSums != nil && j0 >= i0+rows+p.causalOff {
+			// Every row has these keys past its diagonal: their scores are
+			// the fill (and a per-key mask), the same for each row.
+			p.addHiddenBlock(w, acc, b, j0/kb, rows)
+			continue
+		}
 		if p.maskKind != "" && !p.classify(w.cls[:rows], b, i0, j0, min(cols, max(0, p.maskKeys-j0))) && p.scores == nil &&
 			(p.biasFloats == nil || p.biasFirst || p.biasKeepsInf) {
 			continue // every score of the block is masked with -inf
@@ -485,4 +495,92 @@ func (p *attnPlan) packQ(qp []float32, off, i0, i1 int) {
 			}
 		}
 	}
+}
+
+// addHiddenBlock adds key block blk of batch matrix b, past the causal
+// diagonal of every one of the item's rows, to their running softmax in
+// closed form: each row's shift moves up to the block's largest score if
+// that is higher (rescaling what it holds), then gains the block's sums
+// (hiddenBlockSums) scaled to that shift.
+func (p *attnPlan) addHiddenBlock(w *attnWork, acc []float32, b, blk, rows int) {
+	p.hiddenOnce[b].Do(func() { p.hiddenSums[b] = p.hiddenBlockSums(b) })
+	h := p.hiddenSums[b][blk]
+	if math.IsInf(float64(h.max), -1) {
+		return // every key masked with -inf or past the key limit
+	}
+	for r := 0; r < rows; r++ {
+		m := w.m[r]
+		shift := max(m, h.max)
+		corr := 0.0 // nothing so far: the sums and accumulator hold 0
+		if !math.IsInf(float64(m), -1) {
+			corr = math.Exp(float64(m - shift))
+		}
+		f := math.Exp(float64(h.max - shift))
+		w.l[r] = w.l[r]*corr + f*h.sum
+		for c, x := range h.w {
+			acc[c*attnQBlock+r] = float32(float64(acc[c*attnQBlock+r])*corr + f*x)
+		}
+		w.m[r] = shift
+	}
+}
+
+// hiddenBlockSums computes batch matrix b's hiddenSum of every key block:
+// the scores as the exact path makes them for a row that has the block's
+// keys past its diagonal (the causal fill, then the mask of each key:
+// replaced by the mask's fill, or its term added in float32; -inf past the
+// key limit), their maximum, and the sums.
+func (p *attnPlan) hiddenBlockSums(b int) []hiddenSum {
+	kb := attnKBlock
+	lim := p.sk
+	if p.keyLim != nil {
+		lim = p.keyLim[b]
+	}
+	negInf := float32(math.Inf(-1))
+	out := make([]hiddenSum, (p.sk+kb-1)/kb)
+	v := make([]float32, kb)
+	for blk := range out {
+		j0 := blk * kb
+		cols := min(kb, p.sk-j0)
+		h := hiddenSum{max: negInf, w: make([]float64, p.dv)}
+		for key := range v[:cols] {
+			j := j0 + key
+			x := p.causalFill
+			switch {
+			case j >= lim:
+				x = negInf
+			case p.maskKind == "" || j >= p.maskKeys:
+			case p.maskFloats != nil:
+				x += p.maskFloats[p.mOff[b]+j*p.mColStep] * p.maskScale
+			case p.maskBools[p.mOff[b]+j*p.mColStep] == p.maskedVal:
+				x = p.fill
+			}
+			v[key] = x
+			h.max = max(h.max, x)
+		}
+		if !math.IsInf(float64(h.max), -1) {
+			acc := make([]float32, p.dv)
+			for key, x := range v[:cols] {
+				e := math.Exp(float64(x - h.max))
+				if e == 0 {
+					continue
+				}
+				h.sum += e
+				row := p.v.off[b] + (j0+key)*p.v.rs
+				if e32 := float32(e); p.v.cs == 1 {
+					for c, y := range p.v.data[row : row+p.dv] {
+						acc[c] += e32 * y
+					}
+				} else {
+					for c := range acc {
+						acc[c] += e32 * p.v.data[row+c*p.v.cs]
+					}
+				}
+			}
+			for c, x := range acc {
+				h.w[c] = float64(x)
+			}
+		}
+		out[blk] = h
+	}
+	return out
 }
