@@ -138,7 +138,7 @@ import (
 // weights; Sk = 0 gives zeros, as MatMul over an empty inner dim does;
 // with masked_rows_uniform a row that sees no key gives the mean of V.
 //
-// The CPU kernel (attention_cpu.go) reads K and V in place where their
+// The CPU kernel (attention_cpu*.go) reads K and V in place where their
 // rows are contiguous (else packs them once per batch matrix), packs each
 // item's scale·Q in the item's own scratch (bf16: all of Q up front, in
 // pairs), then works on items of attnQBlock query rows with a streaming
