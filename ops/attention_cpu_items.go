@@ -38,15 +38,15 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	if p.causal && !math.IsInf(float64(p.causalFill), -1) {
 		if p.exactCut = p.scores != nil; !p.exactCut {
 			p.hiddenMax = p.cutBounds()
-			if p.biasFloats == nil && (p.maskKind == "" || p.mRowStep == 0) && !(ctx.bf16() && kernel.BF16 && tileLoop) {
-				p.hiddenSums, p.hiddenOnce = make([][]hiddenSum, p.batches), make([]sync.Once, p.batches)
-			}
 		}
 	}
 	if p.uniformRows {
 		p.vMean, p.vMeanOnce = make([]float32, len(p.vUniq)*p.dv), make([]sync.Once, len(p.vUniq))
 	}
 	p.bf16 = ctx.bf16() && kernel.BF16 && tileLoop
+	if p.hiddenMax != nil && !p.bf16 && p.biasFloats == nil && (p.maskKind == "" || p.mRowStep == 0) {
+		p.hiddenSums, p.hiddenOnce = make([][]hiddenSum, p.batches), make([]sync.Once, p.batches)
+	}
 	p.kInPlace = tileLoop && !p.bf16 && p.k.cs == 1
 	p.vInPlace = tileLoop && !p.bf16 && p.v.cs == 1 && p.dv%attnMR == 0
 	perKey := p.maskKind != "" && p.mRowStep == 0 && (p.maskFloats != nil || math.IsInf(float64(p.fill), -1))
