@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -36,12 +35,11 @@ type WeightStore struct {
 	dropped int64
 }
 
-// heldFile is a weights file the store keeps open, with what it was like
-// when opened.
+// heldFile is a weights file the store keeps open, with its identity when
+// opened.
 type heldFile struct {
-	f    *os.File
-	size int64
-	mod  time.Time
+	f  *os.File
+	id ir.FileIdentity
 }
 
 // collectEveryBytes is how much dropped weight data Release lets pile up
@@ -84,7 +82,7 @@ func NewWeightStore(m *ir.Model) (*WeightStore, error) {
 			s.Close()
 			return nil, fmt.Errorf("initializer %q: external data %q: %w", name, e.Location, err)
 		}
-		s.files[path] = &heldFile{f: f, size: st.Size(), mod: st.ModTime()}
+		s.files[path] = &heldFile{f: f, id: identityOf(st)}
 	}
 	return s, nil
 }
@@ -150,9 +148,8 @@ func (s *WeightStore) Restore(t *ir.Tensor) error {
 	if err != nil {
 		return fmt.Errorf("%s: reading it back: %v", label, err)
 	}
-	if st.Size() != h.size || !st.ModTime().Equal(h.mod) {
-		return fmt.Errorf("%s: reading it back: the file changed since the model was loaded (%d bytes modified %s, now %d bytes modified %s); replace a model file by renaming a new one over it (mv), not by writing into it",
-			label, h.size, h.mod.Format(time.RFC3339Nano), st.Size(), st.ModTime().Format(time.RFC3339Nano))
+	if err := checkIdentity(path, h.id, st); err != nil {
+		return fmt.Errorf("%s: reading it back: %w", label, err)
 	}
 	data := make([]float32, ir.NumElements(t.Shape))
 	buf := ir.BytesOf(data)
