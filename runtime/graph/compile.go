@@ -292,16 +292,13 @@ func (u *unsupportedOps) err() error {
 	}
 	parts := make([]string, len(u.types))
 	for i, t := range u.types {
-		parts[i] = fmt.Sprintf("%s (%d %s)", t, u.count[t], plural(u.count[t], "node", "nodes"))
+		noun := "nodes"
+		if u.count[t] == 1 {
+			noun = "node"
+		}
+		parts[i] = fmt.Sprintf("%s (%d %s)", t, u.count[t], noun)
 	}
 	return fmt.Errorf("%w; in all, %d nodes use ops attnrun lacks: %s", u.first, nodes, strings.Join(parts, ", "))
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 func opsetList(m *ir.Model) []string {

@@ -179,10 +179,14 @@ func (p *Program) restoreReferenced(only string) error {
 	}
 	p.weightsMu.Lock()
 	defer p.weightsMu.Unlock()
-	for _, name := range slices.Sorted(maps.Keys(p.referenced)) {
-		t := p.referenced[name]
-		if only != "" && name != only {
-			continue
+	names := []string{only}
+	if only == "" {
+		names = slices.Sorted(maps.Keys(p.referenced))
+	}
+	for _, name := range names {
+		t, ok := p.referenced[name]
+		if !ok {
+			continue // read back already, or never held by reference
 		}
 		if p.opts.ReferencedWeights == nil {
 			return fmt.Errorf("initializer %q is held by reference (its data is not in memory) and the program has no way to read it (graph Options.ReferencedWeights)", name)
