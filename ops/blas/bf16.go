@@ -42,13 +42,13 @@ func SgemmBF16(threads int, transA, transB bool, m, n, k int, alpha float32, a [
 	if threads < 1 {
 		threads = Threads()
 	}
-	gemmGo(bf16Tiles{}, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, threads, nil)
+	gemmGo(bf16Tiles{}, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, threads, nil, nil)
 }
 
-// SgemmBiasBF16 is SgemmBias in bf16 (see SgemmBF16); the bias is added in
-// fp32.
-func SgemmBiasBF16(threads int, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, bias, c []float32, ldc int) {
-	gemmBias("SgemmBiasBF16", bf16Tiles{}, threads, transA, transB, m, n, k, a, lda, b, ldb, bias, c, ldc)
+// SgemmBiasBF16 is SgemmBias in bf16 (see SgemmBF16); the bias is added,
+// and the epilogue runs, in fp32.
+func SgemmBiasBF16(threads int, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, bias, c []float32, ldc int, epi Epilogue) {
+	gemmBias("SgemmBiasBF16", bf16Tiles{}, threads, transA, transB, m, n, k, a, lda, b, ldb, bias, c, ldc, epi)
 }
 
 // BF16Round returns x rounded to bf16 (nearest even) as its 16 bits, as

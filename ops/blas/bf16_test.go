@@ -85,7 +85,7 @@ func TestSgemmBF16(t *testing.T) {
 				for _, th := range []int{1, 2} {
 					for _, portable := range []bool{false, true} {
 						c := append([]float32(nil), c0...)
-						gemmGo(bf16Tiles{portable: portable}, tr[0], tr[1], m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, th, nil)
+						gemmGo(bf16Tiles{portable: portable}, tr[0], tr[1], m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, th, nil, nil)
 						checkBF16(t, fmt.Sprintf("%dx%dx%d trans=%v alpha=%g beta=%g threads=%d portable=%v", m, n, k, tr, alpha, beta, th, portable), c, want, k)
 					}
 				}
@@ -126,10 +126,10 @@ func TestSgemmPackedBF16(t *testing.T) {
 				t.Fatal("PackBBF16 operand does not report bf16")
 			}
 			c := make([]float32, m*n)
-			SgemmPacked(2, false, m, a, k, pb, bias, c, n)
+			SgemmPacked(2, false, m, a, k, pb, bias, c, n, nil)
 			checkBF16(t, fmt.Sprintf("SgemmPacked bf16 %dx%dx%d transB=%v", m, n, k, trans), c, want, k)
 			c2 := make([]float32, m*n)
-			SgemmBiasBF16(2, false, trans, m, n, k, a, k, bt, ldb, bias, c2, n)
+			SgemmBiasBF16(2, false, trans, m, n, k, a, k, bt, ldb, bias, c2, n, nil)
 			for i := range c {
 				if c[i] != c2[i] {
 					t.Fatalf("SgemmBiasBF16 C[%d] = %g, packed once %g", i, c2[i], c[i])

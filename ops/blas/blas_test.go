@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"sync/atomic"
 	"testing"
 
 	"github.com/attnrun/attnrun/ops/internal/kernel"
@@ -397,7 +398,7 @@ func TestSgemmBias(t *testing.T) {
 				for i := range c {
 					c[i] = float32(math.NaN()) // only written
 				}
-				SgemmBias(threads, false, tb, m, n, k, a, max(k, 1), b, ldb, bias, c, n)
+				SgemmBias(threads, false, tb, m, n, k, a, max(k, 1), b, ldb, bias, c, n, nil)
 				for i := range c {
 					if d := math.Abs(float64(c[i] - want[i])); !(d <= 1e-5*float64(k+1)) {
 						t.Fatalf("m=%d n=%d k=%d tB=%v threads=%d: C[%d] = %g, want %g", m, n, k, tb, threads, i, c[i], want[i])
@@ -445,12 +446,74 @@ func TestSgemmPacked(t *testing.T) {
 					for i := range c {
 						c[i] = float32(math.NaN()) // only written
 					}
-					SgemmPacked(2, ta, m, a, lda, pb, bias, c, n)
+					SgemmPacked(2, ta, m, a, lda, pb, bias, c, n, nil)
 					for i := range c {
 						if d := math.Abs(float64(c[i] - want[i])); !(d <= 1e-5*float64(k+1)) {
 							t.Fatalf("m=%d n=%d k=%d tA=%v tB=%v bias=%v: C[%d] = %g, want %g", m, n, k, ta, tb, withBias, i, c[i], want[i])
 						}
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestSgemmEpilogue: the epilogue of SgemmBias, SgemmBiasBF16 and
+// SgemmPacked sees every element of C exactly once, after its value is
+// final (equal, bit for bit, to the same call's C without an epilogue),
+// over several k and n blocks, edge tiles, k = 0, one and two threads; and
+// what it writes is what C holds after the call.
+func TestSgemmEpilogue(t *testing.T) {
+	r := rand.New(rand.NewSource(12))
+	for _, sz := range [][3]int{{70, 45, 300}, {8, 32, 5}, {3, 70, 0}, {37, ncBlock + 50, kcBlock + 13}, {300, 96, 64}} {
+		m, n, k := sz[0], sz[1], sz[2]
+		a, b, bias := randSlice(r, m*max(k, 1)), randSlice(r, max(k, 1)*n), randSlice(r, n)
+		pb, pb16 := PackB(false, k, n, b, n), PackBBF16(false, k, n, b, n)
+		calls := map[string]func(threads int, c []float32, epi Epilogue){
+			"SgemmBias": func(th int, c []float32, epi Epilogue) {
+				SgemmBias(th, false, false, m, n, k, a, max(k, 1), b, n, bias, c, n, epi)
+			},
+			"SgemmBias/nil-bias": func(th int, c []float32, epi Epilogue) {
+				SgemmBias(th, false, false, m, n, k, a, max(k, 1), b, n, nil, c, n, epi)
+			},
+			"SgemmPacked": func(th int, c []float32, epi Epilogue) { SgemmPacked(th, false, m, a, max(k, 1), pb, bias, c, n, epi) },
+		}
+		if BF16Fast() {
+			calls["SgemmBiasBF16"] = func(th int, c []float32, epi Epilogue) {
+				SgemmBiasBF16(th, false, false, m, n, k, a, max(k, 1), b, n, bias, c, n, epi)
+			}
+			calls["SgemmPacked/bf16"] = func(th int, c []float32, epi Epilogue) {
+				SgemmPacked(th, false, m, a, max(k, 1), pb16, bias, c, n, epi)
+			}
+		}
+		for name, call := range calls {
+			for _, threads := range []int{1, 2} {
+				want := make([]float32, m*n)
+				call(threads, want, nil)
+				c := make([]float32, m*n)
+				seen := make([]int32, m*n)
+				var stale atomic.Int32
+				call(threads, c, func(i0, rows, j0, cols int) {
+					for i := i0; i < i0+rows; i++ {
+						for j := j0; j < j0+cols; j++ {
+							atomic.AddInt32(&seen[i*n+j], 1)
+							if math.Float32bits(c[i*n+j]) != math.Float32bits(want[i*n+j]) {
+								stale.Add(1)
+							}
+							c[i*n+j] = -c[i*n+j] // the epilogue's own write
+						}
+					}
+				})
+				for i, v := range seen {
+					if v != 1 {
+						t.Fatalf("%s m=%d n=%d k=%d threads=%d: the epilogue saw C[%d] %d times, want once", name, m, n, k, threads, i, v)
+					}
+					if c[i] != -want[i] {
+						t.Fatalf("%s m=%d n=%d k=%d threads=%d: C[%d] = %g after the epilogue, want %g", name, m, n, k, threads, i, c[i], -want[i])
+					}
+				}
+				if s := stale.Load(); s != 0 {
+					t.Fatalf("%s m=%d n=%d k=%d threads=%d: the epilogue saw %d elements before their final value", name, m, n, k, threads, s)
 				}
 			}
 		}

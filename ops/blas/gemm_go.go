@@ -24,6 +24,13 @@ const (
 	smallWork = 64 * 64 * 64
 )
 
+// Epilogue finishes a block of C, rows [i0, i0+rows) and columns [j0,
+// j0+cols), once its product (and bias) is final, while the block is still
+// in cache: FusedMatMul's activation and residual add (package ops). The
+// GEMM calls it once for every element of C, on its worker goroutines,
+// concurrently for disjoint blocks; it must only touch its block.
+type Epilogue func(i0, rows, j0, cols int)
+
 // The micro-kernel's tile: mr×nr = 8×32 with AVX-512, 6×16 with AVX2
 // (and for the portable Go kernel elsewhere). They are fixed at program
 // start from the CPU's features and never change afterwards.
@@ -112,7 +119,7 @@ func putBuf(p *[]float32) {
 // sgemmGo is the pure-Go Sgemm. useAsm selects the assembly micro-kernel
 // (only honoured where kernel.Available); nthreads bounds the goroutines used.
 func sgemmGo(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, nthreads int, useAsm bool) {
-	gemmGo(newFP32Tiles(useAsm), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, nthreads, nil)
+	gemmGo(newFP32Tiles(useAsm), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, nthreads, nil, nil)
 }
 
 // tileOps is what a precision of the GEMM brings to the blocked loops of
@@ -169,7 +176,7 @@ func (ab *aBlock) sliver(ip, kb int) ([]float32, int) {
 // alpha·op(A)·op(B) + bias (bias added to every row, as the first k
 // block's tiles are stored). With pb, B's blocks come packed already in
 // the precision's layout (b, ldb and transB are ignored).
-func gemmGo(ops tileOps, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, bias, c []float32, ldc int, nthreads int, pb *PackedB) {
+func gemmGo(ops tileOps, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, bias, c []float32, ldc int, nthreads int, pb *PackedB, epi Epilogue) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -182,6 +189,9 @@ func gemmGo(ops tileOps, transA, transB bool, m, n, k int, alpha float32, a []fl
 			for i := 0; i < m; i++ {
 				copy(c[i*ldc:i*ldc+n], bias)
 			}
+		}
+		if epi != nil {
+			epi(0, m, 0, n)
 		}
 		return
 	}
@@ -236,6 +246,9 @@ func gemmGo(ops tileOps, transA, transB bool, m, n, k int, alpha float32, a []fl
 			kb := min(kcBlock, k-p0)
 			it := blockItems{ops: ops, nJG: nJG, nPanels: nPanels, mc: mc, m: m, nb: nb, kb: kb, p0: p0, j0: j0,
 				transA: transA, alpha: alpha, a: a, lda: lda, c: c, ldc: ldc, add: beta != 0 || p0 > 0, bias: bias}
+			if p0+kb == k {
+				it.epi = epi // the last k block: the items' C blocks are final
+			}
 			items := nMB * nJG
 			workers := min(nthreads, items)
 			if pb != nil {
@@ -301,6 +314,7 @@ type blockItems struct {
 	ldc                                 int
 	add                                 bool      // add to C (a later k block, or beta ≠ 0)
 	bias                                []float32 // added by the first k block
+	epi                                 Epilogue  // run on each item's C block (the last k block only)
 }
 
 // run computes work item it with buf (aLen(mc, kb) + maxTile floats) for
@@ -335,7 +349,7 @@ func (b *blockItems) run(it int, buf []float32) {
 			// Edge tile: compute the full padded tile, then add or store
 			// the valid part.
 			b.ops.tile(b.kb, ab, ip, bs, tile, nr, false, nil)
-			for r := 0; r < rows; r++ {
+			for r := range rows {
 				crow := b.c[coff+r*b.ldc : coff+r*b.ldc+cols]
 				trow := tile[r*nr : r*nr+cols]
 				switch {
@@ -352,6 +366,10 @@ func (b *blockItems) run(it int, buf []float32) {
 				}
 			}
 		}
+	}
+	if b.epi != nil {
+		jc := jlo * nr
+		b.epi(i0, mb, b.j0+jc, min(jhi*nr, b.nb)-jc)
 	}
 }
 

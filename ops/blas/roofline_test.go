@@ -145,7 +145,7 @@ func BenchmarkRoofline(b *testing.B) {
 				b.Run(fmt.Sprintf("gemm/%s/%s/%dthread", prec, g.name, th), func(b *testing.B) {
 					roofline.Report(b, 1, th, flops, func(int) {
 						if pb != nil {
-							SgemmPacked(th, false, g.m, a, g.k, pb, bias, c, g.n)
+							SgemmPacked(th, false, g.m, a, g.k, pb, bias, c, g.n, nil)
 							return
 						}
 						headGemms(th, g, bf16, a, bb, ldb, c)

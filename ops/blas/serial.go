@@ -42,32 +42,37 @@ func MicroKernel(k int, a, b, c []float32, ldc int, add bool) {
 }
 
 // SgemmBias computes C = op(A)·op(B) + bias on at most threads goroutines
-// (threads < 1: Threads()), where bias has n elements and is added to every
-// row of C; C is only written. The bias is added as the first block of
-// each tile is stored, so it costs no pass over C. Argument checks are
-// Sgemm's; bias shorter than n panics. The OpenBLAS build runs the pure-Go
-// GEMM here.
-func SgemmBias(threads int, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, bias, c []float32, ldc int) {
-	gemmBias("SgemmBias", newFP32Tiles(true), threads, transA, transB, m, n, k, a, lda, b, ldb, bias, c, ldc)
+// (threads < 1: Threads()), where bias (nil: none) has n elements and is
+// added to every row of C; C is only written. The bias is added as the
+// first block of each tile is stored, so it costs no pass over C. A non-nil
+// epi then finishes each block of C while it is in cache (Epilogue).
+// Argument checks are Sgemm's; a bias shorter than n panics. The OpenBLAS
+// build runs the pure-Go GEMM here.
+func SgemmBias(threads int, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, bias, c []float32, ldc int, epi Epilogue) {
+	gemmBias("SgemmBias", newFP32Tiles(true), threads, transA, transB, m, n, k, a, lda, b, ldb, bias, c, ldc, epi)
 }
 
 // gemmBias checks SgemmBias's arguments and runs it with ops' tiles.
-func gemmBias(name string, ops tileOps, threads int, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, bias, c []float32, ldc int) {
+func gemmBias(name string, ops tileOps, threads int, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, bias, c []float32, ldc int, epi Epilogue) {
 	checkGemm(name, transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
-	if len(bias) < n {
-		panic("blas." + name + ": bias shorter than n")
+	if bias != nil {
+		if len(bias) < n {
+			panic("blas." + name + ": bias shorter than n")
+		}
+		bias = bias[:n]
 	}
 	if threads < 1 {
 		threads = Threads()
 	}
-	gemmGo(ops, transA, transB, m, n, k, 1, a, lda, b, ldb, 0, bias[:n], c, ldc, threads, nil)
+	gemmGo(ops, transA, transB, m, n, k, 1, a, lda, b, ldb, 0, bias, c, ldc, threads, nil, epi)
 }
 
 // SgemmPacked computes C = op(A)·B (+ bias, when bias is not nil) on at
 // most threads goroutines (threads < 1: Threads()), with B packed by
 // PackB, or by PackBBF16 (then in bf16, see SgemmBF16); C is only
-// written. Both builds run the pure-Go GEMM here.
-func SgemmPacked(threads int, transA bool, m int, a []float32, lda int, pb *PackedB, bias, c []float32, ldc int) {
+// written; a non-nil epi then finishes each block of C (Epilogue). Both
+// builds run the pure-Go GEMM here.
+func SgemmPacked(threads int, transA bool, m int, a []float32, lda int, pb *PackedB, bias, c []float32, ldc int, epi Epilogue) {
 	k, n := pb.k, pb.n
 	checkGemm("SgemmPacked", transA, false, m, n, k, len(a), lda, k*n, max(n, 1), len(c), ldc)
 	if bias != nil && len(bias) < n {
@@ -79,5 +84,5 @@ func SgemmPacked(threads int, transA bool, m int, a []float32, lda int, pb *Pack
 	if threads < 1 {
 		threads = Threads()
 	}
-	gemmGo(pb.tiles(), transA, false, m, n, k, 1, a, lda, nil, 0, 0, bias, c, ldc, threads, pb)
+	gemmGo(pb.tiles(), transA, false, m, n, k, 1, a, lda, nil, 0, 0, bias, c, ldc, threads, pb, epi)
 }

@@ -269,6 +269,13 @@ func NormRow16(y, x *float32, n int, mu, delta, inv float32, scale, bias *float3
 //go:noescape
 func Relu16(dst, src *float32, n int)
 
+// AddTo16 adds src to dst (dst[i] += src[i]) for n elements (n a
+// multiple of 16) with AVX-512 (AVX512); each sum rounds as a float32
+// addition does.
+//
+//go:noescape
+func AddTo16(dst, src *float32, n int)
+
 // Sigmoid16 writes dst = 1/(1 + e^-src) for n elements (n a multiple of
 // 16) with AVX-512 (AVX512): within a few ulp of the exact logistic
 // function; NaN stays NaN. dst may be src.

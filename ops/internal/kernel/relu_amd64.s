@@ -47,3 +47,48 @@ rtl:
 rdone:
 	VZEROUPPER
 	RET
+
+// The FusedMatMul epilogue's residual add (package ops, matmul_epilogue.go).
+
+// func AddTo16(dst, src *float32, n int)
+// dst += src for n elements (n a multiple of 16): VADDPS rounds as a
+// scalar float32 addition does.
+TEXT ·AddTo16(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ CX, DX
+	SHRQ $6, DX
+	JZ atail
+aloop:
+	VMOVUPS (DI), Z1
+	VMOVUPS 64(DI), Z2
+	VMOVUPS 128(DI), Z3
+	VMOVUPS 192(DI), Z4
+	VADDPS (SI), Z1, Z1
+	VADDPS 64(SI), Z2, Z2
+	VADDPS 128(SI), Z3, Z3
+	VADDPS 192(SI), Z4, Z4
+	VMOVUPS Z1, (DI)
+	VMOVUPS Z2, 64(DI)
+	VMOVUPS Z3, 128(DI)
+	VMOVUPS Z4, 192(DI)
+	ADDQ $256, SI
+	ADDQ $256, DI
+	DECQ DX
+	JNZ aloop
+atail:
+	ANDQ $63, CX
+	SHRQ $4, CX
+	JZ adone
+atl:
+	VMOVUPS (DI), Z1
+	VADDPS (SI), Z1, Z1
+	VMOVUPS Z1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ atl
+adone:
+	VZEROUPPER
+	RET
