@@ -581,15 +581,17 @@ func gemmLoop[T int32 | int64 | uint32 | uint64](g gemmAttrs, beta float32, m, n
 // two axes becomes a transposed GEMM operand, and a head split
 // (Reshape+Transpose) becomes per-batch offsets and a row stride. Output:
 // numpy matmul of the logical A and B (batch dims broadcast) plus the bias
-// broadcast over the rows, row-major.
+// broadcast over the rows, row-major. An activation attribute and a
+// residual input (index 3) make the GEMM finish the output in its
+// epilogue (matmul_epilogue.go).
 const FusedMatMulOp = "FusedMatMul"
 
 func init() {
 	Register(&Schema{
 		Domain: DomainAttnrun, OpType: FusedMatMulOp, Since: 1, Until: 1,
-		MinInputs: 2, MaxInputs: 3, TypeInput: 0, DTypes: []ir.DType{ir.Float},
+		MinInputs: 2, MaxInputs: 4, TypeInput: 0, DTypes: []ir.DType{ir.Float},
 		Infer: inferFusedMatMul, Run: runFusedMatMul, RunInto: runFusedMatMulInto,
-		Doc: "MatMul reading A and B through strided views (transposes, head splits) with an optional bias over the last axis",
+		Doc: "MatMul reading A and B through strided views (transposes, head splits) with an optional bias over the last axis, then an optional activation and residual add in the GEMM's epilogue",
 	})
 }
 
@@ -672,7 +674,38 @@ func inferFusedMatMul(n *ir.Node, _ int, in []Value) ([]Value, error) {
 			}
 		}
 	}
-	return []Value{Typed(ir.Float, append(batch, a[len(a)-2], nn))}, nil
+	out := append(batch, a[len(a)-2], nn)
+	if _, err := fusedMatMulActivation(n); err != nil {
+		return nil, err
+	}
+	if len(in) > 3 && in[3].Present() {
+		r := in[3].Type
+		if r.DType != ir.Float {
+			return nil, n.Errorf("residual has element type %v, want float32", r.DType)
+		}
+		if !residualFits(r, out) {
+			return nil, n.Errorf("residual of shape %s does not have the output's elements and last dim (output %s)", shapeText(r.Shape), shapeText(out))
+		}
+	}
+	return []Value{Typed(ir.Float, out)}, nil
+}
+
+// residualFits reports whether a residual of type r can have the
+// elements, row-major, of an output of shape out: the same last dim and
+// count where they are known.
+func residualFits(r ir.TypeInfo, out ir.Shape) bool {
+	if !r.RankKnown {
+		return true
+	}
+	if len(r.Shape) == 0 {
+		return false
+	}
+	if a, b := r.Shape[len(r.Shape)-1], out[len(out)-1]; a.Known() && b.Known() && a.Value != b.Value {
+		return false
+	}
+	rd, okR := r.Shape.Concrete()
+	od, okO := out.Concrete()
+	return !okR || !okO || ShapeElems(rd) == ShapeElems(od)
 }
 
 func runFusedMatMul(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
@@ -706,6 +739,10 @@ type fusedMatMulPlan struct {
 	bSrc       *ir.Tensor  // the tensor B is: what its packed forms are keyed by
 	bias       []float32
 	foldedRows bool // one GEMM of batches·m rows (B shared, A rows evenly spaced)
+	// The epilogue (matmul_epilogue.go): the activation's kernel and the
+	// residual, row-major in the output's shape; nil for none.
+	act      func(dst, src []float32, threads int)
+	residual []float32
 }
 
 func planFusedMatMul(ctx *Context, n *ir.Node, in []*ir.Tensor) (*fusedMatMulPlan, error) {
@@ -769,6 +806,16 @@ func planFusedMatMul(ctx *Context, n *ir.Node, in []*ir.Tensor) (*fusedMatMulPla
 			return nil, n.Errorf("bias of shape %v is not [.., N] with N = %d", c.Shape, p.n)
 		}
 		p.bias = c.Float32s()
+	}
+	if p.act, err = fusedMatMulActivation(n); err != nil {
+		return nil, err
+	}
+	if len(in) > 3 && in[3] != nil {
+		r := in[3]
+		if r.DType != ir.Float || r.Rank() == 0 || r.Shape[r.Rank()-1] != p.n || r.Len() != ShapeElems(p.out) {
+			return nil, n.Errorf("residual of shape %v (%v) does not have the output's elements and last dim (output %v, float32)", r.Shape, r.DType, p.out)
+		}
+		p.residual = r.Float32s()
 	}
 	// One GEMM for all batches when B is shared and A's batches are
 	// consecutive row blocks.
@@ -925,9 +972,19 @@ func (p *fusedMatMulPlan) run(ctx *Context, out []float32) {
 				clear(out[r*nn : (r+1)*nn])
 			}
 		}
+		if epi := p.epilogue(out, p.residual); epi != nil {
+			epi(0, len(out)/nn, 0, nn)
+		}
 		return
 	}
-	gemm := func(aOff, bOff int, rows int, c []float32) {
+	// c is the output's rows from element cOff on: the residual's rows
+	// there are theirs.
+	gemm := func(aOff, bOff int, rows int, c []float32, cOff int) {
+		var res []float32
+		if p.residual != nil {
+			res = p.residual[cOff : cOff+len(c)]
+		}
+		epi := p.epilogue(c, res)
 		as, ta, lda, okA := gemmOperand(p.a.data, aOff, p.a.rs, p.a.cs, rows, k)
 		if !okA {
 			as, ta, lda = make([]float32, rows*k), false, k
@@ -937,7 +994,7 @@ func (p *fusedMatMulPlan) run(ctx *Context, out []float32) {
 		tb, ldb, okB := gemmLayout(p.b.rs, p.b.cs, k, nn)
 		if okB {
 			if pb := p.packedB(ctx, bOff, tb, ldb); pb != nil {
-				blas.SgemmPacked(threads, ta, rows, as, lda, pb, p.bias, c, nn)
+				blas.SgemmPacked(threads, ta, rows, as, lda, pb, p.bias, c, nn, epi)
 				return
 			}
 			bs = p.b.data[bOff:]
@@ -949,17 +1006,17 @@ func (p *fusedMatMulPlan) run(ctx *Context, out []float32) {
 		if ctx.bf16() {
 			gemmBias, gemm = blas.SgemmBiasBF16, blas.SgemmBF16
 		}
-		if p.bias != nil {
-			gemmBias(threads, ta, tb, rows, nn, k, as, lda, bs, ldb, p.bias, c, nn)
+		if p.bias != nil || epi != nil {
+			gemmBias(threads, ta, tb, rows, nn, k, as, lda, bs, ldb, p.bias, c, nn, epi)
 			return
 		}
 		gemm(threads, ta, tb, rows, nn, k, 1, as, lda, bs, ldb, 0, c, nn)
 	}
 	if p.foldedRows || p.batches == 1 {
-		gemm(p.a.off[0], p.b.off[0], p.batches*m, out)
+		gemm(p.a.off[0], p.b.off[0], p.batches*m, out, 0)
 		return
 	}
 	for i := 0; i < p.batches; i++ {
-		gemm(p.a.off[i], p.b.off[i], m, out[i*m*nn:(i+1)*m*nn])
+		gemm(p.a.off[i], p.b.off[i], m, out[i*m*nn:(i+1)*m*nn], i*m*nn)
 	}
 }

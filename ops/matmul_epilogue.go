@@ -1,0 +1,107 @@
+package ops
+
+import (
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops/blas"
+	"github.com/attnrun/attnrun/ops/internal/kernel"
+)
+
+// FusedMatMul's epilogue (com.attnrun:FusedMatMul, opset 1): what the GEMM
+// does to each block of the output once its product and bias are final,
+// while the block is still in cache (blas.Epilogue), instead of a pass of
+// its own over the whole output afterwards:
+//
+//	y = activation(A·B + bias) + residual
+//
+// Attribute activation (string, optional) is "Relu", "Gelu" (exact) or
+// "GeluTanh" (Gelu with approximate "tanh"; AVX-512 only). Input 3,
+// residual (optional; a transformer's skip connection), is a float32
+// tensor holding the output's elements row-major: the output's shape, or
+// another with the same count and last dim (the skip connection of a
+// Linear whose output is reshaped before the Add). Both compute exactly
+// what the ops they replace compute: the same float32 kernels on the same
+// values, element by element (the activation's kernel is its op's, run on
+// the block; the residual add rounds as Add does), so a fused and an
+// unfused run agree bit for bit.
+
+// fusedMatMulActivations maps the FusedMatMul activation attribute's values
+// to the float32 kernels the epilogue runs: each is its ONNX op's own
+// (unary.go, erf.go).
+var fusedMatMulActivations = map[string]func(dst, src []float32, threads int){
+	"Relu":     reluSlice,
+	"Gelu":     geluSlice,
+	"GeluTanh": geluTanhSlice,
+}
+
+// FusedMatMulActivation returns the value of FusedMatMul's activation
+// attribute that computes the float32 elementwise node n (an ONNX Relu, or
+// Gelu with approximate "none" or "tanh"), and ok false when the epilogue
+// has no kernel for it (another op, or Gelu's tanh form without AVX-512,
+// whose op then runs the float64 reference).
+func FusedMatMulActivation(n *ir.Node) (activation string, ok bool) {
+	if n.Domain != "" && n.Domain != DomainONNX {
+		return "", false
+	}
+	switch n.OpType {
+	case "Relu":
+		return "Relu", true
+	case "Gelu":
+		mode, err := n.AttrString("approximate", "none")
+		switch {
+		case err != nil:
+			return "", false
+		case mode == "none":
+			return "Gelu", true
+		case mode == "tanh" && kernel.AVX512:
+			return "GeluTanh", true
+		}
+	}
+	return "", false
+}
+
+// fusedMatMulActivation reads n's activation attribute: nil when absent.
+func fusedMatMulActivation(n *ir.Node) (func(dst, src []float32, threads int), error) {
+	name, err := n.AttrString("activation", "")
+	if err != nil || name == "" {
+		return nil, err
+	}
+	act := fusedMatMulActivations[name]
+	if act == nil || (name == "GeluTanh" && !kernel.AVX512) {
+		return nil, n.Errorf("activation %q is not one of Relu, Gelu and GeluTanh (GeluTanh needs AVX-512)", name)
+	}
+	return act, nil
+}
+
+// epilogue returns the blas.Epilogue that finishes the rows of c (p.n
+// columns, row-major) with p's activation, then adds res (the residual's
+// rows that c's are), nil when there is neither.
+func (p *fusedMatMulPlan) epilogue(c, res []float32) blas.Epilogue {
+	if p.act == nil && res == nil {
+		return nil
+	}
+	nn, act := p.n, p.act
+	return func(i0, rows, j0, cols int) {
+		for i := i0; i < i0+rows; i++ {
+			seg := c[i*nn+j0 : i*nn+j0+cols]
+			if act != nil {
+				act(seg, seg, 1)
+			}
+			if res != nil {
+				addTo(seg, res[i*nn+j0:i*nn+j0+cols])
+			}
+		}
+	}
+}
+
+// addTo sets dst[i] += src[i], with AVX-512 where the CPU has it.
+func addTo(dst, src []float32) {
+	src = src[:len(dst)]
+	lo := 0
+	if v := len(dst) / 16 * 16; kernel.AVX512 && v > 0 {
+		kernel.AddTo16(&dst[0], &src[0], v)
+		lo = v
+	}
+	for i := lo; i < len(dst); i++ {
+		dst[i] += src[i]
+	}
+}

@@ -1,0 +1,200 @@
+package ops
+
+import (
+	"math"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops/internal/kernel"
+)
+
+// runRegistered runs the registered op opType (default domain, opset) on
+// in with threads threads: the unfused steps the epilogue replaces.
+func runRegistered(t *testing.T, opType string, opset int, attrs []*ir.Attribute, in []*ir.Tensor, threads int) *ir.Tensor {
+	t.Helper()
+	s, err := Lookup("", opType, opset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Run(&Context{Threads: threads, Opset: opset}, &ir.Node{Name: opType, OpType: opType, Attrs: attrs}, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out[0]
+}
+
+// TestFusedMatMulEpilogue checks that FusedMatMul with an activation and
+// a residual computes, bit for bit, what its unfused steps compute: the
+// product (+ bias) of FusedMatMul, then the ONNX Relu or Gelu op, then the
+// ONNX Add of the residual; on one and two threads, over shapes with edge
+// tiles, several k blocks, batches run as one GEMM and one per batch, and
+// packed weights. Values span both signs and Gelu's far tail.
+func TestFusedMatMulEpilogue(t *testing.T) {
+	r := rand.New(rand.NewSource(21))
+	wide := func(shape ...int) *ir.Tensor {
+		x := randTensor(r, shape...)
+		for i, v := range x.Float32s() {
+			x.Float32s()[i] = v * 4
+		}
+		return x
+	}
+	type act struct {
+		attr  string // FusedMatMul's activation ("" none)
+		op    string // the ONNX op it replaces
+		attrs []*ir.Attribute
+	}
+	acts := []act{{"", "", nil}, {"Relu", "Relu", nil}, {"Gelu", "Gelu", nil}}
+	if kernel.AVX512 {
+		acts = append(acts, act{"GeluTanh", "Gelu", []*ir.Attribute{{Name: "approximate", Type: ir.AttrString, String: []byte("tanh")}}})
+	}
+	cases := []struct {
+		name    string
+		a, b    *ir.Tensor
+		bias    *ir.Tensor
+		packed  bool // B a memoized constant: packed once
+		useBias bool
+		resDims []int // the residual's shape, when not the output's
+	}{
+		{"[2,5,24]x[24,7] bias", wide(2, 5, 24), wide(24, 7), wide(7), false, true, nil},
+		{"[37,800]x[800,70] packed, residual [1,37,70]", wide(37, 800), wide(800, 70), wide(70), true, true, []int{1, 37, 70}},
+		{"[3,9,16]x[3,16,40] per batch", wide(3, 9, 16), wide(3, 16, 40), nil, false, false, nil},
+		{"[130,64]x[64,3072] packed", wide(130, 64), wide(64, 3072), wide(3072), true, true, nil},
+		{"k=0", wide(4, 0), wide(0, 5), wide(5), false, true, nil},
+	}
+	for _, c := range cases {
+		for _, a := range acts {
+			for _, withRes := range []bool{false, true} {
+				if a.attr == "" && !withRes {
+					continue
+				}
+				name := c.name + "/" + a.attr
+				if withRes {
+					name += "+residual"
+				}
+				t.Run(name, func(t *testing.T) {
+					in := []*ir.Tensor{c.a, c.b}
+					if c.useBias {
+						in = append(in, c.bias)
+					}
+					for _, threads := range []int{1, 2} {
+						plain, err := runFusedMatMul(&Context{Threads: threads}, fusedMatMulNode(), in)
+						if err != nil {
+							t.Fatal(err)
+						}
+						want := plain[0]
+						if a.op != "" {
+							want = runRegistered(t, a.op, 20, a.attrs, []*ir.Tensor{want}, threads)
+						}
+						var attrs []*ir.Attribute
+						if a.attr != "" {
+							attrs = append(attrs, &ir.Attribute{Name: "activation", Type: ir.AttrString, String: []byte(a.attr)})
+						}
+						fin := append([]*ir.Tensor{}, in...)
+						if withRes {
+							res := wide(want.Shape...)
+							if c.resDims != nil {
+								res.Shape = c.resDims
+							}
+							want = runRegistered(t, "Add", 14, nil, []*ir.Tensor{want, res}, threads)
+							if len(fin) == 2 {
+								fin = append(fin, nil) // no bias
+							}
+							fin = append(fin, res)
+						}
+						ctx := &Context{Threads: threads}
+						if c.packed { // B a constant: packed on the first run
+							memo := map[any]any{}
+							ctx.Constant = []bool{false, true}
+							ctx.Memo = func(key any, build func() any) any {
+								if v, ok := memo[key]; ok {
+									return v
+								}
+								memo[key] = build()
+								return memo[key]
+							}
+						}
+						n := fusedMatMulNode(attrs...)
+						for run := 0; run < 2; run++ { // packing, then packed
+							out := ir.NewTensor(ir.Float, plain[0].Shape)
+							if err := runFusedMatMulInto(ctx, n, fin, []*ir.Tensor{out}); err != nil {
+								t.Fatal(err)
+							}
+							for i, g := range out.Float32s() {
+								w := want.Float32s()[i]
+								if math.Float32bits(g) != math.Float32bits(w) {
+									t.Fatalf("threads %d run %d: element %d = %g, want %g (unfused)", threads, run, i, g, w)
+								}
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestFusedMatMulEpilogueErrors: a bad activation or residual is one
+// error naming what is wrong, at inference and at run time.
+func TestFusedMatMulEpilogueErrors(t *testing.T) {
+	r := rand.New(rand.NewSource(22))
+	a, b := randTensor(r, 2, 3), randTensor(r, 3, 4)
+	actAttr := func(v string) *ir.Attribute {
+		return &ir.Attribute{Name: "activation", Type: ir.AttrString, String: []byte(v)}
+	}
+	cases := []struct {
+		name string
+		n    *ir.Node
+		in   []*ir.Tensor
+		want string
+	}{
+		{"unknown activation", fusedMatMulNode(actAttr("Swish")), []*ir.Tensor{a, b}, `activation "Swish" is not one of`},
+		{"residual shape", fusedMatMulNode(), []*ir.Tensor{a, b, nil, randTensor(r, 2, 3)}, "residual of shape"},
+		{"residual broadcast", fusedMatMulNode(), []*ir.Tensor{a, b, nil, randTensor(r, 1, 4)}, "does not have the output's elements"},
+		{"residual other last dim", fusedMatMulNode(), []*ir.Tensor{a, b, nil, randTensor(r, 4, 2)}, "last dim"},
+		{"residual int", fusedMatMulNode(), []*ir.Tensor{a, b, nil, ir.FromSlice([]int{2, 4}, make([]int64, 8))}, "residual"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := runFusedMatMul(&Context{Threads: 1}, c.n, c.in)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("run: error %v, want %q", err, c.want)
+			}
+			vals := make([]Value, len(c.in))
+			for i, x := range c.in {
+				if x != nil {
+					vals[i] = Value{Type: Known(x.DType, x.Shape)}
+				}
+			}
+			if _, err := inferFusedMatMul(c.n, 1, vals); err == nil {
+				t.Fatalf("infer: no error, want one about %q", c.want)
+			}
+		})
+	}
+}
+
+// TestFusedMatMulActivation: the ops the epilogue takes, and those it
+// leaves to their own step.
+func TestFusedMatMulActivation(t *testing.T) {
+	tanh := []*ir.Attribute{{Name: "approximate", Type: ir.AttrString, String: []byte("tanh")}}
+	bad := []*ir.Attribute{{Name: "approximate", Type: ir.AttrString, String: []byte("erf")}}
+	cases := []struct {
+		n    *ir.Node
+		want string
+		ok   bool
+	}{
+		{&ir.Node{OpType: "Relu"}, "Relu", true},
+		{&ir.Node{OpType: "Gelu"}, "Gelu", true},
+		{&ir.Node{OpType: "Gelu", Attrs: tanh}, "GeluTanh", kernel.AVX512},
+		{&ir.Node{OpType: "Gelu", Attrs: bad}, "", false},
+		{&ir.Node{OpType: "Sigmoid"}, "", false},
+		{&ir.Node{OpType: "Relu", Domain: "com.example"}, "", false},
+	}
+	for _, c := range cases {
+		got, ok := FusedMatMulActivation(c.n)
+		if ok != c.ok || (ok && got != c.want) {
+			t.Errorf("%s %v: got %q, %v; want %q, %v", c.n.OpType, c.n.Attrs, got, ok, c.want, c.ok)
+		}
+	}
+}
