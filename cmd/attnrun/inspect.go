@@ -189,11 +189,31 @@ func printFusions(w io.Writer, s *session.Session, dims map[string]int) {
 		if a, _ := f.Node.AttrString("approximate", ""); f.Node.OpType == "Gelu" && a != "" {
 			label += " (approximate " + a + ")"
 		}
+		if f.Node.OpType == ops.FusedMatMulOp {
+			label += fusedMatMulEpilogue(f.Node)
+		}
 		fmt.Fprintf(w, "  %s replaces %s\n", label, strings.Join(replaced, " "))
 		if f.Node.OpType == ops.FusedAttentionOp && len(f.Nodes) == 0 {
 			fmt.Fprintf(w, "      streaming: %s\n", describeFusedAttention(f.Node))
 		}
 	}
+}
+
+// fusedMatMulEpilogue describes what a FusedMatMul's GEMM does in its
+// epilogue (ops/matmul_epilogue.go): " (activation Relu, residual x)", or
+// "" for nothing.
+func fusedMatMulEpilogue(n *ir.Node) string {
+	var parts []string
+	if a, _ := n.AttrString("activation", ""); a != "" {
+		parts = append(parts, "activation "+a)
+	}
+	if len(n.Inputs) > 3 && n.Inputs[3] != "" {
+		parts = append(parts, "residual "+n.Inputs[3])
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // printAttentionKernels shows, for each ONNX Attention node, the kernel it

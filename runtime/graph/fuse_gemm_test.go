@@ -1,11 +1,11 @@
 package graph
 
 import (
-	"context"
 	"math/rand"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
 )
 
 // TestGemmAsFusedMatMul: a Gemm that is a Linear layer (constant B, either
@@ -50,25 +50,8 @@ func TestGemmAsFusedMatMul(t *testing.T) {
 				args = append(args, "c")
 			}
 			s.nodes = []*ir.Node{node("Gemm", args, []string{"y"}, c.attrs...)}
-			var outs [2]*ir.Tensor
-			var fs []Fusion
-			for k, noFuse := range []bool{false, true} {
-				p, err := Compile(s.model(), Options{Threads: 2, NoFuse: noFuse})
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := p.Run(context.Background(), in, RunOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				outs[k] = got["y"]
-				if !noFuse {
-					if fs, err = p.Fusions(in); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			sameOutputs(t, outs[0], outs[1])
+			fused, unfused, fs := runFusedOp(t, s.model(), in, ops.FusedMatMulOp)
+			sameOutputs(t, fused, unfused)
 			if !c.fused {
 				if len(fs) != 0 {
 					t.Fatalf("fusions %v, want none", fs)

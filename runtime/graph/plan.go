@@ -431,6 +431,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool)
 		p.fuseGelus(pl, types)
 		p.fuseLayerNorms(pl, types)
 		p.fuseRMSNorms(pl, types)
+		p.fuseEpilogues(pl, types)
 		lastUse = stepLastUses(pl.steps)
 		fused := make(map[*ir.Node]string, len(pl.fusions))
 		for _, f := range pl.fusions {

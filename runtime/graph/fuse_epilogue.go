@@ -1,0 +1,227 @@
+package graph
+
+import (
+	"slices"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
+)
+
+// GEMM epilogue rewrite.
+//
+// After the other rewrites, a FusedMatMul step (fuse_matmul.go) whose
+// output only feeds an activation the GEMM's epilogue has a kernel for
+// (ops.FusedMatMulActivation: Relu, Gelu, Gelu with approximate "tanh")
+// takes it as its activation attribute, and then one whose output (or its
+// activation's) only feeds an Add of a float32 tensor of exactly its shape
+// (a transformer's skip connection) takes that tensor as its residual
+// input:
+//
+//	Relu(FusedMatMul(x, W1, b1))            FusedMatMul(x, W1, b1, activation=Relu)
+//	Add(FusedMatMul(h, W2, b2), x)          FusedMatMul(h, W2, b2, residual x)
+//
+// One Reshape that keeps the last dim may sit anywhere in that chain:
+// GPT-2's Conv1D and nn.MultiheadAttention's output projection compute a
+// Gemm on [S·B, C] and view it back as [B, S, C] or [S, B, C] before the
+// activation or the Add. The fused step then reads its A, consecutive
+// rows, through a view of the Reshape's leading dims (a_view), so that
+// its output has the Reshape's shape: the same rows, and the activation is
+// elementwise.
+//
+// The GEMM then applies them to each block of the output while the block
+// is in cache, instead of a pass of their own over the whole output: on
+// the 12-layer encoder at S=128 the 12 Relus and 24 residual Adds were
+// 3% of the run (see ops/matmul_epilogue.go). The fused step runs where
+// the last step it replaces ran. Its results are bit for bit the unfused
+// steps' (the same kernels on the same values). Options.NoFuse turns it
+// off with the other rewrites.
+
+// epilogueChain is what fuseEpilogues folds into one FusedMatMul step.
+type epilogueChain struct {
+	fused    *ir.Node // the FusedMatMul with its activation and residual
+	out      string   // the fused step's output: the chain's last
+	absorbed []int    // the Reshape, activation and Add steps, in order
+}
+
+// fuseEpilogues rewrites pl.steps in place and records the rewrites in
+// the FusedMatMul steps' fusions (pl.fusions).
+func (p *Program) fuseEpilogues(pl *plan, types map[string]ops.Value) {
+	schema, err := ops.Lookup(ops.DomainAttnrun, ops.FusedMatMulOp, 1)
+	if err != nil {
+		return
+	}
+	f := newFuser(p, pl, types)
+	fusionOf := map[*ir.Node]int{}
+	for k, fu := range pl.fusions {
+		fusionOf[fu.Node] = k
+	}
+	replace := map[int][]step{}
+	merged := map[int]bool{} // fusions absorbed into another
+	for i, st := range pl.steps {
+		n := st.node
+		if f.removed[i] || n.Domain != ops.DomainAttnrun || n.OpType != ops.FusedMatMulOp || len(n.Inputs) > 3 || n.Attr("activation") != nil {
+			continue
+		}
+		c := f.epilogueChain(schema, n)
+		if len(c.absorbed) == 0 {
+			continue
+		}
+		last := c.absorbed[len(c.absorbed)-1]
+		fs := step{index: pl.steps[last].index, node: c.fused, schema: schema, ctx: st.ctx,
+			outs: []int{f.slot[c.out]}, want: []ir.TypeInfo{types[c.out].Type}}
+		for _, name := range c.fused.Inputs {
+			s := -1
+			if name != "" {
+				s = f.slot[name]
+			}
+			fs.args = append(fs.args, s)
+		}
+		replace[last] = []step{fs}
+		k, ok := fusionOf[n]
+		if !ok {
+			k = len(pl.fusions)
+			pl.fusions = append(pl.fusions, Fusion{Replaced: []*ir.Node{n}})
+		}
+		pl.fusions[k].Node = c.fused
+		f.removed[i] = true
+		for _, j := range c.absorbed {
+			// An absorbed fused step (a Gelu of fuse_gelu.go) hands over
+			// the graph nodes it replaced.
+			a := pl.steps[j].node
+			if g, ok := fusionOf[a]; ok {
+				pl.fusions[k].Replaced = append(pl.fusions[k].Replaced, pl.fusions[g].Replaced...)
+				merged[g] = true
+			} else {
+				pl.fusions[k].Replaced = append(pl.fusions[k].Replaced, a)
+			}
+			f.removed[j] = true
+		}
+	}
+	if len(replace) > 0 {
+		pl.steps = replaceSteps(pl.steps, replace, f.removed)
+	}
+	p.dropDead(pl, nil) // what computed the shapes of the Reshapes taken
+	if len(merged) > 0 {
+		kept := pl.fusions[:0]
+		for g, fu := range pl.fusions {
+			if !merged[g] {
+				kept = append(kept, fu)
+			}
+		}
+		pl.fusions = kept
+	}
+}
+
+// epilogueChain matches the activation and the residual Add after the
+// FusedMatMul node n, and a Reshape before either (taken with it), each
+// taken only when the fused node still infers the plan's type for its
+// output.
+func (f *fuser) epilogueChain(schema *ops.Schema, n *ir.Node) epilogueChain {
+	c := epilogueChain{fused: n, out: n.Outputs[0]}
+	reshaped := false
+	// next returns the step reading the chain's output alone, and the
+	// node to extend and the steps it absorbs: the chain's, or, once,
+	// with a Reshape reading that output alone, the node computing the
+	// Reshape's output and the Reshape's step.
+	next := func() (j int, base *ir.Node, steps []int, y string, ok bool) {
+		j, ok = f.consumer(c.out)
+		if !ok || reshaped {
+			return j, c.fused, nil, c.out, ok
+		}
+		if trial, ok := f.reshapedRows(c.fused, f.pl.steps[j].node); ok && f.inferMatches(schema, trial, trial.Outputs[0]) {
+			if k, ok := f.consumer(trial.Outputs[0]); ok {
+				return k, trial, []int{j}, trial.Outputs[0], true
+			}
+		}
+		return j, c.fused, nil, c.out, true
+	}
+	// take makes trial, computing tensor out, the chain's node when it
+	// infers right, absorbing steps.
+	take := func(trial *ir.Node, out string, steps []int) {
+		trial.Outputs = []string{out}
+		if f.inferMatches(schema, trial, out) {
+			c.fused, c.out = trial, out
+			c.absorbed = append(c.absorbed, steps...)
+			reshaped = reshaped || len(steps) > 1
+		}
+	}
+	if j, base, steps, y, ok := next(); ok {
+		act := f.pl.steps[j].node
+		if name, ok := ops.FusedMatMulActivation(act); ok && len(act.Inputs) == 1 && len(act.Outputs) == 1 && act.Outputs[0] != "" && f.notWider(act, y) {
+			trial := cloneNode(base)
+			trial.Attrs = append(trial.Attrs, &ir.Attribute{Name: "activation", Type: ir.AttrString, String: []byte(name)})
+			take(trial, act.Outputs[0], append(steps, j))
+		}
+	}
+	if j, base, steps, y, ok := next(); ok {
+		if r, ok := f.residualOperand(f.pl.steps[j].node, y); ok {
+			trial := cloneNode(base)
+			for len(trial.Inputs) < 3 {
+				trial.Inputs = append(trial.Inputs, "") // no bias
+			}
+			trial.Inputs = append(trial.Inputs, r)
+			take(trial, f.pl.steps[j].node.Outputs[0], append(steps, j))
+		}
+	}
+	return c
+}
+
+// reshapedRows returns the FusedMatMul n computing the output of rs, a
+// Reshape of n's output that keeps its last dim, by reading n's A through
+// a view of rs's leading dims (n's output rows are then rs's), when n
+// reads A as consecutive rows (no a_view, or a contiguous one: a Reshape
+// read through) and B is one matrix; its output is rs's.
+func (f *fuser) reshapedRows(n, rs *ir.Node) (*ir.Node, bool) {
+	if rs.OpType != "Reshape" || !isDefaultDomain(rs) || len(rs.Outputs) != 1 || rs.Outputs[0] == "" || rs.Inputs[0] != n.Outputs[0] {
+		return nil, false
+	}
+	as, okA := f.concreteShape(n.Inputs[0])
+	offset := 0
+	if a := n.Attr("a_view"); a != nil {
+		v, err := ops.ParseView(a.Ints)
+		if err != nil || !slices.Equal(v.Strides, ops.Contiguous(v.Shape).Strides) {
+			return nil, false
+		}
+		as, offset = v.Shape, v.Offset
+	}
+	bs, okB := f.concreteShape(n.Inputs[1])
+	if a := n.Attr("b_view"); a != nil {
+		v, err := ops.ParseView(a.Ints)
+		bs, okB = v.Shape, err == nil
+	}
+	xs, okX := f.concreteShape(n.Outputs[0])
+	ys, okY := f.concreteShape(rs.Outputs[0])
+	if !okA || !okX || !okY || !okB || len(bs) != 2 || len(as) < 2 || len(ys) < 2 || len(xs) < 2 ||
+		ys[len(ys)-1] != xs[len(xs)-1] || ops.ShapeElems(ys) != ops.ShapeElems(xs) {
+		return nil, false
+	}
+	v := ops.Contiguous(append(slices.Clone(ys[:len(ys)-1]), as[len(as)-1]))
+	v.Offset = offset
+	trial := cloneNode(n)
+	trial.Attrs = slices.DeleteFunc(trial.Attrs, func(a *ir.Attribute) bool { return a.Name == "a_view" })
+	trial.Attrs = append(trial.Attrs, &ir.Attribute{Name: "a_view", Type: ir.AttrInts, Ints: v.Ints()})
+	trial.Outputs = []string{rs.Outputs[0]}
+	return trial, true
+}
+
+// residualOperand returns the other operand of n when n is an Add of x
+// and a float32 tensor of exactly x's concrete shape (no broadcasting
+// either way), not x itself: a skip connection.
+func (f *fuser) residualOperand(n *ir.Node, x string) (string, bool) {
+	if n.OpType != "Add" || !isDefaultDomain(n) || len(n.Inputs) != 2 || len(n.Outputs) != 1 || n.Outputs[0] == "" {
+		return "", false
+	}
+	r := n.Inputs[0]
+	if r == x {
+		r = n.Inputs[1]
+	}
+	if r == x || r == "" || !f.isFloat32(r) {
+		return "", false
+	}
+	xs, okX := f.concreteShape(x)
+	rs, okR := f.concreteShape(r)
+	if !okX || !okR || !slices.Equal(xs, rs) || !f.notWider(n, x) {
+		return "", false
+	}
+	return r, true
+}

@@ -1,0 +1,89 @@
+package graph
+
+import (
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
+)
+
+// TestFuseEpilogues: a Linear layer's activation (Relu, Gelu) and a skip
+// connection's Add fold into the FusedMatMul step, through one Reshape
+// that keeps the last dim; everything else stays its own step. Fused and
+// unfused plans agree.
+func TestFuseEpilogues(t *testing.T) {
+	r := rand.New(rand.NewSource(31))
+	const m, k, n = 6, 16, 8
+	ints := func(v ...int64) *ir.Tensor { return ir.FromSlice([]int{len(v)}, v) }
+	tanh := &ir.Attribute{Name: "approximate", Type: ir.AttrString, String: []byte("tanh")}
+	for _, c := range []struct {
+		name     string
+		nodes    []*ir.Node
+		inputs   []*ir.ValueInfo // besides x [m, k]
+		outputs  []string        // default y
+		replaced string          // the fusion's replaced ops
+		act      string          // the fused node's activation
+		residual string          // the fused node's residual input
+	}{
+		{"Relu", []*ir.Node{node("MatMul", []string{"x", "w"}, []string{"h"}), node("Add", []string{"h", "b"}, []string{"hb"}), node("Relu", []string{"hb"}, []string{"y"})},
+			nil, nil, "MatMul Add Relu", "Relu", ""},
+		{"Gelu then residual", []*ir.Node{node("MatMul", []string{"x", "w"}, []string{"h"}), node("Gelu", []string{"h"}, []string{"g"}), node("Add", []string{"res", "g"}, []string{"y"})},
+			[]*ir.ValueInfo{vi("res", ir.Float, m, n)}, nil, "MatMul Gelu Add", "Gelu", "res"},
+		{"residual after bias", []*ir.Node{node("MatMul", []string{"x", "w"}, []string{"h"}), node("Add", []string{"b", "h"}, []string{"hb"}), node("Add", []string{"hb", "res"}, []string{"y"})},
+			[]*ir.ValueInfo{vi("res", ir.Float, m, n)}, nil, "MatMul Add Add", "", "res"},
+		{"Reshape then residual", []*ir.Node{node("MatMul", []string{"x", "w"}, []string{"h"}), node("Reshape", []string{"h", "shape"}, []string{"h3"}), node("Add", []string{"h3", "res3"}, []string{"y"})},
+			[]*ir.ValueInfo{vi("res3", ir.Float, 2, 3, n)}, nil, "MatMul Reshape Add", "", "res3"},
+		{"Reshape, tanh Gelu, residual", []*ir.Node{node("MatMul", []string{"x", "w"}, []string{"h"}), node("Reshape", []string{"h", "shape"}, []string{"h3"}), node("Gelu", []string{"h3"}, []string{"g"}, tanh), node("Add", []string{"g", "res3"}, []string{"y"})},
+			[]*ir.ValueInfo{vi("res3", ir.Float, 2, 3, n)}, nil, "MatMul Reshape Gelu Add", "GeluTanh", "res3"},
+		{"Relu, Reshape, residual", []*ir.Node{node("MatMul", []string{"x", "w"}, []string{"h"}), node("Relu", []string{"h"}, []string{"a"}), node("Reshape", []string{"a", "shape"}, []string{"a3"}), node("Add", []string{"a3", "res3"}, []string{"y"})},
+			[]*ir.ValueInfo{vi("res3", ir.Float, 2, 3, n)}, nil, "MatMul Relu Reshape Add", "Relu", "res3"},
+		// Left alone: the Add broadcasts (a bias, not a residual), the
+		// activation has no epilogue kernel, the product is read twice, a
+		// Reshape changes the last dim.
+		{"broadcast Add", []*ir.Node{node("MatMul", []string{"x", "xw"}, []string{"h"}), node("Add", []string{"h", "row"}, []string{"y"})},
+			[]*ir.ValueInfo{vi("xw", ir.Float, k, n), vi("row", ir.Float, 1, n)}, nil, "", "", ""},
+		{"Sigmoid", []*ir.Node{node("MatMul", []string{"x", "w"}, []string{"h"}), node("Sigmoid", []string{"h"}, []string{"y"})},
+			nil, nil, "MatMul", "", ""},
+		{"product read twice", []*ir.Node{node("MatMul", []string{"x", "w"}, []string{"h"}), node("Relu", []string{"h"}, []string{"y"})},
+			nil, []string{"y", "h"}, "MatMul", "", ""},
+		{"Reshape of the last dim", []*ir.Node{node("MatMul", []string{"x", "w"}, []string{"h"}), node("Reshape", []string{"h", "shapeN"}, []string{"h3"}), node("Relu", []string{"h3"}, []string{"y"})},
+			nil, nil, "MatMul", "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, ok := ops.FusedMatMulActivation(&ir.Node{OpType: "Gelu", Attrs: []*ir.Attribute{tanh}}); strings.Contains(c.name, "tanh") && !ok {
+				t.Skip("no AVX-512: the tanh Gelu runs as its own step")
+			}
+			s := synth{inputs: append([]*ir.ValueInfo{vi("x", ir.Float, m, k)}, c.inputs...), nodes: c.nodes, outputs: c.outputs,
+				inits: map[string]*ir.Tensor{"w": randT(r, k, n), "b": randT(r, n), "shape": ints(2, 3, n), "shapeN": ints(m, 2, n/2)}}
+			if s.outputs == nil {
+				s.outputs = []string{"y"}
+			}
+			in := map[string]*ir.Tensor{"x": randT(r, m, k)}
+			for _, v := range c.inputs {
+				dims, _ := v.Type.Shape.Concrete()
+				in[v.Name] = randT(r, dims...)
+			}
+			model := s.model()
+			model.Opsets[""] = 20 // Gelu
+			fused, unfused, fs := runFusedOp(t, model, in, ops.FusedMatMulOp)
+			sameOutputs(t, fused, unfused)
+			if c.replaced == "" {
+				if len(fs) != 0 {
+					t.Fatalf("fusions %v, want none", fs)
+				}
+				return
+			}
+			fn := oneFusion(t, fs, c.replaced)
+			act, _ := fn.AttrString("activation", "")
+			res := ""
+			if len(fn.Inputs) > 3 {
+				res = fn.Inputs[3]
+			}
+			if act != c.act || res != c.residual {
+				t.Errorf("fused %s: activation %q, residual %q; want %q, %q", fn.Label(), act, res, c.act, c.residual)
+			}
+		})
+	}
+}
