@@ -123,7 +123,7 @@ type Program struct {
 	pinned        map[*ir.Tensor]bool
 	releasedBytes int64
 	// referenced are the initializers released before Compile, by name,
-	// until restoreReferenced reads them back (under weightsMu).
+	// until readReferenced reads each back (under weightsMu).
 	referenced map[string]*ir.Tensor
 }
 

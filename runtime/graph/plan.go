@@ -364,9 +364,9 @@ func (p *Program) donePlan(pl *plan) {
 }
 
 // buildPlan infers concrete types for the inputs' shapes (and the values
-// of the keyed inputs), folds every node computable ahead of time (reading
-// the constants' data through values), assigns
-// slots and computes last uses. Folded constants are reserved from the
+// of the keyed inputs), folds every node computable ahead of time, assigns
+// slots and computes last uses. Folding and the fusion matchers read the
+// constants' data through values. Folded constants are reserved from the
 // budget into the plan's folded bytes. The compile-time constants seed the
 // types, but inference runs again over every node from the concrete input
 // shapes and replaces each node output's value, so only the initializers
