@@ -73,10 +73,12 @@ type Options struct {
 	// reference (released before Compile: a host that loads its weights
 	// with onnx.Options.ReferenceWeights and hands backends the
 	// references). Compile and the session's planning read only their
-	// types; the first plan built (Plan, Steps, Fusions, Run: folding,
-	// fusion and kernels read values) or Const reads them all back, and
-	// they stay. Without it, a plan of a model with released initializers
-	// is an error naming them.
+	// types. One is read back, and stays, where the host reads its values:
+	// a plan's build that folds a node on it or whose fusion matchers read
+	// it (a mask, a scale), Run (every weight its plan's steps read), and
+	// Const. A plan only looked at (Plan, Steps, Fusions) leaves the
+	// others in their file (weights.go). Without it, reading one back is
+	// an error naming it.
 	ReferencedWeights WeightRestorer
 }
 
@@ -121,7 +123,7 @@ type Program struct {
 	pinned        map[*ir.Tensor]bool
 	releasedBytes int64
 	// referenced are the initializers released before Compile, by name,
-	// until restoreReferenced reads them back (under weightsMu).
+	// until readReferenced reads each back (under weightsMu).
 	referenced map[string]*ir.Tensor
 }
 
@@ -220,7 +222,7 @@ func Compile(m *ir.Model, opts Options) (*Program, error) {
 	if err := lacking.err(); err != nil {
 		return nil, err
 	}
-	if err := p.infer(p.Types, p.reserveConst); err != nil {
+	if err := p.infer(p.Types, p.reserveConst, nil); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -316,8 +318,8 @@ func opsetList(m *ir.Model) []string {
 // folding what is computable ahead of time. With concrete input shapes in
 // types, every shape subgraph folds away. reserve takes a folded result's
 // bytes from the memory budget before the fold; a fold it refuses is left
-// to run.
-func (p *Program) infer(types map[string]ops.Value, reserve func(int64) bool) error {
+// to run. values reads the constants a fold computes with (see fold).
+func (p *Program) infer(types map[string]ops.Value, reserve func(int64) bool, values *valueReader) error {
 	for _, n := range p.Order {
 		in := make([]ops.Value, len(n.Inputs))
 		for i, name := range n.Inputs {
@@ -349,7 +351,7 @@ func (p *Program) infer(types map[string]ops.Value, reserve func(int64) bool) er
 		if len(out) < len(n.Outputs) {
 			return n.Errorf("internal error: inference gave %d outputs for %d", len(out), len(n.Outputs))
 		}
-		if consts, ok, err := p.fold(n, in, out, reserve); err != nil {
+		if consts, ok, err := p.fold(n, in, out, reserve, values); err != nil {
 			return err
 		} else if ok {
 			for i := range out {
@@ -386,25 +388,30 @@ func (p *Program) checkSize(n *ir.Node, name string, t ir.TypeInfo) error {
 // fold computes a node's outputs ahead of time when they depend only on
 // constants, or when inference already knows them as concrete shape values
 // (Shape of a tensor whose shape is known, and what is computed from it).
-func (p *Program) fold(n *ir.Node, in, out []ops.Value, reserve func(int64) bool) ([]*ir.Tensor, bool, error) {
+// It reads the constants' data through values: a weight held by reference
+// is read back only for a node that folds, and only where values may
+// (a plan's build); where it may not (Compile), the node is left to run.
+func (p *Program) fold(n *ir.Node, in, out []ops.Value, reserve func(int64) bool, values *valueReader) ([]*ir.Tensor, bool, error) {
 	if consts, ok := constsFromSym(out[:len(n.Outputs)]); ok {
 		return consts, true, nil // a few int64s: not worth accounting
 	}
 	if n.Domain != "" {
 		return nil, false, nil
 	}
-	args := make([]*ir.Tensor, len(in))
-	for i, v := range in {
+	for _, v := range in {
 		if !v.Present() {
 			continue
 		}
 		if v.Const == nil {
 			return nil, false, nil
 		}
-		if v.Const.Released() || v.Const.Len() > maxFoldElements {
-			return nil, false, nil // a released weight is read by a step, which restores it
+		size := int64(v.Const.Len())
+		if v.Const.Released() { // no data to count: its shape says
+			size = ir.NumElements(v.Const.Shape)
 		}
-		args[i] = v.Const
+		if size > maxFoldElements {
+			return nil, false, nil
+		}
 	}
 	// Fold only when inference says how big every result is, and it is
 	// small: folding must never be the way a hostile model allocates.
@@ -419,6 +426,15 @@ func (p *Program) fold(n *ir.Node, in, out []ops.Value, reserve func(int64) bool
 			return nil, false, nil
 		}
 		bytes += e * int64(max(o.Type.DType.Size(), 1))
+	}
+	args := make([]*ir.Tensor, len(in))
+	for i, v := range in {
+		if !v.Present() {
+			continue
+		}
+		if args[i] = values.value(n.Inputs[i], v.Const); args[i] == nil {
+			return nil, false, values.failed() // no data: the node runs, and its step reads the weight
+		}
 	}
 	if !reserve(bytes) {
 		return nil, false, nil // over the budget: the node runs instead, and the plan's check sees it

@@ -463,10 +463,21 @@ func (f *fuser) internal(name string) (int, *ir.Node, bool) {
 	return i, n, true
 }
 
+// constValue returns the constant value of tensor name with its data in
+// memory, for a matcher that reads its elements: a weight held by
+// reference is read back (valueReader). It is nil when name is no
+// constant, or one whose data cannot be read, which no matcher matches.
+func (f *fuser) constValue(name string) *ir.Tensor {
+	return f.pl.values.value(name, f.types[name].Const)
+}
+
 // scalarConst returns the value of a float32 constant with one element.
 func (f *fuser) scalarConst(name string) (float64, bool) {
 	c := f.types[name].Const
-	if c == nil || c.DType != ir.Float || c.Len() != 1 {
+	if c == nil || c.DType != ir.Float || ir.NumElements(c.Shape) != 1 {
+		return 0, false
+	}
+	if c = f.constValue(name); c == nil || c.Len() != 1 {
 		return 0, false
 	}
 	return float64(c.Float32s()[0]), true

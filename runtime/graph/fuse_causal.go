@@ -361,7 +361,7 @@ func (f *fuser) causalAddPattern(name, x string) (off int, fill float64, absorbs
 // sameConst returns the value every element of float32 constant name
 // has.
 func (f *fuser) sameConst(name string) (float64, bool) {
-	c := f.types[name].Const
+	c := f.constValue(name)
 	if c == nil || c.DType != ir.Float || c.Len() == 0 {
 		return 0, false
 	}
@@ -400,18 +400,22 @@ func (f *fuser) constView(name, x string, dt ir.DType) (v ops.View, data *ir.Ten
 	if !f.fitsScores(name, x) {
 		return v, nil, nil, false
 	}
+	base := name
 	if c := f.types[name].Const; c != nil {
 		data, v = c, ops.Contiguous(c.Shape)
 	} else {
-		base, bv, chain, ok := f.readView(name)
+		b, bv, chain, ok := f.readView(name)
 		if !ok || len(chain) == 0 {
 			return v, nil, nil, false
 		}
-		data, v, absorbs = f.types[base].Const, bv, chain
+		base, data, v, absorbs = b, f.types[b].Const, bv, chain
 	}
 	xs, _ := f.concreteShape(x)
 	r := len(v.Shape)
 	if data == nil || data.DType != dt || r < 2 || v.Shape[r-2] != xs[len(xs)-2] || v.Shape[r-1] != xs[len(xs)-1] || slices.Contains(v.Shape, 0) {
+		return v, nil, nil, false
+	}
+	if data = f.constValue(base); data == nil { // its elements are read
 		return v, nil, nil, false
 	}
 	return v, data, absorbs, true

@@ -368,6 +368,9 @@ func (f *fuser) constBoolMask(m, x string) (string, bool) {
 	if v, ok := f.types[name]; ok {
 		return name, v.Const != nil
 	}
+	if c = f.constValue(m); c == nil { // its elements are read
+		return "", false
+	}
 	b := ir.NewTensor(ir.Bool, c.Shape)
 	masked, kept := false, false
 	for i, v := range c.Float32s() {
@@ -390,7 +393,7 @@ func (f *fuser) constBoolMask(m, x string) (string, bool) {
 // constAll reports whether a tensor is a float32 constant whose every
 // element is v.
 func (f *fuser) constAll(name string, v float64) bool {
-	c := f.types[name].Const
+	c := f.constValue(name)
 	if c == nil || c.DType != ir.Float {
 		return false
 	}

@@ -424,7 +424,10 @@ func (w *polyWalk) evalStep(i int) (poly, bool) {
 // an integer from 1 to 4 (float32 or integer typed).
 func (f *fuser) smallPower(name string) (int, bool) {
 	c := f.types[name].Const
-	if c == nil || c.Len() != 1 {
+	if c == nil || ir.NumElements(c.Shape) != 1 {
+		return 0, false
+	}
+	if c = f.constValue(name); c == nil || c.Len() != 1 {
 		return 0, false
 	}
 	var e float64

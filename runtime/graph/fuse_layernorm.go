@@ -260,7 +260,7 @@ func (f *fuser) trailingAxes(n *ir.Node, r int) (int, bool) {
 			return 0, false // all axes: not a layer norm over trailing dims
 		}
 		c := f.types[n.Inputs[1]].Const
-		if c == nil || c.DType != ir.Int64 {
+		if c == nil || c.DType != ir.Int64 || f.constValue(n.Inputs[1]) == nil {
 			return 0, false
 		}
 		axes = c.Int64s()

@@ -54,6 +54,9 @@ type plan struct {
 	// (fuse_attention_op.go).
 	attnReasons map[*ir.Node]string
 	mem         memPlan // buffers of the steps that run into them
+	// values reads constants' data for the fusion matchers while the plan
+	// is built (nil after).
+	values *valueReader
 
 	// Cache bookkeeping (budget.go), under Program.mu.
 	key    string
@@ -286,7 +289,11 @@ func (p *Program) Steps(inputs map[string]*ir.Tensor) ([]*ir.Node, error) {
 
 // planFor returns the plan for the inputs, from the cache or built, checked
 // against the memory budget (budget.go). The caller gives it back with
-// donePlan.
+// donePlan. Of the weights held by reference (Options.ReferencedWeights)
+// it reads back only those whose values the build computes with (folding,
+// fusion matchers; weights.go): a plan that is only looked at (Plan,
+// Steps, Fusions) leaves the others in their file. A caller that runs the
+// plan reads its weights back first (restorePlanWeights; Run does).
 func (p *Program) planFor(inputs map[string]*ir.Tensor) (*plan, error) {
 	if _, err := p.ValidateInputs(inputs); err != nil {
 		return nil, err
@@ -303,12 +310,22 @@ func (p *Program) planFor(inputs map[string]*ir.Tensor) (*plan, error) {
 		return pl, nil
 	}
 	p.mu.Unlock()
-	if err := p.restoreReferenced(""); err != nil {
-		return nil, err
-	}
+	// While weights are held by reference, the build may read some back
+	// (valueReader), so it holds weightsMu for writing.
 	p.weightsMu.RLock()
-	pl, err := p.buildPlan(inputs, keyed)
+	readBack := len(p.referenced) > 0
 	p.weightsMu.RUnlock()
+	if readBack {
+		p.weightsMu.Lock()
+	} else {
+		p.weightsMu.RLock()
+	}
+	pl, err := p.buildPlan(inputs, keyed, &valueReader{p: p, readBack: readBack})
+	if readBack {
+		p.weightsMu.Unlock()
+	} else {
+		p.weightsMu.RUnlock()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -348,13 +365,14 @@ func (p *Program) donePlan(pl *plan) {
 
 // buildPlan infers concrete types for the inputs' shapes (and the values
 // of the keyed inputs), folds every node computable ahead of time, assigns
-// slots and computes last uses. Folded constants are reserved from the
+// slots and computes last uses. Folding and the fusion matchers read the
+// constants' data through values. Folded constants are reserved from the
 // budget into the plan's folded bytes. The compile-time constants seed the
 // types, but inference runs again over every node from the concrete input
 // shapes and replaces each node output's value, so only the initializers
 // carry over: nothing in a plan rests on the symbolic shapes (and their
 // dim_param names) of compile time.
-func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool) (*plan, error) {
+func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool, values *valueReader) (*plan, error) {
 	types := make(map[string]ops.Value, len(p.Types))
 	for name, v := range p.Types {
 		if v.Const != nil {
@@ -377,7 +395,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool)
 		pl.folded += n
 		return true
 	}
-	if err := p.infer(types, reserve); err != nil {
+	if err := p.infer(types, reserve, values); err != nil {
 		pl.release(p.opts.Budget)
 		return nil, err
 	}
@@ -425,6 +443,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool)
 	}
 	// Attention fusion (fuse.go) rewrites the steps; last uses follow.
 	if !p.opts.NoFuse {
+		pl.values = values
 		p.rewriteAttentionOps(pl, types)
 		p.fuseAttention(pl, types)
 		p.fuseMatMuls(pl, types)
@@ -439,6 +458,11 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool)
 		}
 		for i := range pl.steps {
 			pl.steps[i].fused = fused[pl.steps[i].node]
+		}
+		pl.values = nil
+		if err := values.failed(); err != nil {
+			pl.release(p.opts.Budget)
+			return nil, err
 		}
 	}
 	// Kernels may cache work on the model's constants (ops.Context.Memo).
@@ -504,6 +528,10 @@ func allConst(n *ir.Node, types map[string]ops.Value) bool {
 func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunOptions) (map[string]*ir.Tensor, error) {
 	pl, err := p.planFor(inputs)
 	if err != nil {
+		return nil, err
+	}
+	if err := p.restorePlanWeights(pl); err != nil { // the steps compute with them
+		p.donePlan(pl)
 		return nil, err
 	}
 	p.weightsMu.RLock() // no weight is released or restored mid-run

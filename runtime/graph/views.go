@@ -124,7 +124,7 @@ func (f *fuser) sliceView(n *ir.Node, v ops.View, shape []int) (ops.View, bool) 
 		if i >= len(n.Inputs) || n.Inputs[i] == "" {
 			return nil, true
 		}
-		c := f.types[n.Inputs[i]].Const
+		c := f.constValue(n.Inputs[i])
 		if c == nil {
 			return nil, false
 		}

@@ -167,36 +167,108 @@ func (p *Program) readBack(t *ir.Tensor, r WeightRestorer) (int64, error) {
 	return n, nil
 }
 
-// restoreReferenced reads back the initializers released before Compile
-// (Options.ReferencedWeights), once: only the one named by only, or, when
-// only is "", all of them (a plan folds, fuses and runs on their values).
-func (p *Program) restoreReferenced(only string) error {
+// Weights held by reference (Options.ReferencedWeights) are read back one
+// at a time, where the host needs their values: Const; a plan's build
+// (folding a node on them, a fusion matcher reading a mask, a scale or a
+// bias: valueReader); and Run, for the weights its plan's steps read. A
+// plan that is only looked at (Plan, Steps, Fusions: inspect, the DOT
+// view) leaves every other weight in its file, so looking inside a model
+// costs no more memory than its largest value planning reads. Once read
+// back, a weight stays.
+
+// restoreReferenced reads back the initializer name if it was released
+// before Compile (Options.ReferencedWeights).
+func (p *Program) restoreReferenced(name string) error {
+	p.weightsMu.RLock()
+	_, held := p.referenced[name]
+	p.weightsMu.RUnlock()
+	if !held {
+		return nil
+	}
+	p.weightsMu.Lock()
+	defer p.weightsMu.Unlock()
+	return p.readReferenced(name)
+}
+
+// readReferenced reads back the initializer name if it is held by
+// reference; the caller holds weightsMu for writing.
+func (p *Program) readReferenced(name string) error {
+	t, ok := p.referenced[name]
+	if !ok {
+		return nil // read back already, or never held by reference
+	}
+	if p.opts.ReferencedWeights == nil {
+		return fmt.Errorf("initializer %q is held by reference (its data is not in memory) and the program has no way to read it (graph Options.ReferencedWeights)", name)
+	}
+	if _, err := p.readBack(t, p.opts.ReferencedWeights); err != nil {
+		return err // onnx.WeightStore's errors name the weight and its file
+	}
+	delete(p.referenced, name)
+	return nil
+}
+
+// restorePlanWeights reads back the initializers held by reference that
+// pl's steps read or that are its outputs: a plan that runs on the host
+// computes with them.
+func (p *Program) restorePlanWeights(pl *plan) error {
 	p.weightsMu.RLock()
 	left := len(p.referenced)
 	p.weightsMu.RUnlock()
 	if left == 0 {
 		return nil
 	}
+	reads := make(map[*ir.Tensor]bool, len(pl.consts)) // outputs' constants are in pl.consts too
+	for _, c := range pl.consts {
+		reads[c] = true
+	}
 	p.weightsMu.Lock()
 	defer p.weightsMu.Unlock()
-	names := []string{only}
-	if only == "" {
-		names = slices.Sorted(maps.Keys(p.referenced))
-	}
-	for _, name := range names {
-		t, ok := p.referenced[name]
-		if !ok {
-			continue // read back already, or never held by reference
+	for _, name := range slices.Sorted(maps.Keys(p.referenced)) {
+		if reads[p.referenced[name]] {
+			if err := p.readReferenced(name); err != nil {
+				return err
+			}
 		}
-		if p.opts.ReferencedWeights == nil {
-			return fmt.Errorf("initializer %q is held by reference (its data is not in memory) and the program has no way to read it (graph Options.ReferencedWeights)", name)
-		}
-		if _, err := p.readBack(t, p.opts.ReferencedWeights); err != nil {
-			return err // onnx.WeightStore's errors name the weight and its file
-		}
-		delete(p.referenced, name)
 	}
 	return nil
+}
+
+// valueReader gives a plan's build the data of the constants it computes
+// with (folding, fusion matchers). Held by reference, a constant is read
+// back only when the build may (readBack: it holds weightsMu for writing);
+// one the program holds packed (Options.Weights), or held by reference in
+// a build that may not read it back (Compile's inference), has no value
+// to read: the caller treats it as an unknown value, never as data. The
+// first read-back that failed is kept in err, and fails the build.
+type valueReader struct {
+	p        *Program
+	readBack bool
+	err      error
+}
+
+// value returns constant c, the value of tensor name, with its data in
+// memory; nil when c is nil or its data cannot be read. A nil reader
+// reads back nothing.
+func (r *valueReader) value(name string, c *ir.Tensor) *ir.Tensor {
+	if !c.Released() {
+		return c
+	}
+	if r == nil || !r.readBack || r.err != nil || r.p.referenced[name] != c {
+		return nil
+	}
+	if err := r.p.readReferenced(name); err != nil {
+		r.err = err
+		return nil
+	}
+	return c
+}
+
+// failed returns the first read-back that failed (nil for a nil reader).
+func (r *valueReader) failed() error {
+	if r == nil {
+		return nil
+	}
+	return r.err
 }
 
 // Const returns the constant value of tensor name that the program knows
@@ -205,20 +277,24 @@ func (p *Program) restoreReferenced(only string) error {
 // (Options.ReferencedWeights).
 func (p *Program) Const(name string) (*ir.Tensor, error) {
 	c := p.Types[name].Const
-	if !c.Released() {
+	p.weightsMu.RLock() // a plan's build may be reading it back
+	released := c.Released()
+	p.weightsMu.RUnlock()
+	if !released {
 		return c, nil
 	}
 	if err := p.restoreReferenced(name); err != nil {
 		return nil, err
 	}
-	if c.Released() { // released by the program itself: held packed
-		if err := func() error {
-			p.weightsMu.Lock()
-			defer p.weightsMu.Unlock()
-			return p.pinWeight(c)
-		}(); err != nil {
-			return nil, err
+	if err := func() error {
+		p.weightsMu.Lock()
+		defer p.weightsMu.Unlock()
+		if !c.Released() {
+			return nil
 		}
+		return p.pinWeight(c) // released by the program itself: held packed
+	}(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

@@ -2,11 +2,13 @@ package graph
 
 import (
 	"context"
+	"errors"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
@@ -151,69 +153,255 @@ func (s *countingStore) Restore(t *ir.Tensor) error {
 }
 
 // TestReferencedWeights: a model whose weight was loaded by reference
-// (onnx.Options.ReferenceWeights) compiles reading nothing; its first plan
-// reads the weight back through Options.ReferencedWeights and runs as a
-// program on the weight read at load does (the weight also read by an
-// Add); without a restorer the plan is refused with an error naming the
+// (onnx.Options.ReferenceWeights) compiles reading nothing; its first run
+// reads the weight back through Options.ReferencedWeights and computes
+// what a program on the weight read at load does (the weight also read by
+// an Add); without a restorer the run is refused with an error naming the
 // weight.
 func TestReferencedWeights(t *testing.T) {
-	const k = 512 // w: 512×512 float32, 1 MiB
+	const k = 512 // w: 512×512 float32, 1 MiB (referencedModel)
 	r := rand.New(rand.NewSource(9))
-	rows := &ir.ValueInfo{Name: "a", Type: ir.TypeInfo{DType: ir.Float, RankKnown: true, Shape: ir.Shape{{Param: "N"}, {Value: k}}}}
 	nodes := []*ir.Node{node("MatMul", []string{"a", "w"}, []string{"h"}), node("Add", []string{"h", "w"}, []string{"y"})}
-	released := false
+	path := referencedModel(t, r, nodes)
+	m, err := onnx.Load(path, onnx.Options{ReferenceWeights: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := map[string]*ir.Tensor{"a": randT(r, k, k)} // rows k: h + w broadcasts
+	bare, err := Compile(m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bare.Run(context.Background(), in, RunOptions{}); err == nil || !strings.Contains(err.Error(), `initializer "w" is held by reference`) {
+		t.Errorf("a plan on a weight it cannot read back: %v, want an error naming the weight", err)
+	}
+	bare.Close()
+	p, _, w := compileReferenced(t, path, nil)
+	got, err := p.Run(context.Background(), in, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Released() {
+		t.Fatal("the weight is still released after a run")
+	}
+	want, err := compileLoaded(t, path).Run(context.Background(), in, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameOutputs(t, got["y"], want["y"])
+}
+
+// failingRestorer is a WeightRestorer whose every read fails.
+type failingRestorer struct{}
+
+func (failingRestorer) Restore(t *ir.Tensor) error {
+	return errors.New("the model file changed under the weights")
+}
+
+// TestPlanReadsBackOnlyValues: a plan that is only looked at (Fusions,
+// Steps) reads back a weight held by reference only where the build
+// computes with its values — a Transpose of it folded at plan time — and
+// not one it only hands to a kernel (MatMul's B), and plans what it plans
+// with the weight read back before the build; Run reads the rest back and
+// computes what a program on the weight read at load does. A read back
+// that fails fails the build (or the run) with its error, never a
+// computation on a tensor without data.
+func TestPlanReadsBackOnlyValues(t *testing.T) {
+	const k = 512 // w: 512×512 float32, 1 MiB (referencedModel)
+	for _, c := range []struct {
+		name  string
+		nodes []*ir.Node
+		read  bool // the plan's build reads w back
+	}{
+		{"MatMul", []*ir.Node{node("MatMul", []string{"a", "w"}, []string{"y"})}, false},
+		{"Transpose folded", []*ir.Node{node("Transpose", []string{"w"}, []string{"wt"}), node("MatMul", []string{"a", "wt"}, []string{"y"})}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := rand.New(rand.NewSource(11))
+			in := map[string]*ir.Tensor{"a": randT(r, 3, k)}
+			path := referencedModel(t, r, c.nodes)
+			compile := func(restorer WeightRestorer) (*Program, *countingStore, *ir.Tensor) {
+				return compileReferenced(t, path, restorer)
+			}
+			plan := func(p *Program) ([]Fusion, []*ir.Node) {
+				t.Helper()
+				fs, err := p.Fusions(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				steps, err := p.Steps(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return fs, steps
+			}
+
+			failing, _, _ := compile(failingRestorer{})
+			_, ferr := failing.Fusions(in)
+			if c.read != (ferr != nil) || (ferr != nil && !strings.Contains(ferr.Error(), "the model file changed")) {
+				t.Errorf("Fusions with a weight that cannot be read back: %v (the build reads it: %v)", ferr, c.read)
+			}
+			if _, rerr := failing.Run(context.Background(), in, RunOptions{}); rerr == nil || !strings.Contains(rerr.Error(), "the model file changed") {
+				t.Errorf("a run whose weight cannot be read back: %v, want the restorer's error", rerr)
+			}
+
+			first, _, _ := compile(nil) // w read back before the plan's build
+			if _, err := first.Const("w"); err != nil {
+				t.Fatal(err)
+			}
+			wantFs, wantSteps := plan(first)
+
+			p, counted, w := compile(nil)
+			fs, steps := plan(p)
+			if got := map[bool]int{true: 1}[c.read]; counted.restores != got || w.Released() == c.read {
+				t.Fatalf("after Fusions and Steps: %d reads back, released %v; want %d", counted.restores, w.Released(), got)
+			}
+			if len(fs) != len(wantFs) || len(steps) != len(wantSteps) {
+				t.Fatalf("%d fusions, %d steps; with w read back first %d, %d", len(fs), len(steps), len(wantFs), len(wantSteps))
+			}
+			for i := range fs {
+				if fs[i].Describe() != wantFs[i].Describe() || !slices.Equal(fs[i].Node.Inputs, wantFs[i].Node.Inputs) {
+					t.Errorf("fusion %d: %s %q; with w read back first %s %q", i, fs[i].Describe(), fs[i].Node.Inputs, wantFs[i].Describe(), wantFs[i].Node.Inputs)
+				}
+			}
+			for i := range steps {
+				if steps[i].QualifiedOp() != wantSteps[i].QualifiedOp() || !slices.Equal(steps[i].Inputs, wantSteps[i].Inputs) {
+					t.Errorf("step %d: %s %q; with w read back first %s %q", i, steps[i].QualifiedOp(), steps[i].Inputs, wantSteps[i].QualifiedOp(), wantSteps[i].Inputs)
+				}
+			}
+
+			got, err := p.Run(context.Background(), in, RunOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if counted.restores != 1 || w.Released() {
+				t.Fatalf("after a run: %d reads back, released %v; want 1, false", counted.restores, w.Released())
+			}
+			want, err := compileLoaded(t, path).Run(context.Background(), in, RunOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameOutputs(t, got["y"], want["y"])
+		})
+	}
+}
+
+// referencedModel writes a model of nodes over input a: float32[N, 512]
+// and a 512×512 float32 initializer w (1 MiB) that the loader holds by
+// reference (at an offset not aligned for float32), computing output y.
+func referencedModel(t *testing.T, r *rand.Rand, nodes []*ir.Node) string {
+	t.Helper()
+	const k = 512
+	rows := &ir.ValueInfo{Name: "a", Type: ir.TypeInfo{DType: ir.Float, RankKnown: true, Shape: ir.Shape{{Param: "N"}, {Value: k}}}}
 	for _, gname := range []string{"g", "gx", "gxx", "gxxx"} {
 		s := synth{inputs: []*ir.ValueInfo{rows}, inits: map[string]*ir.Tensor{"w": randT(r, k, k)}, nodes: nodes, outputs: []string{"y"}}
 		m := s.model()
 		m.Graph.Name = gname
 		m.Graph.Outputs[0].Type = ir.TypeInfo{DType: ir.Float}
 		path := writeModelFile(t, m)
-		ref, err := onnx.Load(path, onnx.Options{})
-		if err != nil {
+		if m, err := onnx.Load(path, onnx.Options{ReferenceWeights: true}); err != nil {
 			t.Fatal(err)
+		} else if m.Graph.Initializers["w"].Released() {
+			return path
 		}
-		if m, err = onnx.Load(path, onnx.Options{ReferenceWeights: true}); err != nil {
-			t.Fatal(err)
-		}
-		if !m.Graph.Initializers["w"].Released() {
-			continue // mapped
-		}
-		released = true
-		in := map[string]*ir.Tensor{"a": randT(r, k, k)} // rows k: h + w broadcasts
-		bare, err := Compile(m, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := bare.Run(context.Background(), in, RunOptions{}); err == nil || !strings.Contains(err.Error(), `initializer "w" is held by reference`) {
-			t.Errorf("a plan on a weight it cannot read back: %v, want an error naming the weight", err)
-		}
-		bare.Close()
-		store, err := onnx.NewWeightStore(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer store.Close()
-		var outs [2]map[string]*ir.Tensor
-		for i, c := range []struct {
-			m    *ir.Model
-			opts Options
-		}{{ref, Options{Threads: 2}}, {m, Options{Threads: 2, ReferencedWeights: store}}} {
-			p, err := Compile(c.m, c.opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
-			if outs[i], err = p.Run(context.Background(), in, RunOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if m.Graph.Initializers["w"].Released() {
-			t.Fatal("the weight is still released after a run")
-		}
-		sameOutputs(t, outs[1]["y"], outs[0]["y"])
 	}
-	if !released {
-		t.Fatal("no graph name put the weight at an unaligned offset")
+	t.Fatal("no graph name put the weight at an unaligned offset")
+	return ""
+}
+
+// compileReferenced compiles the model at path loaded with its weights by
+// reference, read back through a countingStore (or restorer, when set);
+// it returns the program, the store and the weight w.
+func compileReferenced(t *testing.T, path string, restorer WeightRestorer) (*Program, *countingStore, *ir.Tensor) {
+	t.Helper()
+	m, err := onnx.Load(path, onnx.Options{ReferenceWeights: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := onnx.NewWeightStore(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	counted := &countingStore{WeightStore: store}
+	if restorer == nil {
+		restorer = counted
+	}
+	p, err := Compile(m, Options{Threads: 2, ReferencedWeights: restorer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p, counted, m.Graph.Initializers["w"]
+}
+
+// compileLoaded compiles the model at path loaded with every weight in
+// memory.
+func compileLoaded(t *testing.T, path string) *Program {
+	t.Helper()
+	m, err := onnx.Load(path, onnx.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(m, Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// TestReferencedWeightsConcurrent: plans built for looking at (which may
+// read weights back), runs and Const on one program at once agree with
+// each other (run with -race: reading a weight back is under the
+// program's weights lock).
+func TestReferencedWeightsConcurrent(t *testing.T) {
+	r := rand.New(rand.NewSource(13))
+	nodes := []*ir.Node{node("Transpose", []string{"w"}, []string{"wt"}), node("MatMul", []string{"a", "wt"}, []string{"h"}), node("MatMul", []string{"h", "w"}, []string{"y"})}
+	path := referencedModel(t, r, nodes)
+	p, counted, w := compileReferenced(t, path, nil)
+	ins := make([]map[string]*ir.Tensor, 6)
+	for i := range ins {
+		ins[i] = map[string]*ir.Tensor{"a": randT(r, i+1, 512)}
+	}
+	var wg sync.WaitGroup
+	outs := make([]*ir.Tensor, len(ins))
+	errs := make([]error, len(ins))
+	for i, in := range ins {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			switch i % 3 {
+			case 0:
+				_, errs[i] = p.Fusions(in)
+			case 1:
+				_, errs[i] = p.Const("w")
+			}
+			out, err := p.Run(context.Background(), in, RunOptions{})
+			if errs[i] == nil {
+				errs[i] = err
+			}
+			if err == nil {
+				outs[i] = out["y"]
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("caller %d: %v", i, err)
+		}
+	}
+	if counted.restores != 1 || w.Released() {
+		t.Fatalf("%d reads back of w, released %v; want 1, false", counted.restores, w.Released())
+	}
+	loaded := compileLoaded(t, path)
+	for i, in := range ins {
+		want, err := loaded.Run(context.Background(), in, RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameOutputs(t, outs[i], want["y"])
 	}
 }
 

@@ -3,10 +3,13 @@ package session
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -14,6 +17,7 @@ import (
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
+	"github.com/attnrun/attnrun/runtime/graph"
 )
 
 // Weights embedded in the model file (raw_data, as PyTorch exports them)
@@ -146,11 +150,13 @@ func TestEmbeddedWeightsHeldOnce(t *testing.T) {
 
 // TestHostWeightsReadBack: the host loads the weights it cannot map by
 // reference and reads them back where it reads their values: an
-// initializer that is a graph output comes back from Run with its values,
-// Program.Fusions (a plan on the host: folding and fusion read values)
-// reads them back, also after a new model was renamed over the file (mv:
-// the session holds the file it loaded), and Program.Const reads one.
-// The in-process backend shares the host's tensors: nothing is released.
+// initializer that is a graph output comes back from Run with its values;
+// Program.Fusions (a plan on the host that only passes the MatMul weights
+// to kernels) leaves them in the file and plans the fusions a session
+// with every weight loaded plans; Program.Const reads one, also after a
+// new model was renamed over the file (mv: the session holds the file it
+// loaded). The in-process backend shares the host's tensors: nothing is
+// released.
 func TestHostWeightsReadBack(t *testing.T) {
 	const k, layers = 512, 4 // 1 MiB weights: the least that is referenced
 	m := embeddedMLP(k, layers)
@@ -218,17 +224,160 @@ func TestHostWeightsReadBack(t *testing.T) {
 		}
 		fusions[false] = len(f)
 		for _, name := range released {
-			w := s.Model().Graph.Initializers[name]
-			if w.Released() || !slices.Equal(w.Float32s(), want(name)) {
-				t.Errorf("weight %q after a plan on the host: released %v, or its values differ", name, w.Released())
+			if w := s.Model().Graph.Initializers[name]; !w.Released() {
+				t.Errorf("weight %q: read back by a plan on the host that only passes it to a kernel", name)
 			}
+		}
+		for _, name := range released {
+			w := s.Model().Graph.Initializers[name]
 			c, err := s.Program().Const(name)
 			if err != nil || c != w {
 				t.Errorf("Const(%q): %v", name, err)
+			}
+			if w.Released() || !slices.Equal(w.Float32s(), want(name)) {
+				t.Errorf("weight %q after Const: released %v, or its values differ", name, w.Released())
 			}
 		}
 	}
 	if fusions[false] != fusions[true] {
 		t.Errorf("the host plans %d fusions on weights read back, %d on weights read at load", fusions[false], fusions[true])
 	}
+}
+
+// maskedAttentionModel is y = softmax(q·kᵀ + mask)·v·W, q, k, v:
+// float32[1, s, d]: the mask a float32 [s, s] constant of 0 and -inf
+// (causal), W a [d, n] weight. pad lengthens the two initializers' names,
+// which moves their data in the encoded file.
+func maskedAttentionModel(s, d, n int, pad [2]int) (m *ir.Model, mask, w string) {
+	mask, w = "mask"+strings.Repeat("x", pad[0]), "w"+strings.Repeat("x", pad[1])
+	mv := make([]float32, s*s)
+	for i := range s {
+		for j := i + 1; j < s; j++ {
+			mv[i*s+j] = float32(math.Inf(-1))
+		}
+	}
+	wv := make([]float32, d*n)
+	for i := range wv {
+		wv[i] = float32(i%7-3) / 64
+	}
+	in := func(name string, dims ...int) *ir.ValueInfo {
+		return &ir.ValueInfo{Name: name, Type: ir.TypeInfo{DType: ir.Float, RankKnown: true, Shape: ir.ShapeOf(dims)}}
+	}
+	g := &ir.Graph{
+		Name:             "masked_attention",
+		Initializers:     map[string]*ir.Tensor{mask: ir.FromSlice([]int{s, s}, mv), w: ir.FromSlice([]int{d, n}, wv)},
+		InitializerOrder: []string{mask, w},
+		Inputs:           []*ir.ValueInfo{in("q", 1, s, d), in("k", 1, s, d), in("v", 1, s, d)},
+		Outputs:          []*ir.ValueInfo{in("y", 1, s, n)},
+		Nodes: []*ir.Node{
+			{Name: "kt", OpType: "Transpose", Inputs: []string{"k"}, Outputs: []string{"kT"}, Attrs: []*ir.Attribute{{Name: "perm", Type: ir.AttrInts, Ints: []int64{0, 2, 1}}}},
+			{Name: "scores", OpType: "MatMul", Inputs: []string{"q", "kT"}, Outputs: []string{"s"}},
+			{Name: "mask", OpType: "Add", Inputs: []string{"s", mask}, Outputs: []string{"sm"}},
+			{Name: "softmax", OpType: "Softmax", Inputs: []string{"sm"}, Outputs: []string{"p"}, Attrs: []*ir.Attribute{{Name: "axis", Type: ir.AttrInt, Int: -1}}},
+			{Name: "context", OpType: "MatMul", Inputs: []string{"p", "v"}, Outputs: []string{"o"}},
+			{Name: "out", OpType: "MatMul", Inputs: []string{"o", w}, Outputs: []string{"y"}},
+		},
+	}
+	return &ir.Model{IRVersion: 8, Opsets: map[string]int64{"": 17}, Graph: g}, mask, w
+}
+
+// TestHostPlanReadsBackOnlyValues: a plan built on the host for looking
+// at (Program.Fusions, what `attnrun inspect` shows) reads back only the
+// weights held by reference whose values planning reads (here a 1 MiB
+// causal mask, which the attention fusion reads as a pattern), not those
+// it only hands to kernels (a 1 MiB MatMul weight), and plans the fusions
+// a session with every weight loaded plans. A plan that runs on the host
+// (Program.Run) reads the rest back first and computes what the backend
+// computes.
+func TestHostPlanReadsBackOnlyValues(t *testing.T) {
+	const s, d, n = 512, 64, 4096 // the mask s×s and W d×n: 1 MiB each, the least that is referenced
+	// Pad the names until both initializers lie at offsets the host
+	// cannot map (not aligned for float32): it loads them by reference.
+	var path, mask, w string
+	for pad := 0; pad < 16 && path == ""; pad++ {
+		m, mn, wn := maskedAttentionModel(s, d, n, [2]int{pad % 4, pad / 4})
+		data, err := onnx.Encode(m)
+		p := writeModelFile(t, t.TempDir(), data, err)
+		loaded, err := onnx.Load(p, onnx.Options{ReferenceWeights: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if loaded.Graph.Initializers[mn].Released() && loaded.Graph.Initializers[wn].Released() {
+			path, mask, w = p, mn, wn
+		}
+	}
+	if path == "" {
+		t.Fatal("no padding of the names puts both weights at unaligned offsets: the case does not cover weights held by reference")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	inputs := map[string]*ir.Tensor{}
+	for _, name := range []string{"q", "k", "v"} {
+		x := make([]float32, s*d)
+		for i := range x {
+			x[i] = r.Float32()*2 - 1
+		}
+		inputs[name] = ir.FromSlice([]int{1, s, d}, x)
+	}
+	describe := func(fs []graph.Fusion) []string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, fmt.Sprintf("%s inputs %q", f.Describe(), f.Node.Inputs))
+		}
+		return out
+	}
+	loaded, err := Open(context.Background(), path, Options{Threads: 1, InProcess: true, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loaded.Close()
+	fs, err := loaded.Program().Fusions(inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := describe(fs)
+	if !slices.ContainsFunc(want, func(d string) bool { return strings.Contains(d, "FusedAttention") }) {
+		t.Fatalf("the attention is not fused, so its mask's values are not read: %q", want)
+	}
+
+	sess, err := Open(context.Background(), path, Options{Threads: 1, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	init := sess.Model().Graph.Initializers
+	if !init[mask].Released() || !init[w].Released() {
+		t.Fatalf("after Open: mask released %v, W released %v; want both held by reference", init[mask].Released(), init[w].Released())
+	}
+	fs, err = sess.Program().Fusions(inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := describe(fs); !slices.Equal(got, want) {
+		t.Errorf("fusions with weights held by reference:\n%q\nwith every weight loaded:\n%q", got, want)
+	}
+	if init[mask].Released() {
+		t.Error("the mask, whose values the attention fusion reads, was not read back")
+	}
+	if !init[w].Released() {
+		t.Error("W, which the plan only hands to a kernel, was read back by a plan built for looking at")
+	}
+
+	// A run on the host reads W back and computes what the backend does.
+	byBackend, err := sess.Run(context.Background(), map[string]*tensor.Dense{
+		"q": dense([]int{1, s, d}, inputs["q"].Float32s()), "k": dense([]int{1, s, d}, inputs["k"].Float32s()), "v": dense([]int{1, s, d}, inputs["v"].Float32s()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !init[w].Released() {
+		t.Error("W is not held by reference after a run on the backend (the host has no use for its values)")
+	}
+	onHost, err := sess.Program().Run(context.Background(), inputs, graph.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if init[w].Released() {
+		t.Error("W is still held by reference after a run on the host")
+	}
+	checkClose(t, "y (host run)", dense([]int{1, s, n}, onHost["y"].Float32s()), []int{1, s, n}, byBackend["y"].Data().([]float32), 1e-5)
 }

@@ -89,7 +89,9 @@ type Session struct {
 // cannot be memory-mapped (embedded at offsets not aligned for float32,
 // as PyTorch writes most) are loaded by reference (onnx.Options.
 // ReferenceWeights) and read back only where the host reads their values
-// (Program plans, Program.Const, an initializer that is a graph output).
+// (Program.Const, an initializer that is a graph output, a Program plan's
+// folding and fusion matchers, Program.Run): a plan only looked at
+// (Program.Fusions, `attnrun inspect`) leaves the others in the file.
 // The session keeps the model file open for that, so renaming a new file
 // over it (mv) changes nothing; writing into it makes such a read fail with
 // an error naming the weight and the file. With Options.InProcess the
