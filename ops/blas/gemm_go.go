@@ -20,6 +20,10 @@ const (
 	kcBlock = 768
 	mcBlock = 256 // a multiple of every mr
 	ncBlock = 4096
+	// epiPanels is how many column panels of a work item the epilogue
+	// finishes at a time: 256 columns of up to mcBlock rows, 256 KiB, still
+	// in L2 when it runs.
+	epiPanels = 8
 	// smallWork is the m*n*k under which a call runs on one goroutine.
 	smallWork = 64 * 64 * 64
 )
@@ -366,10 +370,12 @@ func (b *blockItems) run(it int, buf []float32) {
 				}
 			}
 		}
-	}
-	if b.epi != nil {
-		jc := jlo * nr
-		b.epi(i0, mb, b.j0+jc, min(jhi*nr, b.nb)-jc)
+		if b.epi != nil && ((jp+1-jlo)%epiPanels == 0 || jp == jhi-1) {
+			// The columns of the item's rows in this group of
+			// epiPanels panels (the last group may have fewer).
+			lo := (jlo + (jp-jlo)/epiPanels*epiPanels) * nr
+			b.epi(i0, mb, b.j0+lo, min((jp+1)*nr, b.nb)-lo)
+		}
 	}
 }
 
