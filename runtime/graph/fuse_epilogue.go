@@ -20,13 +20,14 @@ import (
 //	Relu(FusedMatMul(x, W1, b1))            FusedMatMul(x, W1, b1, activation=Relu)
 //	Add(FusedMatMul(h, W2, b2), x)          FusedMatMul(h, W2, b2, residual x)
 //
-// One Reshape that keeps the last dim may sit anywhere in that chain:
-// GPT-2's Conv1D and nn.MultiheadAttention's output projection compute a
-// Gemm on [S·B, C] and view it back as [B, S, C] or [S, B, C] before the
-// activation or the Add. The fused step then reads its A, consecutive
-// rows, through a view of the Reshape's leading dims (a_view), so that
-// its output has the Reshape's shape: the same rows, and the activation is
-// elementwise.
+// Steps that only reshape (keepsOrder), keeping the last dim, may sit
+// before the activation or the Add: GPT-2's Conv1D and
+// nn.MultiheadAttention's output projection compute a Gemm on [S·B, C]
+// and view it back as [B, S, C] or [S, B, C], and batch-first attention
+// then transposes that to [B, S, C], the same order at batch 1. The fused
+// step then reads its A, consecutive rows, through a view of the last
+// shape's leading dims (a_view), so that its output has that shape: the
+// same rows, and the activation is elementwise.
 //
 // The GEMM then applies them to each block of the output while the block
 // is in cache, instead of a pass of their own over the whole output: on
@@ -35,6 +36,11 @@ import (
 // the last step it replaces ran. Its results are bit for bit the unfused
 // steps' (the same kernels on the same values). Options.NoFuse turns it
 // off with the other rewrites.
+
+// maxReshapeRun bounds the steps that only reshape an epilogue chain
+// passes through (PyTorch's exports have at most two: a Reshape and a
+// Transpose of a size-1 axis).
+const maxReshapeRun = 4
 
 // epilogueChain is what fuseEpilogues folds into one FusedMatMul step.
 type epilogueChain struct {
@@ -121,16 +127,28 @@ func (f *fuser) epilogueChain(schema *ops.Schema, n *ir.Node) epilogueChain {
 	reshaped := false
 	// next returns the step reading the chain's output alone, and the
 	// node to extend and the steps it absorbs: the chain's, or, once,
-	// with a Reshape reading that output alone, the node computing the
-	// Reshape's output and the Reshape's step.
+	// after a run of steps that only reshape (each reading the last
+	// alone), the node computing the run's output and the run's steps.
 	next := func() (j int, base *ir.Node, steps []int, y string, ok bool) {
 		j, ok = f.consumer(c.out)
 		if !ok || reshaped {
 			return j, c.fused, nil, c.out, ok
 		}
-		if trial, ok := f.reshapedRows(c.fused, f.pl.steps[j].node); ok && f.inferMatches(schema, trial, trial.Outputs[0]) {
-			if k, ok := f.consumer(trial.Outputs[0]); ok {
-				return k, trial, []int{j}, trial.Outputs[0], true
+		var run []int
+		for k, y := j, c.out; len(run) < maxReshapeRun; {
+			rs := f.pl.steps[k].node
+			xs, okX := f.concreteShape(y)
+			if len(rs.Inputs) == 0 || len(rs.Outputs) != 1 || rs.Outputs[0] == "" || rs.Inputs[0] != y || !okX || !f.keepsOrder(rs, xs) {
+				break
+			}
+			run, y = append(run, k), rs.Outputs[0]
+			if trial, ok := f.reshapedRows(c.fused, y); ok && f.inferMatches(schema, trial, y) {
+				if after, ok := f.consumer(y); ok && !f.keepsOrderStep(after, y) {
+					return after, trial, slices.Clone(run), y, true
+				}
+			}
+			if k, ok = f.consumer(y); !ok {
+				break
 			}
 		}
 		return j, c.fused, nil, c.out, true
@@ -142,7 +160,7 @@ func (f *fuser) epilogueChain(schema *ops.Schema, n *ir.Node) epilogueChain {
 		if f.inferMatches(schema, trial, out) {
 			c.fused, c.out = trial, out
 			c.absorbed = append(c.absorbed, steps...)
-			reshaped = reshaped || len(steps) > 1
+			reshaped = reshaped || len(steps) > 1 // a run of reshapes and the op
 		}
 	}
 	if j, base, steps, y, ok := next(); ok {
@@ -166,15 +184,13 @@ func (f *fuser) epilogueChain(schema *ops.Schema, n *ir.Node) epilogueChain {
 	return c
 }
 
-// reshapedRows returns the FusedMatMul n computing the output of rs, a
-// Reshape of n's output that keeps its last dim, by reading n's A through
-// a view of rs's leading dims (n's output rows are then rs's), when n
-// reads A as consecutive rows (no a_view, or a contiguous one: a Reshape
-// read through) and B is one matrix; its output is rs's.
-func (f *fuser) reshapedRows(n, rs *ir.Node) (*ir.Node, bool) {
-	if rs.OpType != "Reshape" || !isDefaultDomain(rs) || len(rs.Outputs) != 1 || rs.Outputs[0] == "" || rs.Inputs[0] != n.Outputs[0] {
-		return nil, false
-	}
+// reshapedRows returns the FusedMatMul n computing tensor y instead, the
+// result of steps that only reshape n's output (keepsOrder) and keep its
+// last dim, by reading n's A through a view of y's leading dims (n's
+// output rows are then y's), when n reads A as consecutive rows (no
+// a_view, or a contiguous one: a Reshape read through) and B is one
+// matrix.
+func (f *fuser) reshapedRows(n *ir.Node, y string) (*ir.Node, bool) {
 	as, okA := f.concreteShape(n.Inputs[0])
 	offset := 0
 	if a := n.Attr("a_view"); a != nil {
@@ -190,7 +206,7 @@ func (f *fuser) reshapedRows(n, rs *ir.Node) (*ir.Node, bool) {
 		bs, okB = v.Shape, err == nil
 	}
 	xs, okX := f.concreteShape(n.Outputs[0])
-	ys, okY := f.concreteShape(rs.Outputs[0])
+	ys, okY := f.concreteShape(y)
 	if !okA || !okX || !okY || !okB || len(bs) != 2 || len(as) < 2 || len(ys) < 2 || len(xs) < 2 ||
 		ys[len(ys)-1] != xs[len(xs)-1] || ops.ShapeElems(ys) != ops.ShapeElems(xs) {
 		return nil, false
@@ -200,8 +216,16 @@ func (f *fuser) reshapedRows(n, rs *ir.Node) (*ir.Node, bool) {
 	trial := cloneNode(n)
 	trial.Attrs = slices.DeleteFunc(trial.Attrs, func(a *ir.Attribute) bool { return a.Name == "a_view" })
 	trial.Attrs = append(trial.Attrs, &ir.Attribute{Name: "a_view", Type: ir.AttrInts, Ints: v.Ints()})
-	trial.Outputs = []string{rs.Outputs[0]}
+	trial.Outputs = []string{y}
 	return trial, true
+}
+
+// keepsOrderStep reports whether step j only reshapes tensor x, its first
+// input (keepsOrder).
+func (f *fuser) keepsOrderStep(j int, x string) bool {
+	n := f.pl.steps[j].node
+	xs, ok := f.concreteShape(x)
+	return ok && len(n.Inputs) > 0 && n.Inputs[0] == x && len(n.Outputs) == 1 && f.keepsOrder(n, xs)
 }
 
 // residualOperand returns the other operand of n when n is an Add of x
@@ -224,4 +248,27 @@ func (f *fuser) residualOperand(n *ir.Node, x string) (string, bool) {
 		return "", false
 	}
 	return r, true
+}
+
+// keepsOrder reports whether movement step n only gives its first input,
+// of shape xs, another shape, leaving every element where it is: a
+// Reshape, Flatten, Squeeze or Unsqueeze, or a Transpose that moves only
+// axes of size 1 (batch-first nn.MultiheadAttention's [S, 1, C] → [1, S,
+// C] at batch 1).
+func (f *fuser) keepsOrder(n *ir.Node, xs []int) bool {
+	v, ok := f.viewStep(n, 0, ops.Contiguous(xs))
+	if !ok || v.Offset != 0 {
+		return false
+	}
+	stride := 1
+	for k := len(v.Shape) - 1; k >= 0; k-- {
+		if v.Shape[k] == 1 {
+			continue
+		}
+		if v.Strides[k] != stride {
+			return false
+		}
+		stride *= v.Shape[k]
+	}
+	return true
 }

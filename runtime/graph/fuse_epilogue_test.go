@@ -17,6 +17,7 @@ func TestFuseEpilogues(t *testing.T) {
 	r := rand.New(rand.NewSource(31))
 	const m, k, n = 6, 16, 8
 	ints := func(v ...int64) *ir.Tensor { return ir.FromSlice([]int{len(v)}, v) }
+	perm102 := &ir.Attribute{Name: "perm", Type: ir.AttrInts, Ints: []int64{1, 0, 2}}
 	tanh := &ir.Attribute{Name: "approximate", Type: ir.AttrString, String: []byte("tanh")}
 	for _, c := range []struct {
 		name     string
@@ -39,9 +40,13 @@ func TestFuseEpilogues(t *testing.T) {
 			[]*ir.ValueInfo{vi("res3", ir.Float, 2, 3, n)}, nil, "MatMul Reshape Gelu Add", "GeluTanh", "res3"},
 		{"Relu, Reshape, residual", []*ir.Node{node("MatMul", []string{"x", "w"}, []string{"h"}), node("Relu", []string{"h"}, []string{"a"}), node("Reshape", []string{"a", "shape"}, []string{"a3"}), node("Add", []string{"a3", "res3"}, []string{"y"})},
 			[]*ir.ValueInfo{vi("res3", ir.Float, 2, 3, n)}, nil, "MatMul Relu Reshape Add", "Relu", "res3"},
-		// Left alone: the Add broadcasts (a bias, not a residual), the
-		// activation has no epilogue kernel, the product is read twice, a
-		// Reshape changes the last dim.
+		{"Reshape, size-1 Transpose, residual", []*ir.Node{node("MatMul", []string{"x", "w"}, []string{"h"}), node("Reshape", []string{"h", "shape1"}, []string{"h3"}), node("Transpose", []string{"h3"}, []string{"t"}, perm102), node("Add", []string{"t", "res1"}, []string{"y"})},
+			[]*ir.ValueInfo{vi("res1", ir.Float, 1, m, n)}, nil, "MatMul Reshape Transpose Add", "", "res1"},
+		// Left alone: a Transpose that moves rows, an Add that broadcasts
+		// (a bias, not a residual), an activation with no epilogue kernel,
+		// a product read twice, a Reshape of the last dim.
+		{"Transpose moving rows", []*ir.Node{node("MatMul", []string{"x", "w"}, []string{"h"}), node("Reshape", []string{"h", "shape"}, []string{"h3"}), node("Transpose", []string{"h3"}, []string{"t"}, perm102), node("Add", []string{"t", "res3t"}, []string{"y"})},
+			[]*ir.ValueInfo{vi("res3t", ir.Float, 3, 2, n)}, nil, "MatMul", "", ""},
 		{"broadcast Add", []*ir.Node{node("MatMul", []string{"x", "xw"}, []string{"h"}), node("Add", []string{"h", "row"}, []string{"y"})},
 			[]*ir.ValueInfo{vi("xw", ir.Float, k, n), vi("row", ir.Float, 1, n)}, nil, "", "", ""},
 		{"Sigmoid", []*ir.Node{node("MatMul", []string{"x", "w"}, []string{"h"}), node("Sigmoid", []string{"h"}, []string{"y"})},
@@ -56,7 +61,7 @@ func TestFuseEpilogues(t *testing.T) {
 				t.Skip("no AVX-512: the tanh Gelu runs as its own step")
 			}
 			s := synth{inputs: append([]*ir.ValueInfo{vi("x", ir.Float, m, k)}, c.inputs...), nodes: c.nodes, outputs: c.outputs,
-				inits: map[string]*ir.Tensor{"w": randT(r, k, n), "b": randT(r, n), "shape": ints(2, 3, n), "shapeN": ints(m, 2, n/2)}}
+				inits: map[string]*ir.Tensor{"w": randT(r, k, n), "b": randT(r, n), "shape": ints(2, 3, n), "shape1": ints(m, 1, n), "shapeN": ints(m, 2, n/2)}}
 			if s.outputs == nil {
 				s.outputs = []string{"y"}
 			}
