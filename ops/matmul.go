@@ -741,7 +741,7 @@ type fusedMatMulPlan struct {
 	foldedRows bool // one GEMM of batches·m rows (B shared, A rows evenly spaced)
 	// The epilogue (matmul_epilogue.go): the activation's kernel and the
 	// residual, row-major in the output's shape; nil for none.
-	act      func(dst, src []float32, threads int)
+	act      func(dst, src []float32)
 	residual []float32
 }
 

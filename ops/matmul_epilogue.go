@@ -25,12 +25,14 @@ import (
 // unfused run agree bit for bit.
 
 // fusedMatMulActivations maps the FusedMatMul activation attribute's values
-// to the float32 kernels the epilogue runs: each is its ONNX op's own
-// (unary.go, erf.go).
-var fusedMatMulActivations = map[string]func(dst, src []float32, threads int){
-	"Relu":     reluSlice,
-	"Gelu":     geluSlice,
-	"GeluTanh": geluTanhSlice,
+// to the float32 kernels the epilogue runs, on the calling goroutine (the
+// GEMM's worker): each is the serial form of its ONNX op's own (unary.go,
+// erf.go, sigmoid.go). The parallel forms cost a closure per call, 40 ns,
+// which on a block's rows of 64 columns was more than the kernel.
+var fusedMatMulActivations = map[string]func(dst, src []float32){
+	"Relu":     reluSerial,
+	"Gelu":     func(dst, src []float32) { erfGeluSerial(dst, src, true) },
+	"GeluTanh": func(dst, src []float32) { vecUnarySerial(dst, src, kernel.GeluTanh16) },
 }
 
 // FusedMatMulActivation returns the value of FusedMatMul's activation
@@ -60,7 +62,7 @@ func FusedMatMulActivation(n *ir.Node) (activation string, ok bool) {
 }
 
 // fusedMatMulActivation reads n's activation attribute: nil when absent.
-func fusedMatMulActivation(n *ir.Node) (func(dst, src []float32, threads int), error) {
+func fusedMatMulActivation(n *ir.Node) (func(dst, src []float32), error) {
 	name, err := n.AttrString("activation", "")
 	if err != nil || name == "" {
 		return nil, err
@@ -84,7 +86,7 @@ func (p *fusedMatMulPlan) epilogue(c, res []float32) blas.Epilogue {
 		for i := i0; i < i0+rows; i++ {
 			seg := c[i*nn+j0 : i*nn+j0+cols]
 			if act != nil {
-				act(seg, seg, 1)
+				act(seg, seg)
 			}
 			if res != nil {
 				addTo(seg, res[i*nn+j0:i*nn+j0+cols])

@@ -42,15 +42,20 @@ func vecUnarySlice(dst, src []float32, threads int, k func(dst, src *float32, n 
 	tasks := (len(dst) + vecUnaryChunk - 1) / vecUnaryChunk
 	parallelFor(threads, tasks, func(t int) {
 		lo, hi := t*vecUnaryChunk, min(len(dst), (t+1)*vecUnaryChunk)
-		whole := lo + (hi-lo)/16*16
-		if whole > lo {
-			k(&dst[lo], &src[lo], whole-lo)
-		}
-		if whole < hi {
-			var buf [16]float32
-			copy(buf[:], src[whole:hi])
-			k(&buf[0], &buf[0], 16)
-			copy(dst[whole:hi], buf[:])
-		}
+		vecUnarySerial(dst[lo:hi], src[lo:hi], k)
 	})
+}
+
+// vecUnarySerial is vecUnarySlice on the calling goroutine.
+func vecUnarySerial(dst, src []float32, k func(dst, src *float32, n int)) {
+	whole := len(dst) / 16 * 16
+	if whole > 0 {
+		k(&dst[0], &src[0], whole)
+	}
+	if whole < len(dst) {
+		var buf [16]float32
+		copy(buf[:], src[whole:len(dst)])
+		k(&buf[0], &buf[0], 16)
+		copy(dst[whole:], buf[:])
+	}
 }

@@ -487,12 +487,18 @@ func reluSlice(dst, src []float32, threads int) {
 	tasks := (len(dst) + reluChunk - 1) / reluChunk
 	parallelFor(threads, tasks, func(t int) {
 		lo, hi := t*reluChunk, min(len(dst), (t+1)*reluChunk)
-		if v := (hi - lo) / 16 * 16; kernel.AVX512 && v > 0 {
-			kernel.Relu16(&dst[lo], &src[lo], v)
-			lo += v
-		}
-		reluLoop(dst[lo:hi], src[lo:hi])
+		reluSerial(dst[lo:hi], src[lo:hi])
 	})
+}
+
+// reluSerial is reluSlice on the calling goroutine.
+func reluSerial(dst, src []float32) {
+	lo := 0
+	if v := len(dst) / 16 * 16; kernel.AVX512 && v > 0 {
+		kernel.Relu16(&dst[0], &src[0], v)
+		lo = v
+	}
+	reluLoop(dst[lo:], src[lo:len(dst)])
 }
 
 // reluLoop is branch-free (the builtin max, which keeps NaN): on the
