@@ -25,6 +25,19 @@ func runRegistered(t *testing.T, opType string, opset int, attrs []*ir.Attribute
 	return out[0]
 }
 
+// packingContext is a context on threads threads whose input 1 (B) is a
+// model constant, memoized as an executor does: packed on the first run.
+func packingContext(threads int) *Context {
+	memo := map[any]any{}
+	return &Context{Threads: threads, Constant: []bool{false, true}, Memo: func(key any, build func() any) any {
+		if v, ok := memo[key]; ok {
+			return v
+		}
+		memo[key] = build()
+		return memo[key]
+	}}
+}
+
 // TestFusedMatMulEpilogue checks that FusedMatMul with an activation and
 // a residual computes, bit for bit, what its unfused steps compute: the
 // product (+ bias) of FusedMatMul, then the ONNX Relu or Gelu op, then the
@@ -105,15 +118,7 @@ func TestFusedMatMulEpilogue(t *testing.T) {
 						}
 						ctx := &Context{Threads: threads}
 						if c.packed { // B a constant: packed on the first run
-							memo := map[any]any{}
-							ctx.Constant = []bool{false, true}
-							ctx.Memo = func(key any, build func() any) any {
-								if v, ok := memo[key]; ok {
-									return v
-								}
-								memo[key] = build()
-								return memo[key]
-							}
+							ctx = packingContext(threads)
 						}
 						n := fusedMatMulNode(attrs...)
 						for run := 0; run < 2; run++ { // packing, then packed
@@ -196,5 +201,37 @@ func TestFusedMatMulActivation(t *testing.T) {
 		if ok != c.ok || (ok && got != c.want) {
 			t.Errorf("%s %v: got %q, %v; want %q, %v", c.n.OpType, c.n.Attrs, got, ok, c.want, c.ok)
 		}
+	}
+}
+
+// BenchmarkFusedMatMulEpilogue is a Linear layer followed by Gelu at a
+// small model's shape (s001's fc1: [128, 32]·[32, 128], packed weights, 2
+// threads): with the Gelu in the epilogue, and as the product followed by
+// the Gelu op's own parallel kernel (the unfused steps).
+//
+//	go test ./ops -run '^$' -bench FusedMatMulEpilogue
+func BenchmarkFusedMatMulEpilogue(b *testing.B) {
+	r := rand.New(rand.NewSource(1))
+	a, w, bias := randTensor(r, 128, 32), randTensor(r, 32, 128), randTensor(r, 128)
+	for _, fused := range []bool{true, false} {
+		name := "gelu-step"
+		var attrs []*ir.Attribute
+		if fused {
+			name = "gelu-epilogue"
+			attrs = append(attrs, &ir.Attribute{Name: "activation", Type: ir.AttrString, String: []byte("Gelu")})
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := packingContext(2)
+			n := fusedMatMulNode(attrs...)
+			out := ir.NewTensor(ir.Float, []int{128, 128})
+			for i := 0; i < b.N; i++ {
+				if err := runFusedMatMulInto(ctx, n, []*ir.Tensor{a, w, bias}, []*ir.Tensor{out}); err != nil {
+					b.Fatal(err)
+				}
+				if !fused {
+					geluSlice(out.Float32s(), out.Float32s(), 2)
+				}
+			}
+		})
 	}
 }
