@@ -46,7 +46,7 @@ const maxReshapeRun = 4
 type epilogueChain struct {
 	fused    *ir.Node // the FusedMatMul with its activation and residual
 	out      string   // the fused step's output: the chain's last
-	absorbed []int    // the Reshape, activation and Add steps, in order
+	absorbed []int    // the reshaping, activation and Add steps, in order
 }
 
 // fuseEpilogues rewrites pl.steps in place and records the rewrites in
@@ -103,9 +103,10 @@ func (p *Program) fuseEpilogues(pl *plan, types map[string]ops.Value) {
 			f.removed[j] = true
 		}
 	}
-	if len(replace) > 0 {
-		pl.steps = replaceSteps(pl.steps, replace, f.removed)
+	if len(replace) == 0 {
+		return
 	}
+	pl.steps = replaceSteps(pl.steps, replace, f.removed)
 	p.dropDead(pl, nil) // what computed the shapes of the Reshapes taken
 	if len(merged) > 0 {
 		kept := pl.fusions[:0]
@@ -119,9 +120,9 @@ func (p *Program) fuseEpilogues(pl *plan, types map[string]ops.Value) {
 }
 
 // epilogueChain matches the activation and the residual Add after the
-// FusedMatMul node n, and a Reshape before either (taken with it), each
-// taken only when the fused node still infers the plan's type for its
-// output.
+// FusedMatMul node n, and steps that only reshape before either (taken
+// with it), each taken only when the fused node still infers the plan's
+// type for its output.
 func (f *fuser) epilogueChain(schema *ops.Schema, n *ir.Node) epilogueChain {
 	c := epilogueChain{fused: n, out: n.Outputs[0]}
 	reshaped := false
