@@ -41,20 +41,29 @@ var fusedMatMulActivations = map[string]func(dst, src []float32){
 	"Silu":     siluSerial,
 }
 
-// siluChunk is how many sigmoids siluSerial holds on the stack at a time
-// (a multiple of 16: each goes through Sigmoid16 as the op's would).
-const siluChunk = 256
-
-// siluSerial sets dst[i] = src[i]·σ(src[i]) as the unfused Sigmoid and Mul
-// compute it: σ by the Sigmoid op's float32 kernel (sigmoidSerial), then
-// Mul's float32 product of the two.
+// siluSerial sets dst[i] = x·σ(x), x = src[i], as the unfused Sigmoid and
+// Mul compute it: on AVX-512 kernel.Silu16 (the Sigmoid op's
+// kernel.Sigmoid16, then one float32 multiply, in one pass; a partial
+// last vector through a padded copy, as the op's), elsewhere the float64
+// sigmoid rounded to float32, as the op's generic path computes it, times
+// x.
 func siluSerial(dst, src []float32) {
-	var sig [siluChunk]float32
-	for lo := 0; lo < len(dst); lo += siluChunk {
-		hi := min(len(dst), lo+siluChunk)
-		s := sig[:hi-lo]
-		sigmoidSerial(s, src[lo:hi])
-		mulVV(dst[lo:hi], src[lo:hi], s)
+	src = src[:len(dst)]
+	if !kernel.AVX512 {
+		for i, x := range src {
+			dst[i] = x * float32(sigmoid(float64(x)))
+		}
+		return
+	}
+	whole := len(dst) / 16 * 16
+	if whole > 0 {
+		kernel.Silu16(&dst[0], &src[0], whole)
+	}
+	if whole < len(dst) {
+		var buf [16]float32
+		copy(buf[:], src[whole:])
+		kernel.Silu16(&buf[0], &buf[0], 16)
+		copy(dst[whole:], buf[:])
 	}
 }
 
@@ -117,7 +126,7 @@ func (p *fusedMatMulPlan) epilogue(c, gate, res []float32) blas.Epilogue {
 				act(seg, seg)
 			}
 			if gate != nil {
-				mulVV(seg, seg, gate[lo:hi])
+				mulTo(seg, gate[lo:hi])
 			}
 			if res != nil {
 				addTo(seg, res[lo:hi])
@@ -127,14 +136,20 @@ func (p *fusedMatMulPlan) epilogue(c, gate, res []float32) blas.Epilogue {
 }
 
 // addTo sets dst[i] += src[i], with AVX-512 where the CPU has it.
-func addTo(dst, src []float32) {
+func addTo(dst, src []float32) { combineTo(dst, src, kernel.AddTo16, addVV[float32]) }
+
+// mulTo sets dst[i] *= src[i], with AVX-512 where the CPU has it.
+func mulTo(dst, src []float32) { combineTo(dst, src, kernel.MulTo16, mulVV[float32]) }
+
+// combineTo sets dst[i] = dst[i] op src[i]: the 16-lane kernel k16 over
+// the whole vectors where the CPU has AVX-512, the Go loop vv over the
+// rest; both round each element as the float32 op does.
+func combineTo(dst, src []float32, k16 func(dst, src *float32, n int), vv func(o, a, b []float32)) {
 	src = src[:len(dst)]
 	lo := 0
 	if v := len(dst) / 16 * 16; kernel.AVX512 && v > 0 {
-		kernel.AddTo16(&dst[0], &src[0], v)
+		k16(&dst[0], &src[0], v)
 		lo = v
 	}
-	for i := lo; i < len(dst); i++ {
-		dst[i] += src[i]
-	}
+	vv(dst[lo:], dst[lo:], src[lo:])
 }

@@ -12,7 +12,7 @@ import (
 
 // runRegistered runs the registered op opType (default domain, opset) on
 // in with threads threads: the unfused steps the epilogue replaces.
-func runRegistered(t *testing.T, opType string, opset int, attrs []*ir.Attribute, in []*ir.Tensor, threads int) *ir.Tensor {
+func runRegistered(t testing.TB, opType string, opset int, attrs []*ir.Attribute, in []*ir.Tensor, threads int) *ir.Tensor {
 	t.Helper()
 	s, err := Lookup("", opType, opset)
 	if err != nil {
@@ -268,6 +268,62 @@ func BenchmarkFusedMatMulEpilogue(b *testing.B) {
 				}
 				if !fused {
 					geluSlice(out.Float32s(), out.Float32s(), 2)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkFusedMatMulSwiGLU is the first half of LLaMA's gated MLP,
+// silu(x·W1) ⊙ g with g = x·W3, at a LLaMA-like width ([128, 768]·[768,
+// 2048], packed weights, 2 threads): with the SiLU and the gate in the
+// epilogue, and as the product followed by the unfused steps: the Sigmoid
+// op's own parallel kernel, then Mul's output-into form twice (x·σ, then
+// by g), each into a buffer of its own as a memory plan gives them. g is
+// computed once, outside the timing (its GEMM is the same either way).
+//
+//	go test ./ops -run '^$' -bench FusedMatMulSwiGLU
+func BenchmarkFusedMatMulSwiGLU(b *testing.B) {
+	const m, k, n = 128, 768, 2048
+	r := rand.New(rand.NewSource(1))
+	a, w, gate := randTensor(r, m, k), randTensor(r, k, n), randTensor(r, m, n)
+	mul, err := Lookup("", "Mul", 14)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mulNode := &ir.Node{Name: "mul", OpType: "Mul"}
+	for _, fused := range []bool{true, false} {
+		name := "swiglu-steps"
+		var attrs []*ir.Attribute
+		in := []*ir.Tensor{a, w}
+		if fused {
+			name = "swiglu-epilogue"
+			attrs = append(attrs, &ir.Attribute{Name: "activation", Type: ir.AttrString, String: []byte("Silu")})
+			in = append(in, nil, nil, gate)
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := packingContext(2)
+			node := fusedMatMulNode(attrs...)
+			h, s := ir.NewTensor(ir.Float, []int{m, n}), ir.NewTensor(ir.Float, []int{m, n})
+			silu, y := ir.NewTensor(ir.Float, []int{m, n}), ir.NewTensor(ir.Float, []int{m, n})
+			sigmoid := sigmoidKernel(nil)
+			for i := 0; i < b.N; i++ {
+				if err := runFusedMatMulInto(ctx, node, in, []*ir.Tensor{h}); err != nil {
+					b.Fatal(err)
+				}
+				if fused {
+					continue
+				}
+				if sigmoid != nil {
+					sigmoid(s.Float32s(), h.Float32s(), 2)
+				} else {
+					s = runRegistered(b, "Sigmoid", 13, nil, []*ir.Tensor{h}, 2)
+				}
+				if err := mul.RunInto(ctx, mulNode, []*ir.Tensor{h, s}, []*ir.Tensor{silu}); err != nil {
+					b.Fatal(err)
+				}
+				if err := mul.RunInto(ctx, mulNode, []*ir.Tensor{silu, gate}, []*ir.Tensor{y}); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})

@@ -20,18 +20,6 @@ func sigmoidKernel(*ir.Node) func(dst, src []float32, threads int) {
 	return vecUnary(kernel.Sigmoid16)
 }
 
-// sigmoidSerial is the Sigmoid op's float32 kernel on the calling
-// goroutine: kernel.Sigmoid16 on AVX-512 (sigmoidKernel's, serial), and
-// elsewhere the float64 sigmoid rounded to float32, as the op's generic
-// path (unaryFloat) computes it. The FusedMatMul epilogue's Silu runs it.
-func sigmoidSerial(dst, src []float32) {
-	if kernel.AVX512 {
-		vecUnarySerial(dst, src, kernel.Sigmoid16)
-		return
-	}
-	mapSlice(dst, src[:len(dst)], func(v float32) float32 { return float32(sigmoid(float64(v))) })
-}
-
 // tanhKernel is Tanh's float32 kernel where the CPU has AVX-512.
 func tanhKernel(*ir.Node) func(dst, src []float32, threads int) {
 	return vecUnary(kernel.Tanh16)
