@@ -581,17 +581,18 @@ func gemmLoop[T int32 | int64 | uint32 | uint64](g gemmAttrs, beta float32, m, n
 // two axes becomes a transposed GEMM operand, and a head split
 // (Reshape+Transpose) becomes per-batch offsets and a row stride. Output:
 // numpy matmul of the logical A and B (batch dims broadcast) plus the bias
-// broadcast over the rows, row-major. An activation attribute and a
-// residual input (index 3) make the GEMM finish the output in its
-// epilogue (matmul_epilogue.go).
+// broadcast over the rows, row-major. An activation attribute, a residual
+// input (index 3) and a gate input (index 4) make the GEMM finish the
+// output in its epilogue (matmul_epilogue.go): y = (activation(A·B +
+// bias) ⊙ gate) + residual.
 const FusedMatMulOp = "FusedMatMul"
 
 func init() {
 	Register(&Schema{
 		Domain: DomainAttnrun, OpType: FusedMatMulOp, Since: 1, Until: 1,
-		MinInputs: 2, MaxInputs: 4, TypeInput: 0, DTypes: []ir.DType{ir.Float},
+		MinInputs: 2, MaxInputs: 5, TypeInput: 0, DTypes: []ir.DType{ir.Float},
 		Infer: inferFusedMatMul, Run: runFusedMatMul, RunInto: runFusedMatMulInto,
-		Doc: "MatMul reading A and B through strided views (transposes, head splits) with an optional bias over the last axis, then an optional activation and residual add in the GEMM's epilogue",
+		Doc: "MatMul reading A and B through strided views (transposes, head splits) with an optional bias over the last axis, then an optional activation, gate multiply and residual add in the GEMM's epilogue",
 	})
 }
 
@@ -678,19 +679,27 @@ func inferFusedMatMul(n *ir.Node, _ int, in []Value) ([]Value, error) {
 	if _, err := fusedMatMulActivation(n); err != nil {
 		return nil, err
 	}
-	if len(in) > 3 && in[3].Present() {
-		r := in[3].Type
+	for k, what := range epilogueOperands {
+		if what == "" || len(in) <= k || !in[k].Present() {
+			continue
+		}
+		r := in[k].Type
 		if r.DType != ir.Float {
-			return nil, n.Errorf("residual has element type %v, want float32", r.DType)
+			return nil, n.Errorf("%s has element type %v, want float32", what, r.DType)
 		}
 		if !residualFits(r, out) {
-			return nil, n.Errorf("residual of shape %s does not have the output's elements and last dim (output %s)", shapeText(r.Shape), shapeText(out))
+			return nil, n.Errorf("%s of shape %s does not have the output's elements and last dim (output %s)", what, shapeText(r.Shape), shapeText(out))
 		}
 	}
 	return []Value{Typed(ir.Float, out)}, nil
 }
 
-// residualFits reports whether a residual of type r can have the
+// epilogueOperands names FusedMatMul's elementwise epilogue inputs, by
+// index (3 and 4): each holds the output's elements row-major
+// (residualFits).
+var epilogueOperands = [...]string{3: "residual", 4: "gate"}
+
+// residualFits reports whether a residual or gate of type r can have the
 // elements, row-major, of an output of shape out: the same last dim and
 // count where they are known.
 func residualFits(r ir.TypeInfo, out ir.Shape) bool {
@@ -739,10 +748,10 @@ type fusedMatMulPlan struct {
 	bSrc       *ir.Tensor  // the tensor B is: what its packed forms are keyed by
 	bias       []float32
 	foldedRows bool // one GEMM of batches·m rows (B shared, A rows evenly spaced)
-	// The epilogue (matmul_epilogue.go): the activation's kernel and the
-	// residual, row-major in the output's shape; nil for none.
-	act      func(dst, src []float32)
-	residual []float32
+	// The epilogue (matmul_epilogue.go): the activation's kernel, the gate
+	// and the residual, row-major in the output's shape; nil for none.
+	act            func(dst, src []float32)
+	gate, residual []float32
 }
 
 func planFusedMatMul(ctx *Context, n *ir.Node, in []*ir.Tensor) (*fusedMatMulPlan, error) {
@@ -810,12 +819,19 @@ func planFusedMatMul(ctx *Context, n *ir.Node, in []*ir.Tensor) (*fusedMatMulPla
 	if p.act, err = fusedMatMulActivation(n); err != nil {
 		return nil, err
 	}
-	if len(in) > 3 && in[3] != nil {
-		r := in[3]
-		if r.DType != ir.Float || r.Rank() == 0 || r.Shape[r.Rank()-1] != p.n || r.Len() != ShapeElems(p.out) {
-			return nil, n.Errorf("residual of shape %v (%v) does not have the output's elements and last dim (output %v, float32)", r.Shape, r.DType, p.out)
+	for k, what := range epilogueOperands {
+		if what == "" || len(in) <= k || in[k] == nil {
+			continue
 		}
-		p.residual = r.Float32s()
+		r := in[k]
+		if r.DType != ir.Float || r.Rank() == 0 || r.Shape[r.Rank()-1] != p.n || r.Len() != ShapeElems(p.out) {
+			return nil, n.Errorf("%s of shape %v (%v) does not have the output's elements and last dim (output %v, float32)", what, r.Shape, r.DType, p.out)
+		}
+		if k == 3 {
+			p.residual = r.Float32s()
+		} else {
+			p.gate = r.Float32s()
+		}
 	}
 	// One GEMM for all batches when B is shared and A's batches are
 	// consecutive row blocks.
@@ -972,19 +988,22 @@ func (p *fusedMatMulPlan) run(ctx *Context, out []float32) {
 				clear(out[r*nn : (r+1)*nn])
 			}
 		}
-		if epi := p.epilogue(out, p.residual); epi != nil {
+		if epi := p.epilogue(out, p.gate, p.residual); epi != nil {
 			epi(0, len(out)/nn, 0, nn)
 		}
 		return
 	}
-	// c is the output's rows from element cOff on: the residual's rows
-	// there are theirs.
+	// c is the output's rows from element cOff on: the gate's and the
+	// residual's rows there are theirs.
 	gemm := func(aOff, bOff int, rows int, c []float32, cOff int) {
-		var res []float32
+		var gate, res []float32
+		if p.gate != nil {
+			gate = p.gate[cOff : cOff+len(c)]
+		}
 		if p.residual != nil {
 			res = p.residual[cOff : cOff+len(c)]
 		}
-		epi := p.epilogue(c, res)
+		epi := p.epilogue(c, gate, res)
 		as, ta, lda, okA := gemmOperand(p.a.data, aOff, p.a.rs, p.a.cs, rows, k)
 		if !okA {
 			as, ta, lda = make([]float32, rows*k), false, k

@@ -11,35 +11,70 @@ import (
 // while the block is still in cache (blas.Epilogue), instead of a pass of
 // its own over the whole output afterwards:
 //
-//	y = activation(A·B + bias) + residual
+//	y = (activation(A·B + bias) ⊙ gate) + residual
 //
-// Attribute activation (string, optional) is "Relu", "Gelu" (exact) or
-// "GeluTanh" (Gelu with approximate "tanh"; AVX-512 only). Input 3,
-// residual (optional; a transformer's skip connection), is a float32
-// tensor holding the output's elements row-major: the output's shape, or
-// another with the same count and last dim (the skip connection of a
-// Linear whose output is reshaped before the Add). Both compute exactly
-// what the ops they replace compute: the same float32 kernels on the same
-// values, element by element (the activation's kernel is its op's, run on
-// the block; the residual add rounds as Add does), so a fused and an
-// unfused run agree bit for bit.
+// Attribute activation (string, optional) is "Relu", "Gelu" (exact),
+// "GeluTanh" (Gelu with approximate "tanh"; AVX-512 only) or "Silu"
+// (x·Sigmoid(x), what PyTorch's SiLU exports as: a Sigmoid and a Mul).
+// Input 3, residual (optional; a transformer's skip connection), and
+// input 4, gate (optional; the other half of a gated MLP, LLaMA's
+// w2(silu(w1·x) ⊙ w3·x)), are float32 tensors holding the output's
+// elements row-major: the output's shape, or another with the same count
+// and last dim (the skip connection of a Linear whose output is reshaped
+// before the Add). The gate multiplies the activation's result; the
+// residual is added last. All compute exactly what the ops they replace
+// compute: the same float32 kernels on the same values, element by
+// element (the activation's kernel is its op's, run on the block; Silu is
+// the Sigmoid op's kernel then Mul's product; the gate multiplies as Mul
+// does and the residual adds as Add does), so a fused and an unfused run
+// agree bit for bit.
 
 // fusedMatMulActivations maps the FusedMatMul activation attribute's values
 // to the float32 kernels the epilogue runs, on the calling goroutine (the
 // GEMM's worker): each is the serial form of its ONNX op's own (unary.go,
-// erf.go, sigmoid.go). The parallel forms cost a closure per call, 40 ns,
+// erf.go, sigmoid.go; Silu is the Sigmoid op's then Mul's). The parallel forms cost a closure per call, 40 ns,
 // which on a block's rows of 64 columns was more than the kernel.
 var fusedMatMulActivations = map[string]func(dst, src []float32){
 	"Relu":     reluSerial,
 	"Gelu":     func(dst, src []float32) { erfGeluSerial(dst, src, true) },
 	"GeluTanh": func(dst, src []float32) { vecUnarySerial(dst, src, kernel.GeluTanh16) },
+	"Silu":     siluSerial,
+}
+
+// siluSerial sets dst[i] = x·σ(x), x = src[i], as the unfused Sigmoid and
+// Mul compute it: on AVX-512 kernel.Silu16 (the Sigmoid op's
+// kernel.Sigmoid16, then one float32 multiply, in one pass; a partial
+// last vector through a padded copy, as the op's), elsewhere the float64
+// sigmoid rounded to float32, as the op's generic path computes it, times
+// x.
+func siluSerial(dst, src []float32) {
+	src = src[:len(dst)]
+	if !kernel.AVX512 {
+		for i, x := range src {
+			dst[i] = x * float32(sigmoid(float64(x)))
+		}
+		return
+	}
+	whole := len(dst) / 16 * 16
+	if whole > 0 {
+		kernel.Silu16(&dst[0], &src[0], whole)
+	}
+	if whole < len(dst) {
+		var buf [16]float32
+		copy(buf[:], src[whole:])
+		kernel.Silu16(&buf[0], &buf[0], 16)
+		copy(dst[whole:], buf[:])
+	}
 }
 
 // FusedMatMulActivation returns the value of FusedMatMul's activation
 // attribute that computes the float32 elementwise node n (an ONNX Relu, or
 // Gelu with approximate "none" or "tanh"), and ok false when the epilogue
 // has no kernel for it (another op, or Gelu's tanh form without AVX-512,
-// whose op then runs the float64 reference).
+// whose op then runs the float64 reference). Silu is no single node
+// attnrun runs (ONNX's Swish, opset 24, x·σ(alpha·x), is not registered;
+// HardSwish is another function): the graph rewrite matches its Sigmoid
+// and Mul.
 func FusedMatMulActivation(n *ir.Node) (activation string, ok bool) {
 	if n.Domain != "" && n.Domain != DomainONNX {
 		return "", false
@@ -69,41 +104,52 @@ func fusedMatMulActivation(n *ir.Node) (func(dst, src []float32), error) {
 	}
 	act := fusedMatMulActivations[name]
 	if act == nil || (name == "GeluTanh" && !kernel.AVX512) {
-		return nil, n.Errorf("activation %q is not one of Relu, Gelu and GeluTanh (GeluTanh needs AVX-512)", name)
+		return nil, n.Errorf("activation %q is not one of Relu, Gelu, GeluTanh and Silu (GeluTanh needs AVX-512)", name)
 	}
 	return act, nil
 }
 
 // epilogue returns the blas.Epilogue that finishes the rows of c (p.n
-// columns, row-major) with p's activation, then adds res (the residual's
-// rows that c's are), nil when there is neither.
-func (p *fusedMatMulPlan) epilogue(c, res []float32) blas.Epilogue {
-	if p.act == nil && res == nil {
+// columns, row-major) with p's activation, then multiplies by gate and
+// adds res (the gate's and residual's rows that c's are; nil for none),
+// nil when there is nothing to do.
+func (p *fusedMatMulPlan) epilogue(c, gate, res []float32) blas.Epilogue {
+	if p.act == nil && gate == nil && res == nil {
 		return nil
 	}
 	nn, act := p.n, p.act
 	return func(i0, rows, j0, cols int) {
 		for i := i0; i < i0+rows; i++ {
-			seg := c[i*nn+j0 : i*nn+j0+cols]
+			lo, hi := i*nn+j0, i*nn+j0+cols
+			seg := c[lo:hi]
 			if act != nil {
 				act(seg, seg)
 			}
+			if gate != nil {
+				mulTo(seg, gate[lo:hi])
+			}
 			if res != nil {
-				addTo(seg, res[i*nn+j0:i*nn+j0+cols])
+				addTo(seg, res[lo:hi])
 			}
 		}
 	}
 }
 
 // addTo sets dst[i] += src[i], with AVX-512 where the CPU has it.
-func addTo(dst, src []float32) {
+func addTo(dst, src []float32) { combineTo(dst, src, kernel.AddTo16, addVV[float32]) }
+
+// mulTo sets dst[i] *= src[i], with AVX-512 where the CPU has it.
+func mulTo(dst, src []float32) { combineTo(dst, src, kernel.MulTo16, mulVV[float32]) }
+
+// combineTo sets dst[i] = dst[i] op src[i]: the 16-lane kernel k16 over
+// the whole vectors where the CPU has AVX-512, the Go loop vv over the
+// rest; both round each element as the float32 op does.
+func combineTo(dst, src []float32, k16 func(dst, src *float32, n int), vv func(o, a, b []float32)) {
 	src = src[:len(dst)]
 	lo := 0
 	if v := len(dst) / 16 * 16; kernel.AVX512 && v > 0 {
-		kernel.AddTo16(&dst[0], &src[0], v)
+		k16(&dst[0], &src[0], v)
 		lo = v
 	}
-	for i := lo; i < len(dst); i++ {
-		dst[i] += src[i]
-	}
+	vv(dst[lo:], dst[lo:], src[lo:])
 }

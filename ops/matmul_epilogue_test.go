@@ -12,7 +12,7 @@ import (
 
 // runRegistered runs the registered op opType (default domain, opset) on
 // in with threads threads: the unfused steps the epilogue replaces.
-func runRegistered(t *testing.T, opType string, opset int, attrs []*ir.Attribute, in []*ir.Tensor, threads int) *ir.Tensor {
+func runRegistered(t testing.TB, opType string, opset int, attrs []*ir.Attribute, in []*ir.Tensor, threads int) *ir.Tensor {
 	t.Helper()
 	s, err := Lookup("", opType, opset)
 	if err != nil {
@@ -38,12 +38,14 @@ func packingContext(threads int) *Context {
 	}}
 }
 
-// TestFusedMatMulEpilogue checks that FusedMatMul with an activation and
-// a residual computes, bit for bit, what its unfused steps compute: the
-// product (+ bias) of FusedMatMul, then the ONNX Relu or Gelu op, then the
-// ONNX Add of the residual; on one and two threads, over shapes with edge
-// tiles, several k blocks, batches run as one GEMM and one per batch, and
-// packed weights. Values span both signs and Gelu's far tail.
+// TestFusedMatMulEpilogue checks that FusedMatMul with an activation, a
+// gate and a residual computes, bit for bit, what its unfused steps
+// compute: the product (+ bias) of FusedMatMul, then the ONNX Relu or Gelu
+// op (Silu: the ONNX Sigmoid, then Mul of the product by it), then the
+// ONNX Mul by the gate, then the ONNX Add of the residual; on one and two
+// threads, over shapes with edge tiles, several k blocks, batches run as
+// one GEMM and one per batch, and packed weights. Values span both signs
+// and Gelu's and Sigmoid's far tails.
 func TestFusedMatMulEpilogue(t *testing.T) {
 	r := rand.New(rand.NewSource(21))
 	wide := func(shape ...int) *ir.Tensor {
@@ -55,12 +57,30 @@ func TestFusedMatMulEpilogue(t *testing.T) {
 	}
 	type act struct {
 		attr  string // FusedMatMul's activation ("" none)
-		op    string // the ONNX op it replaces
+		op    string // the ONNX op it replaces (Silu: Sigmoid, then Mul by it)
 		attrs []*ir.Attribute
 	}
-	acts := []act{{"", "", nil}, {"Relu", "Relu", nil}, {"Gelu", "Gelu", nil}}
+	acts := []act{{"", "", nil}, {"Relu", "Relu", nil}, {"Gelu", "Gelu", nil}, {"Silu", "Sigmoid", nil}}
 	if kernel.AVX512 {
 		acts = append(acts, act{"GeluTanh", "Gelu", []*ir.Attribute{{Name: "approximate", Type: ir.AttrString, String: []byte("tanh")}}})
+	}
+	// unfused runs the registered ops the epilogue replaces on the
+	// product x.
+	unfused := func(t *testing.T, a act, x, gate, res *ir.Tensor, threads int) *ir.Tensor {
+		y := x
+		if a.op != "" {
+			y = runRegistered(t, a.op, 20, a.attrs, []*ir.Tensor{y}, threads)
+		}
+		if a.attr == "Silu" { // x·σ(x), as PyTorch exports SiLU
+			y = runRegistered(t, "Mul", 14, nil, []*ir.Tensor{x, y}, threads)
+		}
+		if gate != nil {
+			y = runRegistered(t, "Mul", 14, nil, []*ir.Tensor{y, gate}, threads)
+		}
+		if res != nil {
+			y = runRegistered(t, "Add", 14, nil, []*ir.Tensor{y, res}, threads)
+		}
+		return y
 	}
 	cases := []struct {
 		name    string
@@ -78,12 +98,15 @@ func TestFusedMatMulEpilogue(t *testing.T) {
 	}
 	for _, c := range cases {
 		for _, a := range acts {
-			for _, withRes := range []bool{false, true} {
-				if a.attr == "" && !withRes {
+			for _, operands := range []struct{ gate, res bool }{{false, false}, {false, true}, {true, false}, {true, true}} {
+				if a.attr == "" && !operands.gate && !operands.res {
 					continue
 				}
 				name := c.name + "/" + a.attr
-				if withRes {
+				if operands.gate {
+					name += "+gate"
+				}
+				if operands.res {
 					name += "+residual"
 				}
 				t.Run(name, func(t *testing.T) {
@@ -96,33 +119,43 @@ func TestFusedMatMulEpilogue(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						want := plain[0]
-						if a.op != "" {
-							want = runRegistered(t, a.op, 20, a.attrs, []*ir.Tensor{want}, threads)
-						}
+						shape := plain[0].Shape
 						var attrs []*ir.Attribute
 						if a.attr != "" {
 							attrs = append(attrs, &ir.Attribute{Name: "activation", Type: ir.AttrString, String: []byte(a.attr)})
 						}
 						fin := append([]*ir.Tensor{}, in...)
-						if withRes {
-							res := wide(want.Shape...)
+						for len(fin) < 5 {
+							fin = append(fin, nil) // no bias, residual or gate
+						}
+						// The gate and the residual: the output's elements,
+						// in c.resDims's shape where given.
+						var gate, res *ir.Tensor
+						if operands.gate {
+							gate = wide(shape...)
+							if c.resDims != nil {
+								gate.Shape = c.resDims
+							}
+							fin[4] = gate
+						}
+						if operands.res {
+							res = wide(shape...)
 							if c.resDims != nil {
 								res.Shape = c.resDims
 							}
-							want = runRegistered(t, "Add", 14, nil, []*ir.Tensor{want, res}, threads)
-							if len(fin) == 2 {
-								fin = append(fin, nil) // no bias
-							}
-							fin = append(fin, res)
+							fin[3] = res
 						}
+						for fin[len(fin)-1] == nil {
+							fin = fin[:len(fin)-1] // absent trailing inputs
+						}
+						want := unfused(t, a, plain[0], gate, res, threads)
 						ctx := &Context{Threads: threads}
 						if c.packed { // B a constant: packed on the first run
 							ctx = packingContext(threads)
 						}
 						n := fusedMatMulNode(attrs...)
 						for run := 0; run < 2; run++ { // packing, then packed
-							out := ir.NewTensor(ir.Float, plain[0].Shape)
+							out := ir.NewTensor(ir.Float, shape)
 							if err := runFusedMatMulInto(ctx, n, fin, []*ir.Tensor{out}); err != nil {
 								t.Fatal(err)
 							}
@@ -155,10 +188,15 @@ func TestFusedMatMulEpilogueErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown activation", fusedMatMulNode(actAttr("Swish")), []*ir.Tensor{a, b}, `activation "Swish" is not one of`},
+		{"activation spelled in lower case", fusedMatMulNode(actAttr("silu")), []*ir.Tensor{a, b}, `activation "silu" is not one of`},
 		{"residual shape", fusedMatMulNode(), []*ir.Tensor{a, b, nil, randTensor(r, 2, 3)}, "residual of shape"},
 		{"residual broadcast", fusedMatMulNode(), []*ir.Tensor{a, b, nil, randTensor(r, 1, 4)}, "does not have the output's elements"},
 		{"residual other last dim", fusedMatMulNode(), []*ir.Tensor{a, b, nil, randTensor(r, 4, 2)}, "last dim"},
 		{"residual int", fusedMatMulNode(), []*ir.Tensor{a, b, nil, ir.FromSlice([]int{2, 4}, make([]int64, 8))}, "residual"},
+		{"gate shape", fusedMatMulNode(actAttr("Silu")), []*ir.Tensor{a, b, nil, nil, randTensor(r, 3, 4)}, "gate of shape"},
+		{"gate broadcast", fusedMatMulNode(actAttr("Silu")), []*ir.Tensor{a, b, nil, nil, randTensor(r, 1, 4)}, "does not have the output's elements"},
+		{"gate other last dim", fusedMatMulNode(), []*ir.Tensor{a, b, nil, randTensor(r, 2, 4), randTensor(r, 4, 2)}, "gate of shape"},
+		{"gate int", fusedMatMulNode(), []*ir.Tensor{a, b, nil, nil, ir.FromSlice([]int{2, 4}, make([]int64, 8))}, "gate"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -230,6 +268,62 @@ func BenchmarkFusedMatMulEpilogue(b *testing.B) {
 				}
 				if !fused {
 					geluSlice(out.Float32s(), out.Float32s(), 2)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkFusedMatMulSwiGLU is the first half of LLaMA's gated MLP,
+// silu(x·W1) ⊙ g with g = x·W3, at a LLaMA-like width ([128, 768]·[768,
+// 2048], packed weights, 2 threads): with the SiLU and the gate in the
+// epilogue, and as the product followed by the unfused steps: the Sigmoid
+// op's own parallel kernel, then Mul's output-into form twice (x·σ, then
+// by g), each into a buffer of its own as a memory plan gives them. g is
+// computed once, outside the timing (its GEMM is the same either way).
+//
+//	go test ./ops -run '^$' -bench FusedMatMulSwiGLU
+func BenchmarkFusedMatMulSwiGLU(b *testing.B) {
+	const m, k, n = 128, 768, 2048
+	r := rand.New(rand.NewSource(1))
+	a, w, gate := randTensor(r, m, k), randTensor(r, k, n), randTensor(r, m, n)
+	mul, err := Lookup("", "Mul", 14)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mulNode := &ir.Node{Name: "mul", OpType: "Mul"}
+	for _, fused := range []bool{true, false} {
+		name := "swiglu-steps"
+		var attrs []*ir.Attribute
+		in := []*ir.Tensor{a, w}
+		if fused {
+			name = "swiglu-epilogue"
+			attrs = append(attrs, &ir.Attribute{Name: "activation", Type: ir.AttrString, String: []byte("Silu")})
+			in = append(in, nil, nil, gate)
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := packingContext(2)
+			node := fusedMatMulNode(attrs...)
+			h, s := ir.NewTensor(ir.Float, []int{m, n}), ir.NewTensor(ir.Float, []int{m, n})
+			silu, y := ir.NewTensor(ir.Float, []int{m, n}), ir.NewTensor(ir.Float, []int{m, n})
+			sigmoid := sigmoidKernel(nil)
+			for i := 0; i < b.N; i++ {
+				if err := runFusedMatMulInto(ctx, node, in, []*ir.Tensor{h}); err != nil {
+					b.Fatal(err)
+				}
+				if fused {
+					continue
+				}
+				if sigmoid != nil {
+					sigmoid(s.Float32s(), h.Float32s(), 2)
+				} else {
+					s = runRegistered(b, "Sigmoid", 13, nil, []*ir.Tensor{h}, 2)
+				}
+				if err := mul.RunInto(ctx, mulNode, []*ir.Tensor{h, s}, []*ir.Tensor{silu}); err != nil {
+					b.Fatal(err)
+				}
+				if err := mul.RunInto(ctx, mulNode, []*ir.Tensor{silu, gate}, []*ir.Tensor{y}); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})

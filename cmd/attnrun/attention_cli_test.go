@@ -82,8 +82,8 @@ func TestInspectAttention(t *testing.T) {
 // fused from primitive ops, what the FusedAttention node computes: grouped
 // KV heads, the weights it also writes, a causal mask read as the causal
 // cut (alone, beside a key padding mask, or for a finite fill checked per
-// row); and what a FusedMatMul does in its GEMM epilogue (an activation, a
-// residual add).
+// row); and what a FusedMatMul does in its GEMM epilogue (an activation,
+// LLaMA's SwiGLU gate, a residual add).
 func TestInspectDescribesFusedAttention(t *testing.T) {
 	for _, c := range []struct{ model, want string }{
 		{"llama_attention_opset17", "streaming: scale 0.25; grouped KV heads (2 query heads per KV head); causal (offset 8); reads K"},
@@ -95,6 +95,7 @@ func TestInspectDescribesFusedAttention(t *testing.T) {
 		{"s000_causal_or", "causal (offset 0); bool_true_masks mask /Reshape_1_output_0;"},
 		{"gpt2_block", "/mlp/c_proj/Gemm/FusedMatMul (residual /Add_output_0) replaces Gemm(/mlp/c_proj/Gemm) Reshape(/mlp/c_proj/Reshape_1) Add(/Add_1)"},
 		{"torch_encoder_layer", "/enc/layers.0/linear1/MatMul/FusedMatMul (activation Relu) replaces MatMul(/enc/layers.0/linear1/MatMul) Add(/enc/layers.0/linear1/Add) Relu(/enc/layers.0/Relu)"},
+		{"llama_block_gqa", "/w1/FusedMatMul (activation Silu, gate up) replaces MatMul(/w1) Sigmoid(/silu/Sigmoid) Mul(/silu/Mul) Mul(/ffn)"},
 	} {
 		r := attnrun(t, "inspect", filepath.Join(modelsDir, c.model, "model.onnx"))
 		r.wantOK(t)

@@ -200,15 +200,20 @@ func printFusions(w io.Writer, s *session.Session, dims map[string]int) {
 }
 
 // fusedMatMulEpilogue describes what a FusedMatMul's GEMM does in its
-// epilogue (ops/matmul_epilogue.go): " (activation Relu, residual x)", or
-// "" for nothing.
+// epilogue (ops/matmul_epilogue.go), in the order it does it:
+// " (activation Silu, gate g, residual x)", or "" for nothing.
 func fusedMatMulEpilogue(n *ir.Node) string {
 	var parts []string
 	if a, _ := n.AttrString("activation", ""); a != "" {
 		parts = append(parts, "activation "+a)
 	}
-	if len(n.Inputs) > 3 && n.Inputs[3] != "" {
-		parts = append(parts, "residual "+n.Inputs[3])
+	for _, in := range []struct {
+		index int
+		what  string
+	}{{4, "gate"}, {3, "residual"}} {
+		if len(n.Inputs) > in.index && n.Inputs[in.index] != "" {
+			parts = append(parts, in.what+" "+n.Inputs[in.index])
+		}
 	}
 	if len(parts) == 0 {
 		return ""

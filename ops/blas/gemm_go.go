@@ -30,9 +30,10 @@ const (
 
 // Epilogue finishes a block of C, rows [i0, i0+rows) and columns [j0,
 // j0+cols), once its product (and bias) is final, while the block is still
-// in cache: FusedMatMul's activation and residual add (package ops). The
-// GEMM calls it once for every element of C, on its worker goroutines,
-// concurrently for disjoint blocks; it must only touch its block.
+// in cache: FusedMatMul's activation, gate multiply and residual add
+// (package ops). The GEMM calls it once for every element of C, on its
+// worker goroutines, concurrently for disjoint blocks; it must only touch
+// its block.
 type Epilogue func(i0, rows, j0, cols int)
 
 // The micro-kernel's tile: mr×nr = 8×32 with AVX-512, 6×16 with AVX2

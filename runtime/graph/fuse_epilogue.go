@@ -11,17 +11,26 @@ import (
 //
 // After the other rewrites, a FusedMatMul step (fuse_matmul.go) whose
 // output only feeds an activation the GEMM's epilogue has a kernel for
-// (ops.FusedMatMulActivation: Relu, Gelu, Gelu with approximate "tanh")
-// takes it as its activation attribute, and then one whose output (or its
-// activation's) only feeds an Add of a float32 tensor of exactly its shape
-// (a transformer's skip connection) takes that tensor as its residual
-// input:
+// (ops.FusedMatMulActivation: Relu, Gelu, Gelu with approximate "tanh"),
+// or only SiLU's two steps, Sigmoid(h) and Mul(h, Sigmoid(h)) (how
+// PyTorch exports nn.SiLU; the sigmoid read by that Mul alone), takes it
+// as its activation attribute; then one whose output (or its
+// activation's) only feeds a Mul by a float32 tensor of exactly its shape
+// (a gated MLP's other half) takes that tensor as its gate input; then
+// one that only feeds an Add of such a tensor (a transformer's skip
+// connection) takes it as its residual input:
 //
 //	Relu(FusedMatMul(x, W1, b1))            FusedMatMul(x, W1, b1, activation=Relu)
 //	Add(FusedMatMul(h, W2, b2), x)          FusedMatMul(h, W2, b2, residual x)
+//	Mul(h·σ(h), g), h = FusedMatMul(x, W1)  FusedMatMul(x, W1, activation=Silu, gate g)
+//
+// The last is LLaMA's SwiGLU MLP, w2(silu(w1·x) ⊙ w3·x): the gate is
+// w3's output, which may be computed after w1's product (the fused step
+// runs at the Mul's position, and only when every input is computed by
+// then).
 //
 // Steps that only reshape (keepsOrder), keeping the last dim, may sit
-// before the activation or the Add: GPT-2's Conv1D and
+// before the activation, the Mul or the Add: GPT-2's Conv1D and
 // nn.MultiheadAttention's output projection compute a Gemm on [S·B, C]
 // and view it back as [B, S, C] or [S, B, C], and batch-first attention
 // then transposes that to [B, S, C], the same order at batch 1. The fused
@@ -44,9 +53,9 @@ const maxReshapeRun = 4
 
 // epilogueChain is what fuseEpilogues folds into one FusedMatMul step.
 type epilogueChain struct {
-	fused    *ir.Node // the FusedMatMul with its activation and residual
+	fused    *ir.Node // the FusedMatMul with its activation, gate and residual
 	out      string   // the fused step's output: the chain's last
-	absorbed []int    // the reshaping, activation and Add steps, in order
+	absorbed []int    // the reshaping, activation, gate Mul and Add steps, in order
 }
 
 // fuseEpilogues rewrites pl.steps in place and records the rewrites in
@@ -73,6 +82,9 @@ func (p *Program) fuseEpilogues(pl *plan, types map[string]ops.Value) {
 			continue
 		}
 		last := c.absorbed[len(c.absorbed)-1]
+		if !f.computedBefore(c.fused, last) {
+			continue
+		}
 		fs := step{index: pl.steps[last].index, node: c.fused, schema: schema, ctx: st.ctx,
 			outs: []int{f.slot[c.out]}, want: []ir.TypeInfo{types[c.out].Type}}
 		for _, name := range c.fused.Inputs {
@@ -119,70 +131,147 @@ func (p *Program) fuseEpilogues(pl *plan, types map[string]ops.Value) {
 	}
 }
 
-// epilogueChain matches the activation and the residual Add after the
-// FusedMatMul node n, and steps that only reshape before either (taken
-// with it), each taken only when the fused node still infers the plan's
-// type for its output.
+// epilogueChain matches the activation (one op, or SiLU's Sigmoid and
+// Mul), the gate Mul and the residual Add after the FusedMatMul node n,
+// and a run of steps that only reshape before one of them (taken with
+// it), each taken only when the fused node still infers the plan's type
+// for its output.
 func (f *fuser) epilogueChain(schema *ops.Schema, n *ir.Node) epilogueChain {
 	c := epilogueChain{fused: n, out: n.Outputs[0]}
 	reshaped := false
-	// next returns the step reading the chain's output alone, and the
-	// node to extend and the steps it absorbs: the chain's, or, once,
-	// after a run of steps that only reshape (each reading the last
-	// alone), the node computing the run's output and the run's steps.
-	next := func() (j int, base *ir.Node, steps []int, y string, ok bool) {
-		j, ok = f.consumer(c.out)
-		if !ok || reshaped {
-			return j, c.fused, nil, c.out, ok
+	// next returns where the chain goes on when at(y) accepts the tensor y
+	// it reaches: the chain's own output, or, once, the output of a run
+	// of steps that only reshape it (each reading the last alone), with
+	// the node computing y (base) and the run's steps.
+	next := func(at func(y string) bool) (base *ir.Node, run []int, y string, ok bool) {
+		if at(c.out) {
+			return c.fused, nil, c.out, true
 		}
-		var run []int
-		for k, y := j, c.out; len(run) < maxReshapeRun; {
+		if reshaped {
+			return nil, nil, "", false
+		}
+		y = c.out
+		for k, okK := f.consumer(y); okK && len(run) < maxReshapeRun; k, okK = f.consumer(y) {
 			rs := f.pl.steps[k].node
 			xs, okX := f.concreteShape(y)
 			if len(rs.Inputs) == 0 || len(rs.Outputs) != 1 || rs.Outputs[0] == "" || rs.Inputs[0] != y || !okX || !f.keepsOrder(rs, xs) {
 				break
 			}
 			run, y = append(run, k), rs.Outputs[0]
-			if trial, ok := f.reshapedRows(c.fused, y); ok && f.inferMatches(schema, trial, y) {
-				if after, ok := f.consumer(y); ok && !f.keepsOrderStep(after, y) {
-					return after, trial, slices.Clone(run), y, true
-				}
-			}
-			if k, ok = f.consumer(y); !ok {
-				break
+			if trial, ok := f.reshapedRows(c.fused, y); ok && f.inferMatches(schema, trial, y) && at(y) {
+				return trial, slices.Clone(run), y, true
 			}
 		}
-		return j, c.fused, nil, c.out, true
+		return nil, nil, "", false
 	}
 	// take makes trial, computing tensor out, the chain's node when it
-	// infers right, absorbing steps.
-	take := func(trial *ir.Node, out string, steps []int) {
+	// infers right, absorbing the run of reshapes and the op's steps.
+	take := func(trial *ir.Node, out string, run []int, op ...int) {
 		trial.Outputs = []string{out}
 		if f.inferMatches(schema, trial, out) {
 			c.fused, c.out = trial, out
-			c.absorbed = append(c.absorbed, steps...)
-			reshaped = reshaped || len(steps) > 1 // a run of reshapes and the op
+			c.absorbed = append(append(c.absorbed, run...), op...)
+			reshaped = reshaped || len(run) > 0
 		}
 	}
-	if j, base, steps, y, ok := next(); ok {
+	activation := func(y string) (j int, name string, ok bool) {
+		if j, ok = f.consumer(y); !ok {
+			return 0, "", false
+		}
 		act := f.pl.steps[j].node
-		if name, ok := ops.FusedMatMulActivation(act); ok && len(act.Inputs) == 1 && len(act.Outputs) == 1 && act.Outputs[0] != "" && f.notWider(act, y) {
-			trial := cloneNode(base)
-			trial.Attrs = append(trial.Attrs, &ir.Attribute{Name: "activation", Type: ir.AttrString, String: []byte(name)})
-			take(trial, act.Outputs[0], append(steps, j))
+		if name, ok = ops.FusedMatMulActivation(act); ok && len(act.Inputs) == 1 && len(act.Outputs) == 1 && act.Outputs[0] != "" && f.notWider(act, y) {
+			return j, name, true
 		}
+		return 0, "", false
 	}
-	if j, base, steps, y, ok := next(); ok {
-		if r, ok := f.residualOperand(f.pl.steps[j].node, y); ok {
-			trial := cloneNode(base)
-			for len(trial.Inputs) < 3 {
-				trial.Inputs = append(trial.Inputs, "") // no bias
+	withActivation := func(base *ir.Node, name string) *ir.Node {
+		trial := cloneNode(base)
+		trial.Attrs = append(trial.Attrs, &ir.Attribute{Name: "activation", Type: ir.AttrString, String: []byte(name)})
+		return trial
+	}
+	if base, run, y, ok := next(func(y string) bool { _, _, ok := activation(y); return ok }); ok {
+		j, name, _ := activation(y)
+		take(withActivation(base, name), f.pl.steps[j].node.Outputs[0], run, j)
+	} else if base, run, y, ok := next(func(y string) bool { _, _, ok := f.siluSteps(y); return ok }); ok {
+		sig, mul, _ := f.siluSteps(y)
+		take(withActivation(base, "Silu"), f.pl.steps[mul].node.Outputs[0], run, sig, mul)
+	}
+	// operand reads the elementwise op (Mul for the gate, Add for the
+	// residual) of the chain's output y with a tensor of its shape.
+	for _, e := range []struct {
+		op    string
+		input int // the FusedMatMul input it becomes
+	}{{"Mul", 4}, {"Add", 3}} {
+		operand := func(y string) (j int, r string, ok bool) {
+			if j, ok = f.consumer(y); ok {
+				r, ok = f.sameShapeOperand(f.pl.steps[j].node, e.op, y)
 			}
-			trial.Inputs = append(trial.Inputs, r)
-			take(trial, f.pl.steps[j].node.Outputs[0], append(steps, j))
+			return j, r, ok
+		}
+		if base, run, y, ok := next(func(y string) bool { _, _, ok := operand(y); return ok }); ok {
+			j, r, _ := operand(y)
+			take(withInput(base, e.input, r), f.pl.steps[j].node.Outputs[0], run, j)
 		}
 	}
 	return c
+}
+
+// computedBefore reports whether every input of n that a step computes
+// is computed before step last, where the fused step n runs.
+func (f *fuser) computedBefore(n *ir.Node, last int) bool {
+	for _, name := range n.Inputs {
+		if i, ok := f.producer[name]; ok && name != "" && i >= last {
+			return false
+		}
+	}
+	return true
+}
+
+// withInput returns a copy of n with input k set to tensor name (absent
+// inputs before it "").
+func withInput(n *ir.Node, k int, name string) *ir.Node {
+	trial := cloneNode(n)
+	for len(trial.Inputs) <= k {
+		trial.Inputs = append(trial.Inputs, "")
+	}
+	trial.Inputs[k] = name
+	return trial
+}
+
+// siluSteps returns the Sigmoid and Mul steps computing SiLU, x·σ(x), of
+// tensor x (how PyTorch exports nn.SiLU and F.silu), when they are x's
+// only readers: Sigmoid(x) read only by Mul(x, σ) or Mul(σ, x), neither
+// broadcasting.
+func (f *fuser) siluSteps(x string) (sig, mul int, ok bool) {
+	if f.uses[x] != 2 || !f.isFloat32(x) {
+		return 0, 0, false
+	}
+	var readers []int
+	for i, st := range f.pl.steps {
+		if !f.removed[i] && slices.Contains(st.node.Inputs, x) {
+			readers = append(readers, i)
+		}
+	}
+	if len(readers) != 2 {
+		return 0, 0, false
+	}
+	sig, mul = readers[0], readers[1]
+	if f.pl.steps[sig].node.OpType != "Sigmoid" {
+		sig, mul = mul, sig
+	}
+	s, m := f.pl.steps[sig].node, f.pl.steps[mul].node
+	if s.OpType != "Sigmoid" || !isDefaultDomain(s) || len(s.Inputs) != 1 || len(s.Outputs) != 1 || s.Outputs[0] == "" || !f.notWider(s, x) {
+		return 0, 0, false
+	}
+	sx := s.Outputs[0]
+	if j, ok := f.consumer(sx); !ok || j != mul {
+		return 0, 0, false
+	}
+	if m.OpType != "Mul" || !isDefaultDomain(m) || len(m.Inputs) != 2 || len(m.Outputs) != 1 || m.Outputs[0] == "" || !f.notWider(m, x) ||
+		!(m.Inputs[0] == x && m.Inputs[1] == sx || m.Inputs[0] == sx && m.Inputs[1] == x) {
+		return 0, 0, false
+	}
+	return sig, mul, true
 }
 
 // reshapedRows returns the FusedMatMul n computing tensor y instead, the
@@ -229,11 +318,12 @@ func (f *fuser) keepsOrderStep(j int, x string) bool {
 	return ok && len(n.Inputs) > 0 && n.Inputs[0] == x && len(n.Outputs) == 1 && f.keepsOrder(n, xs)
 }
 
-// residualOperand returns the other operand of n when n is an Add of x
-// and a float32 tensor of exactly x's concrete shape (no broadcasting
-// either way), not x itself: a skip connection.
-func (f *fuser) residualOperand(n *ir.Node, x string) (string, bool) {
-	if n.OpType != "Add" || !isDefaultDomain(n) || len(n.Inputs) != 2 || len(n.Outputs) != 1 || n.Outputs[0] == "" {
+// sameShapeOperand returns the other operand of n when n is the binary
+// op (Add, Mul) of x and a float32 tensor of exactly x's concrete shape
+// (no broadcasting either way), not x itself: a skip connection's Add, a
+// gated MLP's Mul.
+func (f *fuser) sameShapeOperand(n *ir.Node, op, x string) (string, bool) {
+	if n.OpType != op || !isDefaultDomain(n) || len(n.Inputs) != 2 || len(n.Outputs) != 1 || n.Outputs[0] == "" {
 		return "", false
 	}
 	r := n.Inputs[0]

@@ -276,6 +276,20 @@ func Relu16(dst, src *float32, n int)
 //go:noescape
 func AddTo16(dst, src *float32, n int)
 
+// MulTo16 multiplies dst by src (dst[i] *= src[i]) for n elements (n a
+// multiple of 16) with AVX-512 (AVX512); each product rounds as a float32
+// multiplication does.
+//
+//go:noescape
+func MulTo16(dst, src *float32, n int)
+
+// Silu16 writes dst = x·σ(x), x = src, for n elements (n a multiple of
+// 16) with AVX-512 (AVX512): bit for bit Sigmoid16 then a float32
+// multiply by x. dst may be src.
+//
+//go:noescape
+func Silu16(dst, src *float32, n int)
+
 // Sigmoid16 writes dst = 1/(1 + e^-src) for n elements (n a multiple of
 // 16) with AVX-512 (AVX512): within a few ulp of the exact logistic
 // function; NaN stays NaN. dst may be src.

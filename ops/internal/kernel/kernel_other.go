@@ -160,6 +160,16 @@ func Relu16(dst, src *float32, n int) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
 
+// MulTo16 is never called where AVX512 is false.
+func MulTo16(dst, src *float32, n int) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// Silu16 is never called where AVX512 is false.
+func Silu16(dst, src *float32, n int) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
 // Sigmoid16 is never called where AVX512 is false.
 func Sigmoid16(dst, src *float32, n int) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")

@@ -92,3 +92,26 @@ atl:
 adone:
 	VZEROUPPER
 	RET
+
+// The FusedMatMul epilogue's gate multiply (package ops, matmul_epilogue.go).
+
+// func MulTo16(dst, src *float32, n int)
+// dst *= src for n elements (n a multiple of 16): VMULPS rounds as a
+// scalar float32 multiplication does, dst the first operand.
+TEXT ·MulTo16(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	JZ mdone
+mloop:
+	VMOVUPS (DI), Z1
+	VMULPS (SI), Z1, Z1
+	VMOVUPS Z1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ mloop
+mdone:
+	VZEROUPPER
+	RET

@@ -45,6 +45,24 @@ GLOBL sigk<>(SB), RODATA|NOPTR, $48
 	VBROADCASTSS 24(BX), Z22; \
 	VBROADCASTSS 28(BX), Z23
 
+// SIGMOID_CONSTS loads BX (sigk<>), SIGMOID's constants Z16 (sign bit),
+// Z17 and Z18 (the clamps) and EXP_POLY's.
+#define SIGMOID_CONSTS \
+	LEAQ sigk<>(SB), BX; \
+	VBROADCASTSS 0(BX), Z16; \
+	VBROADCASTSS 4(BX), Z17; \
+	VBROADCASTSS 8(BX), Z18; \
+	EXP_POLY_CONSTS
+
+// SIGMOID(X, Z, N, P): P = 1/(1 + e^-X), Z and N scratch (Z may be X).
+#define SIGMOID(X, Z, N, P) \
+	VXORPS Z16, X, Z; \
+	VMINPS Z, Z17, Z; \
+	VMAXPS Z, Z18, Z; \
+	EXP_POLY(Z, N, P); \
+	VADDPS Z22, P, P; \
+	VDIVPS P, Z22, P
+
 // func Sigmoid16(dst, src *float32, n int)
 // dst = 1/(1 + e^-src) for n elements (n a multiple of 16). The clamps
 // keep NaN (VMINPS/VMAXPS return their second source, the value, on NaN),
@@ -53,27 +71,44 @@ TEXT ·Sigmoid16(SB), NOSPLIT, $0-24
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
-	LEAQ sigk<>(SB), BX
-	VBROADCASTSS 0(BX), Z16
-	VBROADCASTSS 4(BX), Z17
-	VBROADCASTSS 8(BX), Z18
-	EXP_POLY_CONSTS
+	SIGMOID_CONSTS
 	SHRQ $4, CX
 	JZ sgdone
 sgloop:
 	VMOVUPS (SI), Z1
-	VXORPS Z16, Z1, Z1
-	VMINPS Z1, Z17, Z1
-	VMAXPS Z1, Z18, Z1
-	EXP_POLY(Z1, Z2, Z3)
-	VADDPS Z22, Z3, Z3
-	VDIVPS Z3, Z22, Z3
+	SIGMOID(Z1, Z1, Z2, Z3)
 	VMOVUPS Z3, (DI)
 	ADDQ $64, SI
 	ADDQ $64, DI
 	DECQ CX
 	JNZ sgloop
 sgdone:
+	VZEROUPPER
+	RET
+
+// func Silu16(dst, src *float32, n int)
+// dst = x·σ(x), x = src, for n elements (n a multiple of 16): Sigmoid16's
+// σ, rounded to float32 as Sigmoid16 stores it, then one float32 multiply
+// by x (x the first operand), so each element is bit for bit Sigmoid16
+// followed by a float32 Mul(x, σ). NaN stays NaN; -Inf gives NaN (-Inf·0),
+// as the two steps do.
+TEXT ·Silu16(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SIGMOID_CONSTS
+	SHRQ $4, CX
+	JZ sidone
+siloop:
+	VMOVUPS (SI), Z0
+	SIGMOID(Z0, Z1, Z2, Z3)
+	VMULPS Z3, Z0, Z3
+	VMOVUPS Z3, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ siloop
+sidone:
 	VZEROUPPER
 	RET
 
