@@ -310,14 +310,6 @@ func (f *fuser) reshapedRows(n *ir.Node, y string) (*ir.Node, bool) {
 	return trial, true
 }
 
-// keepsOrderStep reports whether step j only reshapes tensor x, its first
-// input (keepsOrder).
-func (f *fuser) keepsOrderStep(j int, x string) bool {
-	n := f.pl.steps[j].node
-	xs, ok := f.concreteShape(x)
-	return ok && len(n.Inputs) > 0 && n.Inputs[0] == x && len(n.Outputs) == 1 && f.keepsOrder(n, xs)
-}
-
 // sameShapeOperand returns the other operand of n when n is the binary
 // op (Add, Mul) of x and a float32 tensor of exactly x's concrete shape
 // (no broadcasting either way), not x itself: a skip connection's Add, a
