@@ -108,18 +108,19 @@ func runArith(op arithOp, allowed []ir.DType) RunFunc {
 		if err != nil {
 			return nil, n.Errorf("%w", err)
 		}
-		if err := arith(op, out, in[0], in[1]); err != nil {
+		if err := arith(op, out, in[0], in[1], computeThreads(ctx)); err != nil {
 			return nil, n.Errorf("%w", err)
 		}
 		return []*ir.Tensor{out}, nil
 	}
 }
 
-// arith computes o = a op b; o already has the broadcast shape.
-func arith(op arithOp, o, a, b *ir.Tensor) error {
+// arith computes o = a op b; o already has the broadcast shape. float32
+// runs on up to threads threads (arithFloat32); the other types on one.
+func arith(op arithOp, o, a, b *ir.Tensor, threads int) error {
 	switch o.DType {
 	case ir.Float:
-		return arithT(op, o.Data.([]float32), o.Shape, a.Data.([]float32), a.Shape, b.Data.([]float32), b.Shape)
+		return arithFloat32(op, o.Data.([]float32), o.Shape, a.Data.([]float32), a.Shape, b.Data.([]float32), b.Shape, threads)
 	case ir.Double:
 		return arithT(op, o.Data.([]float64), o.Shape, a.Data.([]float64), a.Shape, b.Data.([]float64), b.Shape)
 	case ir.Float16:
@@ -167,20 +168,26 @@ func intArith[T intElem](op arithOp, o []T, oShape []int, a []T, aShape []int, b
 }
 
 func arithT[T numElem](op arithOp, o []T, oShape []int, a []T, aShape []int, b []T, bShape []int) error {
-	var l binLoops[T, T, T]
-	switch op {
-	case opAdd:
-		l = binLoops[T, T, T]{vv: addVV[T], vs: addVS[T], sv: addSV[T]}
-	case opSub:
-		l = binLoops[T, T, T]{vv: subVV[T], vs: subVS[T], sv: subSV[T]}
-	case opMul:
-		l = binLoops[T, T, T]{vv: mulVV[T], vs: mulVS[T], sv: mulSV[T]}
-	case opDiv:
-		l = binLoops[T, T, T]{vv: divVV[T], vs: divVS[T], sv: divSV[T]}
-	default:
-		return fmt.Errorf("unknown arithmetic op %d", op)
+	l, err := arithLoops[T](op)
+	if err != nil {
+		return err
 	}
 	return applyBinary(o, oShape, a, aShape, b, bShape, l)
+}
+
+// arithLoops returns op's generic Go inner loops.
+func arithLoops[T numElem](op arithOp) (binLoops[T, T, T], error) {
+	switch op {
+	case opAdd:
+		return binLoops[T, T, T]{vv: addVV[T], vs: addVS[T], sv: addSV[T]}, nil
+	case opSub:
+		return binLoops[T, T, T]{vv: subVV[T], vs: subVS[T], sv: subSV[T]}, nil
+	case opMul:
+		return binLoops[T, T, T]{vv: mulVV[T], vs: mulVS[T], sv: mulSV[T]}, nil
+	case opDiv:
+		return binLoops[T, T, T]{vv: divVV[T], vs: divVS[T], sv: divSV[T]}, nil
+	}
+	return binLoops[T, T, T]{}, fmt.Errorf("unknown arithmetic op %d", op)
 }
 
 // The arithmetic inner loops, written out so that the operator is inlined.
@@ -488,7 +495,7 @@ func runArithInto(op arithOp, allowed []ir.DType) RunIntoFunc {
 		if err := checkIntoOutput(n, out, dt, shape); err != nil {
 			return err
 		}
-		if err := arith(op, out[0], in[0], in[1]); err != nil {
+		if err := arith(op, out[0], in[0], in[1], computeThreads(ctx)); err != nil {
 			return n.Errorf("%w", err)
 		}
 		return nil

@@ -1,0 +1,65 @@
+package ops
+
+import "github.com/attnrun/attnrun/ops/internal/kernel"
+
+// Float32 Add, Sub, Mul and Div: the AVX-512 kernels of package kernel
+// (AddVV, AddVS, SubSV, …) where the CPU has them, elsewhere the generic Go
+// loops of binary.go, on up to the context's threads for large outputs
+// (applyBinaryThreads). The kernels give the Go loops' results bit for bit,
+// NaN payloads included: x86 returns the first source's NaN when both
+// operands are NaN, and each kernel keeps the operand Go's compiler puts
+// first (TestArithFloat32 checks it against the Go loops).
+
+// arithFloat32 computes o = a op b for float32 tensors; o already has the
+// broadcast shape.
+func arithFloat32(op arithOp, o []float32, oShape []int, a []float32, aShape []int, b []float32, bShape []int, threads int) error {
+	l, err := arithLoops[float32](op)
+	if err != nil {
+		return err
+	}
+	if kernel.AVX512 {
+		l = arithKernels[op]
+	}
+	return applyBinaryThreads(threads, o, oShape, a, aShape, b, bShape, l)
+}
+
+// arithKernels holds each op's float32 loops on the AVX-512 kernels (a
+// table built once, so that a call allocates no closures).
+var arithKernels = [...]binLoops[float32, float32, float32]{
+	// a + b[i] is b[i] + a: Go's compiler also puts b[i] first.
+	opAdd: kernelLoops(kernel.AddVV, kernel.AddVS, swapVS(kernel.AddVS)),
+	opSub: kernelLoops(kernel.SubVV, kernel.SubVS, kernel.SubSV),
+	opMul: kernelLoops(kernel.MulVV, kernel.MulVS, swapVS(kernel.MulVS)),
+	opDiv: kernelLoops(kernel.DivVV, kernel.DivVS, kernel.DivSV),
+}
+
+// swapVS turns a commutative op's vector-scalar kernel into its
+// scalar-vector kernel.
+func swapVS(vs func(dst, a *float32, b float32, n int)) func(dst *float32, a float32, b *float32, n int) {
+	return func(dst *float32, a float32, b *float32, n int) { vs(dst, b, a, n) }
+}
+
+// kernelLoops wraps pointer-and-length kernels as binLoops.
+func kernelLoops(
+	vv func(dst, a, b *float32, n int),
+	vs func(dst, a *float32, b float32, n int),
+	sv func(dst *float32, a float32, b *float32, n int),
+) binLoops[float32, float32, float32] {
+	return binLoops[float32, float32, float32]{
+		vv: func(o, a, b []float32) {
+			if len(o) > 0 {
+				vv(&o[0], &a[:len(o)][0], &b[:len(o)][0], len(o))
+			}
+		},
+		vs: func(o, a []float32, b float32) {
+			if len(o) > 0 {
+				vs(&o[0], &a[:len(o)][0], b, len(o))
+			}
+		},
+		sv: func(o []float32, a float32, b []float32) {
+			if len(o) > 0 {
+				sv(&o[0], a, &b[:len(o)][0], len(o))
+			}
+		},
+	}
+}
