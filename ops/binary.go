@@ -168,26 +168,20 @@ func intArith[T intElem](op arithOp, o []T, oShape []int, a []T, aShape []int, b
 }
 
 func arithT[T numElem](op arithOp, o []T, oShape []int, a []T, aShape []int, b []T, bShape []int) error {
-	l, err := arithLoops[T](op)
-	if err != nil {
-		return err
-	}
-	return applyBinary(o, oShape, a, aShape, b, bShape, l)
-}
-
-// arithLoops returns op's generic Go inner loops.
-func arithLoops[T numElem](op arithOp) (binLoops[T, T, T], error) {
+	var l binLoops[T, T, T]
 	switch op {
 	case opAdd:
-		return binLoops[T, T, T]{vv: addVV[T], vs: addVS[T], sv: addSV[T]}, nil
+		l = binLoops[T, T, T]{vv: addVV[T], vs: addVS[T], sv: addSV[T]}
 	case opSub:
-		return binLoops[T, T, T]{vv: subVV[T], vs: subVS[T], sv: subSV[T]}, nil
+		l = binLoops[T, T, T]{vv: subVV[T], vs: subVS[T], sv: subSV[T]}
 	case opMul:
-		return binLoops[T, T, T]{vv: mulVV[T], vs: mulVS[T], sv: mulSV[T]}, nil
+		l = binLoops[T, T, T]{vv: mulVV[T], vs: mulVS[T], sv: mulSV[T]}
 	case opDiv:
-		return binLoops[T, T, T]{vv: divVV[T], vs: divVS[T], sv: divSV[T]}, nil
+		l = binLoops[T, T, T]{vv: divVV[T], vs: divVS[T], sv: divSV[T]}
+	default:
+		return fmt.Errorf("unknown arithmetic op %d", op)
 	}
-	return binLoops[T, T, T]{}, fmt.Errorf("unknown arithmetic op %d", op)
+	return applyBinary(o, oShape, a, aShape, b, bShape, l)
 }
 
 // The arithmetic inner loops, written out so that the operator is inlined.

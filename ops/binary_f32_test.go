@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"slices"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
@@ -82,6 +81,12 @@ func TestArithFloat32(t *testing.T) {
 				for _, threads := range []int{1, 2} {
 					t.Run(fmt.Sprintf("%s %s n=%d threads=%d", name, sh.name, n, threads), func(t *testing.T) {
 						checkArithFloat32(t, name, threads, a, b, oShape, want)
+						// The Go loops split over threads (CPUs without AVX-512).
+						got := make([]float32, len(want))
+						if err := applyBinaryThreads(threads, got, oShape, a.Data.([]float32), aShape, b.Data.([]float32), bShape, arithGoLoops[op]); err != nil {
+							t.Fatal(err)
+						}
+						sameFloat32Bits(t, "Go loops", got, want, a, b)
 					})
 				}
 			}
@@ -137,11 +142,11 @@ func sameFloat32Bits(t *testing.T, how string, got, want []float32, a, b *ir.Ten
 	}
 }
 
-// BenchmarkArith times float32 Mul, Add and Div through RunInto (as the
-// planned executors call them) on 1 and 2 threads, with "go-loops" the
-// previous code (the generic Go loops on one thread) as the peer in the
-// same run: a SwiGLU-sized same-shape Mul, a BERT-base-sized bias-like
-// broadcast Add, a division by a scalar (attention's 1/√d) and smaller
+// BenchmarkArith times float32 Mul, Add and Div (arithFloat32, the
+// kernels) on 1 and 2 threads, with "go-loops" the previous code (the
+// generic Go loops on one thread, arithT) as the peer in the same run: a
+// SwiGLU-sized same-shape Mul, a bias-like broadcast Add, a division by a
+// scalar (attention's 1/√d), a broadcast of short rows, a tiny Mul and
 // same-shape Muls around the parallel threshold.
 func BenchmarkArith(b *testing.B) {
 	rng := rand.New(rand.NewSource(1))
@@ -154,46 +159,41 @@ func BenchmarkArith(b *testing.B) {
 	}
 	cases := []struct {
 		name string
-		op   string
+		op   arithOp
 		a, b *ir.Tensor
 	}{
-		{"Mul[512,512]", "Mul", operand(512, 512), operand(512, 512)},
-		{"Add[1,12,512,64]+[512,64]", "Add", operand(1, 12, 512, 64), operand(512, 64)},
-		{"Div[1,12,512,512]/scalar", "Div", operand(1, 12, 512, 512), operand()},
-		{"Mul[4096]", "Mul", operand(4096), operand(4096)},
-		{"Mul[16384]", "Mul", operand(16384), operand(16384)},
-		{"Mul[32768]", "Mul", operand(32768), operand(32768)},
-		{"Mul[65536]", "Mul", operand(65536), operand(65536)},
-		{"Mul[131072]", "Mul", operand(131072), operand(131072)},
+		{"Mul[512,512]", opMul, operand(512, 512), operand(512, 512)},
+		{"Add[1,12,512,64]+[512,64]", opAdd, operand(1, 12, 512, 64), operand(512, 64)},
+		{"Div[1,12,512,512]/scalar", opDiv, operand(1, 12, 512, 512), operand()},
+		{"Add[4096,3]+[3]", opAdd, operand(4096, 3), operand(3)},
+		{"Mul[8]", opMul, operand(8), operand(8)},
+		{"Mul[4096]", opMul, operand(4096), operand(4096)},
+		{"Mul[16384]", opMul, operand(16384), operand(16384)},
+		{"Mul[32768]", opMul, operand(32768), operand(32768)},
+		{"Mul[65536]", opMul, operand(65536), operand(65536)},
+		{"Mul[131072]", opMul, operand(131072), operand(131072)},
 	}
 	for _, c := range cases {
-		s, err := Lookup(DomainONNX, c.op, 17)
+		oShape, err := broadcastOf(ewNode("Add", 2), c.a, c.b)
 		if err != nil {
 			b.Fatal(err)
 		}
-		node := ewNode(c.op, 2)
-		oShape, err := broadcastOf(node, c.a, c.b)
-		if err != nil {
-			b.Fatal(err)
-		}
-		out := ir.FromSlice(oShape, make([]float32, ir.NumElements(oShape)))
-		op := arithOp(slices.Index(arithNames[:], c.op))
-		bytes := int64(4 * (len(out.Data.([]float32)) + len(c.a.Data.([]float32)) + len(c.b.Data.([]float32))))
+		o := make([]float32, ir.NumElements(oShape))
+		a, bb := c.a.Data.([]float32), c.b.Data.([]float32)
+		bytes := int64(4 * (len(o) + len(a) + len(bb)))
 		b.Run(c.name+"/go-loops", func(b *testing.B) {
 			b.SetBytes(bytes)
 			for range b.N {
-				if err := arithT(op, out.Data.([]float32), oShape, c.a.Data.([]float32), c.a.Shape, c.b.Data.([]float32), c.b.Shape); err != nil {
+				if err := arithT(c.op, o, oShape, a, c.a.Shape, bb, c.b.Shape); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 		for _, threads := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/threads=%d", c.name, threads), func(b *testing.B) {
-				ctx := &Context{Opset: 17, Threads: threads}
-				in, outs := []*ir.Tensor{c.a, c.b}, []*ir.Tensor{out}
 				b.SetBytes(bytes)
 				for range b.N {
-					if err := s.RunInto(ctx, node, in, outs); err != nil {
+					if err := arithFloat32(c.op, o, oShape, a, c.a.Shape, bb, c.b.Shape, threads); err != nil {
 						b.Fatal(err)
 					}
 				}

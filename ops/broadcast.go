@@ -129,7 +129,6 @@ func (b *Broadcaster) ForEachSpan(lo, hi int, f func(outOff, n int, inOffs []int
 	outer := len(b.dims) - 1
 	idx := make([]int, outer)
 	offs := make([]int, len(b.strides)) // each input's offset of the current row
-	cur := make([]int, len(b.strides))  // each input's offset of the piece
 	r := lo / row
 	for d := outer - 1; d >= 0; d-- {
 		idx[d] = r % b.dims[d]
@@ -138,27 +137,37 @@ func (b *Broadcaster) ForEachSpan(lo, hi int, f func(outOff, n int, inOffs []int
 			offs[k] += idx[d] * b.strides[k][d]
 		}
 	}
-	e := lo % row
-	for out := lo; out < hi; {
-		n := min(row-e, hi-out)
+	out := lo
+	if e := lo % row; e > 0 { // a first piece that starts within its row
+		cur := make([]int, len(offs))
 		for k := range cur {
 			cur[k] = offs[k] + e*b.strides[k][outer]
 		}
+		n := min(row-e, hi-out)
 		f(out, n, cur)
 		out += n
-		e = 0
-		for d := outer - 1; d >= 0; d-- {
-			idx[d]++
-			for k := range offs {
-				offs[k] += b.strides[k][d]
-			}
-			if idx[d] < b.dims[d] {
-				break
-			}
-			idx[d] = 0
-			for k := range offs {
-				offs[k] -= b.strides[k][d] * b.dims[d]
-			}
+		b.nextRow(idx, offs)
+	}
+	for ; out < hi; out += row {
+		f(out, min(row, hi-out), offs)
+		b.nextRow(idx, offs)
+	}
+}
+
+// nextRow moves the row index idx (over the outer dims) and the inputs'
+// offsets offs of that row on to the next row.
+func (b *Broadcaster) nextRow(idx, offs []int) {
+	for d := len(idx) - 1; d >= 0; d-- {
+		idx[d]++
+		for k := range offs {
+			offs[k] += b.strides[k][d]
+		}
+		if idx[d] < b.dims[d] {
+			return
+		}
+		idx[d] = 0
+		for k := range offs {
+			offs[k] -= b.strides[k][d] * b.dims[d]
 		}
 	}
 }
@@ -170,6 +179,11 @@ type binLoops[A, B, O any] struct {
 	vv func(o []O, a []A, b []B)
 	vs func(o []O, a []A, b B)
 	sv func(o []O, a A, b []B)
+	// short, when set, computes the same results for runs (rows, or whole
+	// same-shape or scalar outputs) shorter than shortRun, where the loops
+	// above cost more per call than they save (assembly kernels).
+	short    *binLoops[A, B, O]
+	shortRun int
 }
 
 // elemLoops builds binLoops from a per-element function (one indirect
@@ -203,7 +217,28 @@ func elemLoops[A, B, O any](f func(A, B) O) binLoops[A, B, O] {
 // hold exactly as many elements as their shapes. Same-shape and scalar
 // operands take single-loop fast paths; anything else goes row by row.
 func applyBinary[A, B, O any](o []O, oShape []int, a []A, aShape []int, b []B, bShape []int, l binLoops[A, B, O]) error {
-	return applyBinaryThreads(1, o, oShape, a, aShape, b, bShape, l)
+	if l.short == nil { // the common case, inlined: tiny tensors (shape arithmetic) are frequent
+		switch {
+		case len(o) == 0:
+			return nil
+		case len(a) == len(o) && len(b) == len(o):
+			l.vv(o, a, b)
+			return nil
+		case len(a) == len(o) && len(b) == 1:
+			l.vs(o, a, b[0])
+			return nil
+		case len(a) == 1 && len(b) == len(o):
+			l.sv(o, a[0], b)
+			return nil
+		}
+	}
+	s := binarySpans[A, B, O]{o: o, a: a, b: b}
+	l, err := s.plan(oShape, aShape, bShape, l)
+	if err != nil {
+		return err
+	}
+	s.run(l, 0, len(o))
+	return nil
 }
 
 // binaryParallelMin is the fewest output elements of each thread's share
@@ -217,14 +252,40 @@ const binaryParallelMin = 1 << 14
 // at least 2·binaryParallelMin elements is split into contiguous runs of
 // whole 16-element vectors, one a thread. Each run gets the same loops
 // (only the run boundaries differ), so the result does not depend on the
-// number of threads.
+// number of threads. The loops escape to the heap: callers pass loops
+// built once (a table), not closures made per call.
 func applyBinaryThreads[A, B, O any](threads int, o []O, oShape []int, a []A, aShape []int, b []B, bShape []int, l binLoops[A, B, O]) error {
-	if len(o) == 0 {
+	s := binarySpans[A, B, O]{o: o, a: a, b: b}
+	l, err := s.plan(oShape, aShape, bShape, l)
+	if err != nil {
+		return err
+	}
+	if threads <= 1 || len(o) < 2*binaryParallelMin {
+		s.run(l, 0, len(o))
 		return nil
 	}
-	s := binarySpans[A, B, O]{o: o, a: a, b: b, l: l}
+	const vec = 16
+	ps, pl := s, l // only a parallel call's copies go to the heap
+	computeParallel(threads, (len(o)+vec-1)/vec, binaryParallelMin/vec, func(lo, hi int) {
+		ps.run(pl, lo*vec, min(hi*vec, len(o)))
+	})
+	return nil
+}
+
+// plan finds the operand form of s.o = op(s.a, s.b) and the Broadcaster
+// where one is needed, and returns the loops to run: l, or l.short where
+// the runs are shorter than l.shortRun. The loops stay apart from
+// binarySpans: escape analysis does not tell a struct's fields apart, and
+// the slices go to the loops, so loops inside it would go to the heap on
+// every call.
+func (s *binarySpans[A, B, O]) plan(oShape, aShape, bShape []int, l binLoops[A, B, O]) (binLoops[A, B, O], error) {
+	o, a, b := s.o, s.a, s.b
+	if len(o) == 0 {
+		return l, nil
+	}
 	// An input holding as many elements as the output has the output's
 	// layout: broadcasting only ever grows dims.
+	run := len(o)
 	switch {
 	case len(a) == len(o) && len(b) == len(o):
 		s.form = formVV
@@ -235,21 +296,15 @@ func applyBinaryThreads[A, B, O any](threads int, o []O, oShape []int, a []A, aS
 	default:
 		br, err := NewBroadcaster(oShape, aShape, bShape)
 		if err != nil {
-			return err
+			return l, err
 		}
 		s.br, s.sa, s.sb = br, br.InnerStride(0), br.InnerStride(1)
+		run = br.Row()
 	}
-	const vec = 16
-	vecs := (len(o) + vec - 1) / vec
-	if threads <= 1 || len(o) < 2*binaryParallelMin {
-		s.run(0, len(o))
-		return nil
+	if l.short != nil && run < l.shortRun {
+		return *l.short, nil
 	}
-	p := s // only a parallel call's copy escapes to the heap
-	computeParallel(threads, vecs, binaryParallelMin/vec, func(lo, hi int) {
-		p.run(lo*vec, min(hi*vec, len(o)))
-	})
-	return nil
+	return l, nil
 }
 
 // Operand forms of binarySpans without a Broadcaster.
@@ -266,15 +321,17 @@ type binarySpans[A, B, O any] struct {
 	o      []O
 	a      []A
 	b      []B
-	l      binLoops[A, B, O]
 	form   int
 	br     *Broadcaster // formRows
 	sa, sb int          // formRows: the inputs' inner strides
 }
 
-// run computes the output elements [lo, hi).
-func (s *binarySpans[A, B, O]) run(lo, hi int) {
-	o, a, b, l := s.o, s.a, s.b, s.l
+// run computes the output elements [lo, hi) with the loops l.
+func (s *binarySpans[A, B, O]) run(l binLoops[A, B, O], lo, hi int) {
+	o, a, b := s.o, s.a, s.b
+	if lo >= hi {
+		return
+	}
 	switch s.form {
 	case formVV:
 		l.vv(o[lo:hi], a[lo:hi], b[lo:hi])
