@@ -12,7 +12,10 @@ import (
 // (applyBinaryThreads). The kernels give the Go loops' results bit for bit,
 // NaN payloads included: x86 returns the first source's NaN when both
 // operands are NaN, and each kernel keeps the operand Go's compiler puts
-// first (TestArithFloat32 checks it against the Go loops).
+// first. Go does not specify which NaN a + b returns, and for + and · the
+// choice is the register allocator's (Go 1.26: a[i] + b[i] gives a's NaN,
+// a + b[i] gives b's); TestArithFloat32 compares the payloads with the Go
+// loops, so a compiler that changes its choice shows there.
 
 // arithFloat32 computes o = a op b for float32 tensors; o already has the
 // broadcast shape.

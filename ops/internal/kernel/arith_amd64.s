@@ -11,7 +11,7 @@
 // (quieted). Go's compiler emits ADDSS/MULSS with the element loaded from
 // memory as the first source (a[i] in vv and vs, b[i] in sv) and SUBSS/DIVSS
 // with the left operand first; the kernels keep the same operand as the
-// first source, so even the payloads match (TestArithNaNPayloads in ops).
+// first source, so even the payloads match (TestArithFloat32 in ops).
 //
 // Registers: DI dst, SI the vector operand (a; b for the sv kernels), DX b
 // (vv), CX n, Z0 the broadcast scalar (vs, sv).
