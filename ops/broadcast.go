@@ -243,9 +243,9 @@ func applyBinary[A, B, O any](o []O, oShape []int, a []A, aShape []int, b []B, b
 
 // binaryParallelMin is the fewest output elements of each thread's share
 // in applyBinaryThreads: below twice that, one thread does all the work.
-// BenchmarkArith's same-shape float32 Muls on the AVX-512 kernels, 2-core AMD
-// EPYC, 2026-11-24: [16384] 1.13 µs on one thread, no faster on two; [32768]
-// 1.84 → 1.78 µs; [65536] 4.3–4.9 → 2.55 µs.
+// BenchmarkArith's same-shape float32 Muls on the AVX-512 kernels, one
+// thread → two, 2-core AMD EPYC, 2026-11-24 (medians of 3): [16384] 1.00 µs
+// either way; [32768] 1.65 → 1.50 µs; [65536] 3.71 → 2.43 µs.
 const binaryParallelMin = 1 << 14
 
 // applyBinaryThreads is applyBinary on up to threads threads: an output of
