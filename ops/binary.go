@@ -108,18 +108,19 @@ func runArith(op arithOp, allowed []ir.DType) RunFunc {
 		if err != nil {
 			return nil, n.Errorf("%w", err)
 		}
-		if err := arith(op, out, in[0], in[1]); err != nil {
+		if err := arith(op, out, in[0], in[1], computeThreads(ctx)); err != nil {
 			return nil, n.Errorf("%w", err)
 		}
 		return []*ir.Tensor{out}, nil
 	}
 }
 
-// arith computes o = a op b; o already has the broadcast shape.
-func arith(op arithOp, o, a, b *ir.Tensor) error {
+// arith computes o = a op b; o already has the broadcast shape. float32
+// runs on up to threads threads (arithFloat32); the other types on one.
+func arith(op arithOp, o, a, b *ir.Tensor, threads int) error {
 	switch o.DType {
 	case ir.Float:
-		return arithT(op, o.Data.([]float32), o.Shape, a.Data.([]float32), a.Shape, b.Data.([]float32), b.Shape)
+		return arithFloat32(op, o.Data.([]float32), o.Shape, a.Data.([]float32), a.Shape, b.Data.([]float32), b.Shape, threads)
 	case ir.Double:
 		return arithT(op, o.Data.([]float64), o.Shape, a.Data.([]float64), a.Shape, b.Data.([]float64), b.Shape)
 	case ir.Float16:
@@ -488,7 +489,7 @@ func runArithInto(op arithOp, allowed []ir.DType) RunIntoFunc {
 		if err := checkIntoOutput(n, out, dt, shape); err != nil {
 			return err
 		}
-		if err := arith(op, out[0], in[0], in[1]); err != nil {
+		if err := arith(op, out[0], in[0], in[1], computeThreads(ctx)); err != nil {
 			return n.Errorf("%w", err)
 		}
 		return nil

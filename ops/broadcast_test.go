@@ -103,6 +103,36 @@ func TestBroadcasterMatchesNaive(t *testing.T) {
 		if n := int(ir.NumElements(out)); visited != n {
 			t.Errorf("%v: visited %d elements, want %d", c.ins, visited, n)
 		}
+		checkSpans(t, b, out, c.ins)
+	}
+}
+
+// checkSpans checks ForEachSpan over every range [lo, hi) of out's
+// elements: pieces in order, within one row each, covering the range
+// exactly, with every input's offsets those of naive indexing.
+func checkSpans(t *testing.T, b *Broadcaster, out []int, ins [][]int) {
+	t.Helper()
+	total := int(ir.NumElements(out))
+	for lo := 0; lo <= total; lo++ {
+		for hi := lo; hi <= total+1; hi++ {
+			next := lo
+			b.ForEachSpan(lo, hi, func(off, n int, offs []int) {
+				if off != next || n < 1 || off/b.Row() != (off+n-1)/b.Row() {
+					t.Fatalf("%v [%d,%d): piece at %d of %d, want one at %d within a row of %d", ins, lo, hi, off, n, next, b.Row())
+				}
+				for j := 0; j < n; j++ {
+					for k, in := range ins {
+						if got, want := offs[k]+j*b.InnerStride(k), naiveIndex(out, in, off+j); got != want {
+							t.Fatalf("%v [%d,%d): element %d input %d at %d, want %d", ins, lo, hi, off+j, k, got, want)
+						}
+					}
+				}
+				next += n
+			})
+			if want := min(hi, total); next != max(lo, want) {
+				t.Fatalf("%v [%d,%d): pieces end at %d, want %d", ins, lo, hi, next, want)
+			}
+		}
 	}
 }
 

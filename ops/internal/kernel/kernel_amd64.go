@@ -324,3 +324,62 @@ func GeluTanh16(dst, src *float32, n int)
 //
 //go:noescape
 func Tanh16(dst, src *float32, n int)
+
+// AddVV, SubVV, MulVV and DivVV write dst[i] = a[i] op b[i] for n
+// elements (any n ≥ 0) with AVX-512 (AVX512), bit for bit as Go's scalar
+// float32 operation, NaN payloads included (a the first source). dst may
+// be a or b.
+//
+//go:noescape
+func AddVV(dst, a, b *float32, n int)
+
+// SubVV is AddVV's subtraction.
+//
+//go:noescape
+func SubVV(dst, a, b *float32, n int)
+
+// MulVV is AddVV's multiplication.
+//
+//go:noescape
+func MulVV(dst, a, b *float32, n int)
+
+// DivVV is AddVV's division.
+//
+//go:noescape
+func DivVV(dst, a, b *float32, n int)
+
+// AddVS, SubVS, MulVS and DivVS write dst[i] = a[i] op b for n elements
+// (any n ≥ 0) with AVX-512 (AVX512), bit for bit as Go's scalar float32
+// operation, NaN payloads included (a[i] the first source). dst may be a.
+// a + b and a·b with a scalar a are AddVS and MulVS with the operands
+// swapped, which is how Go's compiler orders them too.
+//
+//go:noescape
+func AddVS(dst, a *float32, b float32, n int)
+
+// SubVS is AddVS's subtraction.
+//
+//go:noescape
+func SubVS(dst, a *float32, b float32, n int)
+
+// MulVS is AddVS's multiplication.
+//
+//go:noescape
+func MulVS(dst, a *float32, b float32, n int)
+
+// DivVS is AddVS's division.
+//
+//go:noescape
+func DivVS(dst, a *float32, b float32, n int)
+
+// SubSV and DivSV write dst[i] = a op b[i] for n elements (any n ≥ 0)
+// with AVX-512 (AVX512), bit for bit as Go's scalar float32 operation, NaN
+// payloads included (a the first source). dst may be b.
+//
+//go:noescape
+func SubSV(dst *float32, a float32, b *float32, n int)
+
+// DivSV is SubSV's division.
+//
+//go:noescape
+func DivSV(dst *float32, a float32, b *float32, n int)

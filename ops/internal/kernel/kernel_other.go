@@ -194,3 +194,45 @@ func GeluTanh16(dst, src *float32, n int) {
 func Tanh16(dst, src *float32, n int) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
+
+// AddVV is never called where AVX512 is false.
+func AddVV(dst, a, b *float32, n int) { panic("ops/internal/kernel: no AVX-512 on this architecture") }
+
+// SubVV is never called where AVX512 is false.
+func SubVV(dst, a, b *float32, n int) { panic("ops/internal/kernel: no AVX-512 on this architecture") }
+
+// MulVV is never called where AVX512 is false.
+func MulVV(dst, a, b *float32, n int) { panic("ops/internal/kernel: no AVX-512 on this architecture") }
+
+// DivVV is never called where AVX512 is false.
+func DivVV(dst, a, b *float32, n int) { panic("ops/internal/kernel: no AVX-512 on this architecture") }
+
+// AddVS is never called where AVX512 is false.
+func AddVS(dst, a *float32, b float32, n int) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// SubVS is never called where AVX512 is false.
+func SubVS(dst, a *float32, b float32, n int) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// MulVS is never called where AVX512 is false.
+func MulVS(dst, a *float32, b float32, n int) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// DivVS is never called where AVX512 is false.
+func DivVS(dst, a *float32, b float32, n int) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// SubSV is never called where AVX512 is false.
+func SubSV(dst *float32, a float32, b *float32, n int) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// DivSV is never called where AVX512 is false.
+func DivSV(dst *float32, a float32, b *float32, n int) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
