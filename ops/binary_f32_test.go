@@ -39,7 +39,7 @@ func arithOperand(rng *rand.Rand, n int) []float32 {
 // TestArithFloat32 checks float32 Add, Sub, Mul and Div (the AVX-512
 // kernels where the CPU has them, on 1 and 2 threads, through Run and
 // RunInto, in place or not) bit for bit against the generic Go loops on one
-// thread, NaN payloads included, over every operand form: same shape,
+// thread (a NaN as any NaN), over every operand form: same shape,
 // scalar on either side, a row bias, inner, outer and column broadcasts,
 // with row lengths 1–17 (the kernels' masked tails), 1000 and 100003 (one
 // above the parallel threshold, split mid-row and off the 16-lane grid).
@@ -128,14 +128,17 @@ func checkArithFloat32(t *testing.T, op string, threads int, a, b *ir.Tensor, oS
 }
 
 // sameFloat32Bits fails t at the first element of got whose bits differ
-// from want's.
+// from want's; a NaN matches any NaN. Which operand's payload a NaN + NaN
+// keeps is for the Go compiler's register allocation to decide (the
+// kernels follow Go 1.26), and neither ONNX nor Go specifies it: a test
+// that pinned it would fail on a compiler upgrade, not on a bug.
 func sameFloat32Bits(t *testing.T, how string, got, want []float32, a, b *ir.Tensor) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d elements, want %d", how, len(got), len(want))
 	}
 	for i := range want {
-		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
 			t.Fatalf("%s: element %d = %#08x (%g), want %#08x (%g); a %v, b %v",
 				how, i, math.Float32bits(got[i]), got[i], math.Float32bits(want[i]), want[i], a.Shape, b.Shape)
 		}
