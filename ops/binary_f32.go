@@ -52,6 +52,15 @@ var (
 	}
 )
 
+// float32VV returns op's same-shape float32 loop, o[i] = a[i] op b[i]
+// (o may be a): the kernel where the CPU has AVX-512, else the Go loop.
+func float32VV(op arithOp) func(o, a, b []float32) {
+	if kernel.AVX512 {
+		return arithKernels[op].vv
+	}
+	return arithGoLoops[op].vv
+}
+
 // arithKernelMin is the shortest run the kernels take; shorter ones (rows
 // of a broadcast such as [4096, 3] + [3], tiny tensors) run the Go loops,
 // which give the same bits without the calls into assembly.

@@ -135,21 +135,9 @@ func (p *fusedMatMulPlan) epilogue(c, gate, res []float32) blas.Epilogue {
 	}
 }
 
-// addTo sets dst[i] += src[i], with AVX-512 where the CPU has it.
-func addTo(dst, src []float32) { combineTo(dst, src, kernel.AddTo16, addVV[float32]) }
+// addTo sets dst[i] += src[i] and mulTo dst[i] *= src[i]: the float32
+// Add and Mul's own same-shape loops (binary_f32.go), so they round, and
+// keep NaNs, as those ops do.
+func addTo(dst, src []float32) { float32VV(opAdd)(dst, dst, src) }
 
-// mulTo sets dst[i] *= src[i], with AVX-512 where the CPU has it.
-func mulTo(dst, src []float32) { combineTo(dst, src, kernel.MulTo16, mulVV[float32]) }
-
-// combineTo sets dst[i] = dst[i] op src[i]: the 16-lane kernel k16 over
-// the whole vectors where the CPU has AVX-512, the Go loop vv over the
-// rest; both round each element as the float32 op does.
-func combineTo(dst, src []float32, k16 func(dst, src *float32, n int), vv func(o, a, b []float32)) {
-	src = src[:len(dst)]
-	lo := 0
-	if v := len(dst) / 16 * 16; kernel.AVX512 && v > 0 {
-		k16(&dst[0], &src[0], v)
-		lo = v
-	}
-	vv(dst[lo:], dst[lo:], src[lo:])
-}
+func mulTo(dst, src []float32) { float32VV(opMul)(dst, dst, src) }

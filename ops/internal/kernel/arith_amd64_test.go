@@ -6,6 +6,9 @@ import (
 	"testing"
 )
 
+// specials are the float32 values the kernel tests mix in.
+var specials = []float32{0, float32(math.Copysign(0, -1)), 1, -1, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), math.MaxFloat32, math.SmallestNonzeroFloat32, 1e-38}
+
 // arithKernels are the float32 binary kernels with Go's scalar operation
 // each must match, by operand form.
 var arithKernels = []struct {

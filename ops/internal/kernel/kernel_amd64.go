@@ -269,20 +269,6 @@ func NormRow16(y, x *float32, n int, mu, delta, inv float32, scale, bias *float3
 //go:noescape
 func Relu16(dst, src *float32, n int)
 
-// AddTo16 adds src to dst (dst[i] += src[i]) for n elements (n a
-// multiple of 16) with AVX-512 (AVX512); each sum rounds as a float32
-// addition does.
-//
-//go:noescape
-func AddTo16(dst, src *float32, n int)
-
-// MulTo16 multiplies dst by src (dst[i] *= src[i]) for n elements (n a
-// multiple of 16) with AVX-512 (AVX512); each product rounds as a float32
-// multiplication does.
-//
-//go:noescape
-func MulTo16(dst, src *float32, n int)
-
 // Silu16 writes dst = x·σ(x), x = src, for n elements (n a multiple of
 // 16) with AVX-512 (AVX512): bit for bit Sigmoid16 then a float32
 // multiply by x. dst may be src.

@@ -150,18 +150,8 @@ func NormRow16(y, x *float32, n int, mu, delta, inv float32, scale, bias *float3
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
 
-// AddTo16 is never called where AVX512 is false.
-func AddTo16(dst, src *float32, n int) {
-	panic("ops/internal/kernel: no AVX-512 on this architecture")
-}
-
 // Relu16 is never called where AVX512 is false.
 func Relu16(dst, src *float32, n int) {
-	panic("ops/internal/kernel: no AVX-512 on this architecture")
-}
-
-// MulTo16 is never called where AVX512 is false.
-func MulTo16(dst, src *float32, n int) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
 
