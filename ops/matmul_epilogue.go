@@ -32,8 +32,9 @@ import (
 // fusedMatMulActivations maps the FusedMatMul activation attribute's values
 // to the float32 kernels the epilogue runs, on the calling goroutine (the
 // GEMM's worker): each is the serial form of its ONNX op's own (unary.go,
-// erf.go, sigmoid.go; Silu is the Sigmoid op's then Mul's). The parallel forms cost a closure per call, 40 ns,
-// which on a block's rows of 64 columns was more than the kernel.
+// erf.go, sigmoid.go; Silu is the Sigmoid op's then Mul's). The parallel
+// forms cost a closure per call, 40 ns, which on a block's rows of 64
+// columns was more than the kernel.
 var fusedMatMulActivations = map[string]func(dst, src []float32){
 	"Relu":     reluSerial,
 	"Gelu":     func(dst, src []float32) { erfGeluSerial(dst, src, true) },
@@ -55,16 +56,7 @@ func siluSerial(dst, src []float32) {
 		}
 		return
 	}
-	whole := len(dst) / 16 * 16
-	if whole > 0 {
-		kernel.Silu16(&dst[0], &src[0], whole)
-	}
-	if whole < len(dst) {
-		var buf [16]float32
-		copy(buf[:], src[whole:])
-		kernel.Silu16(&buf[0], &buf[0], 16)
-		copy(dst[whole:], buf[:])
-	}
+	vecUnarySerial(dst, src, kernel.Silu16)
 }
 
 // FusedMatMulActivation returns the value of FusedMatMul's activation
@@ -118,6 +110,7 @@ func (p *fusedMatMulPlan) epilogue(c, gate, res []float32) blas.Epilogue {
 		return nil
 	}
 	nn, act := p.n, p.act
+	mul, add := float32VV(opMul), float32VV(opAdd) // Mul's and Add's own loops
 	return func(i0, rows, j0, cols int) {
 		for i := i0; i < i0+rows; i++ {
 			lo, hi := i*nn+j0, i*nn+j0+cols
@@ -126,18 +119,11 @@ func (p *fusedMatMulPlan) epilogue(c, gate, res []float32) blas.Epilogue {
 				act(seg, seg)
 			}
 			if gate != nil {
-				mulTo(seg, gate[lo:hi])
+				mul(seg, seg, gate[lo:hi])
 			}
 			if res != nil {
-				addTo(seg, res[lo:hi])
+				add(seg, seg, res[lo:hi])
 			}
 		}
 	}
 }
-
-// addTo sets dst[i] += src[i] and mulTo dst[i] *= src[i]: the float32
-// Add and Mul's own same-shape loops (binary_f32.go), so they round, and
-// keep NaNs, as those ops do.
-func addTo(dst, src []float32) { float32VV(opAdd)(dst, dst, src) }
-
-func mulTo(dst, src []float32) { float32VV(opMul)(dst, dst, src) }
