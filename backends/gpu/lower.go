@@ -359,6 +359,20 @@ func (l *lowerer) finish(end int) (*plan, error) {
 
 // ---- value helpers ----
 
+// axisAttr reads node n's axis attribute (def when absent) and normalizes
+// it against rank, errors naming the node.
+func axisAttr(n *ir.Node, def int64, rank int) (int, error) {
+	a, err := n.AttrInt("axis", def)
+	if err != nil {
+		return 0, n.Errorf("%w", err)
+	}
+	axis, err := ops.NormAxis(a, rank)
+	if err != nil {
+		return 0, n.Errorf("%w", err)
+	}
+	return axis, nil
+}
+
 func (l *lowerer) shape(name string) ([]int, error) {
 	v, ok := l.types[name]
 	if !ok {

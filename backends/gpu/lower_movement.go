@@ -122,13 +122,9 @@ func (l *lowerer) concat(n *ir.Node) error {
 	if err != nil {
 		return err
 	}
-	a, err := n.AttrInt("axis", 0)
+	axis, err := axisAttr(n, 0, len(o))
 	if err != nil {
-		return n.Errorf("%w", err)
-	}
-	axis, err := ops.NormAxis(a, len(o))
-	if err != nil {
-		return n.Errorf("%w", err)
+		return err
 	}
 	co := contiguous(o)
 	esz := int64(l.dtype(n.Outputs[0]).Size())
@@ -162,13 +158,9 @@ func (l *lowerer) split(n *ir.Node) error {
 	if err != nil {
 		return err
 	}
-	a, err := n.AttrInt("axis", 0)
+	axis, err := axisAttr(n, 0, len(s))
 	if err != nil {
-		return n.Errorf("%w", err)
-	}
-	axis, err := ops.NormAxis(a, len(s))
-	if err != nil {
-		return n.Errorf("%w", err)
+		return err
 	}
 	cs := contiguous(s)
 	esz := int64(l.dtype(in).Size())
@@ -309,13 +301,9 @@ func (l *lowerer) gather(n *ir.Node) error {
 	}
 	s, _ := l.shape(data)
 	is, _ := l.shape(idx)
-	a, err := n.AttrInt("axis", 0)
+	axis, err := axisAttr(n, 0, len(s))
 	if err != nil {
-		return n.Errorf("%w", err)
-	}
-	axis, err := ops.NormAxis(a, len(s))
-	if err != nil {
-		return n.Errorf("%w", err)
+		return err
 	}
 	idt := l.dtype(idx)
 	if idt != ir.Int64 && idt != ir.Int32 {

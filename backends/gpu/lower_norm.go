@@ -20,13 +20,9 @@ func (l *lowerer) softmax(n *ir.Node, opset int) error {
 	if opset < 13 {
 		def = 1
 	}
-	a, err := n.AttrInt("axis", def)
+	axis, err := axisAttr(n, def, len(s))
 	if err != nil {
-		return n.Errorf("%w", err)
-	}
-	axis, err := ops.NormAxis(a, len(s))
-	if err != nil {
-		return n.Errorf("%w", err)
+		return err
 	}
 	rows, cols, inner := softmaxGeometry(s, axis, opset)
 	if rows == 0 || cols == 0 {
@@ -56,14 +52,10 @@ func (l *lowerer) normArgs(n *ir.Node) (in, out string, s []int, axis int, eps f
 	if in, out, s, _, err = l.unaryMove(n); err != nil {
 		return
 	}
-	a, err := n.AttrInt("axis", -1)
-	if err != nil {
-		return in, out, s, 0, 0, n.Errorf("%w", err)
+	if axis, err = axisAttr(n, -1, len(s)); err != nil {
+		return in, out, s, 0, 0, err
 	}
 	if eps, err = n.AttrFloat("epsilon", 1e-5); err != nil {
-		return in, out, s, 0, 0, n.Errorf("%w", err)
-	}
-	if axis, err = ops.NormAxis(a, len(s)); err != nil {
 		return in, out, s, 0, 0, n.Errorf("%w", err)
 	}
 	return in, out, s, axis, eps, nil
