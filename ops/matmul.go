@@ -38,7 +38,7 @@ func init() {
 		Register(&Schema{
 			Domain: DomainONNX, OpType: "Gemm", Since: r.since, Until: r.until,
 			MinInputs: r.minIn, MaxInputs: 3, TypeInput: 0, DTypes: r.types,
-			Infer: inferGemm, Run: runGemm,
+			Infer: inferGemm, Run: runGemm, RunInto: runGemmInto,
 			Doc: "Y = alpha*op(A)*op(B) + beta*C, C broadcast to [M, N]",
 		})
 	}
@@ -424,6 +424,41 @@ func inferGemm(n *ir.Node, opset int, in []Value) ([]Value, error) {
 }
 
 func runGemm(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
+	p, err := planGemmNode(ctx, n, in)
+	if err != nil {
+		return nil, err
+	}
+	out := ir.NewTensor(in[0].DType, []int{p.m, p.n})
+	gemmInto(ctx, p, in, out)
+	return []*ir.Tensor{out}, nil
+}
+
+// runGemmInto is runGemm into a buffer the executor provides (reused run
+// after run, so every element is written: beta 0 stores, not adds).
+func runGemmInto(ctx *Context, n *ir.Node, in []*ir.Tensor, out []*ir.Tensor) error {
+	p, err := planGemmNode(ctx, n, in)
+	if err != nil {
+		return err
+	}
+	if err := checkIntoOutput(n, out, in[0].DType, []int{p.m, p.n}); err != nil {
+		return err
+	}
+	gemmInto(ctx, p, in, out[0])
+	return nil
+}
+
+// gemmPlan is a Gemm call's checked attributes and dimensions: Y (m×n) =
+// alpha·op(A)·op(B) + beta·C, C of cRows×cCols broadcast (beta 0 without
+// C).
+type gemmPlan struct {
+	g            gemmAttrs
+	beta         float32
+	m, n, k      int
+	cRows, cCols int
+}
+
+// planGemmNode validates Gemm's inputs and attributes.
+func planGemmNode(ctx *Context, n *ir.Node, in []*ir.Tensor) (*gemmPlan, error) {
 	minIn := 2
 	if ctx != nil && ctx.Opset > 0 && ctx.Opset < 11 {
 		minIn = 3
@@ -453,32 +488,45 @@ func runGemm(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 	if k != k2 {
 		return nil, n.Errorf("Gemm inner dimensions differ: A %v (transA=%v) x B %v (transB=%v)", a.Shape, g.transA, b.Shape, g.transB)
 	}
-	beta := g.beta
-	var cRows, cCols int
+	p := &gemmPlan{g: g, beta: g.beta, m: m, n: nn, k: k}
 	if c == nil {
-		beta = 0
+		p.beta = 0
 	} else {
 		if c.Rank() > 2 {
 			return nil, n.Errorf("input C must have rank ≤ 2, got shape %v", c.Shape)
 		}
 		cs := padOnes(c.Shape, 2)
-		cRows, cCols = cs[0], cs[1]
-		if (cRows != 1 && cRows != m) || (cCols != 1 && cCols != nn) {
+		p.cRows, p.cCols = cs[0], cs[1]
+		if (p.cRows != 1 && p.cRows != m) || (p.cCols != 1 && p.cCols != nn) {
 			return nil, n.Errorf("input C of shape %v does not broadcast to [M, N] = [%d %d]", c.Shape, m, nn)
 		}
 	}
 	if _, err := checkedElements([]int{m, nn}); err != nil {
 		return nil, n.Errorf("%w", err)
 	}
-	out := ir.NewTensor(a.DType, []int{m, nn})
+	return p, nil
+}
+
+// gemmInto computes the planned Gemm into out (m×n, in[0]'s dtype),
+// overwriting every element.
+func gemmInto(ctx *Context, p *gemmPlan, in []*ir.Tensor, out *ir.Tensor) {
+	a, b := in[0], in[1]
+	var c *ir.Tensor
+	if len(in) > 2 {
+		c = in[2]
+	}
+	g, beta, m, nn, k := p.g, p.beta, p.m, p.n, p.k
+	cRows, cCols := p.cRows, p.cCols
 	lda, ldb := max(1, a.Shape[1]), max(1, b.Shape[1])
 	switch a.DType {
 	case ir.Float, ir.Float16:
 		av, _ := float32View(a)
 		bv, _ := float32View(b)
-		yv := out.Float32s()
+		var yv []float32
 		if a.DType == ir.Float16 {
 			yv = make([]float32, m*nn)
+		} else {
+			yv = out.Float32s()
 		}
 		if beta != 0 {
 			cv, _ := float32View(c)
@@ -490,7 +538,7 @@ func runGemm(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 		}
 		gemm(computeThreads(ctx), g.transA, g.transB, m, nn, k, g.alpha, av, lda, bv, ldb, beta, yv, max(1, nn))
 		if a.DType == ir.Float16 {
-			out.Data = float32sToHalf(yv)
+			copy(out.Data.([]uint16), float32sToHalf(yv))
 		}
 	case ir.Double:
 		yv := out.Data.([]float64)
@@ -507,7 +555,6 @@ func runGemm(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 	case ir.Uint64:
 		gemmLoop(g, beta, m, nn, k, a.Data.([]uint64), b.Data.([]uint64), c, cRows, cCols, out.Data.([]uint64))
 	}
-	return []*ir.Tensor{out}, nil
 }
 
 // gemmFillC writes C, of shape cRows×cCols broadcast to m×n, into y.

@@ -504,8 +504,14 @@ func TestFusedMatMulErrors(t *testing.T) {
 	}
 }
 
-// TestRunIntoMatchesRun runs the output-into forms of MatMul, Softmax,
-// Transpose and Add on buffers full of garbage and compares with Run.
+// halfTensor rounds a float32 tensor to float16.
+func halfTensor(t *ir.Tensor) *ir.Tensor {
+	return &ir.Tensor{DType: ir.Float16, Shape: t.Shape, Data: float32sToHalf(t.Float32s())}
+}
+
+// TestRunIntoMatchesRun runs the output-into forms of MatMul, Gemm,
+// Softmax, Transpose, Add and Div on buffers full of garbage and compares
+// with Run.
 func TestRunIntoMatchesRun(t *testing.T) {
 	r := rand.New(rand.NewSource(2))
 	x, y := randTensor(r, 2, 3, 4), randTensor(r, 2, 4, 5)
@@ -521,6 +527,15 @@ func TestRunIntoMatchesRun(t *testing.T) {
 		{"Transpose", []*ir.Attribute{perm}, []*ir.Tensor{x}},
 		{"Add", nil, []*ir.Tensor{x, randTensor(r, 4)}},
 		{"Div", nil, []*ir.Tensor{x, ir.Scalar(float32(2))}},
+		// Gemm: no C (beta is then 0: the garbage must not leak in),
+		// transposes with a broadcast C, alpha 0, and the other dtypes.
+		{"Gemm", nil, []*ir.Tensor{randTensor(r, 3, 4), randTensor(r, 4, 5)}},
+		{"Gemm", []*ir.Attribute{iAttr("transA", 1), iAttr("transB", 1), fAttr("alpha", 0.5), fAttr("beta", 2)},
+			[]*ir.Tensor{randTensor(r, 4, 3), randTensor(r, 5, 4), randTensor(r, 5)}},
+		{"Gemm", []*ir.Attribute{fAttr("alpha", 0)}, []*ir.Tensor{randTensor(r, 3, 4), randTensor(r, 4, 5), randTensor(r, 3, 1)}},
+		{"Gemm", nil, []*ir.Tensor{ir.FromSlice([]int{2, 2}, []int64{1, 2, 3, 4}), ir.FromSlice([]int{2, 1}, []int64{5, 6})}},
+		{"Gemm", []*ir.Attribute{iAttr("transB", 1)}, []*ir.Tensor{ir.FromSlice([]int{1, 2}, []float64{1, 2}), ir.FromSlice([]int{3, 2}, []float64{1, 2, 3, 4, 5, 6})}},
+		{"Gemm", nil, []*ir.Tensor{halfTensor(randTensor(r, 2, 3)), halfTensor(randTensor(r, 3, 2)), halfTensor(randTensor(r, 2))}},
 	}
 	for _, c := range cases {
 		t.Run(c.op, func(t *testing.T) {
@@ -546,6 +561,14 @@ func TestRunIntoMatchesRun(t *testing.T) {
 			case []int64:
 				for i := range d {
 					d[i] = 99
+				}
+			case []float64:
+				for i := range d {
+					d[i] = 1e300
+				}
+			case []uint16:
+				for i := range d {
+					d[i] = 0x7bff // float16 65504
 				}
 			}
 			if err := s.RunInto(ctx, n, c.in, []*ir.Tensor{out}); err != nil {

@@ -85,8 +85,12 @@ func TestOutputViewOfComputed(t *testing.T) {
 			node("Gemm", []string{"x", "w", "b"}, []string{"a"}), // a FusedMatMul
 			node("Flatten", []string{"a"}, []string{"y"}, axis0),
 		}, out: []string{"y"}, views: []string{"y"}},
-		{name: "Gemm Flatten unfused (Gemm has no RunInto: copied)", input: x2, noFuse: true, nodes: []*ir.Node{
+		{name: "Gemm Flatten unfused", input: x2, noFuse: true, nodes: []*ir.Node{
 			node("Gemm", []string{"x", "w", "b"}, []string{"a"}),
+			node("Flatten", []string{"a"}, []string{"y"}, axis0),
+		}, out: []string{"y"}, views: []string{"y"}},
+		{name: "Hardmax Flatten (Hardmax has no RunInto: copied)", input: x2, nodes: []*ir.Node{
+			node("Hardmax", []string{"x"}, []string{"a"}),
 			node("Flatten", []string{"a"}, []string{"y"}, axis0),
 		}, out: []string{"y"}},
 		{name: "MatMul Squeeze", input: x1, nodes: []*ir.Node{
