@@ -30,10 +30,11 @@ import (
 // by a RunInto step gets a buffer of its own, used only when the caller
 // sets RunOptions.ReuseOutputs; otherwise the step writes a newly
 // allocated tensor, so a returned tensor is never overwritten by a later
-// run. A reshape-like step producing a graph output from a float32 tensor
-// that a RunInto step computes and nothing else reads (GPT-2's
-// Gemm → Reshape at the end of attention) is a view: the producer writes
-// straight into the output's buffer of its own (outputViews). With
+// run. A reshape-like step (or a chain of them) producing a graph output
+// from a float32 tensor that a RunInto step computes and nothing else
+// reads (GPT-2's Gemm → Reshape at the end of attention) is a view: the
+// producer writes straight into the output's buffer of its own
+// (outputViews). With
 // ReuseOutputs one reshaping a graph input is a view of that input. Any
 // other reshape-like step producing a graph output copies.
 //
@@ -528,9 +529,10 @@ func planMemory(pl *plan, lastUse map[int]int, keep map[int]bool) memPlan {
 }
 
 // outputViews returns the slots of the tensors that a reshape-like step
-// turns into a graph output and that are better computed in that output's
-// place: float32, computed by a RunInto step of the plan, and read by that
-// step alone (neither graph output, graph input nor constant). Their
+// (or a chain of them) turns into a graph output and that are better
+// computed in that output's place: float32, computed by a RunInto step of
+// the plan, and read by that step alone (neither graph output, graph input
+// nor constant), with the chain's intermediate tensors. Their
 // producer gets a buffer of a graph output's (new memory per run unless
 // RunOptions.ReuseOutputs) and the reshape-like step runs as a view of it,
 // so that the output is neither copied nor zeroed. Any other tensor keeps
@@ -555,13 +557,18 @@ func outputViews(pl *plan, keep, graphInput map[int]bool) map[int]bool {
 				}
 			}
 		}
+		// Walk back through a chain of reshape-like steps (each the only
+		// reader of the one before) to the step that computes the data.
+		var chain []int
 		s := st.args[0]
 		src := producer[s]
-		if src == nil || keep[s] || graphInput[s] || pl.consts[s] != nil || readers[s] != 1 {
-			continue
+		for src != nil && viewable(src, keep) && len(chain) < len(pl.steps) && sole(s, keep, graphInput, pl, readers) {
+			chain = append(chain, s)
+			s = src.args[0]
+			src = producer[s]
 		}
-		if viewable(src, keep) || !intoable(src, keep) {
-			continue // a view itself, or computed elsewhere than in a buffer
+		if src == nil || !sole(s, keep, graphInput, pl, readers) || !intoable(src, keep) {
+			continue // computed elsewhere than in a buffer
 		}
 		k := slices.Index(src.outs, s)
 		if w := st.want[0]; w.DType != ir.Float || elements(w) != elements(src.want[k]) {
@@ -571,8 +578,17 @@ func outputViews(pl *plan, keep, graphInput map[int]bool) map[int]bool {
 			viewed = map[int]bool{}
 		}
 		viewed[s] = true
+		for _, c := range chain {
+			viewed[c] = true
+		}
 	}
 	return viewed
+}
+
+// sole reports whether slot s is an intermediate tensor read by one step
+// input alone: neither graph output, graph input nor constant.
+func sole(s int, keep, graphInput map[int]bool, pl *plan, readers map[int]int) bool {
+	return !keep[s] && !graphInput[s] && pl.consts[s] == nil && readers[s] == 1
 }
 
 // inPlaceBuffer returns the buffer of an input step i may overwrite with

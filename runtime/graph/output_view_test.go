@@ -93,6 +93,18 @@ func TestOutputViewOfComputed(t *testing.T) {
 			node("Hardmax", []string{"x"}, []string{"a"}),
 			node("Flatten", []string{"a"}, []string{"y"}, axis0),
 		}, out: []string{"y"}},
+		{name: "MatMul Reshape Flatten (a chain)", input: x, nodes: []*ir.Node{
+			xw(),
+			node("Reshape", []string{"a", "s66"}, []string{"r"}),
+			node("Flatten", []string{"r"}, []string{"y"}, axis0),
+		}, out: []string{"y"}, views: []string{"y"}},
+		{name: "chain with a second reader keeps the copy", input: x, nodes: []*ir.Node{
+			xw(),
+			node("Reshape", []string{"a", "s66"}, []string{"r"}),
+			node("Flatten", []string{"r"}, []string{"y"}, axis0),
+			node("Reshape", []string{"r", "s36"}, []string{"f"}),
+			node("Add", []string{"f", "c"}, []string{"z"}),
+		}, out: []string{"y", "z"}},
 		{name: "MatMul Squeeze", input: x1, nodes: []*ir.Node{
 			xw(),
 			node("Squeeze", []string{"a", "ax0"}, []string{"y"}),
@@ -121,11 +133,16 @@ func TestOutputViewOfComputed(t *testing.T) {
 			xw(),
 			node("Reshape", []string{"a", "s66"}, []string{"y"}),
 		}, out: []string{"a", "y"}},
-		{name: "reshape of a view copies", input: x, nodes: []*ir.Node{
+		{name: "reshape of a view (a chain)", input: x, nodes: []*ir.Node{
 			xw(),
 			node("Reshape", []string{"a", "s36"}, []string{"f"}),
 			node("Reshape", []string{"f", "s66"}, []string{"y"}),
-		}, out: []string{"y"}},
+		}, out: []string{"y"}, views: []string{"y"}},
+		{name: "a chain whose middle is an output: the rest copies", input: x, nodes: []*ir.Node{
+			xw(),
+			node("Reshape", []string{"a", "s36"}, []string{"f"}),
+			node("Reshape", []string{"f", "s66"}, []string{"y"}),
+		}, out: []string{"f", "y"}, views: []string{"f"}},
 		{name: "viewed output read further", input: x, nodes: []*ir.Node{
 			xw(),
 			node("Reshape", []string{"a", "s36"}, []string{"y"}),
@@ -228,15 +245,25 @@ func checkOutputViews(t *testing.T, p *Program, in map[string]*ir.Tensor, views 
 			if !st.view {
 				continue
 			}
-			for j := range pl.steps[:i] {
-				if k := slices.Index(pl.steps[j].outs, st.args[0]); k >= 0 {
-					if pl.steps[j].bufs == nil {
-						t.Fatalf("output %s: its producer %s computes into no buffer", o.Name, pl.steps[j].node.OpType)
-					}
-					if b := pl.steps[j].bufs[k]; users[b] != 1 {
-						t.Errorf("output %s: its producer's buffer %d is shared by %d steps", o.Name, b, users[b])
-					}
+			// The producer: back through the chain of views to the step
+			// that computes the data.
+			src := st.args[0]
+			for j := i - 1; j >= 0; j-- {
+				k := slices.Index(pl.steps[j].outs, src)
+				if k < 0 {
+					continue
 				}
+				if pl.steps[j].view {
+					src = pl.steps[j].args[0]
+					continue
+				}
+				if pl.steps[j].bufs == nil {
+					t.Fatalf("output %s: its producer %s computes into no buffer", o.Name, pl.steps[j].node.OpType)
+				}
+				if b := pl.steps[j].bufs[k]; users[b] != 1 {
+					t.Errorf("output %s: its producer's buffer %d is shared by %d steps", o.Name, b, users[b])
+				}
+				break
 			}
 		}
 	}
