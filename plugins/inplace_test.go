@@ -19,6 +19,23 @@ func aliasModel() *ir.Model {
 	return m
 }
 
+// runInPlace runs mc's inputs with into bound and checks the outputs and
+// which of them the backend computed in place (in the region, or in process
+// in the bound tensors): want.
+func runInPlace(t *testing.T, p plugins.Backend, id plugins.PartitionID, mc mixedCase, into map[string]*tensor.Dense, want []string) map[string]*tensor.Dense {
+	t.Helper()
+	var prof plugins.RunProfile
+	out, err := p.RunInto(plugins.WithProfile(context.Background(), &prof), id, mc.in, into)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc.check(t, out)
+	if !slices.Equal(prof.OutputsInPlace, want) {
+		t.Errorf("outputs computed in place %q, want %q", prof.OutputsInPlace, want)
+	}
+	return out
+}
+
 // TestOutputsInPlace runs the CPU backend process on the mixed model and
 // checks which outputs it computed straight into the shared region's output
 // area (RunProfile.OutputsInPlace: no copy in the backend) and that every
@@ -74,15 +91,7 @@ func TestOutputsInPlace(t *testing.T) {
 							into["z"] = tensor.New(tensor.WithShape(n), tensor.WithBacking(make([]float32, n)))
 						}
 					}
-					var prof plugins.RunProfile
-					out, err := p.RunInto(plugins.WithProfile(context.Background(), &prof), id, mc.in, into)
-					if err != nil {
-						t.Fatal(err)
-					}
-					mc.check(t, out)
-					if !slices.Equal(prof.OutputsInPlace, c.want) {
-						t.Errorf("run %d: outputs computed in the region %q, want %q", run, prof.OutputsInPlace, c.want)
-					}
+					out := runInPlace(t, p, id, mc, into, c.want)
 					if prevOut != nil {
 						prev.check(t, prevOut) // copied out: the next run left them alone
 					}
@@ -95,5 +104,76 @@ func TestOutputsInPlace(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestInProcessBoundToInput: in process, an output bound to the tensor of
+// an input is not computed into it (the kernel would read what it writes):
+// the output is computed elsewhere and copied in, and is right.
+func TestInProcessBoundToInput(t *testing.T) {
+	p := newInProcessCPU(t)
+	m := mixedModel()
+	m.Graph.Nodes = m.Graph.Nodes[:1] // y = x + 1
+	m.Graph.Inputs, m.Graph.Outputs = m.Graph.Inputs[:1], m.Graph.Outputs[:1]
+	id := compile(t, p, m)
+	const n = 5000
+	x, want := make([]float32, n), make([]float32, n)
+	for i := range x {
+		x[i] = float32(i) * 0.25
+		want[i] = x[i] + 1
+	}
+	xd := tensor.New(tensor.WithShape(n), tensor.WithBacking(x))
+	var prof plugins.RunProfile
+	out, err := p.RunInto(plugins.WithProfile(context.Background(), &prof), id, map[string]*tensor.Dense{"x": xd}, map[string]*tensor.Dense{"y": xd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prof.OutputsInPlace) != 0 {
+		t.Errorf("outputs computed in the bound tensors %q, want none", prof.OutputsInPlace)
+	}
+	if got := data(t, out["y"]); !equal(got, want) {
+		t.Errorf("y = %.100v…, want %.100v…", got, want)
+	}
+}
+
+// TestInProcessOutputsInPlace: in process, with every output bound, the
+// CPU backend computes y straight into the bound tensor (no copy), unless
+// that tensor shares memory with an input or another bound output, when
+// it is written by copy as before; every output is right either way.
+func TestInProcessOutputsInPlace(t *testing.T) {
+	const n, m, k = 5000, 77, 13
+	floats := func() *tensor.Dense { return tensor.New(tensor.WithShape(n), tensor.WithBacking(make([]float32, n))) }
+	cases := []struct {
+		name  string
+		model func() *ir.Model
+		// bind adjusts allBound's tensors for the case's inputs.
+		bind func(into, in map[string]*tensor.Dense)
+		want []string
+	}{
+		{name: "bound", model: mixedModel, bind: func(map[string]*tensor.Dense, map[string]*tensor.Dense) {}, want: []string{"y"}},
+		{name: "aliased outputs", model: aliasModel, bind: func(into, _ map[string]*tensor.Dense) { into["z"] = floats() }, want: []string{"y"}},
+		{name: "two outputs bound to one tensor", model: aliasModel, bind: func(into, _ map[string]*tensor.Dense) { into["z"] = into["y"] }, want: []string{"y"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := newInProcessCPU(t)
+			model := c.model()
+			id := compile(t, p, model)
+			hasZ := slices.ContainsFunc(model.Graph.Outputs, func(o *ir.ValueInfo) bool { return o.Name == "z" })
+			for run := range 3 {
+				mc := newMixedCase(n, m, k, float32(run))
+				if hasZ {
+					mc.want["z"] = mc.want["y"]
+				}
+				into := allBound(n, m, k)
+				c.bind(into, mc.in)
+				out := runInPlace(t, p, id, mc, into, c.want)
+				for name, d := range into {
+					if out[name] != d {
+						t.Errorf("run %d: output %s is not its bound tensor", run, name)
+					}
+				}
+			}
+		})
 	}
 }
