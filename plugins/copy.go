@@ -26,20 +26,21 @@ const ParallelCopyBytes = 64 << 20
 const copyChunk = shmAlign
 
 // copyBytes copies src into dst (as copy does: min of both lengths) with
-// up to threads threads when it is at least ParallelCopyBytes long. threads
-// is capped at the machine's cores; 0 or 1 copies on the calling thread.
+// up to threads threads (a session's thread count; 0: its default, every
+// core) when it is at least ParallelCopyBytes long. threads is capped at
+// the machine's cores.
 func copyBytes(dst, src []byte, threads int) int {
 	return copySplit(dst, src, copyThreads(min(len(dst), len(src)), threads))
 }
 
-// copySplit copies src into dst in threads pieces of whole cache lines,
-// one on the calling thread.
+// copySplit copies src into dst in up to threads pieces, each but the last
+// a multiple of copyChunk long, one on the calling thread.
 func copySplit(dst, src []byte, threads int) int {
 	n := min(len(dst), len(src))
 	if threads <= 1 || n < threads*copyChunk {
 		return copy(dst, src)
 	}
-	per := (n/threads + copyChunk - 1) &^ (copyChunk - 1)
+	per := ((n+threads-1)/threads + copyChunk - 1) &^ (copyChunk - 1) // at most threads pieces
 	var wg sync.WaitGroup
 	for lo := per; lo < n; lo += per {
 		hi := min(lo+per, n)
@@ -59,6 +60,9 @@ func copySplit(dst, src []byte, threads int) int {
 // and at one per ParallelCopyBytes/2 (so that every thread copies enough
 // to pay for starting it).
 func copyThreads(n, threads int) int {
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
 	if n < ParallelCopyBytes || threads <= 1 {
 		return 1
 	}

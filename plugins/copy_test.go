@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -59,6 +60,26 @@ func TestCopyBytes(t *testing.T) {
 			t.Fatalf("copied %d bytes, want %d", got, len(dst))
 		}
 	})
+}
+
+// TestCopyThreads: one thread below ParallelCopyBytes or when asked for
+// one; never more than the cores, nor than one per half threshold.
+func TestCopyThreads(t *testing.T) {
+	cores := min(runtime.GOMAXPROCS(0), runtime.NumCPU())
+	cases := []struct{ n, threads, want int }{
+		{ParallelCopyBytes - 1, 8, 1},
+		{ParallelCopyBytes, 1, 1},
+		{ParallelCopyBytes, 2, min(2, cores)},
+		{ParallelCopyBytes, 0, min(2, cores)},
+		{ParallelCopyBytes, 64, min(2, cores)},
+		{100 * ParallelCopyBytes, 64, cores},
+		{100 * ParallelCopyBytes, 0, cores},
+	}
+	for _, c := range cases {
+		if got := copyThreads(c.n, c.threads); got != c.want {
+			t.Errorf("copyThreads(%d, %d) = %d, want %d", c.n, c.threads, got, c.want)
+		}
+	}
 }
 
 // BenchmarkCopyBytes measures one and two threads copying tensors of

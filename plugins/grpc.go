@@ -670,8 +670,10 @@ type outputIntoKey struct{}
 // output's name and shape, a slice of the shared region's output area of
 // exactly that many elements, or nil once the area has no room left for
 // it. An output computed there is sent as it lies, without the copy into
-// the region; the memory is the Run's until it returns. It returns nil
-// when the Run has no region (inline tensors, in process).
+// the region; the memory is the Run's until it returns. In process, with
+// every output bound, it gives the bound tensors' memory instead (see
+// InProcess.RunInto). It returns nil otherwise (inline tensors, outputs
+// not all bound in process).
 func OutputInto(ctx context.Context) func(name string, shape []int) []float32 {
 	f, _ := ctx.Value(outputIntoKey{}).(func(string, []int) []float32)
 	return f
