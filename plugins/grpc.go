@@ -265,6 +265,9 @@ func (s *grpcServer) Release(ctx context.Context, req *backendpb.ReleaseRequest)
 	if err := s.impl.Release(ctx, PartitionID(req.PartitionId)); err != nil {
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
+	s.threadsMu.Lock()
+	delete(s.threads, req.PartitionId)
+	s.threadsMu.Unlock()
 	return &backendpb.ReleaseResponse{}, nil
 }
 
