@@ -56,8 +56,8 @@ func plainBytes(dt ir.DType) bool {
 }
 
 // copyShmInto copies the shared-memory tensor w from the region mem into
-// the caller's tensor dst.
-func copyShmInto(dst *tensor.Dense, w *backendpb.Tensor, mem []byte) error {
+// the caller's tensor dst, with up to threads threads (see copyBytes).
+func copyShmInto(dst *tensor.Dense, w *backendpb.Tensor, mem []byte, threads int) error {
 	raw, err := shmBytes(w, mem)
 	if err != nil {
 		return err
@@ -74,6 +74,6 @@ func copyShmInto(dst *tensor.Dense, w *backendpb.Tensor, mem []byte) error {
 	if len(b) != len(raw) {
 		return fmt.Errorf("%d bytes in the region for a %d-byte tensor", len(raw), len(b))
 	}
-	copy(b, raw)
+	copyBytes(b, raw, threads)
 	return nil
 }

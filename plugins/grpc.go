@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
@@ -36,7 +37,7 @@ func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 	if p.impl == nil {
 		return errors.New("no backend implementation to serve")
 	}
-	srv := &grpcServer{impl: p.impl, shm: p.shm, bell: p.bell}
+	srv := &grpcServer{impl: p.impl, shm: p.shm, bell: p.bell, threads: map[uint64]int{}}
 	backendpb.RegisterBackendServer(s, srv)
 	if p.bell != nil && p.shm != nil {
 		p.bell.start(srv)
@@ -57,6 +58,10 @@ type grpcServer struct {
 	impl Server
 	shm  *backendShm
 	bell *backendBell
+	// threads holds each partition's thread count (CompileRequest.threads),
+	// which also copies its outputs (copyBytes).
+	threadsMu sync.Mutex
+	threads   map[uint64]int
 }
 
 func (s *grpcServer) Info(ctx context.Context, _ *backendpb.InfoRequest) (*backendpb.InfoResponse, error) {
@@ -111,6 +116,9 @@ func (s *grpcServer) Compile(ctx context.Context, req *backendpb.CompileRequest)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	s.threadsMu.Lock()
+	s.threads[uint64(id)] = int(req.Threads)
+	s.threadsMu.Unlock()
 	r := &backendpb.CompileResponse{PartitionId: uint64(id), Nodes: make([]*backendpb.NodeRef, len(nodes))}
 	for i, n := range nodes {
 		r.Nodes[i] = &backendpb.NodeRef{Name: n.Name, OpType: n.OpType, Domain: n.Domain}
@@ -120,7 +128,8 @@ func (s *grpcServer) Compile(ctx context.Context, req *backendpb.CompileRequest)
 
 // Run decodes the inputs (those in the shared region are used in place),
 // runs the partition and encodes the outputs: into the request's output area
-// while they fit, inline otherwise.
+// while they fit, inline otherwise. The Server may compute outputs straight
+// into the output area (OutputInto); the others are copied there.
 func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backendpb.RunResponse, error) {
 	var prof *RunProfile
 	var mark time.Time
@@ -129,7 +138,7 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 		ctx = WithProfile(ctx, prof)
 	}
 	var region []byte // this Run's view of the tensor region
-	var outOff, outEnd uint64
+	var area *outputArea
 	if sr := req.Shm; sr != nil {
 		if s.shm == nil {
 			return nil, status.Error(codes.FailedPrecondition, "the host sent shared-memory tensors, but this backend was given no tensor region")
@@ -148,7 +157,7 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 		if sr.OutOffset > sr.Size || sr.OutLength > sr.Size-sr.OutOffset {
 			return nil, status.Errorf(codes.InvalidArgument, "output area [%d, +%d) lies outside the %d-byte region", sr.OutOffset, sr.OutLength, sr.Size)
 		}
-		outOff, outEnd = sr.OutOffset, sr.OutOffset+sr.OutLength
+		area = &outputArea{region: region, start: sr.OutOffset, off: sr.OutOffset, end: sr.OutOffset + sr.OutLength}
 	}
 	in := make(map[string]*ir.Tensor, len(req.Inputs))
 	for _, nt := range req.Inputs {
@@ -161,7 +170,7 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 		case nt.Tensor != nil && nt.Tensor.Shm != nil && region == nil:
 			err = errors.New("refers to the shared region, but the request has none")
 		case nt.Tensor != nil && nt.Tensor.Shm != nil:
-			t, err = shmTensor(nt.Tensor, region, false)
+			t, err = shmTensor(nt.Tensor, region, false, 1)
 		default:
 			t, err = fromWire(nt.Tensor, 0)
 		}
@@ -172,6 +181,7 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 	}
 	if region != nil {
 		ctx = context.WithValue(ctx, outputsCopiedKey{}, true)
+		ctx = context.WithValue(ctx, outputIntoKey{}, area.float32s)
 	}
 	if prof != nil {
 		prof.Decode, mark = since(mark), time.Now()
@@ -188,7 +198,11 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 	if prof != nil {
 		prof.Run, mark = since(mark), time.Now()
 	}
+	s.threadsMu.Lock()
+	threads := s.threads[req.PartitionId]
+	s.threadsMu.Unlock()
 	r := &backendpb.RunResponse{Outputs: make([]*backendpb.NamedTensor, 0, len(out))}
+	var inPlace []string // outputs computed into the output area
 	for name, t := range out {
 		if t == nil {
 			return nil, status.Errorf(codes.Internal, "output %q: no tensor", name)
@@ -197,18 +211,22 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 			return nil, status.Errorf(codes.Internal, "output %q: %v", name, err)
 		}
 		if shmEligible(t) {
+			need := uint64(alignUp(t.Bytes()))
 			if off, ok := within(bytesOf(t.Data), region); ok {
-				// A view of an input in the region (Identity, Reshape):
+				// Computed into the output area (OutputInto), or a view
+				// of an input in the region (Identity, Reshape):
 				// described in place, no copy. The host copies it out
 				// before the region is written again.
+				if uint64(off) >= area.start {
+					r.OutputBytes += need
+					inPlace = append(inPlace, name)
+				}
 				r.Outputs = append(r.Outputs, &backendpb.NamedTensor{Name: name, Tensor: shmRef(t, off)})
 				continue
 			}
-			need := uint64(alignUp(t.Bytes()))
 			r.OutputBytes += need
-			if region != nil && need <= outEnd-outOff {
-				r.Outputs = append(r.Outputs, &backendpb.NamedTensor{Name: name, Tensor: putShm(region, int64(outOff), t)})
-				outOff += need
+			if off, ok := area.take(need); ok {
+				r.Outputs = append(r.Outputs, &backendpb.NamedTensor{Name: name, Tensor: putShm(region, off, t, threads)})
 				continue
 			}
 			if overlaps(bytesOf(t.Data), region) || OutputsCopied(ctx) {
@@ -226,6 +244,8 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 	}
 	if prof != nil {
 		prof.Encode = since(mark)
+		sort.Strings(inPlace)
+		prof.OutputsInPlace = inPlace
 		r.Profile = profileToWire(prof)
 	}
 	if rel, ok := s.impl.(OutputsReleaser); ok && OutputsCopied(ctx) {
@@ -245,6 +265,9 @@ func (s *grpcServer) Release(ctx context.Context, req *backendpb.ReleaseRequest)
 	if err := s.impl.Release(ctx, PartitionID(req.PartitionId)); err != nil {
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
+	s.threadsMu.Lock()
+	delete(s.threads, req.PartitionId)
+	s.threadsMu.Unlock()
 	return &backendpb.ReleaseResponse{}, nil
 }
 
@@ -277,6 +300,9 @@ type partMeta struct {
 	inputs  map[string]ir.DType
 	outputs map[string]ir.DType
 	nodes   []NodeRef
+	// threads is the partition's thread count (CompileOptions.Threads),
+	// which also copies its tensors (copyBytes).
+	threads int
 	// bound is held by an in-process Run whose outputs are all bound,
 	// from running the partition into the memory its program reuses to
 	// copying the outputs out (see InProcess.RunInto).
@@ -398,6 +424,7 @@ func (c *client) Compile(ctx context.Context, m *ir.Model, opts CompileOptions) 
 		nodes[i] = NodeRef{Name: n.Name, OpType: n.OpType, Domain: n.Domain}
 	}
 	meta := newPartMeta(m, nodes)
+	meta.threads = opts.Threads
 	id := PartitionID(r.PartitionId)
 	c.mu.Lock()
 	c.parts[id] = meta
@@ -490,7 +517,7 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 	for i, t := range ts {
 		if region != nil && shmEligible(t) {
 			if need := alignUp(t.Bytes()); need <= int64(len(region))-off {
-				req.Inputs = append(req.Inputs, &backendpb.NamedTensor{Name: names[i], Tensor: putShm(region, off, t)})
+				req.Inputs = append(req.Inputs, &backendpb.NamedTensor{Name: names[i], Tensor: putShm(region, off, t, meta.threads)})
 				off += need
 				continue
 			}
@@ -550,7 +577,7 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 			err = errors.New("the backend answered with a shared-memory tensor, but this Run has no region")
 		case nt.Tensor != nil && nt.Tensor.Shm != nil && dst != nil && plainBytes(ir.DType(nt.Tensor.Dtype)):
 			// Straight from the region into the caller's tensor.
-			err = copyShmInto(dst, nt.Tensor, region)
+			err = copyShmInto(dst, nt.Tensor, region, meta.threads)
 			if err == nil {
 				out[nt.Name] = dst
 				continue
@@ -558,7 +585,7 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 		case nt.Tensor != nil && nt.Tensor.Shm != nil:
 			// Copied out: the result must outlive the region's next Run.
 			if err = c.shm.copyOutFits(nt.Tensor); err == nil {
-				t, err = shmTensor(nt.Tensor, region, true)
+				t, err = shmTensor(nt.Tensor, region, true, meta.threads)
 			}
 		default:
 			t, err = fromWire(nt.Tensor, 0)
@@ -638,6 +665,57 @@ func (c *client) Stats(ctx context.Context) (*Stats, error) {
 }
 
 type outputsCopiedKey struct{}
+
+type outputIntoKey struct{}
+
+// OutputInto returns, inside a Server's Run, where the protocol layer would
+// like float32 outputs computed (graph.RunOptions.OutputInto): given an
+// output's name and shape, a slice of the shared region's output area of
+// exactly that many elements, or nil once the area has no room left for
+// it. An output computed there is sent as it lies, without the copy into
+// the region; the memory is the Run's until it returns. In process, with
+// every output bound, it gives the bound tensors' memory instead (see
+// InProcess.RunInto). It returns nil otherwise (inline tensors, outputs
+// not all bound in process).
+func OutputInto(ctx context.Context) func(name string, shape []int) []float32 {
+	f, _ := ctx.Value(outputIntoKey{}).(func(string, []int) []float32)
+	return f
+}
+
+// outputArea hands out the output area [start, end) of a Run's region: to
+// outputs computed in place (float32s) and to those copied there (take).
+type outputArea struct {
+	region          []byte
+	start, off, end uint64
+}
+
+// take reserves need bytes (a multiple of shmAlign) of the area, returning
+// their offset; false when they do not fit (or there is no area).
+func (a *outputArea) take(need uint64) (int64, bool) {
+	if a == nil || need > a.end-a.off {
+		return 0, false
+	}
+	off := a.off
+	a.off += need
+	return int64(off), true
+}
+
+// float32s is OutputInto for the area: room for a float32 tensor of shape
+// dims, or nil when it is empty or does not fit.
+func (a *outputArea) float32s(_ string, dims []int) []float32 {
+	n := 1
+	for _, d := range dims {
+		n *= d
+	}
+	if n <= 0 {
+		return nil
+	}
+	off, ok := a.take(uint64(alignUp(4 * int64(n))))
+	if !ok {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&a.region[off])), n)
+}
 
 // OutputsCopied reports, inside a Server's Run, whether the protocol layer
 // copies the returned outputs away (into the shared region, or into detached

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -253,6 +254,12 @@ func (p *InProcess) Run(ctx context.Context, id PartitionID, inputs map[string]*
 // tensors (see BindOutput). When ctx ends, it returns an *InterruptedError
 // once the node running then has finished.
 //
+// When every output is bound, a Server that can computes float32 outputs
+// straight into the bound tensors (OutputInto; RunProfile.OutputsInPlace
+// names them), saving their copy; a bound tensor sharing memory with an
+// input or with another bound output is written by copy instead. A Run
+// that fails may then have written part of the bound tensors.
+//
 // A profiled Run (WithProfile) gets the Server's step times and the same
 // spans as a backend process's, on the host's pid: WriteInputs and
 // ReadOutputs are taking the inputs and handing over (or copying into
@@ -293,6 +300,11 @@ func (p *InProcess) RunInto(ctx context.Context, id PartitionID, inputs, into ma
 		defer meta.bound.Unlock()
 		ctx = context.WithValue(ctx, outputsCopiedKey{}, true)
 	}
+	var given *boundOutputs
+	if copied {
+		given = &boundOutputs{into: into, outputs: meta.outputs, inputs: ts}
+		ctx = context.WithValue(ctx, outputIntoKey{}, given.float32s)
+	}
 	if prof != nil {
 		prof.WriteInputs, mark = since(mark), time.Now()
 	}
@@ -332,11 +344,17 @@ func (p *InProcess) RunInto(ctx context.Context, id PartitionID, inputs, into ma
 		defer rel.OutputsReleased() // once copied out, the run's memory is idle
 	}
 	out := make(map[string]*tensor.Dense, len(res))
+	var inPlace []string
 	for name, t := range res {
 		if t == nil {
 			return nil, fmt.Errorf("run: output %q: no tensor", name)
 		}
 		if dst := into[name]; dst != nil {
+			if given.holds(name, t) {
+				inPlace = append(inPlace, name) // computed in dst
+				out[name] = dst
+				continue
+			}
 			if err := BindOutput(dst, t); err != nil {
 				return nil, fmt.Errorf("run: output %q: %w", name, err)
 			}
@@ -349,7 +367,64 @@ func (p *InProcess) RunInto(ctx context.Context, id PartitionID, inputs, into ma
 		}
 		out[name] = d
 	}
+	if prof != nil {
+		sort.Strings(inPlace)
+		prof.OutputsInPlace = inPlace
+	}
 	return out, nil
+}
+
+// boundOutputs is OutputInto for an in-process Run whose outputs are all
+// bound: the bound tensors' memory, where it holds a float32 output of the
+// shape asked for and shares no memory with the inputs or with memory
+// already given.
+type boundOutputs struct {
+	into    map[string]*tensor.Dense
+	outputs map[string]ir.DType
+	inputs  map[string]*ir.Tensor
+	given   map[string][]float32
+}
+
+func (b *boundOutputs) float32s(name string, dims []int) []float32 {
+	dst := b.into[name]
+	if dst == nil || b.outputs[name] != ir.Float || b.given[name] != nil {
+		return nil
+	}
+	target, err := bindTarget(dst, ir.Float, dims)
+	if err != nil {
+		return nil // BindOutput reports it after the run
+	}
+	data, ok := target.Data.([]float32)
+	if !ok || len(data) == 0 {
+		return nil
+	}
+	mem := bytesOf(data)
+	for _, in := range b.inputs {
+		if overlaps(bytesOf(in.Data), mem) {
+			return nil
+		}
+	}
+	for _, g := range b.given {
+		if overlaps(bytesOf(g), mem) {
+			return nil
+		}
+	}
+	if b.given == nil {
+		b.given = map[string][]float32{}
+	}
+	b.given[name] = data
+	return data
+}
+
+// holds reports whether the output name, t, was computed in the bound
+// tensor's memory that float32s gave for it.
+func (b *boundOutputs) holds(name string, t *ir.Tensor) bool {
+	if b == nil {
+		return false
+	}
+	g, ok := b.given[name]
+	d, isF := t.Data.([]float32)
+	return ok && isF && len(d) == len(g) && len(g) > 0 && &d[0] == &g[0]
 }
 
 // Release frees a compiled partition.

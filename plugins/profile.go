@@ -47,6 +47,9 @@ type RunProfile struct {
 	Steps []StepTiming
 	// Pid is the backend process that ran the partition.
 	Pid int
+	// OutputsInPlace names, sorted, the outputs the backend computed
+	// straight into the shared region (OutputInto): sent without a copy.
+	OutputsInPlace []string
 }
 
 type profileKey struct{}
@@ -78,7 +81,7 @@ func spanFromWire(s *backendpb.Span) Span {
 }
 
 func profileToWire(p *RunProfile) *backendpb.RunProfile {
-	w := &backendpb.RunProfile{Decode: spanToWire(p.Decode), Run: spanToWire(p.Run), Encode: spanToWire(p.Encode), Pid: int64(os.Getpid())}
+	w := &backendpb.RunProfile{Decode: spanToWire(p.Decode), Run: spanToWire(p.Run), Encode: spanToWire(p.Encode), Pid: int64(os.Getpid()), OutputsInPlace: p.OutputsInPlace}
 	for _, st := range p.Steps {
 		w.Steps = append(w.Steps, &backendpb.StepTiming{Name: st.Name, OpType: st.OpType, Domain: st.Domain, Span: spanToWire(st.Span)})
 	}
@@ -92,6 +95,7 @@ func (p *RunProfile) fromWire(w *backendpb.RunProfile) {
 	}
 	p.Decode, p.Run, p.Encode = spanFromWire(w.Decode), spanFromWire(w.Run), spanFromWire(w.Encode)
 	p.Pid = int(w.Pid)
+	p.OutputsInPlace = w.OutputsInPlace
 	p.Steps = p.Steps[:0]
 	for _, st := range w.Steps {
 		p.Steps = append(p.Steps, StepTiming{Name: st.Name, OpType: st.OpType, Domain: st.Domain, Span: spanFromWire(st.Span)})

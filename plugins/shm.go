@@ -32,15 +32,19 @@ import (
 //	[in, size)       the output area, offered to the backend in RunRequest.shm
 //
 // The backend reads inputs in place (zero copy: its kernels see slices over
-// the mapping; they keep no references after the Run, see below), runs, and
-// copies each output into the output area while it fits, returning its
-// descriptor; outputs that do not fit travel inline as bytes. The response
+// the mapping; they keep no references after the Run, see below) and runs.
+// A Server that can computes float32 outputs straight into the output area
+// (OutputInto hands out its slices while they fit: no copy in the backend);
+// every other output is copied into the output area while it fits. Each
+// output in the region is returned as its descriptor; outputs that do not
+// fit travel inline as bytes. The response
 // reports the bytes all outputs needed (output_bytes); the host remembers it
 // per partition so that the next Run reserves enough room.
 //
-// Outputs are copied out of the region by the host into fresh tensors before
-// Run returns, so results stay valid whatever later Runs write: safer than
-// handing out views, for one memcpy per output.
+// Outputs are copied out of the region by the host into fresh tensors (or
+// the caller's bound ones) before Run returns, so results stay valid
+// whatever later Runs write: safer than handing out views, for one memcpy
+// per output. Large copies may use several threads (copyBytes).
 //
 // Growth: when a Run's inputs plus its expected outputs exceed the region,
 // the host grows the memfd with ftruncate (doubling its size until they fit,
@@ -398,10 +402,11 @@ func shmEligible(t *ir.Tensor) bool {
 	return t.DType != ir.String && t.Len() > 0
 }
 
-// putShm copies t's bytes into mem at off and returns its descriptor.
-func putShm(mem []byte, off int64, t *ir.Tensor) *backendpb.Tensor {
+// putShm copies t's bytes into mem at off (with up to threads threads,
+// see copyBytes) and returns its descriptor.
+func putShm(mem []byte, off int64, t *ir.Tensor, threads int) *backendpb.Tensor {
 	raw := bytesOf(t.Data)
-	copy(mem[off:off+int64(len(raw))], raw)
+	copyBytes(mem[off:off+int64(len(raw))], raw, threads)
 	return shmRef(t, off)
 }
 
@@ -428,9 +433,9 @@ func within(b, mem []byte) (int64, bool) {
 }
 
 // shmTensor decodes a tensor whose bytes lie in the region mem. With copyOut
-// the data is copied into a fresh slice; otherwise it aliases mem (bools are
-// always copied, normalized to 0 and 1).
-func shmTensor(w *backendpb.Tensor, mem []byte, copyOut bool) (*ir.Tensor, error) {
+// the data is copied into a fresh slice (with up to threads threads);
+// otherwise it aliases mem (bools are always copied, normalized to 0 and 1).
+func shmTensor(w *backendpb.Tensor, mem []byte, copyOut bool, threads int) (*ir.Tensor, error) {
 	raw, err := shmBytes(w, mem)
 	if err != nil {
 		return nil, err
@@ -441,7 +446,7 @@ func shmTensor(w *backendpb.Tensor, mem []byte, copyOut bool) (*ir.Tensor, error
 		dt := ir.DType(w.Dtype)
 		if dt.Known() && dt != ir.String && dt != ir.Bool && ref.Length%uint64(dt.Size()) == 0 {
 			data := ir.MakeSlice(dt, int(ref.Length/uint64(dt.Size())))
-			copy(bytesOf(data), raw)
+			copyBytes(bytesOf(data), raw, threads)
 			raw = bytesOf(data)
 		}
 	}

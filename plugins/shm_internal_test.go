@@ -16,12 +16,12 @@ import (
 func TestShmTensor(t *testing.T) {
 	mem := make([]byte, 256)
 	in := ir.FromSlice([]int{2, 2}, []float32{1, -2, 3.5, 4})
-	w := putShm(mem, 64, in)
+	w := putShm(mem, 64, in, 2)
 	if w.Shm.Offset != 64 || w.Shm.Length != 16 || len(w.Raw) != 0 || !reflect.DeepEqual(w.Dims, []int64{2, 2}) {
 		t.Fatalf("descriptor %v", w)
 	}
 	for _, copyOut := range []bool{false, true} {
-		got, err := shmTensor(w, mem, copyOut)
+		got, err := shmTensor(w, mem, copyOut, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,7 +32,7 @@ func TestShmTensor(t *testing.T) {
 			t.Errorf("copyOut=%v: tensor aliases the region: %v", copyOut, aliased)
 		}
 	}
-	b, err := shmTensor(putShm(mem, 128, ir.FromSlice([]int{3}, []bool{true, false, true})), mem, false)
+	b, err := shmTensor(putShm(mem, 128, ir.FromSlice([]int{3}, []bool{true, false, true}), 1), mem, false, 1)
 	if err != nil || !reflect.DeepEqual(b.Data, []bool{true, false, true}) {
 		t.Errorf("bools: %v, %v", b, err)
 	}
@@ -50,7 +50,7 @@ func TestShmTensor(t *testing.T) {
 	}
 	for _, c := range bad {
 		for _, copyOut := range []bool{false, true} {
-			if _, err := shmTensor(c.w, mem, copyOut); err == nil || err.Error() != c.want {
+			if _, err := shmTensor(c.w, mem, copyOut, 1); err == nil || err.Error() != c.want {
 				t.Errorf("%s (copyOut=%v): error %v, want %q", c.name, copyOut, err, c.want)
 			}
 		}

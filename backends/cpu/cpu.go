@@ -386,7 +386,7 @@ func (s *Server) Run(ctx context.Context, id plugins.PartitionID, inputs map[str
 		if s.onNode != nil {
 			s.onNode(n)
 		}
-	}, ReuseOutputs: plugins.OutputsCopied(ctx)}
+	}, ReuseOutputs: plugins.OutputsCopied(ctx), OutputInto: plugins.OutputInto(ctx)}
 	prof := plugins.ProfileFrom(ctx)
 	var steps []graph.StepTime
 	if prof != nil {

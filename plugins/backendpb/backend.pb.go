@@ -1140,9 +1140,12 @@ type RunProfile struct {
 	// steps are empty when the backend does not time its steps.
 	Steps []*StepTiming `protobuf:"bytes,4,rep,name=steps,proto3" json:"steps,omitempty"`
 	// pid is the backend process that ran the partition.
-	Pid           int64 `protobuf:"varint,5,opt,name=pid,proto3" json:"pid,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Pid int64 `protobuf:"varint,5,opt,name=pid,proto3" json:"pid,omitempty"`
+	// outputs_in_place names, sorted, the outputs the backend computed
+	// straight into the shared region's output area (no copy into it).
+	OutputsInPlace []string `protobuf:"bytes,6,rep,name=outputs_in_place,json=outputsInPlace,proto3" json:"outputs_in_place,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RunProfile) Reset() {
@@ -1208,6 +1211,13 @@ func (x *RunProfile) GetPid() int64 {
 		return x.Pid
 	}
 	return 0
+}
+
+func (x *RunProfile) GetOutputsInPlace() []string {
+	if x != nil {
+		return x.OutputsInPlace
+	}
+	return nil
 }
 
 type RunResponse struct {
@@ -1629,14 +1639,15 @@ const file_backend_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\aop_type\x18\x02 \x01(\tR\x06opType\x12\x16\n" +
 	"\x06domain\x18\x03 \x01(\tR\x06domain\x12,\n" +
-	"\x04span\x18\x04 \x01(\v2\x18.attnrun.backend.v1.SpanR\x04span\"\xe4\x01\n" +
+	"\x04span\x18\x04 \x01(\v2\x18.attnrun.backend.v1.SpanR\x04span\"\x8e\x02\n" +
 	"\n" +
 	"RunProfile\x120\n" +
 	"\x06decode\x18\x01 \x01(\v2\x18.attnrun.backend.v1.SpanR\x06decode\x12*\n" +
 	"\x03run\x18\x02 \x01(\v2\x18.attnrun.backend.v1.SpanR\x03run\x120\n" +
 	"\x06encode\x18\x03 \x01(\v2\x18.attnrun.backend.v1.SpanR\x06encode\x124\n" +
 	"\x05steps\x18\x04 \x03(\v2\x1e.attnrun.backend.v1.StepTimingR\x05steps\x12\x10\n" +
-	"\x03pid\x18\x05 \x01(\x03R\x03pid\"\xa5\x01\n" +
+	"\x03pid\x18\x05 \x01(\x03R\x03pid\x12(\n" +
+	"\x10outputs_in_place\x18\x06 \x03(\tR\x0eoutputsInPlace\"\xa5\x01\n" +
 	"\vRunResponse\x129\n" +
 	"\aoutputs\x18\x01 \x03(\v2\x1f.attnrun.backend.v1.NamedTensorR\aoutputs\x12!\n" +
 	"\foutput_bytes\x18\x02 \x01(\x04R\voutputBytes\x128\n" +

@@ -413,8 +413,9 @@ type logical struct {
 
 // planMemory marks view steps and assigns arena buffers to the outputs of
 // steps that can run into them. lastUse maps slots to the last step
-// reading them; keep holds the graph outputs' slots.
-func planMemory(pl *plan, lastUse map[int]int, keep map[int]bool) memPlan {
+// reading them; keep holds the graph outputs' slots, outNames the graph
+// outputs' names (in pl.outputs' order).
+func planMemory(pl *plan, lastUse map[int]int, keep map[int]bool, outNames []string) memPlan {
 	var mem memPlan
 	bufOf := map[int]int{} // slot → logical buffer
 	var bufs []*logical
@@ -525,7 +526,39 @@ func planMemory(pl *plan, lastUse map[int]int, keep map[int]bool) memPlan {
 			}
 		}
 	}
+	nameOutputs(pl, viewed, outNames)
 	return mem
+}
+
+// nameOutputs sets step.outName for the fresh outputs of the steps that
+// run into buffers: the graph output each is, or that a view step makes of
+// it (viewed, see outputViews).
+func nameOutputs(pl *plan, viewed map[int]bool, outNames []string) {
+	name := make(map[int]string, len(pl.outputs)) // slot → graph output
+	for i, s := range pl.outputs {
+		if _, dup := name[s]; !dup {
+			name[s] = outNames[i]
+		}
+	}
+	for i := range pl.steps {
+		if st := &pl.steps[i]; st.view && viewed[st.args[0]] {
+			if n, ok := name[st.outs[0]]; ok {
+				name[st.args[0]] = n
+			}
+		}
+	}
+	for i := range pl.steps {
+		st := &pl.steps[i]
+		if st.fresh == nil {
+			continue
+		}
+		st.outName = make([]string, len(st.outs))
+		for k, s := range st.outs {
+			if s >= 0 && st.fresh[k] {
+				st.outName[k] = name[s]
+			}
+		}
+	}
 }
 
 // outputViews returns the slots of the tensors that a reshape-like step
@@ -679,12 +712,12 @@ func viewResult(st *step, args []*ir.Tensor) ([]*ir.Tensor, error) {
 }
 
 // runInto runs a step with RunInto into its arena buffers (a graph output
-// into new memory unless reuse is set), turning a panic into an error
-// naming the node.
+// into the memory into gives for it, else new memory unless reuse is set),
+// turning a panic into an error naming the node.
 //
 // res is the caller's buffer for the results (reused across steps: the
 // caller keeps the tensors, not the slice); it grows when too short.
-func runInto(st *step, ctx *ops.Context, args []*ir.Tensor, mem *memPlan, a *arena, reuse bool, res []*ir.Tensor) (_ []*ir.Tensor, err error) {
+func runInto(st *step, ctx *ops.Context, args []*ir.Tensor, mem *memPlan, a *arena, reuse bool, res []*ir.Tensor, into func(string, []int) []float32) (_ []*ir.Tensor, err error) {
 	if cap(res) < len(st.outs) {
 		res = make([]*ir.Tensor, len(st.outs))
 	}
@@ -697,10 +730,19 @@ func runInto(st *step, ctx *ops.Context, args []*ir.Tensor, mem *memPlan, a *are
 		dims := st.dims[k]
 		n := ops.ShapeElems(dims)
 		var data []float32
-		if st.fresh[k] && !reuse {
+		if into != nil && st.fresh[k] && st.outName[k] != "" {
+			if data = into(st.outName[k], dims); data != nil && len(data) != n {
+				return nil, st.node.Errorf("output %d: internal error: %d elements given for output %q of shape [%s]", k, len(data), st.outName[k], ir.ShapeString(dims))
+			}
+		}
+		switch {
+		case data != nil: // the caller's memory (RunOptions.OutputInto)
+		case st.fresh[k] && !reuse:
 			data = make([]float32, n)
-		} else if data, err = a.buffer(b, mem.sizes[b], n); err != nil {
-			return nil, st.node.Errorf("output %d: %w", k, err)
+		default:
+			if data, err = a.buffer(b, mem.sizes[b], n); err != nil {
+				return nil, st.node.Errorf("output %d: %w", k, err)
+			}
 		}
 		res[k] = &ir.Tensor{DType: ir.Float, Shape: append([]int{}, dims...), Data: data}
 	}

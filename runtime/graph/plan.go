@@ -37,6 +37,17 @@ type RunOptions struct {
 	// Profile, when set, receives the time each executed step took, in
 	// order (OnNode, the kernel, the result check, releasing dead values).
 	Profile *[]StepTime
+	// OutputInto, when set, is asked for the memory of every float32
+	// graph output that a step computes into a buffer (RunInto; also one
+	// a reshape-like step makes of such a buffer, see outputViews), with
+	// the output's name and shape. It returns exactly as many elements to
+	// compute the output into, or nil to leave the memory to the program
+	// (new memory, or a buffer of its own with ReuseOutputs). The output
+	// Run returns then shares that memory: a backend hands out slices of
+	// the memory it sends its outputs in (the shared tensor region) and
+	// saves copying them there. The memory must not overlap the inputs
+	// or another output's.
+	OutputInto func(name string, shape []int) []float32
 }
 
 // plan is the execution recipe for one set of concrete input shapes: the
@@ -93,6 +104,9 @@ type step struct {
 	// (outputViews), which get new memory unless RunOptions.ReuseOutputs.
 	bufs  []int
 	fresh []bool
+	// outName names, for each fresh output, the graph output it is or
+	// becomes through a view (RunOptions.OutputInto); "" for the others.
+	outName []string
 	// fused describes a fused step (Fusion.Describe) for its errors;
 	// "" for a step of the graph's own.
 	fused string
@@ -506,7 +520,11 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 			pl.steps[k].free = append(pl.steps[k].free, s)
 		}
 	}
-	pl.mem = planMemory(pl, lastUse, keep)
+	outNames := make([]string, len(p.Model.Graph.Outputs))
+	for i, out := range p.Model.Graph.Outputs {
+		outNames[i] = out.Name
+	}
+	pl.mem = planMemory(pl, lastUse, keep, outNames)
 	return pl, nil
 }
 
@@ -589,7 +607,7 @@ func (p *Program) Run(ctx context.Context, inputs map[string]*ir.Tensor, ro RunO
 		case st.view, st.outputView && ro.ReuseOutputs:
 			res, err = viewResult(st, args)
 		case st.bufs != nil:
-			res, err = runInto(st, &kctx, args, &pl.mem, ar, ro.ReuseOutputs, resBuf)
+			res, err = runInto(st, &kctx, args, &pl.mem, ar, ro.ReuseOutputs, resBuf, ro.OutputInto)
 			resBuf = res
 		default:
 			res, err = runKernel(st.schema, &kctx, st.node, args)
