@@ -540,7 +540,7 @@ func nameOutputs(pl *plan, viewed map[int]bool, outNames []string) {
 			name[s] = outNames[i]
 		}
 	}
-	for i := range pl.steps {
+	for i := len(pl.steps) - 1; i >= 0; i-- { // back along chains of views
 		if st := &pl.steps[i]; st.view && viewed[st.args[0]] {
 			if n, ok := name[st.outs[0]]; ok {
 				name[st.args[0]] = n

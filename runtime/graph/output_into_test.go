@@ -56,9 +56,17 @@ func TestOutputInto(t *testing.T) {
 			node("Identity", []string{"x"}, []string{"y"}),
 			node("MatMul", []string{"x", "w"}, []string{"z"}),
 		}, out: []string{"y", "z"}, into: []string{"z"}},
-		{name: "Gemm unfused has no RunInto", input: x2, noFuse: true, nodes: []*ir.Node{
+		{name: "Gemm unfused", input: x2, noFuse: true, nodes: []*ir.Node{
 			node("Gemm", []string{"x", "w", "b"}, []string{"y"}),
+		}, out: []string{"y"}, into: []string{"y"}},
+		{name: "Hardmax has no RunInto", input: x, nodes: []*ir.Node{
+			node("Hardmax", []string{"x"}, []string{"y"}),
 		}, out: []string{"y"}},
+		{name: "MatMul Reshape Flatten (a chain of views)", input: x, nodes: []*ir.Node{
+			node("MatMul", []string{"x", "w"}, []string{"a"}),
+			node("Reshape", []string{"a", "s66"}, []string{"f"}),
+			node("Flatten", []string{"f"}, []string{"y"}),
+		}, out: []string{"y"}, into: []string{"y"}},
 		{name: "bool output is not asked", input: x, nodes: []*ir.Node{
 			node("MatMul", []string{"x", "w"}, []string{"a"}),
 			node("Greater", []string{"a", "c"}, []string{"g"}),
