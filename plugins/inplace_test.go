@@ -136,6 +136,38 @@ func TestInProcessBoundToInput(t *testing.T) {
 	}
 }
 
+// TestInProcessBoundToInputWithView: in process, an output bound to an
+// input's tensor (y = x + 1 into x) must not change another output that is
+// a view of that input (xi = Identity(x)), whatever order the outputs are
+// written in (Go's map order: 20 runs).
+func TestInProcessBoundToInputWithView(t *testing.T) {
+	p := newInProcessCPU(t)
+	m := mixedModel()
+	m.Graph.Nodes = m.Graph.Nodes[:2] // y = x + 1, xi = Identity(x)
+	m.Graph.Inputs, m.Graph.Outputs = m.Graph.Inputs[:1], m.Graph.Outputs[:2]
+	id := compile(t, p, m)
+	const n = 3000
+	for run := range 20 {
+		x, wantY, wantXi := make([]float32, n), make([]float32, n), make([]float32, n)
+		for i := range x {
+			x[i] = float32(run) + float32(i)*0.25
+			wantY[i], wantXi[i] = x[i]+1, x[i]
+		}
+		xd := tensor.New(tensor.WithShape(n), tensor.WithBacking(x))
+		xi := tensor.New(tensor.WithShape(n), tensor.WithBacking(make([]float32, n)))
+		out, err := p.RunInto(context.Background(), id, map[string]*tensor.Dense{"x": xd}, map[string]*tensor.Dense{"y": xd, "xi": xi})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := data(t, out["y"]); !equal(got, wantY) {
+			t.Fatalf("run %d: y = %v…, want %v…", run, got.([]float32)[:4], wantY[:4])
+		}
+		if got := data(t, out["xi"]); !equal(got, wantXi) {
+			t.Fatalf("run %d: xi = %v…, want %v… (x before the run)", run, got.([]float32)[:4], wantXi[:4])
+		}
+	}
+}
+
 // TestInProcessOutputsInPlace: in process, with every output bound, the
 // CPU backend computes y straight into the bound tensor (no copy), unless
 // that tensor shares memory with an input or another bound output, when

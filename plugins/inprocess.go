@@ -343,6 +343,7 @@ func (p *InProcess) RunInto(ctx context.Context, id PartitionID, inputs, into ma
 	if rel, ok := p.srv.(OutputsReleaser); ok && copied {
 		defer rel.OutputsReleased() // once copied out, the run's memory is idle
 	}
+	detachClobbered(res, into, given)
 	out := make(map[string]*tensor.Dense, len(res))
 	var inPlace []string
 	for name, t := range res {
@@ -372,6 +373,37 @@ func (p *InProcess) RunInto(ctx context.Context, id PartitionID, inputs, into ma
 		prof.OutputsInPlace = inPlace
 	}
 	return out, nil
+}
+
+// detachClobbered clones each result whose memory overlaps the tensor bound
+// to another output (a view of an input whose tensor the caller also bound
+// an output to: xi = Identity(x) with y bound to x), so that writing the
+// bound outputs, in whatever order, cannot change a result not yet written.
+// A result computed in its own bound tensor (given) stays: two outputs
+// bound to one tensor are the caller's choice, and the last written wins.
+func detachClobbered(res map[string]*ir.Tensor, into map[string]*tensor.Dense, given *boundOutputs) {
+	for name, t := range res {
+		if t == nil || !shmEligible(t) || given.holds(name, t) {
+			continue
+		}
+		mem := bytesOf(t.Data)
+		for other, dst := range into {
+			if other == name || dst == nil || res[other] == nil {
+				continue
+			}
+			// Writing other over memory that already holds its result
+			// (computed there, or both bound to one tensor) changes
+			// nothing.
+			bound := ir.BytesOf(dst.Data())
+			if src := bytesOf(res[other].Data); len(src) > 0 && len(bound) > 0 && &src[0] == &bound[0] {
+				continue
+			}
+			if overlaps(mem, bound) {
+				res[name] = t.Clone()
+				break
+			}
+		}
+	}
 }
 
 // boundOutputs is OutputInto for an in-process Run whose outputs are all
