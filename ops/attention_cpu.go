@@ -101,9 +101,9 @@ type attnPlan struct {
 	// with the AVX-512 tile, kInPlace reads K's rows from the input (only
 	// a last partial sliver of MR keys is packed) and vInPlace V's rows.
 	bf16, kInPlace, vInPlace bool
-	// vBlockOnce (fp32, V not in place) packs each distinct V matrix's Vᵀ
-	// a key block at a time, on first use (packVBlock).
-	vBlockOnce []sync.Once
+	// vBlocks (fp32, V not in place) tracks the packing of each distinct
+	// V matrix's Vᵀ, a key block at a time, on first use (packVBlock).
+	vBlocks []attnVBlock
 	// scoresExp: with no bias, softcap or scores output, the scores and
 	// exponentials of key blocks no mask touches (or only a per-key one,
 	// keyBias) run in one kernel (kernel.ScoresExp8x32: fp32, AVX-512, K

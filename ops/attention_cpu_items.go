@@ -8,6 +8,7 @@ package ops
 
 import (
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -95,15 +96,15 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	if p.kInPlace && tail0 == p.sk {
 		kTasks = 0 // K read in place, no partial sliver
 	}
-	// fp32 packs Vᵀ a key block at a time, by the first item that
-	// reaches the block (vBlockOnce): no pass of its own, blocks a causal
-	// cut skips are never packed, and a block is packed while V's rows
-	// and the packed slivers are about to be read.
-	p.vBlockOnce = nil
+	// fp32 packs Vᵀ a key block at a time, by the items that reach the
+	// block first (vBlocks, packVBlock): no pass or barrier of its own,
+	// blocks a causal cut skips are never packed, and a block is packed
+	// just before its slivers are read.
+	p.vBlocks = nil
 	if !p.bf16 {
 		vTasks = 0
 		if !p.vInPlace {
-			p.vBlockOnce = make([]sync.Once, len(p.vUniq)*((p.sk+attnKBlock-1)/attnKBlock))
+			p.vBlocks = make([]attnVBlock, len(p.vUniq)*((p.sk+attnKBlock-1)/attnKBlock))
 		}
 	}
 	if qPerItem {
@@ -257,14 +258,34 @@ func packAttnV(dst, data []float32, off, rs, cs, sk, dv, k0, k1 int) {
 	}
 }
 
-// packVBlock packs key block j0 of batch b's Vᵀ into vp (its matrix's
-// slivers) unless an item has already: once per distinct V matrix and
-// block, the other items of the block waiting for it.
+// attnVBlock is the packing of one key block of one V matrix's Vᵀ, in
+// chunks of attnVChunk keys: how many chunks workers have claimed, and
+// how many they have packed.
+type attnVBlock struct{ claimed, packed atomic.Int32 }
+
+// attnVChunk is how many keys of a block a worker packs at a claim.
+const attnVChunk = 64
+
+// packVBlock returns once key block j0 of batch b's Vᵀ is packed in vp
+// (its matrix's slivers): the workers that reach the block while it is
+// not share its chunks, then wait for the chunks the others claimed
+// (yielding: another worker is packing them).
 func (p *attnPlan) packVBlock(b, j0 int, vp []float32) {
 	i := p.vIdx[b]
-	p.vBlockOnce[i*((p.sk+attnKBlock-1)/attnKBlock)+j0/attnKBlock].Do(func() {
-		packAttnV(vp, p.v.data, p.vUniq[i], p.v.rs, p.v.cs, p.sk, p.dv, j0, min(p.sk, j0+attnKBlock))
-	})
+	blk := &p.vBlocks[i*((p.sk+attnKBlock-1)/attnKBlock)+j0/attnKBlock]
+	j1 := min(p.sk, j0+attnKBlock)
+	chunks := int32((j1 - j0 + attnVChunk - 1) / attnVChunk)
+	if blk.packed.Load() == chunks {
+		return
+	}
+	for c := blk.claimed.Add(1) - 1; c < chunks; c = blk.claimed.Add(1) - 1 {
+		k0 := j0 + int(c)*attnVChunk
+		packAttnV(vp, p.v.data, p.vUniq[i], p.v.rs, p.v.cs, p.sk, p.dv, k0, min(j1, k0+attnVChunk))
+		blk.packed.Add(1)
+	}
+	for blk.packed.Load() < chunks {
+		runtime.Gosched()
+	}
 }
 
 // attnWork is one worker's scratch memory.
@@ -391,7 +412,7 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 		if dvPad == 0 {
 			continue
 		}
-		if p.vBlockOnce != nil {
+		if p.vBlocks != nil {
 			p.packVBlock(b, j0, vp)
 		}
 		for pn := 0; pn < panels; pn++ {
