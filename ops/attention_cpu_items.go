@@ -9,6 +9,7 @@ package ops
 import (
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -49,7 +50,7 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 		p.hiddenSums, p.hiddenOnce = make([][]hiddenSum, p.batches), make([]sync.Once, p.batches)
 	}
 	p.kInPlace = tileLoop && !p.bf16 && p.k.cs == 1
-	p.vInPlace = tileLoop && !p.bf16 && p.v.cs == 1 && p.dv%attnMR == 0 && p.sk < attnVPackKeys
+	p.vInPlace = tileLoop && !p.bf16 && p.v.cs == 1 && p.dv%attnMR == 0 && !p.vPacked()
 	perKey := p.maskKind != "" && p.mRowStep == 0 && (p.maskFloats != nil || math.IsInf(float64(p.fill), -1))
 	p.scoresExp = (p.kInPlace || p.bf16) && p.softcap == 0 && p.scoresMode == "" && p.biasFloats == nil && (p.maskFloats == nil || perKey)
 	var maskRows []int // the distinct mask rows of a per-key mask on the fast path
@@ -174,17 +175,17 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	})
 }
 
-// attnVPackKeys is the fewest keys at which fp32 with the AVX-512 tile
-// packs Vᵀ (kernel.PackSlivers8, a key block at a time: packVBlock)
-// rather than reading V's rows in place. P·V on packed slivers runs at
-// ~91% of peak against ~88% in place at S=2048 (V's rows 2304 floats
-// apart in the fused QKV output: a 4 KiB page per key), while the pack's
-// cost is per key and an item's first P·V waits for it: seed 000's MHA
-// attention (H=12, D=64), packed against in place, alternating runs,
-// median: S=512 1.00× (1 thread), 1.05-1.12× (2 threads); S=1024
-// 0.93-0.96×; S=2048 0.97× (1 thread), 0.93× (2 threads), causal
-// likewise.
-const attnVPackKeys = 1024
+// vPacked reports whether fp32 with the AVX-512 tile packs Vᵀ
+// (kernel.PackSlivers8, by the items, a chunk of a key block at a time:
+// packVBlock) rather than reading V's rows in place: with at least a
+// full key block. P·V on V's rows in place, 2304 floats apart in a fused
+// QKV output (a 4 KiB page per key, and only 4 L1 sets for a sliver's
+// keys), runs at ~88% of peak against ~91% packed (kernel benchmark,
+// S=2048); the pack's cost is per key. Seed 000's MHA attention (H=12,
+// D=64) packed against in place, alternating runs in one process,
+// median: S=256 1.02× (causal 1.04×); S=512 0.96× (causal 0.98×);
+// S=2048 0.91× (causal 0.93×).
+func (p *attnPlan) vPacked() bool { return p.sk >= attnKBlock }
 
 // parallelFor runs f(0..count-1) on up to threads goroutines.
 func parallelFor(threads, count int, f func(i int)) {
@@ -259,31 +260,39 @@ func packAttnV(dst, data []float32, off, rs, cs, sk, dv, k0, k1 int) {
 }
 
 // attnVBlock is the packing of one key block of one V matrix's Vᵀ, in
-// chunks of attnVChunk keys: how many chunks workers have claimed, and
-// how many they have packed.
-type attnVBlock struct{ claimed, packed atomic.Int32 }
+// chunks of attnVChunk keys, in order: how many chunks workers have
+// claimed, and a bit per chunk packed.
+type attnVBlock struct {
+	claimed atomic.Int32
+	packed  atomic.Uint32
+}
 
-// attnVChunk is how many keys of a block a worker packs at a claim.
+// attnVChunk is how many keys of a block a worker packs at a claim; a
+// block has at most 32 chunks (attnVBlock.packed's bits).
 const attnVChunk = 64
 
-// packVBlock returns once key block j0 of batch b's Vᵀ is packed in vp
-// (its matrix's slivers): the workers that reach the block while it is
-// not share its chunks, then wait for the chunks the others claimed
-// (yielding: another worker is packing them).
-func (p *attnPlan) packVBlock(b, j0 int, vp []float32) {
+// packVBlock returns once the first keys keys of key block j0 of batch
+// b's Vᵀ are packed in vp (its matrix's slivers): the workers that need
+// chunks not yet claimed pack them (so that a causal item near the
+// diagonal packs only the keys it reads), then wait for the ones others
+// claimed (yielding: another worker is packing them).
+func (p *attnPlan) packVBlock(b, j0, keys int, vp []float32) {
 	i := p.vIdx[b]
 	blk := &p.vBlocks[i*((p.sk+attnKBlock-1)/attnKBlock)+j0/attnKBlock]
-	j1 := min(p.sk, j0+attnKBlock)
-	chunks := int32((j1 - j0 + attnVChunk - 1) / attnVChunk)
-	if blk.packed.Load() == chunks {
+	need := int32((keys + attnVChunk - 1) / attnVChunk)
+	mask := uint32(1)<<need - 1
+	if blk.packed.Load()&mask == mask {
 		return
 	}
-	for c := blk.claimed.Add(1) - 1; c < chunks; c = blk.claimed.Add(1) - 1 {
+	for c := blk.claimed.Load(); c < need; c = blk.claimed.Load() {
+		if !blk.claimed.CompareAndSwap(c, c+1) {
+			continue
+		}
 		k0 := j0 + int(c)*attnVChunk
-		packAttnV(vp, p.v.data, p.vUniq[i], p.v.rs, p.v.cs, p.sk, p.dv, k0, min(j1, k0+attnVChunk))
-		blk.packed.Add(1)
+		packAttnV(vp, p.v.data, p.vUniq[i], p.v.rs, p.v.cs, p.sk, p.dv, k0, min(p.sk, j0+attnKBlock, k0+attnVChunk))
+		blk.packed.Or(1 << c)
 	}
-	for blk.packed.Load() < chunks {
+	for blk.packed.Load()&mask != mask {
 		runtime.Gosched()
 	}
 }
@@ -413,7 +422,7 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 			continue
 		}
 		if p.vBlocks != nil {
-			p.packVBlock(b, j0, vp)
+			p.packVBlock(b, j0, slices.Max(keys), vp)
 		}
 		for pn := 0; pn < panels; pn++ {
 			cols := keys[pn]
