@@ -177,15 +177,21 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 
 // vPacked reports whether fp32 with the AVX-512 tile packs Vᵀ
 // (kernel.PackSlivers8, by the items, a chunk of a key block at a time:
-// packVBlock) rather than reading V's rows in place: with at least a
-// full key block. P·V on V's rows in place, 2304 floats apart in a fused
-// QKV output (a 4 KiB page per key, and only 4 L1 sets for a sliver's
-// keys), runs at ~88% of peak against ~91% packed (kernel benchmark,
-// S=2048); the pack's cost is per key. Seed 000's MHA attention (H=12,
-// D=64) packed against in place, alternating runs in one process,
-// median: S=256 1.02× (causal 1.04×); S=512 0.96× (causal 0.98×);
-// S=2048 0.91× (causal 0.93×).
-func (p *attnPlan) vPacked() bool { return p.sk >= attnKBlock }
+// packVBlock) rather than reading V's rows in place: from a full key
+// block up, or two with causal masking, whose items read half the keys
+// on average (P·V's gain halves, the pack's cost stays). P·V on V's rows
+// in place, 2304 floats apart in a fused QKV output (a 4 KiB page per
+// key, and only 4 L1 sets for a sliver's keys), runs at ~88% of peak
+// against ~91% packed (kernel benchmark, S=2048). Seed 000's MHA, the
+// fused attention in the model, packed against in place (alternating
+// runs, median of per-round ratios, 2 threads): S=512 0.97×, S=2048
+// 0.99×; causal S=512 1.00-1.03× (so in place), S=2048 0.96-0.99×.
+func (p *attnPlan) vPacked() bool {
+	if p.causal {
+		return p.sk >= 2*attnKBlock
+	}
+	return p.sk >= attnKBlock
+}
 
 // parallelFor runs f(0..count-1) on up to threads goroutines.
 func parallelFor(threads, count int, f func(i int)) {

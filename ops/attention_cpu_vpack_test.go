@@ -10,7 +10,7 @@ import (
 )
 
 // TestFusedAttentionVPackShared runs attention with V packed by the items
-// (at least a full key block: vPacked), read from a fused QKV output as
+// (past two key blocks: vPacked), read from a fused QKV output as
 // seed 000's MHA does, causal (items near the diagonal pack only the
 // chunks they read) and not, on 1 to 7 threads several times over: the
 // workers share and wait for each other's chunks, and every run must give
@@ -18,9 +18,12 @@ import (
 func TestFusedAttentionVPackShared(t *testing.T) {
 	r := rand.New(rand.NewSource(11))
 	const h, d = 3, 64
-	s := attnKBlock + 100
-	if !(&attnPlan{sk: s}).vPacked() {
+	s := 2*attnKBlock + 100
+	if p := (&attnPlan{sk: s}); !p.vPacked() {
 		t.Fatalf("S=%d does not pack V", s)
+	}
+	if p := (&attnPlan{sk: s, attnAttrs: attnAttrs{causal: true}}); !p.vPacked() {
+		t.Fatalf("S=%d does not pack V with causal masking", s)
 	}
 	qkv := randTensor(r, 1, s, 3*h*d)
 	view := func(which int) []int64 {
