@@ -32,8 +32,10 @@ import (
 // With the AVX-512 tile the products read K's and V's rows in place where
 // their columns are contiguous (a fused projection's heads are): the
 // scores kernel takes MR rows of K at a stride (kernel.Sgemm8x32RowsLoop,
-// Kp then holds only a partial last sliver), and Vpᵀ's MR rows at a key
-// are MR consecutive floats of V's row (lda = V's row stride, no Vp).
+// Kp then holds only a partial last sliver), and below a full key block
+// (vPacked) Vpᵀ's MR rows at a key are MR consecutive floats of V's row
+// (lda = V's row stride, no Vp); from there on the items pack Vp
+// themselves, the chunks of a key block they read first (packVBlock).
 // scale·Qᵀ is packed with gathers. With Context.Precision bf16 the
 // products run in bf16 instead (attention_bf16.go).
 //

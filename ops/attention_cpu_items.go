@@ -89,9 +89,10 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	}
 	kp, packed := packed[:kLen*len(p.kUniq)], packed[kLen*len(p.kUniq):]
 	vp, qp := packed[:vLen*len(p.vUniq)], packed[vLen*len(p.vUniq):]
-	// Pack K, V and scale·Q of every batch matrix up front, in chunks of
-	// rows with the matrices inner: heads interleaved in the rows of a
-	// fused projection are then read sequentially, a chunk at a time.
+	// Pack K, scale·Q and (bf16) V of every batch matrix up front, in
+	// chunks of rows with the matrices inner: heads interleaved in the
+	// rows of a fused projection are then read sequentially, a chunk at a
+	// time.
 	const chunk = 96 // rows per task, a multiple of every MR and NR
 	kTasks, vTasks, qTasks := (p.sk+chunk-1)/chunk, (p.sk+chunk-1)/chunk, (p.sq+chunk-1)/chunk
 	if p.kInPlace && tail0 == p.sk {
