@@ -139,7 +139,8 @@ import (
 // with masked_rows_uniform a row that sees no key gives the mean of V.
 //
 // The CPU kernel (attention_cpu*.go) reads K and V in place where their
-// rows are contiguous (else packs them once per batch matrix), packs each
+// rows are contiguous (else packs them once per batch matrix; V from a
+// full key block up, packed by the items as they first read it), packs each
 // item's scale·Q in the item's own scratch (bf16: all of Q up front, in
 // pairs), then works on items of attnQBlock query rows with a streaming
 // (online) softmax over blocks of attnKBlock keys. It computes scores

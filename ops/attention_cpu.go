@@ -32,8 +32,10 @@ import (
 // With the AVX-512 tile the products read K's and V's rows in place where
 // their columns are contiguous (a fused projection's heads are): the
 // scores kernel takes MR rows of K at a stride (kernel.Sgemm8x32RowsLoop,
-// Kp then holds only a partial last sliver), and Vpᵀ's MR rows at a key
-// are MR consecutive floats of V's row (lda = V's row stride, no Vp).
+// Kp then holds only a partial last sliver), and below a full key block
+// (vPacked) Vpᵀ's MR rows at a key are MR consecutive floats of V's row
+// (lda = V's row stride, no Vp); from there on the items pack Vp
+// themselves, the chunks of a key block they read first (packVBlock).
 // scale·Qᵀ is packed with gathers. With Context.Precision bf16 the
 // products run in bf16 instead (attention_bf16.go).
 //
@@ -101,6 +103,9 @@ type attnPlan struct {
 	// with the AVX-512 tile, kInPlace reads K's rows from the input (only
 	// a last partial sliver of MR keys is packed) and vInPlace V's rows.
 	bf16, kInPlace, vInPlace bool
+	// vBlocks (fp32, V not in place) tracks the packing of each distinct
+	// V matrix's Vᵀ, a key block at a time, on first use (packVBlock).
+	vBlocks []attnVBlock
 	// scoresExp: with no bias, softcap or scores output, the scores and
 	// exponentials of key blocks no mask touches (or only a per-key one,
 	// keyBias) run in one kernel (kernel.ScoresExp8x32: fp32, AVX-512, K

@@ -578,3 +578,46 @@ TEXT ·TransposeScale16(SB), NOSPLIT, $0-40
 	VMOVUPS Z15, (DI)
 	VZEROUPPER
 	RET
+
+// func PackSlivers8(dst, src *float32, lds, rows, slivers, ldsliver int)
+// The fused attention's Vᵀ pack: row r's 8·slivers floats at src + r·lds
+// go to dst + s·ldsliver + r·8, 8 at a time; two slivers per 64-byte load.
+TEXT ·PackSlivers8(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ lds+16(FP), R8
+	MOVQ rows+24(FP), CX
+	MOVQ ldsliver+40(FP), R11
+	SHLQ $2, R8
+	SHLQ $2, R11
+	TESTQ CX, CX
+	JE pvdone
+pvrow:
+	MOVQ slivers+32(FP), DX
+	MOVQ SI, R9
+	MOVQ DI, R10
+	SHRQ $1, DX
+	JE pvodd
+pvpair:
+	VMOVUPS (R9), Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VMOVUPS Y0, (R10)
+	VMOVUPS Y1, (R10)(R11*1)
+	ADDQ $64, R9
+	LEAQ (R10)(R11*2), R10
+	DECQ DX
+	JNZ pvpair
+pvodd:
+	MOVQ slivers+32(FP), DX
+	TESTQ $1, DX
+	JE pvnext
+	VMOVUPS (R9), Y0
+	VMOVUPS Y0, (R10)
+pvnext:
+	ADDQ R8, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ pvrow
+pvdone:
+	VZEROUPPER
+	RET

@@ -365,3 +365,37 @@ func keyBiasTiles(r *rand.Rand, n, every int) []float32 {
 	}
 	return bias
 }
+
+// TestPackSlivers8 checks the Vᵀ pack against its definition, with an odd
+// number of slivers (the last one alone) and an even one, and that it
+// writes nothing outside the slivers' rows.
+func TestPackSlivers8(t *testing.T) {
+	if !AVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	r := rand.New(rand.NewSource(9))
+	for _, slivers := range []int{1, 3, 8} {
+		const lds, rows, pad = 100, 5, 3
+		ldsliver := rows*8 + pad
+		src := make([]float32, rows*lds)
+		for i := range src {
+			src[i] = float32(r.NormFloat64())
+		}
+		dst := make([]float32, slivers*ldsliver)
+		for i := range dst {
+			dst[i] = -7
+		}
+		PackSlivers8(&dst[0], &src[0], lds, rows, slivers, ldsliver)
+		for i, got := range dst {
+			s, rest := i/ldsliver, i%ldsliver
+			row, c := rest/8, rest%8
+			want := float32(-7)
+			if row < rows {
+				want = src[row*lds+8*s+c]
+			}
+			if got != want {
+				t.Fatalf("slivers=%d: dst[%d] (sliver %d row %d column %d) = %g, want %g", slivers, i, s, row, c, got, want)
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package kernel_test
 
 import (
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/attnrun/attnrun/ops/internal/kernel"
@@ -15,7 +16,9 @@ import (
 // of 512 keys): the bare 8×32 scores product (Sgemm8x32RowsLoop, k = 64),
 // the scores kernel with the softmax's exponentials in its epilogue
 // (ScoresExp8x32), P·V (Sgemm8x32Loop over the probabilities), and the
-// two in sequence. GFLOP/s counts the products only, so "scores" against
+// two in sequence; PV/packed reads Vᵀ packed as slivers of 8 dims
+// (PackSlivers8's layout, what ops packs at S ≥ 1024) instead of V's rows
+// in place. GFLOP/s counts the products only, so "scores" against
 // "scores+exp" is the exponentials' cost and "scores+exp,PV" against
 // ops' BenchmarkRoofline the op's own overhead (packing Q, writing out).
 // The bf16/ modes are the same four for the bf16 path's kernels
@@ -41,9 +44,13 @@ func BenchmarkRooflineAttentionKernels(b *testing.B) {
 	st := make([]float32, keys*32) // one item's scores (probabilities), transposed
 	acc := make([]float32, d*32)
 	var shift, sum, mx [32]float32
-	for _, mode := range []string{"scores", "scores+exp", "PV", "scores+exp,PV"} {
+	vp := make([]float32, heads*d*keys) // every head's Vᵀ packed as slivers of 8 dims (ops' Vp)
+	for h := 0; h < heads; h++ {
+		kernel.PackSlivers8(&vp[h*d*keys], &qkv[1536+h*d], lda, keys, d/8, 8*keys)
+	}
+	for _, mode := range []string{"scores", "scores+exp", "PV", "PV/packed", "scores+exp,PV", "scores+exp,PV/packed"} {
 		flops := float64(heads*items) * 2 * d * keys * 32
-		if mode == "scores+exp,PV" {
+		if strings.HasPrefix(mode, "scores+exp,PV") {
 			flops *= 2
 		}
 		b.Run(mode, func(b *testing.B) {
@@ -54,15 +61,18 @@ func BenchmarkRooflineAttentionKernels(b *testing.B) {
 						switch mode {
 						case "scores":
 							kernel.Sgemm8x32RowsLoop(d, &k[0], lda, &qp[it*d*32], &st[0], 32, keys/8, 8*lda, 0, 8*32, false)
-						case "scores+exp", "scores+exp,PV":
+						case "scores+exp", "scores+exp,PV", "scores+exp,PV/packed":
 							// Shift 0: the scores stay well below 8, so no tile stops the kernel.
 							sum = [32]float32{}
 							if n := kernel.ScoresExp8x32(d, &k[0], lda, &qp[it*d*32], &st[0], 32, keys/8, 8*lda, 8*32, &shift[0], &sum[0], &mx[0], nil); n != keys/8 {
 								b.Fatalf("ScoresExp8x32 stopped at tile %d of %d", n, keys/8)
 							}
 						}
-						if mode == "PV" || mode == "scores+exp,PV" {
+						switch mode {
+						case "PV", "scores+exp,PV":
 							kernel.Sgemm8x32Loop(keys, &v[0], &st[0], &acc[0], lda, 32, d/8, 8, 0, 8*32, true)
+						case "PV/packed", "scores+exp,PV/packed":
+							kernel.Sgemm8x32Loop(keys, &vp[h*d*keys], &st[0], &acc[0], 8, 32, d/8, 8*keys, 0, 8*32, true)
 						}
 					}
 				}

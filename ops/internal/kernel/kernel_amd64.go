@@ -187,6 +187,15 @@ func BF16Gemm8x32LoopA8(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n
 //go:noescape
 func PairSliversBF16(dst *uint32, src *float32, lds, pairs, slivers, ldsliver int)
 
+// PackSlivers8 packs rows of floats as A slivers of 8 columns (the
+// fused attention's Vᵀ, the layout Sgemm8x32Loop reads with lda 8): for
+// rows r < rows and columns j < 8·slivers,
+// dst[(j/8)·ldsliver + r·8 + j%8] = src[r·lds + j] (lds and ldsliver in
+// floats). It needs AVX512.
+//
+//go:noescape
+func PackSlivers8(dst, src *float32, lds, rows, slivers, ldsliver int)
+
 // Erf16 sets dst[i] = erf(src[i]), or with gelu Gelu's 0.5·x·(1 +
 // erf(x/√2)), for n elements (n a multiple of 16), with AVX-512 (AVX512).
 // dst may be src. Package ops describes the approximation (erf.go): at

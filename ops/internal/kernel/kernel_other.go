@@ -115,6 +115,11 @@ func PairSliversBF16(dst *uint32, src *float32, lds, pairs, slivers, ldsliver in
 	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
 }
 
+// PackSlivers8 is never called where AVX512 is false.
+func PackSlivers8(dst, src *float32, lds, rows, slivers, ldsliver int) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
 // Erf16 is never called where AVX512 is false.
 func Erf16(dst, src *float32, n int, gelu bool) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
