@@ -44,10 +44,9 @@ var fusedMatMulActivations = map[string]func(dst, src []float32){
 
 // siluSerial sets dst[i] = x·σ(x), x = src[i], as the unfused Sigmoid and
 // Mul compute it: on AVX-512 kernel.Silu16 (the Sigmoid op's
-// kernel.Sigmoid16, then one float32 multiply, in one pass; a partial
-// last vector through a padded copy, as the op's), elsewhere the float64
-// sigmoid rounded to float32, as the op's generic path computes it, times
-// x.
+// kernel.Sigmoid16, then one float32 multiply, in one pass), elsewhere the
+// float64 sigmoid rounded to float32, as the op's generic path computes
+// it, times x.
 func siluSerial(dst, src []float32) {
 	src = src[:len(dst)]
 	if !kernel.AVX512 {

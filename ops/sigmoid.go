@@ -35,8 +35,7 @@ func vecUnary(k func(dst, src *float32, n int)) func(dst, src []float32, threads
 }
 
 // vecUnarySlice applies the 16-lane kernel k to src into dst on up to
-// threads threads. A partial last vector goes through a padded copy, so
-// that every element gets the same arithmetic.
+// threads threads.
 func vecUnarySlice(dst, src []float32, threads int, k func(dst, src *float32, n int)) {
 	src = src[:len(dst)]
 	tasks := (len(dst) + vecUnaryChunk - 1) / vecUnaryChunk
@@ -46,16 +45,12 @@ func vecUnarySlice(dst, src []float32, threads int, k func(dst, src *float32, n 
 	})
 }
 
-// vecUnarySerial is vecUnarySlice on the calling goroutine.
+// vecUnarySerial is vecUnarySlice on the calling goroutine. The kernels
+// take any length: a last partial vector is loaded and stored under a lane
+// mask.
 func vecUnarySerial(dst, src []float32, k func(dst, src *float32, n int)) {
-	whole := len(dst) / 16 * 16
-	if whole > 0 {
-		k(&dst[0], &src[0], whole)
-	}
-	if whole < len(dst) {
-		var buf [16]float32
-		copy(buf[:], src[whole:len(dst)])
-		k(&buf[0], &buf[0], 16)
-		copy(dst[whole:], buf[:])
+	if len(dst) > 0 {
+		_ = src[len(dst)-1]
+		k(&dst[0], &src[0], len(dst))
 	}
 }

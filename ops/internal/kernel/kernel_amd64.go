@@ -278,16 +278,17 @@ func NormRow16(y, x *float32, n int, mu, delta, inv float32, scale, bias *float3
 //go:noescape
 func Relu16(dst, src *float32, n int)
 
-// Silu16 writes dst = x·σ(x), x = src, for n elements (n a multiple of
-// 16) with AVX-512 (AVX512): bit for bit Sigmoid16 then a float32
-// multiply by x. dst may be src.
+// Silu16 writes dst = x·σ(x), x = src, for n elements (any n ≥ 0) with
+// AVX-512 (AVX512): bit for bit Sigmoid16 then a float32 multiply by x.
+// dst may be src.
 //
 //go:noescape
 func Silu16(dst, src *float32, n int)
 
-// Sigmoid16 writes dst = 1/(1 + e^-src) for n elements (n a multiple of
-// 16) with AVX-512 (AVX512): within a few ulp of the exact logistic
-// function; NaN stays NaN. dst may be src.
+// Sigmoid16 writes dst = 1/(1 + e^-src) for n elements (any n ≥ 0; the
+// lanes past n of a last partial vector are neither read nor written)
+// with AVX-512 (AVX512): within a few ulp of the exact logistic function;
+// NaN stays NaN. dst may be src.
 //
 //go:noescape
 func Sigmoid16(dst, src *float32, n int)
@@ -299,7 +300,7 @@ func Sigmoid16(dst, src *float32, n int)
 func SumSquares16(x *float32, n int) float32
 
 // SinCos16 writes dst = sin(src), or cos(src) when cos, for n elements
-// (n a multiple of 16) with AVX-512 (AVX512): within a few ulp of the
+// (any n ≥ 0) with AVX-512 (AVX512): within a few ulp of the
 // exact value for |x| ≤ 1e6. It returns how many elements were beyond
 // that or NaN, which the caller computes again.
 //
@@ -307,14 +308,15 @@ func SumSquares16(x *float32, n int) float32
 func SinCos16(dst, src *float32, n int, cos bool) int
 
 // GeluTanh16 writes dst = x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³))), x =
-// src, for n elements (n a multiple of 16) with AVX-512 (AVX512), in one
-// pass as x/(1 + e^(-2u)); NaN stays NaN. dst may be src.
+// src, for n elements (any n ≥ 0; lanes past n are neither read nor
+// written) with AVX-512 (AVX512), in one pass as x/(1 + e^(-2u)); NaN
+// stays NaN. dst may be src.
 //
 //go:noescape
 func GeluTanh16(dst, src *float32, n int)
 
-// Tanh16 writes dst = tanh(src) for n elements (n a multiple of 16) with
-// AVX-512 (AVX512): within a few ulp of the exact value; NaN stays NaN.
+// Tanh16 writes dst = tanh(src) for n elements (any n ≥ 0) with AVX-512
+// (AVX512): within a few ulp of the exact value; NaN stays NaN.
 // dst may be src.
 //
 //go:noescape

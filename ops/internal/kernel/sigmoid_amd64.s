@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "tail_amd64.h"
 
 // The float32 Sigmoid and Tanh kernels (package ops, sigmoid.go):
 // 1/(1 + e^-x), and tanh x = 1 - 2/(e^2|x| + 1) (signed) past |x| = 0.625,
@@ -64,7 +65,7 @@ GLOBL sigk<>(SB), RODATA|NOPTR, $48
 	VDIVPS P, Z22, P
 
 // func Sigmoid16(dst, src *float32, n int)
-// dst = 1/(1 + e^-src) for n elements (n a multiple of 16). The clamps
+// dst = 1/(1 + e^-src) for n elements (any n: TAIL_START). The clamps
 // keep NaN (VMINPS/VMAXPS return their second source, the value, on NaN),
 // so NaN stays NaN; -Inf gives 0 and +Inf 1.
 TEXT ·Sigmoid16(SB), NOSPLIT, $0-24
@@ -72,22 +73,23 @@ TEXT ·Sigmoid16(SB), NOSPLIT, $0-24
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
 	SIGMOID_CONSTS
-	SHRQ $4, CX
-	JZ sgdone
+	TAIL_START(sgtail)
 sgloop:
-	VMOVUPS (SI), Z1
+	VMOVUPS.Z (SI), K7, Z1
 	SIGMOID(Z1, Z1, Z2, Z3)
-	VMOVUPS Z3, (DI)
+	VMOVUPS Z3, K7, (DI)
 	ADDQ $64, SI
 	ADDQ $64, DI
 	DECQ CX
 	JNZ sgloop
+sgtail:
+	TAIL_NEXT(sgloop, sgdone)
 sgdone:
 	VZEROUPPER
 	RET
 
 // func Silu16(dst, src *float32, n int)
-// dst = x·σ(x), x = src, for n elements (n a multiple of 16): Sigmoid16's
+// dst = x·σ(x), x = src, for n elements (any n: TAIL_START): Sigmoid16's
 // σ, rounded to float32 as Sigmoid16 stores it, then one float32 multiply
 // by x (x the first operand), so each element is bit for bit Sigmoid16
 // followed by a float32 Mul(x, σ). NaN stays NaN; -Inf gives NaN (-Inf·0),
@@ -97,17 +99,18 @@ TEXT ·Silu16(SB), NOSPLIT, $0-24
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
 	SIGMOID_CONSTS
-	SHRQ $4, CX
-	JZ sidone
+	TAIL_START(sitail)
 siloop:
-	VMOVUPS (SI), Z0
+	VMOVUPS.Z (SI), K7, Z0
 	SIGMOID(Z0, Z1, Z2, Z3)
 	VMULPS Z3, Z0, Z3
-	VMOVUPS Z3, (DI)
+	VMOVUPS Z3, K7, (DI)
 	ADDQ $64, SI
 	ADDQ $64, DI
 	DECQ CX
 	JNZ siloop
+sitail:
+	TAIL_NEXT(siloop, sidone)
 sidone:
 	VZEROUPPER
 	RET
@@ -124,7 +127,7 @@ DATA tanhk<>+32(SB)/4, $0xbeaaaa99
 GLOBL tanhk<>(SB), RODATA|NOPTR, $36
 
 // func Tanh16(dst, src *float32, n int)
-// dst = tanh(src) for n elements (n a multiple of 16); NaN stays NaN, ±Inf
+// dst = tanh(src) for n elements (any n: TAIL_START); NaN stays NaN, ±Inf
 // give ±1.
 TEXT ·Tanh16(SB), NOSPLIT, $0-24
 	MOVQ dst+0(FP), DI
@@ -138,10 +141,9 @@ TEXT ·Tanh16(SB), NOSPLIT, $0-24
 	VBROADCASTSS 4(R8), Z25   // 88
 	VBROADCASTSS 8(R8), Z26   // 0.625
 	VBROADCASTSS 12(R8), Z27  // 2
-	SHRQ $4, CX
-	JZ thdone
+	TAIL_START(thtail)
 thloop:
-	VMOVUPS (SI), Z0
+	VMOVUPS.Z (SI), K7, Z0
 	VANDPS Z24, Z0, Z1        // a = |x|
 	VANDPS Z16, Z0, Z11       // x's sign
 	VCMPPS $0x11, Z26, Z1, K1 // a < 0.625 (ordered): the polynomial
@@ -163,11 +165,13 @@ thloop:
 	VMULPS Z0, Z5, Z7         // x·z
 	VFMADD213PS Z0, Z7, Z6    // x + x·z·P
 	VBLENDMPS Z6, Z4, K1, Z8
-	VMOVUPS Z8, (DI)
+	VMOVUPS Z8, K7, (DI)
 	ADDQ $64, SI
 	ADDQ $64, DI
 	DECQ CX
 	JNZ thloop
+thtail:
+	TAIL_NEXT(thloop, thdone)
 thdone:
 	VZEROUPPER
 	RET
@@ -178,7 +182,7 @@ GLOBL geluk<>(SB), RODATA|NOPTR, $8
 
 // func GeluTanh16(dst, src *float32, n int)
 // dst = x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³))), x = src, for n
-// elements (n a multiple of 16), as x·σ(2u) = x/(1 + e^z) with z = -2u =
+// elements (any n: TAIL_START), as x·σ(2u) = x/(1 + e^z) with z = -2u =
 // x·(a + b·x²) (a = -2√(2/π), b = 0.044715·a): one pass, e^z as Sigmoid16
 // takes it (z clamped to [-104, 100]: past 100 e^z is +Inf and the result
 // ±0, below -104 it is 0 and the result x). NaN stays NaN; +Inf gives
@@ -194,10 +198,9 @@ TEXT ·GeluTanh16(SB), NOSPLIT, $0-24
 	EXP_POLY_CONSTS
 	VBROADCASTSS 0(R8), Z24   // a
 	VBROADCASTSS 4(R8), Z25   // b
-	SHRQ $4, CX
-	JZ gtdone
+	TAIL_START(gttail)
 gtloop:
-	VMOVUPS (SI), Z0
+	VMOVUPS.Z (SI), K7, Z0
 	VMULPS Z0, Z0, Z1         // x²
 	VFMADD213PS Z24, Z25, Z1  // a + b·x²
 	VMULPS Z0, Z1, Z1         // z = x·(a + b·x²)
@@ -206,11 +209,13 @@ gtloop:
 	EXP_POLY(Z1, Z2, Z3)      // e^z
 	VADDPS Z22, Z3, Z3
 	VDIVPS Z3, Z0, Z3         // x/(1 + e^z)
-	VMOVUPS Z3, (DI)
+	VMOVUPS Z3, K7, (DI)
 	ADDQ $64, SI
 	ADDQ $64, DI
 	DECQ CX
 	JNZ gtloop
+gttail:
+	TAIL_NEXT(gtloop, gtdone)
 gtdone:
 	VZEROUPPER
 	RET

@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "tail_amd64.h"
 
 // The float32 Sin and Cos kernels (package ops, sincos.go): x = k·π/2 + r
 // with |r| ≤ π/4 by a three-constant reduction (each product exact in its
@@ -22,7 +23,7 @@ DATA sck<>+56(SB)/4, $0x80000000 // sign bit
 GLOBL sck<>(SB), RODATA|NOPTR, $60
 
 // func SinCos16(dst, src *float32, n int, cos bool) int
-// dst = sin(src) (cos(src) when cos) for n elements (n a multiple of 16);
+// dst = sin(src) (cos(src) when cos) for n elements (any n: TAIL_START);
 // NaN and ±Inf give NaN. Returns how many elements had |x| > 1e6 (±Inf
 // among them): the caller computes those again.
 TEXT ·SinCos16(SB), NOSPLIT, $0-40
@@ -46,10 +47,9 @@ TEXT ·SinCos16(SB), NOSPLIT, $0-40
 	MOVL $2, DX
 	VPBROADCASTD DX, Z27        // 2 (int)
 	XORQ R8, R8                 // lanes past the limit
-	SHRQ $4, CX
-	JZ scdone
+	TAIL_START(sctail)
 scloop:
-	VMOVUPS (SI), Z0
+	VMOVUPS.Z (SI), K7, Z0
 	// lanes to redo: |x| > 1e6 (±Inf too; NaN is not counted, it gives NaN)
 	VANDPS Z23, Z0, Z1
 	VCMPPS $0x1e, Z22, Z1, K3
@@ -86,11 +86,13 @@ scloop:
 	VFMADD231PS Z8, Z7, Z9      // + r⁴·q
 	VBLENDMPS Z9, Z5, K1, Z10   // odd quadrant: cos r, else sin r
 	VXORPS Z24, Z10, K2, Z10    // quadrants 2, 3: negated
-	VMOVUPS Z10, (DI)
+	VMOVUPS Z10, K7, (DI)
 	ADDQ $64, SI
 	ADDQ $64, DI
 	DECQ CX
 	JNZ scloop
+sctail:
+	TAIL_NEXT(scloop, scdone)
 scdone:
 	MOVQ R8, ret+32(FP)
 	VZEROUPPER
