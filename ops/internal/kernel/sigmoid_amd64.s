@@ -75,7 +75,8 @@ TEXT ·Sigmoid16(SB), NOSPLIT, $0-24
 	SIGMOID_CONSTS
 	TAIL_START(sgtail)
 sgloop:
-	VMOVUPS.Z (SI), K7, Z1
+	VMOVUPS (SI), Z1
+sgbody:
 	SIGMOID(Z1, Z1, Z2, Z3)
 	VMOVUPS Z3, K7, (DI)
 	ADDQ $64, SI
@@ -83,7 +84,7 @@ sgloop:
 	DECQ CX
 	JNZ sgloop
 sgtail:
-	TAIL_NEXT(sgloop, sgdone)
+	TAIL_NEXT(sgbody, sgdone, Z1)
 sgdone:
 	VZEROUPPER
 	RET
@@ -101,7 +102,8 @@ TEXT ·Silu16(SB), NOSPLIT, $0-24
 	SIGMOID_CONSTS
 	TAIL_START(sitail)
 siloop:
-	VMOVUPS.Z (SI), K7, Z0
+	VMOVUPS (SI), Z0
+sibody:
 	SIGMOID(Z0, Z1, Z2, Z3)
 	VMULPS Z3, Z0, Z3
 	VMOVUPS Z3, K7, (DI)
@@ -110,7 +112,7 @@ siloop:
 	DECQ CX
 	JNZ siloop
 sitail:
-	TAIL_NEXT(siloop, sidone)
+	TAIL_NEXT(sibody, sidone, Z0)
 sidone:
 	VZEROUPPER
 	RET
@@ -143,7 +145,8 @@ TEXT ·Tanh16(SB), NOSPLIT, $0-24
 	VBROADCASTSS 12(R8), Z27  // 2
 	TAIL_START(thtail)
 thloop:
-	VMOVUPS.Z (SI), K7, Z0
+	VMOVUPS (SI), Z0
+thbody:
 	VANDPS Z24, Z0, Z1        // a = |x|
 	VANDPS Z16, Z0, Z11       // x's sign
 	VCMPPS $0x11, Z26, Z1, K1 // a < 0.625 (ordered): the polynomial
@@ -171,7 +174,7 @@ thloop:
 	DECQ CX
 	JNZ thloop
 thtail:
-	TAIL_NEXT(thloop, thdone)
+	TAIL_NEXT(thbody, thdone, Z0)
 thdone:
 	VZEROUPPER
 	RET
@@ -200,7 +203,8 @@ TEXT ·GeluTanh16(SB), NOSPLIT, $0-24
 	VBROADCASTSS 4(R8), Z25   // b
 	TAIL_START(gttail)
 gtloop:
-	VMOVUPS.Z (SI), K7, Z0
+	VMOVUPS (SI), Z0
+gtbody:
 	VMULPS Z0, Z0, Z1         // x²
 	VFMADD213PS Z24, Z25, Z1  // a + b·x²
 	VMULPS Z0, Z1, Z1         // z = x·(a + b·x²)
@@ -215,7 +219,7 @@ gtloop:
 	DECQ CX
 	JNZ gtloop
 gttail:
-	TAIL_NEXT(gtloop, gtdone)
+	TAIL_NEXT(gtbody, gtdone, Z0)
 gtdone:
 	VZEROUPPER
 	RET

@@ -49,7 +49,8 @@ TEXT ·SinCos16(SB), NOSPLIT, $0-40
 	XORQ R8, R8                 // lanes past the limit
 	TAIL_START(sctail)
 scloop:
-	VMOVUPS.Z (SI), K7, Z0
+	VMOVUPS (SI), Z0
+scbody:
 	// lanes to redo: |x| > 1e6 (±Inf too; NaN is not counted, it gives NaN)
 	VANDPS Z23, Z0, Z1
 	VCMPPS $0x1e, Z22, Z1, K3
@@ -92,7 +93,7 @@ scloop:
 	DECQ CX
 	JNZ scloop
 sctail:
-	TAIL_NEXT(scloop, scdone)
+	TAIL_NEXT(scbody, scdone, Z0)
 scdone:
 	MOVQ R8, ret+32(FP)
 	VZEROUPPER
