@@ -703,14 +703,11 @@ func (a *outputArea) take(need uint64) (int64, bool) {
 // float32s is OutputInto for the area: room for a float32 tensor of shape
 // dims, or nil when it is empty or does not fit.
 func (a *outputArea) float32s(_ string, dims []int) []float32 {
-	n := 1
-	for _, d := range dims {
-		n *= d
-	}
+	n := ir.NumElements(dims)
 	if n <= 0 {
 		return nil
 	}
-	off, ok := a.take(uint64(alignUp(4 * int64(n))))
+	off, ok := a.take(uint64(alignUp(4 * n)))
 	if !ok {
 		return nil
 	}

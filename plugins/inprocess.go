@@ -394,7 +394,7 @@ func detachClobbered(res map[string]*ir.Tensor, into map[string]*tensor.Dense, g
 			// Writing other over memory that already holds its result
 			// (computed there, or both bound to one tensor) changes
 			// nothing.
-			bound := ir.BytesOf(dst.Data())
+			bound := bytesOf(dst.Data())
 			if src := bytesOf(res[other].Data); len(src) > 0 && len(bound) > 0 && &src[0] == &bound[0] {
 				continue
 			}
