@@ -55,7 +55,8 @@ models:
 #               (and s000_multi_head_c768_attention_op, its twin with one ONNX Attention node)
 #               (needs python3-torch python3-onnx python3-numpy for /usr/bin/python3; not committed)
 # bench-compare attnrun vs ONNX Runtime latency / peak RSS table (THREADS=2 by default), fp32 and bf16 rows,
-#               GFLOP/s as a share of the machine's peak (measured first: go test -bench Roofline/peak ./ops/blas)
+#               GFLOP/s as a share of the machine's peak (go test -bench Roofline/peak ./ops/blas), and the
+#               FP pipes' floor: the median time of jobs doing only the workload's multiply-adds (-bench Floor)
 ORT_DIR ?= tools/ort
 ORT_STAMP := $(ORT_DIR)/node_modules/.package-lock.json
 THREADS ?= 2

@@ -1,11 +1,15 @@
 package blas
 
 import (
+	"flag"
 	"fmt"
 	"math/rand"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/attnrun/attnrun/ops/internal/kernel"
 	"github.com/attnrun/attnrun/ops/internal/roofline"
@@ -175,4 +179,49 @@ func headGemms(th int, g mhaGemm, bf16 bool, a, b []float32, ldb int, c []float3
 		}()
 	}
 	wg.Wait()
+}
+
+// floorGFLOP lists the workloads' matrix-product flops (in GFLOP) that
+// BenchmarkFloor measures the FP pipes' floor for; bench.js passes its
+// workloads' "gflop" here.
+var floorGFLOP = flag.String("floor-gflop", "3.221", "comma-separated GFLOP counts for BenchmarkFloor (default: seed 000's MHA at C=768, S=512)")
+
+// BenchmarkFloor is the time the FP pipes alone need for a workload of N
+// GFLOP of matrix products on 1 and 2 cores: jobs of the register-only peak
+// loop worth that many flops, split over the cores (roofline.Floor),
+// repeated for about 2 s (5 to 51 jobs). It reports the median job (p50-ms,
+// and p50-GFLOP/s) and the fastest (best-ms). A runtime's median for a
+// workload with that many flops cannot be below p50-ms: it has the same
+// multiply-adds to issue, on the same pipes, under the same interference,
+// and work besides (softmax, copies, waits).
+//
+//	go test ./ops/blas -run '^$' -bench Floor -benchtime 1x -args -floor-gflop 3.221,22.549
+func BenchmarkFloor(b *testing.B) {
+	for _, field := range strings.Split(*floorGFLOP, ",") {
+		gflop, err := strconv.ParseFloat(strings.TrimSpace(field), 64)
+		if err != nil || gflop <= 0 {
+			b.Fatalf("-floor-gflop: %q is not a positive number of GFLOP", field)
+		}
+		for _, bf16 := range []bool{false, true} {
+			prec := map[bool]string{false: "fma", true: "bf16"}[bf16]
+			for _, th := range []int{1, 2} {
+				b.Run(fmt.Sprintf("%s/%dcore/gflop=%g", prec, th, gflop), func(b *testing.B) {
+					peak := roofline.Peak(bf16, th)
+					if peak == 0 {
+						b.Skipf("no %s peak loop on this CPU", prec)
+					}
+					reps := max(5, min(51, int(2/(gflop/peak))))
+					var times []time.Duration
+					for i := 0; i < b.N; i++ {
+						times, _ = roofline.Floor(bf16, th, gflop*1e9, reps)
+					}
+					p50 := times[len(times)/2]
+					b.ReportMetric(float64(p50.Microseconds())/1e3, "p50-ms")
+					b.ReportMetric(float64(times[0].Microseconds())/1e3, "best-ms")
+					b.ReportMetric(gflop/p50.Seconds(), "p50-GFLOP/s")
+					b.ReportMetric(0, "ns/op")
+				})
+			}
+		}
+	}
 }

@@ -32,8 +32,10 @@ const USAGE = `usage: node bench.js [--workloads FILE] [--threads N] [--iters N]
   --attnrun PATH      attnrun binary (default: $ATTNRUN, else <repo>/bin/attnrun)
   --only REGEX        only workloads whose name matches
   --ort-only          do not run attnrun;  --attnrun-only: do not run ORT
-  --peak              measure the machine's fp32 and bf16 peak first (go test -bench Roofline/peak
-                      in ops/blas: needs the Go toolchain) and print GFLOP/s as a share of it
+  --peak              measure the machine's fp32 and bf16 peak (go test -bench Roofline/peak in
+                      ops/blas: needs the Go toolchain) and print GFLOP/s as a share of it; and for
+                      each workload with "gflop", the FP pipes' floor (go test -bench Floor): the
+                      median time of jobs that only issue that many multiply-adds
   --json-out FILE     also write the raw results as JSON`;
 
 function usage(msg) {
@@ -124,6 +126,23 @@ function measurePeaks(threads) {
   }
   if (!peaks.fp32) return { error: `no peak in go test output: ${tail(r.stdout)}` };
   return peaks;
+}
+
+// measureFloors runs the Go roofline's BenchmarkFloor (ops/blas) for each
+// GFLOP count on `threads` cores and returns {fp32: {gflop: ms}, bf16: {...}}:
+// the median time of jobs that do nothing but the workload's multiply-adds
+// on registers (the FP pipes' floor), or {error}.
+function measureFloors(threads, gflops) {
+  const r = spawnSync('go', ['test', './ops/blas', '-run', '^$', '-bench', `Floor/(fma|bf16)/${threads}core/`, '-benchtime', '1x',
+    '-args', '-floor-gflop', gflops.join(',')], { cwd: REPO, encoding: 'utf8', timeout: 10 * 60 * 1000 });
+  if (r.error || r.status !== 0) return { error: `go test -bench Floor failed: ${r.error ? r.error.message : tail(r.stderr || r.stdout)}` };
+  const floors = { fp32: {}, bf16: {} };
+  for (const line of r.stdout.split('\n')) {
+    const m = line.match(/^BenchmarkFloor\/(fma|bf16)\/\dcore\/gflop=([0-9.e+]+)\S*\s.*\s([0-9.]+) p50-ms/);
+    if (m) floors[m[1] === 'fma' ? 'fp32' : 'bf16'][Number(m[2])] = Number(m[3]);
+  }
+  if (!Object.keys(floors.fp32).length) return { error: `no floor in go test output: ${tail(r.stdout)}` };
+  return floors;
 }
 
 // bf16Error runs `attnrun run` on the workload's inputs (same seeded random
@@ -237,6 +256,16 @@ function main() {
       peaks = null;
     }
   }
+  let floors = null;
+  const floorGflops = [...new Set(results.filter((r) => r.gflop && !r.missing).map((r) => r.gflop))];
+  if (o.peak && o.ours && floorGflops.length) {
+    process.stderr.write(`bench: measuring the FP pipes' floor for ${floorGflops.join(', ')} GFLOP (go test -bench Floor) ...\n`);
+    floors = measureFloors(o.threads, floorGflops);
+    if (floors.error) {
+      notes.push(`floor: ${floors.error}`);
+      floors = null;
+    }
+  }
   const ortVersion = results.map((r) => r.ort && r.ort.stats && r.ort.stats.ort_version).find(Boolean);
   const cpus = os.cpus();
   const out = [];
@@ -248,11 +277,11 @@ function main() {
       (peaks.bf16 ? `, bf16 ${peaks.bf16.toFixed(0)} GFLOP/s` : '') + '.');
     out.push('');
   }
-  out.push('| workload | precision | attnrun p50 ms | ORT p50 ms (fp32) | latency ratio (attnrun/ORT) | attnrun GFLOP/s | % of peak | bf16 error | attnrun peak RSS MiB | ORT peak RSS MiB | RSS ratio |');
-  out.push('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+  out.push('| workload | precision | attnrun p50 ms | ORT p50 ms (fp32) | latency ratio (attnrun/ORT) | attnrun GFLOP/s | % of peak | FP-pipe floor p50 ms | floor/ORT | bf16 error | attnrun peak RSS MiB | ORT peak RSS MiB | RSS ratio |');
+  out.push('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
   for (const r of results) {
     if (r.missing) {
-      out.push(`| ${r.name} | ${r.precision} | missing model | | | | | | | | |`);
+      out.push(`| ${r.name} | ${r.precision} | missing model | | | | | | | | | | |`);
       continue;
     }
     const ok = (x) => x && x.stats;
@@ -262,8 +291,11 @@ function main() {
     const peak = peaks && peaks[r.precision];
     const pct = Number.isFinite(gflops) && peak ? `${(100 * gflops / peak).toFixed(0)}%` : '–';
     const err = r.err && !r.err.error ? r.err.rel.toExponential(1) : '–';
+    const floor = floors && r.gflop ? floors[r.precision][r.gflop] : undefined;
+    r.floor_ms = floor;
     out.push(`| ${r.name} | ${r.precision} | ${cell(r.ours, (s) => fmtMs(s.p50_ms))} | ${cell(r.ort, (s) => fmtMs(s.p50_ms))} | ${fmtRatio(lat)} | ` +
-      `${Number.isFinite(gflops) ? gflops.toFixed(0) : '–'} | ${pct} | ${err} | ` +
+      `${Number.isFinite(gflops) ? gflops.toFixed(0) : '–'} | ${pct} | ${floor ? fmtMs(floor) : '–'} | ` +
+      `${fmtRatio(floor && ok(r.ort) ? floor / r.ort.stats.p50_ms : NaN)} | ${err} | ` +
       `${cell(r.ours, (s) => fmtMiB(s.peak_rss_bytes))} | ${cell(r.ort, (s) => fmtMiB(s.peak_rss_bytes))} | ${fmtRatio(rss)} |`);
   }
   out.push('');
@@ -272,7 +304,9 @@ function main() {
     (base.length ? ` (about ${fmtMiB(Math.min(...base))} MiB before the session is created)` : '') + '. ' +
     'ORT always runs fp32; a bf16 row compares attnrun in bf16 with ORT in fp32. GFLOP/s is the workload\'s matrix-product ' +
     'flops (2·m·n·k summed over the products, workloads.json "gflop") over attnrun\'s p50; % of peak divides it by the peak of the ' +
-    'row\'s precision. bf16 error: max |bf16 − fp32| / max |fp32| over the outputs of `attnrun run` on the same random input.');
+    'row\'s precision. FP-pipe floor: the median time of jobs that issue only the workload\'s multiply-adds, on registers, ' +
+    'on as many cores, measured in this run (go test -bench Floor, ops/blas): no runtime\'s median can be below it; floor/ORT is ' +
+    'the lowest latency ratio this machine allows. bf16 error: max |bf16 − fp32| / max |fp32| over the outputs of `attnrun run` on the same random input.');
   for (const n of notes) out.push(`- ${n}`);
   process.stdout.write(out.join('\n') + '\n');
   if (o.jsonOut) fs.writeFileSync(o.jsonOut, JSON.stringify(results, null, 2) + '\n');

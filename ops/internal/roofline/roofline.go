@@ -9,6 +9,7 @@ package roofline
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -77,18 +78,70 @@ func Lockstep(rounds, threads int, flops float64, call func(t int)) (best, mean 
 // vectors this CPU has for the precision (bf16: DotBF16Peak512), sized to
 // about 0.1 ms, and its flops; ok is false when there is none.
 func PeakLoop(bf16 bool) (call func(int), flops float64, ok bool) {
-	const iters = 35000
+	const units = 35000
+	loop, perUnit, ok := peakUnits(bf16)
+	if !ok {
+		return nil, 0, false
+	}
+	return func(int) { loop(units) }, perUnit * units, true
+}
+
+// peakUnits returns the peak loop of the precision as a call that runs n
+// units of it, and the flops of one unit (the loops unroll 24 independent
+// multiply-adds; a bf16 unit is half an fp32 unit's iterations, each twice
+// the flops).
+func peakUnits(bf16 bool) (loop func(n int), flopsPerUnit float64, ok bool) {
 	switch {
 	case bf16 && kernel.BF16:
-		return func(int) { kernel.DotBF16Peak512(iters / 2) }, 1536 * iters / 2, true
+		return func(n int) { kernel.DotBF16Peak512(n / 2) }, 768, true
 	case bf16:
 		return nil, 0, false
 	case kernel.AVX512:
-		return func(int) { kernel.FMAPeak512(iters) }, 768 * iters, true
+		return kernel.FMAPeak512, 768, true
 	case kernel.Available:
-		return func(int) { kernel.FMAPeak256(iters) }, 384 * iters, true
+		return kernel.FMAPeak256, 384, true
 	}
 	return nil, 0, false
+}
+
+// Floor runs reps jobs of the peak loop worth flops multiply-add flops in
+// all on threads goroutines locked to OS threads and started together, and
+// returns the jobs' wall times sorted: the time the FP pipes alone need for
+// a workload with that many matrix-product flops, nothing else in it. The
+// threads claim the loop in chunks of about 30 µs, so a core that another
+// process holds up leaves its share to the others, as the best scheduler
+// could. The median is what the machine gives typically, with the
+// interference a shared machine has at the time; no real kernel's median
+// can be below it. ok is false when the CPU has no peak loop for the
+// precision.
+func Floor(bf16 bool, threads int, flops float64, reps int) (times []time.Duration, ok bool) {
+	loop, perUnit, ok := peakUnits(bf16)
+	if !ok {
+		return nil, false
+	}
+	const chunk = 10000 // units: 7.7 MFLOP, about 30 µs on one Zen 5 core
+	chunks := int64(flops/perUnit/chunk + 0.5)
+	times = make([]time.Duration, reps)
+	for r := range times {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for t := 0; t < threads; t++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				for next.Add(1) <= chunks {
+					loop(chunk)
+				}
+			}()
+		}
+		wg.Wait()
+		times[r] = time.Since(t0)
+	}
+	slices.Sort(times)
+	return times, true
 }
 
 // peaks keeps the best peak measured so far by precision and core count
