@@ -101,7 +101,9 @@ type attnPlan struct {
 	// How the products get their operands in this run (set by run): bf16
 	// packs K, Vᵀ and scale·Qᵀ in bf16 pairs (attention_bf16.go); else
 	// with the AVX-512 tile, kInPlace reads K's rows from the input (only
-	// a last partial sliver of MR keys is packed) and vInPlace V's rows.
+	// a last partial sliver of MR keys is packed; from attnKCompactFrom
+	// keys, rows that lie apart are first copied into contiguous ones) and
+	// vInPlace V's rows.
 	bf16, kInPlace, vInPlace bool
 	// vBlocks (fp32, V not in place) tracks the packing of each distinct
 	// V matrix's Vᵀ, a key block at a time, on first use (packVBlock).

@@ -51,6 +51,7 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	}
 	p.kInPlace = tileLoop && !p.bf16 && p.k.cs == 1
 	p.vInPlace = tileLoop && !p.bf16 && p.v.cs == 1 && p.dv%attnMR == 0 && !p.vPacked()
+	compactK := p.kInPlace && p.k.rs != p.d && p.sk >= attnKCompactFrom
 	perKey := p.maskKind != "" && p.mRowStep == 0 && (p.maskFloats != nil || math.IsInf(float64(p.fill), -1))
 	p.scoresExp = (p.kInPlace || p.bf16) && p.softcap == 0 && p.scoresMode == "" && p.biasFloats == nil && (p.maskFloats == nil || perKey)
 	var maskRows []int // the distinct mask rows of a per-key mask on the fast path
@@ -81,10 +82,15 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 		qLen = 0
 	}
 	operands := kLen*len(p.kUniq) + vLen*len(p.vUniq) + qLen*len(p.qUniq)
-	packed := ctx.ScratchFloats(operands + len(maskRows)*p.sk)
+	kcLen := 0 // K's rows compacted (compactK)
+	if compactK {
+		kcLen = p.sk * p.d * len(p.kUniq)
+	}
+	packed := ctx.ScratchFloats(operands + kcLen + len(maskRows)*p.sk)
+	kc := packed[operands : operands+kcLen]
 	packed, p.keyBias = packed[:operands], nil
 	if maskRows != nil {
-		p.keyBias = packed[operands : operands+len(maskRows)*p.sk]
+		p.keyBias = packed[operands+kcLen : operands+kcLen+len(maskRows)*p.sk]
 		p.fillKeyBias(maskRows)
 	}
 	kp, packed := packed[:kLen*len(p.kUniq)], packed[kLen*len(p.kUniq):]
@@ -95,7 +101,7 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	// time.
 	const chunk = 96 // rows per task, a multiple of every MR and NR
 	kTasks, vTasks, qTasks := (p.sk+chunk-1)/chunk, (p.sk+chunk-1)/chunk, (p.sq+chunk-1)/chunk
-	if p.kInPlace && tail0 == p.sk {
+	if p.kInPlace && tail0 == p.sk && !compactK {
 		kTasks = 0 // K read in place, no partial sliver
 	}
 	// fp32 packs Vᵀ a key block at a time, by the items that reach the
@@ -125,6 +131,9 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 				case k1 > tail0: // the partial last sliver, as a matrix of its own
 					packAttnK(kp[i*kLen:(i+1)*kLen], p.k.data, off+tail0*p.k.rs, p.k.rs, p.k.cs, p.sk-tail0, p.d, 0, p.sk-tail0)
 				}
+				if compactK {
+					compactRows(kc[i*p.sk*p.d:(i+1)*p.sk*p.d], p.k.data[off:], p.k.rs, p.d, k0, k1)
+				}
 			}
 		case t < kTasks+vTasks:
 			k0 := (t - kTasks) * chunk
@@ -143,6 +152,9 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 			}
 		}
 	})
+	if compactK {
+		p.readKFrom(kc)
+	}
 	qBlocks := (p.sq + attnQBlock - 1) / attnQBlock
 	items := p.batches * qBlocks
 	workers := max(1, min(threads, items))
@@ -192,6 +204,41 @@ func (p *attnPlan) vPacked() bool {
 		return p.sk >= 2*attnKBlock
 	}
 	return p.sk >= attnKBlock
+}
+
+// attnKCompactFrom is the key count from which fp32 copies K's rows, when
+// they lie apart (a fused QKV projection's output: 2304 floats, 9 KiB, a
+// page per key), into contiguous rows before the items read them in place:
+// at 2048 keys a head's K spans 2048 pages and, with its packed Vᵀ, more
+// than a core's 1 MiB L2, and the scores kernel then waits on misses the
+// prefetcher does not cover. Measured on seed 000's MHA (2-core Zen 5,
+// 2026-11-24 16:20 UTC, builds alternating): the op at S=2048 (go test
+// ./ops -bench Roofline/attention) 86–87% → 88% of peak on one thread
+// (means 233–235 → 238 GFLOP/s), 85–86% → 87–89% on two; the model at
+// S=2048 (attnrun bench, 4 pairs) 49.2–50.9 → 48.4–49.9 ms, 1.0–1.5 ms a
+// pair; causal S=2048 about 1% faster, S=4096 0.6%. At S=512 no difference
+// beyond the noise, so K stays in place there.
+const attnKCompactFrom = 1024
+
+// compactRows copies rows [r0, r1) of d elements, rs apart in src, into
+// dst as contiguous rows.
+func compactRows(dst, src []float32, rs, d, r0, r1 int) {
+	for r := r0; r < r1; r++ {
+		copy(dst[r*d:(r+1)*d], src[r*rs:r*rs+d])
+	}
+}
+
+// readKFrom makes the items read K from kc, where every distinct K matrix
+// lies compacted (compactRows), matrix i at i·sk·d.
+func (p *attnPlan) readKFrom(kc []float32) {
+	off := make([]int, len(p.k.off))
+	for b := range off {
+		off[b] = p.kIdx[b] * p.sk * p.d
+	}
+	for i := range p.kUniq {
+		p.kUniq[i] = i * p.sk * p.d
+	}
+	p.k = attnOperand{data: kc, off: off, rs: p.d, cs: 1}
 }
 
 // parallelFor runs f(0..count-1) on up to threads goroutines.

@@ -83,3 +83,44 @@ func TestFusedAttentionVPackShared(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedAttentionKCompact reads K's rows from a fused projection's
+// output (rows apart) at attnKCompactFrom keys and more, where fp32 copies
+// them into contiguous rows first (compactRows, readKFrom), with a partial
+// last sliver of keys; once with a K per head and once with one K and V
+// shared by every head (multi-query: one compacted matrix for all batch
+// matrices). The output must match the float64 reference.
+func TestFusedAttentionKCompact(t *testing.T) {
+	r := rand.New(rand.NewSource(12))
+	const h, d = 3, 64
+	s := attnKCompactFrom + 13
+	for _, kvHeads := range []int{h, 1} {
+		row := (h + 2*kvHeads) * d // Q's heads, then K's, then V's
+		qkv := randTensor(r, 1, s, row)
+		view := func(off, heads int) []int64 {
+			return View{Offset: off, Shape: []int{1, heads, s, d}, Strides: []int{s * row, d, row, 1}}.Ints()
+		}
+		split := func(off, heads int) *ir.Tensor { // [1, heads, S, D] copy
+			out := ir.NewTensor(ir.Float, []int{1, heads, s, d})
+			for hi := 0; hi < heads; hi++ {
+				for si := 0; si < s; si++ {
+					copy(out.Float32s()[(hi*s+si)*d:(hi*s+si+1)*d], qkv.Float32s()[si*row+off+hi*d:])
+				}
+			}
+			return out
+		}
+		n := attnNode(fAttr("scale", 0.125), intsAttr("q_view", view(0, h)), intsAttr("k_view", view(h*d, kvHeads)), intsAttr("v_view", view((h+kvHeads)*d, kvHeads)))
+		ref := refAttention(t, split(0, h), split(h*d, kvHeads), split((h+kvHeads)*d, kvHeads), nil, 0.125, false, "", float32(math.Inf(-1)), 1)
+		for _, threads := range []int{1, 2} {
+			out := ir.NewTensor(ir.Float, []int{1, h, s, d})
+			if err := runFusedAttentionInto(&Context{Threads: threads}, n, []*ir.Tensor{qkv, qkv, qkv}, []*ir.Tensor{out}); err != nil {
+				t.Fatal(err)
+			}
+			for i, w := range ref.Float32s() {
+				if got := out.Float32s()[i]; !closeF32(got, w) {
+					t.Fatalf("%d K heads, %d threads: out[%d] = %g, want %g", kvHeads, threads, i, got, w)
+				}
+			}
+		}
+	}
+}
