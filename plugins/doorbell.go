@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,6 +143,10 @@ var errTooLarge = errors.New("the run does not fit in the doorbell")
 type doorbell struct {
 	mem  []byte
 	spin time.Duration
+	// holdP (the host's) sleeps in the futex without telling the Go
+	// runtime (futexWaitHolding) where another P is left for the
+	// process's other goroutines (holdingP).
+	holdP bool
 }
 
 func (d *doorbell) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&d.mem[off])) }
@@ -152,6 +157,44 @@ func (d *doorbell) u64(off int) *uint64 { return (*uint64)(unsafe.Pointer(&d.mem
 func futexWait(addr *uint32, val uint32, timeout time.Duration) {
 	ts := unix.NsecToTimespec(timeout.Nanoseconds())
 	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
+}
+
+// futexWaitHolding is futexWait as a raw system call: the Go runtime
+// sees the goroutine as running and leaves its P to it. Through
+// syscall.Syscall6 the runtime knows the thread is blocked in the kernel,
+// and its sysmon thread then wakes every 20-80 µs for the whole sleep to
+// see whether to take the P back (perf sched on `attnrun bench` of seed
+// 000's MHA at S=512: the host's sysmon ran every ~80 µs for ~10 µs, each
+// time on a CPU the backend's two kernel threads were computing on). With
+// the raw call the host sleeps undisturbed: over 310 runs the host's
+// context switches went from 14.7 to 6.4 a run and the backend's main
+// kernel thread's from 3401 to 1492. `attnrun bench`, builds alternating
+// (2-core Zen 5, 2026-11-24 16:50 UTC): S=512 p50 6.66–7.41 → 6.58–7.22
+// ms and p90 7.45–8.90 → 7.02–7.76 (both lower in each of four pairs),
+// S=2048 p50 49.0–49.4 → 47.4–48.0 ms (three pairs); the tiny s003 model,
+// answered within the spin, unchanged. A signal (the garbage collector's
+// preemption, for one) ends the sleep early like any other, and the
+// caller sleeps again. Only the host sleeps so (holdP, holdingP): a
+// backend idle between Runs keeps no P.
+func futexWaitHolding(addr *uint32, val uint32, timeout time.Duration) {
+	ts := unix.NsecToTimespec(timeout.Nanoseconds())
+	_, _, _ = unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
+}
+
+// pHolders counts the goroutines sleeping in futexWaitHolding.
+var pHolders atomic.Int32
+
+// holdingP reports whether one more goroutine may sleep holding its P,
+// and counts it when so: at most GOMAXPROCS − 1 do at a time, so that one
+// P is always left for the process's other goroutines (the context's
+// AfterFunc that wakes the sleep, timers, the watchdog, gRPC, the
+// embedding program's own work). The caller decrements pHolders after.
+func holdingP() bool {
+	if pHolders.Add(1) <= int32(runtime.GOMAXPROCS(0)-1) {
+		return true
+	}
+	pHolders.Add(-1)
+	return false
 }
 
 // futexWake wakes the sleepers on addr.
@@ -192,7 +235,12 @@ func (d *doorbell) await(word, sleeper *uint32, old uint32, slice time.Duration,
 		}
 		atomic.StoreUint32(sleeper, 1)
 		if atomic.LoadUint32(word) == old {
-			futexWait(word, old, slice)
+			if d.holdP && holdingP() {
+				futexWaitHolding(word, old, slice)
+				pHolders.Add(-1)
+			} else {
+				futexWait(word, old, slice)
+			}
 		}
 		atomic.StoreUint32(sleeper, 0)
 	}
@@ -233,7 +281,7 @@ func newHostBell() (*hostBell, error) {
 		f.Close()
 		return nil, fmt.Errorf("doorbell: mmap: %w", err)
 	}
-	return &hostBell{doorbell: doorbell{mem: mem, spin: DoorbellSpin()}, f: f}, nil
+	return &hostBell{doorbell: doorbell{mem: mem, spin: DoorbellSpin(), holdP: true}, f: f}, nil
 }
 
 // close unmaps the page (the caller makes sure no Run uses it: Kill closes

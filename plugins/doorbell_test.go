@@ -3,6 +3,8 @@ package plugins_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -107,10 +109,18 @@ func TestDoorbellLargeResponse(t *testing.T) {
 // backend (SIGSTOP: nothing answers) returns soon after its context ends,
 // with the context's error; and one whose stopped backend is then killed
 // (SIGKILL, from outside the host) fails with a *DiedError instead of
-// waiting for ever.
+// waiting for ever. Both with GOMAXPROCS 1, where the host sleeps in a
+// futex the Go runtime knows of, and with 2, where it sleeps in a raw one
+// holding its P (futexWaitHolding): the context's wake-up and the death
+// check must reach it either way.
 func TestDoorbellStoppedBackend(t *testing.T) {
-	for _, c := range []string{"cancel", "kill"} {
-		t.Run(c, func(t *testing.T) {
+	for _, tc := range []struct {
+		c     string
+		procs int
+	}{{"cancel", 2}, {"kill", 2}, {"cancel", 1}, {"kill", 1}} {
+		c := tc.c
+		t.Run(fmt.Sprintf("%s/GOMAXPROCS=%d", c, tc.procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(tc.procs))
 			p := launchCPU(t, plugins.LaunchSpec{})
 			id := compile(t, p, mixedModel())
 			mc := newMixedCase(1000, 10, 10, 1)
