@@ -212,7 +212,7 @@ func (p *attnPlan) vPacked() bool {
 // at 2048 keys a head's K spans 2048 pages and, with its packed Vᵀ, more
 // than a core's 1 MiB L2, and the scores kernel then waits on misses the
 // prefetcher does not cover. Measured on seed 000's MHA (2-core Zen 5,
-// 2026-11-24 16:20 UTC, builds alternating): the op at S=2048 (go test
+// 2026-11-24 about 16:05 UTC, builds alternating): the op at S=2048 (go test
 // ./ops -bench Roofline/attention) 86–87% → 88% of peak on one thread
 // (means 233–235 → 238 GFLOP/s), 85–86% → 87–89% on two; the model at
 // S=2048 (attnrun bench, 4 pairs) 49.2–50.9 → 48.4–49.9 ms, 1.0–1.5 ms a

@@ -169,7 +169,7 @@ func futexWait(addr *uint32, val uint32, timeout time.Duration) {
 // the raw call the host sleeps undisturbed: over 310 runs the host's
 // context switches went from 14.7 to 6.4 a run and the backend's main
 // kernel thread's from 3401 to 1492. `attnrun bench`, builds alternating
-// (2-core Zen 5, 2026-11-24 16:50 UTC): S=512 p50 6.66–7.41 → 6.58–7.22
+// (2-core Zen 5, 2026-11-24 about 16:33 UTC): S=512 p50 6.66–7.41 → 6.58–7.22
 // ms and p90 7.45–8.90 → 7.02–7.76 (both lower in each of four pairs),
 // S=2048 p50 49.0–49.4 → 47.4–48.0 ms (three pairs); the tiny s003 model,
 // answered within the spin, unchanged. A signal (the garbage collector's
