@@ -181,7 +181,9 @@ func futexWaitHolding(addr *uint32, val uint32, timeout time.Duration) {
 	_, _, _ = unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
 }
 
-// pHolders counts the goroutines sleeping in futexWaitHolding.
+// pHolders counts the goroutines sleeping in futexWaitHolding. It is
+// process-wide state, as the Ps it rations are: every Process's host
+// side shares them.
 var pHolders atomic.Int32
 
 // holdingP reports whether one more goroutine may sleep holding its P,
