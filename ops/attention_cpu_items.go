@@ -132,7 +132,7 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 					packAttnK(kp[i*kLen:(i+1)*kLen], p.k.data, off+tail0*p.k.rs, p.k.rs, p.k.cs, p.sk-tail0, p.d, 0, p.sk-tail0)
 				}
 				if compactK {
-					compactRows(kc[i*p.sk*p.d:(i+1)*p.sk*p.d], p.k.data[off:], p.k.rs, p.d, k0, k1)
+					gatherMatrix(kc[(i*p.sk+k0)*p.d:], p.k.data, off+k0*p.k.rs, p.k.rs, 1, k1-k0, p.d)
 				}
 			}
 		case t < kTasks+vTasks:
@@ -220,25 +220,16 @@ func (p *attnPlan) vPacked() bool {
 // beyond the noise, so K stays in place there.
 const attnKCompactFrom = 1024
 
-// compactRows copies rows [r0, r1) of d elements, rs apart in src, into
-// dst as contiguous rows.
-func compactRows(dst, src []float32, rs, d, r0, r1 int) {
-	for r := r0; r < r1; r++ {
-		copy(dst[r*d:(r+1)*d], src[r*rs:r*rs+d])
-	}
-}
-
 // readKFrom makes the items read K from kc, where every distinct K matrix
-// lies compacted (compactRows), matrix i at i·sk·d.
+// lies compacted (gatherMatrix), matrix i at i·sk·d.
 func (p *attnPlan) readKFrom(kc []float32) {
-	off := make([]int, len(p.k.off))
-	for b := range off {
-		off[b] = p.kIdx[b] * p.sk * p.d
+	for b := range p.k.off {
+		p.k.off[b] = p.kIdx[b] * p.sk * p.d
 	}
 	for i := range p.kUniq {
 		p.kUniq[i] = i * p.sk * p.d
 	}
-	p.k = attnOperand{data: kc, off: off, rs: p.d, cs: 1}
+	p.k.data, p.k.rs, p.k.cs = kc, p.d, 1
 }
 
 // parallelFor runs f(0..count-1) on up to threads goroutines.

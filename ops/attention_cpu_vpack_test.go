@@ -86,7 +86,7 @@ func TestFusedAttentionVPackShared(t *testing.T) {
 
 // TestFusedAttentionKCompact reads K's rows from a fused projection's
 // output (rows apart) at attnKCompactFrom keys and more, where fp32 copies
-// them into contiguous rows first (compactRows, readKFrom), with a partial
+// them into contiguous rows first (gatherMatrix, readKFrom), with a partial
 // last sliver of keys; once with a K per head and once with one K and V
 // shared by every head (multi-query: one compacted matrix for all batch
 // matrices). The output must match the float64 reference.

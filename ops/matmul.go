@@ -920,10 +920,15 @@ func gemmLayout(rs, cs, rows, cols int) (trans bool, ld int, ok bool) {
 	return false, 0, false
 }
 
-// gather copies a strided rows×cols matrix into dst, row-major.
+// gatherMatrix copies a strided rows×cols matrix into dst, row-major
+// (contiguous rows with one copy each).
 func gatherMatrix(dst, data []float32, off, rs, cs, rows, cols int) {
 	for i := 0; i < rows; i++ {
 		row := dst[i*cols : (i+1)*cols]
+		if cs == 1 {
+			copy(row, data[off+i*rs:])
+			continue
+		}
 		for j := range row {
 			row[j] = data[off+i*rs+j*cs]
 		}

@@ -111,14 +111,22 @@ function run(cmd, args, refusedCode) {
   return { stats };
 }
 
+// goBench runs `go test ./ops/blas -run ^$ -bench PATTERN ARGS...` in the
+// repository and returns {stdout}, or {error} naming what failed.
+function goBench(pattern, args) {
+  const r = spawnSync('go', ['test', './ops/blas', '-run', '^$', '-bench', pattern, ...args],
+    { cwd: REPO, encoding: 'utf8', timeout: 10 * 60 * 1000 });
+  if (r.error || r.status !== 0) return { error: `go test -bench ${pattern} failed: ${r.error ? r.error.message : tail(r.stderr || r.stdout)}` };
+  return { stdout: r.stdout };
+}
+
 // measurePeaks runs the Go roofline benchmark's peak loops on `threads`
 // cores (1 or 2) and returns {fp32, bf16} in GFLOP/s (bf16 absent where the
 // CPU has no AVX512_BF16), or {error}.
 function measurePeaks(threads) {
   if (threads > 2) return { error: `the roofline measures 1 or 2 cores, not ${threads}` };
-  const r = spawnSync('go', ['test', './ops/blas', '-run', '^$', '-bench', `Roofline/peak/(fma|bf16)/${threads}core$`, '-benchtime', '3000x'],
-    { cwd: REPO, encoding: 'utf8', timeout: 10 * 60 * 1000 });
-  if (r.error || r.status !== 0) return { error: `go test -bench Roofline/peak failed: ${r.error ? r.error.message : tail(r.stderr || r.stdout)}` };
+  const r = goBench(`Roofline/peak/(fma|bf16)/${threads}core$`, ['-benchtime', '3000x']);
+  if (r.error) return r;
   const peaks = {};
   for (const line of r.stdout.split('\n')) {
     const m = line.match(/^BenchmarkRoofline\/peak\/(fma|bf16)\/\dcore\S*\s+\d+\s+\S+ ns\/op\s+([0-9.]+) GFLOP\/s/);
@@ -133,9 +141,8 @@ function measurePeaks(threads) {
 // the median time of jobs that do nothing but the workload's multiply-adds
 // on registers (the FP pipes' floor), or {error}.
 function measureFloors(threads, gflops) {
-  const r = spawnSync('go', ['test', './ops/blas', '-run', '^$', '-bench', `Floor/(fma|bf16)/${threads}core/`, '-benchtime', '1x',
-    '-args', '-floor-gflop', gflops.join(',')], { cwd: REPO, encoding: 'utf8', timeout: 10 * 60 * 1000 });
-  if (r.error || r.status !== 0) return { error: `go test -bench Floor failed: ${r.error ? r.error.message : tail(r.stderr || r.stdout)}` };
+  const r = goBench(`Floor/(fma|bf16)/${threads}core/`, ['-benchtime', '1x', '-args', '-floor-gflop', gflops.join(',')]);
+  if (r.error) return r;
   const floors = { fp32: {}, bf16: {} };
   for (const line of r.stdout.split('\n')) {
     const m = line.match(/^BenchmarkFloor\/(fma|bf16)\/\dcore\/gflop=([0-9.e+]+)\S*\s.*\s([0-9.]+) p50-ms/);
