@@ -87,9 +87,7 @@ func halfToFloat32s(h []uint16) []float32 {
 // float32sToHalf narrows float32 values to float16 bit patterns.
 func float32sToHalf(f []float32) []uint16 {
 	out := make([]uint16, len(f))
-	for i, v := range f {
-		out[i] = ir.Float32ToFloat16(v)
-	}
+	float32ToHalf(out, f)
 	return out
 }
 

@@ -538,7 +538,7 @@ func gemmInto(ctx *Context, p *gemmPlan, in []*ir.Tensor, out *ir.Tensor) {
 		}
 		gemm(computeThreads(ctx), g.transA, g.transB, m, nn, k, g.alpha, av, lda, bv, ldb, beta, yv, max(1, nn))
 		if a.DType == ir.Float16 {
-			copy(out.Data.([]uint16), float32sToHalf(yv))
+			float32ToHalf(out.Data.([]uint16), yv)
 		}
 	case ir.Double:
 		yv := out.Data.([]float64)

@@ -25,9 +25,9 @@ import (
 //	Mul(h·σ(h), g), h = FusedMatMul(x, W1)  FusedMatMul(x, W1, activation=Silu, gate g)
 //
 // The last is LLaMA's SwiGLU MLP, w2(silu(w1·x) ⊙ w3·x): the gate is
-// w3's output, which may be computed after w1's product (the fused step
-// runs at the Mul's position, and only when every input is computed by
-// then).
+// w3's output, which may be computed after w1's product: the fused step
+// runs at the Mul's position, where every input is computed (each is read
+// by a step it replaces, and steps are in execution order).
 //
 // Steps that only reshape (keepsOrder), keeping the last dim, may sit
 // before the activation, the Mul or the Add: GPT-2's Conv1D and
@@ -82,9 +82,6 @@ func (p *Program) fuseEpilogues(pl *plan, types map[string]ops.Value) {
 			continue
 		}
 		last := c.absorbed[len(c.absorbed)-1]
-		if !f.computedBefore(c.fused, last) {
-			continue
-		}
 		fs := step{index: pl.steps[last].index, node: c.fused, schema: schema, ctx: st.ctx,
 			outs: []int{f.slot[c.out]}, want: []ir.TypeInfo{types[c.out].Type}}
 		for _, name := range c.fused.Inputs {
@@ -139,18 +136,19 @@ func (p *Program) fuseEpilogues(pl *plan, types map[string]ops.Value) {
 func (f *fuser) epilogueChain(schema *ops.Schema, n *ir.Node) epilogueChain {
 	c := epilogueChain{fused: n, out: n.Outputs[0]}
 	reshaped := false
-	// next returns where the chain goes on when at(y) accepts the tensor y
-	// it reaches: the chain's own output, or, once, the output of a run
-	// of steps that only reshape it (each reading the last alone), with
-	// the node computing y (base) and the run's steps.
-	next := func(at func(y string) bool) (base *ir.Node, run []int, y string, ok bool) {
+	// next reports whether the chain goes on, at(y) accepting the tensor
+	// y it reaches (at keeps what it matched there: its last call is the
+	// accepting one): the chain's own output, or, once, the output of a
+	// run of steps that only reshape it (each reading the last alone),
+	// with the node computing y (base) and the run's steps.
+	next := func(at func(y string) bool) (base *ir.Node, run []int, ok bool) {
 		if at(c.out) {
-			return c.fused, nil, c.out, true
+			return c.fused, nil, true
 		}
 		if reshaped {
-			return nil, nil, "", false
+			return nil, nil, false
 		}
-		y = c.out
+		y := c.out
 		for k, okK := f.consumer(y); okK && len(run) < maxReshapeRun; k, okK = f.consumer(y) {
 			rs := f.pl.steps[k].node
 			xs, okX := f.concreteShape(y)
@@ -159,10 +157,10 @@ func (f *fuser) epilogueChain(schema *ops.Schema, n *ir.Node) epilogueChain {
 			}
 			run, y = append(run, k), rs.Outputs[0]
 			if trial, ok := f.reshapedRows(c.fused, y); ok && f.inferMatches(schema, trial, y) && at(y) {
-				return trial, slices.Clone(run), y, true
+				return trial, slices.Clone(run), true
 			}
 		}
-		return nil, nil, "", false
+		return nil, nil, false
 	}
 	// take makes trial, computing tensor out, the chain's node when it
 	// infers right, absorbing the run of reshapes and the op's steps.
@@ -189,11 +187,11 @@ func (f *fuser) epilogueChain(schema *ops.Schema, n *ir.Node) epilogueChain {
 		trial.Attrs = append(trial.Attrs, &ir.Attribute{Name: "activation", Type: ir.AttrString, String: []byte(name)})
 		return trial
 	}
-	if base, run, y, ok := next(func(y string) bool { _, _, ok := activation(y); return ok }); ok {
-		j, name, _ := activation(y)
+	var j, sig, mul int
+	var name string
+	if base, run, ok := next(func(y string) (ok bool) { j, name, ok = activation(y); return ok }); ok {
 		take(withActivation(base, name), f.pl.steps[j].node.Outputs[0], run, j)
-	} else if base, run, y, ok := next(func(y string) bool { _, _, ok := f.siluSteps(y); return ok }); ok {
-		sig, mul, _ := f.siluSteps(y)
+	} else if base, run, ok := next(func(y string) (ok bool) { sig, mul, ok = f.siluSteps(y); return ok }); ok {
 		take(withActivation(base, "Silu"), f.pl.steps[mul].node.Outputs[0], run, sig, mul)
 	}
 	// operand reads the elementwise op (Mul for the gate, Add for the
@@ -208,23 +206,12 @@ func (f *fuser) epilogueChain(schema *ops.Schema, n *ir.Node) epilogueChain {
 			}
 			return j, r, ok
 		}
-		if base, run, y, ok := next(func(y string) bool { _, _, ok := operand(y); return ok }); ok {
-			j, r, _ := operand(y)
+		var r string
+		if base, run, ok := next(func(y string) (ok bool) { j, r, ok = operand(y); return ok }); ok {
 			take(withInput(base, e.input, r), f.pl.steps[j].node.Outputs[0], run, j)
 		}
 	}
 	return c
-}
-
-// computedBefore reports whether every input of n that a step computes
-// is computed before step last, where the fused step n runs.
-func (f *fuser) computedBefore(n *ir.Node, last int) bool {
-	for _, name := range n.Inputs {
-		if i, ok := f.producer[name]; ok && name != "" && i >= last {
-			return false
-		}
-	}
-	return true
 }
 
 // withInput returns a copy of n with input k set to tensor name (absent
@@ -259,16 +246,16 @@ func (f *fuser) siluSteps(x string) (sig, mul int, ok bool) {
 	if f.pl.steps[sig].node.OpType != "Sigmoid" {
 		sig, mul = mul, sig
 	}
-	s, m := f.pl.steps[sig].node, f.pl.steps[mul].node
+	s := f.pl.steps[sig].node
 	if s.OpType != "Sigmoid" || !isDefaultDomain(s) || len(s.Inputs) != 1 || len(s.Outputs) != 1 || s.Outputs[0] == "" || !f.notWider(s, x) {
 		return 0, 0, false
 	}
 	sx := s.Outputs[0]
-	if j, ok := f.consumer(sx); !ok || j != mul {
+	j, m, ok := f.geluStep(sx, "Mul") // σ's only reader, a Mul
+	if !ok || j != mul || !f.notWider(m, x) {
 		return 0, 0, false
 	}
-	if m.OpType != "Mul" || !isDefaultDomain(m) || len(m.Inputs) != 2 || len(m.Outputs) != 1 || m.Outputs[0] == "" || !f.notWider(m, x) ||
-		!(m.Inputs[0] == x && m.Inputs[1] == sx || m.Inputs[0] == sx && m.Inputs[1] == x) {
+	if other, ok := f.otherOperand(m, func(in string) bool { return in == sx }); !ok || other != x {
 		return 0, 0, false
 	}
 	return sig, mul, true
