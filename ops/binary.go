@@ -168,20 +168,22 @@ func intArith[T intElem](op arithOp, o []T, oShape []int, a []T, aShape []int, b
 }
 
 func arithT[T numElem](op arithOp, o []T, oShape []int, a []T, aShape []int, b []T, bShape []int) error {
-	var l binLoops[T, T, T]
-	switch op {
-	case opAdd:
-		l = binLoops[T, T, T]{vv: addVV[T], vs: addVS[T], sv: addSV[T]}
-	case opSub:
-		l = binLoops[T, T, T]{vv: subVV[T], vs: subVS[T], sv: subSV[T]}
-	case opMul:
-		l = binLoops[T, T, T]{vv: mulVV[T], vs: mulVS[T], sv: mulSV[T]}
-	case opDiv:
-		l = binLoops[T, T, T]{vv: divVV[T], vs: divVS[T], sv: divSV[T]}
-	default:
+	loops := arithLoops[T]()
+	if op < 0 || int(op) >= len(loops) {
 		return fmt.Errorf("unknown arithmetic op %d", op)
 	}
-	return applyBinary(o, oShape, a, aShape, b, bShape, l)
+	return applyBinary(o, oShape, a, aShape, b, bShape, loops[op])
+}
+
+// arithLoops returns each arithmetic op's Go loops for element type T,
+// indexed by arithOp.
+func arithLoops[T numElem]() [4]binLoops[T, T, T] {
+	return [...]binLoops[T, T, T]{
+		opAdd: {vv: addVV[T], vs: addVS[T], sv: addSV[T]},
+		opSub: {vv: subVV[T], vs: subVS[T], sv: subSV[T]},
+		opMul: {vv: mulVV[T], vs: mulVS[T], sv: mulSV[T]},
+		opDiv: {vv: divVV[T], vs: divVS[T], sv: divSV[T]},
+	}
 }
 
 // The arithmetic inner loops, written out so that the operator is inlined.

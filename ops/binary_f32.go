@@ -37,12 +37,7 @@ func arithFloat32(op arithOp, o []float32, oShape []int, a []float32, aShape []i
 // Go loops and the AVX-512 kernels, in tables built once: a call allocates
 // no closures.
 var (
-	arithGoLoops = [...]binLoops[float32, float32, float32]{
-		opAdd: {vv: addVV[float32], vs: addVS[float32], sv: addSV[float32]},
-		opSub: {vv: subVV[float32], vs: subVS[float32], sv: subSV[float32]},
-		opMul: {vv: mulVV[float32], vs: mulVS[float32], sv: mulSV[float32]},
-		opDiv: {vv: divVV[float32], vs: divVS[float32], sv: divSV[float32]},
-	}
+	arithGoLoops = arithLoops[float32]()
 	arithKernels = [...]binLoops[float32, float32, float32]{
 		// a + b[i] is b[i] + a: Go's compiler also puts b[i] first.
 		opAdd: kernelLoops(kernel.AddVV, kernel.AddVS, swapVS(kernel.AddVS), &arithGoLoops[opAdd]),

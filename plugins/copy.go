@@ -66,5 +66,5 @@ func copyThreads(n, threads int) int {
 	if n < ParallelCopyBytes || threads <= 1 {
 		return 1
 	}
-	return max(1, min(threads, runtime.GOMAXPROCS(0), runtime.NumCPU(), n/(ParallelCopyBytes/2)))
+	return min(threads, runtime.GOMAXPROCS(0), runtime.NumCPU(), n/(ParallelCopyBytes/2))
 }

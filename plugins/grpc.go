@@ -7,8 +7,8 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
@@ -37,7 +37,7 @@ func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 	if p.impl == nil {
 		return errors.New("no backend implementation to serve")
 	}
-	srv := &grpcServer{impl: p.impl, shm: p.shm, bell: p.bell, threads: map[uint64]int{}}
+	srv := &grpcServer{impl: p.impl, shm: p.shm, bell: p.bell}
 	backendpb.RegisterBackendServer(s, srv)
 	if p.bell != nil && p.shm != nil {
 		p.bell.start(srv)
@@ -58,10 +58,11 @@ type grpcServer struct {
 	impl Server
 	shm  *backendShm
 	bell *backendBell
-	// threads holds each partition's thread count (CompileRequest.threads),
-	// which also copies its outputs (copyBytes).
-	threadsMu sync.Mutex
-	threads   map[uint64]int
+	// copyThreads is the thread count of the last Compile
+	// (CompileRequest.threads), which copies Runs' outputs into the region
+	// (copyBytes; it splits only copies of 64 MiB and more): process-wide,
+	// as the CPU backend's GEMM threads are.
+	copyThreads atomic.Int32
 }
 
 func (s *grpcServer) Info(ctx context.Context, _ *backendpb.InfoRequest) (*backendpb.InfoResponse, error) {
@@ -116,9 +117,7 @@ func (s *grpcServer) Compile(ctx context.Context, req *backendpb.CompileRequest)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	s.threadsMu.Lock()
-	s.threads[uint64(id)] = int(req.Threads)
-	s.threadsMu.Unlock()
+	s.copyThreads.Store(req.Threads)
 	r := &backendpb.CompileResponse{PartitionId: uint64(id), Nodes: make([]*backendpb.NodeRef, len(nodes))}
 	for i, n := range nodes {
 		r.Nodes[i] = &backendpb.NodeRef{Name: n.Name, OpType: n.OpType, Domain: n.Domain}
@@ -198,11 +197,9 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 	if prof != nil {
 		prof.Run, mark = since(mark), time.Now()
 	}
-	s.threadsMu.Lock()
-	threads := s.threads[req.PartitionId]
-	s.threadsMu.Unlock()
+	threads := int(s.copyThreads.Load())
 	r := &backendpb.RunResponse{Outputs: make([]*backendpb.NamedTensor, 0, len(out))}
-	var inPlace []string // outputs computed into the output area
+	var inPlace []string // outputs computed into the output area (profiled runs)
 	for name, t := range out {
 		if t == nil {
 			return nil, status.Errorf(codes.Internal, "output %q: no tensor", name)
@@ -219,7 +216,9 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 				// before the region is written again.
 				if uint64(off) >= area.start {
 					r.OutputBytes += need
-					inPlace = append(inPlace, name)
+					if prof != nil {
+						inPlace = append(inPlace, name)
+					}
 				}
 				r.Outputs = append(r.Outputs, &backendpb.NamedTensor{Name: name, Tensor: shmRef(t, off)})
 				continue
@@ -265,9 +264,6 @@ func (s *grpcServer) Release(ctx context.Context, req *backendpb.ReleaseRequest)
 	if err := s.impl.Release(ctx, PartitionID(req.PartitionId)); err != nil {
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
-	s.threadsMu.Lock()
-	delete(s.threads, req.PartitionId)
-	s.threadsMu.Unlock()
 	return &backendpb.ReleaseResponse{}, nil
 }
 
@@ -711,7 +707,11 @@ func (a *outputArea) float32s(_ string, dims []int) []float32 {
 	if !ok {
 		return nil
 	}
-	return unsafe.Slice((*float32)(unsafe.Pointer(&a.region[off])), n)
+	d, ok := ir.AliasBytes(ir.Float, a.region[off:off+4*n], int(n))
+	if !ok {
+		return nil
+	}
+	return d.([]float32)
 }
 
 // OutputsCopied reports, inside a Server's Run, whether the protocol layer

@@ -292,6 +292,7 @@ func (p *InProcess) RunInto(ctx context.Context, id PartitionID, inputs, into ma
 		ts[name] = t
 	}
 	copied := len(into) > 0 && boundAll(into, meta.outputs)
+	var given *boundOutputs
 	if copied {
 		// The outputs go into the caller's tensors: the server may compute
 		// them into memory it reuses, as long as no other Run of the
@@ -299,9 +300,6 @@ func (p *InProcess) RunInto(ctx context.Context, id PartitionID, inputs, into ma
 		meta.bound.Lock()
 		defer meta.bound.Unlock()
 		ctx = context.WithValue(ctx, outputsCopiedKey{}, true)
-	}
-	var given *boundOutputs
-	if copied {
 		given = &boundOutputs{into: into, outputs: meta.outputs, inputs: ts}
 		ctx = context.WithValue(ctx, outputIntoKey{}, given.float32s)
 	}
@@ -352,7 +350,9 @@ func (p *InProcess) RunInto(ctx context.Context, id PartitionID, inputs, into ma
 		}
 		if dst := into[name]; dst != nil {
 			if given.holds(name, t) {
-				inPlace = append(inPlace, name) // computed in dst
+				if prof != nil {
+					inPlace = append(inPlace, name) // computed in dst
+				}
 				out[name] = dst
 				continue
 			}

@@ -207,13 +207,11 @@ func fusedMatMulEpilogue(n *ir.Node) string {
 	if a, _ := n.AttrString("activation", ""); a != "" {
 		parts = append(parts, "activation "+a)
 	}
-	for _, in := range []struct {
-		index int
-		what  string
-	}{{4, "gate"}, {3, "residual"}} {
-		if len(n.Inputs) > in.index && n.Inputs[in.index] != "" {
-			parts = append(parts, in.what+" "+n.Inputs[in.index])
-		}
+	if g := n.Input(4); g != "" {
+		parts = append(parts, "gate "+g)
+	}
+	if r := n.Input(3); r != "" {
+		parts = append(parts, "residual "+r)
 	}
 	if len(parts) == 0 {
 		return ""
