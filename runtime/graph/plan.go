@@ -500,7 +500,9 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 		}
 	}
 	keep := map[int]bool{}
+	outNames := make([]string, 0, len(p.Model.Graph.Outputs))
 	for _, out := range p.Model.Graph.Outputs {
+		outNames = append(outNames, out.Name)
 		s := slotOf(out.Name)
 		if v := types[out.Name]; v.Const != nil {
 			pl.consts[s] = v.Const
@@ -519,10 +521,6 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 		if !keep[s] && pl.consts[s] == nil {
 			pl.steps[k].free = append(pl.steps[k].free, s)
 		}
-	}
-	outNames := make([]string, len(p.Model.Graph.Outputs))
-	for i, out := range p.Model.Graph.Outputs {
-		outNames[i] = out.Name
 	}
 	pl.mem = planMemory(pl, lastUse, keep, outNames)
 	return pl, nil
