@@ -115,7 +115,14 @@ func TestFusedMatMulEpilogue(t *testing.T) {
 						in = append(in, c.bias)
 					}
 					for _, threads := range []int{1, 2} {
-						plain, err := runFusedMatMul(&Context{Threads: threads}, fusedMatMulNode(), in)
+						// The product as the fused run computes it: with B
+						// packed once where it is (its k blocks are not
+						// those of a per-call packing, nor its rounding).
+						plainCtx := &Context{Threads: threads}
+						if c.packed {
+							plainCtx = packingContext(threads)
+						}
+						plain, err := runFusedMatMul(plainCtx, fusedMatMulNode(), in)
 						if err != nil {
 							t.Fatal(err)
 						}

@@ -77,7 +77,9 @@ type bf16Tiles struct{ portable bool }
 // k: the pairs rounded up to a 64-byte line.
 func bf16Stride(kb int) int { return ((kb+1)/2 + 15) / 16 * 16 }
 
-func (bf16Tiles) aLen(mc, kb int) int      { return (mc + mr - 1) / mr * mr * bf16Stride(kb) }
+func (bf16Tiles) aLen(_ bool, _ float32, mc, kb int) int {
+	return (mc + mr - 1) / mr * mr * bf16Stride(kb)
+}
 func (bf16Tiles) bLen(nPanels, kb int) int { return nPanels * nr * ((kb + 1) / 2) }
 
 // words views a float32 buffer as the 32-bit words it holds.

@@ -410,12 +410,13 @@ func TestSgemmBias(t *testing.T) {
 }
 
 // TestSgemmPacked: C = op(A)·B (+ bias) with B packed once by PackB equals
-// the naive product, for k and n spanning several blocks (kcBlock,
-// ncBlock), edge tiles, transposed A and B, with and without bias, and the
-// packed B reused across calls with different A.
+// the naive product, for k and n spanning several blocks (packedKC's k
+// blocks, two and three of them; ncBlock), edge tiles, transposed A and B,
+// with and without bias, and the packed B reused across calls with
+// different A.
 func TestSgemmPacked(t *testing.T) {
 	r := rand.New(rand.NewSource(9))
-	for _, sz := range [][3]int{{70, 45, 300}, {8, 32, 5}, {3, 70, 0}, {37, ncBlock + 50, kcBlock + 13}, {130, 2304, 768}} {
+	for _, sz := range [][3]int{{70, 45, 300}, {8, 32, 5}, {3, 70, 0}, {37, ncBlock + 50, kcBlock + 13}, {130, 2304, 768}, {9, 40, packedKCMax + 37}, {11, 70, 2*packedKCMax + 5}} {
 		m, n, k := sz[0], sz[1], sz[2]
 		for _, tb := range []bool{false, true} {
 			ldb := n
@@ -458,6 +459,21 @@ func TestSgemmPacked(t *testing.T) {
 	}
 }
 
+// TestPackedKC: a packed operand's k blocks are all of k up to
+// packedKCMax, else the fewest even blocks no deeper than it, in whole
+// 16-row steps.
+func TestPackedKC(t *testing.T) {
+	for _, c := range []struct{ k, kc, blocks int }{
+		{0, 1, 0}, {1, 1, 1}, {5, 5, 1}, {768, 768, 1}, {3072, 3072, 1},
+		{3073, 1552, 2}, {4096, 2048, 2}, {6144, 3072, 2}, {6145, 2064, 3}, {16384, 2736, 6},
+	} {
+		kc := packedKC(c.k)
+		if blocks := (c.k + kc - 1) / kc; kc != c.kc || blocks != c.blocks {
+			t.Errorf("packedKC(%d) = %d (%d blocks), want %d (%d blocks)", c.k, kc, blocks, c.kc, c.blocks)
+		}
+	}
+}
+
 // TestSgemmEpilogue: the epilogue of SgemmBias, SgemmBiasBF16 and
 // SgemmPacked sees every element of C exactly once, after its value is
 // final (equal, bit for bit, to the same call's C without an epilogue),
@@ -467,7 +483,7 @@ func TestSgemmEpilogue(t *testing.T) {
 	r := rand.New(rand.NewSource(12))
 	// 677 columns: 22 panels, groups of 11 per thread, not a multiple of
 	// epiPanels.
-	for _, sz := range [][3]int{{70, 45, 300}, {8, 32, 5}, {3, 70, 0}, {37, ncBlock + 50, kcBlock + 13}, {300, 96, 64}, {64, 677, 40}} {
+	for _, sz := range [][3]int{{70, 45, 300}, {8, 32, 5}, {3, 70, 0}, {37, ncBlock + 50, kcBlock + 13}, {300, 96, 64}, {64, 677, 40}, {9, 40, packedKCMax + 37}} {
 		m, n, k := sz[0], sz[1], sz[2]
 		a, b, bias := randSlice(r, m*max(k, 1)), randSlice(r, max(k, 1)*n), randSlice(r, n)
 		pb, pb16 := PackB(false, k, n, b, n), PackBBF16(false, k, n, b, n)
@@ -523,16 +539,19 @@ func TestSgemmEpilogue(t *testing.T) {
 }
 
 // TestSgemmAInPlace covers the ways the AVX-512 kernel gets A: rows read
-// in place (with a partial last sliver packed), packed because alpha ≠ 1
-// or A is transposed, and packed because rows 4 KiB apart would share L1
-// sets (lda 1024).
+// in place (with a partial last sliver packed), also where they lie a
+// multiple of 4 KiB apart (lda 1024), and packed because alpha ≠ 1 or A is
+// transposed.
 func TestSgemmAInPlace(t *testing.T) {
+	if ab := newFP32Tiles(true).packA(false, 1, make([]float32, 16*1024), 1024, 0, 16, 0, 1000, make([]float32, 16*rowStride(1000))); rowKernel != nil && ab.inPlace != 2 {
+		t.Fatalf("16 rows 4 KiB apart: %d slivers read in place, want 2", ab.inPlace)
+	}
 	r := rand.New(rand.NewSource(11))
 	for _, c := range []struct {
 		m, n, k, lda int
 		alpha        float32
 		transA       bool
-	}{{19, 70, 300, 300, 1, false}, {19, 70, 300, 307, 1, false}, {16, 33, 1000, 1024, 1, false}, {19, 40, 64, 64, 0.5, false}, {19, 40, 64, 19, 1, true}} {
+	}{{19, 70, 300, 300, 1, false}, {5, 40, 300, 300, 1, false}, {19, 70, 300, 307, 1, false}, {16, 33, 1000, 1024, 1, false}, {19, 40, 64, 64, 0.5, false}, {19, 40, 64, 19, 1, true}} {
 		rows := c.m
 		if c.transA {
 			rows = c.k

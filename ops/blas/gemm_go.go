@@ -8,14 +8,16 @@ import (
 	"github.com/attnrun/attnrun/ops/internal/parallel"
 )
 
-// Blocking of the pure-Go GEMM (see the package doc). A packed B block is
-// kcBlock×ncBlock (up to 12 MiB, meant for L3); a packed A block is at most
-// mcBlock×kcBlock (288 KiB, L2); the micro-kernel walks an mr×kcBlock
-// sliver of A against a kcBlock×nr sliver of B (L1/L2) keeping its mr×nr
-// tile of C in registers. A deep kc means C is read and written once for
-// most attention projections (K ≤ 768). Measured on a 2-core Zen 5 VM with
-// the seed 000 shapes (2048×768 · 768×2304): kc 768 / nc 4096 is ~10%
-// faster than 256 / 2048.
+// Blocking of the pure-Go GEMM (see the package doc). A B block packed per
+// call is kcBlock×ncBlock (up to 12 MiB, meant for L3); weights packed once
+// (PackedB) take k in deeper blocks (packedKC, up to packedKCMax); a packed
+// A block is at most mcBlock×kc (768 KiB at kcBlock, L2) and A's rows are
+// read in place where they can be; the micro-kernel walks an mr×kc sliver
+// of A against a kc×nr sliver of B (L1/L2) keeping its mr×nr tile of C in
+// registers. A deep kc means C is read and written once for most attention
+// projections (K ≤ 768). Measured on a 2-core Zen 5 VM with the seed 000
+// shapes (2048×768 · 768×2304): kc 768 / nc 4096 is ~10% faster than 256 /
+// 2048.
 const (
 	kcBlock = 768
 	mcBlock = 256 // a multiple of every mr
@@ -134,11 +136,12 @@ func sgemmGo(transA, transB bool, m, n, k int, alpha float32, a []float32, lda i
 // them, one 32-bit word per pair, in the same []float32 buffers.
 type tileOps interface {
 	// aLen and bLen are the buffer lengths of a packed A block of mc rows
-	// and of nPanels packed B panels, over kb of k.
-	aLen(mc, kb int) int
+	// of alpha·op(A) (only the rows packA does not read in place) and of
+	// nPanels packed B panels, over kb of k.
+	aLen(trans bool, alpha float32, mc, kb int) int
 	bLen(nPanels, kb int) int
 	// packA readies alpha·op(A)[i0:i0+mb, p0:p0+kb] for tile, packing
-	// into buf (aLen(mb, kb)) what it does not read in place.
+	// into buf (aLen(trans, alpha, mb, kb)) what it does not read in place.
 	packA(trans bool, alpha float32, a []float32, lda, i0, mb, p0, kb int, buf []float32) aBlock
 	// packB packs column panels [plo, phi) of op(B)[p0:p0+kb, j0:j0+nb]
 	// into dst (bLen of the block's panels), zero-padding the last one.
@@ -212,6 +215,10 @@ func gemmGo(ops tileOps, transA, transB bool, m, n, k int, alpha float32, a []fl
 	nthreads = max(1, nthreads)
 
 	var bp []float32
+	kc := kcBlock
+	if pb != nil {
+		kc = pb.kc
+	}
 	if pb == nil {
 		ncEff := min(n, ncBlock)
 		nPanelsMax := (ncEff + nr - 1) / nr
@@ -247,8 +254,8 @@ func gemmGo(ops tileOps, transA, transB bool, m, n, k int, alpha float32, a []fl
 		} else if nMB < nthreads {
 			nJG = min(nPanels, (nthreads+nMB-1)/nMB)
 		}
-		for p0 := 0; p0 < k; p0 += kcBlock {
-			kb := min(kcBlock, k-p0)
+		for p0 := 0; p0 < k; p0 += kc {
+			kb := min(kc, k-p0)
 			it := blockItems{ops: ops, nJG: nJG, nPanels: nPanels, mc: mc, m: m, nb: nb, kb: kb, p0: p0, j0: j0,
 				transA: transA, alpha: alpha, a: a, lda: lda, c: c, ldc: ldc, add: beta != 0 || p0 > 0, bias: bias}
 			if p0+kb == k {
@@ -264,7 +271,7 @@ func gemmGo(ops tileOps, transA, transB bool, m, n, k int, alpha float32, a []fl
 				if pb == nil {
 					ops.packB(transB, b, ldb, p0, kb, j0, nb, bp, 0, nPanels)
 				}
-				abuf := getBuf(ops.aLen(mc, kb) + maxTile)
+				abuf := getBuf(ops.aLen(transA, alpha, mc, kb) + maxTile)
 				for i := 0; i < items; i++ {
 					it.run(i, *abuf)
 				}
@@ -279,7 +286,7 @@ func gemmGo(ops tileOps, transA, transB bool, m, n, k int, alpha float32, a []fl
 			}
 			var next atomic.Int64
 			parallel.Run(workers, func(int) {
-				abuf := getBuf(ops.aLen(mc, kb) + maxTile)
+				abuf := getBuf(ops.aLen(transA, alpha, mc, kb) + maxTile)
 				defer putBuf(abuf)
 				for {
 					i := int(next.Add(1) - 1)
@@ -322,7 +329,7 @@ type blockItems struct {
 	epi                                 Epilogue  // run on each item's C block (the last k block only)
 }
 
-// run computes work item it with buf (aLen(mc, kb) + maxTile floats) for
+// run computes work item it with buf (aLen(transA, alpha, mc, kb) + maxTile floats) for
 // the packed A block and an edge tile.
 func (b *blockItems) run(it int, buf []float32) {
 	bias := b.bias
@@ -333,7 +340,7 @@ func (b *blockItems) run(it int, buf []float32) {
 	i0 := ib * b.mc
 	mb := min(b.mc, b.m-i0)
 	jlo, jhi := jg*b.nPanels/b.nJG, (jg+1)*b.nPanels/b.nJG
-	ab := b.ops.packA(b.transA, b.alpha, b.a, b.lda, i0, mb, b.p0, b.kb, buf[:b.ops.aLen(mb, b.kb)])
+	ab := b.ops.packA(b.transA, b.alpha, b.a, b.lda, i0, mb, b.p0, b.kb, buf[:b.ops.aLen(b.transA, b.alpha, mb, b.kb)])
 	tile := buf[len(buf)-maxTile:]
 	panel := b.ops.bLen(1, b.kb)
 	for jp := jlo; jp < jhi; jp++ {
@@ -406,8 +413,11 @@ func rowStride(kb int) int {
 	return ld
 }
 
-func (t fp32Tiles) aLen(mc, kb int) int {
-	if t.rows {
+func (t fp32Tiles) aLen(trans bool, alpha float32, mc, kb int) int {
+	switch {
+	case t.rows && !trans && alpha == 1: // rows in place but a partial last sliver
+		return mr * rowStride(kb)
+	case t.rows:
 		return (mc + mr - 1) / mr * mr * rowStride(kb)
 	}
 	return (mc + mr - 1) / mr * mr * kb
@@ -421,7 +431,13 @@ func (t fp32Tiles) packA(trans bool, alpha float32, a []float32, lda, i0, mb, p0
 		return aBlock{buf: buf}
 	}
 	ab := aBlock{buf: buf, bufLd: rowStride(kb)}
-	if !trans && alpha == 1 && lda%1024 != 0 {
+	// Rows read in place may lie a multiple of 4 KiB apart (k = 1024,
+	// 3072, 4096): a tile's 8 rows then stream through one L1 set at a
+	// time, which has 12 ways, and copying them cost more. Measured on a
+	// 2-core Zen 5 VM (SgemmPacked, 2 threads, interleaved, 2026-11-24
+	// about 17:50 UTC): k = 3072 and 4096 3–5% faster in place, k = 1024
+	// the same.
+	if !trans && alpha == 1 {
 		ab.src, ab.off, ab.ld, ab.inPlace = a, i0*lda+p0, lda, mb/mr
 	}
 	first := ab.inPlace * mr
@@ -540,8 +556,38 @@ func packA(trans bool, alpha float32, a []float32, lda, i0, mb, p0, kb int, dst 
 type PackedB struct {
 	k, n   int
 	bf16   bool
+	kc     int         // rows of op(B) per k block (packedKC)
 	nK     int         // k blocks per column block
-	blocks [][]float32 // block (j0/ncBlock)*nK + p0/kcBlock
+	blocks [][]float32 // block (j0/ncBlock)*nK + p0/kc
+}
+
+// packedKCMax is the deepest k block of a packed operand. Packed weights
+// take all of k in one block up to it (packedKC), deeper than the
+// kcBlock of operands packed per call: every k block after the first
+// reads and rewrites all of C, and the feed-forward layers' second
+// product (k = 4·768) made four such passes. The A block of mcBlock rows
+// then outgrows L2, but the kernel reads A's rows in place and streams
+// them well. Measured on a 2-core Zen 5 VM (SgemmPacked, 2 threads, with
+// A read in place at any stride, against blocks of 768 with rows 4 KiB
+// apart packed; configurations interleaved, median of 8 per-round
+// ratios; 2026-11-24 about 17:40 UTC), in fp32 and bf16: 512×3072·3072×768
+// (a BERT-base FFN's second product, 12 weights cycled) 1.09× and 1.13×,
+// at 128 rows 1.04× and 1.07×, at 2048 rows 1.16× and 1.22×;
+// 512×1024·1024×3072 1.09× and 1.17×; 512×1536·1536×1536 1.05× and 1.07×;
+// 512×4096·4096×1024 (two blocks of 2048) 1.06× and 1.12×; k = 768
+// unchanged (1.00×). In the 12-layer encoder at S=512 the second FFN
+// product went from 5.18 to 4.98 ms a layer (attnrun profile).
+const packedKCMax = 3072
+
+// packedKC returns the k block depth of a packed k×n operand: all of k up
+// to packedKCMax, else k split into the fewest even blocks no deeper than
+// that (rounded up to 16 rows).
+func packedKC(k int) int {
+	if k <= packedKCMax {
+		return max(k, 1)
+	}
+	blocks := (k + packedKCMax - 1) / packedKCMax
+	return ((k+blocks-1)/blocks + 15) / 16 * 16
 }
 
 // PackB packs op(B) (k×n, row stride ldb) for SgemmPacked.
@@ -553,12 +599,13 @@ func PackB(transB bool, k, n int, b []float32, ldb int) *PackedB {
 func packWhole(name string, ops tileOps, transB bool, k, n int, b []float32, ldb int) *PackedB {
 	checkGemm(name, false, transB, 1, n, k, k, max(k, 1), len(b), ldb, n, max(n, 1))
 	_, bf16 := ops.(bf16Tiles)
-	pb := &PackedB{k: k, n: n, bf16: bf16, nK: (k + kcBlock - 1) / kcBlock}
+	kc := packedKC(k)
+	pb := &PackedB{k: k, n: n, bf16: bf16, kc: kc, nK: (k + kc - 1) / kc}
 	for j0 := 0; j0 < n; j0 += ncBlock {
 		nb := min(ncBlock, n-j0)
 		nPanels := (nb + nr - 1) / nr
-		for p0 := 0; p0 < k; p0 += kcBlock {
-			kb := min(kcBlock, k-p0)
+		for p0 := 0; p0 < k; p0 += kc {
+			kb := min(kc, k-p0)
 			blk := make([]float32, ops.bLen(nPanels, kb))
 			ops.packB(transB, b, ldb, p0, kb, j0, nb, blk, 0, nPanels)
 			pb.blocks = append(pb.blocks, blk)
@@ -592,7 +639,7 @@ func (pb *PackedB) Bytes() int64 {
 
 // block returns the packed block starting at row p0, column j0 of op(B).
 func (pb *PackedB) block(j0, p0 int) []float32 {
-	return pb.blocks[(j0/ncBlock)*pb.nK+p0/kcBlock]
+	return pb.blocks[(j0/ncBlock)*pb.nK+p0/pb.kc]
 }
 
 // packB stores column panels [plo, phi) of op(B)[p0:p0+kb, j0:j0+nb] as
