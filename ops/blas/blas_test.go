@@ -474,6 +474,32 @@ func TestPackedKC(t *testing.T) {
 	}
 }
 
+// TestNextPanelShare: the tiles of a panel share out the next panel's
+// cache lines, each line to exactly one tile, in order, whole lines only;
+// with no next panel they prefetch nothing.
+func TestNextPanelShare(t *testing.T) {
+	for _, c := range []struct{ floats, tiles int }{{768 * 32, 32}, {768 * 32, 16}, {768 * 32, 7}, {5 * 32, 32}, {3072 * 32, 1}, {0, 4}} {
+		next := make([]float32, c.floats)
+		covered := 0
+		for ip := 0; ip < c.tiles; ip++ {
+			share := nextPanelShare(next, ip, c.tiles)
+			if len(share)%floatsPerLine != 0 {
+				t.Fatalf("%d floats, %d tiles: tile %d gets %d floats, not whole lines", c.floats, c.tiles, ip, len(share))
+			}
+			if len(share) > 0 && &share[0] != &next[covered] {
+				t.Fatalf("%d floats, %d tiles: tile %d starts at a gap or overlap", c.floats, c.tiles, ip)
+			}
+			covered += len(share)
+		}
+		if covered != c.floats {
+			t.Errorf("%d floats, %d tiles: shares cover %d floats", c.floats, c.tiles, covered)
+		}
+	}
+	if share := nextPanelShare(nil, 0, 8); share != nil {
+		t.Errorf("no next panel: share of %d floats", len(share))
+	}
+}
+
 // TestSgemmEpilogue: the epilogue of SgemmBias, SgemmBiasBF16 and
 // SgemmPacked sees every element of C exactly once, after its value is
 // final (equal, bit for bit, to the same call's C without an epilogue),

@@ -54,7 +54,7 @@ func l1Tile(bf16 bool) (func(threads int) (func(t int), float64), bool) {
 			}
 			return func(t int) {
 				for i := 0; i < reps; i++ {
-					kernel.BF16Gemm8x32(k/2, &a[0], k/2, &bw[0], &cs[t][0], 32, nil, true)
+					kernel.BF16Gemm8x32(k/2, &a[0], k/2, &bw[0], &cs[t][0], 32, nil, true, nil, 0)
 				}
 			}, 2 * k * 8 * 32 * reps
 		}, true
@@ -69,7 +69,7 @@ func l1Tile(bf16 bool) (func(threads int) (func(t int), float64), bool) {
 			return func(t int) {
 				for i := 0; i < reps; i++ {
 					if rowKernel != nil { // the kernel the GEMM runs: A's rows in place
-						rowKernel(k, &a[0], k, &bb[0], &cs[t][0], nr, nil, true)
+						rowKernel(k, &a[0], k, &bb[0], &cs[t][0], nr, nil, true, nil, 0)
 						continue
 					}
 					asmKernel(k, &a[0], &bb[0], &cs[t][0], nr, true)

@@ -467,15 +467,11 @@ ldone8:
 	VZEROUPPER
 	RET
 
-// func Sgemm8x32Rows(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool)
-// One k step per iteration (see tile8x32_amd64.h).
-TEXT ·Sgemm8x32Rows(SB), NOSPLIT, $0-57
+// func Sgemm8x32Rows(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool, pf *float32, pfLines int)
+// See tile8x32_amd64.h.
+TEXT ·Sgemm8x32Rows(SB), NOSPLIT, $0-80
 	TILE8x32_ROWS_START
-loop:
-	SGEMM8x32_ROWS_KSTEP
-	DECQ CX
-	JNZ loop
-store:
+	TILE8x32_ROWS_PREFETCHING(SGEMM8x32_ROWS_KSTEP)
 	TILE8x32_ROWS_END
 
 // func Sgemm8x32RowsLoop(k int, a *float32, lda int, b, c *float32, ldc, n, as, bs, cs int, add bool)

@@ -2,15 +2,11 @@
 #include "bf16_amd64.h"
 #include "tile8x32_amd64.h"
 
-// func BF16Gemm8x32(k int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool)
+// func BF16Gemm8x32(k int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool, pf *float32, pfLines int)
 // One k pair per iteration (see tile8x32_amd64.h).
-TEXT ·BF16Gemm8x32(SB), NOSPLIT, $0-57
+TEXT ·BF16Gemm8x32(SB), NOSPLIT, $0-80
 	TILE8x32_ROWS_START
-loop:
-	BF16_8x32_ROWS_KSTEP
-	DECQ CX
-	JNZ loop
-store:
+	TILE8x32_ROWS_PREFETCHING(BF16_8x32_ROWS_KSTEP)
 	TILE8x32_ROWS_END
 
 // func CvtBF16(dst *uint32, src *float32, n int)

@@ -89,7 +89,10 @@ func bf16Tile(t *testing.T, a, b []float32, k, ldc int, bias []float32, add bool
 	if bias != nil {
 		bp = &bias[0]
 	}
-	BF16Gemm8x32(kp, &aw[0], lda, &bw[0], &c[0], ldc, bp, add)
+	// Lines to prefetch as it goes (more than kp/8 for small k): they
+	// must not change the tile.
+	pf := make([]float32, 16*8)
+	BF16Gemm8x32(kp, &aw[0], lda, &bw[0], &c[0], ldc, bp, add, &pf[0], 8)
 	return want
 }
 
@@ -222,7 +225,7 @@ func TestBF16Gemm8x32Loop(t *testing.T) {
 		want := append([]float32(nil), got...)
 		BF16Gemm8x32Loop(k, &a[0], lda, &b[0], &got[0], ldc, n, as, bs, cs, add)
 		for tile := 0; tile < n; tile++ {
-			BF16Gemm8x32(k, &a[tile*as], lda, &b[tile*bs], &want[tile*cs], ldc, nil, add)
+			BF16Gemm8x32(k, &a[tile*as], lda, &b[tile*bs], &want[tile*cs], ldc, nil, add, nil, 0)
 		}
 		for i := range got {
 			if got[i] != want[i] {

@@ -109,10 +109,12 @@ func DotBF16Peak512(n int)
 // bf16 elements 2p and 2p+1, low half first), and b[p·32 + j] is the pair
 // (B[2p][j], B[2p+1][j]). Each product of two bf16 is exact in fp32 and
 // each sum rounds to nearest even (VDPBF16PS; subnormal inputs and
-// results are flushed to zero). It needs BF16.
+// results are flushed to zero). It prefetches pf's pfLines lines as
+// Sgemm8x32Rows does (k counts pairs here: one line every 8 pairs). It
+// needs BF16.
 //
 //go:noescape
-func BF16Gemm8x32(k int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool)
+func BF16Gemm8x32(k int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool, pf *float32, pfLines int)
 
 // CvtBF16 rounds n floats at src (n a multiple of 32) to bf16, nearest
 // even (VCVTNE2PS2BF16: NaN stays NaN, quieted; subnormals become zero),
@@ -125,10 +127,16 @@ func CvtBF16(dst *uint32, src *float32, n int)
 // Sgemm8x32Rows is Sgemm8x32 reading A's 8 rows in place: row r's k
 // elements are consecutive at a + r·lda (no packing), and B is a packed
 // k×32 sliver. It stores C = A·B (add false) or adds it (add), then adds
-// bias (32 floats, every row) when bias is not nil.
+// bias (32 floats, every row) when bias is not nil. Meanwhile it asks for
+// the pfLines cache lines from pf on (64 bytes each; pf may be nil when
+// pfLines is 0) to be brought into L2 (PREFETCHT1), one line every 8 k
+// steps, at most k/8 of them: the GEMM hands it the next B sliver's
+// lines, which come from memory when a model's weights do not fit in the
+// caches. A prefetch never faults; it only has to point into memory the
+// caller owns to be useful.
 //
 //go:noescape
-func Sgemm8x32Rows(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool)
+func Sgemm8x32Rows(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool, pf *float32, pfLines int)
 
 // BF16Gemm8x32Loop runs n BF16Gemm8x32 tiles (without bias) in one call:
 // tile t reads A's rows at a + t·as and B at b + t·bs (in words) and

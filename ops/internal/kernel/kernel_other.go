@@ -66,7 +66,7 @@ func FMAPeak256(n int) { panic("ops/internal/kernel: no AVX2 on this architectur
 func DotBF16Peak512(n int) { panic("ops/internal/kernel: no AVX512_BF16 on this architecture") }
 
 // BF16Gemm8x32 is never called where BF16 is false.
-func BF16Gemm8x32(k int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool) {
+func BF16Gemm8x32(k int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool, pf *float32, pfLines int) {
 	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
 }
 
@@ -76,7 +76,7 @@ func CvtBF16(dst *uint32, src *float32, n int) {
 }
 
 // Sgemm8x32Rows is never called where AVX512 is false.
-func Sgemm8x32Rows(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool) {
+func Sgemm8x32Rows(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool, pf *float32, pfLines int) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
 

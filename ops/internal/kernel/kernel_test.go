@@ -2,6 +2,8 @@ package kernel
 
 import (
 	"math"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -341,7 +343,7 @@ func TestSgemm8x32Rows(t *testing.T) {
 		t.Skip("no AVX-512 on this CPU")
 	}
 	const ldc = 37
-	for _, k := range []int{0, 1, 7, 300} {
+	for _, k := range []int{0, 1, 7, 8, 16, 300} {
 		lda := k + 3
 		a := make([]float32, 7*lda+max(k, 1))
 		b := make([]float32, max(k, 1)*32)
@@ -355,18 +357,26 @@ func TestSgemm8x32Rows(t *testing.T) {
 		for j := range bias {
 			bias[j] = float32(j) - 16.5
 		}
-		for _, mode := range []string{"store", "add", "bias", "add+bias"} {
-			add := mode == "add" || mode == "add+bias"
-			var bp *float32
-			if mode == "bias" || mode == "add+bias" {
+		// Lines to prefetch: none, fewer than k/8, more than k/8 (the
+		// kernel stops at k/8); they must not change the result.
+		pf := make([]float32, 64*16)
+		for _, mode := range []string{"store", "add", "bias", "add+bias", "add+bias+prefetch 3", "store+prefetch 64"} {
+			add := strings.HasPrefix(mode, "add")
+			var bp, pfp *float32
+			if strings.Contains(mode, "bias") {
 				bp = &bias[0]
+			}
+			lines := 0
+			if i := strings.Index(mode, "prefetch "); i >= 0 {
+				lines, _ = strconv.Atoi(mode[i+len("prefetch "):])
+				pfp = &pf[0]
 			}
 			c := make([]float32, 7*ldc+32+5)
 			for i := range c {
 				c[i] = float32(i%3) + 0.25
 			}
 			old := append([]float32(nil), c...)
-			Sgemm8x32Rows(k, &a[0], lda, &b[0], &c[0], ldc, bp, add)
+			Sgemm8x32Rows(k, &a[0], lda, &b[0], &c[0], ldc, bp, add, pfp, lines)
 			for i, got := range c {
 				r, j := i/ldc, i%ldc
 				want := old[i]
@@ -413,7 +423,7 @@ func TestSgemm8x32RowsLoop(t *testing.T) {
 		want := append([]float32(nil), got...)
 		Sgemm8x32RowsLoop(k, &a[0], lda, &b[0], &got[0], ldc, n, as, bs, cs, add)
 		for tile := 0; tile < n; tile++ {
-			Sgemm8x32Rows(k, &a[tile*as], lda, &b[tile*bs], &want[tile*cs], ldc, nil, add)
+			Sgemm8x32Rows(k, &a[tile*as], lda, &b[tile*bs], &want[tile*cs], ldc, nil, add, nil, 0)
 		}
 		for i := range got {
 			if got[i] != want[i] {

@@ -1,8 +1,9 @@
 // The 8x32 micro-kernels that read A's rows in place: Sgemm8x32Rows and
 // BF16Gemm8x32,
 //
-//	func(k int, a *T, lda int, b *T, c *float32, ldc int, bias *float32, add bool)
+//	func(k int, a *T, lda int, b *T, c *float32, ldc int, bias *float32, add bool, pf *float32, pfLines int)
 //
+// (pf, pfLines: lines they prefetch as they go, TILE8x32_ROWS_PREFETCHING),
 // and their loop forms Sgemm8x32RowsLoop and BF16Gemm8x32Loop, n tiles
 // without bias,
 //
@@ -28,7 +29,8 @@
 // BF16Gemm8x32LoopA8 runs the loop form on A in slivers instead of rows:
 // its k pair p is the 8 rows' words at a + p·lda (BF16_8x32_A8_KSTEP).
 //
-// The macros use the labels tile, store, noadd, write and done.
+// The macros use the labels tile, store, noadd, write, done, loop8,
+// nopf, rest and loop.
 
 #define TILE8x32_ZERO \
 	VPXORD Z4, Z4, Z4; \
@@ -179,6 +181,37 @@
 	TILE8x32_ZERO; \
 	TESTQ CX, CX; \
 	JE store
+
+// The k loop of Sgemm8x32Rows and BF16Gemm8x32 (KSTEP one k step, or
+// pair): eight steps per iteration, then one PREFETCHT1 of the next of
+// the pfLines lines at pf (R12, with R13 the lines left), then the k mod 8
+// steps left one at a time; it ends at store.
+#define TILE8x32_ROWS_PREFETCHING(KSTEP) \
+	MOVQ pf+64(FP), R12; \
+	MOVQ pfLines+72(FP), R13; \
+	loop8: CMPQ CX, $8; \
+	JLT rest; \
+	KSTEP; \
+	KSTEP; \
+	KSTEP; \
+	KSTEP; \
+	KSTEP; \
+	KSTEP; \
+	KSTEP; \
+	KSTEP; \
+	TESTQ R13, R13; \
+	JLE nopf; \
+	PREFETCHT1 (R12); \
+	ADDQ $64, R12; \
+	DECQ R13; \
+	nopf: SUBQ $8, CX; \
+	JMP loop8; \
+	rest: TESTQ CX, CX; \
+	JE store; \
+	loop: KSTEP; \
+	DECQ CX; \
+	JNZ loop; \
+	store:
 
 // Add C when add, then bias when not nil; store; return.
 #define TILE8x32_ROWS_END \
