@@ -216,12 +216,13 @@ func gemmGo(ops tileOps, transA, transB bool, m, n, k int, alpha float32, a []fl
 	}
 	nthreads = max(1, nthreads)
 
+	// B's k blocks: kc rows deep, packed per call into bp (one block at a
+	// time) or packed once already (pb).
 	var bp []float32
 	kc := kcBlock
 	if pb != nil {
 		kc = pb.kc
-	}
-	if pb == nil {
+	} else {
 		ncEff := min(n, ncBlock)
 		nPanelsMax := (ncEff + nr - 1) / nr
 		bbuf := getBuf(ops.bLen(nPanelsMax, min(k, kcBlock)))
@@ -331,8 +332,8 @@ type blockItems struct {
 	epi                                 Epilogue  // run on each item's C block (the last k block only)
 }
 
-// run computes work item it with buf (aLen(transA, alpha, mc, kb) + maxTile floats) for
-// the packed A block and an edge tile.
+// run computes work item it with buf (aLen(transA, alpha, mc, kb) +
+// maxTile floats) for the packed A block and an edge tile.
 func (b *blockItems) run(it int, buf []float32) {
 	bias := b.bias
 	if b.add {
@@ -470,9 +471,9 @@ func (t fp32Tiles) packA(trans bool, alpha float32, a []float32, lda, i0, mb, p0
 	// Rows read in place may lie a multiple of 4 KiB apart (k = 1024,
 	// 3072, 4096): a tile's 8 rows then stream through one L1 set at a
 	// time, which has 12 ways, and copying them cost more. Measured on a
-	// 2-core Zen 5 VM (SgemmPacked, 2 threads, interleaved, 2026-11-24
-	// about 17:50 UTC): k = 3072 and 4096 3–5% faster in place, k = 1024
-	// the same.
+	// 2-core Zen 5 VM (SgemmPacked, 2 threads, k blocks of 768,
+	// interleaved, 2026-11-24 about 17:40 UTC): k = 3072 and 4096 1–7%
+	// faster in place, k = 1024 0–3%.
 	if !trans && alpha == 1 {
 		ab.src, ab.off, ab.ld, ab.inPlace = a, i0*lda+p0, lda, mb/mr
 	}

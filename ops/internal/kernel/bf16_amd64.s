@@ -3,7 +3,7 @@
 #include "tile8x32_amd64.h"
 
 // func BF16Gemm8x32(k int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool, pf *float32, pfLines int)
-// One k pair per iteration (see tile8x32_amd64.h).
+// k counts pairs (see tile8x32_amd64.h).
 TEXT ·BF16Gemm8x32(SB), NOSPLIT, $0-80
 	TILE8x32_ROWS_START
 	TILE8x32_ROWS_PREFETCHING(BF16_8x32_ROWS_KSTEP)
