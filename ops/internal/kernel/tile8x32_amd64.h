@@ -29,7 +29,7 @@
 // BF16Gemm8x32LoopA8 runs the loop form on A in slivers instead of rows:
 // its k pair p is the 8 rows' words at a + p·lda (BF16_8x32_A8_KSTEP).
 //
-// The macros use the labels tile, store, noadd, write, done, loop8,
+// The macros use the labels tile, store, noadd, write, done, cpf, loop8,
 // nopf, rest and loop.
 
 #define TILE8x32_ZERO \
@@ -183,10 +183,22 @@
 	JE store
 
 // The k loop of Sgemm8x32Rows and BF16Gemm8x32 (KSTEP one k step, or
-// pair): eight steps per iteration, then one PREFETCHT1 of the next of
-// the pfLines lines at pf (R12, with R13 the lines left), then the k mod 8
-// steps left one at a time; it ends at store.
+// pair). First the tile of C's lines (8 rows at DX, R9 bytes apart, 128
+// bytes each: three lines where a row is not line-aligned) are asked into
+// L2 (PREFETCHT1, R12 counting rows), so that its stores at the end do
+// not wait on memory; then eight steps per iteration, each followed by
+// one PREFETCHT1 of the next of the pfLines lines at pf (R12, with R13
+// the lines left); then the k mod 8 steps left one at a time; it ends at
+// store.
 #define TILE8x32_ROWS_PREFETCHING(KSTEP) \
+	MOVQ DX, AX; \
+	MOVQ $8, R12; \
+	cpf: PREFETCHT1 (AX); \
+	PREFETCHT1 64(AX); \
+	PREFETCHT1 127(AX); \
+	ADDQ R9, AX; \
+	DECQ R12; \
+	JNZ cpf; \
 	MOVQ pf+64(FP), R12; \
 	MOVQ pfLines+72(FP), R13; \
 	loop8: CMPQ CX, $8; \
