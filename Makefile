@@ -56,10 +56,12 @@ models:
 #               (needs python3-torch python3-onnx python3-numpy for /usr/bin/python3; not committed)
 # bench-compare attnrun vs ONNX Runtime latency / peak RSS table (THREADS=2 by default), fp32 and bf16 rows,
 #               GFLOP/s as a share of the machine's peak (go test -bench Roofline/peak ./ops/blas), and the
-#               FP pipes' floor: the median time of jobs doing only the workload's multiply-adds (-bench Floor)
+#               FP pipes' floor: the median time of jobs doing only the workload's multiply-adds (-bench Floor);
+#               ROUNDS=3 rounds per workload, attnrun and ORT back to back (the latency ratio: the rounds' median)
 ORT_DIR ?= tools/ort
 ORT_STAMP := $(ORT_DIR)/node_modules/.package-lock.json
 THREADS ?= 2
+ROUNDS ?= 3
 BENCH_MODELS ?= bench/models
 ATTNRUN ?= bin/attnrun
 
@@ -96,7 +98,7 @@ bench-models:
 
 bench-compare: $(ORT_STAMP) bench-models
 	if [ "$(ATTNRUN)" = bin/attnrun ]; then go build -o bin/attnrun ./cmd/attnrun; fi
-	node $(ORT_DIR)/bench.js --threads $(THREADS) --bench-models $(BENCH_MODELS) --attnrun $(ATTNRUN) --peak
+	node $(ORT_DIR)/bench.js --threads $(THREADS) --rounds $(ROUNDS) --bench-models $(BENCH_MODELS) --attnrun $(ATTNRUN) --peak
 
 # ---- Conformance: ONNX's node tests and the op table ----
 # node-suite  run ONNX's backend node tests for every op the backend claims (BACKEND=cpu by default), two suites:

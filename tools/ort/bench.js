@@ -7,7 +7,13 @@
 // and
 //   attnrun bench MODEL --input NAME=random:DIMS ... --threads N --iters N --warmup N --json
 // each in a fresh process (so peak RSS is per workload), one after the other,
-// and prints a markdown table of median latency and peak RSS. A workload with
+// and prints a markdown table of median latency and peak RSS. With --rounds
+// N each workload runs as N rounds, each an attnrun process and an ORT
+// process back to back (which goes first alternating) with a share of the
+// timed runs: a shared machine's speed drifts from minute to minute, and
+// the per-round ratios compare the two under the same drift. A runtime's
+// p50 is then the median of its rounds' p50s, its peak RSS the largest,
+// and the latency ratio the median of the rounds' ratios. A workload with
 // "attnrunArgs" adds flags to attnrun's command line (e.g. --in-process);
 // "precision": "bf16" runs attnrun with --precision bf16 (ORT stays fp32) and
 // reports attnrun's largest deviation from its own fp32 output on the same
@@ -22,12 +28,15 @@ const { readNpy } = require('./lib');
 
 const REPO = path.resolve(__dirname, '..', '..');
 
-const USAGE = `usage: node bench.js [--workloads FILE] [--threads N] [--iters N] [--warmup N]
+const USAGE = `usage: node bench.js [--workloads FILE] [--threads N] [--iters N] [--warmup N] [--rounds N]
        [--bench-models DIR] [--attnrun PATH] [--only REGEX] [--ort-only] [--attnrun-only] [--peak] [--json-out FILE]
 
   --workloads FILE    workload list (default: tools/ort/workloads.json)
   --threads N         intra-op threads for both runtimes (default 2)
   --iters, --warmup   override every workload's counts
+  --rounds N          run each workload as N rounds of attnrun then ORT (alternating which goes first),
+                      each round with ceil(iters/N) timed runs (at least 3) and the full warmup; report
+                      the median of the rounds' p50s and the median of their ratios (default 1)
   --bench-models DIR  where {bench} points (default: $BENCH_MODELS, else <repo>/bench/models)
   --attnrun PATH      attnrun binary (default: $ATTNRUN, else <repo>/bin/attnrun)
   --only REGEX        only workloads whose name matches
@@ -49,7 +58,7 @@ function parseArgs(argv) {
     threads: 2, iters: null, warmup: null,
     benchModels: process.env.BENCH_MODELS || path.join(REPO, 'bench', 'models'),
     attnrun: process.env.ATTNRUN || path.join(REPO, 'bin', 'attnrun'),
-    only: null, ort: true, ours: true, jsonOut: null, peak: false,
+    only: null, ort: true, ours: true, jsonOut: null, peak: false, rounds: 1,
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -67,6 +76,7 @@ function parseArgs(argv) {
       case '--threads': o.threads = int(next(), 1); break;
       case '--iters': o.iters = int(next(), 1); break;
       case '--warmup': o.warmup = int(next(), 0); break;
+      case '--rounds': o.rounds = int(next(), 1); break;
       case '--bench-models': o.benchModels = path.resolve(next()); break;
       case '--attnrun': o.attnrun = path.resolve(next()); break;
       case '--only': o.only = new RegExp(next()); break;
@@ -187,6 +197,40 @@ function displayPath(p) {
   return rel.startsWith('..') || path.isAbsolute(rel) ? p : rel;
 }
 
+const median = (xs) => {
+  const v = [...xs].sort((a, b) => a - b);
+  const m = v.length >> 1;
+  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+};
+
+// combineRounds folds the results of one runtime's rounds into one: the
+// first refusal or error as it is, else stats whose p50_ms is the median of
+// the rounds' p50s and peak_rss_bytes (and base_rss_bytes) the largest,
+// with every round's p50 in rounds_p50_ms.
+function combineRounds(rs) {
+  const bad = rs.find((r) => !r.stats);
+  if (bad) return bad;
+  if (rs.length === 1) return rs[0];
+  const stats = { ...rs[0].stats };
+  stats.rounds_p50_ms = rs.map((r) => r.stats.p50_ms);
+  stats.p50_ms = median(stats.rounds_p50_ms);
+  for (const k of ['peak_rss_bytes', 'base_rss_bytes']) {
+    if (rs.every((r) => typeof r.stats[k] === 'number')) stats[k] = Math.max(...rs.map((r) => r.stats[k]));
+  }
+  return { stats };
+}
+
+// latencyRatio is attnrun's p50 over ORT's: with rounds, the median of the
+// rounds' ratios (each round's two runs close in time).
+function latencyRatio(r) {
+  const ok = (x) => x && x.stats;
+  if (!ok(r.ours) || !ok(r.ort)) return NaN;
+  const a = r.ours.stats.rounds_p50_ms;
+  const b = r.ort.stats.rounds_p50_ms;
+  if (a && b && a.length === b.length) return median(a.map((x, i) => x / b[i]));
+  return r.ours.stats.p50_ms / r.ort.stats.p50_ms;
+}
+
 const fmtMs = (x) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x >= 1 ? x.toFixed(2) : x.toFixed(3));
 const fmtMiB = (b) => (b / 2 ** 20).toFixed(0);
 const fmtRatio = (x) => (Number.isFinite(x) ? x.toFixed(2) + '×' : '–');
@@ -225,7 +269,6 @@ function main() {
     const inputs = Object.entries(w.inputs || {}).map(([n, src]) => `${n}=${Array.isArray(src) ? `random:${src.join('x')}` : src}`);
     const common = [];
     for (const s of inputs) common.push('--input', s);
-    common.push('--threads', String(o.threads), '--iters', String(iters), '--warmup', String(warmup), '--json');
     const precision = w.precision || 'fp32';
     const row = { name: w.name, model, iters, warmup, threads: o.threads, precision, gflop: w.gflop || null, ours: null, ort: null };
     if (!fs.existsSync(model)) {
@@ -234,9 +277,24 @@ function main() {
       process.stderr.write(`bench: ${w.name}: missing ${model} (make bench-models)\n`);
       continue;
     }
-    process.stderr.write(`bench: ${w.name} (${iters} iters, ${warmup} warmup, ${o.threads} threads) ...\n`);
+    const rounds = o.rounds;
+    const roundIters = rounds > 1 ? Math.max(3, Math.ceil(iters / rounds)) : iters;
+    row.rounds = rounds;
+    process.stderr.write(`bench: ${w.name} (${rounds > 1 ? `${rounds} rounds of ${roundIters}` : iters} iters, ${warmup} warmup, ${o.threads} threads) ...\n`);
+    const counts = ['--threads', String(o.threads), '--iters', String(roundIters), '--warmup', String(warmup), '--json'];
+    const ourRuns = [];
+    const ortRuns = [];
+    const runOurs = () => ourRuns.push(run(o.attnrun, ['bench', model, ...common, ...counts, '--precision', precision, ...(w.attnrunArgs || [])]));
+    const runOrt = () => ortRuns.push(run(process.execPath, [ortrun, model, ...common, ...counts, '--quiet'], 3));
+    for (let k = 0; k < rounds; k++) {
+      // Stop a runtime's rounds at its first refusal or error; alternate
+      // which runtime goes first.
+      const steps = [o.ours && !ourRuns.some((r) => !r.stats) && runOurs, o.ort && !ortRuns.some((r) => !r.stats) && runOrt].filter(Boolean);
+      if (k % 2 === 1) steps.reverse();
+      for (const step of steps) step();
+    }
     if (o.ours) {
-      row.ours = run(o.attnrun, ['bench', model, ...common, '--precision', precision, ...(w.attnrunArgs || [])]);
+      row.ours = combineRounds(ourRuns);
       if (row.ours.error) notes.push(`${w.name}: attnrun ${row.ours.error}`);
       if (precision !== 'fp32' && !row.ours.error) {
         row.err = bf16Error(o, model, inputs);
@@ -244,7 +302,7 @@ function main() {
       }
     }
     if (o.ort) {
-      row.ort = run(process.execPath, [ortrun, model, ...common, '--quiet'], 3);
+      row.ort = combineRounds(ortRuns);
       if (row.ort.error) notes.push(`${w.name}: ORT ${row.ort.error}`);
       if (row.ort.refused !== undefined && !refusedModels.has(model)) {
         refusedModels.add(model);
@@ -277,7 +335,11 @@ function main() {
   const cpus = os.cpus();
   const out = [];
   out.push(`attnrun vs ONNX Runtime${ortVersion ? ' ' + ortVersion : ''} (CPU EP, graph optimization all, sequential, inter-op 1), ` +
-    `${o.threads} intra-op threads, batch 1; ${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : 'cpu'}; median of the timed runs.`);
+    `${o.threads} intra-op threads, batch 1; ${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : 'cpu'}; ` +
+    (o.rounds > 1
+      ? `${o.rounds} rounds per workload, each an attnrun and an ORT process back to back (alternating which goes first): ` +
+        'p50 is the median of the rounds\' medians, the latency ratio the median of the rounds\' ratios.'
+      : 'median of the timed runs.'));
   out.push('');
   if (peaks) {
     out.push(`Peak (FP pipes, ${o.threads} core${o.threads > 1 ? 's' : ''}, go test -bench Roofline/peak): fp32 ${peaks.fp32.toFixed(0)} GFLOP/s` +
@@ -292,7 +354,7 @@ function main() {
       continue;
     }
     const ok = (x) => x && x.stats;
-    const lat = ok(r.ours) && ok(r.ort) ? r.ours.stats.p50_ms / r.ort.stats.p50_ms : NaN;
+    const lat = latencyRatio(r);
     const rss = ok(r.ours) && ok(r.ort) && r.ort.stats.peak_rss_bytes ? r.ours.stats.peak_rss_bytes / r.ort.stats.peak_rss_bytes : NaN;
     const gflops = ok(r.ours) && r.gflop ? r.gflop / (r.ours.stats.p50_ms / 1000) : NaN;
     const peak = peaks && peaks[r.precision];
