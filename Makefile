@@ -57,7 +57,8 @@ models:
 # bench-compare attnrun vs ONNX Runtime latency / peak RSS table (THREADS=2 by default), fp32 and bf16 rows,
 #               GFLOP/s as a share of the machine's peak (go test -bench Roofline/peak ./ops/blas), and the
 #               FP pipes' floor: the median time of jobs doing only the workload's multiply-adds (-bench Floor);
-#               ROUNDS=3 rounds per workload, attnrun and ORT back to back (the latency ratio: the rounds' median)
+#               ROUNDS=3 rounds per workload, attnrun and ORT back to back, each with all its timed runs (the
+#               latency ratio: the rounds' median)
 ORT_DIR ?= tools/ort
 ORT_STAMP := $(ORT_DIR)/node_modules/.package-lock.json
 THREADS ?= 2

@@ -9,9 +9,13 @@
 // each in a fresh process (so peak RSS is per workload), one after the other,
 // and prints a markdown table of median latency and peak RSS. With --rounds
 // N each workload runs as N rounds, each an attnrun process and an ORT
-// process back to back (which goes first alternating) with a share of the
-// timed runs: a shared machine's speed drifts from minute to minute, and
-// the per-round ratios compare the two under the same drift. A runtime's
+// process back to back (which goes first alternating), each process with
+// the workload's full warmup and timed runs: a shared machine's speed
+// drifts from minute to minute, and the per-round ratios compare the two
+// under the same drift. (Splitting the timed runs over the rounds instead
+// favoured attnrun: ORT's median over 34 runs of seed 000's MHA at S=512
+// read 2-5% above its median over 100 in three of three tries, attnrun's
+// either side of it.) A runtime's
 // p50 is then the median of its rounds' p50s, its peak RSS the largest,
 // and the latency ratio the median of the rounds' ratios. A workload with
 // "attnrunArgs" adds flags to attnrun's command line (e.g. --in-process);
@@ -35,8 +39,8 @@ const USAGE = `usage: node bench.js [--workloads FILE] [--threads N] [--iters N]
   --threads N         intra-op threads for both runtimes (default 2)
   --iters, --warmup   override every workload's counts
   --rounds N          run each workload as N rounds of attnrun then ORT (alternating which goes first),
-                      each round with ceil(iters/N) timed runs (at least 3) and the full warmup; report
-                      the median of the rounds' p50s and the median of their ratios (default 1)
+                      each process with the full warmup and timed runs; report the median of the
+                      rounds' p50s and the median of their ratios (default 1)
   --bench-models DIR  where {bench} points (default: $BENCH_MODELS, else <repo>/bench/models)
   --attnrun PATH      attnrun binary (default: $ATTNRUN, else <repo>/bin/attnrun)
   --only REGEX        only workloads whose name matches
@@ -278,10 +282,9 @@ function main() {
       continue;
     }
     const rounds = o.rounds;
-    const roundIters = rounds > 1 ? Math.max(3, Math.ceil(iters / rounds)) : iters;
     row.rounds = rounds;
-    process.stderr.write(`bench: ${w.name} (${rounds > 1 ? `${rounds} rounds of ${roundIters}` : iters} iters, ${warmup} warmup, ${o.threads} threads) ...\n`);
-    const counts = ['--threads', String(o.threads), '--iters', String(roundIters), '--warmup', String(warmup), '--json'];
+    process.stderr.write(`bench: ${w.name} (${rounds > 1 ? `${rounds} rounds of ` : ''}${iters} iters, ${warmup} warmup, ${o.threads} threads) ...\n`);
+    const counts = ['--threads', String(o.threads), '--iters', String(iters), '--warmup', String(warmup), '--json'];
     const ourRuns = [];
     const ortRuns = [];
     const runOurs = () => ourRuns.push(run(o.attnrun, ['bench', model, ...common, ...counts, '--precision', precision, ...(w.attnrunArgs || [])]));
