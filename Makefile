@@ -57,12 +57,12 @@ models:
 # bench-compare attnrun vs ONNX Runtime latency / peak RSS table (THREADS=2 by default), fp32 and bf16 rows,
 #               GFLOP/s as a share of the machine's peak (go test -bench Roofline/peak ./ops/blas), and the
 #               FP pipes' floor: the median time of jobs doing only the workload's multiply-adds (-bench Floor);
-#               ROUNDS=3 rounds per workload, attnrun and ORT back to back, each with all its timed runs (the
+#               BENCH_ROUNDS=3 rounds per workload, attnrun and ORT back to back, each with all its timed runs (the
 #               latency ratio: the rounds' median)
 ORT_DIR ?= tools/ort
 ORT_STAMP := $(ORT_DIR)/node_modules/.package-lock.json
 THREADS ?= 2
-ROUNDS ?= 3
+BENCH_ROUNDS ?= 3
 BENCH_MODELS ?= bench/models
 ATTNRUN ?= bin/attnrun
 
@@ -99,7 +99,7 @@ bench-models:
 
 bench-compare: $(ORT_STAMP) bench-models
 	if [ "$(ATTNRUN)" = bin/attnrun ]; then go build -o bin/attnrun ./cmd/attnrun; fi
-	node $(ORT_DIR)/bench.js --threads $(THREADS) --rounds $(ROUNDS) --bench-models $(BENCH_MODELS) --attnrun $(ATTNRUN) --peak
+	node $(ORT_DIR)/bench.js --threads $(THREADS) --rounds $(BENCH_ROUNDS) --bench-models $(BENCH_MODELS) --attnrun $(ATTNRUN) --peak
 
 # ---- Conformance: ONNX's node tests and the op table ----
 # node-suite  run ONNX's backend node tests for every op the backend claims (BACKEND=cpu by default), two suites:
