@@ -137,7 +137,7 @@ func CvtBF16(dst *uint32, src *float32, n int)
 // of C the same way: an output the caches have lost (a deep model's
 // activations, evicted by its weights) otherwise made the stores wait on
 // memory, worst where C's rows are a multiple of 4 KiB apart and a tile's
-// 16 lines share one L1 set (k×3072 outputs: SgemmPacked on 2 threads, 24
+// 16 lines share one L1 set (outputs 3072 columns wide: SgemmPacked on 2 threads, 24
 // output buffers cycled against one reused, 2-core Zen 5 VM, 2026-11-24
 // about 18:10 UTC: 0.87–0.92× of the reused buffer's rate before, 0.98–1.00×
 // with the prefetch; 128×768·768×3072 with cold C 475–477 → 523–542
