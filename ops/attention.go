@@ -140,7 +140,8 @@ import (
 //
 // The CPU kernel (attention_cpu*.go) reads K and V in place where their
 // rows are contiguous (else packs them once per batch matrix; V from a
-// full key block up, packed by the items as they first read it), packs each
+// full key block up, two with causal masking, packed by the items as they
+// first read it), packs each
 // item's scale·Q in the item's own scratch (bf16: all of Q up front, in
 // pairs), then works on items of attnQBlock query rows with a streaming
 // (online) softmax over blocks of attnKBlock keys. It computes scores

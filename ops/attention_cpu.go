@@ -33,9 +33,10 @@ import (
 // their columns are contiguous (a fused projection's heads are): the
 // scores kernel takes MR rows of K at a stride (kernel.Sgemm8x32RowsLoop,
 // Kp then holds only a partial last sliver), and below a full key block
-// (vPacked) Vpᵀ's MR rows at a key are MR consecutive floats of V's row
-// (lda = V's row stride, no Vp); from there on the items pack Vp
-// themselves, the chunks of a key block they read first (packVBlock).
+// (two with causal masking: vPacked) Vpᵀ's MR rows at a key are MR
+// consecutive floats of V's row (lda = V's row stride, no Vp); from there
+// on the items pack Vp themselves, the chunks of a key block they read
+// first (packVBlock).
 // scale·Qᵀ is packed with gathers. With Context.Precision bf16 the
 // products run in bf16 instead (attention_bf16.go).
 //
@@ -106,7 +107,8 @@ type attnPlan struct {
 	// vInPlace V's rows.
 	bf16, kInPlace, vInPlace bool
 	// vBlocks (fp32, V not in place) tracks the packing of each distinct
-	// V matrix's Vᵀ, a key block at a time, on first use (packVBlock).
+	// V matrix's Vᵀ per key block, in chunks of attnVChunk keys packed on
+	// first use (packVBlock).
 	vBlocks []attnVBlock
 	// scoresExp: with no bias, softcap or scores output, the scores and
 	// exponentials of key blocks no mask touches (or only a per-key one,

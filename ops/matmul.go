@@ -269,7 +269,7 @@ func matmulInto(ctx *Context, n *ir.Node, p *matmulPlan, a, b, out *ir.Tensor, z
 			gemm(threads, false, false, rows, nn, k, 1, av[aOff:aOff+rows*k], max(1, k), bv[bOff:bOff+k*nn], max(1, nn), 0, cv[cOff:cOff+rows*nn], max(1, nn))
 		})
 		if a.DType == ir.Float16 {
-			copy(out.Data.([]uint16), float32sToHalf(cv))
+			float32ToHalf(out.Data.([]uint16), cv)
 		}
 	case ir.Double:
 		av, bv, cv := a.Data.([]float64), b.Data.([]float64), out.Data.([]float64)
@@ -448,27 +448,26 @@ func runGemmInto(ctx *Context, n *ir.Node, in []*ir.Tensor, out []*ir.Tensor) er
 }
 
 // gemmPlan is a Gemm call's checked attributes and dimensions: Y (m×n) =
-// alpha·op(A)·op(B) + beta·C, C of cRows×cCols broadcast (beta 0 without
-// C).
+// alpha·op(A)·op(B) + beta·C, C of cRows×cCols broadcast (g.beta 0
+// without C).
 type gemmPlan struct {
 	g            gemmAttrs
-	beta         float32
 	m, n, k      int
 	cRows, cCols int
 }
 
 // planGemmNode validates Gemm's inputs and attributes.
-func planGemmNode(ctx *Context, n *ir.Node, in []*ir.Tensor) (*gemmPlan, error) {
+func planGemmNode(ctx *Context, n *ir.Node, in []*ir.Tensor) (gemmPlan, error) {
 	minIn := 2
 	if ctx != nil && ctx.Opset > 0 && ctx.Opset < 11 {
 		minIn = 3
 	}
 	if err := checkComputeInputs(n, in, minIn); err != nil {
-		return nil, err
+		return gemmPlan{}, err
 	}
 	g, err := parseGemmAttrs(n)
 	if err != nil {
-		return nil, err
+		return gemmPlan{}, err
 	}
 	a, b := in[0], in[1]
 	var c *ir.Tensor
@@ -476,46 +475,46 @@ func planGemmNode(ctx *Context, n *ir.Node, in []*ir.Tensor) (*gemmPlan, error) 
 		c = in[2]
 	}
 	if a.DType != b.DType || (c != nil && c.DType != a.DType) {
-		return nil, n.Errorf("inputs have different element types")
+		return gemmPlan{}, n.Errorf("inputs have different element types")
 	}
 	if err := checkComputeDType(n, "input A", a.DType, matmulIntTypes); err != nil {
-		return nil, err
+		return gemmPlan{}, err
 	}
 	if a.Rank() != 2 || b.Rank() != 2 {
-		return nil, n.Errorf("inputs A and B must be 2-D, got shapes %v and %v", a.Shape, b.Shape)
+		return gemmPlan{}, n.Errorf("inputs A and B must be 2-D, got shapes %v and %v", a.Shape, b.Shape)
 	}
 	m, k, k2, nn := gemmMNK(a.Shape, b.Shape, g)
 	if k != k2 {
-		return nil, n.Errorf("Gemm inner dimensions differ: A %v (transA=%v) x B %v (transB=%v)", a.Shape, g.transA, b.Shape, g.transB)
+		return gemmPlan{}, n.Errorf("Gemm inner dimensions differ: A %v (transA=%v) x B %v (transB=%v)", a.Shape, g.transA, b.Shape, g.transB)
 	}
-	p := &gemmPlan{g: g, beta: g.beta, m: m, n: nn, k: k}
+	p := gemmPlan{g: g, m: m, n: nn, k: k}
 	if c == nil {
-		p.beta = 0
+		p.g.beta = 0
 	} else {
 		if c.Rank() > 2 {
-			return nil, n.Errorf("input C must have rank ≤ 2, got shape %v", c.Shape)
+			return gemmPlan{}, n.Errorf("input C must have rank ≤ 2, got shape %v", c.Shape)
 		}
 		cs := padOnes(c.Shape, 2)
 		p.cRows, p.cCols = cs[0], cs[1]
 		if (p.cRows != 1 && p.cRows != m) || (p.cCols != 1 && p.cCols != nn) {
-			return nil, n.Errorf("input C of shape %v does not broadcast to [M, N] = [%d %d]", c.Shape, m, nn)
+			return gemmPlan{}, n.Errorf("input C of shape %v does not broadcast to [M, N] = [%d %d]", c.Shape, m, nn)
 		}
 	}
 	if _, err := checkedElements([]int{m, nn}); err != nil {
-		return nil, n.Errorf("%w", err)
+		return gemmPlan{}, n.Errorf("%w", err)
 	}
 	return p, nil
 }
 
 // gemmInto computes the planned Gemm into out (m×n, in[0]'s dtype),
 // overwriting every element.
-func gemmInto(ctx *Context, p *gemmPlan, in []*ir.Tensor, out *ir.Tensor) {
+func gemmInto(ctx *Context, p gemmPlan, in []*ir.Tensor, out *ir.Tensor) {
 	a, b := in[0], in[1]
 	var c *ir.Tensor
 	if len(in) > 2 {
 		c = in[2]
 	}
-	g, beta, m, nn, k := p.g, p.beta, p.m, p.n, p.k
+	g, beta, m, nn, k := p.g, p.g.beta, p.m, p.n, p.k
 	cRows, cCols := p.cRows, p.cCols
 	lda, ldb := max(1, a.Shape[1]), max(1, b.Shape[1])
 	switch a.DType {

@@ -132,7 +132,7 @@ func softmaxInto(log bool) RunIntoFunc {
 				}
 			})
 			if x.DType == ir.Float16 {
-				copy(out.Data.([]uint16), float32sToHalf(ys))
+				float32ToHalf(out.Data.([]uint16), ys)
 			}
 		case ir.Double:
 			xs, ys := x.Data.([]float64), out.Data.([]float64)

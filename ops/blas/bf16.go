@@ -173,15 +173,8 @@ func (t bf16Tiles) tile(kb int, ab aBlock, ip int, bp []float32, c []float32, ld
 	as, w := ab.sliver(ip, kb)
 	kp := (kb + 1) / 2
 	if kernel.BF16 && !t.portable {
-		var bptr, pfptr *float32
-		if bias != nil {
-			bptr = &bias[0]
-		}
-		if len(pf) > 0 {
-			pfptr = &pf[0]
-		}
 		_ = c[(mr-1)*ldc+nr-1]
-		kernel.BF16Gemm8x32(kp, &words(as)[0], w, &words(bp)[0], &c[0], ldc, bptr, add, pfptr, len(pf)/floatsPerLine)
+		kernel.BF16Gemm8x32(kp, &words(as)[0], w, &words(bp)[0], &c[0], ldc, firstOrNil(bias), add, firstOrNil(pf), len(pf)/floatsPerLine)
 		return
 	}
 	kernelGoBF16(kp, words(as), w, words(bp), c, ldc, add)

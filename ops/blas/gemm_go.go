@@ -346,7 +346,7 @@ func (b *blockItems) run(it int, buf []float32) {
 	ab := b.ops.packA(b.transA, b.alpha, b.a, b.lda, i0, mb, b.p0, b.kb, buf[:b.ops.aLen(b.transA, b.alpha, mb, b.kb)])
 	tile := buf[len(buf)-maxTile:]
 	panel := b.ops.bLen(1, b.kb)
-	tiles := (mb + mr - 1) / mr
+	fullTiles := mb / mr // the tiles that prefetch (edge tiles do not)
 	for jp := jlo; jp < jhi; jp++ {
 		jc := jp * nr
 		cols := min(nr, b.nb-jc)
@@ -355,17 +355,17 @@ func (b *blockItems) run(it int, buf []float32) {
 		if bias != nil {
 			bj = bias[b.j0+jc : b.j0+jc+cols]
 		}
-		// The next panel, its lines shared out over this panel's tiles
-		// for them to prefetch (nextPanelShare).
+		// The next panel, its lines shared out over this panel's full
+		// tiles for them to prefetch (nextPanelShare).
 		var next []float32
-		if jp+1 < jhi {
+		if jp+1 < jhi && fullTiles > 0 {
 			next = b.bp[(jp+1)*panel : (jp+2)*panel]
 		}
 		for ip := 0; ip*mr < mb; ip++ {
 			rows := min(mr, mb-ip*mr)
 			coff := (i0+ip*mr)*b.ldc + b.j0 + jc
 			if rows == mr && cols == nr {
-				b.ops.tile(b.kb, ab, ip, bs, b.c[coff:], b.ldc, b.add, bj, nextPanelShare(next, ip, tiles))
+				b.ops.tile(b.kb, ab, ip, bs, b.c[coff:], b.ldc, b.add, bj, nextPanelShare(next, ip, fullTiles))
 				continue
 			}
 			// Edge tile: compute the full padded tile, then add or store
@@ -395,6 +395,15 @@ func (b *blockItems) run(it int, buf []float32) {
 			b.epi(i0, mb, b.j0+lo, min((jp+1)*nr, b.nb)-lo)
 		}
 	}
+}
+
+// firstOrNil returns &s[0], or nil for an empty s: the optional pointer
+// arguments of the assembly kernels.
+func firstOrNil(s []float32) *float32 {
+	if len(s) == 0 {
+		return nil
+	}
+	return &s[0]
 }
 
 // floatsPerLine is how many float32s a 64-byte cache line holds.
@@ -450,9 +459,16 @@ func rowStride(kb int) int {
 	return ld
 }
 
+// readsInPlace reports whether the row kernel reads A's rows where they
+// are (alpha·op(A) is A itself); packA then packs only a partial last
+// sliver.
+func (t fp32Tiles) readsInPlace(trans bool, alpha float32) bool {
+	return t.rows && !trans && alpha == 1
+}
+
 func (t fp32Tiles) aLen(trans bool, alpha float32, mc, kb int) int {
 	switch {
-	case t.rows && !trans && alpha == 1: // rows in place but a partial last sliver
+	case t.readsInPlace(trans, alpha): // rows in place but a partial last sliver
 		return mr * rowStride(kb)
 	case t.rows:
 		return (mc + mr - 1) / mr * mr * rowStride(kb)
@@ -474,7 +490,7 @@ func (t fp32Tiles) packA(trans bool, alpha float32, a []float32, lda, i0, mb, p0
 	// 2-core Zen 5 VM (SgemmPacked, 2 threads, k blocks of 768,
 	// interleaved, 2026-11-24 about 17:40 UTC): k = 3072 and 4096 1–7%
 	// faster in place, k = 1024 0–3%.
-	if !trans && alpha == 1 {
+	if t.readsInPlace(trans, alpha) {
 		ab.src, ab.off, ab.ld, ab.inPlace = a, i0*lda+p0, lda, mb/mr
 	}
 	first := ab.inPlace * mr
@@ -509,16 +525,9 @@ func (fp32Tiles) packB(trans bool, b []float32, ldb, p0, kb, j0, nb int, dst []f
 func (t fp32Tiles) tile(kb int, ab aBlock, ip int, bp []float32, c []float32, ldc int, add bool, bias, pf []float32) {
 	as, ld := ab.sliver(ip, kb)
 	if t.rows {
-		var bptr, pfptr *float32
-		if bias != nil {
-			bptr = &bias[0]
-		}
-		if len(pf) > 0 {
-			pfptr = &pf[0]
-		}
 		_ = as[(mr-1)*ld+kb-1]
 		_ = c[(mr-1)*ldc+nr-1]
-		rowKernel(kb, &as[0], ld, &bp[0], &c[0], ldc, bptr, add, pfptr, len(pf)/floatsPerLine)
+		rowKernel(kb, &as[0], ld, &bp[0], &c[0], ldc, firstOrNil(bias), add, firstOrNil(pf), len(pf)/floatsPerLine)
 		return
 	}
 	switch {
@@ -587,7 +596,7 @@ func packA(trans bool, alpha float32, a []float32, lda, i0, mb, p0, kb int, dst 
 }
 
 // PackedB is a k×n right-hand operand packed once into the blocks the GEMM
-// reads (kcBlock×ncBlock blocks of nr-column slivers), for an operand that
+// reads (kc×ncBlock blocks of nr-column slivers, kc = packedKC(k)), for an operand that
 // does not change between calls: a layer's weights. Packing costs about as
 // much as a GEMM with a hundred rows, so a short sequence spent a fifth of
 // its projections repacking them every run. PackB keeps fp32, PackBBF16
@@ -606,8 +615,10 @@ type PackedB struct {
 // kcBlock of operands packed per call: every k block after the first
 // reads and rewrites all of C, and the feed-forward layers' second
 // product (k = 4·768) made four such passes. The A block of mcBlock rows
-// then outgrows L2, but the kernel reads A's rows in place and streams
-// them well. Measured on a 2-core Zen 5 VM (SgemmPacked, 2 threads, with
+// then outgrows L2, but the fp32 kernel reads A's rows in place and
+// streams them well; where A is packed instead (transposed, or rounded to
+// bf16) a worker's A buffer grows with kc, to 3 MiB in fp32 and 1.5 MiB in
+// bf16 at 3072. Measured on a 2-core Zen 5 VM (SgemmPacked, 2 threads, with
 // A read in place at any stride, against blocks of 768 with rows 4 KiB
 // apart packed; configurations interleaved, median of 8 per-round
 // ratios; 2026-11-24 about 17:40 UTC), in fp32 and bf16: 512×3072·3072×768

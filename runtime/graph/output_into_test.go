@@ -19,8 +19,7 @@ import (
 // copies, kernels without RunInto, other types) are right as before.
 func TestOutputInto(t *testing.T) {
 	r := rand.New(rand.NewSource(11))
-	i64 := func(v ...int64) *ir.Tensor { return ir.FromSlice([]int{len(v)}, v) }
-	inits := map[string]*ir.Tensor{"w": randT(r, 4, 6), "b": randT(r, 6), "s66": i64(6, 6), "c": randT(r, 2, 3, 6)}
+	inits := map[string]*ir.Tensor{"w": randT(r, 4, 6), "b": randT(r, 6), "s66": int64s(6, 6), "c": randT(r, 2, 3, 6)}
 	x := vi("x", ir.Float, 2, 3, 4)
 	x2 := vi("x", ir.Float, 6, 4)
 	cases := []struct {

@@ -12,12 +12,12 @@
 // process back to back (which goes first alternating), each process with
 // the workload's full warmup and timed runs: a shared machine's speed
 // drifts from minute to minute, and the per-round ratios compare the two
-// under the same drift. (Splitting the timed runs over the rounds instead
+// under the same drift. A runtime's p50 is then the median of its rounds'
+// p50s, its peak RSS the largest, and the latency ratio the median of the
+// rounds' ratios. (Splitting the timed runs over the rounds instead
 // favoured attnrun: ORT's median over 34 runs of seed 000's MHA at S=512
 // read 2-5% above its median over 100 in three of three tries, attnrun's
-// either side of it.) A runtime's
-// p50 is then the median of its rounds' p50s, its peak RSS the largest,
-// and the latency ratio the median of the rounds' ratios. A workload with
+// either side of it.) A workload with
 // "attnrunArgs" adds flags to attnrun's command line (e.g. --in-process);
 // "precision": "bf16" runs attnrun with --precision bf16 (ORT stays fp32) and
 // reports attnrun's largest deviation from its own fp32 output on the same
@@ -281,15 +281,14 @@ function main() {
       process.stderr.write(`bench: ${w.name}: missing ${model} (make bench-models)\n`);
       continue;
     }
-    const rounds = o.rounds;
-    row.rounds = rounds;
-    process.stderr.write(`bench: ${w.name} (${rounds > 1 ? `${rounds} rounds of ` : ''}${iters} iters, ${warmup} warmup, ${o.threads} threads) ...\n`);
+    row.rounds = o.rounds;
+    process.stderr.write(`bench: ${w.name} (${o.rounds > 1 ? `${o.rounds} rounds of ` : ''}${iters} iters, ${warmup} warmup, ${o.threads} threads) ...\n`);
     const counts = ['--threads', String(o.threads), '--iters', String(iters), '--warmup', String(warmup), '--json'];
     const ourRuns = [];
     const ortRuns = [];
     const runOurs = () => ourRuns.push(run(o.attnrun, ['bench', model, ...common, ...counts, '--precision', precision, ...(w.attnrunArgs || [])]));
     const runOrt = () => ortRuns.push(run(process.execPath, [ortrun, model, ...common, ...counts, '--quiet'], 3));
-    for (let k = 0; k < rounds; k++) {
+    for (let k = 0; k < o.rounds; k++) {
       // Stop a runtime's rounds at its first refusal or error; alternate
       // which runtime goes first.
       const steps = [o.ours && !ourRuns.some((r) => !r.stats) && runOurs, o.ort && !ortRuns.some((r) => !r.stats) && runOrt].filter(Boolean);

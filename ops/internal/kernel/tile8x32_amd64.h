@@ -13,18 +13,26 @@
 // in 4-byte elements). Registers: CX = k, SI = A's row 0, R11 = row 4
 // (rows 0..3 at SI + {0,1,2,3}·lda, rows 4..7 at R11 + …, with R8 = lda
 // and R10 = 3·lda in bytes), DI = B, DX = C, R9 = ldc in bytes, the tile
-// in Z4..Z19 (row r in Z(4+2r), Z(5+2r)), Z0..Z3 scratch. The loop forms
-// keep tile t's a, b, c in R13, R14, R15, the tiles left in R12 and add in
-// BX. A kernel is
+// in Z4..Z19 (row r in Z(4+2r), Z(5+2r)), Z0..Z3 scratch. The single-tile
+// forms use AX, R12 and R13 for their prefetches; the loop forms keep tile
+// t's a, b, c in R13, R14, R15, the tiles left in R12 and add in BX. A
+// single-tile kernel is
 //
-//	TEXT ·Name(SB), NOSPLIT, $0-57 (or $0-81)
-//		TILE8x32_ROWS_START (or TILE8x32_LOOP_START)
+//	TEXT ·Name(SB), NOSPLIT, $0-80
+//		TILE8x32_ROWS_START
+//		TILE8x32_ROWS_PREFETCHING(SGEMM8x32_ROWS_KSTEP) (or BF16_8x32_ROWS_KSTEP)
+//		TILE8x32_ROWS_END
+//
+// and a loop form
+//
+//	TEXT ·Name(SB), NOSPLIT, $0-81
+//		TILE8x32_LOOP_START
 //	loop:
 //		SGEMM8x32_ROWS_KSTEP (or BF16_8x32_ROWS_KSTEP)
 //		DECQ CX
 //		JNZ loop
 //	store:
-//		TILE8x32_ROWS_END (or TILE8x32_LOOP_END)
+//		TILE8x32_LOOP_END
 //
 // BF16Gemm8x32LoopA8 runs the loop form on A in slivers instead of rows:
 // its k pair p is the 8 rows' words at a + p·lda (BF16_8x32_A8_KSTEP).
