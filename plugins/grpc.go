@@ -179,8 +179,7 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 		in[nt.Name] = t
 	}
 	if region != nil {
-		ctx = context.WithValue(ctx, outputsCopiedKey{}, true)
-		ctx = context.WithValue(ctx, outputIntoKey{}, area.float32s)
+		ctx = withOutputInto(ctx, area.float32s)
 	}
 	if prof != nil {
 		prof.Decode, mark = since(mark), time.Now()
@@ -660,17 +659,25 @@ func (c *client) Stats(ctx context.Context) (*Stats, error) {
 	return &Stats{MaxRSSBytes: r.MaxRssBytes, Partitions: int(r.Partitions), Runs: r.Runs}, nil
 }
 
-type outputsCopiedKey struct{}
-
+// outputIntoKey holds, in a Server's Run context, the protocol layer's
+// OutputInto function; the layers that give one also copy the outputs
+// away before another Run (OutputsCopied), so its presence says both.
 type outputIntoKey struct{}
+
+// withOutputInto marks ctx's Run as one whose outputs the protocol layer
+// copies away, with into for OutputInto.
+func withOutputInto(ctx context.Context, into func(string, []int) []float32) context.Context {
+	return context.WithValue(ctx, outputIntoKey{}, into)
+}
 
 // OutputInto returns, inside a Server's Run, where the protocol layer would
 // like float32 outputs computed (graph.RunOptions.OutputInto): given an
 // output's name and shape, a slice of the shared region's output area of
-// exactly that many elements, or nil once the area has no room left for
-// it. An output computed there is sent as it lies, without the copy into
-// the region; the memory is the Run's until it returns. In process, with
-// every output bound, it gives the bound tensors' memory instead (see
+// exactly that many elements, or nil when what is left of the area cannot
+// hold it (a smaller output asked for later may still fit). An output
+// computed there is sent as it lies, without the copy into the region; the
+// memory is the Run's until it returns. In process, with every output
+// bound, it gives the bound tensors' memory instead (see
 // InProcess.RunInto). It returns nil otherwise (inline tensors, outputs
 // not all bound in process).
 func OutputInto(ctx context.Context) func(name string, shape []int) []float32 {
@@ -721,6 +728,5 @@ func (a *outputArea) float32s(_ string, dims []int) []float32 {
 // return outputs in memory it reuses on the next run, saving an allocation
 // and its page faults per output.
 func OutputsCopied(ctx context.Context) bool {
-	v, _ := ctx.Value(outputsCopiedKey{}).(bool)
-	return v
+	return ctx.Value(outputIntoKey{}) != nil
 }

@@ -299,9 +299,8 @@ func (p *InProcess) RunInto(ctx context.Context, id PartitionID, inputs, into ma
 		// partition starts before they are copied out.
 		meta.bound.Lock()
 		defer meta.bound.Unlock()
-		ctx = context.WithValue(ctx, outputsCopiedKey{}, true)
 		given = &boundOutputs{into: into, outputs: meta.outputs, inputs: ts}
-		ctx = context.WithValue(ctx, outputIntoKey{}, given.float32s)
+		ctx = withOutputInto(ctx, given.float32s)
 	}
 	if prof != nil {
 		prof.WriteInputs, mark = since(mark), time.Now()

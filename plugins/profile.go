@@ -48,7 +48,8 @@ type RunProfile struct {
 	// Pid is the backend process that ran the partition.
 	Pid int
 	// OutputsInPlace names, sorted, the outputs the backend computed
-	// straight into the shared region (OutputInto): sent without a copy.
+	// straight into the memory OutputInto gave: the shared region's (sent
+	// without a copy) or, in process, the caller's bound tensors.
 	OutputsInPlace []string
 }
 
