@@ -54,6 +54,7 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	compactK := p.kInPlace && p.k.rs != p.d && p.sk >= attnKCompactFrom
 	perKey := p.maskKind != "" && p.mRowStep == 0 && (p.maskFloats != nil || math.IsInf(float64(p.fill), -1))
 	p.scoresExp = (p.kInPlace || p.bf16) && p.softcap == 0 && p.scoresMode == "" && p.biasFloats == nil && (p.maskFloats == nil || perKey)
+	p.scoresBase2 = p.scoresExp && !p.bf16 && p.maskFloats == nil
 	var maskRows []int // the distinct mask rows of a per-key mask on the fast path
 	if p.scoresExp && perKey {
 		p.keyBiasIdx, maskRows = uniqueIndex(p.mOff)
@@ -171,6 +172,9 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 			if qPerItem {
 				p.packQ(w.qp, p.qUniq[p.qIdx[b]], i0, min(p.sq, i0+attnQBlock))
 				qb = w.qp
+				if w.qp2 != nil {
+					kernel.MulVS(&w.qp2[0], &w.qp[0], log2E32, len(w.qp))
+				}
 			} else {
 				qb = qp[p.qIdx[b]*qLen+i0*dq : (p.qIdx[b]+1)*qLen]
 			}
@@ -352,11 +356,21 @@ type attnWork struct {
 	pw  []uint32  // bf16: one panel's probabilities as pair words
 	pwf []float32 // pw's scratch as floats: the bf16 fast path's raw scores past its kernel's tiles
 	qp  []float32 // fp32: the item's panels of scale·Qᵀ
+	qp2 []float32 // with scoresBase2: qp times log2 e, kernel.ScoresExp8x32Base2's panels
 }
 
 // workFloats is the float32 scratch one worker needs.
 func (p *attnPlan) workFloats(dvPad int, qPerItem bool) int {
-	return attnQBlock*attnKBlock + dvPad*attnQBlock + attnQBlock + p.pairWords() + p.itemQFloats(qPerItem)
+	return attnQBlock*attnKBlock + dvPad*attnQBlock + attnQBlock + p.pairWords() + p.itemQFloats(qPerItem)*p.itemQCopies()
+}
+
+// itemQCopies is how many copies of an item's Q panels a worker holds:
+// two (qp and qp2) with scoresBase2, else one.
+func (p *attnPlan) itemQCopies() int {
+	if p.scoresBase2 {
+		return 2
+	}
+	return 1
 }
 
 // itemQFloats is the scratch of one item's packed Q panels when each item
@@ -391,6 +405,9 @@ func (p *attnPlan) newWork(dvPad int, qPerItem bool, buf []float32) *attnWork {
 		qp:  take(p.itemQFloats(qPerItem)),
 		l:   make([]float64, attnQBlock),
 		cls: make([]uint8, attnQBlock),
+	}
+	if p.itemQCopies() == 2 && qPerItem {
+		w.qp2 = take(p.itemQFloats(qPerItem))
 	}
 	w.pw = wordsOf(w.pwf)
 	return w

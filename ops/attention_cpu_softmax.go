@@ -13,24 +13,37 @@ import (
 	"github.com/attnrun/attnrun/ops/internal/kernel"
 )
 
+// log2E32 and ln2F32 are log2 e and ln 2 in float32:
+// kernel.ScoresExp8x32Base2 works in base 2 (scores times log2 e), the
+// running shifts in natural units.
+const (
+	log2E32 = float32(math.Log2E)
+	ln2F32  = float32(math.Ln2)
+)
+
 // scoresExpPanel turns the scores of keys [j0, j0+cols) (cols stops at the
-// key limit) of panel pn (queries [q0, q0+lanes), scale·Qᵀ in qpan), plus
-// the per-key mask bias[key] when bias is not nil (it starts at key j0),
-// into probabilities under the panel's running shifts w.m, adding their
-// sums to w.l, and returns how many of the block's keys the probabilities
-// cover: with causal masking, those up to the last query's diagonal.
+// key limit) of panel pn (queries [q0, q0+lanes), scale·Qᵀ in qpan; with
+// scoresBase2 also times log2 e in w.qp2), plus the per-key mask bias[key]
+// when bias is not nil (it starts at key j0), into probabilities under the
+// panel's running shifts w.m, adding their sums to w.l, and returns how
+// many of the block's keys the probabilities cover: with causal masking,
+// those up to the last query's diagonal.
 //
 // Whole tiles of 8 keys that every lane sees (before the first query's
 // diagonal) run through kernel.ScoresExp8x32 (in bf16
 // kernel.ScoresExpBF16x32, which stores the probabilities as pair words
 // at the start of the panel's st, and kp is the batch's packed K) in one
 // pass: a tile rising more than attnRescaleSlack above a shift stops the
-// kernel; the shift
-// moves up to the tile's maximum (raiseShift) and the kernel resumes at
-// that tile. The rest — the at most 5 tiles straddling the panel's causal
-// diagonal and a last partial sliver of keys (packed in kp) — is computed
-// raw (in bf16 into w.pwf, then paired after the kernel's tiles), masked,
-// and goes through colMax and expCols.
+// kernel; the shift moves up to the tile's maximum (raiseShift) and the
+// kernel resumes at that tile. With scoresBase2, kernel.ScoresExp8x32Base2
+// takes base-2 scores and shifts (shift2: w.m times log2 e, then the
+// maxima it stopped at: raiseShiftBase2), and its 2^(x − shift) are the
+// probabilities e^(x − m) up to the rounding of those products; the bias
+// is 0 or -inf in either unit. The rest — the at most
+// 5 tiles straddling the panel's causal diagonal and a last partial
+// sliver of keys (packed in kp) — is computed raw from qpan (in bf16 into
+// w.pwf, then paired after the kernel's tiles), masked, and goes through
+// colMax and expCols in natural units.
 func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, q0, lanes, j0, cols int, bias, kp, qpan []float32) int {
 	plain := cols
 	if p.causal {
@@ -42,23 +55,36 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, 
 	}
 	st := w.st[pn*attnNR*attnKBlock:]
 	m := w.m[pn*attnNR : (pn+1)*attnNR]
-	var suma, mxa [maxLanes]float32
-	sum, mx := suma[:attnNR], mxa[:attnNR]
+	var suma, mxa, shift2a [maxLanes]float32
+	sum, mx, shift2 := suma[:attnNR], mxa[:attnNR], shift2a[:attnNR]
 	full := max(plain, 0) / attnMR
 	var k []float32
 	dw := (p.d + 1) / 2 // bf16: K's and Q's pair words per key and query
 	if !p.bf16 {
 		k = p.k.data[p.k.off[b]+j0*p.k.rs:]
 	}
+	if p.scoresBase2 {
+		for c, v := range m {
+			shift2[c] = v * log2E32
+		}
+	}
 	for done := 0; done < full; {
 		var bp *float32
 		if bias != nil {
 			bp = &bias[done*attnMR]
 		}
-		if p.bf16 {
+		switch {
+		case p.scoresBase2:
+			done += kernel.ScoresExp8x32Base2(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &w.qp2[pn*attnNR*p.d], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
+				&shift2[0], &sum[0], &mx[0], bp)
+			if done < full {
+				p.raiseShiftBase2(w, pn, mx, shift2, st, done*attnMR, sum, acc, dvPad)
+			}
+			continue
+		case p.bf16:
 			done += kernel.ScoresExpBF16x32(dw, &wordsOf(kp)[(j0+done*attnMR)*dw], dw, &wordsOf(qpan)[0], &wordsOf(st)[done*attnMR/2*attnNR], full-done, attnMR*dw,
 				&m[0], &sum[0], &mx[0], bp)
-		} else {
+		default:
 			done += kernel.ScoresExp8x32(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &qpan[0], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
 				&m[0], &sum[0], &mx[0], bp)
 		}
@@ -119,40 +145,58 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, 
 }
 
 // raiseShift moves the running shift of panel pn's lanes whose maximum mx
-// exceeds it by more than attnRescaleSlack up to that maximum, rescaling
-// what was computed under the old shift by exp(old − new): the running sum
-// of earlier blocks, the accumulator's column, this block's sum so far and
-// its probabilities in the first keys rows of st (in bf16, keys even, the
-// first keys/2 rows of pair words).
+// exceeds it by more than attnRescaleSlack up to that maximum (raiseLane).
 func (p *attnPlan) raiseShift(w *attnWork, pn int, mx, st []float32, keys int, sum, acc []float32, dvPad int) {
 	m := w.m[pn*attnNR : (pn+1)*attnNR]
-	l := w.l[pn*attnNR : (pn+1)*attnNR]
-	negInf := float32(math.Inf(-1))
 	for c := range m {
-		if !(mx[c] > m[c]+attnRescaleSlack) {
-			continue
+		if mx[c] > m[c]+attnRescaleSlack {
+			p.raiseLane(w, pn, c, mx[c], st, keys, sum, acc, dvPad)
 		}
-		if m[c] == negInf {
-			// Nothing finite so far: the sums, the accumulator and the
-			// probabilities are 0 or NaN, which exp(-Inf) = 0 leaves as
-			// they are.
-			m[c] = mx[c]
-			continue
+	}
+}
+
+// raiseShiftBase2 is raiseShift where kernel.ScoresExp8x32Base2 stopped,
+// with its maxima mx and the shifts it ran under (shift2) in base 2: the
+// lanes it stopped for (mx > shift2 + kernel.ScoresExpSlackBase2, compared
+// in float32 as the kernel does) move their natural shift up to mx·ln 2
+// and their shift2 to mx itself, so that the kernel passes that tile when
+// called again.
+func (p *attnPlan) raiseShiftBase2(w *attnWork, pn int, mx, shift2, st []float32, keys int, sum, acc []float32, dvPad int) {
+	for c := range shift2 {
+		if mx[c] > shift2[c]+kernel.ScoresExpSlackBase2 {
+			p.raiseLane(w, pn, c, mx[c]*ln2F32, st, keys, sum, acc, dvPad)
+			shift2[c] = mx[c]
 		}
-		corr := fastExp32(m[c] - mx[c])
-		m[c] = mx[c]
-		l[c] *= float64(corr)
-		sum[c] *= corr
-		for r := 0; r < dvPad; r++ {
-			acc[r*attnQBlock+pn*attnNR+c] *= corr
-		}
-		if p.bf16 {
-			scalePairLane(wordsOf(st), keys/2, c, corr)
-			continue
-		}
-		for key := 0; key < keys; key++ {
-			st[key*attnNR+c] *= corr
-		}
+	}
+}
+
+// raiseLane moves lane c of panel pn's running shift up to shift,
+// rescaling what was computed under the old one by exp(old − shift): the
+// running sum of earlier blocks, the accumulator's column, this block's
+// sum so far and its probabilities in the first keys rows of st (in bf16,
+// keys even, the first keys/2 rows of pair words).
+func (p *attnPlan) raiseLane(w *attnWork, pn, c int, shift float32, st []float32, keys int, sum, acc []float32, dvPad int) {
+	m := w.m[pn*attnNR : (pn+1)*attnNR]
+	if m[c] == float32(math.Inf(-1)) {
+		// Nothing finite so far: the sums, the accumulator and the
+		// probabilities are 0 or NaN, which exp(-Inf) = 0 leaves as they
+		// are.
+		m[c] = shift
+		return
+	}
+	corr := fastExp32(m[c] - shift)
+	m[c] = shift
+	w.l[pn*attnNR+c] *= float64(corr)
+	sum[c] *= corr
+	for r := 0; r < dvPad; r++ {
+		acc[r*attnQBlock+pn*attnNR+c] *= corr
+	}
+	if p.bf16 {
+		scalePairLane(wordsOf(st), keys/2, c, corr)
+		return
+	}
+	for key := 0; key < keys; key++ {
+		st[key*attnNR+c] *= corr
 	}
 }
 

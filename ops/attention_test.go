@@ -591,3 +591,110 @@ func BenchmarkFusedAttentionThreads(b *testing.B) {
 		})
 	}
 }
+
+// TestFusedAttentionScoresKernel checks which scores kernel fp32 plans
+// choose and their results against the float64 reference: the base-2
+// kernel (half the exponential's FMA work) with no mask and with a bool
+// per-key mask (0 and -inf in either unit), the natural one with an
+// additive per-key mask, whose large offsets (-1e4 and float32's minimum
+// on padding keys, some rows seeing only padding) must not be converted;
+// the rising case makes the running max climb by ~40 over the keys, so
+// that the base-2 kernel stops and its shifts are raised (raiseShiftBase2).
+func TestFusedAttentionScoresKernel(t *testing.T) {
+	if !tileLoop {
+		t.Skip("the scores kernels need the AVX-512 tile")
+	}
+	const b, h, d = 2, 2, 16
+	s := attnKBlock + 40
+	cases := []struct {
+		name   string
+		mask   string // "", "bool", "additive"
+		pad    float32
+		rising bool
+		base2  bool
+	}{
+		{name: "no mask", base2: true},
+		{name: "no mask, rising scores", rising: true, base2: true},
+		{name: "bool per-key mask", mask: "bool", base2: true},
+		{name: "additive per-key mask, -1e4 padding", mask: "additive", pad: -1e4},
+		{name: "additive per-key mask, float32 minimum padding", mask: "additive", pad: -math.MaxFloat32},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := rand.New(rand.NewSource(5))
+			q, k, v := randTensor(r, b, h, s, d), randTensor(r, b, h, s, d), randTensor(r, b, h, s, d)
+			if c.rising {
+				for i, qd := 0, q.Float32s(); i < len(qd); i += d {
+					qd[i] = 8
+				}
+				for i, kd := 0, k.Float32s(); i < len(kd); i += d {
+					kd[i] = 40 * float32((i/d)%s) / float32(s)
+				}
+			}
+			attrs := []*ir.Attribute{fAttr("scale", 0.25), iAttr("causal", 1)}
+			in := []*ir.Tensor{q, k, v}
+			var mask *ir.Tensor
+			kind := ""
+			switch c.mask {
+			case "bool":
+				mask, kind = randBools(r, 0.3, b, 1, 1, s), MaskBoolTrueMasks
+				for i := 0; i < b; i++ {
+					mask.Bools()[i*s] = false // every query sees a key
+				}
+			case "additive":
+				mask, kind = randTensor(r, b, 1, 1, s), MaskAdditive
+				for i, m := range mask.Float32s() {
+					if i%s < 20 { // left padding: the first 20 rows see nothing else
+						mask.Float32s()[i] = m + c.pad
+					}
+				}
+			}
+			if mask != nil {
+				in = append(in, mask)
+				attrs = append(attrs, sAttr("mask_kind", kind))
+			}
+			// The reference's causal cut: a bool mask of the cut or'ed
+			// with the bool mask, or -inf added to the additive one.
+			cut := ir.NewTensor(ir.Bool, []int{b, 1, s, s})
+			refMask, refKind := cut, MaskBoolTrueMasks
+			if c.mask == "additive" {
+				refMask, refKind = ir.NewTensor(ir.Float, []int{b, 1, s, s}), MaskAdditive
+			}
+			for bi := 0; bi < b; bi++ {
+				for i := 0; i < s; i++ {
+					for j := 0; j < s; j++ {
+						at := (bi*s+i)*s + j
+						switch c.mask {
+						case "additive":
+							refMask.Float32s()[at] = mask.Float32s()[bi*s+j]
+							if j > i {
+								refMask.Float32s()[at] = float32(math.Inf(-1))
+							}
+						case "bool":
+							cut.Bools()[at] = j > i || mask.Bools()[bi*s+j]
+						default:
+							cut.Bools()[at] = j > i
+						}
+					}
+				}
+			}
+			want := refAttention(t, q, k, v, refMask, 0.25, false, refKind, float32(math.Inf(-1)), 1)
+			p, err := planFusedAttention(attnNode(attrs...), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, threads := range []int{1, 2} {
+				got := ir.NewTensor(ir.Float, p.out)
+				p.run(&Context{Threads: threads}, got.Float32s(), nil, true)
+				if !p.scoresExp || p.scoresBase2 != c.base2 {
+					t.Fatalf("scoresExp %v, scoresBase2 %v; want true, %v", p.scoresExp, p.scoresBase2, c.base2)
+				}
+				for i, g := range got.Float32s() {
+					if w := want.Float32s()[i]; !closeF64(g, float64(w)) {
+						t.Fatalf("threads %d: Y[%d] = %g, want %g", threads, i, g, w)
+					}
+				}
+			}
+		})
+	}
+}

@@ -19,7 +19,12 @@ DATA attnk<>+32(SB)/4, $0x3e2aa91c
 DATA attnk<>+36(SB)/4, $0x3f80066b // c0..c2: exp(r) ≈ 1 + r·Σ c_k·r^k on |r| ≤ ln2/2, relative error 1.02e-4
 DATA attnk<>+40(SB)/4, $0x3f010ebe // (a minimax fit for bf16 probabilities, whose rounding is 2^-9)
 DATA attnk<>+44(SB)/4, $0x3e2924ce
-GLOBL attnk<>(SB), RODATA|NOPTR, $48
+DATA attnk<>+48(SB)/4, $0xc3170000 // -151: 2^x below it is 0 in float32 (clamps -Inf; EXP2_TAB32)
+DATA attnk<>+52(SB)/4, $0x4138aa3b // 8·log2(e): ScoresExp8x32Base2's slack (kernel.ScoresExpSlackBase2)
+DATA attnk<>+56(SB)/4, $0x48c00000 // 1.5·2^18: t + 1.5·2^18 rounds t to a multiple of 1/32 (EXP2_TAB32)
+DATA attnk<>+60(SB)/4, $0x3f3172c1 // c1, c2: 2^r ≈ 1 + c1·r + c2·r² on |r| ≤ 1/64 (EXP2_TAB32; a minimax fit of the whole
+DATA attnk<>+64(SB)/4, $0x3e75fdb0 // exponential's float32 error, searched over the coefficients' last bits)
+GLOBL attnk<>(SB), RODATA|NOPTR, $68
 
 // 2^(j/16) for j = 0..15, rounded to float32: EXP_TAB16's table (Z30).
 DATA exptab<>+0(SB)/4, $0x3f800000
@@ -39,6 +44,42 @@ DATA exptab<>+52(SB)/4, $0x3fe0ccdf
 DATA exptab<>+56(SB)/4, $0x3feac0c7
 DATA exptab<>+60(SB)/4, $0x3ff5257d
 GLOBL exptab<>(SB), RODATA|NOPTR, $64
+
+// 2^(j/32) for j = 0..31, rounded to float32: EXP2_TAB32's table (Z30 holds
+// the first 16, VPERMI2PS reads the last 16 from memory).
+DATA exptab32<>+0(SB)/4, $0x3f800000
+DATA exptab32<>+4(SB)/4, $0x3f82cd87
+DATA exptab32<>+8(SB)/4, $0x3f85aac3
+DATA exptab32<>+12(SB)/4, $0x3f88980f
+DATA exptab32<>+16(SB)/4, $0x3f8b95c2
+DATA exptab32<>+20(SB)/4, $0x3f8ea43a
+DATA exptab32<>+24(SB)/4, $0x3f91c3d3
+DATA exptab32<>+28(SB)/4, $0x3f94f4f0
+DATA exptab32<>+32(SB)/4, $0x3f9837f0
+DATA exptab32<>+36(SB)/4, $0x3f9b8d3a
+DATA exptab32<>+40(SB)/4, $0x3f9ef532
+DATA exptab32<>+44(SB)/4, $0x3fa27043
+DATA exptab32<>+48(SB)/4, $0x3fa5fed7
+DATA exptab32<>+52(SB)/4, $0x3fa9a15b
+DATA exptab32<>+56(SB)/4, $0x3fad583f
+DATA exptab32<>+60(SB)/4, $0x3fb123f6
+DATA exptab32<>+64(SB)/4, $0x3fb504f3
+DATA exptab32<>+68(SB)/4, $0x3fb8fbaf
+DATA exptab32<>+72(SB)/4, $0x3fbd08a4
+DATA exptab32<>+76(SB)/4, $0x3fc12c4d
+DATA exptab32<>+80(SB)/4, $0x3fc5672a
+DATA exptab32<>+84(SB)/4, $0x3fc9b9be
+DATA exptab32<>+88(SB)/4, $0x3fce248c
+DATA exptab32<>+92(SB)/4, $0x3fd2a81e
+DATA exptab32<>+96(SB)/4, $0x3fd744fd
+DATA exptab32<>+100(SB)/4, $0x3fdbfbb8
+DATA exptab32<>+104(SB)/4, $0x3fe0ccdf
+DATA exptab32<>+108(SB)/4, $0x3fe5b907
+DATA exptab32<>+112(SB)/4, $0x3feac0c7
+DATA exptab32<>+116(SB)/4, $0x3fefe4ba
+DATA exptab32<>+120(SB)/4, $0x3ff5257d
+DATA exptab32<>+124(SB)/4, $0x3ffa83b3
+GLOBL exptab32<>(SB), RODATA|NOPTR, $128
 
 // VPERMW indexes that interleave the two halves of a VCVTNE2PS2BF16
 // result: word 2i from word i (the low source), word 2i+1 from word 16+i.
@@ -140,12 +181,39 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 	VMOVUPS Z26, OFF(DX); \
 	VADDPS Z26, SUM, SUM
 
+// The 16 floats x at OFF(DX), scores in base 2 (log2 e·scale·Q·Kᵀ), become
+// 2^(x - S), added into SUM: x' = max(x - S, -151) (-Inf and all below give
+// 0, NaN stays NaN); x' rounded to n = m + j/32 (m whole, j = 0..31) by
+// adding 1.5·2^18, whose sum's low 5 bits are j; r = x' - n (exact, |r| ≤
+// 1/64); 2^x' = 2^m·2^(j/32)·2^r with 2^(j/32) from the 32-entry table
+// (VPERMI2PS by those bits: Z30 and exptab32<>'s second half), 2^r ≈ 1 +
+// c1·r + c2·r² and 2^m by VSCALEFPS (which takes floor(n) = m). Within 1.75
+// ulp of 2^(x - S) with x - S rounded to float32. Three ops on the FMA pipes
+// where EXP_TAB16 takes six (the scores kernel runs 5% faster with it); the
+// reduction's adds go to the FADD pipes, which the products leave idle. Z31
+// -151, Z30 the table's first half, BX the constants; Z26..Z29 scratch.
+#define EXP2_TAB32(OFF, S, SUM) \
+	VMOVUPS OFF(DX), Z26; \
+	VSUBPS S, Z26, Z26; \
+	VMAXPS Z26, Z31, Z26; \
+	VADDPS.BCST 56(BX), Z26, Z27; \
+	VSUBPS.BCST 56(BX), Z27, Z28; \
+	VSUBPS Z28, Z26, Z26; \
+	VPERMI2PS exptab32<>+64(SB), Z30, Z27; \
+	VBROADCASTSS 64(BX), Z29; \
+	VFMADD213PS.BCST 60(BX), Z26, Z29; \
+	VMULPS Z26, Z27, Z26; \
+	VFMADD231PS Z29, Z26, Z27; \
+	VSCALEFPS Z28, Z27, Z26; \
+	VMOVUPS Z26, OFF(DX); \
+	VADDPS Z26, SUM, SUM
+
 // One row of the pending tile at DX (rows R9 bytes apart) to exp(row -
-// shift) in place, shifts Z20, Z21 and sums Z24, Z25: DX moves to the next
+// shift) (EXP: EXP_TAB16 or EXP2_TAB32) in place, shifts Z20, Z21 and sums Z24, Z25: DX moves to the next
 // row, AX (the rows pending) down by one.
-#define EXP_PENDING_ROW \
-	EXP_TAB16(0, Z20, Z24); \
-	EXP_TAB16(64, Z21, Z25); \
+#define EXP_PENDING_ROW(EXP) \
+	EXP(0, Z20, Z24); \
+	EXP(64, Z21, Z25); \
 	ADDQ R9, DX; \
 	DECQ AX
 
@@ -212,13 +280,14 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 
 // The exponential epilogue's registers, from the shifts at AX and the
 // sums at DX: BX the constants, Z20, Z21 the shifts (-Inf as 0), Z22, Z23
-// shift + 8, Z24, Z25 the sums.
-#define TILE8x32_EXP_START \
+// shift + the slack at SLACK(BX) (8, or 8·log2 e in base 2), Z24, Z25 the
+// sums.
+#define TILE8x32_EXP_START(SLACK) \
 	LEAQ attnk<>(SB), BX; \
 	VMOVUPS (AX), Z20; \
 	VMOVUPS 64(AX), Z21; \
-	VADDPS.BCST 16(BX), Z20, Z22; \
-	VADDPS.BCST 16(BX), Z21, Z23; \
+	VADDPS.BCST SLACK(BX), Z20, Z22; \
+	VADDPS.BCST SLACK(BX), Z21, Z23; \
 	VBROADCASTSS 20(BX), Z2; \
 	VCMPPS $0, Z2, Z20, K1; \
 	VPXORD Z20, Z20, K1, Z20; \
@@ -251,106 +320,117 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 	VZEROUPPER; \
 	RET
 
-// func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx, bias *float32) int
-// Tiles as Sgemm8x32RowsLoop's (A's 8 rows in place at a + t·as, the
-// packed k×32 panel B shared, C at c + t·cs): with a bias (not nil) it
-// adds bias[8t + r] to every column of the tile's row r (a per-key mask,
-// broadcast to the 32 queries); before storing tile t it
+// The scores kernels' body (ScoresExp8x32 and ScoresExp8x32Base2, which
+// share the signature): tiles as Sgemm8x32RowsLoop's (A's 8 rows in place
+// at a + t·as, the packed k×32 panel B shared, C at c + t·cs); with a
+// bias (not nil) it adds bias[8t + r] to every column of the tile's row r
+// (a per-key mask, broadcast to the 32 queries); before storing tile t it
 // takes each column's maximum over the tile's 8 rows; when a column's
-// exceeds shift + 8 it writes the 32 maxima to mx and returns t, storing
-// nothing of that tile; else it stores exp(tile - shift) (per column) and
-// adds its columns' sums to sum. It returns n when every tile is done.
-// A shift of -Inf (no finite score seen yet) subtracts 0, so that -Inf
-// scores give 0 rather than NaN. Z20, Z21: the shift (-Inf as 0); Z22,
-// Z23: shift + 8; Z24, Z25: the sums.
+// exceeds shift + the slack at SLACK(BX) it writes the 32 maxima to mx and
+// returns t, storing nothing of that tile; else it stores EXP of (tile -
+// shift) (per column) and adds its columns' sums to sum. It returns n when
+// every tile is done. A shift of -Inf (no finite score seen yet) subtracts
+// 0, so that -Inf scores give 0 rather than NaN. Z20, Z21: the shift (-Inf
+// as 0); Z22, Z23: shift + slack; Z24, Z25: the sums; Z31 EXP's clamp (at
+// CLAMP(BX)), Z30 its table (TAB, 16 floats).
 //
 // The exponentials run a tile behind the products, in software: tile t
 // is stored as it is, and its rows (AX of them pending at DX) turn into
 // exponentials one per 8 k steps of tile t + 1, whose multiply-adds
-// (Z0..Z19) they do not touch (EXP_TAB16: Z26..Z31), so that the two
-// share the FMA pipes instead of the products waiting for the
-// exponentials. The rows still pending after tile t + 1's products (k <
-// 64), and the last tile's, are done before the next tile's epilogue and
-// before returning.
-TEXT ·ScoresExp8x32(SB), NOSPLIT, $0-112
-	MOVQ a+8(FP), R13
-	MOVQ lda+16(FP), R8
-	MOVQ b+24(FP), R14
-	MOVQ c+32(FP), R15
-	MOVQ ldc+40(FP), R9
-	MOVQ n+48(FP), R12
-	SHLQ $2, R8
-	SHLQ $2, R9
-	LEAQ (R8)(R8*2), R10
-	MOVQ shift+72(FP), AX
-	MOVQ sum+80(FP), DX
-	TILE8x32_EXP_START
-	VBROADCASTSS 8(BX), Z31
-	VMOVUPS exptab<>(SB), Z30
-	XORQ AX, AX
-	TESTQ R12, R12
-	JE expdone
-setile:
-	MOVQ k+0(FP), CX
-	MOVQ R13, SI
-	LEAQ (SI)(R8*4), R11
-	MOVQ R14, DI
-	TILE8x32_ZERO
-	CMPQ CX, $8
-	JLT serest
-se8:
-	SGEMM8x32_ROWS_KSTEP
-	SGEMM8x32_ROWS_KSTEP
-	SGEMM8x32_ROWS_KSTEP
-	SGEMM8x32_ROWS_KSTEP
-	SGEMM8x32_ROWS_KSTEP
-	SGEMM8x32_ROWS_KSTEP
-	SGEMM8x32_ROWS_KSTEP
-	SGEMM8x32_ROWS_KSTEP
-	TESTQ AX, AX
-	JE senext
-	EXP_PENDING_ROW
-senext:
-	SUBQ $8, CX
-	CMPQ CX, $8
-	JGE se8
-serest:
-	TESTQ CX, CX
-	JE sedrain
-seloop:
-	SGEMM8x32_ROWS_KSTEP
-	DECQ CX
-	JNZ seloop
-sedrain:
-	TESTQ AX, AX
-	JE seepi
-	EXP_PENDING_ROW
-	JMP sedrain
-seepi:
-	MOVQ bias+96(FP), AX
-	TESTQ AX, AX
-	JE senobias
-	TILE8x32_KEY_BIAS(n+48(FP))
-senobias:
-	TILE8x32_COL_MAX
-	TILE8x32_OVER_SLACK
-	JNZ expover
-	MOVQ R15, DX
-	TILE8x32_WRITE
-	MOVQ R15, DX
-	MOVQ $8, AX
-	MOVQ as+56(FP), CX
-	LEAQ (R13)(CX*4), R13
-	MOVQ cs+64(FP), CX
-	LEAQ (R15)(CX*4), R15
-	DECQ R12
-	JNZ setile
-selast:
-	EXP_PENDING_ROW
-	TESTQ AX, AX
-	JNE selast
-	JMP expdone
+// (Z0..Z19) they do not touch (EXP: Z26..Z31), so that the two share the
+// FMA pipes instead of the products waiting for the exponentials. The
+// rows still pending after tile t + 1's products (k < 64), and the last
+// tile's, are done before the next tile's epilogue and before returning.
+#define SCORES_EXP_8x32(EXP, SLACK, CLAMP, TAB) \
+	MOVQ a+8(FP), R13 \
+	MOVQ lda+16(FP), R8 \
+	MOVQ b+24(FP), R14 \
+	MOVQ c+32(FP), R15 \
+	MOVQ ldc+40(FP), R9 \
+	MOVQ n+48(FP), R12 \
+	SHLQ $2, R8 \
+	SHLQ $2, R9 \
+	LEAQ (R8)(R8*2), R10 \
+	MOVQ shift+72(FP), AX \
+	MOVQ sum+80(FP), DX \
+	TILE8x32_EXP_START(SLACK) \
+	VBROADCASTSS CLAMP(BX), Z31 \
+	VMOVUPS TAB, Z30 \
+	XORQ AX, AX \
+	TESTQ R12, R12 \
+	JE expdone \
+setile: \
+	MOVQ k+0(FP), CX \
+	MOVQ R13, SI \
+	LEAQ (SI)(R8*4), R11 \
+	MOVQ R14, DI \
+	TILE8x32_ZERO \
+	CMPQ CX, $8 \
+	JLT serest \
+se8: \
+	SGEMM8x32_ROWS_KSTEP \
+	SGEMM8x32_ROWS_KSTEP \
+	SGEMM8x32_ROWS_KSTEP \
+	SGEMM8x32_ROWS_KSTEP \
+	SGEMM8x32_ROWS_KSTEP \
+	SGEMM8x32_ROWS_KSTEP \
+	SGEMM8x32_ROWS_KSTEP \
+	SGEMM8x32_ROWS_KSTEP \
+	TESTQ AX, AX \
+	JE senext \
+	EXP_PENDING_ROW(EXP) \
+senext: \
+	SUBQ $8, CX \
+	CMPQ CX, $8 \
+	JGE se8 \
+serest: \
+	TESTQ CX, CX \
+	JE sedrain \
+seloop: \
+	SGEMM8x32_ROWS_KSTEP \
+	DECQ CX \
+	JNZ seloop \
+sedrain: \
+	TESTQ AX, AX \
+	JE seepi \
+	EXP_PENDING_ROW(EXP) \
+	JMP sedrain \
+seepi: \
+	MOVQ bias+96(FP), AX \
+	TESTQ AX, AX \
+	JE senobias \
+	TILE8x32_KEY_BIAS(n+48(FP)) \
+senobias: \
+	TILE8x32_COL_MAX \
+	TILE8x32_OVER_SLACK \
+	JNZ expover \
+	MOVQ R15, DX \
+	TILE8x32_WRITE \
+	MOVQ R15, DX \
+	MOVQ $8, AX \
+	MOVQ as+56(FP), CX \
+	LEAQ (R13)(CX*4), R13 \
+	MOVQ cs+64(FP), CX \
+	LEAQ (R15)(CX*4), R15 \
+	DECQ R12 \
+	JNZ setile \
+selast: \
+	EXP_PENDING_ROW(EXP) \
+	TESTQ AX, AX \
+	JNE selast \
+	JMP expdone \
 	TILE8x32_EXP_END(mx+88(FP), sum+80(FP), n+48(FP), ret+104(FP))
+
+// func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx, bias *float32) int
+// exp(tile - shift) in natural units, slack 8 (EXP_TAB16).
+TEXT ·ScoresExp8x32(SB), NOSPLIT, $0-112
+	SCORES_EXP_8x32(EXP_TAB16, 16, 8, exptab<>(SB))
+
+// func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx, bias *float32) int
+// 2^(tile - shift), scores, shifts and bias in base 2, slack 8·log2 e
+// (EXP2_TAB32).
+TEXT ·ScoresExp8x32Base2(SB), NOSPLIT, $0-112
+	SCORES_EXP_8x32(EXP2_TAB32, 52, 48, exptab32<>(SB))
 
 // Two rows of the tile (lanes 0..15 in Z(lo0), Z(hi0), lanes 16..31 in
 // Z(lo1), Z(hi1)) as 32 bf16 pair words at OFF(DX), lo's in the low
@@ -378,7 +458,7 @@ TEXT ·ScoresExpBF16x32(SB), NOSPLIT, $0-96
 	LEAQ (R8)(R8*2), R10
 	MOVQ shift+56(FP), AX
 	MOVQ sum+64(FP), DX
-	TILE8x32_EXP_START
+	TILE8x32_EXP_START(16)
 	EXP_BF16_START
 	VMOVDQU32 pairidx<>(SB), Z31
 	TESTQ R12, R12

@@ -25,22 +25,48 @@ func randScoreTiles(seed int64, k, lda, n, as, ldc, cs int) (a, b, raw []float32
 	return a, b, raw
 }
 
-// TestScoresExp8x32 checks the fused kernel against Sgemm8x32RowsLoop's
-// scores and float64 exponentials: the stored tiles, the column sums, the
-// stop at the first tile a column of which rises more than 8 above its
-// shift (with its column maxima), and -Inf, huge negative and NaN shifts;
-// with k = 19 (tile t's exponentials partly during tile t + 1's products,
-// partly after them) and k = 64 (all during them).
+// scoresKernel is one of the fp32 scores kernels with what its tests
+// expect of it: exp (float64) of its arguments, its slack and clamp, and
+// its exponential's error bound in ulp plus rel·|x| relative.
+type scoresKernel struct {
+	name  string
+	run   func(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx, bias *float32) int
+	exp   func(float64) float64
+	slack float32
+	clamp float64 // arguments below it give 0
+	ulp   float64
+	rel   float64
+}
+
+// expLn2Err bounds the relative error that ln 2 rounded to float32 puts
+// into ScoresExp8x32's exp(x) per unit of |x|: the reduction x - n·ln2 is
+// off by n·(ln2 - float32(ln2)), n ≈ x·log2 e.
+const expLn2Err = 2.8e-9
+
+var scoresKernels = []scoresKernel{
+	{"natural", ScoresExp8x32, math.Exp, 8, -104, 1.5, expLn2Err},
+	{"base2", ScoresExp8x32Base2, math.Exp2, ScoresExpSlackBase2, -150, 1.75, 0},
+}
+
+// TestScoresExp8x32 checks each fused kernel against Sgemm8x32RowsLoop's
+// scores and float64 exponentials (powers of 2 in base 2): the stored
+// tiles, the column sums, the stop at the first tile a column of which
+// rises more than the slack above its shift (with its column maxima), and
+// -Inf, huge negative and NaN shifts; with k = 19 (tile t's exponentials
+// partly during tile t + 1's products, partly after them) and k = 64 (all
+// during them).
 func TestScoresExp8x32(t *testing.T) {
 	if !AVX512 {
 		t.Skip("no AVX-512 on this CPU")
 	}
-	for _, k := range []int{19, 64} {
-		t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) { testScoresExp8x32(t, k, k+4) })
+	for _, kern := range scoresKernels {
+		for _, k := range []int{19, 64} {
+			t.Run(fmt.Sprintf("%s/k=%d", kern.name, k), func(t *testing.T) { testScoresExp8x32(t, kern, k, k+4) })
+		}
 	}
 }
 
-func testScoresExp8x32(t *testing.T, k, lda int) {
+func testScoresExp8x32(t *testing.T, kern scoresKernel, k, lda int) {
 	const n, ldc = 5, 36
 	as, cs := 8*lda+3, 8*ldc+5
 	a, b, raw := randScoreTiles(1, k, lda, n, as, ldc, cs)
@@ -70,7 +96,7 @@ func testScoresExp8x32(t *testing.T, k, lda int) {
 		for c := range sum {
 			sum[c] = float32(c) // the kernel adds to it
 		}
-		done = ScoresExp8x32(k, &a[0], lda, &b[0], &got[0], ldc, n, as, cs, &shift[0], &sum[0], &mx[0], nil)
+		done = kern.run(k, &a[0], lda, &b[0], &got[0], ldc, n, as, cs, &shift[0], &sum[0], &mx[0], nil)
 		return got, sum, mx, done
 	}
 	got, sum, _, done := run(shift)
@@ -87,7 +113,7 @@ func testScoresExp8x32(t *testing.T, k, lda int) {
 			}
 			continue
 		}
-		e := math.Exp(float64(raw[i] - shift[c])) // the difference rounded to float32, as the kernel has it
+		e := kern.exp(float64(raw[i] - shift[c])) // the difference rounded to float32, as the kernel has it
 		want[c] += e
 		if rel := math.Abs(float64(got[i])-e) / e; rel > 2.5e-7 {
 			t.Fatalf("tile %d row %d col %d: %g, want exp(%g - %g) = %g (rel %.2g)", tile, row, c, got[i], raw[i], shift[c], e, rel)
@@ -99,15 +125,17 @@ func testScoresExp8x32(t *testing.T, k, lda int) {
 		}
 	}
 
-	// Shifts more than 8 below tile 2's maximum in a column where it
-	// rises above tiles 0 and 1 (and above every other): the kernel
-	// stops at tile 2 with its maxima.
+	// Shifts more than the slack below tile 2's maximum in a column where
+	// it rises above tiles 0 and 1 (and above every other), and the slack
+	// (plus a margin for the rounding of shift + slack) below theirs: the
+	// kernel stops at tile 2 with its maxima.
 	low := shift
 	m2 := colMax(2)
 	col := -1
+	const margin = 1e-3
 	for c := range m2 {
-		low[c] = max(m2[c]-8.5, colMax(0)[c]-8, colMax(1)[c]-8)
-		if low[c] < m2[c]-8 {
+		low[c] = max(m2[c]-kern.slack-0.5, colMax(0)[c]-kern.slack+margin, colMax(1)[c]-kern.slack+margin)
+		if low[c] < m2[c]-kern.slack-margin {
 			col = c
 			break
 		}
@@ -134,8 +162,8 @@ func testScoresExp8x32(t *testing.T, k, lda int) {
 	if _, _, mx, done = run(inf); done != 0 || mx != colMax(0) {
 		t.Fatalf("-Inf shift: returned %d, want 0", done)
 	}
-	// Shifts far above every score give exact zeros (clamped below -104),
-	// NaN shifts NaN.
+	// Shifts far above every score give exact zeros (clamped), NaN shifts
+	// NaN.
 	huge := shift
 	for c := range huge {
 		huge[c] = 1e30
@@ -160,26 +188,29 @@ func testScoresExp8x32(t *testing.T, k, lda int) {
 	}
 }
 
-// expLn2Err bounds the relative error that ln 2 rounded to float32 puts
-// into exp(x) per unit of |x|: the reduction x - n·ln2 is off by
-// n·(ln2 - float32(ln2)), n ≈ x·log2 e.
-const expLn2Err = 2.8e-9
-
-// TestScoresExp8x32Accuracy sweeps the exponential's whole argument
-// range: with k = 1 and a panel of ones the scores are A's values, so
-// that row r of tile t gives exp(a[8t+r] - shift[c]) in every column c.
-// Arguments from -113 to 7.9 under shifts of several sizes (each column's
-// a little different, so that x - shift rounds differently): within 1.5
-// ulp of float64 exp of the difference rounded to float32 (as the kernel
-// has it) plus expLn2Err·|x| relative (0.05 ulp per unit of |x|: 0.8 ulp
-// at -16, where terms are 1e-7 of the largest), subnormal results within
-// that plus half a step, 0 below -104. Then k = 0 (a tile of zeros:
-// exp(-shift)).
+// TestScoresExp8x32Accuracy sweeps each kernel's exponential over its
+// whole argument range: with k = 1 and a panel of ones the scores are A's
+// values, so that row r of tile t gives exp(a[8t+r] - shift[c]) in every
+// column c (2^ in base 2). Arguments from 9 below the clamp to just under
+// the slack, under shifts of several sizes (each column's a little
+// different, so that x - shift rounds differently): within the kernel's
+// ulp bound of the float64 exponential of the difference rounded to
+// float32 (as the kernel has it) plus rel·|x| relative (natural: ln 2 in
+// float32, 0.05 ulp per unit of |x|: 0.8 ulp at -16, where terms are 1e-7
+// of the largest), subnormal results within that plus half a step, 0
+// below the clamp. Then k = 0 (a tile of zeros: exp(-shift)).
 func TestScoresExp8x32Accuracy(t *testing.T) {
 	if !AVX512 {
 		t.Skip("no AVX-512 on this CPU")
 	}
-	const n, lo, hi = 4096, -113, 7.9
+	for _, kern := range scoresKernels {
+		t.Run(kern.name, func(t *testing.T) { testScoresExpAccuracy(t, kern) })
+	}
+}
+
+func testScoresExpAccuracy(t *testing.T, kern scoresKernel) {
+	const n = 4096
+	lo, hi := kern.clamp-9, float64(kern.slack)-0.1
 	r := rand.New(rand.NewSource(4))
 	a := make([]float32, 8*n)
 	b := make([]float32, 32)
@@ -187,7 +218,7 @@ func TestScoresExp8x32Accuracy(t *testing.T) {
 		b[i] = 1
 	}
 	got := make([]float32, 8*n*32)
-	var worst, worstNear float64
+	var worst float64
 	for _, s0 := range []float64{0, 3.3, -20.7, 61.9} {
 		var shift, sum, mx [32]float32
 		for c := range shift {
@@ -196,13 +227,13 @@ func TestScoresExp8x32Accuracy(t *testing.T) {
 		for i := range a {
 			a[i] = float32(s0 + lo + (hi-lo)*float64(i)/float64(len(a)-1))
 		}
-		if done := ScoresExp8x32(1, &a[0], 1, &b[0], &got[0], 32, n, 8, 8*32, &shift[0], &sum[0], &mx[0], nil); done != n {
+		if done := kern.run(1, &a[0], 1, &b[0], &got[0], 32, n, 8, 8*32, &shift[0], &sum[0], &mx[0], nil); done != n {
 			t.Fatalf("shift %g: returned %d, want %d", s0, done, n)
 		}
 		for i, g := range got {
 			x := a[i/32] - shift[i%32]
-			e := math.Exp(float64(x))
-			if x < -104 {
+			e := kern.exp(float64(x))
+			if float64(x) < kern.clamp {
 				if g != 0 {
 					t.Fatalf("exp(%g) = %g, want 0", x, g)
 				}
@@ -213,38 +244,72 @@ func TestScoresExp8x32Accuracy(t *testing.T) {
 			if e >= 0x1p-126 {
 				worst = max(worst, u)
 			}
-			if x >= -16 {
-				worstNear = max(worstNear, u)
-			}
-			if d := math.Abs(float64(g) - e); d > 1.5*ulp+expLn2Err*math.Abs(float64(x))*e+0x1p-150 || d != d {
+			if d := math.Abs(float64(g) - e); d > kern.ulp*ulp+kern.rel*math.Abs(float64(x))*e+0x1p-150 || d != d {
 				t.Fatalf("exp(%g) = %g, want %g (%.2f ulp)", x, g, e, u)
 			}
 		}
 	}
-	t.Logf("worst %.3f ulp (%.3f for arguments from -16)", worst, worstNear)
+	t.Logf("worst %.3f ulp", worst)
 
 	var shift, sum, mx [32]float32
 	for c := range shift {
 		shift[c] = float32(c) / 4
 	}
-	if done := ScoresExp8x32(0, &a[0], 1, &b[0], &got[0], 32, 3, 8, 8*32, &shift[0], &sum[0], &mx[0], nil); done != 3 {
+	if done := kern.run(0, &a[0], 1, &b[0], &got[0], 32, 3, 8, 8*32, &shift[0], &sum[0], &mx[0], nil); done != 3 {
 		t.Fatalf("k = 0: returned %d, want 3", done)
 	}
 	for i, g := range got[:3*8*32] {
-		if e := math.Exp(-float64(shift[i%32])); math.Abs(float64(g)-e) > 1.5*0x1p-24*e*2 {
+		if e := kern.exp(-float64(shift[i%32])); math.Abs(float64(g)-e) > kern.ulp*0x1p-24*e*2 {
 			t.Fatalf("k = 0: C[%d] = %g, want %g", i, g, e)
 		}
 	}
 }
 
-// TestScoresExp8x32Bias checks the per-row bias against Sgemm8x32RowsLoop's
-// scores plus the bias in float32 and float64 exponentials: -Inf rows give
-// exact zeros, a tile of -Inf rows under a -Inf shift (no finite score yet)
-// stores zeros and does not stop the kernel, the next finite tile does.
+// TestScoresExpSlackBase2 checks that ScoresExpSlackBase2 is the base-2
+// kernel's slack as the kernel rounds it: a score at exactly shift +
+// ScoresExpSlackBase2 (in float32) does not stop the kernel, the next float
+// above it does.
+func TestScoresExpSlackBase2(t *testing.T) {
+	if !AVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	b := make([]float32, 32)
+	for i := range b {
+		b[i] = 1
+	}
+	got := make([]float32, 8*32)
+	for _, s := range []float32{0, -3.7, 12.3, 1e4} {
+		var shift, sum, mx [32]float32
+		for c := range shift {
+			shift[c] = s
+		}
+		edge := s + ScoresExpSlackBase2
+		a := []float32{edge, s, s, s, s, s, s, s}
+		if done := ScoresExp8x32Base2(1, &a[0], 1, &b[0], &got[0], 32, 1, 8, 8*32, &shift[0], &sum[0], &mx[0], nil); done != 1 {
+			t.Fatalf("shift %g: a score at shift + ScoresExpSlackBase2 stopped the kernel", s)
+		}
+		a[0] = math.Nextafter32(edge, float32(math.Inf(1)))
+		if done := ScoresExp8x32Base2(1, &a[0], 1, &b[0], &got[0], 32, 1, 8, 8*32, &shift[0], &sum[0], &mx[0], nil); done != 0 || mx[0] != a[0] {
+			t.Fatalf("shift %g: a score one float above shift + ScoresExpSlackBase2 returned %d (max %g), want 0 (%g)", s, done, mx[0], a[0])
+		}
+	}
+}
+
+// TestScoresExp8x32Bias checks each kernel's per-row bias against
+// Sgemm8x32RowsLoop's scores plus the bias in float32 and float64
+// exponentials: -Inf rows give exact zeros, a tile of -Inf rows under a
+// -Inf shift (no finite score yet) stores zeros and does not stop the
+// kernel, the next finite tile does.
 func TestScoresExp8x32Bias(t *testing.T) {
 	if !AVX512 {
 		t.Skip("no AVX-512 on this CPU")
 	}
+	for _, kern := range scoresKernels {
+		t.Run(kern.name, func(t *testing.T) { testScoresExpBias(t, kern) })
+	}
+}
+
+func testScoresExpBias(t *testing.T, kern scoresKernel) {
 	const k, lda, n, ldc = 13, 17, 4, 40
 	as, cs := 8*lda, 8*ldc+3
 	a, b, raw := randScoreTiles(2, k, lda, n, as, ldc, cs)
@@ -268,7 +333,7 @@ func TestScoresExp8x32Bias(t *testing.T) {
 		for i := range got {
 			got[i] = -7
 		}
-		done = ScoresExp8x32(k, &a[0], lda, &b[0], &got[0], ldc, n, as, cs, &shift[0], &sum[0], &mx[0], &bias[0])
+		done = kern.run(k, &a[0], lda, &b[0], &got[0], ldc, n, as, cs, &shift[0], &sum[0], &mx[0], &bias[0])
 		return got, sum, mx, done
 	}
 	got, sum, _, done := run(shift)
@@ -287,7 +352,7 @@ func TestScoresExp8x32Bias(t *testing.T) {
 					}
 					continue
 				}
-				e := math.Exp(float64(s - shift[c]))
+				e := kern.exp(float64(s - shift[c]))
 				want[c] += e
 				if rel := math.Abs(float64(g)-e) / e; rel > 2.5e-7 {
 					t.Fatalf("tile %d row %d col %d: %g, want %g (rel %.2g)", tile, row, c, g, e, rel)

@@ -15,8 +15,9 @@ import (
 // from the QKV projection's rows of 2304, items of 32 queries, one block
 // of 512 keys): the bare 8×32 scores product (Sgemm8x32RowsLoop, k = 64),
 // the scores kernel with the softmax's exponentials in its epilogue
-// (ScoresExp8x32), P·V (Sgemm8x32Loop over the probabilities), and the
-// two in sequence; PV/packed reads Vᵀ packed as slivers of 8 dims
+// (ScoresExp8x32; scores+exp2 is ScoresExp8x32Base2, the kernel ops runs
+// where no additive mask is given), P·V (Sgemm8x32Loop over the
+// probabilities), and the two in sequence; PV/packed reads Vᵀ packed as slivers of 8 dims
 // (PackSlivers8's layout, what ops packs at S ≥ 1024) instead of V's rows
 // in place. GFLOP/s counts the products only, so "scores" against
 // "scores+exp" is the exponentials' cost and "scores+exp,PV" against
@@ -48,9 +49,11 @@ func BenchmarkRooflineAttentionKernels(b *testing.B) {
 	for h := 0; h < heads; h++ {
 		kernel.PackSlivers8(&vp[h*d*keys], &qkv[1536+h*d], lda, keys, d/8, 8*keys)
 	}
-	for _, mode := range []string{"scores", "scores+exp", "PV", "PV/packed", "scores+exp,PV", "scores+exp,PV/packed"} {
+	modes := []string{"scores", "scores+exp", "scores+exp2", "PV", "PV/packed",
+		"scores+exp,PV", "scores+exp2,PV", "scores+exp,PV/packed", "scores+exp2,PV/packed"}
+	for _, mode := range modes {
 		flops := float64(heads*items) * 2 * d * keys * 32
-		if strings.HasPrefix(mode, "scores+exp,PV") {
+		if strings.HasPrefix(mode, "scores+") && strings.Contains(mode, ",PV") {
 			flops *= 2
 		}
 		b.Run(mode, func(b *testing.B) {
@@ -67,11 +70,16 @@ func BenchmarkRooflineAttentionKernels(b *testing.B) {
 							if n := kernel.ScoresExp8x32(d, &k[0], lda, &qp[it*d*32], &st[0], 32, keys/8, 8*lda, 8*32, &shift[0], &sum[0], &mx[0], nil); n != keys/8 {
 								b.Fatalf("ScoresExp8x32 stopped at tile %d of %d", n, keys/8)
 							}
+						case "scores+exp2", "scores+exp2,PV", "scores+exp2,PV/packed":
+							sum = [32]float32{}
+							if n := kernel.ScoresExp8x32Base2(d, &k[0], lda, &qp[it*d*32], &st[0], 32, keys/8, 8*lda, 8*32, &shift[0], &sum[0], &mx[0], nil); n != keys/8 {
+								b.Fatalf("ScoresExp8x32Base2 stopped at tile %d of %d", n, keys/8)
+							}
 						}
 						switch mode {
-						case "PV", "scores+exp,PV":
+						case "PV", "scores+exp,PV", "scores+exp2,PV":
 							kernel.Sgemm8x32Loop(keys, &v[0], &st[0], &acc[0], lda, 32, d/8, 8, 0, 8*32, true)
-						case "PV/packed", "scores+exp,PV/packed":
+						case "PV/packed", "scores+exp,PV/packed", "scores+exp2,PV/packed":
 							kernel.Sgemm8x32Loop(keys, &vp[h*d*keys], &st[0], &acc[0], 8, 32, d/8, 8*keys, 0, 8*32, true)
 						}
 					}

@@ -247,7 +247,26 @@ func Erf8(dst, src *float32, n int, gelu bool)
 //go:noescape
 func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx, bias *float32) int
 
-// ScoresExpBF16x32 is ScoresExp8x32 on bf16 operands, with its
+// ScoresExp8x32Base2 is ScoresExp8x32 in base 2: the caller scales the
+// panel b by log2 e (scores x·log2 e) and gives shifts and bias in the
+// same units; tile t is stored as 2^(tile - shift[col]), which is exp of
+// the scores in natural units, and the kernel stops where a column's
+// maximum exceeds shift + ScoresExpSlackBase2 (8 in natural units). Its
+// exponential takes half the FMA-pipe operations of ScoresExp8x32's (no
+// multiply by log2 e, no ln 2 in the reduction, a 32-entry table and a
+// degree-2 polynomial) and is within 1.75 ulp of 2^(tile - shift) (the
+// difference rounded to float32); arguments below -150, -Inf included,
+// give 0; NaN stays NaN. The bias must be 0 and -Inf only where the
+// caller also computes scores of the same rows in natural units: converting
+// a large finite offset (an additive mask's -1e4, or float32's minimum,
+// which overflows) to base 2 rounds it apart from its natural-unit
+// counterpart. It needs AVX512.
+//
+//go:noescape
+func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx, bias *float32) int
+
+// ScoresExpBF16x32 is ScoresExp8x32 on bf16 operands, in natural units
+// (scores, shifts and bias; its slack is 8), with its
 // probabilities stored as the bf16 pairs the P·V product reads: n tiles
 // of A's 8 rows of k pair words (lda words apart; tile t at a + t·as)
 // times the packed k-pair×32 panel b (VDPBF16PS, fp32 sums), with the
