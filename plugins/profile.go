@@ -70,8 +70,26 @@ func ProfileFrom(ctx context.Context) *RunProfile {
 // since is the span from start to now.
 func since(start time.Time) Span { return Span{start, time.Since(start)} }
 
+// clockAnchor is one reading of both of the process's clocks. Spans sent
+// across the process boundary carry wall-clock starts, which spanToWire
+// takes as the anchor's wall time plus the monotonic time since it: the
+// spans of one process then keep their order and nesting even if the wall
+// clock is stepped (NTP, a VM's clock sync) during a run, which would
+// otherwise move the steps timed after the step out of the run that holds
+// them.
+var clockAnchor = time.Now()
+
+// wallNanos is t as Unix nanoseconds on the anchor's timeline (t's wall
+// clock when it has no monotonic reading).
+func wallNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return t.UnixNano()
+	}
+	return clockAnchor.UnixNano() + int64(t.Sub(clockAnchor))
+}
+
 func spanToWire(s Span) *backendpb.Span {
-	return &backendpb.Span{StartUnixNs: s.Start.UnixNano(), DurationNs: int64(s.Duration)}
+	return &backendpb.Span{StartUnixNs: wallNanos(s.Start), DurationNs: int64(s.Duration)}
 }
 
 func spanFromWire(s *backendpb.Span) Span {
