@@ -22,8 +22,8 @@ DATA attnk<>+44(SB)/4, $0x3e2924ce
 DATA attnk<>+48(SB)/4, $0xc3170000 // -151: 2^x below it is 0 in float32 (clamps -Inf; EXP2_TAB32)
 DATA attnk<>+52(SB)/4, $0x4138aa3b // 8·log2(e): ScoresExp8x32Base2's slack (kernel.ScoresExpSlackBase2)
 DATA attnk<>+56(SB)/4, $0x48c00000 // 1.5·2^18: t + 1.5·2^18 rounds t to a multiple of 1/32 (EXP2_TAB32)
-DATA attnk<>+60(SB)/4, $0x3f3172c1 // c1, c2: 2^r ≈ 1 + c1·r + c2·r² on |r| ≤ 1/64 (EXP2_TAB32; a minimax fit of the whole
-DATA attnk<>+64(SB)/4, $0x3e75fdb0 // exponential's float32 error, searched over the coefficients' last bits)
+DATA attnk<>+60(SB)/4, $0x3f3172c1 // c1, c2: 2^r ≈ 1 + c1·r + c2·r² on |r| ≤ 1/64 (EXP2_TAB32; the whole exponential's
+DATA attnk<>+64(SB)/4, $0x3e75fdb0 // float32 error searched over the coefficients' last bits: go run ./tools/expfit)
 GLOBL attnk<>(SB), RODATA|NOPTR, $68
 
 // 2^(j/16) for j = 0..15, rounded to float32: EXP_TAB16's table (Z30).
@@ -46,7 +46,8 @@ DATA exptab<>+60(SB)/4, $0x3ff5257d
 GLOBL exptab<>(SB), RODATA|NOPTR, $64
 
 // 2^(j/32) for j = 0..31, rounded to float32: EXP2_TAB32's table (Z30 holds
-// the first 16, VPERMI2PS reads the last 16 from memory).
+// the first 16, VPERMI2PS reads the last 16 from memory; go run ./tools/expfit
+// prints it).
 DATA exptab32<>+0(SB)/4, $0x3f800000
 DATA exptab32<>+4(SB)/4, $0x3f82cd87
 DATA exptab32<>+8(SB)/4, $0x3f85aac3
