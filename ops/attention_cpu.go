@@ -117,13 +117,15 @@ type attnPlan struct {
 	// stored as the P·V product's bf16 pairs), the causal cut and the key
 	// limit handled around it: each tile is stored once, as probabilities.
 	scoresExp bool
-	// scoresBase2 (fp32 scoresExp with no additive mask: keyBias is 0 and
-	// -inf only) runs kernel.ScoresExp8x32Base2 instead, on the item's
-	// scale·log2 e·Qᵀ (attnWork.qp2): its exponential costs half the FMA
-	// work. The running shifts stay in natural units; scoresExpPanel
-	// converts them at the kernel. An additive mask's large offsets (-1e4,
-	// float32's minimum) would round apart in the two units, so it keeps
-	// the natural kernel.
+	// scoresBase2 (scoresExp with no additive mask: keyBias is 0 and -inf
+	// only) runs kernel.ScoresExp8x32Base2 (kernel.ScoresExpBF16x32Base2
+	// in bf16) instead, on scale·log2 e·Qᵀ (fp32: the item's attnWork.qp2;
+	// bf16: the packed Q itself, whose raw scores elsewhere are taken back
+	// to natural units, lnTwoScores): its exponential costs half (bf16:
+	// three fifths) the FMA work. The running shifts stay in natural
+	// units; scoresExpPanel converts them at the kernel. An additive mask's
+	// large offsets (-1e4, float32's minimum) would round apart in the two
+	// units, so it keeps the natural kernels.
 	scoresBase2 bool
 	// keyBias, when the mask is one value per key (broadcast along the
 	// queries: key padding) and scoresExp, holds it as what the kernel

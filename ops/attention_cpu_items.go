@@ -54,7 +54,7 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	compactK := p.kInPlace && p.k.rs != p.d && p.sk >= attnKCompactFrom
 	perKey := p.maskKind != "" && p.mRowStep == 0 && (p.maskFloats != nil || math.IsInf(float64(p.fill), -1))
 	p.scoresExp = (p.kInPlace || p.bf16) && p.softcap == 0 && p.scoresMode == "" && p.biasFloats == nil && (p.maskFloats == nil || perKey)
-	p.scoresBase2 = p.scoresExp && !p.bf16 && p.maskFloats == nil
+	p.scoresBase2 = p.scoresExp && p.maskFloats == nil
 	var maskRows []int // the distinct mask rows of a per-key mask on the fast path
 	if p.scoresExp && perKey {
 		p.keyBiasIdx, maskRows = uniqueIndex(p.mOff)
@@ -146,7 +146,7 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 			i0 := (t - kTasks - vTasks) * chunk
 			for i, off := range p.qUniq {
 				if p.bf16 {
-					packQBF16(wordsOf(qp[i*qLen:(i+1)*qLen]), p.q.data, off, p.q.rs, p.q.cs, p.sq, p.d, p.scale, i0, min(p.sq, i0+chunk))
+					packQBF16(wordsOf(qp[i*qLen:(i+1)*qLen]), p.q.data, off, p.q.rs, p.q.cs, p.sq, p.d, p.qScaleBF16(), i0, min(p.sq, i0+chunk))
 					continue
 				}
 				p.packQ(qp[i*qLen+i0*p.d:(i+1)*qLen], off, i0, min(p.sq, i0+chunk))
@@ -365,12 +365,22 @@ func (p *attnPlan) workFloats(dvPad int, qPerItem bool) int {
 }
 
 // itemQCopies is how many copies of an item's Q panels a worker holds:
-// two (qp and qp2) with scoresBase2, else one.
+// two (qp and qp2) with scoresBase2 in fp32, else one.
 func (p *attnPlan) itemQCopies() int {
-	if p.scoresBase2 {
+	if p.scoresBase2 && !p.bf16 {
 		return 2
 	}
 	return 1
+}
+
+// qScaleBF16 is the factor bf16 packs Q with: the scale, times log2 e with
+// scoresBase2 (one packed Q serves the base-2 kernel and, converted back
+// by lnTwoScores, the raw scores of the rest).
+func (p *attnPlan) qScaleBF16() float32 {
+	if p.scoresBase2 {
+		return p.scale * log2E32
+	}
+	return p.scale
 }
 
 // itemQFloats is the scratch of one item's packed Q panels when each item

@@ -75,8 +75,13 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, 
 		}
 		switch {
 		case p.scoresBase2:
-			done += kernel.ScoresExp8x32Base2(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &w.qp2[pn*attnNR*p.d], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
-				&shift2[0], &sum[0], &mx[0], bp)
+			if p.bf16 {
+				done += kernel.ScoresExpBF16x32Base2(dw, &wordsOf(kp)[(j0+done*attnMR)*dw], dw, &wordsOf(qpan)[0], &wordsOf(st)[done*attnMR/2*attnNR], full-done, attnMR*dw,
+					&shift2[0], &sum[0], &mx[0], bp)
+			} else {
+				done += kernel.ScoresExp8x32Base2(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &w.qp2[pn*attnNR*p.d], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
+					&shift2[0], &sum[0], &mx[0], bp)
+			}
 			if done < full {
 				p.raiseShiftBase2(w, pn, mx, shift2, st, done*attnMR, sum, acc, dvPad)
 			}
@@ -103,6 +108,7 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, 
 		case p.bf16:
 			raw = w.pwf
 			scoresBF16(raw, wordsOf(kp), wordsOf(qpan), p.d, j0+full*attnMR, slivers*attnMR)
+			p.lnTwoScores(raw[:slivers*attnMR*attnNR])
 		case inPlace > 0:
 			kernel.Sgemm8x32RowsLoop(p.d, &k[full*attnMR*p.k.rs], p.k.rs, &qpan[0], &raw[0], attnNR, inPlace, attnMR*p.k.rs, 0, attnMR*attnNR, false)
 		}
@@ -142,6 +148,15 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, 
 		l[c] += float64(v)
 	}
 	return cols
+}
+
+// lnTwoScores takes raw bf16 scores computed from Q packed times log2 e
+// (scoresBase2) back to natural units, in place: the masks, the causal
+// fill and colMax/expCols work in natural units.
+func (p *attnPlan) lnTwoScores(st []float32) {
+	if p.bf16 && p.scoresBase2 && len(st) > 0 {
+		kernel.MulVS(&st[0], &st[0], ln2F32, len(st))
+	}
 }
 
 // raiseShift moves the running shift of panel pn's lanes whose maximum mx
@@ -214,6 +229,7 @@ func (p *attnPlan) scoresSoftmax(w *attnWork, acc []float32, dvPad, b, i0, j0, r
 		dw := (d + 1) / 2
 		for pn := 0; pn < panels; pn++ {
 			scoresBF16(w.st[pn*attnNR*kb:], wordsOf(kp), wordsOf(qp[pn*attnNR*dw:]), d, j0, colsPad)
+			p.lnTwoScores(w.st[pn*attnNR*kb : pn*attnNR*kb+colsPad*attnNR])
 		}
 	case p.kInPlace:
 		// Slivers before K's partial last one read K's rows in place;

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops/internal/kernel"
 )
 
 func attnNode(attrs ...*ir.Attribute) *ir.Node {
@@ -592,14 +593,15 @@ func BenchmarkFusedAttentionThreads(b *testing.B) {
 	}
 }
 
-// TestFusedAttentionScoresKernel checks which scores kernel fp32 plans
-// choose and their results against the float64 reference: the base-2
-// kernel (half the exponential's FMA work) with no mask and with a bool
-// per-key mask (0 and -inf in either unit), the natural one with an
-// additive per-key mask, whose large offsets (-1e4 and float32's minimum
-// on padding keys, some rows seeing only padding) must not be converted;
-// the rising case makes the running max climb by ~40 over the keys, so
-// that the base-2 kernel stops and its shifts are raised (raiseShiftBase2).
+// TestFusedAttentionScoresKernel checks which scores kernel plans choose,
+// in fp32 and bf16, and their results against the float64 reference: the
+// base-2 kernels (less FMA work in the exponential) with no mask and with
+// a bool per-key mask (0 and -inf in either unit), the natural ones with
+// an additive per-key mask, whose large offsets (-1e4 and float32's
+// minimum on padding keys, some rows seeing only padding) must not be
+// converted; the rising case makes the running max climb by ~40 over the
+// keys, so that the base-2 kernel stops and its shifts are raised
+// (raiseShiftBase2). bf16 is held to 1e-2 + 2e-2·|want|, as elsewhere.
 func TestFusedAttentionScoresKernel(t *testing.T) {
 	if !tileLoop {
 		t.Skip("the scores kernels need the AVX-512 tile")
@@ -631,6 +633,9 @@ func TestFusedAttentionScoresKernel(t *testing.T) {
 					kd[i] = 40 * float32((i/d)%s) / float32(s)
 				}
 			}
+			// Inputs exact in bf16: with scores up to 80, rounding them to
+			// bf16 alone moves outputs past bf16's tolerance (either unit).
+			q, k, v = bf16Tensor(q), bf16Tensor(k), bf16Tensor(v)
 			attrs := []*ir.Attribute{fAttr("scale", 0.25), iAttr("causal", 1)}
 			in := []*ir.Tensor{q, k, v}
 			var mask *ir.Tensor
@@ -683,15 +688,24 @@ func TestFusedAttentionScoresKernel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, threads := range []int{1, 2} {
-				got := ir.NewTensor(ir.Float, p.out)
-				p.run(&Context{Threads: threads}, got.Float32s(), nil, true)
-				if !p.scoresExp || p.scoresBase2 != c.base2 {
-					t.Fatalf("scoresExp %v, scoresBase2 %v; want true, %v", p.scoresExp, p.scoresBase2, c.base2)
+			for _, prec := range []Precision{PrecisionFP32, PrecisionBF16} {
+				if prec == PrecisionBF16 && !kernel.BF16 {
+					continue
 				}
-				for i, g := range got.Float32s() {
-					if w := want.Float32s()[i]; !closeF64(g, float64(w)) {
-						t.Fatalf("threads %d: Y[%d] = %g, want %g", threads, i, g, w)
+				close := closeF64
+				if prec == PrecisionBF16 {
+					close = func(g float32, w float64) bool { return math.Abs(float64(g)-w) <= 1e-2+2e-2*math.Abs(w) }
+				}
+				for _, threads := range []int{1, 2} {
+					got := ir.NewTensor(ir.Float, p.out)
+					p.run(&Context{Threads: threads, Precision: prec}, got.Float32s(), nil, true)
+					if !p.scoresExp || p.scoresBase2 != c.base2 || p.bf16 != (prec == PrecisionBF16) {
+						t.Fatalf("%v: bf16 %v, scoresExp %v, scoresBase2 %v; want true, %v", prec, p.bf16, p.scoresExp, p.scoresBase2, c.base2)
+					}
+					for i, g := range got.Float32s() {
+						if w := want.Float32s()[i]; !close(g, float64(w)) {
+							t.Fatalf("%v, threads %d: Y[%d] = %g, want %g", prec, threads, i, g, w)
+						}
 					}
 				}
 			}

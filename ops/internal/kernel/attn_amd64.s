@@ -24,7 +24,10 @@ DATA attnk<>+52(SB)/4, $0x4138aa3b // 8·log2(e): ScoresExp8x32Base2's slack (ke
 DATA attnk<>+56(SB)/4, $0x48c00000 // 1.5·2^18: t + 1.5·2^18 rounds t to a multiple of 1/32 (EXP2_TAB32)
 DATA attnk<>+60(SB)/4, $0x3f3172c1 // c1, c2: 2^r ≈ 1 + c1·r + c2·r² on |r| ≤ 1/64 (EXP2_TAB32; the whole exponential's
 DATA attnk<>+64(SB)/4, $0x3e75fdb0 // float32 error searched over the coefficients' last bits: go run ./tools/expfit)
-GLOBL attnk<>(SB), RODATA|NOPTR, $68
+DATA attnk<>+68(SB)/4, $0x3f317afe // c0..c2 times ln2, ln²2, ln³2: 2^r ≈ 1 + r·Σ c_k·r^k on |r| ≤ 1/2, the bf16
+DATA attnk<>+72(SB)/4, $0x3e780641 // polynomial above with r in base 2 (EXP2_BF16_MEM), relative error 1.02e-4
+DATA attnk<>+76(SB)/4, $0x3d6150f1
+GLOBL attnk<>(SB), RODATA|NOPTR, $80
 
 // 2^(j/16) for j = 0..15, rounded to float32: EXP_TAB16's table (Z30).
 DATA exptab<>+0(SB)/4, $0x3f800000
@@ -117,41 +120,6 @@ DATA pairidx<>+58(SB)/2, $30
 DATA pairidx<>+60(SB)/2, $15
 DATA pairidx<>+62(SB)/2, $31
 GLOBL pairidx<>(SB), RODATA|NOPTR, $64
-
-// X = exp(X - S) for the column shift S, added into SUM: n = round(x·log2 e),
-// r = x - n·ln2 (one rounding), exp(r) by the polynomial, scaled by 2^n.
-// Z26 log2(e), Z27 ln 2, Z28 -104, Z29 1, Z30 the polynomial's top
-// coefficient (EXP_BF16_START); Z2, Z3 scratch. EXP_REDUCE leaves r in X,
-// n in Z2 and Z30 in Z3; EXP_FINISH takes the polynomial's sum without its
-// constant term in Z3.
-#define EXP_REDUCE(X, S) \
-	VSUBPS S, X, X; \
-	VMAXPS X, Z28, X; \
-	VMULPS Z26, X, Z2; \
-	VRNDSCALEPS $8, Z2, Z2; \
-	VFNMADD231PS Z27, Z2, X; \
-	VMOVAPS Z30, Z3
-
-#define EXP_FINISH(X, SUM) \
-	VFMADD213PS Z29, X, Z3; \
-	VSCALEFPS Z2, Z3, X; \
-	VADDPS X, SUM, SUM
-
-// Within 1.02e-4 relative, for probabilities rounded to bf16 next: c0..c2,
-// Z30 = c2.
-#define EXP_BF16_SHIFT_SUM(X, S, SUM) \
-	EXP_REDUCE(X, S); \
-	VFMADD213PS.BCST 40(BX), X, Z3; \
-	VFMADD213PS.BCST 36(BX), X, Z3; \
-	EXP_FINISH(X, SUM)
-
-// EXP_BF16_SHIFT_SUM's constants in Z26..Z30, from BX.
-#define EXP_BF16_START \
-	VBROADCASTSS 0(BX), Z26; \
-	VBROADCASTSS 4(BX), Z27; \
-	VBROADCASTSS 8(BX), Z28; \
-	VBROADCASTSS 12(BX), Z29; \
-	VBROADCASTSS 44(BX), Z30
 
 // The 16 floats x at OFF(DX) become exp(x - S), added into SUM: x' =
 // max(x - S, -104) (-Inf and all below give 0, NaN stays NaN); t =
@@ -259,26 +227,6 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 	VMAXPS Z17, Z1, Z1; \
 	VMAXPS Z19, Z1, Z1
 
-// EXP (EXP_BF16_SHIFT_SUM) on every row of the tile:
-// shifts Z20, Z21, sums Z24, Z25.
-#define TILE8x32_EXP_SHIFT_SUM(EXP) \
-	EXP(Z4, Z20, Z24); \
-	EXP(Z5, Z21, Z25); \
-	EXP(Z6, Z20, Z24); \
-	EXP(Z7, Z21, Z25); \
-	EXP(Z8, Z20, Z24); \
-	EXP(Z9, Z21, Z25); \
-	EXP(Z10, Z20, Z24); \
-	EXP(Z11, Z21, Z25); \
-	EXP(Z12, Z20, Z24); \
-	EXP(Z13, Z21, Z25); \
-	EXP(Z14, Z20, Z24); \
-	EXP(Z15, Z21, Z25); \
-	EXP(Z16, Z20, Z24); \
-	EXP(Z17, Z21, Z25); \
-	EXP(Z18, Z20, Z24); \
-	EXP(Z19, Z21, Z25)
-
 // The exponential epilogue's registers, from the shifts at AX and the
 // sums at DX: BX the constants, Z20, Z21 the shifts (-Inf as 0), Z22, Z23
 // shift + the slack at SLACK(BX) (8, or 8·log2 e in base 2), Z24, Z25 the
@@ -320,6 +268,157 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 	MOVQ AX, OUT; \
 	VZEROUPPER; \
 	RET
+
+// X = exp(X - S) for the column shift S, added into SUM, for probabilities
+// rounded to bf16 next: x' = max(x - S, -104), n = round(x'·log2 e), r =
+// x' - n·ln2 (one rounding, |r| ≤ ln2/2), e^r ≈ 1 + r·(c0 + c1·r +
+// c2·r²) (within 1.02e-4 relative, where the rounding to bf16 that follows
+// is up to 2^-9), scaled by 2^n (VSCALEFPS). Its constants are read from
+// BX and N, P are its scratch, so that it leaves the products' registers
+// (and Z20..Z25, Z31) alone.
+#define EXP_BF16_MEM(X, S, SUM, N, P) \
+	VSUBPS S, X, X; \
+	VMAXPS.BCST 8(BX), X, X; \
+	VMULPS.BCST 0(BX), X, N; \
+	VRNDSCALEPS $8, N, N; \
+	VFNMADD231PS.BCST 4(BX), N, X; \
+	VBROADCASTSS 44(BX), P; \
+	VFMADD213PS.BCST 40(BX), X, P; \
+	VFMADD213PS.BCST 36(BX), X, P; \
+	VFMADD213PS.BCST 12(BX), X, P; \
+	VSCALEFPS N, P, X; \
+	VADDPS X, SUM, SUM
+
+// EXP_BF16_MEM in base 2: X = 2^(X - S), n = round(x') and r = x' - n
+// (exact, |r| ≤ 1/2) on the FADD pipes, the same polynomial with its
+// coefficients times powers of ln 2: three FMA-pipe ops where
+// EXP_BF16_MEM takes five.
+#define EXP2_BF16_MEM(X, S, SUM, N, P) \
+	VSUBPS S, X, X; \
+	VMAXPS.BCST 48(BX), X, X; \
+	VRNDSCALEPS $8, X, N; \
+	VSUBPS N, X, X; \
+	VBROADCASTSS 76(BX), P; \
+	VFMADD213PS.BCST 72(BX), X, P; \
+	VFMADD213PS.BCST 68(BX), X, P; \
+	VFMADD213PS.BCST 12(BX), X, P; \
+	VSCALEFPS N, P, X; \
+	VADDPS X, SUM, SUM
+
+// One pending pair of rows of the bf16 scores kernel's staged tile: rows
+// 2p and 2p+1, stored raw (fp32, 128 bytes a row) at DX, become their
+// exponentials (EXP: EXP_BF16_MEM or EXP2_BF16_MEM) under the shifts Z20,
+// Z21 (sums Z24, Z25) and 32 pair
+// words (the even row in the low halves) of each half at R9 and 64(R9);
+// DX moves to the next pair (256 bytes), R9 to its words (128 bytes), AX
+// (the pairs pending) down by one. R9 trails DX, so every word it writes
+// lies on rows already read. Z26..Z30 scratch, Z31 the pair indexes.
+#define EXP_PENDING_PAIR(EXP) \
+	VMOVUPS 0(DX), Z26; \
+	EXP(Z26, Z20, Z24, Z28, Z29); \
+	VMOVUPS 128(DX), Z27; \
+	EXP(Z27, Z20, Z24, Z28, Z29); \
+	VCVTNE2PS2BF16_Z(26, 27, 30); \
+	VPERMW Z30, Z31, Z30; \
+	VMOVDQU32 Z30, 0(R9); \
+	VMOVUPS 64(DX), Z26; \
+	EXP(Z26, Z21, Z25, Z28, Z29); \
+	VMOVUPS 192(DX), Z27; \
+	EXP(Z27, Z21, Z25, Z28, Z29); \
+	VCVTNE2PS2BF16_Z(26, 27, 30); \
+	VPERMW Z30, Z31, Z30; \
+	VMOVDQU32 Z30, 64(R9); \
+	ADDQ $256, DX; \
+	ADDQ $128, R9; \
+	DECQ AX
+
+// The bf16 scores kernels' body (ScoresExpBF16x32 and ScoresExpBF16x32Base2):
+// ScoresExp8x32's with the k pairs of VDPBF16PS (BF16_8x32_ROWS_KSTEP) and
+// the exponentials stored as bf16 pair words, 128 a tile at c + 512t bytes
+// (rows 2p and 2p+1 at 128p words). The exponentials run a tile behind the
+// products: a tile that passes the slack check is staged raw (fp32, rows
+// 128 bytes apart) at its own words and the next tile's, and its pairs of
+// rows (EXP_PENDING_PAIR: EXP, the pair words over the rows already read)
+// are done one per 8 k pairs of the next tile's products, the rest
+// before its epilogue and before returning. Z31 the pair indexes.
+#define SCORES_EXP_BF16(EXP, SLACK) \
+	MOVQ a+8(FP), R13 \
+	MOVQ lda+16(FP), R8 \
+	MOVQ b+24(FP), R14 \
+	MOVQ c+32(FP), R15 \
+	MOVQ n+40(FP), R12 \
+	SHLQ $2, R8 \
+	LEAQ (R8)(R8*2), R10 \
+	MOVQ shift+56(FP), AX \
+	MOVQ sum+64(FP), DX \
+	TILE8x32_EXP_START(SLACK) \
+	VMOVDQU32 pairidx<>(SB), Z31 \
+	XORQ AX, AX \
+	TESTQ R12, R12 \
+	JE expdone \
+betile: \
+	MOVQ k+0(FP), CX \
+	MOVQ R13, SI \
+	LEAQ (SI)(R8*4), R11 \
+	MOVQ R14, DI \
+	TILE8x32_ZERO \
+	CMPQ CX, $8 \
+	JLT berest \
+be8: \
+	BF16_8x32_ROWS_KSTEP \
+	BF16_8x32_ROWS_KSTEP \
+	BF16_8x32_ROWS_KSTEP \
+	BF16_8x32_ROWS_KSTEP \
+	BF16_8x32_ROWS_KSTEP \
+	BF16_8x32_ROWS_KSTEP \
+	BF16_8x32_ROWS_KSTEP \
+	BF16_8x32_ROWS_KSTEP \
+	TESTQ AX, AX \
+	JE benext \
+	EXP_PENDING_PAIR(EXP) \
+benext: \
+	SUBQ $8, CX \
+	CMPQ CX, $8 \
+	JGE be8 \
+berest: \
+	TESTQ CX, CX \
+	JE bedrain \
+beloop: \
+	BF16_8x32_ROWS_KSTEP \
+	DECQ CX \
+	JNZ beloop \
+bedrain: \
+	TESTQ AX, AX \
+	JE beepi \
+	EXP_PENDING_PAIR(EXP) \
+	JMP bedrain \
+beepi: \
+	MOVQ bias+80(FP), AX \
+	TESTQ AX, AX \
+	JE benobias \
+	TILE8x32_KEY_BIAS(n+40(FP)) \
+benobias: \
+	XORQ AX, AX \
+	TILE8x32_COL_MAX \
+	TILE8x32_OVER_SLACK \
+	JNZ expover \
+	MOVQ R15, DX \
+	MOVQ $128, R9 \
+	TILE8x32_WRITE \
+	MOVQ R15, DX \
+	MOVQ R15, R9 \
+	MOVQ $4, AX \
+	MOVQ as+48(FP), CX \
+	LEAQ (R13)(CX*4), R13 \
+	ADDQ $512, R15 \
+	DECQ R12 \
+	JNZ betile \
+belast: \
+	TESTQ AX, AX \
+	JE expdone \
+	EXP_PENDING_PAIR(EXP) \
+	JMP belast \
+	TILE8x32_EXP_END(mx+72(FP), sum+64(FP), n+40(FP), ret+88(FP))
 
 // The scores kernels' body (ScoresExp8x32 and ScoresExp8x32Base2, which
 // share the signature): tiles as Sgemm8x32RowsLoop's (A's 8 rows in place
@@ -433,71 +532,15 @@ TEXT ·ScoresExp8x32(SB), NOSPLIT, $0-112
 TEXT ·ScoresExp8x32Base2(SB), NOSPLIT, $0-112
 	SCORES_EXP_8x32(EXP2_TAB32, 52, 48, exptab32<>(SB))
 
-// Two rows of the tile (lanes 0..15 in Z(lo0), Z(hi0), lanes 16..31 in
-// Z(lo1), Z(hi1)) as 32 bf16 pair words at OFF(DX), lo's in the low
-// halves: rounded (VCVTNE2PS2BF16), interleaved by Z31's indexes (VPERMW).
-#define PAIR_ROWS_STORE(lo0, hi0, lo1, hi1, OFF) \
-	VCVTNE2PS2BF16_Z(lo0, hi0, 0); \
-	VPERMW Z0, Z31, Z0; \
-	VMOVDQU32 Z0, OFF(DX); \
-	VCVTNE2PS2BF16_Z(lo1, hi1, 1); \
-	VPERMW Z1, Z31, Z1; \
-	VMOVDQU32 Z1, OFF+64(DX)
-
 // func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, sum, mx, bias *float32) int
-// ScoresExp8x32 with the k pairs of VDPBF16PS (BF16_8x32_ROWS_KSTEP) and
-// the exponentials stored as bf16 pair words, 128 a tile at c + 512t
-// bytes (PAIR_ROWS_STORE, rows 2p and 2p+1 at 128p words); Z31 the pair
-// indexes.
+// exp in natural units, slack 8 (EXP_BF16_MEM).
 TEXT ·ScoresExpBF16x32(SB), NOSPLIT, $0-96
-	MOVQ a+8(FP), R13
-	MOVQ lda+16(FP), R8
-	MOVQ b+24(FP), R14
-	MOVQ c+32(FP), R15
-	MOVQ n+40(FP), R12
-	SHLQ $2, R8
-	LEAQ (R8)(R8*2), R10
-	MOVQ shift+56(FP), AX
-	MOVQ sum+64(FP), DX
-	TILE8x32_EXP_START(16)
-	EXP_BF16_START
-	VMOVDQU32 pairidx<>(SB), Z31
-	TESTQ R12, R12
-	JE expdone
-betile:
-	MOVQ k+0(FP), CX
-	MOVQ R13, SI
-	LEAQ (SI)(R8*4), R11
-	MOVQ R14, DI
-	TILE8x32_ZERO
-	TESTQ CX, CX
-	JE beepi
-beloop:
-	BF16_8x32_ROWS_KSTEP
-	DECQ CX
-	JNZ beloop
-beepi:
-	MOVQ bias+80(FP), AX
-	TESTQ AX, AX
-	JE benobias
-	TILE8x32_KEY_BIAS(n+40(FP))
-benobias:
-	TILE8x32_COL_MAX
-	TILE8x32_OVER_SLACK
-	JNZ expover
-	TILE8x32_EXP_SHIFT_SUM(EXP_BF16_SHIFT_SUM)
-	MOVQ R15, DX
-	PAIR_ROWS_STORE(4, 6, 5, 7, 0)
-	PAIR_ROWS_STORE(8, 10, 9, 11, 128)
-	PAIR_ROWS_STORE(12, 14, 13, 15, 256)
-	PAIR_ROWS_STORE(16, 18, 17, 19, 384)
-	MOVQ as+48(FP), AX
-	LEAQ (R13)(AX*4), R13
-	ADDQ $512, R15
-	DECQ R12
-	JNZ betile
-	JMP expdone
-	TILE8x32_EXP_END(mx+72(FP), sum+64(FP), n+40(FP), ret+88(FP))
+	SCORES_EXP_BF16(EXP_BF16_MEM, 16)
+
+// func ScoresExpBF16x32Base2(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, sum, mx, bias *float32) int
+// 2^x in base 2, slack 8·log2 e (EXP2_BF16_MEM).
+TEXT ·ScoresExpBF16x32Base2(SB), NOSPLIT, $0-96
+	SCORES_EXP_BF16(EXP2_BF16_MEM, 52)
 
 // func TransposeScale16(dst *float32, ldd int, src *float32, lds int, scale *float32)
 // dst[i·ldd + j] = scale[i]·src[j·lds + i] for i, j < 16: src's 16 rows in

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"testing"
@@ -53,19 +54,44 @@ func bf16ScoreTiles(t *testing.T, seed int64, k, lda, n, as int, scale float64) 
 // and the float32 arithmetic's few ulp.
 const expBF16RelErr = 1.04e-4
 
-// TestScoresExpBF16x32 checks the bf16 scores kernel against
+// bf16ScoresKernel is one of the bf16 scores kernels with what its test
+// expects of it: exp (float64) of its arguments and its slack.
+type bf16ScoresKernel struct {
+	name  string
+	run   func(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, sum, mx, bias *float32) int
+	exp   func(float64) float64
+	slack float32
+}
+
+// TestScoresExpBF16x32 checks each bf16 scores kernel against
 // BF16Gemm8x32Loop's scores (themselves checked against a float64
-// reference with bf16-rounded inputs) and float64 exponentials: the pair
-// words (within half a bf16 ulp, plus expBF16RelErr, of exp(score -
-// shift), the even key in the low half), the fp32 column sums (within
-// expBF16RelErr), the per-key bias (-Inf keys give
-// exact zeros), the stop at the first tile a column of which rises more
-// than 8 above its shift, with its maxima, and -Inf shifts.
+// reference with bf16-rounded inputs) and float64 exponentials (powers of
+// 2 in base 2): the pair words (within half a bf16 ulp, plus
+// expBF16RelErr, of exp(score - shift), the even key in the low half), the
+// fp32 column sums (within expBF16RelErr), the per-key bias (-Inf keys
+// give exact zeros), the stop at the first tile a column of which rises
+// more than the slack above its shift, with its maxima, -Inf shifts, and
+// that nothing is written past a tile's staging (128 words past the last
+// tile stored, or past the one it stops at).
 func TestScoresExpBF16x32(t *testing.T) {
 	if !BF16 {
 		t.Skip("no AVX512_BF16 on this CPU")
 	}
-	const k, lda, n = 21, 25, 5
+	for _, kern := range []bf16ScoresKernel{
+		{"natural", ScoresExpBF16x32, math.Exp, 8},
+		{"base2", ScoresExpBF16x32Base2, math.Exp2, ScoresExpSlackBase2},
+	} {
+		// k = 5: a tile's exponentials all after the next tile's products;
+		// 21: partly during them; 32 (seed 000's heads): all during them.
+		for _, k := range []int{5, 21, 32} {
+			t.Run(fmt.Sprintf("%s/k=%d", kern.name, k), func(t *testing.T) { testScoresExpBF16x32(t, kern, k) })
+		}
+	}
+}
+
+func testScoresExpBF16x32(t *testing.T, kern bf16ScoresKernel, k int) {
+	const n = 5
+	lda := k + 4
 	as := 8*lda + 3
 	a, b, raw := bf16ScoreTiles(t, 7, k, lda, n, as, 0.6)
 	negInf := float32(math.Inf(-1))
@@ -95,7 +121,7 @@ func TestScoresExpBF16x32(t *testing.T) {
 			}
 		}
 		run := func(shift [32]float32) (got []uint32, sum, mx [32]float32, done int) {
-			got = make([]uint32, n*128+5)
+			got = make([]uint32, n*128+128+5) // a tile's 128 words of staging past the last
 			for i := range got {
 				got[i] = 0xdeadbeef
 			}
@@ -106,7 +132,7 @@ func TestScoresExpBF16x32(t *testing.T) {
 			if withBias {
 				bp = &bias[0]
 			}
-			done = ScoresExpBF16x32(k, &a[0], lda, &b[0], &got[0], n, as, &shift[0], &sum[0], &mx[0], bp)
+			done = kern.run(k, &a[0], lda, &b[0], &got[0], n, as, &shift[0], &sum[0], &mx[0], bp)
 			return got, sum, mx, done
 		}
 		got, sum, _, done := run(shift)
@@ -126,7 +152,7 @@ func TestScoresExpBF16x32(t *testing.T) {
 						}
 						continue
 					}
-					e := math.Exp(float64(s - shift[c])) // the difference rounded to float32, as the kernel has it
+					e := kern.exp(float64(s - shift[c])) // the difference rounded to float32, as the kernel has it
 					want[c] += e
 					if rel := math.Abs(float64(g)-e) / e; rel > 0x1p-8+expBF16RelErr {
 						t.Fatalf("bias=%v tile %d row %d col %d: %g, want exp(%g - %g) = %g (rel %.2g)", withBias, tile, row, c, g, s, shift[c], e, rel)
@@ -134,9 +160,9 @@ func TestScoresExpBF16x32(t *testing.T) {
 				}
 			}
 		}
-		for i := n * 128; i < len(got); i++ {
+		for i := n*128 + 128; i < len(got); i++ {
 			if got[i] != 0xdeadbeef {
-				t.Fatalf("bias=%v: word %d past the tiles written", withBias, i)
+				t.Fatalf("bias=%v: word %d past the tiles and their staging written", withBias, i)
 			}
 		}
 		for c := range sum {
@@ -145,18 +171,20 @@ func TestScoresExpBF16x32(t *testing.T) {
 			}
 		}
 
-		// Shifts more than 8 below tile 3's column c (the first where tile
-		// 3 rises above tiles 0..2) and above every other: the kernel
-		// stops at tile 3 with its maxima.
+		// Shifts more than the slack below tile 3's column c (the first
+		// where tile 3 rises above tiles 0..2) and above every other (with
+		// a margin for the rounding of shift + slack): the kernel stops at
+		// tile 3 with its maxima.
 		low := shift
 		m3 := colMax(3)
 		c := 0
+		const margin = 1e-3
 		for ; c < 32; c++ {
-			low[c] = m3[c] - 8.5
+			low[c] = m3[c] - kern.slack - 0.5
 			for tile := 0; tile < 3; tile++ {
-				low[c] = max(low[c], colMax(tile)[c]-8)
+				low[c] = max(low[c], colMax(tile)[c]-kern.slack+margin)
 			}
-			if low[c] < m3[c]-8 {
+			if low[c] < m3[c]-kern.slack-margin {
 				break
 			}
 			low[c] = shift[c]
@@ -168,9 +196,9 @@ func TestScoresExpBF16x32(t *testing.T) {
 		if done != 3 || mx != m3 {
 			t.Fatalf("bias=%v: returned %d with maxima %v, want 3 with %v", withBias, done, mx, m3)
 		}
-		for i := 3 * 128; i < len(got); i++ {
+		for i := 3*128 + 128; i < len(got); i++ {
 			if got[i] != 0xdeadbeef {
-				t.Fatalf("bias=%v: word %d written past the stop", withBias, i)
+				t.Fatalf("bias=%v: word %d written past the stop and its staging", withBias, i)
 			}
 		}
 

@@ -22,9 +22,9 @@ import (
 // in place. GFLOP/s counts the products only, so "scores" against
 // "scores+exp" is the exponentials' cost and "scores+exp,PV" against
 // ops' BenchmarkRoofline the op's own overhead (packing Q, writing out).
-// The bf16/ modes are the same four for the bf16 path's kernels
-// (BF16Gemm8x32Loop, ScoresExpBF16x32, BF16Gemm8x32LoopA8), %peak of the
-// VDPBF16PS peak.
+// The bf16/ modes are the same for the bf16 path's kernels
+// (BF16Gemm8x32Loop, ScoresExpBF16x32 and ScoresExpBF16x32Base2,
+// BF16Gemm8x32LoopA8), %peak of the VDPBF16PS peak.
 //
 //	go test ./ops/internal/kernel -run '^$' -bench RooflineAttentionKernels
 func BenchmarkRooflineAttentionKernels(b *testing.B) {
@@ -102,10 +102,10 @@ func BenchmarkRooflineAttentionKernels(b *testing.B) {
 		}
 		return w
 	}
-	kw, qw, vw, pw := words(heads*keys*dw), words(items*dw*32), words(heads*d*kp), words(kp*32)
-	for _, mode := range []string{"scores", "scores+exp", "PV", "scores+exp,PV"} {
+	kw, qw, vw, pw := words(heads*keys*dw), words(items*dw*32), words(heads*d*kp), words(kp*32+128) // + the last tile's staging
+	for _, mode := range []string{"scores", "scores+exp", "scores+exp2", "PV", "scores+exp,PV", "scores+exp2,PV"} {
 		flops := float64(heads*items) * 2 * d * keys * 32
-		if mode == "scores+exp,PV" {
+		if strings.HasSuffix(mode, ",PV") {
 			flops *= 2
 		}
 		b.Run("bf16/"+mode, func(b *testing.B) {
@@ -121,8 +121,13 @@ func BenchmarkRooflineAttentionKernels(b *testing.B) {
 							if n := kernel.ScoresExpBF16x32(dw, &k[0], dw, &qw[it*dw*32], &pw[0], keys/8, 8*dw, &shift[0], &sum[0], &mx[0], nil); n != keys/8 {
 								b.Fatalf("ScoresExpBF16x32 stopped at tile %d of %d", n, keys/8)
 							}
+						case "scores+exp2", "scores+exp2,PV":
+							sum = [32]float32{}
+							if n := kernel.ScoresExpBF16x32Base2(dw, &k[0], dw, &qw[it*dw*32], &pw[0], keys/8, 8*dw, &shift[0], &sum[0], &mx[0], nil); n != keys/8 {
+								b.Fatalf("ScoresExpBF16x32Base2 stopped at tile %d of %d", n, keys/8)
+							}
 						}
-						if mode == "PV" || mode == "scores+exp,PV" {
+						if strings.HasSuffix(mode, "PV") {
 							kernel.BF16Gemm8x32LoopA8(kp, &v[0], 8, &pw[0], &acc[0], 32, d/8, 8*kp, 0, 8*32, true)
 						}
 					}

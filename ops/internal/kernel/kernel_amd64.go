@@ -278,10 +278,26 @@ func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, c
 // (PairRowsBF16x32's layout). Its exponential is a cheaper polynomial
 // than ScoresExp8x32's, within 1.02e-4 relative (the rounding to bf16 that
 // follows is up to 2^-9): the sums are of these fp32 values, before the
-// rounding. It needs BF16.
+// rounding. The exponentials of a tile run during the next tile's
+// products, from the tile staged raw at its own words and the next
+// tile's: c must have room for 128 words past the last tile it stores
+// (or past the tile it stops at), which it leaves undefined. It needs
+// BF16.
 //
 //go:noescape
 func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, sum, mx, bias *float32) int
+
+// ScoresExpBF16x32Base2 is ScoresExpBF16x32 in base 2, as
+// ScoresExp8x32Base2 is ScoresExp8x32: the panel b holds scale·log2 e·Qᵀ,
+// shifts and bias are in base 2 (the bias 0 and -Inf only where the caller
+// also works in natural units), the stored values are 2^(tile - shift),
+// the stop comes above shift + ScoresExpSlackBase2. Its exponential is the
+// same polynomial in base 2 (its coefficients times powers of ln 2, within
+// 1.02e-4 relative) and takes three FMA-pipe operations where
+// ScoresExpBF16x32's takes five. It needs BF16.
+//
+//go:noescape
+func ScoresExpBF16x32Base2(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, sum, mx, bias *float32) int
 
 // TransposeScale16 writes the transpose of a 16×16 block, each row scaled:
 // dst[i·ldd + j] = scale[i]·src[j·lds + i] for i, j < 16 (strides in

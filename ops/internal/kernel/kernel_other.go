@@ -145,6 +145,11 @@ func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift,
 	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
 }
 
+// ScoresExpBF16x32Base2 is never called where BF16 is false.
+func ScoresExpBF16x32Base2(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, sum, mx, bias *float32) int {
+	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
+}
+
 // TransposeScale16 is never called where AVX512 is false.
 func TransposeScale16(dst *float32, ldd int, src *float32, lds int, scale *float32) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
