@@ -22,9 +22,10 @@ const (
 )
 
 // scoresExpPanel turns the scores of keys [j0, j0+cols) (cols stops at the
-// key limit) of panel pn (queries [q0, q0+lanes), scale·Qᵀ in qpan; with
-// scoresBase2 also times log2 e in w.qp2), plus the per-key mask bias[key]
-// when bias is not nil (it starts at key j0), into probabilities under the
+// key limit) of panel pn (queries [q0, q0+lanes), their packed Q in qpan:
+// scale·Qᵀ, in bf16 with scoresBase2 times log2 e; fp32 with scoresBase2
+// also has it times log2 e in w.qp2), plus the per-key mask bias[key] when
+// bias is not nil (it starts at key j0), into probabilities under the
 // panel's running shifts w.m, adding their sums to w.l, and returns how
 // many of the block's keys the probabilities cover: with causal masking,
 // those up to the last query's diagonal.
@@ -35,15 +36,16 @@ const (
 // at the start of the panel's st, and kp is the batch's packed K) in one
 // pass: a tile rising more than attnRescaleSlack above a shift stops the
 // kernel; the shift moves up to the tile's maximum (raiseShift) and the
-// kernel resumes at that tile. With scoresBase2, kernel.ScoresExp8x32Base2
-// takes base-2 scores and shifts (shift2: w.m times log2 e, then the
-// maxima it stopped at: raiseShiftBase2), and its 2^(x − shift) are the
+// kernel resumes at that tile. With scoresBase2 the base-2 kernels
+// (kernel.ScoresExp8x32Base2, kernel.ScoresExpBF16x32Base2) take base-2
+// scores and shifts (shift2: w.m times log2 e, then the maxima they
+// stopped at: raiseShiftBase2), and their 2^(x − shift) are the
 // probabilities e^(x − m) up to the rounding of those products; the bias
-// is 0 or -inf in either unit. The rest — the at most
-// 5 tiles straddling the panel's causal diagonal and a last partial
-// sliver of keys (packed in kp) — is computed raw from qpan (in bf16 into
-// w.pwf, then paired after the kernel's tiles), masked, and goes through
-// colMax and expCols in natural units.
+// is 0 or -inf, the same in either unit. The rest — the at most 5 tiles
+// straddling the panel's causal diagonal and a last partial sliver of
+// keys (packed in kp) — is computed raw (in bf16 into w.pwf, taken back to
+// natural units by lnTwoScores, then paired after the kernel's tiles),
+// masked, and goes through colMax and expCols in natural units.
 func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, q0, lanes, j0, cols int, bias, kp, qpan []float32) int {
 	plain := cols
 	if p.causal {
