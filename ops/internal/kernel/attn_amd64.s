@@ -269,6 +269,51 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 	VZEROUPPER; \
 	RET
 
+// One tile's products in the pipelined scores kernels (KSTEP a k step;
+// k from k+0(FP), A's 8 rows from R13, lda R8 bytes, the panel from R14),
+// the accumulators zeroed first, with the previous tile's pending work
+// (PENDING, AX items left) done one item per 8 k steps and what is left of
+// it after the products. Labels ptile (the loop's head), pk8, pknext,
+// pkrest, pkloop, pkdrain; it ends at pkdone, nothing pending.
+#define PIPELINED_TILE(KSTEP, PENDING) \
+ptile: \
+	MOVQ k+0(FP), CX \
+	MOVQ R13, SI \
+	LEAQ (SI)(R8*4), R11 \
+	MOVQ R14, DI \
+	TILE8x32_ZERO \
+	CMPQ CX, $8 \
+	JLT pkrest \
+pk8: \
+	KSTEP \
+	KSTEP \
+	KSTEP \
+	KSTEP \
+	KSTEP \
+	KSTEP \
+	KSTEP \
+	KSTEP \
+	TESTQ AX, AX \
+	JE pknext \
+	PENDING \
+pknext: \
+	SUBQ $8, CX \
+	CMPQ CX, $8 \
+	JGE pk8 \
+pkrest: \
+	TESTQ CX, CX \
+	JE pkdrain \
+pkloop: \
+	KSTEP \
+	DECQ CX \
+	JNZ pkloop \
+pkdrain: \
+	TESTQ AX, AX \
+	JE pkdone \
+	PENDING \
+	JMP pkdrain \
+pkdone:
+
 // X = exp(X - S) for the column shift S, added into SUM, for probabilities
 // rounded to bf16 next: x' = max(x - S, -104), n = round(x'·log2 e), r =
 // x' - n·ln2 (one rounding, |r| ≤ ln2/2), e^r ≈ 1 + r·(c0 + c1·r +
@@ -356,43 +401,7 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 	XORQ AX, AX \
 	TESTQ R12, R12 \
 	JE expdone \
-betile: \
-	MOVQ k+0(FP), CX \
-	MOVQ R13, SI \
-	LEAQ (SI)(R8*4), R11 \
-	MOVQ R14, DI \
-	TILE8x32_ZERO \
-	CMPQ CX, $8 \
-	JLT berest \
-be8: \
-	BF16_8x32_ROWS_KSTEP \
-	BF16_8x32_ROWS_KSTEP \
-	BF16_8x32_ROWS_KSTEP \
-	BF16_8x32_ROWS_KSTEP \
-	BF16_8x32_ROWS_KSTEP \
-	BF16_8x32_ROWS_KSTEP \
-	BF16_8x32_ROWS_KSTEP \
-	BF16_8x32_ROWS_KSTEP \
-	TESTQ AX, AX \
-	JE benext \
-	EXP_PENDING_PAIR(EXP) \
-benext: \
-	SUBQ $8, CX \
-	CMPQ CX, $8 \
-	JGE be8 \
-berest: \
-	TESTQ CX, CX \
-	JE bedrain \
-beloop: \
-	BF16_8x32_ROWS_KSTEP \
-	DECQ CX \
-	JNZ beloop \
-bedrain: \
-	TESTQ AX, AX \
-	JE beepi \
-	EXP_PENDING_PAIR(EXP) \
-	JMP bedrain \
-beepi: \
+	PIPELINED_TILE(BF16_8x32_ROWS_KSTEP, EXP_PENDING_PAIR(EXP)) \
 	MOVQ bias+80(FP), AX \
 	TESTQ AX, AX \
 	JE benobias \
@@ -412,7 +421,7 @@ benobias: \
 	LEAQ (R13)(CX*4), R13 \
 	ADDQ $512, R15 \
 	DECQ R12 \
-	JNZ betile \
+	JNZ ptile \
 belast: \
 	TESTQ AX, AX \
 	JE expdone \
@@ -459,43 +468,7 @@ belast: \
 	XORQ AX, AX \
 	TESTQ R12, R12 \
 	JE expdone \
-setile: \
-	MOVQ k+0(FP), CX \
-	MOVQ R13, SI \
-	LEAQ (SI)(R8*4), R11 \
-	MOVQ R14, DI \
-	TILE8x32_ZERO \
-	CMPQ CX, $8 \
-	JLT serest \
-se8: \
-	SGEMM8x32_ROWS_KSTEP \
-	SGEMM8x32_ROWS_KSTEP \
-	SGEMM8x32_ROWS_KSTEP \
-	SGEMM8x32_ROWS_KSTEP \
-	SGEMM8x32_ROWS_KSTEP \
-	SGEMM8x32_ROWS_KSTEP \
-	SGEMM8x32_ROWS_KSTEP \
-	SGEMM8x32_ROWS_KSTEP \
-	TESTQ AX, AX \
-	JE senext \
-	EXP_PENDING_ROW(EXP) \
-senext: \
-	SUBQ $8, CX \
-	CMPQ CX, $8 \
-	JGE se8 \
-serest: \
-	TESTQ CX, CX \
-	JE sedrain \
-seloop: \
-	SGEMM8x32_ROWS_KSTEP \
-	DECQ CX \
-	JNZ seloop \
-sedrain: \
-	TESTQ AX, AX \
-	JE seepi \
-	EXP_PENDING_ROW(EXP) \
-	JMP sedrain \
-seepi: \
+	PIPELINED_TILE(SGEMM8x32_ROWS_KSTEP, EXP_PENDING_ROW(EXP)) \
 	MOVQ bias+96(FP), AX \
 	TESTQ AX, AX \
 	JE senobias \
@@ -513,7 +486,7 @@ senobias: \
 	MOVQ cs+64(FP), CX \
 	LEAQ (R15)(CX*4), R15 \
 	DECQ R12 \
-	JNZ setile \
+	JNZ ptile \
 selast: \
 	EXP_PENDING_ROW(EXP) \
 	TESTQ AX, AX \
