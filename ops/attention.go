@@ -104,6 +104,11 @@ import (
 //	             matrix, and only when such a row occurs. With scores_mode
 //	             "weights" such a row's weights are 1/Sk; the earlier stages
 //	             hold the -inf the cut or mask put there.
+//	masked_rows_zero
+//	             int, default 0: 1 gives a query row that sees no key zeros
+//	             (weights 0, output row 0) instead of NaN: what ESPnet's
+//	             softmax(masked scores).masked_fill(mask, 0) gives a row its
+//	             mask hides entirely. Not with masked_rows_uniform.
 //	scores_mode  string, required when output 1 is present: what output 1
 //	             holds: "scores" (scale·Q·Kᵀ), "softcapped" (after softcap),
 //	             "biased" (after softcap, mask, bias, causal and key padding:
@@ -136,7 +141,8 @@ import (
 // whose scores are all -inf (fully masked with a -inf fill) gives NaN, as
 // Softmax does; a row fully masked with a finite fill (-1e9) gives uniform
 // weights; Sk = 0 gives zeros, as MatMul over an empty inner dim does;
-// with masked_rows_uniform a row that sees no key gives the mean of V.
+// with masked_rows_uniform a row that sees no key gives the mean of V, and
+// with masked_rows_zero zeros.
 //
 // The CPU kernel (attention_cpu*.go) reads K and V in place where their
 // rows are contiguous (else packs them once per batch matrix; V from a
@@ -217,6 +223,9 @@ type attnAttrs struct {
 	// uniformRows: a row that sees no key gets uniform weights over all
 	// Sk keys (masked_rows_uniform) instead of NaN.
 	uniformRows bool
+	// zeroRows: a row that sees no key gets weights 0, an output row of 0
+	// (masked_rows_zero), instead of NaN.
+	zeroRows bool
 	// scoresMode is what output 1 holds; "" when it is not requested.
 	scoresMode string
 	// views of Q, K, V (nil: the input as is) and of the output.
@@ -258,6 +267,12 @@ func parseAttnAttrs(n *ir.Node, hasMask, hasBias bool) (attnAttrs, error) {
 	}
 	if a.uniformRows, err = flag("masked_rows_uniform"); err != nil {
 		return a, err
+	}
+	if a.zeroRows, err = flag("masked_rows_zero"); err != nil {
+		return a, err
+	}
+	if a.uniformRows && a.zeroRows {
+		return a, n.Errorf("masked_rows_uniform and masked_rows_zero exclude each other")
 	}
 	if a.biasScale, err = n.AttrFloat("bias_scale", 1); err != nil {
 		return a, n.Errorf("%w", err)

@@ -534,7 +534,8 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 	}
 	// out[r][c] = acc[c][r] / l[r]; a row whose scores are all -inf is
 	// NaN, as Softmax gives (-inf - -inf), or with uniformRows the mean
-	// of V's rows (put in its accumulator column, scaled by 1).
+	// of V's rows (put in its accumulator column, scaled by 1), or with
+	// zeroRows 0 (its column cleared: it may hold NaN).
 	inv := w.m[:rows] // the running max is no longer needed: reuse it
 	for r := range inv {
 		switch {
@@ -543,6 +544,11 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 		case p.uniformRows:
 			for c, x := range p.meanV(b) {
 				acc[c*qb+r] = x
+			}
+			inv[r] = 1
+		case p.zeroRows:
+			for c := 0; c < p.dv; c++ {
+				acc[c*qb+r] = 0
 			}
 			inv[r] = 1
 		default:

@@ -314,7 +314,7 @@ func (p *attnPlan) writeScores(st []float32, b, q0, j0, cols, lanes int) {
 // normalizeWeights turns the scores output's rows [i0, i0+rows) of batch b,
 // written as the softmax's input, into its output: exp(s - shift) / sum
 // with the row's final shift and sum (NaN for a row of -inf scores, 1/Sk
-// with uniformRows).
+// with uniformRows, 0 with zeroRows).
 func (p *attnPlan) normalizeWeights(b, i0, rows int, w *attnWork) {
 	negInf := float32(math.Inf(-1))
 	for r := 0; r < rows; r++ {
@@ -322,8 +322,11 @@ func (p *attnPlan) normalizeWeights(b, i0, rows int, w *attnWork) {
 		m := w.m[r]
 		if m == negInf {
 			fill := float32(math.NaN())
-			if p.uniformRows {
+			switch {
+			case p.uniformRows:
 				fill = 1 / float32(p.sk)
+			case p.zeroRows:
+				fill = 0
 			}
 			for j := range row {
 				row[j] = fill

@@ -133,35 +133,44 @@ func TestFusedAttentionUniformRows(t *testing.T) {
 			if uniform == 0 {
 				t.Fatal("the case has no row that sees no key")
 			}
-			for _, run := range []struct {
-				threads int
-				prec    Precision
-			}{{1, PrecisionFP32}, {2, PrecisionFP32}, {2, PrecisionBF16}} {
-				if run.prec == PrecisionBF16 && !kernel.BF16 {
-					continue
-				}
-				out, err := runFusedAttention(&Context{Threads: run.threads, Precision: run.prec}, n, in)
-				if err != nil {
-					t.Fatal(err)
-				}
-				tol := func(w float64) float64 { return 2e-5 + 1e-4*math.Abs(w) }
-				if run.prec == PrecisionBF16 {
-					tol = func(w float64) float64 { return 1e-2 + 2e-2*math.Abs(w) }
-				}
-				for i, g := range out[0].Float32s() {
-					if !(math.Abs(float64(g)-wantY[i]) <= tol(wantY[i])) {
-						t.Fatalf("threads %d, %v: Y[%d] (row %d) = %g, want %g", run.threads, run.prec, i, i/c.dv, g, wantY[i])
-					}
-				}
-				if c.scoresMode != "" {
-					for i, g := range out[1].Float32s() {
-						if !(math.Abs(float64(g)-wantW[i]) <= tol(wantW[i])) {
-							t.Fatalf("threads %d, %v: weights[%d] = %g, want %g", run.threads, run.prec, i, g, wantW[i])
-						}
-					}
+			checkRowsRuns(t, n, in, c.dv, wantY, wantW, c.scoresMode != "")
+		})
+	}
+}
+
+// checkRowsRuns runs a FusedAttention node on 1 and 2 threads in fp32 and
+// on 2 in bf16 (where the CPU has it) and checks its output, and with
+// weights its output 1, against references computed in float64 (bf16 with
+// a bf16-sized tolerance).
+func checkRowsRuns(t *testing.T, n *ir.Node, in []*ir.Tensor, dv int, wantY, wantW []float64, weights bool) {
+	t.Helper()
+	for _, run := range []struct {
+		threads int
+		prec    Precision
+	}{{1, PrecisionFP32}, {2, PrecisionFP32}, {2, PrecisionBF16}} {
+		if run.prec == PrecisionBF16 && !kernel.BF16 {
+			continue
+		}
+		out, err := runFusedAttention(&Context{Threads: run.threads, Precision: run.prec}, n, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tol := func(w float64) float64 { return 2e-5 + 1e-4*math.Abs(w) }
+		if run.prec == PrecisionBF16 {
+			tol = func(w float64) float64 { return 1e-2 + 2e-2*math.Abs(w) }
+		}
+		for i, g := range out[0].Float32s() {
+			if !(math.Abs(float64(g)-wantY[i]) <= tol(wantY[i])) {
+				t.Fatalf("threads %d, %v: Y[%d] (row %d) = %g, want %g", run.threads, run.prec, i, i/dv, g, wantY[i])
+			}
+		}
+		if weights {
+			for i, g := range out[1].Float32s() {
+				if !(math.Abs(float64(g)-wantW[i]) <= tol(wantW[i])) {
+					t.Fatalf("threads %d, %v: weights[%d] = %g, want %g", run.threads, run.prec, i, g, wantW[i])
 				}
 			}
-		})
+		}
 	}
 }
 
@@ -184,4 +193,97 @@ func TestFusedAttentionUniformRowsOff(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "masked_rows_uniform must be 0 or 1") {
 		t.Fatalf("got error %v", err)
 	}
+}
+
+// TestFusedAttentionZeroRows checks masked_rows_zero against ESPnet's
+// arithmetic (softmax of the masked scores, then the masked weights set to
+// 0): rows that keep a key are the plain masked softmax, rows whose every
+// key is hidden (a fully padded batch) are zeros, output and weights, on
+// the fp32 and bf16 paths, with key blocks skipped or not.
+func TestFusedAttentionZeroRows(t *testing.T) {
+	kb := attnKBlock
+	cases := []struct {
+		name    string
+		b, h    int
+		sq, sk  int
+		d, dv   int
+		lengths []int // keys kept per batch (key padding)
+		weights bool
+	}{
+		{name: "one batch fully padded", b: 3, h: 2, sq: 9, sk: 9, d: 8, dv: 8, lengths: []int{9, 4, 0}},
+		{name: "fast path, skipped key blocks", b: 2, h: 2, sq: 45, sk: kb + 45, d: 16, dv: 16, lengths: []int{0, kb + 3}},
+		{name: "odd dv", b: 2, h: 1, sq: 37, sk: 37, d: 8, dv: 5, lengths: []int{0, 30}},
+		{name: "weights output", b: 2, h: 2, sq: 10, sk: 10, d: 8, dv: 8, lengths: []int{0, 6}, weights: true},
+	}
+	r := rand.New(rand.NewSource(11))
+	const scale = 0.35
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q, k, v := randTensor(r, c.b, c.h, c.sq, c.d), randTensor(r, c.b, c.h, c.sk, c.d), randTensor(r, c.b, c.h, c.sk, c.dv)
+			pad := make([]bool, c.b*c.sk)
+			for b, n := range c.lengths {
+				for j := n; j < c.sk; j++ {
+					pad[b*c.sk+j] = true
+				}
+			}
+			mask := ir.FromSlice([]int{c.b, 1, 1, c.sk}, pad)
+			n := attnNode(fAttr("scale", scale), iAttr("masked_rows_zero", 1), sAttr("mask_kind", MaskBoolTrueMasks))
+			n.Outputs = []string{"y"}
+			if c.weights {
+				n.Outputs = append(n.Outputs, "weights")
+				n.Attrs = append(n.Attrs, sAttr("scores_mode", ScoresWeights))
+			}
+			wantY, wantW := refZeroRows(c.b, c.h, c.sq, c.sk, c.d, c.dv, scale, q, k, v, pad)
+			checkRowsRuns(t, n, []*ir.Tensor{q, k, v, mask}, c.dv, wantY, wantW, c.weights)
+		})
+	}
+	_, err := runFusedAttention(&Context{Threads: 1}, attnNode(iAttr("masked_rows_zero", 1), iAttr("masked_rows_uniform", 1)),
+		[]*ir.Tensor{randTensor(r, 1, 4, 8), randTensor(r, 1, 4, 8), randTensor(r, 1, 4, 8)})
+	if err == nil || !strings.Contains(err.Error(), "exclude each other") {
+		t.Fatalf("both flags: got error %v", err)
+	}
+}
+
+// refZeroRows is ESPnet's masked attention in float64: scores with the
+// padded keys at -inf, softmax, then 0 where the mask hides a key (so a
+// row with every key hidden is 0). Y is [B, H, Sq, Dv], weights [B, H, Sq, Sk].
+func refZeroRows(nb, h, sq, sk, d, dv int, scale float64, q, k, v *ir.Tensor, pad []bool) (y, weights []float64) {
+	qd, kd, vd := q.Float32s(), k.Float32s(), v.Float32s()
+	y, weights = make([]float64, nb*h*sq*dv), make([]float64, nb*h*sq*sk)
+	x := make([]float64, sk)
+	for b := 0; b < nb; b++ {
+		for hh := 0; hh < h; hh++ {
+			m := b*h + hh
+			for i := 0; i < sq; i++ {
+				mx := math.Inf(-1)
+				for j := range x {
+					x[j] = math.Inf(-1)
+					if !pad[b*sk+j] {
+						var dot float64
+						for e := 0; e < d; e++ {
+							dot += float64(qd[(m*sq+i)*d+e]) * float64(kd[(m*sk+j)*d+e])
+						}
+						x[j] = dot * scale
+					}
+					mx = max(mx, x[j])
+				}
+				if math.IsInf(mx, -1) {
+					continue // every key hidden: weights and output 0
+				}
+				var sum float64
+				for j := range x {
+					x[j] = math.Exp(x[j] - mx)
+					sum += x[j]
+				}
+				w := weights[(m*sq+i)*sk:]
+				for j := range x {
+					w[j] = x[j] / sum
+					for e := 0; e < dv; e++ {
+						y[(m*sq+i)*dv+e] += w[j] * float64(vd[(m*sk+j)*dv+e])
+					}
+				}
+			}
+		}
+	}
+	return y, weights
 }

@@ -213,13 +213,15 @@ func viewBatchStrides(batch, dims, st []int) []int {
 
 // attnLowerable reports whether the attention kernel takes a fused node's
 // head sizes and attributes; if not, the graph's original nodes run
-// instead. The kernel has no masked_rows_uniform (its rows that see no key
-// are NaN) and no finite causal_fill (it cuts past the diagonal with no
-// per-row check), so a node with either runs unfused, as the export wrote
-// it.
+// instead. The kernel has no masked_rows_uniform or masked_rows_zero (its
+// rows that see no key are NaN) and no finite causal_fill (it cuts past the
+// diagonal with no per-row check), so a node with any runs unfused, as the
+// export wrote it.
 func attnLowerable(n *ir.Node, types map[string]ops.Value) bool {
-	if u, _ := n.AttrInt("masked_rows_uniform", 0); u != 0 {
-		return false
+	for _, attr := range []string{"masked_rows_uniform", "masked_rows_zero"} {
+		if u, _ := n.AttrInt(attr, 0); u != 0 {
+			return false
+		}
 	}
 	if f, err := n.AttrFloat("causal_fill", float32(math.Inf(-1))); err != nil || !math.IsInf(float64(f), -1) {
 		return false

@@ -305,6 +305,9 @@ func describeFusedAttention(n *ir.Node) string {
 	if u, _ := n.AttrInt("masked_rows_uniform", 0); u == 1 {
 		parts = append(parts, "rows that see no key: mean of V")
 	}
+	if z, _ := n.AttrInt("masked_rows_zero", 0); z == 1 {
+		parts = append(parts, "rows that see no key: zeros (weights zeroed after the softmax)")
+	}
 	if kind, _ := n.AttrString("mask_kind", ""); kind != "" && len(n.Inputs) > 3 && n.Inputs[3] != "" {
 		m := kind + " mask " + n.Inputs[3]
 		if p, _ := n.AttrInt("mask_pad_keys", 0); p == 1 {
