@@ -1,6 +1,8 @@
 package graph
 
 import (
+	"slices"
+
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops"
 )
@@ -8,7 +10,8 @@ import (
 // View resolution for plan-time rewrites.
 //
 // A chain of data-movement steps (Reshape, Squeeze, Unsqueeze, Flatten,
-// Identity, Transpose, Split, Slice with unit steps) computes nothing: its
+// Identity, Transpose, Split, Slice with unit steps, Gather of one constant
+// index) computes nothing: its
 // result is a strided view (ops.View) of the tensor the chain starts from.
 // Fused kernels that take views read through the chain instead of running
 // it, and write their result through the inverse of the chain that follows
@@ -59,6 +62,8 @@ func (f *fuser) viewStep(n *ir.Node, k int, v ops.View) (ops.View, bool) {
 		return f.splitView(n, k, v)
 	case n.OpType == "Slice":
 		return f.sliceView(n, v, shape)
+	case n.OpType == "Gather":
+		return f.gatherView(n, v, shape)
 	}
 	return ops.View{}, false
 }
@@ -171,6 +176,44 @@ func (f *fuser) sliceView(n *ir.Node, v ops.View, shape []int) (ops.View, bool) 
 	return out, true
 }
 
+// gatherView is a Gather of one constant index: a scalar index drops the
+// axis (timm's q, k, v = qkv[0], qkv[1], qkv[2]), a one-element 1-D index
+// keeps it with size 1 (Falcon's fused[:, :, [-2]]). Either way the result
+// is the input restricted to that index along the axis.
+func (f *fuser) gatherView(n *ir.Node, v ops.View, shape []int) (ops.View, bool) {
+	if len(n.Inputs) != 2 || n.Inputs[1] == "" {
+		return ops.View{}, false
+	}
+	c := f.constValue(n.Inputs[1])
+	if c == nil || len(c.Shape) > 1 || c.Len() != 1 {
+		return ops.View{}, false
+	}
+	idx, err := c.AsInt64s()
+	axis, err2 := n.AttrInt("axis", 0)
+	if err != nil || err2 != nil {
+		return ops.View{}, false
+	}
+	a, err := ops.NormAxis(axis, len(v.Shape))
+	if err != nil {
+		return ops.View{}, false
+	}
+	i, dim := idx[0], int64(v.Shape[a])
+	if i < 0 {
+		i += dim
+	}
+	if i < 0 || i >= dim {
+		return ops.View{}, false
+	}
+	out, ok := v.Slice(a, int(i), 1)
+	if ok && len(c.Shape) == 0 {
+		out, ok = out.Squeeze([]int{a})
+	}
+	if !ok || !slices.Equal(out.Shape, shape) {
+		return ops.View{}, false
+	}
+	return out, true
+}
+
 // readView traces tensor name back through movement steps and returns the
 // deepest tensor it is a view of, with the view; the movement steps traced
 // through are listed in chain. With no movement producer, base is name.
@@ -187,7 +230,7 @@ func (f *fuser) readView(name string) (base string, v ops.View, chain []int, ok 
 			break
 		}
 		n := f.pl.steps[i].node
-		if !reshapeLike(n) && n.OpType != "Transpose" && n.OpType != "Split" && n.OpType != "Slice" {
+		if !reshapeLike(n) && n.OpType != "Transpose" && n.OpType != "Split" && n.OpType != "Slice" && n.OpType != "Gather" {
 			break
 		}
 		if len(n.Inputs) == 0 || n.Inputs[0] == "" || f.types[n.Inputs[0]].Type.DType != f.types[x].Type.DType {
