@@ -7,8 +7,8 @@ import (
 
 // AttentionCore is one attention computation of the graph whose weights
 // softmax(scale·QKᵀ masked) can be shown: a Softmax over the last axis
-// whose output feeds, directly or through no-op Casts, a MatMul or an
-// Einsum as its first operand (P·V), the chain the attention fusion
+// whose output feeds, directly or through no-op Casts (or a Where that
+// zeroes masked weights), a MatMul or an Einsum as its first operand (P·V), the chain the attention fusion
 // (fuse.go) replaces by one FusedAttention step; or an ONNX Attention
 // node, whose weights are its qk_matmul_output in mode 3.
 type AttentionCore struct {
@@ -231,6 +231,8 @@ func probabilitiesProduct(readers map[string][]*ir.Node, p string) (*ir.Node, []
 				return r, passed
 			case (r.OpType == "Cast" || r.OpType == "Identity") && len(r.Outputs) == 1 && next == nil:
 				next = r
+			case r.OpType == "Where" && len(r.Inputs) == 3 && (r.Inputs[1] == p || r.Inputs[2] == p) && len(r.Outputs) == 1 && next == nil:
+				next = r // masked weights zeroed (ESPnet's masked_fill(mask, 0))
 			}
 		}
 		if next == nil {

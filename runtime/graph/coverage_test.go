@@ -11,8 +11,9 @@ import (
 
 // attentionCore is one attention computation in a graph, found without
 // the matcher: a Softmax whose output, through no-op nodes (Cast,
-// Identity), is the first operand of a MatMul or Einsum (the product with
-// V).
+// Identity) or a Where choosing between it and something else (ESPnet's
+// weights zeroed by the mask), is the first operand of a MatMul or Einsum
+// (the product with V).
 type attentionCore struct {
 	softmax, pv *ir.Node
 }
@@ -38,7 +39,7 @@ func findAttentionCores(p *Program) []attentionCore {
 				switch {
 				case (r.OpType == "MatMul" || r.OpType == "Einsum") && len(r.Inputs) == 2 && r.Inputs[0] == x:
 					cores = append(cores, attentionCore{sm, r})
-				case r.OpType == "Cast" || r.OpType == "Identity":
+				case r.OpType == "Cast" || r.OpType == "Identity" || (r.OpType == "Where" && len(r.Inputs) == 3 && r.Inputs[0] != x):
 					frontier = append(frontier, r.Outputs[0])
 				}
 			}

@@ -25,7 +25,9 @@ import (
 //	P = Softmax(S, last axis), then any no-op Casts (float→float) or
 //	    Identity; P (or a Cast of it) may have other readers or be a graph
 //	    output (nn.MultiheadAttention's need_weights): the fused node then
-//	    also writes it, as its output 1 (scores_mode weights)
+//	    also writes it, as its output 1 (scores_mode weights); and at most
+//	    one Where(cond, 0, P) | Where(cond, P, 0) zeroing the weights the
+//	    scores' own mask hides (ESPnet: masked_rows_zero, fuse_zero_rows.go)
 //	S = the scores changed by any number of
 //	    Div(S, c) | Mul(S, c) | Mul(c, S)  c a float32 constant, one element
 //	    Cast(S) float→float | Identity(S)

@@ -74,6 +74,11 @@ type attnMatch struct {
 	// absorbs lists the movement steps a causal mask constant was read
 	// through (fuse_causal.go): no longer computed once the fusion is in.
 	absorbs []int
+	// zeroCond and zeroKind are a Where after the Softmax that zeroes the
+	// weights its mask hides; zeroRows: it is accepted, the fused node
+	// takes masked_rows_zero (fuse_zero_rows.go).
+	zeroCond, zeroKind string
+	zeroRows           bool
 }
 
 // match tries to read an attention chain ending in the product with V at
@@ -117,6 +122,10 @@ func (f *fuser) match(i int) (attnMatch, bool) {
 			sm = n
 		case f.noOp(n):
 			x = n.Inputs[0]
+		case n.OpType == "Where" && m.zeroCond == "":
+			if m.zeroCond, m.zeroKind, x, ok = f.zeroedWeights(n); !ok {
+				return m, false
+			}
 		default:
 			return m, false
 		}
@@ -132,7 +141,11 @@ func (f *fuser) match(i int) (attnMatch, bool) {
 	if a, err := ops.NormAxis(axis, len(pt.Shape)); err != nil || a != len(pt.Shape)-1 {
 		return m, false
 	}
-	return f.walk(sm.Inputs[0], m, 1, chain)
+	r, ok := f.walk(sm.Inputs[0], m, 1, chain)
+	if ok && r.zeroCond != "" {
+		ok = f.acceptZeroRows(&r)
+	}
+	return r, ok
 }
 
 // noOp reports whether a node passes its input through unchanged: Identity,
@@ -758,6 +771,9 @@ func (m attnMatch) node(steps []step) (*ir.Node, bool) {
 		if mask.checkedFill {
 			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "causal_fill", Type: ir.AttrFloat, Float: float32(mask.causalFill)})
 		}
+	}
+	if m.zeroRows {
+		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "masked_rows_zero", Type: ir.AttrInt, Int: 1})
 	}
 	if mask != nil && mask.name != "" {
 		n.Inputs = append(n.Inputs, mask.name)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -102,6 +103,42 @@ func TestFuseExportForms(t *testing.T) {
 		return m
 	}
 	zeros := ir.NewTensor(ir.Float, []int{1})
+	// padRows is a key padding mask [b, 1, 1, s] (true = padding) that
+	// hides every key of batch 0: its rows see no key.
+	padRows := func() *ir.Tensor {
+		m := boolMask(b, 1, 1, s)
+		for j := 0; j < s; j++ {
+			m.Bools()[j] = true
+		}
+		return m
+	}
+	// zeroed builds ESPnet's masked_fill(cond, fill) before the Softmax and
+	// masked_fill(cond, 0) after it, each reading its own Cast of m: with
+	// keep, the Wheres take the scores where m is true instead.
+	zeroed := func(fill float32, keep bool) synth {
+		pre, post := []string{"mc", "fill", "s1"}, []string{"mc2", "zero", "p0"}
+		if keep {
+			pre, post = []string{"mc", "s1", "fill"}, []string{"mc2", "p0", "zero"}
+		}
+		return synth{inputs: with(vi("m", ir.Bool, b, 1, 1, s)), inits: map[string]*ir.Tensor{"c": sc(2), "fill": sc(fill), "zero": sc(0)},
+			nodes: []*ir.Node{kt, qk, node("Div", []string{"s0", "c"}, []string{"s1"}),
+				node("Cast", []string{"m"}, []string{"mc"}, castTo(ir.Bool)), node("Where", pre, []string{"s2"}), softmax("s2", "p0"),
+				node("Cast", []string{"m"}, []string{"mc2"}, castTo(ir.Bool)), node("Where", post, []string{"p"}), pv("p")}}
+	}
+	// qkvGather reads q, k and v as Gathers of one index from a packed
+	// [3, b, h, s, d] tensor (timm's qkv[0], qkv[1], qkv[2]).
+	idx := func(i int64) *ir.Tensor { return ir.Scalar(i) }
+	qkvGather := synth{inputs: []*ir.ValueInfo{vi("qkv", ir.Float, 3, b, h, s, d)}, inits: map[string]*ir.Tensor{"i0": idx(0), "i1": idx(1), "i2": idx(-1)},
+		nodes: []*ir.Node{node("Gather", []string{"qkv", "i0"}, []string{"q"}), node("Gather", []string{"qkv", "i1"}, []string{"k"}),
+			node("Gather", []string{"qkv", "i2"}, []string{"v"}), kt, qk, softmax("s0", "p"), pv("p")}}
+	// mqaGather reads q as a Slice and k, v as Gathers of a one-element
+	// index list, which keep the axis (Falcon's fused[:, [-2]]), from a
+	// [b, h+2, s, d] tensor: k and v have one head, broadcast.
+	axis1 := &ir.Attribute{Name: "axis", Type: ir.AttrInt, Int: 1}
+	mqaGather := synth{inputs: []*ir.ValueInfo{vi("f", ir.Float, b, h+2, s, d)},
+		inits: map[string]*ir.Tensor{"st": int64s(0), "en": int64s(h), "ax": int64s(1), "ik": int64s(-2), "iv": int64s(h + 1)},
+		nodes: []*ir.Node{node("Slice", []string{"f", "st", "en", "ax"}, []string{"q"}), node("Gather", []string{"f", "ik"}, []string{"k"}, axis1),
+			node("Gather", []string{"f", "iv"}, []string{"v"}, axis1), kt, qk, softmax("s0", "p"), pv("p")}}
 	cases := []struct {
 		name  string
 		syn   synth
@@ -231,6 +268,25 @@ func TestFuseExportForms(t *testing.T) {
 		{name: "einsum with the scores transposed: not fused", syn: synth{inputs: qkv,
 			nodes: []*ir.Node{node("Einsum", []string{"q", "k"}, []string{"s0"}, equation("bhqd,bhkd->bhkq")), softmax("s0", "p"),
 				node("Einsum", []string{"p", "v"}, []string{"y"}, equation("bhkq,bhqd->bhkd"))}}, none: true},
+		{name: "weights zeroed after the Softmax by the finfo.min mask (ESPnet)", syn: zeroed(-math.MaxFloat32, false),
+			feeds: map[string]*ir.Tensor{"m": padRows()},
+			ops:   "Transpose MatMul Div Where Softmax Where MatMul", attrs: "scale=0.5 masked_rows_zero=1 mask_kind=bool_true_masks mask_fill=-Inf"},
+		{name: "weights zeroed after the Softmax by the -inf keep mask (WeNet)", syn: zeroed(negInf, true),
+			feeds: map[string]*ir.Tensor{"m": padRows()},
+			ops:   "Transpose MatMul Div Where Softmax Where MatMul", attrs: "scale=0.5 masked_rows_zero=1 mask_kind=bool_false_masks mask_fill=-Inf"},
+		{name: "weights zeroed after a -1e4 mask: not fused", syn: zeroed(-1e4, false),
+			feeds: map[string]*ir.Tensor{"m": padRows()}, none: true},
+		{name: "weights zeroed by another mask: not fused", syn: func() synth {
+			z := zeroed(negInf, false)
+			z.inputs = append(z.inputs, vi("m2", ir.Bool, b, 1, 1, s))
+			z.nodes = slices.Clone(z.nodes)
+			z.nodes[6] = node("Cast", []string{"m2"}, []string{"mc2"}, castTo(ir.Bool))
+			return z
+		}(), feeds: map[string]*ir.Tensor{"m": padRows(), "m2": boolMask(b, 1, 1, s)}, none: true},
+		{name: "Q, K, V as Gathers of a packed qkv (timm's qkv[0])", syn: qkvGather,
+			ops: "Transpose MatMul Softmax MatMul", attrs: "scale=1 q_view k_view v_view"},
+		{name: "K, V as Gathers of a one-element index (Falcon's multi-query)", syn: mqaGather,
+			ops: "Transpose MatMul Softmax MatMul", attrs: "scale=1 q_view k_view v_view"},
 		{name: "unbatched (2-D) with a 1-D additive mask", syn: synth{inputs: []*ir.ValueInfo{vi("q", ir.Float, s, d), vi("k", ir.Float, s+1, d), vi("v", ir.Float, s+1, d), vi("m", ir.Float, s+1)},
 			nodes: []*ir.Node{node("Transpose", []string{"k"}, []string{"kt"}), qk, node("Add", []string{"s0", "m"}, []string{"s1"}), softmax("s1", "p"), pv("p")}},
 			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
