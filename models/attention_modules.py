@@ -1322,3 +1322,113 @@ class DiffusersSpatialAttention(nn.Module):
         hidden_states = hidden_states.transpose(-1, -2).reshape(batch_size, channel, height, width)
         hidden_states = hidden_states + residual
         return hidden_states / self.rescale_output_factor
+
+
+class TimmViTAttention(nn.Module):
+    """timm's vision transformer Attention (vision_transformer.py, the
+    non-fused path): a qkv Linear reshaped (B, N, 3, H, D) and permuted to
+    (3, B, H, N, D). Recent timm unbinds it and scales q first
+    (`q, k, v = qkv.unbind(0); q = q * self.scale`); older timm indexes it
+    and scales the scores (`q, k, v = qkv[0], qkv[1], qkv[2]`,
+    `attn = (q @ k.transpose(-2, -1)) * self.scale`): indexed=True."""
+
+    def __init__(self, dim: int, num_heads: int, indexed: bool = False):
+        super().__init__()
+        self.num_heads = num_heads
+        self.scale = (dim // num_heads) ** -0.5
+        self.qkv = nn.Linear(dim, dim * 3)
+        self.proj = nn.Linear(dim, dim)
+        self.indexed = indexed
+
+    def forward(self, x: Tensor):
+        B, N, C = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)
+        if self.indexed:
+            q, k, v = qkv[0], qkv[1], qkv[2]
+            attn = (q @ k.transpose(-2, -1)) * self.scale
+        else:
+            q, k, v = qkv.unbind(0)
+            q = q * self.scale
+            attn = q @ k.transpose(-2, -1)
+        attn = attn.softmax(dim=-1)
+        x = (attn @ v).transpose(1, 2).reshape(B, N, C)
+        return self.proj(x)
+
+
+class EspnetRelPosAttention(nn.Module):
+    """ESPnet's LegacyRelPositionMultiHeadedAttention (the Conformer
+    encoder's self-attention; `zero_triu=False`, so no rel_shift), called as
+    the encoder layer calls it, self_attn(x, x, x, pos_emb, mask):
+    (matrix_ac + matrix_bd) / sqrt(d_k) with learned pos_bias_u/v, then
+    forward_attention: masked_fill(mask, finfo.min), softmax, and
+    masked_fill(mask, 0.0) again on the weights. mask: (B, 1, T) bool,
+    True = a valid frame."""
+
+    def __init__(self, n_head: int, n_feat: int):
+        super().__init__()
+        self.d_k = n_feat // n_head
+        self.h = n_head
+        self.linear_q = nn.Linear(n_feat, n_feat)
+        self.linear_k = nn.Linear(n_feat, n_feat)
+        self.linear_v = nn.Linear(n_feat, n_feat)
+        self.linear_out = nn.Linear(n_feat, n_feat)
+        self.linear_pos = nn.Linear(n_feat, n_feat, bias=False)
+        self.pos_bias_u = nn.Parameter(torch.randn(self.h, self.d_k) * 0.1)
+        self.pos_bias_v = nn.Parameter(torch.randn(self.h, self.d_k) * 0.1)
+
+    def forward_qkv(self, query, key, value):
+        n_batch = query.size(0)
+        q = self.linear_q(query).view(n_batch, -1, self.h, self.d_k)
+        k = self.linear_k(key).view(n_batch, -1, self.h, self.d_k)
+        v = self.linear_v(value).view(n_batch, -1, self.h, self.d_k)
+        return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+
+    def forward_attention(self, value, scores, mask):
+        n_batch = value.size(0)
+        mask = mask.unsqueeze(1).eq(0)  # (batch, 1, *, time2)
+        min_value = torch.finfo(scores.dtype).min
+        scores = scores.masked_fill(mask, min_value)
+        attn = torch.softmax(scores, dim=-1).masked_fill(mask, 0.0)
+        x = torch.matmul(attn, value)
+        x = x.transpose(1, 2).contiguous().view(n_batch, -1, self.h * self.d_k)
+        return self.linear_out(x)
+
+    def forward(self, x: Tensor, pos_emb: Tensor, mask: BoolTensor):
+        q, k, v = self.forward_qkv(x, x, x)
+        q = q.transpose(1, 2)  # (batch, time1, head, d_k)
+        n_batch_pos = pos_emb.size(0)
+        p = self.linear_pos(pos_emb).view(n_batch_pos, -1, self.h, self.d_k)
+        p = p.transpose(1, 2)  # (batch, head, time1, d_k)
+        q_with_bias_u = (q + self.pos_bias_u).transpose(1, 2)
+        q_with_bias_v = (q + self.pos_bias_v).transpose(1, 2)
+        matrix_ac = torch.matmul(q_with_bias_u, k.transpose(-2, -1))
+        matrix_bd = torch.matmul(q_with_bias_v, p.transpose(-2, -1))
+        scores = (matrix_ac + matrix_bd) / math.sqrt(self.d_k)
+        return self.forward_attention(v, scores, mask)
+
+
+class FalconMultiQueryAttention(nn.Module):
+    """Multi-query attention as Falcon-7B computes it: one fused projection
+    to H query heads and one shared key and value head, taken with index
+    lists (`fused[:, :, [-2]]`, which keep the head axis) and broadcast in
+    the products (no repeat), a causal mask by masked_fill(-inf)."""
+
+    def __init__(self, dim: int, num_heads: int):
+        super().__init__()
+        self.h = num_heads
+        self.d = dim // num_heads
+        self.query_key_value = nn.Linear(dim, dim + 2 * self.d, bias=False)
+        self.dense = nn.Linear(dim, dim, bias=False)
+
+    def forward(self, x: Tensor):
+        B, S, C = x.shape
+        fused = self.query_key_value(x).view(B, S, self.h + 2, self.d)
+        q = fused[:, :, :-2].transpose(1, 2)   # (B, H, S, D)
+        k = fused[:, :, [-2]].transpose(1, 2)  # (B, 1, S, D)
+        v = fused[:, :, [-1]].transpose(1, 2)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d)
+        causal = torch.ones(S, S, dtype=torch.bool, device=x.device).triu(1)
+        scores = scores.masked_fill(causal, float("-inf"))
+        attn = F.softmax(scores, dim=-1)
+        out = (attn @ v).transpose(1, 2).reshape(B, S, C)
+        return self.dense(out)

@@ -131,6 +131,17 @@ def left_keep_mask_int(rng, shape):
     return (np.arange(s)[None, :] >= pads[:, None]).astype(np.int64)
 
 
+def espnet_keep_mask(rng, shape):
+    """(B, 1, S) bool, True = a valid frame (ESPnet's make_non_pad_mask);
+    with B >= 2 the first batch row is all padding, so its query rows see
+    no key (ESPnet's weights zeroing then gives them 0)."""
+    b, _, s = shape
+    lens = _lengths(rng, b, s)
+    if b >= 2:
+        lens[0] = 0
+    return (np.arange(s)[None, :] < lens[:, None])[:, None, :]
+
+
 def random_mask_bool(rng, shape):
     """(Tq, Tk) bool, True = masked, about 30% masked, column 0 never masked."""
     m = rng.random(shape) < 0.3
@@ -463,6 +474,37 @@ SPECS = [
          "bias) -> Reshape -> Mul -> Add; the H·W pixels are the sequence; heads folded into the batch; "
          "baddbmm(empty, q, kᵀ, beta=0, alpha=scale) exports as MatMul·scale + ConstantOfShape·0; softmax "
          "upcast to float32 (Casts); residual, / rescale_output_factor 1.0"),
+    Spec("timm_vit_attention", "ext", "timm's ViT Attention (recent: qkv.unbind(0), q * scale)",
+         lambda: am.TimmViTAttention(C, H),
+         [("x", ("batch", "seq", C), randn)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "qkv Linear reshaped (B, N, 3, H, D) and permuted (2, 0, 3, 1, 4); unbind exports as Split + Squeeze; "
+         "q scaled before its product with kᵀ"),
+    Spec("timm_vit_attention_indexed", "ext", "timm's ViT Attention (older: qkv[0], qkv[1], qkv[2], scores * scale)",
+         lambda: am.TimmViTAttention(C, H, indexed=True),
+         [("x", ("batch", "seq", C), randn)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "q, k, v are Gathers of one index on axis 0 of the permuted qkv; the scores are scaled after the product"),
+    Spec("espnet_relpos_attention", "ext",
+         "ESPnet's LegacyRelPositionMultiHeadedAttention (Conformer self-attention)",
+         lambda: am.EspnetRelPosAttention(H, C),
+         [("x", ("batch", "seq", C), randn), ("pos_emb", (1, "seq", C), randn),
+          ("mask", ("batch", 1, "seq"), espnet_keep_mask)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "scores (q+pos_bias_u)·kᵀ plus (q+pos_bias_v)·pᵀ (a run-time bias), / sqrt(d_k); mask: bool (B, 1, T), "
+         "True = valid, masked_fill(finfo.min) before the softmax and masked_fill(0) of the weights after it; "
+         "data sets with batch >= 2 have a fully padded first row (its output is linear_out's bias)"),
+    Spec("falcon_mqa_attention", "ext", "Falcon-style multi-query attention (one K/V head, broadcast)",
+         lambda: am.FalconMultiQueryAttention(C, H),
+         [("x", ("batch", "seq", C), randn)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "fused projection to H query heads + one K and one V head; K and V taken with index lists "
+         "(Gather of [-2] and [-1], keeping the head axis) and broadcast over the heads by the MatMuls; "
+         "causal mask by Trilu, masked_fill(-inf)"),
 ]
 
 
@@ -952,7 +994,9 @@ def write_readme(path, rows):
     L.append("- Masks: `bool` masks are True = masked; `int64` masks (seed 002) are 0 = masked. "
              "Test masks are right-padding style (or column 0 kept), so no softmax row is fully masked "
              "and the outputs are NaN-free; but `llama_padded_attention`'s attention_mask is LEFT padding "
-             "(1 = keep), whose fully masked rows see finfo.min on every key (uniform softmax, finite).")
+             "(1 = keep), whose fully masked rows see finfo.min on every key (uniform softmax, finite), and "
+             "`espnet_relpos_attention`'s mask is True = valid (ESPnet's), with a fully padded first batch "
+             "row whose weights ESPnet zeroes after the softmax.")
     L.append("- Checked at export time: `onnx.checker.check_model(full_check=True)`, and every data set "
              "re-run through a numpy interpreter of the graph (max abs error vs PyTorch in the table).")
     L.append("- Seed `000*`/`004*`: variants not in the seed text (see notes).")
@@ -968,6 +1012,10 @@ def write_readme(path, rows):
              "block of diffusion UNets/VAEs (GroupNorm over the channels, which torch 1.13 exports as "
              "InstanceNormalization; the pixels as the sequence). Exported with `--only` as well; "
              "`output_K.pb` holds graph output K where a model has several.")
+    L.append("- Seed `ext` also: timm's ViT attention in its recent (unbind) and older (qkv[0], qkv[1], "
+             "qkv[2]) forms, ESPnet's Conformer relative-position self-attention (masked_fill before the "
+             "softmax and of the weights after it) and Falcon-style multi-query attention (index lists, K/V "
+             "broadcast over the heads).")
     L.append("- Models named `*_opsetN`: a model above exported at opset N (11, 13 or 14, which is "
              "torch.onnx.export's default when no opset_version is given) with its own data sets, for the "
              "older op forms users' exports carry: Split/Squeeze/Unsqueeze with attribute axes and Softmax's "

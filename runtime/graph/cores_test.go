@@ -59,6 +59,10 @@ func TestAttentionCores(t *testing.T) {
 		{"einsum_attention", 1, ops.MaskBoolTrueMasks},
 		{"einsum_cross_attention", 1, ""},
 		{"diffusers_spatial_attention", 1, ops.MaskAdditive}, // baddbmm's beta=0 term: zeros, structurally added
+		{"timm_vit_attention", 1, ""},
+		{"timm_vit_attention_indexed", 1, ""},
+		{"espnet_relpos_attention", 1, ops.MaskBoolTrueMasks}, // P·V reads the weights through the zeroing Where
+		{"falcon_mqa_attention", 1, ops.MaskBoolTrueMasks},
 		// Older-opset exports (models/*_opsetN): as their opset-17 twins.
 		{"s000_multi_head_opset14", 1, ""},
 		{"s000_causal_or_opset11", 1, ops.MaskBoolTrueMasks},

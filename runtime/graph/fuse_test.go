@@ -128,6 +128,17 @@ func TestModelFusions(t *testing.T) {
 		{"einsum_cross_attention", 1, "Einsum Div Softmax Einsum", scale8, false, "", 0, true},
 		// diffusers: baddbmm(empty, q, kᵀ, beta=0, alpha) adds zeros (no mask).
 		{"diffusers_spatial_attention", 1, "Transpose MatMul Mul Add Cast Softmax Cast MatMul", scale8, false, "", 0, true},
+		// timm's ViT: q scaled first (recent) or the scores scaled (older,
+		// q, k, v read through Gathers of the permuted qkv).
+		{"timm_vit_attention", 1, "Mul Transpose MatMul Softmax MatMul", scale8, false, "", 0, true},
+		{"timm_vit_attention_indexed", 1, "Transpose MatMul Mul Softmax MatMul", scale8, false, "", 0, true},
+		// ESPnet's Conformer attention: the relative-position term a bias
+		// added before the finfo.min mask (read as -inf), the weights
+		// zeroed after the Softmax: rows that see no key give zeros.
+		{"espnet_relpos_attention", 1, "MatMul Add Div Where Softmax Where MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
+		// Falcon's multi-query attention: one K/V head broadcast, the
+		// causal mask built at run time from the length (folded: the cut).
+		{"falcon_mqa_attention", 1, "MatMul Div Where Softmax MatMul", scale8, true, "", 0, true},
 		// Older-opset exports fuse as their opset-17 twins: opset 14
 		// (torch's default), opset 11's attribute axes and 2-D-coerced
 		// Softmax(axis=-1), the opset-14 encoder with its LayerNorms as
@@ -153,6 +164,8 @@ func TestModelFusions(t *testing.T) {
 		"s004_multi_head_bmm_causal":  "causal=1",
 		"torch_decoder_layer":         "causal=1",
 		"whisper_attention":           "causal=1",
+		"espnet_relpos_attention":     "bias_first=1 masked_rows_zero=1 bias_scale=0.35355338",
+		"falcon_mqa_attention":        "causal=1",
 	}
 	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {
@@ -194,7 +207,7 @@ func TestModelFusions(t *testing.T) {
 			got = nil
 			for _, a := range n.Attrs {
 				switch a.Name {
-				case "kv_group", "bias_first", "causal", "causal_offset", "masked_rows_uniform":
+				case "kv_group", "bias_first", "causal", "causal_offset", "masked_rows_uniform", "masked_rows_zero":
 					got = append(got, fmt.Sprintf("%s=%d", a.Name, a.Int))
 				case "bias_scale", "causal_fill":
 					got = append(got, fmt.Sprintf("%s=%g", a.Name, a.Float))

@@ -17,6 +17,11 @@ func TestModelFusionViews(t *testing.T) {
 		absorbed string // op types of the first fusion's absorbed nodes
 	}{
 		{"s000_multi_head", "FusedMatMul FusedAttention FusedMatMul", "Reshape Transpose Split Squeeze Squeeze Squeeze Transpose Reshape"},
+		// timm's older ViT: q, k, v = qkv[0], qkv[1], qkv[2], Gathers of
+		// one index, read as views like the Split above.
+		{"timm_vit_attention_indexed", "FusedMatMul FusedAttention FusedMatMul", "Reshape Transpose Gather Gather Gather Transpose Reshape"},
+		// Falcon: K and V by index lists (Gathers keeping the head axis).
+		{"falcon_mqa_attention", "FusedMatMul FusedAttention FusedMatMul", "Reshape Slice Transpose Gather Gather Transpose Transpose Transpose Reshape"},
 	}
 	for _, c := range cases {
 		t.Run(c.model, func(t *testing.T) {
