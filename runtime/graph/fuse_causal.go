@@ -125,8 +125,8 @@ type causalSplit struct {
 
 // splitCausal puts the causal part of the match's one mask stage on the
 // causal cut, when it has one, and returns the chain with the steps the
-// split replaces; scores is the tensor of the chain's scores (the product
-// of Q and K).
+// split replaces; scores is the tensor of the chain's scores the first
+// mask applies to (the product of Q and K, or a regrouping of it).
 func (f *fuser) splitCausal(m *attnMatch, scores string, chain []int) []int {
 	if len(m.masks) == 0 || len(m.masks) > 2 {
 		return chain
@@ -156,6 +156,9 @@ func (f *fuser) splitCausal(m *attnMatch, scores string, chain []int) []int {
 		return chain
 	}
 	st = cs.rest
+	if st.at == "" {
+		st.at = scores
+	}
 	st.causal, st.causalOff, st.uniformRows = true, cs.off, cs.uniform
 	st.checkedFill, st.causalFill = cs.checked, cs.fill
 	m.masks = []maskStage{st}
