@@ -2,6 +2,7 @@ package graph
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops"
@@ -226,13 +227,18 @@ func regroupedName(name string, shape []int) string {
 }
 
 // reshapeNode returns a Reshape of tensor in to out, of the given shape
-// (what says what out is), and puts out's type and the shape, a constant,
-// into the plan's types.
+// (what says what out is), named after the one of the two the fusion
+// makes, and puts out's type and the shape, a constant, into the plan's
+// types.
 func (f *fuser) reshapeNode(in, out string, shape []int, what string) *ir.Node {
-	dims := out + "/shape"
+	name := out
+	if strings.HasPrefix(in, ops.AttentionTempPrefix) {
+		name = in
+	}
+	dims := name + "/shape"
 	f.types[dims] = ops.Value{Type: ops.Known(ir.Int64, []int{len(shape)}), Const: ir.FromSlice([]int{len(shape)}, toInt64s(shape))}
 	f.types[out] = ops.Value{Type: ops.Known(f.types[in].Type.DType, shape)}
-	return &ir.Node{Name: out, OpType: "Reshape", Inputs: []string{in, dims}, Outputs: []string{out},
+	return &ir.Node{Name: name, OpType: "Reshape", Inputs: []string{in, dims}, Outputs: []string{out},
 		Doc: what + ", [" + ir.ShapeString(shape) + "] (a view of the same data, no copy)"}
 }
 
