@@ -131,6 +131,29 @@ def left_keep_mask_int(rng, shape):
     return (np.arange(s)[None, :] >= pads[:, None]).astype(np.int64)
 
 
+def swin_shift_mask(rng, shape):
+    """(nW, N, N) float32 0 / -100: the shifted-window attention mask of Swin
+    Transformer's SwinTransformerBlock (shift = window // 2) for an image of
+    nW windows of N = window² tokens, the windows on a grid as near square as
+    nW allows. Deterministic (rng unused): a token only sees the tokens of
+    its own region of the shifted image."""
+    nw, n, n2 = shape
+    ws = int(round(math.sqrt(n)))
+    assert ws * ws == n == n2, shape
+    rows = max(r for r in range(1, nw + 1) if nw % r == 0 and r * r <= nw)
+    cols, shift = nw // rows, ws // 2
+    img = np.zeros((rows * ws, cols * ws), np.float32)
+    cnt = 0
+    for h in (slice(0, -ws), slice(-ws, -shift), slice(-shift, None)):
+        for w in (slice(0, -ws), slice(-ws, -shift), slice(-shift, None)):
+            img[h, w] = cnt
+            cnt += 1
+    # window_partition: (rows·ws, cols·ws) -> (nW, ws·ws), windows row-major
+    windows = img.reshape(rows, ws, cols, ws).transpose(0, 2, 1, 3).reshape(nw, n)
+    diff = windows[:, None, :] - windows[:, :, None]
+    return np.where(diff != 0, np.float32(-100.0), np.float32(0.0)).astype(np.float32)
+
+
 def random_mask_bool(rng, shape):
     """(Tq, Tk) bool, True = masked, about 30% masked, column 0 never masked."""
     m = rng.random(shape) < 0.3
@@ -463,6 +486,25 @@ SPECS = [
          "bias) -> Reshape -> Mul -> Add; the H·W pixels are the sequence; heads folded into the batch; "
          "baddbmm(empty, q, kᵀ, beta=0, alpha=scale) exports as MatMul·scale + ConstantOfShape·0; softmax "
          "upcast to float32 (Casts); residual, / rescale_output_factor 1.0"),
+    Spec("swin_window_attention", "ext",
+         "Swin Transformer's WindowAttention (window 4×4, shifted-window mask)",
+         lambda: am.SwinWindowAttention(C, (4, 4), H),
+         [("x", ("bw", 16, C), randn), ("mask", ("nw", 16, 16), swin_shift_mask)],
+         [("y", ("bw", 16, C))],
+         [dict(bw=8, nw=4), dict(bw=6, nw=2), dict(bw=1, nw=1)],
+         "x: the windows of bw / nw images (B_ = bw, N = 16 tokens); q·scale, relative position bias (table "
+         "indexed by a buffer: an [H, N, N] constant once folded) added, then the scores viewed as "
+         "(bw / nw, nw, H, N, N) plus the (nw, N, N) 0 / -100 shifted-window mask and viewed back "
+         "(Reshape, Add, Reshape); mask: Swin's own for an image of nw windows (a token sees only its region)"),
+    Spec("bloom_attention", "ext", "BLOOM's attention (transformers' BloomAttention: ALiBi by baddbmm, heads in the batch)",
+         lambda: am.BloomAttention(C, H),
+         [("x", ("batch", "seq", C), randn), ("attention_mask", ("batch", "seq"), keep_mask_int_2d)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "q, k, v in (B·H, S, D); ALiBi (B·H, 1, S) from cumsum(attention_mask) added by baddbmm "
+         "(MatMul, Mul by 1/sqrt(d), Add), the scores viewed as (B, H, S, S) (Reshape), masked_fill of the "
+         "causal and padded keys with finfo.min (Where), softmax, viewed back to (B·H, S, S) (Reshape) and "
+         "bmm with v; attention_mask: int64, 1 = keep"),
 ]
 
 
@@ -966,7 +1008,8 @@ def write_readme(path, rows):
              "attention and two `torch.einsum` spellings, written as their code bases write them (issue 13: "
              "attention fusion on the patterns real exports contain), and diffusers' spatial self-attention "
              "block of diffusion UNets/VAEs (GroupNorm over the channels, which torch 1.13 exports as "
-             "InstanceNormalization; the pixels as the sequence). Exported with `--only` as well; "
+             "InstanceNormalization; the pixels as the sequence), Swin Transformer's window attention and "
+             "BLOOM's ALiBi attention (Reshapes that regroup the batch dims inside the scores chain). Exported with `--only` as well; "
              "`output_K.pb` holds graph output K where a model has several.")
     L.append("- Models named `*_opsetN`: a model above exported at opset N (11, 13 or 14, which is "
              "torch.onnx.export's default when no opset_version is given) with its own data sets, for the "

@@ -55,6 +55,7 @@ var onnxGoFails = map[string]ir.DType{
 	"s004_multi_head_bmm_causal":  ir.Bool,  // bool Constant (Trilu mask)
 	"gpt2_attention":              ir.Uint8, // uint8 initializer (the causal buffer)
 	"gpt2_block":                  ir.Uint8, // uint8 initializer (its attention's causal buffer)
+	"bloom_attention":             ir.Bool,  // bool Constant (torch.ones(S, S, dtype=bool) for its triu)
 }
 
 // onnxGoDupEdges lists the reference models with a node that reads the same

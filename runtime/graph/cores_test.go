@@ -59,6 +59,11 @@ func TestAttentionCores(t *testing.T) {
 		{"einsum_attention", 1, ops.MaskBoolTrueMasks},
 		{"einsum_cross_attention", 1, ""},
 		{"diffusers_spatial_attention", 1, ops.MaskAdditive}, // baddbmm's beta=0 term: zeros, structurally added
+		// Reshapes regrouping the batch in the chain: BLOOM's masked_fill
+		// on the weights' shape between its views; Swin's window mask and
+		// position bias are added to scores of other shapes (no mask).
+		{"swin_window_attention", 1, ""},
+		{"bloom_attention", 1, ops.MaskBoolTrueMasks},
 		// Older-opset exports (models/*_opsetN): as their opset-17 twins.
 		{"s000_multi_head_opset14", 1, ""},
 		{"s000_causal_or_opset11", 1, ops.MaskBoolTrueMasks},

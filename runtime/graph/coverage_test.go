@@ -11,8 +11,8 @@ import (
 
 // attentionCore is one attention computation in a graph, found without
 // the matcher: a Softmax whose output, through no-op nodes (Cast,
-// Identity), is the first operand of a MatMul or Einsum (the product with
-// V).
+// Identity) and Reshapes (BLOOM's view of P back to (B·H, S, S)), is the
+// first operand of a MatMul or Einsum (the product with V).
 type attentionCore struct {
 	softmax, pv *ir.Node
 }
@@ -38,7 +38,7 @@ func findAttentionCores(p *Program) []attentionCore {
 				switch {
 				case (r.OpType == "MatMul" || r.OpType == "Einsum") && len(r.Inputs) == 2 && r.Inputs[0] == x:
 					cores = append(cores, attentionCore{sm, r})
-				case r.OpType == "Cast" || r.OpType == "Identity":
+				case r.OpType == "Cast" || r.OpType == "Identity" || r.OpType == "Reshape":
 					frontier = append(frontier, r.Outputs[0])
 				}
 			}
@@ -58,7 +58,7 @@ func TestEveryModelAttentionFused(t *testing.T) {
 	if err != nil || len(paths) < 30 {
 		t.Fatalf("found %d models (%v)", len(paths), err)
 	}
-	decode := map[string]int{"batch": 1, "seq": 1, "enc_seq": 3, "seq_q": 1, "seq_kv": 3, "S": 1, "past": 6, "mem_seq": 3, "height": 1, "width": 1}
+	decode := map[string]int{"batch": 1, "seq": 1, "enc_seq": 3, "seq_q": 1, "seq_kv": 3, "S": 1, "past": 6, "mem_seq": 3, "height": 1, "width": 1, "bw": 1, "nw": 1}
 	for _, path := range paths {
 		name := filepath.Base(filepath.Dir(path))
 		t.Run(name, func(t *testing.T) {
