@@ -131,6 +131,23 @@ func (f *fuser) splitCausal(m *attnMatch, scores string, chain []int) []int {
 	if len(m.masks) == 0 || len(m.masks) > 2 {
 		return chain
 	}
+	if len(m.masks) == 2 && m.masks[0].kind == ops.MaskAdditive && m.masks[1].kind != ops.MaskAdditive {
+		// A bias added before a Where (BLOOM: baddbmm's ALiBi term, then
+		// masked_fill of the future and padded keys with finfo.min): the
+		// Where splits as a chain's one mask would, the bias stays,
+		// added first. Every score the Where hides is its fill whatever
+		// the bias, as with no bias.
+		inner := attnMatch{masks: m.masks[1:]}
+		at := m.masks[1].at
+		if at == "" {
+			at = scores
+		}
+		if out := f.splitCausal(&inner, at, chain); inner.masks[0].causal {
+			m.masks, m.absorbs = []maskStage{m.masks[0], inner.masks[0]}, inner.absorbs
+			return out
+		}
+		return chain
+	}
 	st := m.masks[0]
 	var cs causalSplit
 	var ok bool

@@ -111,6 +111,17 @@ func TestFuseRegroupForms(t *testing.T) {
 		inits:  bloomInits(),
 		nodes:  bloomNodes("q", "kt", "v", "y"),
 	}
+	// bloomCausal's mask is BLOOM's causal | padding, the padding left
+	// (batch item 0's first two keys): its first queries see no key.
+	bloomCausal := synth{
+		inputs: append([]*ir.ValueInfo{vi("q", ir.Float, b*h, s, d), vi("kt", ir.Float, b*h, d, s), vi("v", ir.Float, b*h, s, d)},
+			vi("alibi", ir.Float, b*h, 1, s), vi("pad", ir.Bool, b, 1, 1, s)),
+		inits: bloomInits(),
+		nodes: append([]*ir.Node{node("Or", []string{"causal", "pad"}, []string{"mask"})}, bloomNodes("q", "kt", "v", "y")...),
+	}
+	bloomCausal.inits["causal"] = causalBool(s, s, 0, true)
+	leftPad := ir.NewTensor(ir.Bool, []int{b, 1, 1, s})
+	leftPad.Bools()[0], leftPad.Bools()[1] = true, true
 	// bloomQKV makes q, k and v as BLOOM does from [b, s, h, d] tensors:
 	// q.transpose(1, 2).reshape(b·h, s, d), k.permute(0, 2, 3, 1)
 	// .reshape(b·h, d, s); and merges the output back to [b, s, h·d].
@@ -168,6 +179,9 @@ func TestFuseRegroupForms(t *testing.T) {
 			ops:    "MatMul Mul Add Reshape Where Softmax Reshape MatMul",
 			attrs:  "scale=0.35 k_transposed=1 bias_first=1 mask_kind=bool_true_masks mask_fill=-3.4028235e+38 bias_scale=1 q_view k_view v_view out_shape out_view",
 			around: "Reshape *", reads: "Transpose Reshape Transpose Reshape Transpose Reshape Reshape Transpose Reshape"},
+		{name: "BLOOM: causal | left padding, the cut and the padding mask, rows that see no key uniform", syn: bloomCausal, feeds: map[string]*ir.Tensor{"pad": leftPad},
+			ops:   "Or MatMul Mul Add Reshape Where Softmax Reshape MatMul",
+			attrs: "scale=0.35 k_transposed=1 bias_first=1 causal=1 masked_rows_uniform=1 mask_kind=bool_true_masks mask_fill=-Inf bias_scale=1 q_view k_view v_view out_shape out_view", around: "Reshape *"},
 		{name: "BLOOM, the weights also a graph output", syn: withOutputs(bloom, "p"), feeds: map[string]*ir.Tensor{"mask": randBoolsKeyZeroKept(r, b, 1, s, s)},
 			ops:    "MatMul Mul Add Reshape Where Softmax Reshape MatMul",
 			attrs:  "scale=0.35 k_transposed=1 bias_first=1 mask_kind=bool_true_masks mask_fill=-3.4028235e+38 bias_scale=1 scores_mode=weights q_view k_view v_view out_shape out_view",
@@ -314,3 +328,4 @@ func withOutputs(syn synth, outputs ...string) synth {
 	syn.outputs = append(slices.Clone(syn.outputs), outputs...)
 	return syn
 }
+
