@@ -328,4 +328,3 @@ func withOutputs(syn synth, outputs ...string) synth {
 	syn.outputs = append(slices.Clone(syn.outputs), outputs...)
 	return syn
 }
-
