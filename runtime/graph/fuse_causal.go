@@ -142,11 +142,25 @@ func (f *fuser) splitCausal(m *attnMatch, scores string, chain []int) []int {
 		if at == "" {
 			at = scores
 		}
-		if out := f.splitCausal(&inner, at, chain); inner.masks[0].causal {
-			m.masks, m.absorbs = []maskStage{m.masks[0], inner.masks[0]}, inner.absorbs
-			return out
+		out := f.splitCausal(&inner, at, chain)
+		switch rest := inner.masks[0]; {
+		case !rest.causal:
+			return chain
+		case rest.name != "":
+			m.masks = []maskStage{m.masks[0], rest}
+		case rest.checkedFill:
+			// A finite fill takes the place of the bias (bias_first),
+			// which the fused node has only beside a mask.
+			return chain
+		default:
+			// The cut alone: the bias is the fused node's mask, added
+			// before the cut as a bias first would be.
+			b := m.masks[0]
+			b.causal, b.causalOff, b.uniformRows = true, rest.causalOff, rest.uniformRows
+			m.masks = []maskStage{b}
 		}
-		return chain
+		m.absorbs = inner.absorbs
+		return out
 	}
 	st := m.masks[0]
 	var cs causalSplit

@@ -120,6 +120,17 @@ func TestFuseRegroupForms(t *testing.T) {
 		nodes: append([]*ir.Node{node("Or", []string{"causal", "pad"}, []string{"mask"})}, bloomNodes("q", "kt", "v", "y")...),
 	}
 	bloomCausal.inits["causal"] = causalBool(s, s, 0, true)
+	// bloomCausalOnly's mask is the causal constant alone (no padding).
+	bloomCausalOnly := bloom
+	bloomCausalOnly.inputs = bloomCausal.inputs[:4]
+	bloomCausalOnly.inits = bloomInits()
+	bloomCausalOnly.inits["mask"] = causalBool(s, s, 0, true)
+	// bloomCausalFill fills the future keys with -1e4 instead: a finite
+	// fill, which the fused node cuts only checked and with no bias
+	// before it, so the mask stays a mask.
+	bloomCausalFill := bloomCausalOnly
+	bloomCausalFill.inits = bloomInits()
+	bloomCausalFill.inits["mask"], bloomCausalFill.inits["fill"] = causalBool(s, s, 0, true), sc(-1e4)
 	leftPad := ir.NewTensor(ir.Bool, []int{b, 1, 1, s})
 	leftPad.Bools()[0], leftPad.Bools()[1] = true, true
 	// bloomQKV makes q, k and v as BLOOM does from [b, s, h, d] tensors:
@@ -182,6 +193,12 @@ func TestFuseRegroupForms(t *testing.T) {
 		{name: "BLOOM: causal | left padding, the cut and the padding mask, rows that see no key uniform", syn: bloomCausal, feeds: map[string]*ir.Tensor{"pad": leftPad},
 			ops:   "Or MatMul Mul Add Reshape Where Softmax Reshape MatMul",
 			attrs: "scale=0.35 k_transposed=1 bias_first=1 causal=1 masked_rows_uniform=1 mask_kind=bool_true_masks mask_fill=-Inf bias_scale=1 q_view k_view v_view out_shape out_view", around: "Reshape *"},
+		{name: "BLOOM: the causal mask alone, the cut; the ALiBi term the additive mask before it", syn: bloomCausalOnly,
+			ops:   "MatMul Mul Add Reshape Where Softmax Reshape MatMul",
+			attrs: "scale=0.35 k_transposed=1 causal=1 mask_kind=additive mask_scale=1 q_view k_view v_view out_shape out_view", around: "Reshape *"},
+		{name: "BLOOM: the causal mask alone filled with -1e4 after the ALiBi term stays the mask", syn: bloomCausalFill,
+			ops:   "MatMul Mul Add Reshape Where Softmax Reshape MatMul",
+			attrs: "scale=0.35 k_transposed=1 bias_first=1 mask_kind=bool_true_masks mask_fill=-10000 bias_scale=1 q_view k_view v_view out_shape out_view", around: "Reshape *"},
 		{name: "BLOOM, the weights also a graph output", syn: withOutputs(bloom, "p"), feeds: map[string]*ir.Tensor{"mask": randBoolsKeyZeroKept(r, b, 1, s, s)},
 			ops:    "MatMul Mul Add Reshape Where Softmax Reshape MatMul",
 			attrs:  "scale=0.35 k_transposed=1 bias_first=1 mask_kind=bool_true_masks mask_fill=-3.4028235e+38 bias_scale=1 scores_mode=weights q_view k_view v_view out_shape out_view",
