@@ -1432,3 +1432,144 @@ class FalconMultiQueryAttention(nn.Module):
         attn = F.softmax(scores, dim=-1)
         out = (attn @ v).transpose(1, 2).reshape(B, S, C)
         return self.dense(out)
+
+
+class SwinWindowAttention(nn.Module):
+    """Swin Transformer's WindowAttention (microsoft/Swin-Transformer
+    models/swin_transformer.py): multi-head self-attention inside each
+    window of N = Wh·Ww tokens, with a learned relative position bias
+    (a table indexed by a registered relative_position_index buffer, which
+    the export folds into an [H, N, N] constant) and the shifted-window
+    mask (nW, N, N) of 0 / -100 added through a 5-D view of the scores
+    (B_ // nW, nW, H, N, N), then viewed back to (B_, H, N, N). Dropout is
+    left out (eval)."""
+
+    def __init__(self, dim, window_size, num_heads, qkv_bias=True, qk_scale=None):
+        super().__init__()
+        self.dim = dim
+        self.window_size = window_size  # Wh, Ww
+        self.num_heads = num_heads
+        head_dim = dim // num_heads
+        self.scale = qk_scale or head_dim ** -0.5
+
+        # define a parameter table of relative position bias
+        self.relative_position_bias_table = nn.Parameter(
+            torch.zeros((2 * window_size[0] - 1) * (2 * window_size[1] - 1), num_heads))  # 2*Wh-1 * 2*Ww-1, nH
+
+        # get pair-wise relative position index for each token inside the window
+        coords_h = torch.arange(self.window_size[0])
+        coords_w = torch.arange(self.window_size[1])
+        coords = torch.stack(torch.meshgrid([coords_h, coords_w]))  # 2, Wh, Ww
+        coords_flatten = torch.flatten(coords, 1)  # 2, Wh*Ww
+        relative_coords = coords_flatten[:, :, None] - coords_flatten[:, None, :]  # 2, Wh*Ww, Wh*Ww
+        relative_coords = relative_coords.permute(1, 2, 0).contiguous()  # Wh*Ww, Wh*Ww, 2
+        relative_coords[:, :, 0] += self.window_size[0] - 1  # shift to start from 0
+        relative_coords[:, :, 1] += self.window_size[1] - 1
+        relative_coords[:, :, 0] *= 2 * self.window_size[1] - 1
+        relative_position_index = relative_coords.sum(-1)  # Wh*Ww, Wh*Ww
+        self.register_buffer("relative_position_index", relative_position_index)
+
+        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+        self.proj = nn.Linear(dim, dim)
+        nn.init.trunc_normal_(self.relative_position_bias_table, std=.02)
+        with torch.no_grad():  # a trained bias is larger than the init's
+            self.relative_position_bias_table.normal_(0, 0.5)
+        self.softmax = nn.Softmax(dim=-1)
+
+    def forward(self, x, mask):
+        """
+        Args:
+            x: input features with shape of (num_windows*B, N, C)
+            mask: (0/-100) mask with shape of (num_windows, Wh*Ww, Wh*Ww)
+        """
+        B_, N, C = x.shape
+        qkv = self.qkv(x).reshape(B_, N, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]  # make torchscript happy (cannot use tensor as tuple)
+
+        q = q * self.scale
+        attn = (q @ k.transpose(-2, -1))
+
+        relative_position_bias = self.relative_position_bias_table[self.relative_position_index.view(-1)].view(
+            self.window_size[0] * self.window_size[1], self.window_size[0] * self.window_size[1], -1)  # Wh*Ww,Wh*Ww,nH
+        relative_position_bias = relative_position_bias.permute(2, 0, 1).contiguous()  # nH, Wh*Ww, Wh*Ww
+        attn = attn + relative_position_bias.unsqueeze(0)
+
+        nW = mask.shape[0]
+        attn = attn.view(B_ // nW, nW, self.num_heads, N, N) + mask.unsqueeze(1).unsqueeze(0)
+        attn = attn.view(-1, self.num_heads, N, N)
+        attn = self.softmax(attn)
+
+        x = (attn @ v).transpose(1, 2).reshape(B_, N, C)
+        x = self.proj(x)
+        return x
+
+
+def bloom_build_alibi_tensor(attention_mask, num_heads, dtype):
+    """transformers' build_alibi_tensor (models/bloom/modeling_bloom.py):
+    the ALiBi bias (B·num_heads, 1, S) from the key positions
+    cumsum(attention_mask) - 1, for a power of two number of heads."""
+    batch_size, seq_length = attention_mask.shape
+    closest_power_of_2 = 2 ** math.floor(math.log2(num_heads))
+    assert closest_power_of_2 == num_heads, "this copy keeps to a power of two heads"
+    base = torch.tensor(2 ** (-(2 ** -(math.log2(closest_power_of_2) - 3))), dtype=torch.float32)
+    powers = torch.arange(1, 1 + closest_power_of_2, dtype=torch.int32)
+    slopes = torch.pow(base, powers)
+    arange_tensor = ((attention_mask.cumsum(dim=-1) - 1) * attention_mask)[:, None, :]
+    alibi = slopes[..., None] * arange_tensor
+    return alibi.reshape(batch_size * num_heads, 1, seq_length).to(dtype)
+
+
+class BloomAttention(nn.Module):
+    """BLOOM's attention (transformers' BloomAttention with
+    build_alibi_tensor and _prepare_4d_causal_attention_mask, eager, no KV
+    cache): the heads folded into the batch, the ALiBi bias (B·H, 1, S)
+    from cumsum(attention_mask) added by baddbmm(alibi, q, k, beta=1,
+    alpha=1/sqrt(d)) on (B·H, S, D) x (B·H, D, S), the scores viewed as
+    (B, H, S, S) and masked_fill'ed with finfo(float32).min where the key
+    is in the future or padding, softmax in float32, viewed back to
+    (B·H, S, S) and bmm'ed with V, then merged back to (B, S, H·D) and the
+    dense projection. Dropout is left out (eval)."""
+
+    def __init__(self, hidden_size, n_head):
+        super().__init__()
+        self.num_heads = n_head
+        self.head_dim = hidden_size // n_head
+        self.inv_norm_factor = 1.0 / math.sqrt(self.head_dim)
+        self.beta = 1.0
+        self.query_key_value = nn.Linear(hidden_size, 3 * hidden_size, bias=True)
+        self.dense = nn.Linear(hidden_size, hidden_size)
+
+    def _split_heads(self, fused_qkv):
+        batch_size, seq_length, three_times_hidden_size = fused_qkv.shape
+        fused_qkv = fused_qkv.view(batch_size, seq_length, self.num_heads, 3, self.head_dim)
+        return fused_qkv[..., 0, :], fused_qkv[..., 1, :], fused_qkv[..., 2, :]
+
+    def _merge_heads(self, x):
+        batch_size_and_num_heads, seq_length, _ = x.shape
+        batch_size = batch_size_and_num_heads // self.num_heads
+        x = x.view(batch_size, self.num_heads, seq_length, self.head_dim)
+        x = x.permute(0, 2, 1, 3)
+        return x.reshape(batch_size, seq_length, self.num_heads * self.head_dim)
+
+    def forward(self, hidden_states, attention_mask):
+        batch_size, q_length, _ = hidden_states.shape
+        alibi = bloom_build_alibi_tensor(attention_mask, self.num_heads, hidden_states.dtype)
+        # _prepare_4d_causal_attention_mask as BLOOM reads it: True = hidden
+        causal = torch.triu(torch.ones(q_length, q_length, dtype=torch.bool), diagonal=1)
+        causal_mask = causal[None, None, :, :] | (attention_mask[:, None, None, :] == 0)
+
+        fused_qkv = self.query_key_value(hidden_states)
+        query_layer, key_layer, value_layer = self._split_heads(fused_qkv)
+        query_layer = query_layer.transpose(1, 2).reshape(batch_size * self.num_heads, q_length, self.head_dim)
+        key_layer = key_layer.permute(0, 2, 3, 1).reshape(batch_size * self.num_heads, self.head_dim, q_length)
+        value_layer = value_layer.transpose(1, 2).reshape(batch_size * self.num_heads, q_length, self.head_dim)
+
+        matmul_result = alibi.baddbmm(batch1=query_layer, batch2=key_layer, beta=self.beta, alpha=self.inv_norm_factor)
+        attention_scores = matmul_result.view(batch_size, self.num_heads, q_length, q_length)
+        input_dtype = attention_scores.dtype
+        attn_weights = torch.masked_fill(attention_scores, causal_mask, torch.finfo(attention_scores.dtype).min)
+        attention_probs = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(input_dtype)
+        attention_probs_reshaped = attention_probs.view(batch_size * self.num_heads, q_length, q_length)
+        context_layer = torch.bmm(attention_probs_reshaped, value_layer)
+        context_layer = self._merge_heads(context_layer)
+        return self.dense(context_layer)

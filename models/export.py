@@ -142,6 +142,29 @@ def espnet_keep_mask(rng, shape):
     return (np.arange(s)[None, :] < lens[:, None])[:, None, :]
 
 
+def swin_shift_mask(rng, shape):
+    """(nW, N, N) float32 0 / -100: the shifted-window attention mask of Swin
+    Transformer's SwinTransformerBlock (shift = window // 2) for an image of
+    nW windows of N = window² tokens, the windows on a grid as near square as
+    nW allows. Deterministic (rng unused): a token only sees the tokens of
+    its own region of the shifted image."""
+    nw, n, n2 = shape
+    ws = int(round(math.sqrt(n)))
+    assert ws * ws == n == n2, shape
+    rows = max(r for r in range(1, nw + 1) if nw % r == 0 and r * r <= nw)
+    cols, shift = nw // rows, ws // 2
+    img = np.zeros((rows * ws, cols * ws), np.float32)
+    cnt = 0
+    for h in (slice(0, -ws), slice(-ws, -shift), slice(-shift, None)):
+        for w in (slice(0, -ws), slice(-ws, -shift), slice(-shift, None)):
+            img[h, w] = cnt
+            cnt += 1
+    # window_partition: (rows·ws, cols·ws) -> (nW, ws·ws), windows row-major
+    windows = img.reshape(rows, ws, cols, ws).transpose(0, 2, 1, 3).reshape(nw, n)
+    diff = windows[:, None, :] - windows[:, :, None]
+    return np.where(diff != 0, np.float32(-100.0), np.float32(0.0)).astype(np.float32)
+
+
 def random_mask_bool(rng, shape):
     """(Tq, Tk) bool, True = masked, about 30% masked, column 0 never masked."""
     m = rng.random(shape) < 0.3
@@ -505,6 +528,25 @@ SPECS = [
          "fused projection to H query heads + one K and one V head; K and V taken with index lists "
          "(Gather of [-2] and [-1], keeping the head axis) and broadcast over the heads by the MatMuls; "
          "causal mask by Trilu, masked_fill(-inf)"),
+    Spec("swin_window_attention", "ext",
+         "Swin Transformer's WindowAttention (window 4×4, shifted-window mask)",
+         lambda: am.SwinWindowAttention(C, (4, 4), H),
+         [("x", ("bw", 16, C), randn), ("mask", ("nw", 16, 16), swin_shift_mask)],
+         [("y", ("bw", 16, C))],
+         [dict(bw=8, nw=4), dict(bw=6, nw=2), dict(bw=1, nw=1)],
+         "x: the windows of bw / nw images (B_ = bw, N = 16 tokens); q·scale, relative position bias (table "
+         "indexed by a buffer: an [H, N, N] constant once folded) added, then the scores viewed as "
+         "(bw / nw, nw, H, N, N) plus the (nw, N, N) 0 / -100 shifted-window mask and viewed back "
+         "(Reshape, Add, Reshape); mask: Swin's own for an image of nw windows (a token sees only its region)"),
+    Spec("bloom_attention", "ext", "BLOOM's attention (transformers' BloomAttention: ALiBi by baddbmm, heads in the batch)",
+         lambda: am.BloomAttention(C, H),
+         [("x", ("batch", "seq", C), randn), ("attention_mask", ("batch", "seq"), keep_mask_int_2d)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "q, k, v in (B·H, S, D); ALiBi (B·H, 1, S) from cumsum(attention_mask) added by baddbmm "
+         "(MatMul, Mul by 1/sqrt(d), Add), the scores viewed as (B, H, S, S) (Reshape), masked_fill of the "
+         "causal and padded keys with finfo.min (Where), softmax, viewed back to (B·H, S, S) (Reshape) and "
+         "bmm with v; attention_mask: int64, 1 = keep"),
 ]
 
 
@@ -1010,7 +1052,8 @@ def write_readme(path, rows):
              "attention and two `torch.einsum` spellings, written as their code bases write them (issue 13: "
              "attention fusion on the patterns real exports contain), and diffusers' spatial self-attention "
              "block of diffusion UNets/VAEs (GroupNorm over the channels, which torch 1.13 exports as "
-             "InstanceNormalization; the pixels as the sequence). Exported with `--only` as well; "
+             "InstanceNormalization; the pixels as the sequence), Swin Transformer's window attention and "
+             "BLOOM's ALiBi attention (Reshapes that regroup the batch dims inside the scores chain). Exported with `--only` as well; "
              "`output_K.pb` holds graph output K where a model has several.")
     L.append("- Seed `ext` also: timm's ViT attention in its recent (unbind) and older (qkv[0], qkv[1], "
              "qkv[2]) forms, ESPnet's Conformer relative-position self-attention (masked_fill before the "

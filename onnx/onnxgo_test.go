@@ -56,6 +56,7 @@ var onnxGoFails = map[string]ir.DType{
 	"gpt2_attention":              ir.Uint8, // uint8 initializer (the causal buffer)
 	"gpt2_block":                  ir.Uint8, // uint8 initializer (its attention's causal buffer)
 	"falcon_mqa_attention":        ir.Bool,  // bool ConstantOfShape value (torch.ones(S, S, dtype=bool))
+	"bloom_attention":             ir.Bool,  // bool Constant (torch.ones(S, S, dtype=bool) for its triu)
 }
 
 // onnxGoDupEdges lists the reference models with a node that reads the same

@@ -187,9 +187,32 @@ func GraphDOT(w io.Writer, s *session.Session, o DOTOptions) error {
 		boxes = append(boxes, b)
 		boxOf[key] = b
 	}
+	// A box's tensors: its node's, or in the graph (not the plan, where
+	// they are steps of their own), those of every node its fusion runs
+	// (the Reshapes around a FusedAttention, an Attention's lowering)
+	// that it does not compute itself.
+	tensorsOf := func(b *box) (ins, outs []string) {
+		nodes := []*ir.Node{b.node}
+		if b.f != nil && len(b.f.Nodes) > 0 && !o.Plan {
+			nodes = b.f.Nodes
+		}
+		made := map[string]bool{}
+		for _, n := range nodes {
+			for _, in := range n.Inputs {
+				if !made[in] {
+					ins = append(ins, in)
+				}
+			}
+			for _, out := range n.Outputs {
+				made[out], outs = true, append(outs, out)
+			}
+		}
+		return ins, outs
+	}
 	producer := map[string]*box{}
 	for _, b := range boxes {
-		for _, out := range b.node.Outputs {
+		_, outs := tensorsOf(b)
+		for _, out := range outs {
 			if out != "" {
 				producer[out] = b
 			}
@@ -248,7 +271,8 @@ func GraphDOT(w io.Writer, s *session.Session, o DOTOptions) error {
 		}
 	}
 	for _, b := range boxes {
-		for _, in := range b.node.Inputs {
+		ins, _ := tensorsOf(b)
+		for _, in := range ins {
 			switch p := producer[in]; {
 			case in == "":
 			case p != nil && p != b:

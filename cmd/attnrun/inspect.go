@@ -193,8 +193,17 @@ func printFusions(w io.Writer, s *session.Session, dims map[string]int) {
 			label += fusedMatMulEpilogue(f.Node)
 		}
 		fmt.Fprintf(w, "  %s replaces %s\n", label, strings.Join(replaced, " "))
-		if f.Node.OpType == ops.FusedAttentionOp && len(f.Nodes) == 0 {
-			fmt.Fprintf(w, "      streaming: %s\n", describeFusedAttention(f.Node))
+		if f.Node.OpType != ops.FusedAttentionOp || len(f.Replaced) == 1 && f.Replaced[0].OpType == "Attention" {
+			continue // an ONNX Attention node's is in the attention: section
+		}
+		fmt.Fprintf(w, "      streaming: %s\n", describeFusedAttention(f.Node))
+		when := "before" // the steps the fusion adds around its node
+		for _, n := range f.Nodes {
+			if n == f.Node {
+				when = "after"
+				continue
+			}
+			fmt.Fprintf(w, "      runs %s it %s(%s): %s\n", when, n.OpType, n.Label(), n.Doc)
 		}
 	}
 }

@@ -152,7 +152,7 @@ func (p *Program) AttentionCores() []AttentionCore {
 		if sm.OpType != "Softmax" || !isDefaultDomain(sm) || len(sm.Inputs) != 1 || len(sm.Outputs) != 1 || !p.softmaxOverLastAxis(sm) {
 			continue
 		}
-		pv, casts := probabilitiesProduct(readers, sm.Outputs[0])
+		pv, casts := p.probabilitiesProduct(readers, sm.Outputs[0])
 		if pv == nil {
 			continue
 		}
@@ -160,6 +160,12 @@ func (p *Program) AttentionCores() []AttentionCore {
 		chain := append([]*ir.Node{pv}, casts...)
 		chain = append(chain, sm)
 		x := sm.Inputs[0]
+		// After a Reshape that regroups the batch, a mask is the core's
+		// only where its scores still have the weights' shape (Swin's
+		// window mask broadcasts to [B_/nW, nW, H, N, N], not to the
+		// weights [B_, H, N, N]).
+		regrouped := false
+		inFrame := func(scores string) bool { return !regrouped || p.sameDims(scores, c.Weights) }
 	walk:
 		for len(chain) < 16 {
 			n := producer[x]
@@ -179,16 +185,24 @@ func (p *Program) AttentionCores() []AttentionCore {
 				}
 				chain = append(chain, n)
 				x = n.Inputs[0]
+			case "Reshape", "Squeeze", "Unsqueeze", "Flatten":
+				if !p.keepsMatrices(n) {
+					break walk
+				}
+				chain = append(chain, n)
+				x, regrouped = n.Inputs[0], true
 			case "Where":
 				if c.MaskKind == ops.MaskBoolTrueMasks || c.MaskKind == ops.MaskBoolFalseMasks || len(n.Inputs) != 3 || p.Types[n.Inputs[0]].Type.DType != ir.Bool {
 					break walk
 				}
 				chain = append(chain, n)
-				c.Mask = n.Inputs[0]
-				if x = p.scoresOperand(producer, n, n.Inputs[1:]); x == n.Inputs[2] {
+				x = p.scoresOperand(producer, n, n.Inputs[1:])
+				if !inFrame(x) {
+					break
+				}
+				c.Mask, c.MaskKind = n.Inputs[0], ops.MaskBoolFalseMasks
+				if x == n.Inputs[2] {
 					c.MaskKind = ops.MaskBoolTrueMasks
-				} else {
-					c.MaskKind = ops.MaskBoolFalseMasks
 				}
 			case "Add", "Sub":
 				if len(n.Inputs) != 2 {
@@ -196,7 +210,7 @@ func (p *Program) AttentionCores() []AttentionCore {
 				}
 				chain = append(chain, n)
 				x = p.scoresOperand(producer, n, n.Inputs)
-				if c.Mask == "" {
+				if c.Mask == "" && inFrame(x) {
 					c.Mask, c.MaskKind = n.Inputs[0], ops.MaskAdditive
 					if x == n.Inputs[0] {
 						c.Mask = n.Inputs[1]
@@ -214,24 +228,25 @@ func (p *Program) AttentionCores() []AttentionCore {
 	return cores
 }
 
-// probabilitiesProduct follows the softmax output p through no-op Casts
-// and Identities to the MatMul or Einsum reading it as its first operand
+// probabilitiesProduct follows the softmax output w through no-op Casts,
+// Identities, Reshapes that keep its matrices (BLOOM's view back to
+// (B·H, S, S)) and a Where that zeroes masked weights (ESPnet) to the MatMul or Einsum reading it as its first operand
 // (P·V); it returns that node (nil when none) and the nodes passed, last
 // first.
-func probabilitiesProduct(readers map[string][]*ir.Node, p string) (*ir.Node, []*ir.Node) {
+func (p *Program) probabilitiesProduct(readers map[string][]*ir.Node, w string) (*ir.Node, []*ir.Node) {
 	var passed []*ir.Node
 	for len(passed) < 8 {
 		var next *ir.Node
-		for _, r := range readers[p] {
+		for _, r := range readers[w] {
 			if !isDefaultDomain(r) {
 				continue
 			}
 			switch {
-			case (r.OpType == "MatMul" || r.OpType == "Einsum") && len(r.Inputs) == 2 && r.Inputs[0] == p:
+			case (r.OpType == "MatMul" || r.OpType == "Einsum") && len(r.Inputs) == 2 && r.Inputs[0] == w:
 				return r, passed
-			case (r.OpType == "Cast" || r.OpType == "Identity") && len(r.Outputs) == 1 && next == nil:
+			case (r.OpType == "Cast" || r.OpType == "Identity" || p.keepsMatrices(r)) && len(r.Outputs) == 1 && next == nil:
 				next = r
-			case r.OpType == "Where" && len(r.Inputs) == 3 && (r.Inputs[1] == p || r.Inputs[2] == p) && len(r.Outputs) == 1 && next == nil:
+			case r.OpType == "Where" && len(r.Inputs) == 3 && (r.Inputs[1] == w || r.Inputs[2] == w) && len(r.Outputs) == 1 && next == nil:
 				next = r // masked weights zeroed (ESPnet's masked_fill(mask, 0))
 			}
 		}
@@ -239,9 +254,44 @@ func probabilitiesProduct(readers map[string][]*ir.Node, p string) (*ir.Node, []
 			return nil, nil
 		}
 		passed = append([]*ir.Node{next}, passed...)
-		p = next.Outputs[0]
+		w = next.Outputs[0]
 	}
 	return nil, nil
+}
+
+// keepsMatrices reports whether n is a Reshape (Squeeze, Unsqueeze,
+// Flatten) that keeps the last two dims of its input: it regroups only
+// the batch dims before them (Swin's window mask, BLOOM's heads).
+func (p *Program) keepsMatrices(n *ir.Node) bool {
+	if !reshapeLike(n) || n.OpType == "Identity" || len(n.Inputs) == 0 || len(n.Outputs) != 1 {
+		return false
+	}
+	in, out := p.Types[n.Inputs[0]].Type, p.Types[n.Outputs[0]].Type
+	if !in.RankKnown || !out.RankKnown || len(in.Shape) < 2 || len(out.Shape) < 2 {
+		return false
+	}
+	for k := 1; k <= 2; k++ {
+		a, b := in.Shape[len(in.Shape)-k], out.Shape[len(out.Shape)-k]
+		if !a.Known() && a.Param == "" || a != b {
+			return false
+		}
+	}
+	return true
+}
+
+// sameDims reports whether tensors a and b have the same shape, every dim
+// a size or a symbol.
+func (p *Program) sameDims(a, b string) bool {
+	at, bt := p.Types[a].Type, p.Types[b].Type
+	if !at.RankKnown || !bt.RankKnown || len(at.Shape) != len(bt.Shape) {
+		return false
+	}
+	for i, d := range at.Shape {
+		if d != bt.Shape[i] || !d.Known() && d.Param == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // softmaxOverLastAxis reports whether a Softmax normalizes over the last
@@ -284,7 +334,7 @@ func (p *Program) scoresOperand(producer map[string]*ir.Node, n *ir.Node, cands 
 
 // reachesScores reports whether a tensor is a MatMul's or Einsum's output,
 // or computed from one by the ops of the scores chain (scalings, Casts,
-// masks), within depth steps back.
+// masks, Reshapes), within depth steps back.
 func reachesScores(producer map[string]*ir.Node, name string, depth int) bool {
 	n := producer[name]
 	switch {
@@ -293,7 +343,7 @@ func reachesScores(producer map[string]*ir.Node, name string, depth int) bool {
 	case n.OpType == "MatMul" || n.OpType == "Einsum":
 		return true
 	case n.OpType == "Div" || n.OpType == "Mul" || n.OpType == "Cast" || n.OpType == "Identity" ||
-		n.OpType == "Where" || n.OpType == "Add" || n.OpType == "Sub":
+		n.OpType == "Where" || n.OpType == "Add" || n.OpType == "Sub" || n.OpType == "Reshape":
 		for _, in := range n.Inputs {
 			if reachesScores(producer, in, depth-1) {
 				return true

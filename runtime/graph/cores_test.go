@@ -63,6 +63,11 @@ func TestAttentionCores(t *testing.T) {
 		{"timm_vit_attention_indexed", 1, ""},
 		{"espnet_relpos_attention", 1, ops.MaskBoolTrueMasks}, // P·V reads the weights through the zeroing Where
 		{"falcon_mqa_attention", 1, ops.MaskBoolTrueMasks},
+		// Reshapes regrouping the batch in the chain: BLOOM's masked_fill
+		// on the weights' shape between its views; Swin's window mask and
+		// position bias are added to scores of other shapes (no mask).
+		{"swin_window_attention", 1, ""},
+		{"bloom_attention", 1, ops.MaskBoolTrueMasks},
 		// Older-opset exports (models/*_opsetN): as their opset-17 twins.
 		{"s000_multi_head_opset14", 1, ""},
 		{"s000_causal_or_opset11", 1, ops.MaskBoolTrueMasks},

@@ -11,9 +11,9 @@ import (
 
 // attentionCore is one attention computation in a graph, found without
 // the matcher: a Softmax whose output, through no-op nodes (Cast,
-// Identity) or a Where choosing between it and something else (ESPnet's
-// weights zeroed by the mask), is the first operand of a MatMul or Einsum
-// (the product with V).
+// Identity), Reshapes (BLOOM's view of P back to (B·H, S, S)) or a Where
+// choosing between it and something else (ESPnet's weights zeroed by the
+// mask), is the first operand of a MatMul or Einsum (the product with V).
 type attentionCore struct {
 	softmax, pv *ir.Node
 }
@@ -39,7 +39,7 @@ func findAttentionCores(p *Program) []attentionCore {
 				switch {
 				case (r.OpType == "MatMul" || r.OpType == "Einsum") && len(r.Inputs) == 2 && r.Inputs[0] == x:
 					cores = append(cores, attentionCore{sm, r})
-				case r.OpType == "Cast" || r.OpType == "Identity" || (r.OpType == "Where" && len(r.Inputs) == 3 && r.Inputs[0] != x):
+				case r.OpType == "Cast" || r.OpType == "Identity" || r.OpType == "Reshape" || (r.OpType == "Where" && len(r.Inputs) == 3 && r.Inputs[0] != x):
 					frontier = append(frontier, r.Outputs[0])
 				}
 			}
@@ -59,7 +59,7 @@ func TestEveryModelAttentionFused(t *testing.T) {
 	if err != nil || len(paths) < 30 {
 		t.Fatalf("found %d models (%v)", len(paths), err)
 	}
-	decode := map[string]int{"batch": 1, "seq": 1, "enc_seq": 3, "seq_q": 1, "seq_kv": 3, "S": 1, "past": 6, "mem_seq": 3, "height": 1, "width": 1}
+	decode := map[string]int{"batch": 1, "seq": 1, "enc_seq": 3, "seq_q": 1, "seq_kv": 3, "S": 1, "past": 6, "mem_seq": 3, "height": 1, "width": 1, "bw": 1, "nw": 1}
 	for _, path := range paths {
 		name := filepath.Base(filepath.Dir(path))
 		t.Run(name, func(t *testing.T) {

@@ -34,6 +34,9 @@ import (
 //	    Add(S, m) | Add(m, S) | Sub(S, m)  m float32: a mask or a bias
 //	    Where(cond, fill, S) | Where(cond, S, fill)   cond bool, fill a
 //	                                       one-element constant
+//	    Reshape(S) (Squeeze, Unsqueeze, Flatten) keeping the last two
+//	                                       dims, regrouping the batch dims
+//	                                       (fuse_regroup.go; also on P)
 //	    with at most two masks (Where or Add/Sub) among them, at most one
 //	    of them a Where
 //	S = MatMul(Q', K') | Einsum(Q', K')    any einsum spelling of Q·Kᵀ
@@ -160,7 +163,7 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 		return // the op is not linked in: nothing to fuse
 	}
 	f := newFuser(p, pl, types)
-	removed, slot := f.removed, f.slot
+	removed := f.removed
 	insert := map[int][]step{}       // fused steps to run before step i
 	readChains := map[*ir.Node]int{} // movement node read through → fusion
 	for i, st := range pl.steps {
@@ -171,17 +174,17 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 		if !ok {
 			continue
 		}
-		fused, reads, writes, ok := f.build(schema, m)
+		fused, added, reads, writes, ok := f.build(schema, m)
 		if !ok {
 			continue
 		}
 		pos, ok := f.placement(m, fused, i)
-		if !ok {
+		if !ok || !f.readyBefore(added.pre, pos) {
 			continue
 		}
 		fs := step{index: st.index, node: fused, schema: schema, ctx: ops.Context{Opset: 1, Threads: st.ctx.Threads}}
 		for _, name := range fused.Outputs {
-			fs.outs = append(fs.outs, slot[name])
+			fs.outs = append(fs.outs, f.slotOf(name)) // one the match made has no slot yet
 			fs.want = append(fs.want, types[name].Type)
 		}
 		for _, name := range fused.Inputs {
@@ -206,7 +209,11 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 		for _, k := range append(reads, m.absorbs...) {
 			readChains[pl.steps[k].node] = len(pl.fusions)
 		}
-		insert[pos] = append(insert[pos], fs)
+		steps := f.addedSteps(added, fs)
+		if len(steps) > 1 {
+			fusion.Nodes, fusion.Opsets = stepNodes(steps)
+		}
+		insert[pos] = append(insert[pos], steps...)
 		pl.fusions = append(pl.fusions, fusion)
 	}
 	if len(insert) == 0 {
@@ -224,25 +231,31 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 }
 
 // build makes the fused node of a match: it reads Q, K and V through the
-// views their permutations and head repeats need, then, where inference
-// still agrees, through the movement steps before them (reads lists those
-// steps), and writes its result through the movement steps after the final
-// product (writes). ok is false when the node's inference does not give
-// the chain's output types.
-func (f *fuser) build(schema *ops.Schema, m attnMatch) (fused *ir.Node, reads, writes []int, ok bool) {
+// views their permutations, head repeats and batch regrouping need, then,
+// where inference still agrees, through the movement steps before them
+// (reads lists those steps), and writes its result through the movement
+// steps after the final product (writes). added lists the nodes to run
+// around it (Reshapes to and from a regrouped batch, fuse_regroup.go). ok
+// is false when the node's inference does not give the chain's output
+// types.
+func (f *fuser) build(schema *ops.Schema, m attnMatch) (fused *ir.Node, added addedNodes, reads, writes []int, ok bool) {
+	rg, m, added, ok := f.regroup(m)
+	if !ok {
+		return nil, added, nil, nil, false
+	}
 	fused, ok = m.node(f.pl.steps)
 	if !ok {
-		return nil, nil, nil, false
+		return nil, added, nil, nil, false
 	}
 	out := fused.Outputs[0]
 	attrs := []string{"q_view", "k_view", "v_view"}
 	operands := []attnOperand{m.q, m.k, m.v}
 	for k, op := range operands {
-		base, v, _, ok := f.operandView(op, false)
+		base, v, _, ok := f.regroupedOperand(rg, k, op, false)
 		if !ok {
-			return nil, nil, nil, false
+			return nil, added, nil, nil, false
 		}
-		if base != op.name || op.perm != nil || op.grouped {
+		if base != op.name || op.perm != nil || op.grouped || rg != nil {
 			fused.Inputs[k] = base
 			fused.Attrs = append(fused.Attrs, intsAttr(attrs[k], v.Ints()))
 		}
@@ -256,17 +269,25 @@ func (f *fuser) build(schema *ops.Schema, m attnMatch) (fused *ir.Node, reads, w
 		shape, _ := f.concreteShape(out)
 		v, ok := ops.Contiguous(shape).Transpose(inv)
 		if !ok {
-			return nil, nil, nil, false
+			return nil, added, nil, nil, false
+		}
+		fused.Attrs = append(fused.Attrs, intsAttr("out_shape", toInt64s(shape)), intsAttr("out_view", v.Ints()))
+	}
+	if rg != nil {
+		shape, _ := f.concreteShape(out)
+		v, ok := rg.outView(ops.Contiguous(shape))
+		if !ok {
+			return nil, added, nil, nil, false
 		}
 		fused.Attrs = append(fused.Attrs, intsAttr("out_shape", toInt64s(shape)), intsAttr("out_view", v.Ints()))
 	}
 	if !f.inferMatches(schema, fused, out) {
-		return nil, nil, nil, false
+		return nil, added, nil, nil, false
 	}
 	// Read Q, K and V through the movement steps before them, and write
 	// the result through those after it, where views allow.
 	for k, op := range operands {
-		base, v, chain, ok := f.operandView(op, true)
+		base, v, chain, ok := f.regroupedOperand(rg, k, op, true)
 		if !ok || len(chain) == 0 {
 			continue
 		}
@@ -277,7 +298,7 @@ func (f *fuser) build(schema *ops.Schema, m attnMatch) (fused *ir.Node, reads, w
 			fused, reads = trial, append(reads, chain...)
 		}
 	}
-	if final, v, chain, ok := f.writeView(out); ok && len(chain) > 0 {
+	if final, v, chain, ok := f.regroupedWriteView(rg, out); ok && len(chain) > 0 {
 		if inv != nil {
 			v, ok = v.Transpose(inv)
 		}
@@ -289,7 +310,7 @@ func (f *fuser) build(schema *ops.Schema, m attnMatch) (fused *ir.Node, reads, w
 			fused, writes = trial, chain
 		}
 	}
-	return fused, reads, writes, true
+	return fused, added, reads, writes, true
 }
 
 // operandView returns the tensor the fused node reads for an operand and
@@ -335,8 +356,7 @@ func (f *fuser) placement(m attnMatch, fused *ir.Node, i int) (int, bool) {
 		}
 	}
 	pos := i
-	if len(fused.Outputs) > 1 {
-		w := fused.Outputs[1]
+	if w := m.weights; w != "" { // the graph's tensor, fused.Outputs[1] or a view of it
 		for k := 0; k < i; k++ {
 			if gone[k] || f.removed[k] {
 				continue
@@ -448,6 +468,10 @@ type fuser struct {
 	uses     map[string]int
 	slot     map[string]int // tensor → plan slot
 	removed  map[int]bool   // steps already fused away
+	// made lists the tensors that steps a fusion added compute (a mask
+	// regrouped to the fused node's batch, fuse_regroup.go), so that
+	// later fusions read them rather than add the steps again.
+	made map[string]bool
 }
 
 // internal returns the producing step of a tensor that only one step reads

@@ -125,11 +125,42 @@ type causalSplit struct {
 
 // splitCausal puts the causal part of the match's one mask stage on the
 // causal cut, when it has one, and returns the chain with the steps the
-// split replaces; scores is the tensor of the chain's scores (the product
-// of Q and K).
+// split replaces; scores is the tensor of the chain's scores the first
+// mask applies to (the product of Q and K, or a regrouping of it).
 func (f *fuser) splitCausal(m *attnMatch, scores string, chain []int) []int {
 	if len(m.masks) == 0 || len(m.masks) > 2 {
 		return chain
+	}
+	if len(m.masks) == 2 && m.masks[0].kind == ops.MaskAdditive && m.masks[1].kind != ops.MaskAdditive {
+		// A bias added before a Where (BLOOM: baddbmm's ALiBi term, then
+		// masked_fill of the future and padded keys with finfo.min): the
+		// Where splits as a chain's one mask would, the bias stays,
+		// added first. Every score the Where hides is its fill whatever
+		// the bias, as with no bias.
+		inner := attnMatch{masks: m.masks[1:]}
+		at := m.masks[1].at
+		if at == "" {
+			at = scores
+		}
+		out := f.splitCausal(&inner, at, chain)
+		switch rest := inner.masks[0]; {
+		case !rest.causal:
+			return chain
+		case rest.name != "":
+			m.masks = []maskStage{m.masks[0], rest}
+		case rest.checkedFill:
+			// A finite fill takes the place of the bias (bias_first),
+			// which the fused node has only beside a mask.
+			return chain
+		default:
+			// The cut alone: the bias is the fused node's mask, added
+			// before the cut as a bias first would be.
+			b := m.masks[0]
+			b.causal, b.causalOff, b.uniformRows = true, rest.causalOff, rest.uniformRows
+			m.masks = []maskStage{b}
+		}
+		m.absorbs = inner.absorbs
+		return out
 	}
 	st := m.masks[0]
 	var cs causalSplit
@@ -156,6 +187,9 @@ func (f *fuser) splitCausal(m *attnMatch, scores string, chain []int) []int {
 		return chain
 	}
 	st = cs.rest
+	if st.at == "" {
+		st.at = scores
+	}
 	st.causal, st.causalOff, st.uniformRows = true, cs.off, cs.uniform
 	st.checkedFill, st.causalFill = cs.checked, cs.fill
 	m.masks = []maskStage{st}

@@ -54,6 +54,10 @@ type maskStage struct {
 	// takes the mean of V (masked_rows_uniform), as the export's finite
 	// fill gives it (fuse_causal.go).
 	uniformRows bool
+	// at is the scores tensor the mask applies to: its batch dims are
+	// those the mask broadcasts to (they change at a regrouping Reshape,
+	// fuse_regroup.go).
+	at string
 }
 
 // attnMatch is one matched attention chain.
@@ -79,6 +83,11 @@ type attnMatch struct {
 	// takes masked_rows_zero (fuse_zero_rows.go).
 	zeroCond, zeroKind string
 	zeroRows           bool
+	// regroups lists the Reshapes of the chain that regroup the batch
+	// dims of the scores or of P (fuse_regroup.go); scores is the
+	// product of Q and K.
+	regroups []int
+	scores   string
 }
 
 // match tries to read an attention chain ending in the product with V at
@@ -126,6 +135,8 @@ func (f *fuser) match(i int) (attnMatch, bool) {
 			if m.zeroCond, m.zeroKind, x, ok = f.zeroedWeights(n); !ok {
 				return m, false
 			}
+		case f.regroupsBatch(n):
+			m.regroups, x = append(m.regroups, k), n.Inputs[0]
 		default:
 			return m, false
 		}
@@ -182,6 +193,12 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 			return m, false
 		}
 		return f.walk(n.Inputs[0], m, post, chain)
+	case "Reshape", "Squeeze", "Unsqueeze", "Flatten":
+		if !f.regroupsBatch(n) {
+			return m, false
+		}
+		m.regroups = append(m.regroups[:len(m.regroups):len(m.regroups)], k)
+		return f.walk(n.Inputs[0], m, post, chain)
 	case "Div", "Mul":
 		next, c, ok := f.scaling(n)
 		if !ok {
@@ -197,7 +214,7 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 			kind         string
 		}{{1, 2, ops.MaskBoolTrueMasks}, {2, 1, ops.MaskBoolFalseMasks}} {
 			if fill, ok := f.scalarConst(n.Inputs[c.fill]); ok && f.notWider(n, n.Inputs[c.scores]) {
-				mm := m.withMask(maskStage{name: n.Inputs[0], kind: c.kind, fill: fill, post: post})
+				mm := m.withMask(maskStage{name: n.Inputs[0], kind: c.kind, fill: fill, post: post, at: n.Inputs[c.scores]})
 				return f.walk(n.Inputs[c.scores], mm, post, chain)
 			}
 		}
@@ -269,12 +286,12 @@ func (f *fuser) scaling(n *ir.Node) (string, float64, bool) {
 // the key blocks it hides. It returns the stage and, for a Where, the
 // steps computing m that the fusion replaces.
 func (f *fuser) maskOperand(m, x string, post float64) (maskStage, []int) {
-	additive := maskStage{name: m, kind: ops.MaskAdditive, post: post}
+	additive := maskStage{name: m, kind: ops.MaskAdditive, post: post, at: x}
 	if post <= 0 {
 		return additive, nil
 	}
 	if name, ok := f.constBoolMask(m, x); ok {
-		return maskStage{name: name, kind: ops.MaskBoolTrueMasks, fill: math.Inf(-1), post: 1, additive: &additive}, nil
+		return maskStage{name: name, kind: ops.MaskBoolTrueMasks, fill: math.Inf(-1), post: 1, additive: &additive, at: x}, nil
 	}
 	var steps []int
 	cur := m
@@ -298,7 +315,7 @@ func (f *fuser) maskOperand(m, x string, post float64) (maskStage, []int) {
 			if !f.fitsScores(cond, x) {
 				return additive, nil
 			}
-			return maskStage{name: cond, kind: kind, fill: math.Inf(-1), post: 1, additive: &additive, steps: steps}, steps
+			return maskStage{name: cond, kind: kind, fill: math.Inf(-1), post: 1, additive: &additive, steps: steps, at: x}, steps
 		}
 		if f.noOp(n) {
 			cur = n.Inputs[0]
@@ -481,7 +498,8 @@ func (f *fuser) scoresProduct(n *ir.Node, m attnMatch, post float64, chain []int
 		m.masks[k] = *back.additive
 		chain = slices.DeleteFunc(slices.Clone(chain), func(i int) bool { return slices.Contains(back.steps, i) })
 	}
-	chain = f.splitCausal(&m, n.Outputs[0], chain)
+	m.scores = n.Outputs[0]
+	chain = f.splitCausal(&m, m.maskScores(), chain)
 	m.scale *= post
 	m.steps = append([]int{}, chain...)
 	sort.Ints(m.steps)

@@ -293,21 +293,7 @@ func TestFuseExportForms(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			c.syn.outputs = append([]string{"y"}, c.syn.outputs...)
-			m := c.syn.model()
-			fused, unfused, fs := runAll(t, m, synthInputs(r, m, c.feeds))
-			for _, o := range c.syn.outputs {
-				sameOutputs(t, fused[o], unfused[o])
-			}
-			if c.none {
-				if len(fs) != 0 {
-					t.Fatalf("%d fusions, want none: %s", len(fs), fs[0].Node.Doc)
-				}
-				return
-			}
-			if g := fusedAttrs(oneFusion(t, fs, c.ops)); g != c.attrs {
-				t.Errorf("attributes %s, want %s", g, c.attrs)
-			}
+			fuseSynth(t, r, c.syn, c.feeds, c.ops, c.attrs, c.none)
 		})
 	}
 }

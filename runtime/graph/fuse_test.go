@@ -139,6 +139,15 @@ func TestModelFusions(t *testing.T) {
 		// Falcon's multi-query attention: one K/V head broadcast, the
 		// causal mask built at run time from the length (folded: the cut).
 		{"falcon_mqa_attention", 1, "MatMul Div Where Softmax MatMul", scale8, true, "", 0, true},
+		// Swin: the position bias added, the scores viewed as (B_/nW, nW,
+		// H, N, N) for the window mask and viewed back (fuse_regroup.go):
+		// the mask and the bias, in the batch shape [B_/nW, nW, H].
+		{"swin_window_attention", 1, "Mul Transpose MatMul Add Reshape Add Reshape Softmax MatMul", scale8, false, ops.MaskAdditive, 0, false},
+		// BLOOM: heads in the batch, the scores viewed as (B, H, S, S) for
+		// the masked_fill and P back as (B·H, S, S); zero inputs here, so
+		// the (folded) ALiBi term is zeros (no bias) and the folded mask
+		// hides every key with finfo.min.
+		{"bloom_attention", 1, "MatMul Mul Add Reshape Where Softmax Cast Cast Reshape MatMul", scale8, true, ops.MaskBoolTrueMasks, -math.MaxFloat32, false},
 		// Older-opset exports fuse as their opset-17 twins: opset 14
 		// (torch's default), opset 11's attribute axes and 2-D-coerced
 		// Softmax(axis=-1), the opset-14 encoder with its LayerNorms as
@@ -166,6 +175,7 @@ func TestModelFusions(t *testing.T) {
 		"whisper_attention":           "causal=1",
 		"espnet_relpos_attention":     "bias_first=1 masked_rows_zero=1 bias_scale=0.35355338",
 		"falcon_mqa_attention":        "causal=1",
+		"swin_window_attention":       "bias_scale=1",
 	}
 	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {
@@ -250,7 +260,7 @@ func TestModelFusions(t *testing.T) {
 }
 
 // modelDims sizes the dim_params of the bundled models.
-var modelDims = map[string]int{"batch": 2, "seq": 5, "enc_seq": 7, "seq_q": 5, "seq_kv": 7, "S": 6, "past": 4, "mem_seq": 7, "height": 3, "width": 4}
+var modelDims = map[string]int{"batch": 2, "seq": 5, "enc_seq": 7, "seq_q": 5, "seq_kv": 7, "S": 6, "past": 4, "mem_seq": 7, "height": 3, "width": 4, "bw": 6, "nw": 3}
 
 // attentionFusions keeps the FusedAttention fusions (the MatMul rewrite
 // makes others).
