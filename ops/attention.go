@@ -105,10 +105,16 @@ import (
 //	             "weights" such a row's weights are 1/Sk; the earlier stages
 //	             hold the -inf the cut or mask put there.
 //	masked_rows_zero
-//	             int, default 0: 1 gives a query row that sees no key zeros
-//	             (weights 0, output row 0) instead of NaN: what ESPnet's
+//	             int, default 0: 1 gives a query row that sees no key an
+//	             output row of zeros instead of NaN: what ESPnet's
 //	             softmax(masked scores).masked_fill(mask, 0) gives a row its
 //	             mask hides entirely. Not with masked_rows_uniform.
+//	masked_rows_weights
+//	             string, default "zero": with masked_rows_zero and
+//	             scores_mode "weights", what output 1 holds in such a row:
+//	             "zero" (the zeroed weights), "nan" (the softmax's output
+//	             when the export's fill is -inf) or "uniform" (1/Sk, the
+//	             softmax's output when its fill is finite, finfo.min).
 //	scores_mode  string, required when output 1 is present: what output 1
 //	             holds: "scores" (scale·Q·Kᵀ), "softcapped" (after softcap),
 //	             "biased" (after softcap, mask, bias, causal and key padding:
@@ -169,6 +175,14 @@ const (
 	MaskAdditive       = "additive"
 )
 
+// Values of FusedAttention's masked_rows_weights: the weights of a row that
+// sees no key, with masked_rows_zero.
+const (
+	MaskedRowsWeightsZero    = "zero"    // 0: the zeroed weights
+	MaskedRowsWeightsNaN     = "nan"     // NaN: the softmax of -inf scores
+	MaskedRowsWeightsUniform = "uniform" // 1/Sk: the softmax of one finite fill
+)
+
 // Stages of the scores FusedAttention's optional output 1 holds
 // (attribute scores_mode).
 const (
@@ -223,9 +237,11 @@ type attnAttrs struct {
 	// uniformRows: a row that sees no key gets uniform weights over all
 	// Sk keys (masked_rows_uniform) instead of NaN.
 	uniformRows bool
-	// zeroRows: a row that sees no key gets weights 0, an output row of 0
-	// (masked_rows_zero), instead of NaN.
-	zeroRows bool
+	// zeroRows: a row that sees no key gets an output row of 0
+	// (masked_rows_zero), instead of NaN; zeroRowsWeights is what its
+	// weights are (masked_rows_weights).
+	zeroRows        bool
+	zeroRowsWeights string
 	// scoresMode is what output 1 holds; "" when it is not requested.
 	scoresMode string
 	// views of Q, K, V (nil: the input as is) and of the output.
@@ -273,6 +289,14 @@ func parseAttnAttrs(n *ir.Node, hasMask, hasBias bool) (attnAttrs, error) {
 	}
 	if a.uniformRows && a.zeroRows {
 		return a, n.Errorf("masked_rows_uniform and masked_rows_zero exclude each other")
+	}
+	if a.zeroRowsWeights, err = n.AttrString("masked_rows_weights", MaskedRowsWeightsZero); err != nil {
+		return a, n.Errorf("%w", err)
+	}
+	switch a.zeroRowsWeights {
+	case MaskedRowsWeightsZero, MaskedRowsWeightsNaN, MaskedRowsWeightsUniform:
+	default:
+		return a, n.Errorf("masked_rows_weights %q is not one of %q, %q, %q", a.zeroRowsWeights, MaskedRowsWeightsZero, MaskedRowsWeightsNaN, MaskedRowsWeightsUniform)
 	}
 	if a.biasScale, err = n.AttrFloat("bias_scale", 1); err != nil {
 		return a, n.Errorf("%w", err)

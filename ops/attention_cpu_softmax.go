@@ -314,7 +314,7 @@ func (p *attnPlan) writeScores(st []float32, b, q0, j0, cols, lanes int) {
 // normalizeWeights turns the scores output's rows [i0, i0+rows) of batch b,
 // written as the softmax's input, into its output: exp(s - shift) / sum
 // with the row's final shift and sum (NaN for a row of -inf scores, 1/Sk
-// with uniformRows, 0 with zeroRows).
+// with uniformRows, as masked_rows_weights says with zeroRows).
 func (p *attnPlan) normalizeWeights(b, i0, rows int, w *attnWork) {
 	negInf := float32(math.Inf(-1))
 	for r := 0; r < rows; r++ {
@@ -325,8 +325,10 @@ func (p *attnPlan) normalizeWeights(b, i0, rows int, w *attnWork) {
 			switch {
 			case p.uniformRows:
 				fill = 1 / float32(p.sk)
-			case p.zeroRows:
+			case p.zeroRows && p.zeroRowsWeights == MaskedRowsWeightsZero:
 				fill = 0
+			case p.zeroRows && p.zeroRowsWeights == MaskedRowsWeightsUniform:
+				fill = 1 / float32(p.sk)
 			}
 			for j := range row {
 				row[j] = fill

@@ -159,14 +159,17 @@ func checkRowsRuns(t *testing.T, n *ir.Node, in []*ir.Tensor, dv int, wantY, wan
 		if run.prec == PrecisionBF16 {
 			tol = func(w float64) float64 { return 1e-2 + 2e-2*math.Abs(w) }
 		}
+		near := func(g float32, w float64) bool {
+			return math.Abs(float64(g)-w) <= tol(w) || (math.IsNaN(w) && math.IsNaN(float64(g)))
+		}
 		for i, g := range out[0].Float32s() {
-			if !(math.Abs(float64(g)-wantY[i]) <= tol(wantY[i])) {
+			if !near(g, wantY[i]) {
 				t.Fatalf("threads %d, %v: Y[%d] (row %d) = %g, want %g", run.threads, run.prec, i, i/dv, g, wantY[i])
 			}
 		}
 		if weights {
 			for i, g := range out[1].Float32s() {
-				if !(math.Abs(float64(g)-wantW[i]) <= tol(wantW[i])) {
+				if !near(g, wantW[i]) {
 					t.Fatalf("threads %d, %v: weights[%d] = %g, want %g", run.threads, run.prec, i, g, wantW[i])
 				}
 			}
@@ -198,8 +201,9 @@ func TestFusedAttentionUniformRowsOff(t *testing.T) {
 // TestFusedAttentionZeroRows checks masked_rows_zero against ESPnet's
 // arithmetic (softmax of the masked scores, then the masked weights set to
 // 0): rows that keep a key are the plain masked softmax, rows whose every
-// key is hidden (a fully padded batch) are zeros, output and weights, on
-// the fp32 and bf16 paths, with key blocks skipped or not.
+// key is hidden (a fully padded batch) are zeros, and their weights what
+// masked_rows_weights says (0, NaN or 1/Sk), on the fp32 and bf16 paths,
+// with key blocks skipped or not.
 func TestFusedAttentionZeroRows(t *testing.T) {
 	kb := attnKBlock
 	cases := []struct {
@@ -207,13 +211,15 @@ func TestFusedAttentionZeroRows(t *testing.T) {
 		b, h    int
 		sq, sk  int
 		d, dv   int
-		lengths []int // keys kept per batch (key padding)
-		weights bool
+		lengths []int  // keys kept per batch (key padding)
+		weights string // masked_rows_weights, with the weights output ("" without)
 	}{
 		{name: "one batch fully padded", b: 3, h: 2, sq: 9, sk: 9, d: 8, dv: 8, lengths: []int{9, 4, 0}},
 		{name: "fast path, skipped key blocks", b: 2, h: 2, sq: 45, sk: kb + 45, d: 16, dv: 16, lengths: []int{0, kb + 3}},
 		{name: "odd dv", b: 2, h: 1, sq: 37, sk: 37, d: 8, dv: 5, lengths: []int{0, 30}},
-		{name: "weights output", b: 2, h: 2, sq: 10, sk: 10, d: 8, dv: 8, lengths: []int{0, 6}, weights: true},
+		{name: "weights output, zeroed", b: 2, h: 2, sq: 10, sk: 10, d: 8, dv: 8, lengths: []int{0, 6}, weights: MaskedRowsWeightsZero},
+		{name: "weights output, the softmax's of -inf", b: 2, h: 2, sq: 10, sk: 10, d: 8, dv: 8, lengths: []int{0, 6}, weights: MaskedRowsWeightsNaN},
+		{name: "weights output, the softmax's of finfo.min", b: 2, h: 2, sq: 10, sk: kb + 10, d: 8, dv: 8, lengths: []int{7, 0}, weights: MaskedRowsWeightsUniform},
 	}
 	r := rand.New(rand.NewSource(11))
 	const scale = 0.35
@@ -229,12 +235,19 @@ func TestFusedAttentionZeroRows(t *testing.T) {
 			mask := ir.FromSlice([]int{c.b, 1, 1, c.sk}, pad)
 			n := attnNode(fAttr("scale", scale), iAttr("masked_rows_zero", 1), sAttr("mask_kind", MaskBoolTrueMasks))
 			n.Outputs = []string{"y"}
-			if c.weights {
+			if c.weights != "" {
 				n.Outputs = append(n.Outputs, "weights")
-				n.Attrs = append(n.Attrs, sAttr("scores_mode", ScoresWeights))
+				n.Attrs = append(n.Attrs, sAttr("scores_mode", ScoresWeights), sAttr("masked_rows_weights", c.weights))
 			}
 			wantY, wantW := refZeroRows(c.b, c.h, c.sq, c.sk, c.d, c.dv, scale, q, k, v, pad)
-			checkRowsRuns(t, n, []*ir.Tensor{q, k, v, mask}, c.dv, wantY, wantW, c.weights)
+			for r := 0; r < c.b*c.h*c.sq; r++ {
+				if b := r / (c.h * c.sq); c.lengths[b] == 0 {
+					for j := r * c.sk; j < (r+1)*c.sk; j++ {
+						wantW[j] = map[string]float64{MaskedRowsWeightsZero: 0, MaskedRowsWeightsNaN: math.NaN(), MaskedRowsWeightsUniform: 1 / float64(c.sk)}[c.weights]
+					}
+				}
+			}
+			checkRowsRuns(t, n, []*ir.Tensor{q, k, v, mask}, c.dv, wantY, wantW, c.weights != "")
 		})
 	}
 	_, err := runFusedAttention(&Context{Threads: 1}, attnNode(iAttr("masked_rows_zero", 1), iAttr("masked_rows_uniform", 1)),
@@ -242,11 +255,17 @@ func TestFusedAttentionZeroRows(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "exclude each other") {
 		t.Fatalf("both flags: got error %v", err)
 	}
+	_, err = runFusedAttention(&Context{Threads: 1}, attnNode(iAttr("masked_rows_zero", 1), sAttr("masked_rows_weights", "mean")),
+		[]*ir.Tensor{randTensor(r, 1, 4, 8), randTensor(r, 1, 4, 8), randTensor(r, 1, 4, 8)})
+	if err == nil || !strings.Contains(err.Error(), `masked_rows_weights "mean" is not one of`) {
+		t.Fatalf("masked_rows_weights mean: got error %v", err)
+	}
 }
 
 // refZeroRows is ESPnet's masked attention in float64: scores with the
 // padded keys at -inf, softmax, then 0 where the mask hides a key (so a
-// row with every key hidden is 0). Y is [B, H, Sq, Dv], weights [B, H, Sq, Sk].
+// row with every key hidden is 0, output and weights). Y is [B, H, Sq, Dv],
+// weights [B, H, Sq, Sk].
 func refZeroRows(nb, h, sq, sk, d, dv int, scale float64, q, k, v *ir.Tensor, pad []bool) (y, weights []float64) {
 	qd, kd, vd := q.Float32s(), k.Float32s(), v.Float32s()
 	y, weights = make([]float64, nb*h*sq*dv), make([]float64, nb*h*sq*sk)

@@ -83,6 +83,11 @@ type attnMatch struct {
 	// takes masked_rows_zero (fuse_zero_rows.go).
 	zeroCond, zeroKind string
 	zeroRows           bool
+	// weightsZeroed: the weights output is read after the zeroing Where
+	// (else before it, the softmax's output); zeroWeights is the fused
+	// node's masked_rows_weights ("" for the default).
+	weightsZeroed bool
+	zeroWeights   string
 	// regroups lists the Reshapes of the chain that regroup the batch
 	// dims of the scores or of P (fuse_regroup.go); scores is the
 	// product of Q and K.
@@ -122,7 +127,7 @@ func (f *fuser) match(i int) (attnMatch, bool) {
 			if m.weights != "" {
 				return m, false
 			}
-			m.weights = x
+			m.weights, m.weightsZeroed = x, m.zeroCond == ""
 		}
 		n := f.pl.steps[k].node
 		chain = append(chain, k)
@@ -792,6 +797,9 @@ func (m attnMatch) node(steps []step) (*ir.Node, bool) {
 	}
 	if m.zeroRows {
 		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "masked_rows_zero", Type: ir.AttrInt, Int: 1})
+		if m.zeroWeights != "" {
+			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "masked_rows_weights", Type: ir.AttrString, String: []byte(m.zeroWeights)})
+		}
 	}
 	if mask != nil && mask.name != "" {
 		n.Inputs = append(n.Inputs, mask.name)

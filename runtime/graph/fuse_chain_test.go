@@ -274,6 +274,27 @@ func TestFuseExportForms(t *testing.T) {
 		{name: "weights zeroed after the Softmax by the -inf keep mask (WeNet)", syn: zeroed(negInf, true),
 			feeds: map[string]*ir.Tensor{"m": padRows()},
 			ops:   "Transpose MatMul Div Where Softmax Where MatMul", attrs: "scale=0.5 masked_rows_zero=1 mask_kind=bool_false_masks mask_fill=-Inf"},
+		{name: "weights zeroed, the softmax's output also read (attention maps)", syn: func() synth {
+			z := zeroed(-math.MaxFloat32, false)
+			z.outputs = []string{"p0"}
+			return z
+		}(), feeds: map[string]*ir.Tensor{"m": padRows()},
+			ops:   "Transpose MatMul Div Where Softmax Where MatMul",
+			attrs: "scale=0.5 masked_rows_zero=1 masked_rows_weights=uniform mask_kind=bool_true_masks mask_fill=-Inf scores_mode=weights"},
+		{name: "weights zeroed by the -inf mask, the softmax's output also read", syn: func() synth {
+			z := zeroed(negInf, false)
+			z.outputs = []string{"p0"}
+			return z
+		}(), feeds: map[string]*ir.Tensor{"m": padRows()},
+			ops:   "Transpose MatMul Div Where Softmax Where MatMul",
+			attrs: "scale=0.5 masked_rows_zero=1 masked_rows_weights=nan mask_kind=bool_true_masks mask_fill=-Inf scores_mode=weights"},
+		{name: "zeroed weights also read", syn: func() synth {
+			z := zeroed(-math.MaxFloat32, false)
+			z.outputs = []string{"p"}
+			return z
+		}(), feeds: map[string]*ir.Tensor{"m": padRows()},
+			ops:   "Transpose MatMul Div Where Softmax Where MatMul",
+			attrs: "scale=0.5 masked_rows_zero=1 mask_kind=bool_true_masks mask_fill=-Inf scores_mode=weights"},
 		{name: "weights zeroed after a -1e4 mask: not fused", syn: zeroed(-1e4, false),
 			feeds: map[string]*ir.Tensor{"m": padRows()}, none: true},
 		{name: "weights zeroed by another mask: not fused", syn: func() synth {

@@ -26,9 +26,13 @@ import (
 // fill, which also lets the kernel skip the key blocks the mask hides.
 // The match requires the same mask (through no-op Casts) and polarity in
 // both Wheres, a fill of -inf or at most -2^127 (times the scales after
-// it), no causal cut and no scores output; an additive bias besides the
-// mask (ESPnet's relative-position term) is assumed to hold no -inf, as
-// the product of finite activations it is does not.
+// it) and no causal cut; an additive bias besides the mask (ESPnet's
+// relative-position term) is assumed to hold no -inf, as the product of
+// finite activations it is does not. Where the weights are also read (a
+// graph output: attnrun's attention maps), the fused node writes them as
+// the export has them there: after the zeroing Where, 0 in such a row;
+// before it, the softmax's output, NaN for a -inf fill and uniform for a
+// finite one (masked_rows_weights).
 
 // zeroedWeights reads a Where after the Softmax that zeroes weights:
 // Where(cond, 0, P) (kind bool_true_masks) or Where(cond, P, 0)
@@ -67,9 +71,6 @@ func (f *fuser) noOpSource(name string) string {
 // Where zeroes, with a fill that gives masked keys no weight. It then
 // turns the fill into -inf and sets m.zeroRows.
 func (f *fuser) acceptZeroRows(m *attnMatch) bool {
-	if m.weights != "" {
-		return false
-	}
 	var where *maskStage
 	for i := range m.masks {
 		if m.masks[i].kind == ops.MaskAdditive {
@@ -84,8 +85,16 @@ func (f *fuser) acceptZeroRows(m *attnMatch) bool {
 		f.noOpSource(where.name) != f.noOpSource(m.zeroCond) {
 		return false
 	}
-	if fill := where.fill * where.post; !(math.IsInf(fill, -1) || fill <= -0x1p127) {
+	fill := where.fill * where.post
+	if !(math.IsInf(fill, -1) || fill <= -0x1p127) {
 		return false
+	}
+	switch {
+	case m.weights == "" || m.weightsZeroed:
+	case math.IsInf(fill, -1):
+		m.zeroWeights = ops.MaskedRowsWeightsNaN
+	default:
+		m.zeroWeights = ops.MaskedRowsWeightsUniform
 	}
 	where.fill, where.post = math.Inf(-1), 1
 	m.zeroRows = true
