@@ -1573,3 +1573,53 @@ class BloomAttention(nn.Module):
         context_layer = torch.bmm(attention_probs_reshaped, value_layer)
         context_layer = self._merge_heads(context_layer)
         return self.dense(context_layer)
+
+
+class BartAttention(nn.Module):
+    """transformers' BartAttention (eager; Marian, mBART, Pegasus, M2M100 and
+    the HF Whisper/Speech2Text attentions share it), encoder self-attention:
+    q_proj(x) * scaling, heads folded into the batch (bsz·H, T, D), bmm,
+    the scores viewed as (bsz, H, T, S) to add the [bsz, 1, T, S] mask of
+    _expand_mask ((1 - mask) masked_fill'ed with finfo.min) and viewed back,
+    softmax, bmm with v. attention_mask: (bsz, S) int64, 1 = keep."""
+
+    def __init__(self, embed_dim: int, num_heads: int):
+        super().__init__()
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.head_dim = embed_dim // num_heads
+        self.scaling = self.head_dim ** -0.5
+        self.k_proj = nn.Linear(embed_dim, embed_dim)
+        self.v_proj = nn.Linear(embed_dim, embed_dim)
+        self.q_proj = nn.Linear(embed_dim, embed_dim)
+        self.out_proj = nn.Linear(embed_dim, embed_dim)
+
+    def _shape(self, tensor: Tensor, seq_len: int, bsz: int):
+        return tensor.view(bsz, seq_len, self.num_heads, self.head_dim).transpose(1, 2).contiguous()
+
+    @staticmethod
+    def _expand_mask(mask: Tensor, dtype: torch.dtype, tgt_len: int):
+        bsz, src_len = mask.size()
+        expanded = mask[:, None, None, :].expand(bsz, 1, tgt_len, src_len).to(dtype)
+        inverted = 1.0 - expanded
+        return inverted.masked_fill(inverted.to(torch.bool), torch.finfo(dtype).min)
+
+    def forward(self, hidden_states: Tensor, attention_mask: Tensor):
+        bsz, tgt_len, _ = hidden_states.size()
+        query_states = self.q_proj(hidden_states) * self.scaling
+        key_states = self._shape(self.k_proj(hidden_states), -1, bsz)
+        value_states = self._shape(self.v_proj(hidden_states), -1, bsz)
+        proj_shape = (bsz * self.num_heads, -1, self.head_dim)
+        query_states = self._shape(query_states, tgt_len, bsz).view(*proj_shape)
+        key_states = key_states.reshape(*proj_shape)
+        value_states = value_states.reshape(*proj_shape)
+        src_len = key_states.size(1)
+        attn_weights = torch.bmm(query_states, key_states.transpose(1, 2))
+        mask = self._expand_mask(attention_mask, attn_weights.dtype, tgt_len)
+        attn_weights = attn_weights.view(bsz, self.num_heads, tgt_len, src_len) + mask
+        attn_weights = attn_weights.view(bsz * self.num_heads, tgt_len, src_len)
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1)
+        attn_output = torch.bmm(attn_weights, value_states)
+        attn_output = attn_output.view(bsz, self.num_heads, tgt_len, self.head_dim)
+        attn_output = attn_output.transpose(1, 2)
+        attn_output = attn_output.reshape(bsz, tgt_len, self.embed_dim)
+        return self.out_proj(attn_output)

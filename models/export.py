@@ -547,6 +547,14 @@ SPECS = [
          "(MatMul, Mul by 1/sqrt(d), Add), the scores viewed as (B, H, S, S) (Reshape), masked_fill of the "
          "causal and padded keys with finfo.min (Where), softmax, viewed back to (B·H, S, S) (Reshape) and "
          "bmm with v; attention_mask: int64, 1 = keep"),
+    Spec("bart_attention", "ext", "transformers' BartAttention (encoder self-attention, heads in the batch)",
+         lambda: am.BartAttention(C, H),
+         [("x", ("batch", "seq", C), randn), ("attention_mask", ("batch", "seq"), keep_mask_int_2d)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "q_proj(x) * scaling; q, k, v in (B·H, S, D); bmm, the scores viewed as (B, H, T, S) plus "
+         "_expand_mask's (1 - mask) masked_fill'ed with finfo.min ([B, 1, T, S]) and viewed back (Reshape, "
+         "Add, Reshape), softmax, bmm with v; attention_mask: int64, 1 = keep"),
 ]
 
 
@@ -1058,7 +1066,8 @@ def write_readme(path, rows):
     L.append("- Seed `ext` also: timm's ViT attention in its recent (unbind) and older (qkv[0], qkv[1], "
              "qkv[2]) forms, ESPnet's Conformer relative-position self-attention (masked_fill before the "
              "softmax and of the weights after it) and Falcon-style multi-query attention (index lists, K/V "
-             "broadcast over the heads).")
+             "broadcast over the heads), and transformers' BartAttention (the BART family's, heads folded "
+             "into the batch around the mask's view).")
     L.append("- Models named `*_opsetN`: a model above exported at opset N (11, 13 or 14, which is "
              "torch.onnx.export's default when no opset_version is given) with its own data sets, for the "
              "older op forms users' exports carry: Split/Squeeze/Unsqueeze with attribute axes and Softmax's "

@@ -93,7 +93,7 @@ func TestInspectDescribesFusedAttention(t *testing.T) {
 		{"torch_mha_need_weights", "also writes the weights scores to /mha/Softmax_output_0 (Sq×Sk)"},
 		{"whisper_attention", "streaming: scale 0.353553; causal (offset 0); reads Q"},
 		{"s000_causal_or", "causal (offset 0); bool_true_masks mask /Reshape_1_output_0;"},
-		{"swin_window_attention", "streaming: scale 0.353553; additive mask onnx::Add_113; bias /Unsqueeze_8_output_0 added after the mask; reads Q from /Gather_3_output_0"},
+		{"swin_window_attention", "streaming: scale 0.353553; additive mask onnx::Add_113; bias /Unsqueeze_8_output_0 added after the mask; reads Q from /qkv/Add_output_0, K from /qkv/Add_output_0, V from /qkv/Add_output_0 through views (no copies)"},
 		{"gpt2_block", "/mlp/c_proj/Gemm/FusedMatMul (residual /Add_output_0) replaces Gemm(/mlp/c_proj/Gemm) Reshape(/mlp/c_proj/Reshape_1) Add(/Add_1)"},
 		{"torch_encoder_layer", "/enc/layers.0/linear1/MatMul/FusedMatMul (activation Relu) replaces MatMul(/enc/layers.0/linear1/MatMul) Add(/enc/layers.0/linear1/Add) Relu(/enc/layers.0/Relu)"},
 		{"llama_block_gqa", "/w1/FusedMatMul (activation Silu, gate up) replaces MatMul(/w1) Sigmoid(/silu/Sigmoid) Mul(/silu/Mul) Mul(/ffn)"},

@@ -68,6 +68,7 @@ func TestAttentionCores(t *testing.T) {
 		// position bias are added to scores of other shapes (no mask).
 		{"swin_window_attention", 1, ""},
 		{"bloom_attention", 1, ops.MaskBoolTrueMasks},
+		{"bart_attention", 1, ""}, // partial, see below
 		// Older-opset exports (models/*_opsetN): as their opset-17 twins.
 		{"s000_multi_head_opset14", 1, ""},
 		{"s000_causal_or_opset11", 1, ops.MaskBoolTrueMasks},
@@ -78,6 +79,12 @@ func TestAttentionCores(t *testing.T) {
 		{"s000_multi_head_attention_op", 1, ""},
 		{"llama_block_gqa", 1, ""},
 	}
+	// Partial chains stop at the Softmax's input, a Reshape whose symbolic
+	// shapes do not show that it keeps the matrices (BART's view of the
+	// (B·H, ?, ?) bmm: inference does not follow the lengths through the
+	// -1 of view(bsz·H, -1, D)): the core's weights are found, its mask is
+	// not. The plan-time fusion sees the concrete shapes and fuses it.
+	partial := map[string]bool{"bart_attention": true}
 	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {
 		t.Errorf("%d models in models/, %d cases here: add the new ones", len(all), len(cases))
@@ -100,7 +107,11 @@ func TestAttentionCores(t *testing.T) {
 					t.Errorf("core %s: weights %q are not the Softmax output read by P·V", core.Softmax.Label(), core.Weights)
 				}
 				first := core.Nodes[0]
-				if (first.OpType != "MatMul" && first.OpType != "Einsum") || first == core.Output {
+				if partial[c.model] {
+					if first != core.Softmax {
+						t.Errorf("core %s: chain starts at %s (%s), want the Softmax (partial)", core.Softmax.Label(), first.Label(), first.OpType)
+					}
+				} else if (first.OpType != "MatMul" && first.OpType != "Einsum") || first == core.Output {
 					t.Errorf("core %s: chain starts at %s (%s), want the scores MatMul or Einsum", core.Softmax.Label(), first.Label(), first.OpType)
 				}
 				if core.MaskKind != c.maskKind || (core.Mask == "") != (c.maskKind == "") {
