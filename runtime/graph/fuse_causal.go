@@ -300,6 +300,9 @@ func (f *fuser) causalAdditive(add, x string, post float64) (causalSplit, bool) 
 				continue
 			}
 			rest, more := f.maskOperand(o[1], x, post)
+			if rest.finiteFill { // exact only as the one mask: the causal part adds its own fill
+				rest, more = *rest.additive, nil
+			}
 			if cs, ok := pattern(o[0], post, math.NaN(), causalSplit{rest: rest, steps: append(steps[:len(steps):len(steps)], more...)}); ok {
 				return cs, true
 			}

@@ -34,6 +34,9 @@ type maskStage struct {
 	kind string  // ops.MaskBoolTrueMasks, ops.MaskBoolFalseMasks or ops.MaskAdditive
 	fill float64 // Where kinds: the value a masked score takes
 	post float64 // the product of the scales applied after the stage
+	// finiteFill: a bool mask read from an additive term with a finite
+	// fill (finfo.min), exact only as the chain's one mask.
+	finiteFill bool
 	// additive, for a bool mask read from an additive term (maskOperand),
 	// is that term as an additive mask, and steps the steps computing it
 	// that the bool form replaces: the fused node takes it back when the
@@ -287,9 +290,13 @@ func (f *fuser) scaling(n *ir.Node) (string, float64, bool) {
 // fill where m only holds 0 and -inf: m a constant of those values (a
 // causal mask folded at plan time: its bool form is made once, here), or
 // Where(cond, -inf, 0) or Where(cond, 0, -inf) (times positive constants)
-// that nothing else reads (then cond). A bool mask lets the kernel skip
-// the key blocks it hides. It returns the stage and, for a Where, the
-// steps computing m that the fusion replaces.
+// that nothing else reads (then cond); and a bool mask with the fill F where
+// m is transformers' _expand_mask, Where(Cast(e → bool), F, e) with F -inf
+// or at most -2^127 (finfo.min): e where it is 0, F elsewhere, and adding
+// F gives F (s + F rounds to F for |s| < 2^103), as the fill does. A bool
+// mask lets the kernel skip the key blocks it hides and keeps its
+// exponentials in base 2. It returns the stage and, for a Where, the steps
+// computing m that the fusion replaces.
 func (f *fuser) maskOperand(m, x string, post float64) (maskStage, []int) {
 	additive := maskStage{name: m, kind: ops.MaskAdditive, post: post, at: x}
 	if post <= 0 {
@@ -299,7 +306,7 @@ func (f *fuser) maskOperand(m, x string, post float64) (maskStage, []int) {
 		return maskStage{name: name, kind: ops.MaskBoolTrueMasks, fill: math.Inf(-1), post: 1, additive: &additive, at: x}, nil
 	}
 	var steps []int
-	cur := m
+	cur, scaled := m, 1.0 // m is cur times scaled
 	for len(steps) < maxViewChain {
 		k, n, ok := f.internal(cur)
 		if !ok {
@@ -308,19 +315,19 @@ func (f *fuser) maskOperand(m, x string, post float64) (maskStage, []int) {
 		steps = append(steps, k)
 		if n.OpType == "Where" && len(n.Inputs) == 3 && f.types[n.Inputs[0]].Type.DType == ir.Bool {
 			cond := n.Inputs[0]
-			var kind string
-			switch {
-			case f.constAll(n.Inputs[1], math.Inf(-1)) && f.constAll(n.Inputs[2], 0):
-				kind = ops.MaskBoolTrueMasks
-			case f.constAll(n.Inputs[1], 0) && f.constAll(n.Inputs[2], math.Inf(-1)):
-				kind = ops.MaskBoolFalseMasks
-			default:
-				return additive, nil
-			}
 			if !f.fitsScores(cond, x) {
 				return additive, nil
 			}
-			return maskStage{name: cond, kind: kind, fill: math.Inf(-1), post: 1, additive: &additive, steps: steps, at: x}, steps
+			switch {
+			case f.constAll(n.Inputs[1], math.Inf(-1)) && f.constAll(n.Inputs[2], 0):
+				return maskStage{name: cond, kind: ops.MaskBoolTrueMasks, fill: math.Inf(-1), post: 1, additive: &additive, steps: steps, at: x}, steps
+			case f.constAll(n.Inputs[1], 0) && f.constAll(n.Inputs[2], math.Inf(-1)):
+				return maskStage{name: cond, kind: ops.MaskBoolFalseMasks, fill: math.Inf(-1), post: 1, additive: &additive, steps: steps, at: x}, steps
+			}
+			if fill, ok := f.fillWhereNonzero(n); ok {
+				return maskStage{name: cond, kind: ops.MaskBoolTrueMasks, fill: fill * scaled, post: post, additive: &additive, steps: steps, at: x, finiteFill: !math.IsInf(fill, -1)}, steps
+			}
+			return additive, nil
 		}
 		if f.noOp(n) {
 			cur = n.Inputs[0]
@@ -330,9 +337,31 @@ func (f *fuser) maskOperand(m, x string, post float64) (maskStage, []int) {
 		if !ok || c <= 0 {
 			return additive, nil
 		}
-		cur = next
+		cur, scaled = next, scaled*c
 	}
 	return additive, nil
+}
+
+// fillWhereNonzero reads Where(Cast(e → bool), F, e) (the condition
+// possibly through no-op Casts), F a one-element
+// constant that is -inf or at most -2^127: the tensor is e where e is 0
+// and F elsewhere (transformers' _expand_mask, masked_fill of 1 - mask with
+// finfo.min). It returns F.
+func (f *fuser) fillWhereNonzero(n *ir.Node) (float64, bool) {
+	fill, ok := f.scalarConst(n.Inputs[1])
+	if !ok || !(math.IsInf(fill, -1) || fill <= -0x1p127) {
+		return 0, false
+	}
+	i, ok := f.producer[f.noOpSource(n.Inputs[0])]
+	if !ok || f.removed[i] {
+		return 0, false
+	}
+	c := f.pl.steps[i].node
+	to, err := c.AttrInt("to", 0)
+	if c.OpType != "Cast" || !isDefaultDomain(c) || err != nil || ir.DType(to) != ir.Bool || len(c.Inputs) != 1 || c.Inputs[0] != n.Inputs[2] {
+		return 0, false
+	}
+	return fill, true
 }
 
 // zeroTerm reports whether tensor x, an additive term of the scores, holds
@@ -490,18 +519,30 @@ func (f *fuser) scoresProduct(n *ir.Node, m attnMatch, post float64, chain []int
 			return m, false
 		}
 	}
+	// A bool mask read from an additive term goes back to it (its steps
+	// run again) where it cannot stay: with a finite fill beside another
+	// mask (F + F' is -inf where both hide; the fill alone would be F),
+	// or as one of two bool masks (the fused node has one; two Wheres do
+	// not fuse).
+	back := func(k int) {
+		b := m.masks[k]
+		m.masks = slices.Clone(m.masks)
+		m.masks[k] = *b.additive
+		chain = slices.DeleteFunc(slices.Clone(chain), func(i int) bool { return slices.Contains(b.steps, i) })
+	}
+	if len(m.masks) == maxMaskStages {
+		for k := range m.masks {
+			if m.masks[k].finiteFill {
+				back(k)
+			}
+		}
+	}
 	if len(m.masks) == maxMaskStages && m.masks[0].kind != ops.MaskAdditive && m.masks[1].kind != ops.MaskAdditive {
-		// Two bool masks: one read from an additive term goes back to it
-		// (its steps run again); two Wheres do not fuse (the fused node
-		// has one bool mask).
 		k := slices.IndexFunc(m.masks, func(s maskStage) bool { return s.additive != nil })
 		if k < 0 {
 			return m, false
 		}
-		back := m.masks[k]
-		m.masks = slices.Clone(m.masks)
-		m.masks[k] = *back.additive
-		chain = slices.DeleteFunc(slices.Clone(chain), func(i int) bool { return slices.Contains(back.steps, i) })
+		back(k)
 	}
 	m.scores = n.Outputs[0]
 	chain = f.splitCausal(&m, m.maskScores(), chain)

@@ -139,6 +139,25 @@ func TestFuseExportForms(t *testing.T) {
 		inits: map[string]*ir.Tensor{"st": int64s(0), "en": int64s(h), "ax": int64s(1), "ik": int64s(-2), "iv": int64s(h + 1)},
 		nodes: []*ir.Node{node("Slice", []string{"f", "st", "en", "ax"}, []string{"q"}), node("Gather", []string{"f", "ik"}, []string{"k"}, axis1),
 			node("Gather", []string{"f", "iv"}, []string{"v"}, axis1), kt, qk, softmax("s0", "p"), pv("p")}}
+	// expandMask is transformers' _expand_mask on a float e (1 - mask):
+	// Where(Cast(Cast(e → bool) → bool), fill, e), added to the scores.
+	padE := func() *ir.Tensor {
+		e := ir.NewTensor(ir.Float, []int{b, 1, 1, s})
+		for i := range e.Float32s() {
+			if r.Intn(3) == 0 && i%s != 0 {
+				e.Float32s()[i] = float32(1 + r.Intn(2)) // any nonzero value hides the key
+			}
+		}
+		return e
+	}
+	expandMask := func(fill float32, extra ...*ir.Node) synth {
+		nodes := []*ir.Node{node("Cast", []string{"e"}, []string{"eb"}, castTo(ir.Bool)), node("Cast", []string{"eb"}, []string{"eb2"}, castTo(ir.Bool)),
+			node("Where", []string{"eb2", "fill", "e"}, []string{"em"}), kt, qk, node("Add", []string{"s0", "em"}, []string{"s1"})}
+		nodes = append(nodes, extra...)
+		last := nodes[len(nodes)-1].Outputs[0]
+		return synth{inputs: with(vi("e", ir.Float, b, 1, 1, s), vi("pb", ir.Float, 1, h, s, s)), inits: map[string]*ir.Tensor{"fill": sc(fill)},
+			nodes: append(nodes, softmax(last, "p"), pv("p"))}
+	}
 	cases := []struct {
 		name  string
 		syn   synth
@@ -268,6 +287,15 @@ func TestFuseExportForms(t *testing.T) {
 		{name: "einsum with the scores transposed: not fused", syn: synth{inputs: qkv,
 			nodes: []*ir.Node{node("Einsum", []string{"q", "k"}, []string{"s0"}, equation("bhqd,bhkd->bhkq")), softmax("s0", "p"),
 				node("Einsum", []string{"p", "v"}, []string{"y"}, equation("bhkq,bhqd->bhkd"))}}, none: true},
+		{name: "transformers' _expand_mask (finfo.min where e is not 0) read as a bool mask (BART)", syn: expandMask(-math.MaxFloat32),
+			feeds: map[string]*ir.Tensor{"e": padE()},
+			ops:   "Where Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=bool_true_masks mask_fill=-3.4028235e+38"},
+		{name: "_expand_mask beside a position bias stays additive (F + F' is not F)", syn: expandMask(-math.MaxFloat32, node("Add", []string{"s1", "pb"}, []string{"s2"})),
+			feeds: map[string]*ir.Tensor{"e": padE()},
+			ops:   "Transpose MatMul Add Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1 bias_scale=1"},
+		{name: "_expand_mask with a -1e4 fill stays additive", syn: expandMask(-1e4),
+			feeds: map[string]*ir.Tensor{"e": padE()},
+			ops:   "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
 		{name: "weights zeroed after the Softmax by the finfo.min mask (ESPnet)", syn: zeroed(-math.MaxFloat32, false),
 			feeds: map[string]*ir.Tensor{"m": padRows()},
 			ops:   "Transpose MatMul Div Where Softmax Where MatMul", attrs: "scale=0.5 masked_rows_zero=1 mask_kind=bool_true_masks mask_fill=-Inf"},
