@@ -1259,6 +1259,62 @@ def export_bench(outdir):
         print("%-24s %8.1f MiB  %s  (B=1,S=100 max err %.1e)" % (
             name, os.path.getsize(path) / 2**20,
             ", ".join(value_info_str(v) for v in om.graph.input), err))
+    export_bench_patterns(outdir)
+
+
+def export_bench_patterns(outdir):
+    """The attention patterns of other code bases (the ext models of
+    models/) at the sizes their models use, for bench-compare: BART-base's
+    encoder self-attention, the Conformer's (ESPnet, d=256), Swin-T's first
+    stage (7x7 windows of C=96, 64 windows), BLOOM-560m's, Falcon-style
+    multi-query at C=1024 and timm's ViT-B/16 (197 tokens). Each is checked
+    against PyTorch at its export inputs with the numpy interpreter."""
+    torch.manual_seed(0)
+    rng = np.random.default_rng(11)
+    s = 64  # export length; the graphs are dynamic in it
+    swin = am.SwinWindowAttention(96, (7, 7), 3)
+    for p in swin.parameters():
+        torch.nn.init.normal_(p, std=0.02)
+    items = [
+        ("bart_attention_c768", am.BartAttention(768, 12),
+         [("x", randn(rng, (1, s, 768)), {0: "batch", 1: "seq"}),
+          ("attention_mask", np.ones((1, s), np.int64), {0: "batch", 1: "seq"})]),
+        ("espnet_relpos_attention_c256", am.EspnetRelPosAttention(4, 256),
+         [("x", randn(rng, (1, s, 256)), {0: "batch", 1: "seq"}), ("pos_emb", randn(rng, (1, s, 256)), {1: "seq"}),
+          ("mask", np.ones((1, 1, s), bool), {0: "batch", 2: "seq"})]),
+        ("swin_window_attention_c96", swin,
+         [("x", randn(rng, (4, 49, 96)), {0: "bw"}), ("mask", swin_shift_mask(rng, (4, 49, 49)), {0: "nw"})]),
+        ("bloom_attention_c1024", am.BloomAttention(1024, 16),
+         [("x", randn(rng, (1, s, 1024)), {0: "batch", 1: "seq"}),
+          ("attention_mask", np.ones((1, s), np.int64), {0: "batch", 1: "seq"})]),
+        ("falcon_mqa_attention_c1024", am.FalconMultiQueryAttention(1024, 16),
+         [("x", randn(rng, (1, s, 1024)), {0: "batch", 1: "seq"})]),
+        ("timm_vit_attention_c768", am.TimmViTAttention(768, 12, indexed=True),
+         [("x", randn(rng, (1, 197, 768)), {0: "batch"})]),
+    ]
+    for name, m, ins in items:
+        m.eval()
+        d = os.path.join(outdir, name)
+        path = os.path.join(d, "model.onnx")
+        if os.path.exists(path):
+            print("%-28s present" % name)
+            continue
+        os.makedirs(d, exist_ok=True)
+        arrays = [a for _, a, _ in ins]
+        axes = {n: ax for n, _, ax in ins}
+        axes["y"] = dict(ins[0][2])
+        with torch.no_grad():
+            torch.onnx.export(m, tuple(torch.from_numpy(a) for a in arrays), path,
+                              input_names=[n for n, _, _ in ins], output_names=["y"],
+                              dynamic_axes=axes, opset_version=OPSET, do_constant_folding=True)
+        onnx.checker.check_model(path)
+        om = onnx.load(path)
+        want = run_torch(m, arrays)
+        (got,) = run_numpy(om, {n: a for n, a, _ in ins})
+        err = float(np.max(np.abs(got - want)))
+        assert err < 1e-4, (name, err)
+        print("%-28s %8.1f MiB  %s  (max err %.1e)" % (
+            name, os.path.getsize(path) / 2**20, ", ".join(value_info_str(v) for v in om.graph.input), err))
 
 
 def main():
