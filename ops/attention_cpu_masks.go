@@ -8,6 +8,8 @@ package ops
 import (
 	"math"
 	"unsafe"
+
+	"github.com/attnrun/attnrun/ops/internal/kernel"
 )
 
 // Mask classes of one query row over one key block.
@@ -245,6 +247,10 @@ func boolRunClass(mk []bool, masked bool) uint8 {
 // maskPanel masks one transposed scores panel: lane c is query i0+c, row
 // key is key j0+key.
 func (p *attnPlan) maskPanel(st []float32, cls []uint8, b, i0, j0, cols int) {
+	if p.maskFloats != nil { // additive: every lane is maskAdd
+		addPanel(st, p.maskFloats, p.mOff[b]+i0*p.mRowStep+j0*p.mColStep, p.mRowStep, p.mColStep, cols, len(cls), p.maskScale)
+		return
+	}
 	for c, k := range cls {
 		if k == maskNone {
 			continue
@@ -261,17 +267,6 @@ func (p *attnPlan) maskPanel(st []float32, cls []uint8, b, i0, j0, cols int) {
 					st[key*attnNR+c] = p.fill
 				}
 			}
-		case maskAdd:
-			if p.mColStep == 0 {
-				add := p.maskFloats[off] * p.maskScale
-				for key := 0; key < cols; key++ {
-					st[key*attnNR+c] += add
-				}
-				continue
-			}
-			for key, v := range p.maskFloats[off : off+cols] {
-				st[key*attnNR+c] += v * p.maskScale
-			}
 		}
 	}
 }
@@ -279,17 +274,43 @@ func (p *attnPlan) maskPanel(st []float32, cls []uint8, b, i0, j0, cols int) {
 // biasPanel adds bias_scale·bias to one transposed scores panel: lane c
 // is query i0+c, row key is key j0+key.
 func (p *attnPlan) biasPanel(st []float32, b, i0, j0, cols, lanes int) {
-	sc := p.biasScale
-	for c := 0; c < lanes; c++ {
-		off := p.bOff[b] + (i0+c)*p.bRowStep + j0*p.bColStep
-		if p.bColStep == 0 {
-			add := p.biasFloats[off] * sc
+	addPanel(st, p.biasFloats, p.bOff[b]+i0*p.bRowStep+j0*p.bColStep, p.bRowStep, p.bColStep, cols, lanes, p.biasScale)
+}
+
+// addPanel adds sc·src to a transposed scores panel, src query-major:
+// st[key·NR + c] += sc·src[off + c·rowStep + key·colStep] for lanes
+// c < lanes and keys < cols. With the AVX-512 tile and src's keys
+// contiguous (colStep 1; rowStep 0 broadcasts one row over the queries,
+// ALiBi's or a padding mask's), 16×16 blocks are transposed and added in
+// registers (kernel.TransposeAdd16, one rounding: a fused multiply-add);
+// the rest element by element.
+func addPanel(st, src []float32, off, rowStep, colStep, cols, lanes int, sc float32) {
+	c0 := 0
+	if tileLoop && colStep == 1 {
+		full := cols &^ 15
+		for ; c0+16 <= lanes && full > 0; c0 += 16 {
+			_ = src[off+(c0+15)*rowStep+full-1]
+			_ = st[(full-1)*attnNR+c0+15]
+			for k := 0; k < full; k += 16 {
+				kernel.TransposeAdd16(&st[k*attnNR+c0], attnNR, &src[off+c0*rowStep+k], rowStep, sc)
+			}
+			for c := c0; c < c0+16; c++ {
+				for key := full; key < cols; key++ {
+					st[key*attnNR+c] += src[off+c*rowStep+key] * sc
+				}
+			}
+		}
+	}
+	for c := c0; c < lanes; c++ {
+		at := off + c*rowStep
+		if colStep == 0 {
+			add := src[at] * sc
 			for key := 0; key < cols; key++ {
 				st[key*attnNR+c] += add
 			}
 			continue
 		}
-		for key, v := range p.biasFloats[off : off+cols] {
+		for key, v := range src[at : at+cols] {
 			st[key*attnNR+c] += v * sc
 		}
 	}

@@ -416,6 +416,36 @@ func TestTransposeScale16(t *testing.T) {
 	}
 }
 
+// TestTransposeAdd16 checks the transposed, scaled add on strided blocks,
+// and with lds 0 (one row of src added to every column).
+func TestTransposeAdd16(t *testing.T) {
+	if !AVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	const ldd = 21
+	for _, lds := range []int{19, 0} {
+		src := make([]float32, 15*lds+16)
+		for i := range src {
+			src[i] = float32(i%23) - 7.25
+		}
+		dst := make([]float32, 15*ldd+16+3)
+		for i := range dst {
+			dst[i] = float32(i) * 0.5
+		}
+		const scale = -0.75
+		TransposeAdd16(&dst[0], ldd, &src[0], lds, scale)
+		for k, got := range dst {
+			want := float32(k) * 0.5
+			if i, j := k/ldd, k%ldd; i < 16 && j < 16 {
+				want += scale * src[j*lds+i]
+			}
+			if got != want {
+				t.Fatalf("lds %d: dst[%d] = %g, want %g", lds, k, got, want)
+			}
+		}
+	}
+}
+
 // keyBiasTiles is a per-key bias for n tiles of 8 keys: -inf on every key
 // of tile 0 and on every key whose index is a multiple of every, normal
 // values elsewhere.

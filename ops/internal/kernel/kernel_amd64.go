@@ -307,6 +307,15 @@ func ScoresExpBF16x32Base2(k int, a *uint32, lda int, b, c *uint32, n, as int, s
 //go:noescape
 func TransposeScale16(dst *float32, ldd int, src *float32, lds int, scale *float32)
 
+// TransposeAdd16 adds the transpose of a 16×16 block, scaled:
+// dst[i·ldd + j] += scale·src[j·lds + i] for i, j < 16 (strides in
+// floats; lds 0 adds src's one row to every column). The fused attention
+// adds an additive mask or bias, stored query-major, to its transposed
+// scores panel with it. It needs AVX512.
+//
+//go:noescape
+func TransposeAdd16(dst *float32, ldd int, src *float32, lds int, scale float32)
+
 // RowMoments16 returns the float32 mean of x's n elements, then the sum
 // of the deviations mean - x (sd, the mean's rounding error times -n) and
 // of their squares (m2), each with 64 partial sums, with AVX-512 (AVX512);

@@ -155,6 +155,11 @@ func TransposeScale16(dst *float32, ldd int, src *float32, lds int, scale *float
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
 
+// TransposeAdd16 is never called where AVX512 is false.
+func TransposeAdd16(dst *float32, ldd int, src *float32, lds int, scale float32) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
 // RowMoments16 is never called where AVX512 is false.
 func RowMoments16(x *float32, n int) (mean, sd, m2 float32) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
