@@ -1199,6 +1199,21 @@ def export_intermediates(outdir, only=None):
             "%s" % (list(w.shape),) for _, w in rec.calls)))
 
 
+def export_checked(m, path, names, args, axes, feeds):
+    """Exports module m at args to path (graph inputs names, output y,
+    dynamic_axes axes, opset OPSET), checks it with onnx.checker, and runs
+    it on feeds (numpy arrays in names' order) with the numpy interpreter
+    against PyTorch: returns the loaded model and the max abs error."""
+    with torch.no_grad():
+        torch.onnx.export(m, args, path, input_names=names, output_names=["y"],
+                          dynamic_axes=axes, opset_version=OPSET, do_constant_folding=True)
+    onnx.checker.check_model(path)
+    om = onnx.load(path)
+    want = run_torch(m, feeds)
+    (got,) = run_numpy(om, dict(zip(names, feeds)))
+    return om, float(np.max(np.abs(got - want)))
+
+
 def export_bench(outdir):
     torch.manual_seed(0)
     items = [
@@ -1240,21 +1255,14 @@ def export_bench(outdir):
             if mname in inames:
                 axes[mname] = {0: "batch", 1: "seq"}
         path = os.path.join(d, "model.onnx")
-        with torch.no_grad():
-            torch.onnx.export(m, args, path, input_names=inames, output_names=["y"],
-                              dynamic_axes=axes, opset_version=OPSET)
-        onnx.checker.check_model(path)
-        om = onnx.load(path)
-        # quick check at another shape with the numpy interpreter
+        # checked at another shape with the numpy interpreter
         rng = np.random.default_rng(7)
         feeds = [randn(rng, (100, 1, 768) if seq_first else (1, 100, 768))]
         if "mask" in inames:
             feeds.append(pad_mask_bool(rng, (1, 100)))
         if "attention_mask" in inames:
             feeds.append((~pad_mask_bool(rng, (1, 100))).astype(np.float32))  # 1 = keep, 0 = padding
-        want = run_torch(m, feeds)
-        (got,) = run_numpy(om, dict(zip(inames, feeds)))
-        err = float(np.max(np.abs(got - want)))
+        om, err = export_checked(m, path, inames, args, axes, feeds)
         assert err < 1e-4, (name, err)
         print("%-24s %8.1f MiB  %s  (B=1,S=100 max err %.1e)" % (
             name, os.path.getsize(path) / 2**20,
@@ -1303,15 +1311,7 @@ def export_bench_patterns(outdir):
         arrays = [a for _, a, _ in ins]
         axes = {n: ax for n, _, ax in ins}
         axes["y"] = dict(ins[0][2])
-        with torch.no_grad():
-            torch.onnx.export(m, tuple(torch.from_numpy(a) for a in arrays), path,
-                              input_names=[n for n, _, _ in ins], output_names=["y"],
-                              dynamic_axes=axes, opset_version=OPSET, do_constant_folding=True)
-        onnx.checker.check_model(path)
-        om = onnx.load(path)
-        want = run_torch(m, arrays)
-        (got,) = run_numpy(om, {n: a for n, a, _ in ins})
-        err = float(np.max(np.abs(got - want)))
+        om, err = export_checked(m, path, [n for n, _, _ in ins], tuple(torch.from_numpy(a) for a in arrays), axes, arrays)
         assert err < 1e-4, (name, err)
         print("%-28s %8.1f MiB  %s  (max err %.1e)" % (
             name, os.path.getsize(path) / 2**20, ", ".join(value_info_str(v) for v in om.graph.input), err))

@@ -82,10 +82,10 @@ type attnMatch struct {
 	// through (fuse_causal.go): no longer computed once the fusion is in.
 	absorbs []int
 	// zeroCond and zeroKind are a Where after the Softmax that zeroes the
-	// weights its mask hides; zeroRows: it is accepted, the fused node
-	// takes masked_rows_zero (fuse_zero_rows.go).
+	// weights its mask hides; a match that has one took it
+	// (acceptZeroRows): the fused node takes masked_rows_zero
+	// (fuse_zero_rows.go).
 	zeroCond, zeroKind string
-	zeroRows           bool
 	// weightsZeroed: the weights output is read after the zeroing Where
 	// (else before it, the softmax's output); zeroWeights is the fused
 	// node's masked_rows_weights ("" for the default).
@@ -305,39 +305,25 @@ func (f *fuser) maskOperand(m, x string, post float64) (maskStage, []int) {
 	if name, ok := f.constBoolMask(m, x); ok {
 		return maskStage{name: name, kind: ops.MaskBoolTrueMasks, fill: math.Inf(-1), post: 1, additive: &additive, at: x}, nil
 	}
-	var steps []int
-	cur, scaled := m, 1.0 // m is cur times scaled
-	for len(steps) < maxViewChain {
-		k, n, ok := f.internal(cur)
-		if !ok {
-			return additive, nil
-		}
-		steps = append(steps, k)
-		if n.OpType == "Where" && len(n.Inputs) == 3 && f.types[n.Inputs[0]].Type.DType == ir.Bool {
-			cond := n.Inputs[0]
-			if !f.fitsScores(cond, x) {
-				return additive, nil
-			}
-			switch {
-			case f.constAll(n.Inputs[1], math.Inf(-1)) && f.constAll(n.Inputs[2], 0):
-				return maskStage{name: cond, kind: ops.MaskBoolTrueMasks, fill: math.Inf(-1), post: 1, additive: &additive, steps: steps, at: x}, steps
-			case f.constAll(n.Inputs[1], 0) && f.constAll(n.Inputs[2], math.Inf(-1)):
-				return maskStage{name: cond, kind: ops.MaskBoolFalseMasks, fill: math.Inf(-1), post: 1, additive: &additive, steps: steps, at: x}, steps
-			}
-			if fill, ok := f.fillWhereNonzero(n); ok {
-				return maskStage{name: cond, kind: ops.MaskBoolTrueMasks, fill: fill * scaled, post: post, additive: &additive, steps: steps, at: x, finiteFill: !math.IsInf(fill, -1)}, steps
-			}
-			return additive, nil
-		}
-		if f.noOp(n) {
-			cur = n.Inputs[0]
-			continue
-		}
-		next, c, ok := f.scaling(n)
-		if !ok || c <= 0 {
-			return additive, nil
-		}
-		cur, scaled = next, scaled*c
+	// m through no-op Casts and positive scalings (their product scaled)
+	// from the step that computes it.
+	links := f.passThrough(m, true)
+	n, steps, ok := f.linkSource(links)
+	if !ok || n.OpType != "Where" || len(n.Inputs) != 3 || f.types[n.Inputs[0]].Type.DType != ir.Bool {
+		return additive, nil
+	}
+	cond, scaled := n.Inputs[0], links[len(links)-1].factor
+	if !f.fitsScores(cond, x) {
+		return additive, nil
+	}
+	switch {
+	case f.constAll(n.Inputs[1], math.Inf(-1)) && f.constAll(n.Inputs[2], 0):
+		return maskStage{name: cond, kind: ops.MaskBoolTrueMasks, fill: math.Inf(-1), post: 1, additive: &additive, steps: steps, at: x}, steps
+	case f.constAll(n.Inputs[1], 0) && f.constAll(n.Inputs[2], math.Inf(-1)):
+		return maskStage{name: cond, kind: ops.MaskBoolFalseMasks, fill: math.Inf(-1), post: 1, additive: &additive, steps: steps, at: x}, steps
+	}
+	if fill, ok := f.fillWhereNonzero(n); ok {
+		return maskStage{name: cond, kind: ops.MaskBoolTrueMasks, fill: fill * scaled, post: post, additive: &additive, steps: steps, at: x, finiteFill: !math.IsInf(fill, -1)}, steps
 	}
 	return additive, nil
 }
@@ -836,7 +822,7 @@ func (m attnMatch) node(steps []step) (*ir.Node, bool) {
 			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "causal_fill", Type: ir.AttrFloat, Float: float32(mask.causalFill)})
 		}
 	}
-	if m.zeroRows {
+	if m.zeroCond != "" {
 		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "masked_rows_zero", Type: ir.AttrInt, Int: 1})
 		if m.zeroWeights != "" {
 			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "masked_rows_weights", Type: ir.AttrString, String: []byte(m.zeroWeights)})

@@ -179,12 +179,7 @@ func (f *fuser) regroup(m attnMatch) (*regrouping, attnMatch, addedNodes, bool) 
 		if st.name == "" {
 			continue
 		}
-		frame, ok1 := f.batchOf(st.at)
-		shape, ok2 := f.concreteShape(st.name)
-		if !ok1 || !ok2 {
-			return nil, m, added, false
-		}
-		want, ok := regroupShape(shape, frame, r.fine)
+		shape, want, ok := f.fineShape(st.name, st.at, r.fine)
 		if !ok {
 			return nil, m, added, false
 		}
@@ -199,12 +194,7 @@ func (f *fuser) regroup(m attnMatch) (*regrouping, attnMatch, addedNodes, bool) 
 		st.name = name
 	}
 	if m.weights != "" {
-		shape, ok1 := f.concreteShape(m.weights)
-		frame, ok2 := f.batchOf(m.weights)
-		if !ok1 || !ok2 {
-			return nil, m, added, false
-		}
-		want, ok := regroupShape(shape, frame, r.fine)
+		shape, want, ok := f.fineShape(m.weights, m.weights, r.fine)
 		if !ok {
 			return nil, m, added, false
 		}
@@ -390,6 +380,20 @@ func (f *fuser) throughOrSelf(name string, trace func(string) (string, ops.View,
 	}
 	s, ok := f.concreteShape(name)
 	return name, ops.Contiguous(s), nil, ok
+}
+
+// fineShape returns tensor name's concrete shape and that shape seen in
+// the fine batch shape (regroupShape), name broadcasting to the batch dims
+// of tensor at (a mask to the scores it applies to, the weights to
+// themselves).
+func (f *fuser) fineShape(name, at string, fine []int) (shape, want []int, ok bool) {
+	frame, ok1 := f.batchOf(at)
+	shape, ok2 := f.concreteShape(name)
+	if !ok1 || !ok2 {
+		return nil, nil, false
+	}
+	want, ok = regroupShape(shape, frame, fine)
+	return shape, want, ok
 }
 
 // batchOf returns the dims of tensor name before its last two.

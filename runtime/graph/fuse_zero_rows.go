@@ -69,7 +69,7 @@ func (f *fuser) noOpSource(name string) string {
 // acceptZeroRows checks a match whose weights a Where zeroes (m.zeroCond)
 // against its mask: the chain's one Where mask must hide what the zeroing
 // Where zeroes, with a fill that gives masked keys no weight. It then
-// turns the fill into -inf and sets m.zeroRows.
+// turns the fill into -inf.
 func (f *fuser) acceptZeroRows(m *attnMatch) bool {
 	var where *maskStage
 	for i := range m.masks {
@@ -97,6 +97,5 @@ func (f *fuser) acceptZeroRows(m *attnMatch) bool {
 		m.zeroWeights = ops.MaskedRowsWeightsUniform
 	}
 	where.fill, where.post = math.Inf(-1), 1
-	m.zeroRows = true
 	return true
 }
