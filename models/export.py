@@ -551,7 +551,9 @@ SPECS = [
          lambda: am.BartAttention(C, H),
          [("x", ("batch", "seq", C), randn), ("attention_mask", ("batch", "seq"), keep_mask_int_2d)],
          [("y", ("batch", "seq", C))],
-         _std_sets(),
+         # batch·seq > 64 in the last set: an attention_mask that large is no plan
+         # constant, so the _expand_mask chain runs (before its Expand, fuse_narrow.go)
+         _std_sets() + [dict(batch=2, seq=40)],
          "q_proj(x) * scaling; q, k, v in (B·H, S, D); bmm, the scores viewed as (B, H, T, S) plus "
          "_expand_mask's (1 - mask) masked_fill'ed with finfo.min ([B, 1, T, S]) and viewed back (Reshape, "
          "Add, Reshape), softmax, bmm with v; attention_mask: int64, 1 = keep"),

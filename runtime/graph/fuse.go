@@ -81,6 +81,10 @@ import (
 // with scores of -2·10^4 they take it all), so the fused node takes
 // causal_fill and the kernel computes such rows' query blocks again with
 // the hidden scores at the fill.
+// A mask or bias computed element-wise from an Expand (transformers'
+// _expand_mask) is read as computed before the broadcast: the fusion runs
+// those steps on the small tensor and the fused node broadcasts the result
+// (fuse_narrow.go).
 // The matched steps are replaced by one com.attnrun:FusedAttention step
 // (see ops/attention.go for its contract) at the position of the final
 // product (or of the first reader of P, when
@@ -115,7 +119,8 @@ type Fusion struct {
 	// Absorbed lists the data-movement nodes (Reshape, Transpose, Split,
 	// Squeeze, ...) that are no longer executed because the fused node
 	// reads its inputs or writes its output through a strided view
-	// (views.go) instead.
+	// (views.go) instead, and the full-size steps of a mask it reads as
+	// computed before its broadcast (fuse_narrow.go).
 	Absorbed []*ir.Node
 	// Nodes, when the rewrite runs more than Node (ONNX Attention's
 	// lowering: KV-cache Concat, head split, Casts), lists every node it
@@ -233,16 +238,21 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 // build makes the fused node of a match: it reads Q, K and V through the
 // views their permutations, head repeats and batch regrouping need, then,
 // where inference still agrees, through the movement steps before them
-// (reads lists those steps), and writes its result through the movement
-// steps after the final product (writes). added lists the nodes to run
-// around it (Reshapes to and from a regrouped batch, fuse_regroup.go). ok
-// is false when the node's inference does not give the chain's output
-// types.
+// (reads lists those steps, and the full-size steps of a mask it reads as
+// computed before its broadcast, fuse_narrow.go), and writes its result
+// through the movement steps after the final product (writes). added lists
+// the nodes to run around it (those narrowed masks; Reshapes to and from a
+// regrouped batch, fuse_regroup.go). ok is false when the node's inference
+// does not give the chain's output types.
 func (f *fuser) build(schema *ops.Schema, m attnMatch) (fused *ir.Node, added addedNodes, reads, writes []int, ok bool) {
+	m, nw := f.narrowMasks(m)
 	rg, m, added, ok := f.regroup(m)
 	if !ok {
 		return nil, added, nil, nil, false
 	}
+	added.pre = append(nw.nodes, added.pre...)
+	added.schemas, added.opsets = nw.schemas, nw.opsets
+	reads = nw.steps // the full-size mask steps: dropped once nothing reads them
 	fused, ok = m.node(f.pl.steps)
 	if !ok {
 		return nil, added, nil, nil, false

@@ -130,9 +130,13 @@ func (r *regrouping) outView(v ops.View) (ops.View, bool) {
 }
 
 // addedNodes are the nodes a fusion runs besides its fused node: before
-// it (pre) and after it (post).
+// it (pre) and after it (post). A node without an entry in schemas is a
+// Reshape at regroupReshapeOpset; the others (masks computed before their
+// broadcast, fuse_narrow.go) run with the schema and opset given.
 type addedNodes struct {
 	pre, post []*ir.Node
+	schemas   map[*ir.Node]*ops.Schema
+	opsets    map[*ir.Node]int
 }
 
 // regroup works out how match m, with regrouping Reshapes, is fused (nil
@@ -236,8 +240,10 @@ func (f *fuser) reshapeNode(in, out string, shape []int, what string) *ir.Node {
 // pos.
 func (f *fuser) readyBefore(nodes []*ir.Node, pos int) bool {
 	for _, n := range nodes {
-		if k, ok := f.producer[n.Inputs[0]]; ok && k >= pos {
-			return false
+		for _, in := range n.Inputs {
+			if k, ok := f.producer[in]; ok && in != "" && k >= pos {
+				return false
+			}
 		}
 	}
 	return true
@@ -247,15 +253,23 @@ func (f *fuser) readyBefore(nodes []*ir.Node, pos int) bool {
 // its fused step fs, those of added.post; and records the tensors
 // added.pre computes as made.
 func (f *fuser) addedSteps(added addedNodes, fs step) []step {
-	schema, _ := ops.Lookup(ops.DomainONNX, "Reshape", regroupReshapeOpset) // regroup looked it up
+	reshape, _ := ops.Lookup(ops.DomainONNX, "Reshape", regroupReshapeOpset) // regroup looked it up
 	var steps []step
 	for _, n := range slices.Concat(added.pre, []*ir.Node{fs.node}, added.post) {
 		if n == fs.node {
 			steps = append(steps, fs)
 			continue
 		}
-		st := step{index: fs.index, node: n, schema: schema, ctx: ops.Context{Opset: regroupReshapeOpset, Threads: fs.ctx.Threads}}
+		schema, opset := reshape, regroupReshapeOpset
+		if s, ok := added.schemas[n]; ok {
+			schema, opset = s, added.opsets[n]
+		}
+		st := step{index: fs.index, node: n, schema: schema, ctx: ops.Context{Opset: opset, Threads: fs.ctx.Threads}}
 		for _, name := range n.Inputs {
+			if name == "" {
+				st.args = append(st.args, -1)
+				continue
+			}
 			s := f.slotOf(name)
 			if c := f.types[name].Const; c != nil {
 				f.pl.consts[s] = c
