@@ -41,7 +41,9 @@ import (
 //	    of them a Where
 //	S = MatMul(Q', K') | Einsum(Q', K')    any einsum spelling of Q·Kᵀ
 //	Q' = Q scaled: Div/Mul by one-element constants (a scale folded into
-//	    Q, or into both Q and K as Whisper does with d^-1/4 each)
+//	    Q, or into both Q and K as Whisper does with d^-1/4 each; also one
+//	    before the movement steps Q or K is read through, as BART's
+//	    q_proj(x)·scaling before the head split: foldReadScales)
 //	K' = K scaled, transposed (a Transpose swapping the last two axes,
 //	    dropped, or any [.., D, Sk] tensor), and possibly repeated over
 //	    grouped heads as transformers' repeat_kv does (Unsqueeze → Expand
@@ -119,8 +121,10 @@ type Fusion struct {
 	// Absorbed lists the data-movement nodes (Reshape, Transpose, Split,
 	// Squeeze, ...) that are no longer executed because the fused node
 	// reads its inputs or writes its output through a strided view
-	// (views.go) instead, and the full-size steps of a mask it reads as
-	// computed before its broadcast (fuse_narrow.go).
+	// (views.go) instead, and the nodes no longer executed because it
+	// reads around them: a scaling of Q or K it folds into its scale, the
+	// full-size steps of a mask it reads as computed before its broadcast
+	// (fuse_narrow.go).
 	Absorbed []*ir.Node
 	// Nodes, when the rewrite runs more than Node (ONNX Attention's
 	// lowering: KV-cache Concat, head split, Casts), lists every node it
@@ -183,6 +187,8 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 		if !ok {
 			continue
 		}
+		fused, scaled := f.foldReadScales(schema, fused)
+		reads = append(reads, scaled...)
 		pos, ok := f.placement(m, fused, i)
 		if !ok || !f.readyBefore(added.pre, pos) {
 			continue
@@ -321,6 +327,34 @@ func (f *fuser) build(schema *ops.Schema, m attnMatch) (fused *ir.Node, added ad
 		}
 	}
 	return fused, added, reads, writes, true
+}
+
+// foldReadScales folds into the scale of fused node n a scale on the
+// tensor it reads Q or K from through movement steps (transformers'
+// q_proj(x)·scaling before the head split; the matcher folds a scale
+// applied after the movement itself): n reads the unscaled tensor. It
+// returns the node and the scaling steps it reads around, which are
+// dropped when nothing else reads them (then listed in Absorbed).
+func (f *fuser) foldReadScales(schema *ops.Schema, n *ir.Node) (*ir.Node, []int) {
+	var steps []int
+	for k := range 2 {
+		i, sn, ok := f.internal(n.Inputs[k])
+		if !ok {
+			continue
+		}
+		next, c, ok := f.scaling(sn)
+		if !ok {
+			continue
+		}
+		scale, _ := n.AttrFloat("scale", 1)
+		trial := cloneNode(n)
+		trial.Inputs[k] = next
+		trial.Attrs = withAttr(trial.Attrs, &ir.Attribute{Name: "scale", Type: ir.AttrFloat, Float: float32(float64(scale) * c)})
+		if f.inferMatches(schema, trial, n.Outputs[0]) {
+			n, steps = trial, append(steps, i)
+		}
+	}
+	return n, steps
 }
 
 // operandView returns the tensor the fused node reads for an operand and

@@ -131,6 +131,13 @@ func TestFuseExportForms(t *testing.T) {
 	qkvGather := synth{inputs: []*ir.ValueInfo{vi("qkv", ir.Float, 3, b, h, s, d)}, inits: map[string]*ir.Tensor{"i0": idx(0), "i1": idx(1), "i2": idx(-1)},
 		nodes: []*ir.Node{node("Gather", []string{"qkv", "i0"}, []string{"q"}), node("Gather", []string{"qkv", "i1"}, []string{"k"}),
 			node("Gather", []string{"qkv", "i2"}, []string{"v"}), kt, qk, softmax("s0", "p"), pv("p")}}
+	// scaledBeforeSplit scales the projected q [b, s, h·d] by 0.5, then
+	// splits the heads: Reshape to [b, s, h, d], Transpose to [b, h, s, d].
+	scaledBeforeSplit := synth{inputs: []*ir.ValueInfo{vi("qp", ir.Float, b, s, h*d), vi("k", ir.Float, b, h, s, d), vi("v", ir.Float, b, h, s, d)},
+		inits: map[string]*ir.Tensor{"half": sc(0.5), "heads": int64s(b, s, h, d)},
+		nodes: []*ir.Node{node("Mul", []string{"qp", "half"}, []string{"qs"}), node("Reshape", []string{"qs", "heads"}, []string{"q4"}),
+			node("Transpose", []string{"q4"}, []string{"q"}, &ir.Attribute{Name: "perm", Type: ir.AttrInts, Ints: []int64{0, 2, 1, 3}}),
+			kt, qk, softmax("s0", "p"), pv("p")}}
 	// mqaGather reads q as a Slice and k, v as Gathers of a one-element
 	// index list, which keep the axis (Falcon's fused[:, [-2]]), from a
 	// [b, h+2, s, d] tensor: k and v have one head, broadcast.
@@ -336,6 +343,12 @@ func TestFuseExportForms(t *testing.T) {
 			ops: "Transpose MatMul Softmax MatMul", attrs: "scale=1 q_view k_view v_view"},
 		{name: "K, V as Gathers of a one-element index (Falcon's multi-query)", syn: mqaGather,
 			ops: "Transpose MatMul Softmax MatMul", attrs: "scale=1 q_view k_view v_view"},
+		{name: "Q scaled before the head split (BART's q_proj(x)·scaling)", syn: scaledBeforeSplit,
+			ops: "Transpose MatMul Softmax MatMul", attrs: "scale=0.5 q_view"},
+		{name: "Q scaled before the head split, the scaled tensor also an output", syn: withOutputs(scaledBeforeSplit, "qs"),
+			ops: "Transpose MatMul Softmax MatMul", attrs: "scale=1 q_view"},
+		{name: "Q scaled before the head split, the split Q also an output", syn: withOutputs(scaledBeforeSplit, "q"),
+			ops: "Transpose MatMul Softmax MatMul", attrs: "scale=0.5 q_view"},
 		{name: "unbatched (2-D) with a 1-D additive mask", syn: synth{inputs: []*ir.ValueInfo{vi("q", ir.Float, s, d), vi("k", ir.Float, s+1, d), vi("v", ir.Float, s+1, d), vi("m", ir.Float, s+1)},
 			nodes: []*ir.Node{node("Transpose", []string{"k"}, []string{"kt"}), qk, node("Add", []string{"s0", "m"}, []string{"s1"}), softmax("s1", "p"), pv("p")}},
 			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},

@@ -148,10 +148,11 @@ func TestModelFusions(t *testing.T) {
 		// the (folded) ALiBi term is zeros (no bias) and the folded mask
 		// hides every key with finfo.min.
 		{"bloom_attention", 1, "MatMul Mul Add Reshape Where Softmax Cast Cast Reshape MatMul", scale8, true, ops.MaskBoolTrueMasks, -math.MaxFloat32, false},
-		// BART (transformers' BartAttention): q·scaling on the projection,
+		// BART (transformers' BartAttention): q·scaling on the projection
+		// (before the head split: folded into the scale, Q read around it),
 		// heads in the batch, the scores viewed as (B, H, T, S) to add
 		// _expand_mask's finfo.min mask and viewed back.
-		{"bart_attention", 1, "Transpose MatMul Reshape Add Reshape Softmax MatMul", 1, false, ops.MaskAdditive, 0, false},
+		{"bart_attention", 1, "Transpose MatMul Reshape Add Reshape Softmax MatMul", scale8, false, ops.MaskAdditive, 0, false},
 		// Older-opset exports fuse as their opset-17 twins: opset 14
 		// (torch's default), opset 11's attribute axes and 2-D-coerced
 		// Softmax(axis=-1), the opset-14 encoder with its LayerNorms as
