@@ -54,6 +54,29 @@ func Viridis(min, max float64) (palette.ColorMap, error) {
 	return cm, nil
 }
 
+// colors is a palette.Palette of given colours.
+type colors []color.Color
+
+// Colors returns the palette's colours.
+func (c colors) Colors() []color.Color { return c }
+
+// sampled returns n colours of cm evenly spaced over [cm.Min(), cm.Max()].
+// (moreland's own Palette steps to min + (n-1)·delta, which rounding can
+// put past the max for some maxima, such as a weight of 1 - 11·2^-21, and
+// then panics.)
+func sampled(cm palette.ColorMap, n int) (palette.Palette, error) {
+	lo, hi := cm.Min(), cm.Max()
+	out := make(colors, n)
+	for i := range out {
+		c, err := cm.At(min(hi, lo+(hi-lo)*float64(i)/float64(n-1)))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
 // HeatMap is one matrix of attention weights: rows are queries, columns
 // keys.
 type HeatMap struct {
@@ -170,7 +193,11 @@ func (h *HeatMap) WritePNG(w io.Writer) error {
 	p.X.Tick.Marker = intTicks{}
 	p.Y.Tick.Marker = queryTicks{h.Rows}
 	g.k = max(1, cellPixels/max(h.Rows, h.Cols))
-	hm := plotter.NewHeatMap(g, cm.Palette(256))
+	pal, err := sampled(cm, 256)
+	if err != nil {
+		return err
+	}
+	hm := plotter.NewHeatMap(g, pal)
 	hm.Min, hm.Max = 0, hi
 	hm.NaN = MaskedColor
 	hm.Rasterized = true

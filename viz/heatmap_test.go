@@ -65,6 +65,19 @@ func TestHeatMapMaskedCells(t *testing.T) {
 	}
 }
 
+// TestHeatMapLargestWeights draws maps whose largest weight is one that
+// gonum's own palette stepping rounds past its maximum (1 - 11·2^-21:
+// one of Swin V2's attention maps) and others, without an error or a panic.
+func TestHeatMapLargestWeights(t *testing.T) {
+	for _, hi := range []float32{1 - 11*0x1p-21, 1 - 0x1p-20, 1 - 0x1p-24, 1, 0x1p-126, 0.3, 1e-30} {
+		h := &HeatMap{Title: "test", Rows: 2, Cols: 2, Weights: []float32{hi, 0, hi / 3, 0}}
+		var buf bytes.Buffer
+		if err := h.WritePNG(&buf); err != nil {
+			t.Errorf("largest weight %g: %v", hi, err)
+		}
+	}
+}
+
 func TestHeatMapRejectsBadSizes(t *testing.T) {
 	var buf bytes.Buffer
 	for _, h := range []*HeatMap{
