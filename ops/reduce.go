@@ -7,14 +7,14 @@ import (
 	"github.com/attnrun/attnrun/ir"
 )
 
-// The Reduce family: ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd
-// and ReduceSumSquare. axes come from an attribute until ReduceSum-13 and the
+// The Reduce family: ReduceSum, ReduceMean, ReduceMax, ReduceMin,
+// ReduceProd, ReduceSumSquare, ReduceL1 and ReduceL2. axes come from an attribute until ReduceSum-13 and the
 // others' opset 18, from an optional int64 input after. No axes (or an
 // empty list) reduces every dim, unless noop_with_empty_axes is set (input
 // versions only), which makes the op an identity. keepdims (default 1)
 // keeps reduced dims as size 1. Floats accumulate in float64, signed
 // integers in int64 and unsigned ones in uint64 (wrapping); ReduceMean of
-// integers truncates.
+// integers truncates, and so does ReduceL2's square root.
 
 // reduceKind selects the reduction.
 type reduceKind int
@@ -26,6 +26,8 @@ const (
 	reduceMin
 	reduceProd
 	reduceSumSquare
+	reduceL1
+	reduceL2
 )
 
 func init() {
@@ -46,6 +48,8 @@ func init() {
 		{"ReduceMin", reduceMin, 18, []int{1, 11, 12, 13, 18, 20}, "minimum over axes (NaN propagates; on bool from opset 20: all)"},
 		{"ReduceProd", reduceProd, 18, []int{1, 11, 13, 18}, "product over axes"},
 		{"ReduceSumSquare", reduceSumSquare, 18, []int{1, 11, 13, 18}, "sum of squares over axes"},
+		{"ReduceL1", reduceL1, 18, []int{1, 11, 13, 18}, "sum of absolute values over axes"},
+		{"ReduceL2", reduceL2, 18, []int{1, 11, 13, 18}, "square root of the sum of squares over axes (F.normalize's norm)"},
 	} {
 		for _, r := range versions(op.versions...) {
 			maxIn := 1
@@ -433,9 +437,13 @@ func reduceAccumulate[T reduceNum, A reduceAcc](kind reduceKind, x []T, p *reduc
 				for _, v := range xs {
 					a += A(v)
 				}
-			case reduceSumSquare:
+			case reduceSumSquare, reduceL2:
 				for _, v := range xs {
 					a += A(v) * A(v)
+				}
+			case reduceL1:
+				for _, v := range xs {
+					a += reduceAbs(A(v))
 				}
 			case reduceProd:
 				for _, v := range xs {
@@ -463,9 +471,13 @@ func reduceAccumulate[T reduceNum, A reduceAcc](kind reduceKind, x []T, p *reduc
 			for i, v := range xs {
 				as[i] += A(v)
 			}
-		case reduceSumSquare:
+		case reduceSumSquare, reduceL2:
 			for i, v := range xs {
 				as[i] += A(v) * A(v)
+			}
+		case reduceL1:
+			for i, v := range xs {
+				as[i] += reduceAbs(A(v))
 			}
 		case reduceProd:
 			for i, v := range xs {
@@ -488,10 +500,21 @@ func reduceAccumulate[T reduceNum, A reduceAcc](kind reduceKind, x []T, p *reduc
 	return acc
 }
 
+// reduceAbs is |a| (an unsigned a as it is).
+func reduceAbs[A reduceAcc](a A) A {
+	if a < 0 {
+		return -a
+	}
+	return a
+}
+
 // reduceFinish converts accumulators to the output type, dividing for
-// ReduceMean.
+// ReduceMean and taking the square root for ReduceL2.
 func reduceFinish[T reduceNum, A reduceAcc](kind reduceKind, p *reducePlan, acc []A, out []T) {
 	for i, a := range acc {
+		if kind == reduceL2 {
+			a = A(math.Sqrt(float64(a)))
+		}
 		if kind == reduceMean {
 			var z A
 			_, isFloat := any(z).(float64)
