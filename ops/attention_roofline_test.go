@@ -20,7 +20,7 @@ import (
 //	go test ./ops -run '^$' -bench Roofline
 func BenchmarkRoofline(b *testing.B) {
 	const h, d = 12, 64
-	for _, s := range []int{512, 2048} {
+	for _, s := range []int{197, 512, 2048} { // 197: ViT-B/16's tokens
 		r := rand.New(rand.NewSource(1))
 		qkv := randTensor(r, 1, s, 3*h*d)
 		view := func(which int) []int64 {
