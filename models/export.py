@@ -35,6 +35,7 @@ numpy interpreter re-run on their committed test data).
 import argparse
 import collections
 import glob
+import json
 import math
 import os
 import shutil
@@ -181,8 +182,8 @@ H = 4       # heads
 CTX = 64    # context size for seed 000 CausalAttention
 
 Spec = collections.namedtuple(
-    "Spec", "name seed module build inputs outputs datasets notes dim_params opset",
-    defaults=(None, OPSET))
+    "Spec", "name seed module build inputs outputs datasets notes dim_params opset bf16",
+    defaults=(None, OPSET, None))
 # inputs: list of (name, shape (ints or axis names), generator, dtype label)
 # outputs: list of (name, shape)
 # datasets: list of {axis name: size}; the first is the export shape
@@ -190,6 +191,11 @@ Spec = collections.namedtuple(
 #   from the axis name (two axes of independent sizes exported under one name)
 # opset: the opset_version passed to torch.onnx.export (OPSET unless a model
 #   stands for the older exports users make; see at_opset)
+# bf16: for a model whose own numerics amplify bf16's rounding past
+#   conform.BF16Tolerance, {"rtol", "atol", "why"}: written, with PyTorch's own
+#   bf16 error on data set 0 (CPU autocast) measured at export, as
+#   bf16_tolerance.json, which `attnrun conform --precision bf16` holds the
+#   model to instead (and says why)
 
 
 def _std_sets(**extra):
@@ -538,6 +544,18 @@ SPECS = [
          "indexed by a buffer: an [H, N, N] constant once folded) added, then the scores viewed as "
          "(bw / nw, nw, H, N, N) plus the (nw, N, N) 0 / -100 shifted-window mask and viewed back "
          "(Reshape, Add, Reshape); mask: Swin's own for an image of nw windows (a token sees only its region)"),
+    Spec("swinv2_window_attention", "ext",
+         "Swin Transformer V2's WindowAttention (cosine attention, window 4×4, shifted-window mask)",
+         lambda: am.SwinV2WindowAttention(C, (4, 4), H),
+         [("x", ("bw", 16, C), randn), ("mask", ("nw", 16, 16), swin_shift_mask)],
+         [("y", ("bw", 16, C))],
+         [dict(bw=8, nw=4), dict(bw=6, nw=2), dict(bw=1, nw=1)],
+         "as swin_window_attention, but the scores are F.normalize(q) · F.normalize(k)ᵀ (ReduceL2, Clip, "
+         "Expand, Div) times a per-head logit scale ([H, 1, 1]: exp of the clamped parameter, a constant "
+         "once folded), and the position bias is 16·sigmoid of an MLP over a coordinate table (folded too)",
+         bf16=dict(rtol=0.1, atol=0.1,
+                   why="cosine attention: scores of normalized Q and K (|cos| <= 1) times a logit scale of up to "
+                       "100, so bf16's 2^-9 on Q and K is up to ~0.2 on the logits")),
     Spec("bloom_attention", "ext", "BLOOM's attention (transformers' BloomAttention: ALiBi by baddbmm, heads in the batch)",
          lambda: am.BloomAttention(C, H),
          [("x", ("batch", "seq", C), randn), ("attention_mask", ("batch", "seq"), keep_mask_int_2d)],
@@ -671,7 +689,7 @@ def _np_softmax(x, axis):
 
 _NP_UNARY = {
     "Abs": np.abs, "Neg": np.negative, "Log": np.log, "Cos": np.cos, "Sin": np.sin, "Relu": lambda v: np.maximum(v, 0),
-    "Sigmoid": lambda v: 1 / (1 + np.exp(-v)), "Reciprocal": np.reciprocal, "Tanh": np.tanh,
+    "Sigmoid": lambda v: 1 / (1 + np.exp(-v)), "Reciprocal": np.reciprocal, "Tanh": np.tanh, "Exp": np.exp,
 }
 _NP_BINARY = {"Greater": np.greater, "Less": np.less, "Min": np.minimum, "Max": np.maximum}
 
@@ -838,12 +856,17 @@ def run_numpy(model, feeds):
                 out = [_NP_UNARY[op](x[0]).astype(x[0].dtype)]
         elif op in _NP_BINARY:
             out = [_NP_BINARY[op](x[0], x[1])]
-        elif op in ("ReduceSum", "ReduceMean"):
-            # ReduceSum takes its axes as an input from opset 13, ReduceMean from opset 18
+        elif op in ("ReduceSum", "ReduceMean", "ReduceL2"):
+            # ReduceSum takes its axes as an input from opset 13, the others from opset 18
             axes = _axes_of(node, x, a)
             axes = tuple(axes) if axes is not None else None
-            f = np.sum if op == "ReduceSum" else np.mean
+            f = {"ReduceSum": np.sum, "ReduceMean": np.mean,
+                 "ReduceL2": lambda v, **kw: np.sqrt(np.sum(np.square(v), **kw))}[op]
             out = [f(x[0], axis=axes, keepdims=bool(a.get("keepdims", 1))).astype(x[0].dtype)]
+        elif op == "Clip":  # min and max are inputs from opset 11, either may be omitted
+            lo = x[1] if len(x) > 1 and x[1] is not None else None
+            hi = x[2] if len(x) > 2 and x[2] is not None else None
+            out = [np.clip(x[0], lo, hi).astype(x[0].dtype)]
         elif op == "Einsum":
             out = [np.einsum(a["equation"].decode(), *x)]
         else:
@@ -924,6 +947,20 @@ def full_check_quirks(om):
     return []
 
 
+def write_bf16_tolerance(d, tol, model, arrays, ys):
+    """Writes d/bf16_tolerance.json: the model's bf16 tolerance and why, with
+    the largest error of PyTorch's own bf16 (CPU autocast) against its fp32
+    outputs ys on the same inputs."""
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        yb = model(*[torch.from_numpy(a) for a in arrays])
+    yb = yb if isinstance(yb, (tuple, list)) else [yb]
+    err = max(float(np.max(np.abs(b.float().numpy() - y))) for b, y in zip(yb, ys))
+    doc = dict(tol, torch_bf16_autocast_max_abs=float("%.3g" % err))
+    with open(os.path.join(d, "bf16_tolerance.json"), "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
 def export_one(spec, outdir, fresh, failures):
     """Exports one spec into outdir/<name> (when fresh; otherwise checks the
     files on disk), checks every data set with the numpy interpreter,
@@ -956,6 +993,8 @@ def export_one(spec, outdir, fresh, failures):
                 write_tensor(os.path.join(sd, "input_%d.pb" % k), arr, name)
             for k, ((name, *_), y) in enumerate(zip(spec.outputs, ys)):
                 write_tensor(os.path.join(sd, "output_%d.pb" % k), y, name)
+            if i == 0 and spec.bf16:
+                write_bf16_tolerance(d, spec.bf16, model, arrays, ys)
         else:
             ys = [read_tensor(os.path.join(sd, "output_%d.pb" % k)) for k in range(len(spec.outputs))]
 
@@ -1277,7 +1316,8 @@ def export_bench_patterns(outdir):
     models/) at the sizes their models use, for bench-compare: BART-base's
     encoder self-attention, the Conformer's (ESPnet, d=256), Swin-T's first
     stage (7x7 windows of C=96, 64 windows), BLOOM-560m's, Falcon-style
-    multi-query at C=1024 and timm's ViT-B/16 (197 tokens). Each is checked
+    multi-query at C=1024, timm's ViT-B/16 (197 tokens) and SwinV2-T's first
+    stage (8x8 windows of C=96, cosine attention). Each is checked
     against PyTorch at its export inputs with the numpy interpreter."""
     torch.manual_seed(0)
     rng = np.random.default_rng(11)
@@ -1301,6 +1341,8 @@ def export_bench_patterns(outdir):
          [("x", randn(rng, (1, s, 1024)), {0: "batch", 1: "seq"})]),
         ("timm_vit_attention_c768", am.TimmViTAttention(768, 12, indexed=True),
          [("x", randn(rng, (1, 197, 768)), {0: "batch"})]),
+        ("swinv2_window_attention_c96", am.SwinV2WindowAttention(96, (8, 8), 3),
+         [("x", randn(rng, (4, 64, 96)), {0: "bw"}), ("mask", swin_shift_mask(rng, (4, 64, 64)), {0: "nw"})]),
     ]
     for name, m, ins in items:
         m.eval()

@@ -2,6 +2,8 @@ package conform
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -38,6 +40,49 @@ func TestCompare(t *testing.T) {
 			}
 			if math.Abs(a-c.maxAbs) > 1e-4*math.Max(1e-3, c.maxAbs) {
 				t.Fatalf("maxAbs = %g, want %g", a, c.maxAbs)
+			}
+		})
+	}
+}
+
+// TestCaseTolerance checks reading a case's bf16_tolerance.json: the
+// tolerance a bf16 run is held to, and the files refused.
+func TestCaseTolerance(t *testing.T) {
+	cases := []struct {
+		name, file string // file "" writes none
+		want       Tolerance
+		err        string
+	}{
+		{"none: BF16Tolerance", "", BF16Tolerance, ""},
+		{"its own", `{"rtol": 0.1, "atol": 0.2, "why": "cosine attention", "torch_bf16_autocast_max_abs": 0.03}`, Tolerance{Rtol: 0.1, Atol: 0.2}, ""},
+		{"no reason", `{"rtol": 0.1, "atol": 0.2}`, Tolerance{}, "why must say why"},
+		{"negative", `{"rtol": -1, "atol": 0.2, "why": "x"}`, Tolerance{}, "must be ≥ 0"},
+		{"unknown field", `{"rtol": 0.1, "atol": 0.2, "why": "x", "rtoll": 1}`, Tolerance{}, "unknown field"},
+		{"not JSON", `rtol = 0.1`, Tolerance{}, "invalid character"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "model.onnx"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if c.file != "" {
+				if err := os.WriteFile(filepath.Join(dir, "bf16_tolerance.json"), []byte(c.file), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			found, err := Find([]string{dir})
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("error %v, want one containing %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := found[0].BF16For(); got != c.want {
+				t.Errorf("tolerance %+v, want %+v", got, c.want)
 			}
 		})
 	}

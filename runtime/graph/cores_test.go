@@ -67,6 +67,7 @@ func TestAttentionCores(t *testing.T) {
 		// on the weights' shape between its views; Swin's window mask and
 		// position bias are added to scores of other shapes (no mask).
 		{"swin_window_attention", 1, ""},
+		{"swinv2_window_attention", 1, ""},
 		{"bloom_attention", 1, ops.MaskBoolTrueMasks},
 		{"bart_attention", 1, ""}, // partial, see below
 		// Older-opset exports (models/*_opsetN): as their opset-17 twins.

@@ -252,6 +252,13 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 // does not give the chain's output types.
 func (f *fuser) build(schema *ops.Schema, m attnMatch) (fused *ir.Node, added addedNodes, reads, writes []int, ok bool) {
 	m, nw := f.narrowMasks(m)
+	m, qMul, mulSchema, ok := f.headScaledQ(m)
+	if !ok {
+		return nil, addedNodes{}, nil, nil, false
+	}
+	if qMul != nil {
+		nw.add(qMul, mulSchema, headScaleMulOpset)
+	}
 	rg, m, added, ok := f.regroup(m)
 	if !ok {
 		return nil, added, nil, nil, false

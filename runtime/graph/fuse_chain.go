@@ -96,6 +96,10 @@ type attnMatch struct {
 	// product of Q and K.
 	regroups []int
 	scores   string
+	// headScale is a constant multiplying the product of Q and K by batch
+	// matrix ([H, 1, 1]: Swin V2's per-head logit scale) before any mask or
+	// regrouping: the fused node reads Q times it (fuse_head_scale.go).
+	headScale string
 }
 
 // match tries to read an attention chain ending in the product with V at
@@ -202,7 +206,7 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 		}
 		return f.walk(n.Inputs[0], m, post, chain)
 	case "Reshape", "Squeeze", "Unsqueeze", "Flatten":
-		if !f.regroupsBatch(n) {
+		if !f.regroupsBatch(n) || m.headScale != "" {
 			return m, false
 		}
 		m.regroups = append(m.regroups[:len(m.regroups):len(m.regroups)], k)
@@ -210,11 +214,15 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 	case "Div", "Mul":
 		next, c, ok := f.scaling(n)
 		if !ok {
+			if next, c, ok := f.headScaling(n); ok && m.headScale == "" {
+				m.headScale = c
+				return f.walk(next, m, post, chain)
+			}
 			return m, false
 		}
 		return f.walk(next, m, post*c, chain)
 	case "Where":
-		if len(m.masks) == maxMaskStages || len(n.Inputs) != 3 || f.types[n.Inputs[0]].Type.DType != ir.Bool {
+		if len(m.masks) == maxMaskStages || m.headScale != "" || len(n.Inputs) != 3 || f.types[n.Inputs[0]].Type.DType != ir.Bool {
 			return m, false
 		}
 		for _, c := range []struct {
@@ -227,7 +235,7 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 			}
 		}
 	case "Add", "Sub":
-		if len(m.masks) == maxMaskStages || len(n.Inputs) != 2 || n.Inputs[0] == n.Inputs[1] || !f.isFloat32(n.Inputs[0]) || !f.isFloat32(n.Inputs[1]) {
+		if len(m.masks) == maxMaskStages || m.headScale != "" || len(n.Inputs) != 2 || n.Inputs[0] == n.Inputs[1] || !f.isFloat32(n.Inputs[0]) || !f.isFloat32(n.Inputs[1]) {
 			return m, false
 		}
 		// Either operand of Add may be the scores; try the first, then

@@ -138,6 +138,19 @@ func TestFuseExportForms(t *testing.T) {
 		nodes: []*ir.Node{node("Mul", []string{"qp", "half"}, []string{"qs"}), node("Reshape", []string{"qs", "heads"}, []string{"q4"}),
 			node("Transpose", []string{"q4"}, []string{"q"}, &ir.Attribute{Name: "perm", Type: ir.AttrInts, Ints: []int64{0, 2, 1, 3}}),
 			kt, qk, softmax("s0", "p"), pv("p")}}
+	// headScaled multiplies the scores by constant c and adds a bias m,
+	// the Mul first, or with maskFirst the Add first.
+	headScale := ir.NewTensor(ir.Float, []int{h, 1, 1})
+	for i := range headScale.Float32s() {
+		headScale.Float32s()[i] = float32(1+3*i) / 2
+	}
+	headScaled := func(c *ir.Tensor, maskFirst bool) synth {
+		mid := []*ir.Node{node("Mul", []string{"s0", "c"}, []string{"s1"}), node("Add", []string{"s1", "m"}, []string{"s2"})}
+		if maskFirst {
+			mid = []*ir.Node{node("Add", []string{"s0", "m"}, []string{"s1"}), node("Mul", []string{"c", "s1"}, []string{"s2"})}
+		}
+		return synth{inputs: with(vi("m", ir.Float, 1, h, s, s)), inits: map[string]*ir.Tensor{"c": c}, nodes: scores(mid...)}
+	}
 	// mqaGather reads q as a Slice and k, v as Gathers of a one-element
 	// index list, which keep the axis (Falcon's fused[:, [-2]]), from a
 	// [b, h+2, s, d] tensor: k and v have one head, broadcast.
@@ -349,6 +362,10 @@ func TestFuseExportForms(t *testing.T) {
 			ops: "Transpose MatMul Softmax MatMul", attrs: "scale=1 q_view"},
 		{name: "Q scaled before the head split, the split Q also an output", syn: withOutputs(scaledBeforeSplit, "q"),
 			ops: "Transpose MatMul Softmax MatMul", attrs: "scale=0.5 q_view"},
+		{name: "a scale per head (Swin V2's logit scale [H, 1, 1])", syn: headScaled(headScale, false),
+			ops: "Transpose MatMul Mul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+		{name: "a scale per head after a mask: not fused", syn: headScaled(headScale, true), none: true},
+		{name: "a scale per key ([1, 1, S]): not fused", syn: headScaled(ir.NewTensor(ir.Float, []int{1, 1, s}), false), none: true},
 		{name: "unbatched (2-D) with a 1-D additive mask", syn: synth{inputs: []*ir.ValueInfo{vi("q", ir.Float, s, d), vi("k", ir.Float, s+1, d), vi("v", ir.Float, s+1, d), vi("m", ir.Float, s+1)},
 			nodes: []*ir.Node{node("Transpose", []string{"k"}, []string{"kt"}), qk, node("Add", []string{"s0", "m"}, []string{"s1"}), softmax("s1", "p"), pv("p")}},
 			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},

@@ -53,6 +53,15 @@ type narrowing struct {
 	steps   []int
 }
 
+// add appends node n, run with schema s at opset.
+func (nw *narrowing) add(n *ir.Node, s *ops.Schema, opset int) {
+	if nw.schemas == nil {
+		nw.schemas, nw.opsets = map[*ir.Node]*ops.Schema{}, map[*ir.Node]int{}
+	}
+	nw.nodes = append(nw.nodes, n)
+	nw.schemas[n], nw.opsets[n] = s, opset
+}
+
 // narrowMasks returns m with each mask and bias that is computed
 // element-wise from an Expand replaced by the same computation before the
 // broadcast, and the nodes computing them that this fusion adds (an
@@ -137,11 +146,7 @@ func (f *fuser) narrowed(t string, nw *narrowing, seen map[string]string) (strin
 	}
 	f.types[name] = ops.Value{Type: res[0].Type}
 	clone.Doc = fmt.Sprintf("%s computed before the broadcast, [%s] instead of [%s]", n.Label(), ir.ShapeString(small), ir.ShapeString(full))
-	if nw.schemas == nil {
-		nw.schemas, nw.opsets = map[*ir.Node]*ops.Schema{}, map[*ir.Node]int{}
-	}
-	nw.nodes = append(nw.nodes, clone)
-	nw.schemas[clone], nw.opsets[clone] = st.schema, st.ctx.Opset
+	nw.add(clone, st.schema, st.ctx.Opset)
 	nw.steps = append(nw.steps, k)
 	seen[t] = name
 	return name, true

@@ -143,6 +143,10 @@ func TestModelFusions(t *testing.T) {
 		// H, N, N) for the window mask and viewed back (fuse_regroup.go):
 		// the mask and the bias, in the batch shape [B_/nW, nW, H].
 		{"swin_window_attention", 1, "Mul Transpose MatMul Add Reshape Add Reshape Softmax MatMul", scale8, false, ops.MaskAdditive, 0, false},
+		// Swin V2: cosine attention, the scores times a per-head scale
+		// ([H, 1, 1], folded): the fused node reads Q times it
+		// (fuse_head_scale.go); then Swin's bias and window mask.
+		{"swinv2_window_attention", 1, "Transpose MatMul Mul Add Reshape Add Reshape Softmax MatMul", 1, false, ops.MaskAdditive, 0, false},
 		// BLOOM: heads in the batch, the scores viewed as (B, H, S, S) for
 		// the masked_fill and P back as (B·H, S, S); zero inputs here, so
 		// the (folded) ALiBi term is zeros (no bias) and the folded mask
@@ -181,6 +185,7 @@ func TestModelFusions(t *testing.T) {
 		"espnet_relpos_attention":     "bias_first=1 masked_rows_zero=1 bias_scale=0.35355338",
 		"falcon_mqa_attention":        "causal=1",
 		"swin_window_attention":       "bias_scale=1",
+		"swinv2_window_attention":     "bias_scale=1",
 	}
 	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {

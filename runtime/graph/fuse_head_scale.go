@@ -1,0 +1,82 @@
+package graph
+
+import (
+	"slices"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
+)
+
+// Per-head scales.
+//
+// Swin Transformer V2's cosine attention multiplies the product of the
+// normalized Q and K by a learned scale per head:
+//
+//	attn = F.normalize(q) @ F.normalize(k).transpose(-2, -1)
+//	attn = attn * logit_scale.clamp(max=log(100)).exp()    # [H, 1, 1]
+//
+// then adds its position bias and the window mask. The scale is a folded
+// constant at plan time, but one per batch matrix, and FusedAttention has
+// one scalar scale. Since the constant is 1 along the last two dims, it
+// scales each Q·Kᵀ matrix as a whole, which is scaling that matrix's Q:
+// (s·Q)·Kᵀ = s·(Q·Kᵀ). The fusion so runs a Mul of Q by the constant before
+// the fused node (one pass over Q, not the scores) and reads its result as
+// Q. The walk (fuse_chain.go) takes such a Mul only next to the product:
+// with no mask or regrouping Reshape between them (a mask before it would
+// be scaled per head too), and one per chain. The rounding changes by an
+// ulp or so (s·q summed, for s times the sum), as scalar scales folded
+// into the fused node's scale do.
+
+// headScaleMulOpset is the opset of the Mul a per-head scale adds.
+const headScaleMulOpset = 14
+
+// headScaling reads n = Mul(x, c) or Mul(c, x), c a float32 constant of
+// more than one element that is 1 along its last two dims (a scale per
+// batch matrix) and does not widen x: it returns x and c's name.
+func (f *fuser) headScaling(n *ir.Node) (x, c string, ok bool) {
+	if n.OpType != "Mul" || len(n.Inputs) != 2 || !isDefaultDomain(n) {
+		return "", "", false
+	}
+	for k := range 2 {
+		c, x = n.Inputs[k], n.Inputs[1-k]
+		v := f.types[c]
+		shape, known := v.Type.Shape.Concrete()
+		if v.Const == nil || v.Type.DType != ir.Float || !known || len(shape) < 3 || ir.NumElements(shape) < 2 {
+			continue
+		}
+		if shape[len(shape)-1] == 1 && shape[len(shape)-2] == 1 && f.notWider(n, x) {
+			return x, c, true
+		}
+	}
+	return "", "", false
+}
+
+// headScaledQ returns m reading Q times its per-head scale, and the Mul
+// computing it (none when m has no per-head scale); ok is false when the
+// product does not keep Q's shape, or Q is read through a permutation or
+// a head repeat.
+func (f *fuser) headScaledQ(m attnMatch) (attnMatch, *ir.Node, *ops.Schema, bool) {
+	if m.headScale == "" {
+		return m, nil, nil, true
+	}
+	schema, err := ops.Lookup(ops.DomainONNX, "Mul", headScaleMulOpset)
+	if err != nil || m.q.perm != nil || m.q.grouped {
+		return m, nil, nil, false
+	}
+	q := m.q.name
+	name := ops.AttentionTempPrefix + q + "/head_scaled"
+	n := &ir.Node{Name: name, OpType: "Mul", Inputs: []string{q, m.headScale}, Outputs: []string{name},
+		Doc: "Q times the per-head scale " + m.headScale + " (multiplying the scores by it)"}
+	res, err := schema.Infer(n, headScaleMulOpset, []ops.Value{f.types[q], f.types[m.headScale]})
+	if err != nil || len(res) != 1 {
+		return m, nil, nil, false
+	}
+	want, ok1 := f.concreteShape(q)
+	got, ok2 := res[0].Type.Shape.Concrete()
+	if !ok1 || !ok2 || !slices.Equal(got, want) {
+		return m, nil, nil, false
+	}
+	f.types[name] = ops.Value{Type: res[0].Type}
+	m.q = attnOperand{name: name}
+	return m, n, schema, true
+}
