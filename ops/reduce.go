@@ -273,7 +273,9 @@ func reduceRunner(kind reduceKind, axesInput int, types []ir.DType) RunFunc {
 		}
 		switch x.DType {
 		case ir.Float:
-			reduceFinish(kind, p, reduceAccumulate[float32, float64](kind, x.Float32s(), p), out.Float32s())
+			if !reduceRowsF32(computeThreads(ctx), kind, x.Float32s(), p, out.Float32s()) {
+				reduceFinish(kind, p, reduceAccumulate[float32, float64](kind, x.Float32s(), p), out.Float32s())
+			}
 		case ir.Float16:
 			f := make([]float32, p.outCount)
 			reduceFinish(kind, p, reduceAccumulate[float32, float64](kind, halfToFloat32s(x.Data.([]uint16)), p), f)
@@ -306,6 +308,76 @@ func reduceRunner(kind reduceKind, axesInput int, types []ir.DType) RunFunc {
 		}
 		return []*ir.Tensor{out}, nil
 	}
+}
+
+// reduceRowsMin is the input element count from which reduceRowsF32
+// splits the rows over the threads.
+const reduceRowsMin = 1 << 15
+
+// reduceRowsF32 computes a sum-like float32 reduction (Sum, Mean, SumSquare,
+// L1, L2) whose reduced elements are each output's contiguous run, as the
+// last-axis norms and means exports compute (F.normalize's ReduceL2, a
+// LayerNorm spelled as ReduceMean): row by row, four float64 accumulators
+// a row, the rows split over the threads. It reports false, computing
+// nothing, for any other reduction.
+func reduceRowsF32(threads int, kind reduceKind, x []float32, p *reducePlan, out []float32) bool {
+	r := len(p.dims)
+	if p.empty || r > 2 || !p.red[r-1] || (r == 2 && p.red[0]) {
+		return false
+	}
+	switch kind {
+	case reduceSum, reduceMean, reduceSumSquare, reduceL1, reduceL2:
+	default:
+		return false
+	}
+	n := p.count
+	minRows := max(1, reduceRowsMin/n)
+	computeParallel(threads, p.outCount, minRows, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			a := rowSum(kind, x[i*n:(i+1)*n])
+			switch kind {
+			case reduceMean:
+				a /= float64(n)
+			case reduceL2:
+				a = math.Sqrt(a)
+			}
+			out[i] = float32(a)
+		}
+	})
+	return true
+}
+
+// rowSum sums xs (of squares for SumSquare and L2, of absolute values for
+// L1) in float64, in four interleaved partial sums.
+func rowSum(kind reduceKind, xs []float32) float64 {
+	var a0, a1, a2, a3 float64
+	i := 0
+	switch kind {
+	case reduceSumSquare, reduceL2:
+		for ; i+4 <= len(xs); i += 4 {
+			v0, v1, v2, v3 := float64(xs[i]), float64(xs[i+1]), float64(xs[i+2]), float64(xs[i+3])
+			a0, a1, a2, a3 = a0+v0*v0, a1+v1*v1, a2+v2*v2, a3+v3*v3
+		}
+		for ; i < len(xs); i++ {
+			a0 += float64(xs[i]) * float64(xs[i])
+		}
+	case reduceL1:
+		for ; i+4 <= len(xs); i += 4 {
+			a0, a1 = a0+math.Abs(float64(xs[i])), a1+math.Abs(float64(xs[i+1]))
+			a2, a3 = a2+math.Abs(float64(xs[i+2])), a3+math.Abs(float64(xs[i+3]))
+		}
+		for ; i < len(xs); i++ {
+			a0 += math.Abs(float64(xs[i]))
+		}
+	default:
+		for ; i+4 <= len(xs); i += 4 {
+			a0, a1, a2, a3 = a0+float64(xs[i]), a1+float64(xs[i+1]), a2+float64(xs[i+2]), a3+float64(xs[i+3])
+		}
+		for ; i < len(xs); i++ {
+			a0 += float64(xs[i])
+		}
+	}
+	return (a0 + a1) + (a2 + a3)
 }
 
 // reducePlan walks an input in runs: dims are the input dims with size-1

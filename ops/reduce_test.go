@@ -2,6 +2,7 @@ package ops
 
 import (
 	"math"
+	"math/rand"
 	"strings"
 	"testing"
 
@@ -144,4 +145,51 @@ func TestReduceBool(t *testing.T) {
 		mvWant(t, out[0], c.shape, c.want)
 	}
 	mvErr(t, 18, mvNode("ReduceMax", 2, 1), "element type bool", x, mvI64(1))
+}
+
+// TestReduceRowsMatchesGeneric checks the row path (reduceRowsF32: the
+// last axes reduced, on several threads) against the generic walk, for
+// every sum-like kind, on rows of odd and even lengths, and that it leaves
+// the other layouts to the walk.
+func TestReduceRowsMatchesGeneric(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	cases := []struct {
+		name  string
+		shape []int
+		flags []bool
+		rows  bool // the row path takes it
+	}{
+		{"last axis, many rows (threads)", []int{64, 3, 64, 32}, []bool{false, false, false, true}, true},
+		{"last two axes, odd length", []int{5, 7, 13}, []bool{false, true, true}, true},
+		{"everything", []int{3, 5}, []bool{true, true}, true},
+		{"a middle axis", []int{4, 6, 8}, []bool{false, true, false}, false},
+		{"first and last axes", []int{4, 6, 8}, []bool{true, false, true}, false},
+	}
+	kinds := map[reduceKind]string{reduceSum: "sum", reduceMean: "mean", reduceSumSquare: "sumsquare", reduceL1: "l1", reduceL2: "l2", reduceMax: "max"}
+	for _, c := range cases {
+		x := make([]float32, ir.NumElements(c.shape))
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		p := newReducePlan(c.shape, c.flags)
+		for kind, name := range kinds {
+			t.Run(c.name+"/"+name, func(t *testing.T) {
+				want := make([]float32, p.outCount)
+				reduceFinish(kind, p, reduceAccumulate[float32, float64](kind, x, p), want)
+				got := make([]float32, p.outCount)
+				took := reduceRowsF32(2, kind, x, p, got)
+				if took != (c.rows && kind != reduceMax) {
+					t.Fatalf("row path took it: %v", took)
+				}
+				if !took {
+					return
+				}
+				for i := range want {
+					if d := math.Abs(float64(got[i] - want[i])); d > 1e-6*math.Abs(float64(want[i]))+1e-7 {
+						t.Fatalf("output %d: %g, generic %g", i, got[i], want[i])
+					}
+				}
+			})
+		}
+	}
 }
