@@ -73,16 +73,19 @@ func TestFuseNarrowMasks(t *testing.T) {
 			feeds: map[string]*ir.Tensor{"am": keep},
 			attrs: "scale=1 mask_kind=bool_true_masks mask_fill=-3.4028235e+38", mask: "[2x1x1x5]",
 			steps: "Unsqueeze[2x1x1x5] Cast[2x1x1x5] Sub[2x1x1x5] Cast[2x1x1x5] FusedAttention[2x3x5x4]", count: 1, absorbed: []string{"Expand Cast Sub Cast"}},
+		// The Expand is dropped before the fusion (broadcast_expand.go).
 		{name: "an Expand added as it is: the fused node broadcasts its input",
 			syn: synth{inputs: with(vi("a", ir.Float, b, 1, 1, s)), inits: map[string]*ir.Tensor{"full": fullAt},
 				nodes: append([]*ir.Node{node("Expand", []string{"a", "full"}, []string{"mk"})}, attention("mk", "")...)},
 			attrs: "scale=1 mask_kind=additive mask_scale=1", mask: "[2x1x1x5]",
-			steps: "FusedAttention[2x3x5x4]", count: 1, absorbed: []string{"Expand"}},
+			steps: "FusedAttention[2x3x5x4]", count: 1, absorbed: []string{""}},
+		// The Add reads the Expand's input (broadcast_expand.go) and makes
+		// the full-size mask.
 		{name: "an Expand then a full-size term: the mask is left full-size",
 			syn: synth{inputs: with(vi("a", ir.Float, b, 1, 1, s), vi("c", ir.Float, b, 1, s, s)), inits: map[string]*ir.Tensor{"full": int64s(b, 1, s, s)},
 				nodes: append([]*ir.Node{node("Expand", []string{"a", "full"}, []string{"e"}), node("Add", []string{"e", "c"}, []string{"mk"})}, attention("mk", "")...)},
 			attrs: "scale=1 mask_kind=additive mask_scale=1", mask: "[2x1x5x5]",
-			steps: "Expand[2x1x5x5] Add[2x1x5x5] FusedAttention[2x3x5x4]", count: 1, absorbed: []string{""}},
+			steps: "Add[2x1x5x5] FusedAttention[2x3x5x4]", count: 1, absorbed: []string{""}},
 		// Two readers of the Where: each takes it as an additive mask.
 		{name: "one _expand_mask read by two attentions: computed once",
 			syn: synth{inputs: with(vi("am", ir.Int64, b, s)), inits: expandInits,

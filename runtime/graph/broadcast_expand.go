@@ -1,0 +1,91 @@
+package graph
+
+import (
+	"slices"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
+)
+
+// Expands that broadcasting makes redundant.
+//
+// Exports often materialize a broadcast that the op reading it would do
+// anyway. F.normalize(x) exports as
+//
+//	Div(x, Expand(Clip(ReduceL2(x, -1), eps), Shape(x)))
+//
+// (Swin V2's cosine attention, CLIP-style embeddings): the Expand writes
+// the [.., 1] norm out at x's full shape, and the Div reads it back, where
+// Div(x, norm) broadcasts to the same result. dropBroadcastExpands runs
+// at plan time, before the fusions (not with Options.NoFuse): a step that
+// reads an Expand's output and is an element-wise op (narrowOps) whose
+// output keeps its concrete type with the Expand's input in its place
+// reads that input instead, and an Expand that no step reads any more and
+// that is no graph output is dropped. The values are the same bit for bit:
+// an element-wise op reads each input element at the broadcast position,
+// whether the broadcast was written out or not.
+func (p *Program) dropBroadcastExpands(pl *plan, types map[string]ops.Value) {
+	f := newFuser(p, pl, types)
+	changed := false
+	for i := range pl.steps {
+		st := &pl.steps[i]
+		n := st.node
+		if !narrowOps[n.OpType] || !isDefaultDomain(n) || len(n.Outputs) != 1 {
+			continue
+		}
+		for k, name := range n.Inputs {
+			x, ok := f.expandInput(name)
+			if !ok {
+				continue
+			}
+			trial := cloneNode(st.node)
+			trial.Inputs[k] = x
+			in := make([]ops.Value, len(trial.Inputs))
+			for j, t := range trial.Inputs {
+				if t != "" {
+					in[j] = types[t]
+				}
+			}
+			res, err := st.schema.Infer(trial, st.ctx.Opset, in)
+			if err != nil || len(res) != 1 || !sameType(res[0].Type, types[n.Outputs[0]].Type) {
+				continue
+			}
+			st.node = trial
+			st.args = slices.Clone(st.args)
+			st.args[k] = f.slotOf(x)
+			if c := types[x].Const; c != nil {
+				pl.consts[st.args[k]] = c
+			}
+			changed = true
+		}
+	}
+	if !changed {
+		return
+	}
+	uses := map[string]int{}
+	for _, st := range pl.steps {
+		for _, in := range st.node.Inputs {
+			uses[in]++
+		}
+	}
+	for _, o := range p.Model.Graph.Outputs {
+		uses[o.Name]++
+	}
+	pl.steps = slices.DeleteFunc(pl.steps, func(st step) bool {
+		n := st.node
+		return n.OpType == "Expand" && isDefaultDomain(n) && len(n.Outputs) == 1 && uses[n.Outputs[0]] == 0
+	})
+}
+
+// expandInput returns the input of the Expand step computing tensor name.
+func (f *fuser) expandInput(name string) (string, bool) {
+	k, ok := f.producer[name]
+	if !ok || name == "" {
+		return "", false
+	}
+	n := f.pl.steps[k].node
+	if n.OpType != "Expand" || !isDefaultDomain(n) || len(n.Inputs) != 2 || f.types[n.Inputs[0]].Type.DType == ir.Undefined {
+		return "", false
+	}
+	return n.Inputs[0], true
+}
