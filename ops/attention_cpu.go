@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/attnrun/attnrun/ir"
@@ -91,9 +92,14 @@ type attnPlan struct {
 	bOff               []int
 	bRowStep, bColStep int
 	biasFloats         []float32
-	// biasKeepsInf: adding the bias to -inf gives -inf (no +inf or NaN in
-	// it), so that key blocks a -inf mask hides stay hidden after it.
-	biasKeepsInf bool
+	// biasInf says whether adding the bias to -inf gives -inf (no +inf or
+	// NaN in it), so that key blocks a -inf mask hides stay hidden after
+	// it: worked out on the first block that asks (biasKeepsInf), as a
+	// scan of the bias that runs without masks hiding blocks needs not.
+	biasInf struct {
+		once  sync.Once
+		keeps bool
+	}
 	// keyLim[b] is how many leading keys of batch b are not padding
 	// (mask_pad_keys, kv_lengths); nil when every key takes part.
 	keyLim []int
@@ -211,10 +217,31 @@ func batchElemOffsets(batch, dims, strides []int, base int) []int {
 	return offs
 }
 
+// biasKeepsInf reports whether adding the bias to -inf gives -inf: no
+// element of it is +inf or NaN. Safe for concurrent items.
+func (p *attnPlan) biasKeepsInf() bool {
+	p.biasInf.once.Do(func() {
+		p.biasInf.keeps = true
+		for _, x := range p.biasFloats {
+			if x != x || math.IsInf(float64(x), 1) {
+				p.biasInf.keeps = false
+				return
+			}
+		}
+	})
+	return p.biasInf.keeps
+}
+
 // uniqueIndex maps offsets to indices of their distinct values.
 func uniqueIndex(offs []int) (idx, uniq []int) {
-	seen := map[int]int{}
 	idx = make([]int, len(offs))
+	if slices.IsSorted(offs) && !hasRepeat(offs) { // every matrix its own (no broadcast)
+		for b := range idx {
+			idx[b] = b
+		}
+		return idx, slices.Clone(offs)
+	}
+	seen := map[int]int{}
 	for b, o := range offs {
 		k, ok := seen[o]
 		if !ok {
@@ -225,6 +252,16 @@ func uniqueIndex(offs []int) (idx, uniq []int) {
 		idx[b] = k
 	}
 	return idx, uniq
+}
+
+// hasRepeat reports whether sorted offs holds a value twice.
+func hasRepeat(offs []int) bool {
+	for i := 1; i < len(offs); i++ {
+		if offs[i] == offs[i-1] {
+			return true
+		}
+	}
+	return false
 }
 
 // splitHeadAxis splits dim axis of a view (the heads axis, of size h) into
@@ -412,13 +449,6 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 			p.bColStep = 1
 		}
 		p.biasFloats = in[5].Float32s()
-		p.biasKeepsInf = true
-		for _, x := range p.biasFloats {
-			if x != x || math.IsInf(float64(x), 1) {
-				p.biasKeepsInf = false
-				break
-			}
-		}
 	}
 	if hasMask {
 		r := len(mview.Shape)

@@ -466,7 +466,7 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 			continue
 		}
 		if p.maskKind != "" && !p.classify(w.cls[:rows], b, i0, j0, min(cols, max(0, p.maskKeys-j0))) && p.scores == nil &&
-			(p.biasFloats == nil || p.biasFirst || p.biasKeepsInf) {
+			(p.biasFloats == nil || p.biasFirst || p.biasKeepsInf()) {
 			continue // every score of the block is masked with -inf
 		}
 		// keys[pn]: the block's keys panel pn's probabilities cover (the
