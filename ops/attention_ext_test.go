@@ -35,6 +35,9 @@ type attnExtCase struct {
 	bias            []int // 4-D bias shape (nil: none)
 	biasScale       float32
 	biasFirst       bool
+	// prep, when set, changes the random mask and bias (nil when the case
+	// has none) before the run.
+	prep func(mask, bias *ir.Tensor)
 }
 
 // refAttentionExt computes the case in float64 with the scores matrix
@@ -245,6 +248,18 @@ func TestFusedAttentionExtensions(t *testing.T) {
 			mask: []int{1, 1, 1, 2*kb + 9}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.5, bias: []int{1, 2, 40, 2*kb + 9}, biasScale: 0.5, biasFirst: true},
 		{name: "-inf mask then bias, long", b: 1, hq: 1, hk: 1, sq: 33, sk: 2*kb + 1, d: 8, dv: 8, scale: 0.3,
 			mask: []int{1, 1, 33, 2*kb + 1}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.9, bias: []int{1, 1, 33, 1}, biasScale: 2},
+		// A -inf key mask hides the whole second key block; a NaN of the
+		// bias after it in that block makes every row NaN (-inf + NaN), so
+		// the kernel must not skip the block. With the NaN in a block the
+		// mask keeps half of, the same.
+		{name: "-inf mask hides a block, then a bias with NaN in it", b: 1, hq: 2, hk: 1, sq: 40, sk: 2*kb + 9, d: 8, dv: 8, scale: 0.3,
+			mask: []int{1, 1, 1, 2*kb + 9}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.3, bias: []int{1, 1, 1, 2*kb + 9}, biasScale: 1,
+			fullyMaskedRows: true, prep: func(mask, bias *ir.Tensor) {
+				for j := kb; j < 2*kb; j++ {
+					mask.Bools()[j] = true
+				}
+				bias.Float32s()[kb+3] = float32(math.NaN())
+			}},
 		{name: "additive mask then bias + gqa + weights", b: 2, hq: 4, hk: 2, sq: 7, sk: 11, d: 8, dv: 8, scale: 1,
 			mask: []int{1, 4, 7, 11}, kind: MaskAdditive, bias: []int{2, 1, 1, 11}, biasScale: 1, scoresMode: ScoresWeights},
 		// causal_fill: a finite fill past the diagonal (GPT-2's -1e4), cut
@@ -317,6 +332,9 @@ func checkExtCase(t *testing.T, r *rand.Rand, c attnExtCase) {
 		if c.biasFirst {
 			attrs = append(attrs, iAttr("bias_first", 1))
 		}
+	}
+	if c.prep != nil {
+		c.prep(mask, bias)
 	}
 	n := attnNode(attrs...)
 	n.Outputs = []string{"y"}
