@@ -190,7 +190,7 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 		fused, scaled := f.foldReadScales(schema, fused)
 		reads = append(reads, scaled...)
 		pos, ok := f.placement(m, fused, i)
-		if !ok || !f.readyBefore(added.pre, pos) {
+		if !ok || !f.readyBefore(append(added.pre[:len(added.pre):len(added.pre)], fused), pos) {
 			continue
 		}
 		fs := step{index: st.index, node: fused, schema: schema, ctx: ops.Context{Opset: 1, Threads: st.ctx.Threads}}
@@ -220,7 +220,7 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 		for _, k := range append(reads, m.absorbs...) {
 			readChains[pl.steps[k].node] = len(pl.fusions)
 		}
-		steps := f.addedSteps(added, fs)
+		steps := f.addedSteps(added, fs, pos)
 		if len(steps) > 1 {
 			fusion.Nodes, fusion.Opsets = stepNodes(steps)
 		}
@@ -519,10 +519,12 @@ type fuser struct {
 	uses     map[string]int
 	slot     map[string]int // tensor → plan slot
 	removed  map[int]bool   // steps already fused away
-	// made lists the tensors that steps a fusion added compute (a mask
-	// regrouped to the fused node's batch, fuse_regroup.go), so that
-	// later fusions read them rather than add the steps again.
-	made map[string]bool
+	// made maps the tensors that steps a fusion added compute (a mask
+	// regrouped to the fused node's batch, fuse_regroup.go; one computed
+	// before its broadcast, fuse_narrow.go) to the step they run before,
+	// so that later fusions read them rather than add the steps again,
+	// where they run no earlier (readyBefore).
+	made map[string]int
 }
 
 // internal returns the producing step of a tensor that only one step reads

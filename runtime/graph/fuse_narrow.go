@@ -109,7 +109,7 @@ func (f *fuser) narrowed(t string, nw *narrowing, seen map[string]string) (strin
 		return t, false
 	}
 	name := ops.AttentionTempPrefix + t + "/narrowed"
-	if f.made[name] { // an earlier fusion computes it
+	if _, made := f.made[name]; made { // an earlier fusion computes it
 		seen[t] = name
 		return name, true
 	}

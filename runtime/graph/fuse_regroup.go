@@ -192,7 +192,7 @@ func (f *fuser) regroup(m attnMatch) (*regrouping, attnMatch, addedNodes, bool) 
 			continue // broadcasting reads it as it is
 		}
 		name := regroupedName(st.name, want)
-		if !f.made[name] && !slices.ContainsFunc(added.pre, func(p *ir.Node) bool { return p.Outputs[0] == name }) {
+		if _, made := f.made[name]; !made && !slices.ContainsFunc(added.pre, func(p *ir.Node) bool { return p.Outputs[0] == name }) {
 			added.pre = append(added.pre, f.reshapeNode(st.name, name, want, "mask "+st.name+" seen in the fused attention's batch shape"))
 		}
 		st.name = name
@@ -237,11 +237,15 @@ func (f *fuser) reshapeNode(in, out string, shape []int, what string) *ir.Node {
 }
 
 // readyBefore reports whether the inputs of nodes are computed before step
-// pos.
+// pos: by a step before it, or by steps an earlier fusion added before it
+// or at it (made).
 func (f *fuser) readyBefore(nodes []*ir.Node, pos int) bool {
 	for _, n := range nodes {
 		for _, in := range n.Inputs {
 			if k, ok := f.producer[in]; ok && in != "" && k >= pos {
+				return false
+			}
+			if at, ok := f.made[in]; ok && at > pos {
 				return false
 			}
 		}
@@ -251,8 +255,8 @@ func (f *fuser) readyBefore(nodes []*ir.Node, pos int) bool {
 
 // addedSteps returns the steps of a fusion in order: those of added.pre,
 // its fused step fs, those of added.post; and records the tensors
-// added.pre computes as made.
-func (f *fuser) addedSteps(added addedNodes, fs step) []step {
+// added.pre computes as made before step pos.
+func (f *fuser) addedSteps(added addedNodes, fs step, pos int) []step {
 	reshape, _ := ops.Lookup(ops.DomainONNX, "Reshape", regroupReshapeOpset) // regroup looked it up
 	var steps []step
 	for _, n := range slices.Concat(added.pre, []*ir.Node{fs.node}, added.post) {
@@ -282,9 +286,9 @@ func (f *fuser) addedSteps(added addedNodes, fs step) []step {
 	}
 	for _, n := range added.pre {
 		if f.made == nil {
-			f.made = map[string]bool{}
+			f.made = map[string]int{}
 		}
-		f.made[n.Outputs[0]] = true
+		f.made[n.Outputs[0]] = pos
 	}
 	return steps
 }
