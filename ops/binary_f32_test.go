@@ -41,6 +41,7 @@ func arithOperand(rng *rand.Rand, n int) []float32 {
 // RunInto, in place or not) bit for bit against the generic Go loops on one
 // thread (a NaN as any NaN), over every operand form: same shape,
 // scalar on either side, a row bias, inner, outer and column broadcasts,
+// a scalar per row on either side,
 // with row lengths 1–17 (the kernels' masked tails), 1000 and 100003 (one
 // above the parallel threshold, split mid-row and off the 16-lane grid).
 func TestArithFloat32(t *testing.T) {
@@ -58,6 +59,8 @@ func TestArithFloat32(t *testing.T) {
 		{"column [n,5] op [n,1]", func(n int) []int { return []int{n, 5} }, func(n int) []int { return []int{n, 1} }},
 		{"column [n,1] op [n,5]", func(n int) []int { return []int{n, 1} }, func(n int) []int { return []int{n, 5} }},
 		{"both broadcast [n,1] op [1,3]", func(n int) []int { return []int{n, 1} }, func(int) []int { return []int{1, 3} }},
+		{"a scalar a row [2,3,n] op [2,3,1] (x / ‖x‖)", func(n int) []int { return []int{2, 3, n} }, func(int) []int { return []int{2, 3, 1} }},
+		{"a scalar a row [3,1] op [1,3,n]", func(int) []int { return []int{3, 1} }, func(n int) []int { return []int{1, 3, n} }},
 	}
 	sizes := []int{1000, 100003}
 	for n := 1; n <= 17; n++ {
@@ -169,6 +172,8 @@ func BenchmarkArith(b *testing.B) {
 		{"Add[1,12,512,64]+[512,64]", opAdd, operand(1, 12, 512, 64), operand(512, 64)},
 		{"Div[1,12,512,512]/scalar", opDiv, operand(1, 12, 512, 512), operand()},
 		{"Add[4096,3]+[3]", opAdd, operand(4096, 3), operand(3)},
+		{"Div[64,3,64,32]/[64,3,64,1]", opDiv, operand(64, 3, 64, 32), operand(64, 3, 64, 1)}, // F.normalize's
+		{"Div[64,3,64,32]/[64,3,64,32]", opDiv, operand(64, 3, 64, 32), operand(64, 3, 64, 32)},
 		{"Mul[8]", opMul, operand(8), operand(8)},
 		{"Mul[4096]", opMul, operand(4096), operand(4096)},
 		{"Mul[16384]", opMul, operand(16384), operand(16384)},

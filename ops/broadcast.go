@@ -293,6 +293,12 @@ func (s *binarySpans[A, B, O]) plan(oShape, aShape, bShape []int, l binLoops[A, 
 		s.form = formVS
 	case len(a) == 1 && len(b) == len(o):
 		s.form = formSV
+	case len(a) == len(o) && rowScalars(oShape, bShape):
+		s.form, s.row = formVRowS, oShape[len(oShape)-1]
+		run = s.row
+	case len(b) == len(o) && rowScalars(oShape, aShape):
+		s.form, s.row = formRowSV, oShape[len(oShape)-1]
+		run = s.row
 	default:
 		br, err := NewBroadcaster(oShape, aShape, bShape)
 		if err != nil {
@@ -313,7 +319,32 @@ const (
 	formVV          // a and b have the output's layout
 	formVS          // a has it, b is one element
 	formSV          // a is one element, b has the output's layout
+	formVRowS       // a has it, b one element per row of the output (x / ‖x‖)
+	formRowSV       // a one element per row of the output, b has its layout
 )
+
+// rowScalars reports whether an input of shape in holds one element per
+// row (last dim) of an output of shape out, in the output's row order:
+// in is out with its last dim 1 (leading 1s may be dropped), and the rows
+// are more than one element long.
+func rowScalars(out, in []int) bool {
+	r := len(out)
+	if r == 0 || out[r-1] < 2 || len(in) == 0 || len(in) > r || in[len(in)-1] != 1 {
+		return false
+	}
+	lead := r - len(in)
+	for i, d := range out[:r-1] {
+		switch {
+		case i < lead:
+			if d != 1 {
+				return false
+			}
+		case in[i-lead] != d:
+			return false
+		}
+	}
+	return true
+}
 
 // binarySpans computes a broadcasting binary op on any contiguous range of
 // the output's elements.
@@ -324,6 +355,7 @@ type binarySpans[A, B, O any] struct {
 	form   int
 	br     *Broadcaster // formRows
 	sa, sb int          // formRows: the inputs' inner strides
+	row    int          // formVRowS, formRowSV: the output's row length
 }
 
 // run computes the output elements [lo, hi) with the loops l.
@@ -341,6 +373,18 @@ func (s *binarySpans[A, B, O]) run(l binLoops[A, B, O], lo, hi int) {
 		return
 	case formSV:
 		l.sv(o[lo:hi], a[0], b[lo:hi])
+		return
+	case formVRowS, formRowSV:
+		for off := lo; off < hi; {
+			r := off / s.row
+			end := min(hi, (r+1)*s.row)
+			if s.form == formVRowS {
+				l.vs(o[off:end], a[off:end], b[r])
+			} else {
+				l.sv(o[off:end], a[r], b[off:end])
+			}
+			off = end
+		}
 		return
 	}
 	sa, sb := s.sa, s.sb
