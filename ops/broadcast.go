@@ -315,12 +315,12 @@ func (s *binarySpans[A, B, O]) plan(oShape, aShape, bShape []int, l binLoops[A, 
 
 // Operand forms of binarySpans without a Broadcaster.
 const (
-	formRows = iota // row by row through the Broadcaster
-	formVV          // a and b have the output's layout
-	formVS          // a has it, b is one element
-	formSV          // a is one element, b has the output's layout
-	formVRowS       // a has it, b one element per row of the output (x / ‖x‖)
-	formRowSV       // a one element per row of the output, b has its layout
+	formRows  = iota // row by row through the Broadcaster
+	formVV           // a and b have the output's layout
+	formVS           // a has it, b is one element
+	formSV           // a is one element, b has the output's layout
+	formVRowS        // a has it, b one element per row of the output (x / ‖x‖)
+	formRowSV        // a one element per row of the output, b has its layout
 )
 
 // rowScalars reports whether an input of shape in holds one element per
