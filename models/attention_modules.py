@@ -1704,3 +1704,44 @@ class BartAttention(nn.Module):
         attn_output = attn_output.transpose(1, 2)
         attn_output = attn_output.reshape(bsz, tgt_len, self.embed_dim)
         return self.out_proj(attn_output)
+
+
+class ClipTextAttention(BartAttention):
+    """transformers' CLIPAttention as CLIPTextTransformer runs it (the text
+    encoder of CLIP and of Stable Diffusion): BartAttention's projections
+    and head folding, with two masks added through their own views of the
+    scores: the causal mask of _build_causal_attention_mask (finfo.min
+    above the diagonal: empty().fill_(min).triu_(1), [bsz, 1, T, T]), then
+    the padding mask of _expand_mask. attention_mask: (bsz, T) int64,
+    1 = keep."""
+
+    @staticmethod
+    def _build_causal_attention_mask(bsz, seq_len, dtype):
+        mask = torch.empty(bsz, seq_len, seq_len, dtype=dtype)
+        mask.fill_(torch.finfo(dtype).min)
+        mask.triu_(1)  # zero out the lower diagonal
+        return mask.unsqueeze(1)  # expand mask
+
+    def forward(self, hidden_states: Tensor, attention_mask: Tensor):
+        bsz, tgt_len, _ = hidden_states.size()
+        query_states = self.q_proj(hidden_states) * self.scaling
+        key_states = self._shape(self.k_proj(hidden_states), -1, bsz)
+        value_states = self._shape(self.v_proj(hidden_states), -1, bsz)
+        proj_shape = (bsz * self.num_heads, -1, self.head_dim)
+        query_states = self._shape(query_states, tgt_len, bsz).view(*proj_shape)
+        key_states = key_states.view(*proj_shape)
+        value_states = value_states.view(*proj_shape)
+        src_len = key_states.size(1)
+        attn_weights = torch.bmm(query_states, key_states.transpose(1, 2))
+        causal_attention_mask = self._build_causal_attention_mask(bsz, tgt_len, attn_weights.dtype)
+        attn_weights = attn_weights.view(bsz, self.num_heads, tgt_len, src_len) + causal_attention_mask
+        attn_weights = attn_weights.view(bsz * self.num_heads, tgt_len, src_len)
+        mask = self._expand_mask(attention_mask, attn_weights.dtype, tgt_len)
+        attn_weights = attn_weights.view(bsz, self.num_heads, tgt_len, src_len) + mask
+        attn_weights = attn_weights.view(bsz * self.num_heads, tgt_len, src_len)
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1)
+        attn_output = torch.bmm(attn_weights, value_states)
+        attn_output = attn_output.view(bsz, self.num_heads, tgt_len, self.head_dim)
+        attn_output = attn_output.transpose(1, 2)
+        attn_output = attn_output.reshape(bsz, tgt_len, self.embed_dim)
+        return self.out_proj(attn_output)

@@ -544,6 +544,15 @@ SPECS = [
          "indexed by a buffer: an [H, N, N] constant once folded) added, then the scores viewed as "
          "(bw / nw, nw, H, N, N) plus the (nw, N, N) 0 / -100 shifted-window mask and viewed back "
          "(Reshape, Add, Reshape); mask: Swin's own for an image of nw windows (a token sees only its region)"),
+    Spec("clip_text_attention", "ext",
+         "transformers' CLIPAttention in CLIP's text encoder (Stable Diffusion's): causal and padding masks",
+         lambda: am.ClipTextAttention(C, H),
+         [("x", ("batch", "seq", C), randn), ("attention_mask", ("batch", "seq"), keep_mask_int_2d)],
+         [("y", ("batch", "seq", C))],
+         _std_sets() + [dict(batch=2, seq=40)],
+         "BartAttention's projections and heads in the batch; two masks each added through a (B, H, T, S) "
+         "view of the scores: the finfo.min causal mask (empty().fill_(min).triu_(1), folded), then "
+         "_expand_mask's padding mask; the last data set's attention_mask (80 elements) is no plan constant"),
     Spec("swinv2_window_attention", "ext",
          "Swin Transformer V2's WindowAttention (cosine attention, window 4×4, shifted-window mask)",
          lambda: am.SwinV2WindowAttention(C, (4, 4), H),

@@ -86,6 +86,11 @@ import (
 // causal_mask) is -inf where both hide, so rows that lose every key are
 // not uniform: it is the cut checked row by row, as below.
 //
+// An additive causal constant A added to the scores by an Add of its own,
+// then an additive mask M by another (CLIP's text encoder) is cut as
+// Add(A, M) is, the cut checked row by row for a finite fill
+// (causalAddedFirst).
+//
 // A bool mask that is the causal pattern alone with a fill above -2^127
 // (GPT-2's -1e4, seed 003's -1e9), and one followed by an additive mask
 // stage (GPT-2's torch.where then + the padding mask), is cut too, with
@@ -195,6 +200,31 @@ func (f *fuser) splitCausal(m *attnMatch, scores string, chain []int) []int {
 	m.masks = []maskStage{st}
 	m.absorbs = cs.absorbs
 	return append(chain[:len(chain):len(chain)], cs.steps...)
+}
+
+// causalAddedFirst splits an additive causal constant A (0 where kept,
+// one fill F where hidden) added to the scores before an additive mask M,
+// each through its own Add (CLIP's text encoder: the finfo.min causal mask
+// of _build_causal_attention_mask, then _expand_mask's padding, each added
+// to its own view of the scores): (s + A) + M is s + (A + M) here, as s +
+// F rounds to F (|s| < 2^103) and F + M is what A + M holds where A hides,
+// so it is the cut of transformers 4.30-4.35's Add(A, B) above, checked
+// row by row for a finite F·post (exact for -inf), M the mask. A alone is
+// causalAdditive's.
+func (f *fuser) causalAddedFirst(first, rest maskStage, scores string) (causalSplit, bool) {
+	if rest.name == "" {
+		return causalSplit{}, false
+	}
+	off, fill, absorbs, ok := f.causalAddPattern(first.name, scores)
+	scaled := fill * first.post
+	if !ok || !(scaled < 0) || !finite32(scaled) && !math.IsInf(scaled, -1) {
+		return causalSplit{}, false
+	}
+	cs := causalSplit{off: off, rest: rest, absorbs: absorbs}
+	if !math.IsInf(scaled, -1) {
+		cs.checked, cs.fill = true, scaled
+	}
+	return cs, true
 }
 
 // causalMask reads bool mask cond (hiding a score where it equals hide)
@@ -555,15 +585,18 @@ func boolByte(b bool) byte {
 // the hidden scores at F (ops/attention.go, causal_fill).
 func (f *fuser) causalChecked(masks []maskStage, scores string) (causalSplit, bool) {
 	first := masks[0]
-	fill := first.fill * first.post
-	if first.kind == ops.MaskAdditive || !(fill < 0) {
-		return causalSplit{}, false
-	}
 	var rest maskStage // the node's mask after the split: none, or M
 	if len(masks) == 2 {
 		if rest = masks[1]; rest.kind != ops.MaskAdditive {
 			return causalSplit{}, false
 		}
+	}
+	if first.kind == ops.MaskAdditive {
+		return f.causalAddedFirst(first, rest, scores)
+	}
+	fill := first.fill * first.post
+	if !(fill < 0) {
+		return causalSplit{}, false
 	}
 	cs, ok := f.causalMask(first.name, first.kind == ops.MaskBoolTrueMasks, scores)
 	if !ok || cs.rest.name != "" {

@@ -273,6 +273,19 @@ func TestFuseCausalAdditiveSplit(t *testing.T) {
 		return m
 	}
 	keyBias := randT(r, b, 1, 1, sk)
+	// addedTwice makes chain's one Add of the mask two: scores + first,
+	// then + second, each an Add of its own.
+	addedTwice := func(nodes []*ir.Node, first, second string) []*ir.Node {
+		out := []*ir.Node{}
+		for _, n := range nodes {
+			if n.OpType == "Add" {
+				out = append(out, node("Add", []string{"s0", first}, []string{"s01"}), node("Add", []string{"s01", second}, []string{"s1"}))
+				continue
+			}
+			out = append(out, n)
+		}
+		return out
+	}
 	big := ir.NewTensor(ir.Float, []int{2100, 2100}) // over maxFoldElements: its Slice stays a step
 	for i := 0; i < 2100; i++ {
 		for j := i + 1; j < 2100; j++ {
@@ -364,6 +377,33 @@ func TestFuseCausalAdditiveSplit(t *testing.T) {
 				return m
 			}()},
 			ops: "Transpose MatMul Add Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 causal_fill=-3.4028235e+38 mask_kind=additive mask_scale=1"},
+		// CLIP's text encoder: the causal constant and the padding mask
+		// each added to the scores by its own Add.
+		{name: "finfo.min causal constant added, then (1 - keep)·finfo.min added (CLIP): the checked cut",
+			syn: synth{inputs: inputs(vi("kb", ir.Float, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, fmin)},
+				nodes: addedTwice(chain(), "a", "kb")},
+			feeds: map[string]*ir.Tensor{"kb": func() *ir.Tensor {
+				m := ir.NewTensor(ir.Float, []int{b, 1, 1, sk})
+				for j := 0; j < 6; j++ {
+					m.Float32s()[j] = fmin
+				}
+				return m
+			}()},
+			ops: "Transpose MatMul Add Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 causal_fill=-3.4028235e+38 mask_kind=additive mask_scale=1"},
+		{name: "-inf causal constant added, then a per-key bias added: the exact cut",
+			syn: synth{inputs: inputs(vi("kb", ir.Float, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, negInf)},
+				nodes: addedTwice(chain(), "a", "kb")},
+			feeds: map[string]*ir.Tensor{"kb": keyBias},
+			ops:   "Transpose MatMul Add Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 mask_kind=additive mask_scale=1"},
+		{name: "-1e4 causal constant added, then a bias varying per query added: checked",
+			syn: synth{inputs: inputs(vi("kb", ir.Float, b, 1, sq, sk)), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, -1e4)},
+				nodes: addedTwice(chain(), "a", "kb")},
+			ops: "Transpose MatMul Add Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 causal_fill=-10000 mask_kind=additive mask_scale=1"},
+		{name: "the padding added first, then the causal constant: not split",
+			syn: synth{inputs: inputs(vi("kb", ir.Float, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, fmin)},
+				nodes: addedTwice(chain(), "kb", "a")},
+			feeds: map[string]*ir.Tensor{"kb": keyBias},
+			ops:   "Transpose MatMul Add Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1 bias_scale=1"},
 		{name: "Where(key mask, -inf, a constant that is not quite causal)",
 			syn: synth{inputs: inputs(mkey), inits: map[string]*ir.Tensor{"a": nearly, "ninf": sc(negInf)},
 				nodes: chain(node("Where", []string{"m", "ninf", "a"}, []string{"c"}))},

@@ -157,6 +157,10 @@ func TestModelFusions(t *testing.T) {
 		// heads in the batch, the scores viewed as (B, H, T, S) to add
 		// _expand_mask's finfo.min mask and viewed back.
 		{"bart_attention", 1, "Transpose MatMul Reshape Add Reshape Softmax MatMul", scale8, false, ops.MaskAdditive, 0, false},
+		// CLIP's text encoder: BART's heads, then the finfo.min causal
+		// constant and the padding mask each added through a view of the
+		// scores: the checked cut, the padding the mask.
+		{"clip_text_attention", 1, "Transpose MatMul Reshape Add Reshape Reshape Add Reshape Softmax MatMul", scale8, false, ops.MaskAdditive, 0, false},
 		// Older-opset exports fuse as their opset-17 twins: opset 14
 		// (torch's default), opset 11's attribute axes and 2-D-coerced
 		// Softmax(axis=-1), the opset-14 encoder with its LayerNorms as
@@ -186,6 +190,7 @@ func TestModelFusions(t *testing.T) {
 		"falcon_mqa_attention":        "causal=1",
 		"swin_window_attention":       "bias_scale=1",
 		"swinv2_window_attention":     "bias_scale=1",
+		"clip_text_attention":         "causal=1 causal_fill=-3.4028235e+38",
 	}
 	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {
