@@ -273,6 +273,11 @@ func TestFuseCausalAdditiveSplit(t *testing.T) {
 		return m
 	}
 	keyBias := randT(r, b, 1, 1, sk)
+	// padFmin is (1 - keep)·finfo.min for batch 0's first 6 keys padded.
+	padFmin := ir.NewTensor(ir.Float, []int{b, 1, 1, sk})
+	for j := 0; j < 6; j++ {
+		padFmin.Float32s()[j] = fmin
+	}
 	// addedTwice makes chain's one Add of the mask two: scores + first,
 	// then + second, each an Add of its own.
 	addedTwice := func(nodes []*ir.Node, first, second string) []*ir.Node {
@@ -369,26 +374,14 @@ func TestFuseCausalAdditiveSplit(t *testing.T) {
 		{name: "Add(finfo.min causal, (1 - keep)·finfo.min): the checked cut",
 			syn: synth{inputs: inputs(vi("kb", ir.Float, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, fmin)},
 				nodes: chain(node("Add", []string{"a", "kb"}, []string{"c"}))},
-			feeds: map[string]*ir.Tensor{"kb": func() *ir.Tensor {
-				m := ir.NewTensor(ir.Float, []int{b, 1, 1, sk})
-				for j := 0; j < 6; j++ {
-					m.Float32s()[j] = fmin
-				}
-				return m
-			}()},
+			feeds: map[string]*ir.Tensor{"kb": padFmin},
 			ops: "Transpose MatMul Add Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 causal_fill=-3.4028235e+38 mask_kind=additive mask_scale=1"},
 		// CLIP's text encoder: the causal constant and the padding mask
 		// each added to the scores by its own Add.
 		{name: "finfo.min causal constant added, then (1 - keep)·finfo.min added (CLIP): the checked cut",
 			syn: synth{inputs: inputs(vi("kb", ir.Float, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, fmin)},
 				nodes: addedTwice(chain(), "a", "kb")},
-			feeds: map[string]*ir.Tensor{"kb": func() *ir.Tensor {
-				m := ir.NewTensor(ir.Float, []int{b, 1, 1, sk})
-				for j := 0; j < 6; j++ {
-					m.Float32s()[j] = fmin
-				}
-				return m
-			}()},
+			feeds: map[string]*ir.Tensor{"kb": padFmin},
 			ops: "Transpose MatMul Add Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 causal_fill=-3.4028235e+38 mask_kind=additive mask_scale=1"},
 		{name: "-inf causal constant added, then a per-key bias added: the exact cut",
 			syn: synth{inputs: inputs(vi("kb", ir.Float, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, negInf)},
