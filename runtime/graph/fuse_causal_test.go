@@ -375,14 +375,14 @@ func TestFuseCausalAdditiveSplit(t *testing.T) {
 			syn: synth{inputs: inputs(vi("kb", ir.Float, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, fmin)},
 				nodes: chain(node("Add", []string{"a", "kb"}, []string{"c"}))},
 			feeds: map[string]*ir.Tensor{"kb": padFmin},
-			ops: "Transpose MatMul Add Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 causal_fill=-3.4028235e+38 mask_kind=additive mask_scale=1"},
+			ops:   "Transpose MatMul Add Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 causal_fill=-3.4028235e+38 mask_kind=additive mask_scale=1"},
 		// CLIP's text encoder: the causal constant and the padding mask
 		// each added to the scores by its own Add.
 		{name: "finfo.min causal constant added, then (1 - keep)·finfo.min added (CLIP): the checked cut",
 			syn: synth{inputs: inputs(vi("kb", ir.Float, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, fmin)},
 				nodes: addedTwice(chain(), "a", "kb")},
 			feeds: map[string]*ir.Tensor{"kb": padFmin},
-			ops: "Transpose MatMul Add Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 causal_fill=-3.4028235e+38 mask_kind=additive mask_scale=1"},
+			ops:   "Transpose MatMul Add Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 causal_fill=-3.4028235e+38 mask_kind=additive mask_scale=1"},
 		{name: "-inf causal constant added, then a per-key bias added: the exact cut",
 			syn: synth{inputs: inputs(vi("kb", ir.Float, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, negInf)},
 				nodes: addedTwice(chain(), "a", "kb")},
