@@ -1325,8 +1325,9 @@ def export_bench_patterns(outdir):
     models/) at the sizes their models use, for bench-compare: BART-base's
     encoder self-attention, the Conformer's (ESPnet, d=256), Swin-T's first
     stage (7x7 windows of C=96, 64 windows), BLOOM-560m's, Falcon-style
-    multi-query at C=1024, timm's ViT-B/16 (197 tokens) and SwinV2-T's first
-    stage (8x8 windows of C=96, cosine attention). Each is checked
+    multi-query at C=1024, timm's ViT-B/16 (197 tokens), SwinV2-T's first
+    stage (8x8 windows of C=96, cosine attention) and CLIP ViT-L/14's text
+    encoder (Stable Diffusion's: C=768, 77 tokens). Each is checked
     against PyTorch at its export inputs with the numpy interpreter."""
     torch.manual_seed(0)
     rng = np.random.default_rng(11)
@@ -1352,6 +1353,9 @@ def export_bench_patterns(outdir):
          [("x", randn(rng, (1, 197, 768)), {0: "batch"})]),
         ("swinv2_window_attention_c96", am.SwinV2WindowAttention(96, (8, 8), 3),
          [("x", randn(rng, (4, 64, 96)), {0: "bw"}), ("mask", swin_shift_mask(rng, (4, 64, 64)), {0: "nw"})]),
+        ("clip_text_attention_c768", am.ClipTextAttention(768, 12),
+         [("x", randn(rng, (1, s, 768)), {0: "batch", 1: "seq"}),
+          ("attention_mask", np.ones((1, s), np.int64), {0: "batch", 1: "seq"})]),
     ]
     for name, m, ins in items:
         m.eval()
