@@ -24,6 +24,17 @@ func TestPrecisionFlag(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "precision bf16: tolerance rtol 0.02 atol 0.01") || !strings.Contains(r.stdout, " passed, 0 failed") {
 		t.Errorf("conform --precision bf16 output:\n%s", r.stdout)
 	}
+	// A case with its own bf16 tolerance (bf16_tolerance.json) is held to
+	// it and says why; --atol puts it back under the flags'.
+	r = attnrun(t, "conform", "--precision", "bf16", filepath.Join(modelsDir, "swinv2_window_attention"))
+	r.wantOK(t)
+	if !strings.Contains(r.stdout, "(its own bf16 tolerance rtol 0.1 atol 0.1: cosine attention") {
+		t.Errorf("conform --precision bf16 on Swin V2 does not give its tolerance:\n%s", r.stdout)
+	}
+	r = attnrun(t, "conform", "--precision", "bf16", "--atol", "0.01", filepath.Join(modelsDir, "swinv2_window_attention"))
+	if r.code != 1 || strings.Contains(r.stdout, "its own bf16 tolerance") {
+		t.Errorf("conform --precision bf16 --atol 0.01 on Swin V2: exit %d\n%s", r.code, r.stdout)
+	}
 	attnrun(t, "run", "--precision", "BF16", filepath.Join(modelsDir, "s000_multi_head", "model.onnx"), "-i", "x=random:1x8x32").wantOK(t)
 	r = attnrun(t, "bench", "--precision", "bf16", filepath.Join(modelsDir, "s003_self_attention", "model.onnx"), "-i", "x=random:3x32", "-n", "3", "--warmup", "1", "--json")
 	r.wantOK(t)
