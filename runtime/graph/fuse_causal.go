@@ -88,8 +88,7 @@ import (
 //
 // An additive causal constant A added to the scores by an Add of its own,
 // then an additive mask M by another (CLIP's text encoder) is cut as
-// Add(A, M) is, the cut checked row by row for a finite fill
-// (causalAddedFirst).
+// Add(A, M) is (causalAddedFirst).
 //
 // A bool mask that is the causal pattern alone with a fill above -2^127
 // (GPT-2's -1e4, seed 003's -1e9), and one followed by an additive mask
@@ -202,29 +201,56 @@ func (f *fuser) splitCausal(m *attnMatch, scores string, chain []int) []int {
 	return append(chain[:len(chain):len(chain)], cs.steps...)
 }
 
+// causalAddedPattern reads tensor a, added to the scores x times factor,
+// as the causal pattern A of a split cs. keyFill is the fill of the
+// per-key Where merged with it (-inf, or F), NaN for an added per-key
+// mask, 0 for none: a finite fill is cut alone, or with a Where of the
+// same fill, then with masked_rows_uniform where rows can lose every key;
+// beside an added mask only at or below -2^127 (s + F is F there), the cut
+// checked per row; else the fill times the scales after it must be -inf.
+func (f *fuser) causalAddedPattern(a, x string, factor, keyFill float64, cs causalSplit) (causalSplit, bool) {
+	off, fill, absorbs, ok := f.causalAddPattern(a, x)
+	scaled := fill * factor
+	switch {
+	case !ok:
+		return causalSplit{}, false
+	case math.IsInf(scaled, -1):
+		ok = keyFill == 0 || math.IsNaN(keyFill) || math.IsInf(keyFill, -1)
+	case scaled <= causalFillLimit && (keyFill == 0 || keyFill == fill):
+		cs.uniform = off < 0 || keyFill != 0
+		ok = !cs.uniform || finite32(scaled)
+	case scaled <= causalFillLimit && math.IsNaN(keyFill) && finite32(scaled):
+		// An added per-key mask (transformers 4.30-4.35's LLaMA:
+		// expanded_attn_mask + causal_mask, both 0/finfo.min): the
+		// cut, checked per row. s + F is F for |s| < 2^103, so a
+		// row recomputed with the hidden scores at F, the mask added
+		// after, is the export's (F + F overflows to -inf there too).
+		cs.checked, cs.fill = true, scaled
+	default:
+		ok = false
+	}
+	if !ok {
+		return causalSplit{}, false
+	}
+	cs.off, cs.absorbs = off, absorbs
+	return cs, true
+}
+
 // causalAddedFirst splits an additive causal constant A (0 where kept,
 // one fill F where hidden) added to the scores before an additive mask M,
 // each through its own Add (CLIP's text encoder: the finfo.min causal mask
 // of _build_causal_attention_mask, then _expand_mask's padding, each added
 // to its own view of the scores): (s + A) + M is s + (A + M) here, as s +
 // F rounds to F (|s| < 2^103) and F + M is what A + M holds where A hides,
-// so it is the cut of transformers 4.30-4.35's Add(A, B) above, checked
-// row by row for a finite F·post (exact for -inf), M the mask. A alone is
-// causalAdditive's.
+// so it is the cut of transformers 4.30-4.35's Add(A, B) above, by the
+// same rule (causalAddedPattern): checked row by row for a finite F·post
+// at or below -2^127, exact for -inf, M the mask; a fill above -2^127
+// (s + F is not F) stays the mask. A alone is causalAdditive's.
 func (f *fuser) causalAddedFirst(first, rest maskStage, scores string) (causalSplit, bool) {
 	if rest.name == "" {
 		return causalSplit{}, false
 	}
-	off, fill, absorbs, ok := f.causalAddPattern(first.name, scores)
-	scaled := fill * first.post
-	if !ok || !(scaled < 0) || !finite32(scaled) && !math.IsInf(scaled, -1) {
-		return causalSplit{}, false
-	}
-	cs := causalSplit{off: off, rest: rest, absorbs: absorbs}
-	if !math.IsInf(scaled, -1) {
-		cs.checked, cs.fill = true, scaled
-	}
-	return cs, true
+	return f.causalAddedPattern(first.name, scores, first.post, math.NaN(), causalSplit{rest: rest})
 }
 
 // causalMask reads bool mask cond (hiding a score where it equals hide)
@@ -266,41 +292,9 @@ func (f *fuser) causalMask(cond string, hide bool, x string) (causalSplit, bool)
 // masked_fill of the padding on its finfo.min causal mask), through no-op
 // Casts and positive scalings.
 func (f *fuser) causalAdditive(add, x string, post float64) (causalSplit, bool) {
-	// pattern reads A, scaled by factor. keyFill is the fill of the
-	// per-key Where merged with it (-inf, or F), NaN for an added per-key
-	// mask, 0 for none: a finite fill is cut alone, or with a Where of
-	// the same fill, then with masked_rows_uniform where rows can lose
-	// every key; else the fill times the scales after it must be -inf.
-	pattern := func(a string, factor, keyFill float64, cs causalSplit) (causalSplit, bool) {
-		off, fill, absorbs, ok := f.causalAddPattern(a, x)
-		scaled := fill * factor
-		switch {
-		case !ok:
-			return causalSplit{}, false
-		case math.IsInf(scaled, -1):
-			ok = keyFill == 0 || math.IsNaN(keyFill) || math.IsInf(keyFill, -1)
-		case scaled <= causalFillLimit && (keyFill == 0 || keyFill == fill):
-			cs.uniform = off < 0 || keyFill != 0
-			ok = !cs.uniform || finite32(scaled)
-		case scaled <= causalFillLimit && math.IsNaN(keyFill) && finite32(scaled):
-			// An added per-key mask (transformers 4.30-4.35's LLaMA:
-			// expanded_attn_mask + causal_mask, both 0/finfo.min): the
-			// cut, checked per row. s + F is F for |s| < 2^103, so a
-			// row recomputed with the hidden scores at F, the mask added
-			// after, is the export's (F + F overflows to -inf there too).
-			cs.checked, cs.fill = true, scaled
-		default:
-			ok = false
-		}
-		if !ok {
-			return causalSplit{}, false
-		}
-		cs.off, cs.absorbs = off, absorbs
-		return cs, true
-	}
 	links := f.passThrough(add, true)
 	for _, l := range links {
-		if cs, ok := pattern(l.name, post*l.factor, 0, causalSplit{steps: l.steps}); ok {
+		if cs, ok := f.causalAddedPattern(l.name, x, post*l.factor, 0, causalSplit{steps: l.steps}); ok {
 			return cs, true
 		}
 	}
@@ -320,7 +314,7 @@ func (f *fuser) causalAdditive(add, x string, post float64) (causalSplit, bool) 
 				continue
 			}
 			rest := maskStage{name: n.Inputs[0], kind: c.kind, fill: math.Inf(-1), post: 1}
-			if cs, ok := pattern(n.Inputs[c.a], post, keyFill, causalSplit{rest: rest, steps: steps}); ok {
+			if cs, ok := f.causalAddedPattern(n.Inputs[c.a], x, post, keyFill, causalSplit{rest: rest, steps: steps}); ok {
 				return cs, true
 			}
 		}
@@ -333,7 +327,7 @@ func (f *fuser) causalAdditive(add, x string, post float64) (causalSplit, bool) 
 			if rest.finiteFill { // exact only as the one mask: the causal part adds its own fill
 				rest, more = *rest.additive, nil
 			}
-			if cs, ok := pattern(o[0], post, math.NaN(), causalSplit{rest: rest, steps: append(steps[:len(steps):len(steps)], more...)}); ok {
+			if cs, ok := f.causalAddedPattern(o[0], x, post, math.NaN(), causalSplit{rest: rest, steps: append(steps[:len(steps):len(steps)], more...)}); ok {
 				return cs, true
 			}
 		}

@@ -388,10 +388,12 @@ func TestFuseCausalAdditiveSplit(t *testing.T) {
 				nodes: addedTwice(chain(), "a", "kb")},
 			feeds: map[string]*ir.Tensor{"kb": keyBias},
 			ops:   "Transpose MatMul Add Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 mask_kind=additive mask_scale=1"},
-		{name: "-1e4 causal constant added, then a bias varying per query added: checked",
+		// s + -1e4 is not -1e4: a row computed again at the fill would not
+		// be the export's (TestCausalCutFills).
+		{name: "-1e4 causal constant added, then a bias varying per query added: not split",
 			syn: synth{inputs: inputs(vi("kb", ir.Float, b, 1, sq, sk)), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, -1e4)},
 				nodes: addedTwice(chain(), "a", "kb")},
-			ops: "Transpose MatMul Add Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 causal_fill=-10000 mask_kind=additive mask_scale=1"},
+			ops: "Transpose MatMul Add Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1 bias_scale=1"},
 		{name: "the padding added first, then the causal constant: not split",
 			syn: synth{inputs: inputs(vi("kb", ir.Float, b, 1, 1, sk)), inits: map[string]*ir.Tensor{"a": causalFloat(sq, sk, 2, fmin)},
 				nodes: addedTwice(chain(), "kb", "a")},
@@ -501,6 +503,19 @@ func TestCausalCutFills(t *testing.T) {
 		if c, _ := fs[0].Node.AttrInt("causal", 0); c != 1 || fs[0].Node.Input(3) != "pad" {
 			t.Errorf("GPT-2's chain: causal %d, mask %q; want the cut and the padding as the mask", c, fs[0].Node.Input(3))
 		}
+	}
+	// An additive -1e4 causal constant, then an added key mask, each by an
+	// Add of its own: on scores of -2e4 every row would fail a check, and
+	// computing it again with the hidden scores at -1e4 is not the export's
+	// s - 1e4. It stays the mask (run compares fused and unfused).
+	added := synth{inputs: []*ir.ValueInfo{vi("q", ir.Float, b, h, s, d), vi("k", ir.Float, b, h, s, d), vi("v", ir.Float, b, h, s, d), vi("pad", ir.Float, b, 1, 1, s)},
+		inits: map[string]*ir.Tensor{"a": causalFloat(s, s, 0, -1e4)},
+		nodes: []*ir.Node{node("Transpose", []string{"k"}, []string{"kt"}, perm), node("MatMul", []string{"q", "kt"}, []string{"s0"}),
+			node("Add", []string{"s0", "a"}, []string{"s1"}), node("Add", []string{"s1", "pad"}, []string{"s2"}),
+			node("Softmax", []string{"s2"}, []string{"p"}, axis), node("MatMul", []string{"p", "v"}, []string{"y"})},
+		outputs: []string{"y"}}.model()
+	if _, causal := run(added, map[string]*ir.Tensor{"q": far["q"], "k": far["k"], "v": far["v"], "pad": full(0, b, 1, 1, s)}); causal {
+		t.Errorf("an added -1e4 causal constant beside an added mask is cut")
 	}
 	// finfo.min: exact, cut.
 	for _, in := range []map[string]*ir.Tensor{far, wide} {
