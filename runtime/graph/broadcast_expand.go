@@ -20,8 +20,8 @@ import (
 // at plan time, before the fusions (not with Options.NoFuse): a step that
 // reads an Expand's output and is an element-wise op (narrowOps) whose
 // output keeps its concrete type with the Expand's input in its place
-// reads that input instead, and an Expand that no step reads any more and
-// that is no graph output is dropped. The values are the same bit for bit:
+// reads that input instead, and the steps nothing reads any more (those
+// Expands) are dropped. The values are the same bit for bit:
 // an element-wise op reads each input element at the broadcast position,
 // whether the broadcast was written out or not.
 func (p *Program) dropBroadcastExpands(pl *plan, types map[string]ops.Value) {
@@ -59,22 +59,9 @@ func (p *Program) dropBroadcastExpands(pl *plan, types map[string]ops.Value) {
 			changed = true
 		}
 	}
-	if !changed {
-		return
+	if changed {
+		p.dropDead(pl, nil) // the Expands nothing reads any more
 	}
-	uses := map[string]int{}
-	for _, st := range pl.steps {
-		for _, in := range st.node.Inputs {
-			uses[in]++
-		}
-	}
-	for _, o := range p.Model.Graph.Outputs {
-		uses[o.Name]++
-	}
-	pl.steps = slices.DeleteFunc(pl.steps, func(st step) bool {
-		n := st.node
-		return n.OpType == "Expand" && isDefaultDomain(n) && len(n.Outputs) == 1 && uses[n.Outputs[0]] == 0
-	})
 }
 
 // expandInput returns the input of the Expand step computing tensor name.

@@ -251,21 +251,14 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 // regrouped batch, fuse_regroup.go). ok is false when the node's inference
 // does not give the chain's output types.
 func (f *fuser) build(schema *ops.Schema, m attnMatch) (fused *ir.Node, added addedNodes, reads, writes []int, ok bool) {
-	m, nw := f.narrowMasks(m)
-	m, qMul, mulSchema, ok := f.headScaledQ(m)
-	if !ok {
-		return nil, addedNodes{}, nil, nil, false
+	m, reads = f.narrowMasks(m, &added) // reads: the full-size mask steps, dropped once nothing reads them
+	if m, ok = f.headScaledQ(m, &added); !ok {
+		return nil, added, nil, nil, false
 	}
-	if qMul != nil {
-		nw.add(qMul, mulSchema, headScaleMulOpset)
-	}
-	rg, m, added, ok := f.regroup(m)
+	rg, m, ok := f.regroup(m, &added)
 	if !ok {
 		return nil, added, nil, nil, false
 	}
-	added.pre = append(nw.nodes, added.pre...)
-	added.schemas, added.opsets = nw.schemas, nw.opsets
-	reads = nw.steps // the full-size mask steps: dropped once nothing reads them
 	fused, ok = m.node(f.pl.steps)
 	if !ok {
 		return nil, added, nil, nil, false

@@ -51,17 +51,17 @@ func (f *fuser) headScaling(n *ir.Node) (x, c string, ok bool) {
 	return "", "", false
 }
 
-// headScaledQ returns m reading Q times its per-head scale, and the Mul
-// computing it (none when m has no per-head scale); ok is false when the
-// product does not keep Q's shape, or Q is read through a permutation or
-// a head repeat.
-func (f *fuser) headScaledQ(m attnMatch) (attnMatch, *ir.Node, *ops.Schema, bool) {
+// headScaledQ returns m reading Q times its per-head scale, with the Mul
+// computing it added to added (none when m has no per-head scale); ok is
+// false when the product does not keep Q's shape, or Q is read through a
+// permutation or a head repeat.
+func (f *fuser) headScaledQ(m attnMatch, added *addedNodes) (attnMatch, bool) {
 	if m.headScale == "" {
-		return m, nil, nil, true
+		return m, true
 	}
 	schema, err := ops.Lookup(ops.DomainONNX, "Mul", headScaleMulOpset)
 	if err != nil || m.q.perm != nil || m.q.grouped {
-		return m, nil, nil, false
+		return m, false
 	}
 	q := m.q.name
 	name := ops.AttentionTempPrefix + q + "/head_scaled"
@@ -69,14 +69,15 @@ func (f *fuser) headScaledQ(m attnMatch) (attnMatch, *ir.Node, *ops.Schema, bool
 		Doc: "Q times the per-head scale " + m.headScale + " (multiplying the scores by it)"}
 	res, err := schema.Infer(n, headScaleMulOpset, []ops.Value{f.types[q], f.types[m.headScale]})
 	if err != nil || len(res) != 1 {
-		return m, nil, nil, false
+		return m, false
 	}
 	want, ok1 := f.concreteShape(q)
 	got, ok2 := res[0].Type.Shape.Concrete()
 	if !ok1 || !ok2 || !slices.Equal(got, want) {
-		return m, nil, nil, false
+		return m, false
 	}
 	f.types[name] = ops.Value{Type: res[0].Type}
+	added.add(false, n, schema, headScaleMulOpset)
 	m.q = attnOperand{name: name}
-	return m, n, schema, true
+	return m, true
 }

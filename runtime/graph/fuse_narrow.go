@@ -43,31 +43,13 @@ var narrowOps = map[string]bool{
 	"Cast": true, "Where": true, "Identity": true,
 }
 
-// narrowing is the work of narrowing one fusion's masks: the nodes to run
-// before the fused node, with their schemas and opsets, and the full-size
-// steps they stand for.
-type narrowing struct {
-	nodes   []*ir.Node
-	schemas map[*ir.Node]*ops.Schema
-	opsets  map[*ir.Node]int
-	steps   []int
-}
-
-// add appends node n, run with schema s at opset.
-func (nw *narrowing) add(n *ir.Node, s *ops.Schema, opset int) {
-	if nw.schemas == nil {
-		nw.schemas, nw.opsets = map[*ir.Node]*ops.Schema{}, map[*ir.Node]int{}
-	}
-	nw.nodes = append(nw.nodes, n)
-	nw.schemas[n], nw.opsets[n] = s, opset
-}
-
 // narrowMasks returns m with each mask and bias that is computed
 // element-wise from an Expand replaced by the same computation before the
-// broadcast, and the nodes computing them that this fusion adds (an
-// earlier fusion's are read again, not added twice).
-func (f *fuser) narrowMasks(m attnMatch) (attnMatch, narrowing) {
-	var nw narrowing
+// broadcast, adding the nodes computing them to added (an earlier
+// fusion's are read again, not added twice), and the full-size steps they
+// stand for.
+func (f *fuser) narrowMasks(m attnMatch, added *addedNodes) (attnMatch, []int) {
+	var steps []int
 	seen := map[string]string{}
 	m.masks = slices.Clone(m.masks)
 	for i := range m.masks {
@@ -75,18 +57,19 @@ func (f *fuser) narrowMasks(m attnMatch) (attnMatch, narrowing) {
 		if st.name == "" {
 			continue
 		}
-		if name, ok := f.narrowed(st.name, &nw, seen); ok && f.fitsScores(name, st.at) {
+		if name, ok := f.narrowed(st.name, added, &steps, seen); ok && f.fitsScores(name, st.at) {
 			st.name = name
 		}
 	}
-	return m, nw
+	return m, steps
 }
 
 // narrowed returns the name of tensor t computed before the broadcasts
-// feeding it, adding the nodes that compute it to nw; ok is false when
-// that is t itself (no Expand before it, or nothing smaller). seen holds
-// the tensors of this fusion's masks narrowed so far.
-func (f *fuser) narrowed(t string, nw *narrowing, seen map[string]string) (string, bool) {
+// feeding it, adding the nodes that compute it to added and the full-size
+// steps they stand for to steps; ok is false when that is t itself (no
+// Expand before it, or nothing smaller). seen holds the tensors of this
+// fusion's masks narrowed so far.
+func (f *fuser) narrowed(t string, added *addedNodes, steps *[]int, seen map[string]string) (string, bool) {
 	if name, ok := seen[t]; ok {
 		return name, name != t
 	}
@@ -100,10 +83,10 @@ func (f *fuser) narrowed(t string, nw *narrowing, seen map[string]string) (strin
 	if !isDefaultDomain(n) || len(n.Outputs) != 1 {
 		return t, false
 	}
-	if n.OpType == "Expand" && len(n.Inputs) == 2 {
-		nw.steps = append(nw.steps, k)
-		seen[t] = n.Inputs[0]
-		return n.Inputs[0], true
+	if x, ok := f.expandInput(t); ok {
+		*steps = append(*steps, k)
+		seen[t] = x
+		return x, true
 	}
 	if !narrowOps[n.OpType] {
 		return t, false
@@ -119,7 +102,7 @@ func (f *fuser) narrowed(t string, nw *narrowing, seen map[string]string) (strin
 		if in == "" || f.types[in].Const != nil {
 			continue
 		}
-		if name, ok := f.narrowed(in, nw, seen); ok {
+		if name, ok := f.narrowed(in, added, steps, seen); ok {
 			inputs[j], changed = name, true
 		}
 	}
@@ -146,8 +129,8 @@ func (f *fuser) narrowed(t string, nw *narrowing, seen map[string]string) (strin
 	}
 	f.types[name] = ops.Value{Type: res[0].Type}
 	clone.Doc = fmt.Sprintf("%s computed before the broadcast, [%s] instead of [%s]", n.Label(), ir.ShapeString(small), ir.ShapeString(full))
-	nw.add(clone, st.schema, st.ctx.Opset)
-	nw.steps = append(nw.steps, k)
+	added.add(false, clone, st.schema, st.ctx.Opset)
+	*steps = append(*steps, k)
 	seen[t] = name
 	return name, true
 }

@@ -129,14 +129,28 @@ func (r *regrouping) outView(v ops.View) (ops.View, bool) {
 	return v.Reshape(want)
 }
 
-// addedNodes are the nodes a fusion runs besides its fused node: before
-// it (pre) and after it (post). A node without an entry in schemas is a
-// Reshape at regroupReshapeOpset; the others (masks computed before their
-// broadcast, fuse_narrow.go) run with the schema and opset given.
+// addedNodes are the nodes a fusion runs besides its fused node, before
+// it (pre) and after it (post), each with the schema and opset it runs
+// with: masks computed before their broadcast (fuse_narrow.go), Q times a
+// per-head scale (fuse_head_scale.go), Reshapes to and from a regrouped
+// batch.
 type addedNodes struct {
 	pre, post []*ir.Node
 	schemas   map[*ir.Node]*ops.Schema
 	opsets    map[*ir.Node]int
+}
+
+// add appends n to pre (or post), run with schema s at opset.
+func (a *addedNodes) add(post bool, n *ir.Node, s *ops.Schema, opset int) {
+	if a.schemas == nil {
+		a.schemas, a.opsets = map[*ir.Node]*ops.Schema{}, map[*ir.Node]int{}
+	}
+	if post {
+		a.post = append(a.post, n)
+	} else {
+		a.pre = append(a.pre, n)
+	}
+	a.schemas[n], a.opsets[n] = s, opset
 }
 
 // regroup works out how match m, with regrouping Reshapes, is fused (nil
@@ -145,14 +159,17 @@ type addedNodes struct {
 // Reshape to it, and the weights, when it writes them, by a tensor of the
 // fused node's shape; with the Reshape nodes to run before the fused node
 // (none for one an earlier fusion added) and after it. ok is false when
-// the chain cannot be fused in one batch shape.
-func (f *fuser) regroup(m attnMatch) (*regrouping, attnMatch, addedNodes, bool) {
-	var added addedNodes
+// the chain cannot be fused in one batch shape. The Reshapes go to added.
+func (f *fuser) regroup(m attnMatch, added *addedNodes) (*regrouping, attnMatch, bool) {
 	if len(m.regroups) == 0 {
-		return nil, m, added, true
+		return nil, m, true
 	}
 	if m.outPerm != nil || m.k.grouped || m.v.grouped {
-		return nil, m, added, false
+		return nil, m, false
+	}
+	reshape, err := ops.Lookup(ops.DomainONNX, "Reshape", regroupReshapeOpset)
+	if err != nil {
+		return nil, m, false
 	}
 	r := &regrouping{}
 	var ok1, ok2, ok3 bool
@@ -161,7 +178,7 @@ func (f *fuser) regroup(m attnMatch) (*regrouping, attnMatch, addedNodes, bool) 
 	r.pv, ok2 = f.batchOf(m.pv.Inputs[0])
 	ob, ok3 = f.batchOf(m.pv.Outputs[0])
 	if !ok1 || !ok2 || !ok3 || !slices.Equal(ob, r.pv) {
-		return nil, m, added, false // V widens P's batch
+		return nil, m, false // V widens P's batch
 	}
 	frames := [][]int{r.qk, r.pv}
 	for _, k := range m.regroups {
@@ -169,13 +186,13 @@ func (f *fuser) regroup(m attnMatch) (*regrouping, attnMatch, addedNodes, bool) 
 		in, ok1 := f.batchOf(n.Inputs[0])
 		out, ok2 := f.batchOf(n.Outputs[0])
 		if !ok1 || !ok2 {
-			return nil, m, added, false
+			return nil, m, false
 		}
 		frames = append(frames, in, out)
 	}
 	var ok bool
 	if r.fine, ok = finestBatch(frames); !ok {
-		return nil, m, added, false
+		return nil, m, false
 	}
 	m.masks = slices.Clone(m.masks)
 	for i := range m.masks {
@@ -185,7 +202,7 @@ func (f *fuser) regroup(m attnMatch) (*regrouping, attnMatch, addedNodes, bool) 
 		}
 		shape, want, ok := f.fineShape(st.name, st.at, r.fine)
 		if !ok {
-			return nil, m, added, false
+			return nil, m, false
 		}
 		if slices.Equal(trimLeadingOnes(shape), trimLeadingOnes(want)) {
 			r.lead = max(r.lead, len(shape)-2-len(r.fine))
@@ -193,26 +210,24 @@ func (f *fuser) regroup(m attnMatch) (*regrouping, attnMatch, addedNodes, bool) 
 		}
 		name := regroupedName(st.name, want)
 		if _, made := f.made[name]; !made && !slices.ContainsFunc(added.pre, func(p *ir.Node) bool { return p.Outputs[0] == name }) {
-			added.pre = append(added.pre, f.reshapeNode(st.name, name, want, "mask "+st.name+" seen in the fused attention's batch shape"))
+			added.add(false, f.reshapeNode(st.name, name, want, "mask "+st.name+" seen in the fused attention's batch shape"), reshape, regroupReshapeOpset)
 		}
 		st.name = name
 	}
 	if m.weights != "" {
 		shape, want, ok := f.fineShape(m.weights, m.weights, r.fine)
 		if !ok {
-			return nil, m, added, false
+			return nil, m, false
 		}
 		if want = append(ones(r.lead), want...); !slices.Equal(want, shape) {
 			name := regroupedName(m.weights, want)
 			f.types[name] = ops.Value{Type: ops.Known(ir.Float, want)}
-			added.post = append(added.post, f.reshapeNode(name, m.weights, shape, "the weights the fused attention writes, in their own shape"))
+			added.add(true, f.reshapeNode(name, m.weights, shape, "the weights the fused attention writes, in their own shape"), reshape, regroupReshapeOpset)
 			m.weights = name
 		}
 	}
-	if _, err := ops.Lookup(ops.DomainONNX, "Reshape", regroupReshapeOpset); err != nil && len(added.pre)+len(added.post) > 0 {
-		return nil, m, added, false
-	}
-	return r, m, added, true
+
+	return r, m, true
 }
 
 // regroupedName names tensor name seen in another shape.
@@ -257,18 +272,13 @@ func (f *fuser) readyBefore(nodes []*ir.Node, pos int) bool {
 // its fused step fs, those of added.post; and records the tensors
 // added.pre computes as made before step pos.
 func (f *fuser) addedSteps(added addedNodes, fs step, pos int) []step {
-	reshape, _ := ops.Lookup(ops.DomainONNX, "Reshape", regroupReshapeOpset) // regroup looked it up
 	var steps []step
 	for _, n := range slices.Concat(added.pre, []*ir.Node{fs.node}, added.post) {
 		if n == fs.node {
 			steps = append(steps, fs)
 			continue
 		}
-		schema, opset := reshape, regroupReshapeOpset
-		if s, ok := added.schemas[n]; ok {
-			schema, opset = s, added.opsets[n]
-		}
-		st := step{index: fs.index, node: n, schema: schema, ctx: ops.Context{Opset: opset, Threads: fs.ctx.Threads}}
+		st := step{index: fs.index, node: n, schema: added.schemas[n], ctx: ops.Context{Opset: added.opsets[n], Threads: fs.ctx.Threads}}
 		for _, name := range n.Inputs {
 			if name == "" {
 				st.args = append(st.args, -1)
