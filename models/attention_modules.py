@@ -1684,7 +1684,9 @@ class BartAttention(nn.Module):
         inverted = 1.0 - expanded
         return inverted.masked_fill(inverted.to(torch.bool), torch.finfo(dtype).min)
 
-    def forward(self, hidden_states: Tensor, attention_mask: Tensor):
+    def _scores(self, hidden_states: Tensor):
+        """The projections with the heads folded into the batch, and q·kᵀ
+        (bsz·H, T, S): bsz, tgt_len, src_len, the scores and v."""
         bsz, tgt_len, _ = hidden_states.size()
         query_states = self.q_proj(hidden_states) * self.scaling
         key_states = self._shape(self.k_proj(hidden_states), -1, bsz)
@@ -1695,15 +1697,27 @@ class BartAttention(nn.Module):
         value_states = value_states.reshape(*proj_shape)
         src_len = key_states.size(1)
         attn_weights = torch.bmm(query_states, key_states.transpose(1, 2))
-        mask = self._expand_mask(attention_mask, attn_weights.dtype, tgt_len)
+        return bsz, tgt_len, src_len, attn_weights, value_states
+
+    def _add_mask(self, attn_weights: Tensor, mask: Tensor, bsz: int, tgt_len: int, src_len: int):
+        """attn_weights + mask through a (bsz, H, T, S) view, viewed back."""
         attn_weights = attn_weights.view(bsz, self.num_heads, tgt_len, src_len) + mask
-        attn_weights = attn_weights.view(bsz * self.num_heads, tgt_len, src_len)
+        return attn_weights.view(bsz * self.num_heads, tgt_len, src_len)
+
+    def _attend(self, attn_weights: Tensor, value_states: Tensor, bsz: int, tgt_len: int):
+        """softmax, · v, the heads merged, out_proj."""
         attn_weights = nn.functional.softmax(attn_weights, dim=-1)
         attn_output = torch.bmm(attn_weights, value_states)
         attn_output = attn_output.view(bsz, self.num_heads, tgt_len, self.head_dim)
         attn_output = attn_output.transpose(1, 2)
         attn_output = attn_output.reshape(bsz, tgt_len, self.embed_dim)
         return self.out_proj(attn_output)
+
+    def forward(self, hidden_states: Tensor, attention_mask: Tensor):
+        bsz, tgt_len, src_len, attn_weights, value_states = self._scores(hidden_states)
+        mask = self._expand_mask(attention_mask, attn_weights.dtype, tgt_len)
+        attn_weights = self._add_mask(attn_weights, mask, bsz, tgt_len, src_len)
+        return self._attend(attn_weights, value_states, bsz, tgt_len)
 
 
 class ClipTextAttention(BartAttention):
@@ -1723,25 +1737,9 @@ class ClipTextAttention(BartAttention):
         return mask.unsqueeze(1)  # expand mask
 
     def forward(self, hidden_states: Tensor, attention_mask: Tensor):
-        bsz, tgt_len, _ = hidden_states.size()
-        query_states = self.q_proj(hidden_states) * self.scaling
-        key_states = self._shape(self.k_proj(hidden_states), -1, bsz)
-        value_states = self._shape(self.v_proj(hidden_states), -1, bsz)
-        proj_shape = (bsz * self.num_heads, -1, self.head_dim)
-        query_states = self._shape(query_states, tgt_len, bsz).view(*proj_shape)
-        key_states = key_states.view(*proj_shape)
-        value_states = value_states.view(*proj_shape)
-        src_len = key_states.size(1)
-        attn_weights = torch.bmm(query_states, key_states.transpose(1, 2))
+        bsz, tgt_len, src_len, attn_weights, value_states = self._scores(hidden_states)
         causal_attention_mask = self._build_causal_attention_mask(bsz, tgt_len, attn_weights.dtype)
-        attn_weights = attn_weights.view(bsz, self.num_heads, tgt_len, src_len) + causal_attention_mask
-        attn_weights = attn_weights.view(bsz * self.num_heads, tgt_len, src_len)
+        attn_weights = self._add_mask(attn_weights, causal_attention_mask, bsz, tgt_len, src_len)
         mask = self._expand_mask(attention_mask, attn_weights.dtype, tgt_len)
-        attn_weights = attn_weights.view(bsz, self.num_heads, tgt_len, src_len) + mask
-        attn_weights = attn_weights.view(bsz * self.num_heads, tgt_len, src_len)
-        attn_weights = nn.functional.softmax(attn_weights, dim=-1)
-        attn_output = torch.bmm(attn_weights, value_states)
-        attn_output = attn_output.view(bsz, self.num_heads, tgt_len, self.head_dim)
-        attn_output = attn_output.transpose(1, 2)
-        attn_output = attn_output.reshape(bsz, tgt_len, self.embed_dim)
-        return self.out_proj(attn_output)
+        attn_weights = self._add_mask(attn_weights, mask, bsz, tgt_len, src_len)
+        return self._attend(attn_weights, value_states, bsz, tgt_len)
