@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops/internal/kernel"
 )
 
 // The Reduce family: ReduceSum, ReduceMean, ReduceMax, ReduceMin,
@@ -348,12 +349,16 @@ func reduceRowsF32(threads int, kind reduceKind, x []float32, p *reducePlan, out
 }
 
 // rowSum sums xs (of squares for SumSquare and L2, of absolute values for
-// L1) in float64, in four interleaved partial sums.
+// L1) in float64, in four interleaved partial sums (squares with AVX-512:
+// in kernel.SumSquaresF64's 32).
 func rowSum(kind reduceKind, xs []float32) float64 {
 	var a0, a1, a2, a3 float64
 	i := 0
 	switch kind {
 	case reduceSumSquare, reduceL2:
+		if kernel.AVX512 && len(xs) > 0 {
+			return kernel.SumSquaresF64(&xs[0], len(xs))
+		}
 		for ; i+4 <= len(xs); i += 4 {
 			v0, v1, v2, v3 := float64(xs[i]), float64(xs[i+1]), float64(xs[i+2]), float64(xs[i+3])
 			a0, a1, a2, a3 = a0+v0*v0, a1+v1*v1, a2+v2*v2, a3+v3*v3

@@ -353,6 +353,13 @@ func Silu16(dst, src *float32, n int)
 //go:noescape
 func Sigmoid16(dst, src *float32, n int)
 
+// SumSquaresF64 returns Σx² over any n ≥ 0 elements in float64 (each
+// square exact, added in 32 partial sums), with AVX-512 (AVX512): the
+// row sums of ReduceL2 and ReduceSumSquare.
+//
+//go:noescape
+func SumSquaresF64(x *float32, n int) float64
+
 // SumSquares16 returns Σx² over n elements (n a multiple of 16) in float32
 // with 64 partial sums, with AVX-512 (AVX512).
 //

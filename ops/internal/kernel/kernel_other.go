@@ -246,3 +246,8 @@ func SubSV(dst *float32, a float32, b *float32, n int) {
 func DivSV(dst *float32, a float32, b *float32, n int) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
+
+// SumSquaresF64 is never called where AVX512 is false.
+func SumSquaresF64(x *float32, n int) float64 {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}

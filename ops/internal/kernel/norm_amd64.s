@@ -17,6 +17,68 @@
 	VMOVSHDUP X, TX; \
 	VADDSS TX, X, X
 
+// func SumSquaresF64(x *float32, n int) float64
+// Σx² over any n ≥ 0 in float64: every element widened (exactly) and its
+// square added with a fused multiply-add, element i into lane i mod 8 of
+// accumulator (i/8) mod 4 for the whole 32-element blocks, then 8-element
+// vectors into accumulator 0, then the last n mod 8 elements under a mask
+// into accumulator 1 (the lanes past n neither read nor added).
+TEXT ·SumSquaresF64(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VXORPD Z0, Z0, Z0
+	VXORPD Z1, Z1, Z1
+	VXORPD Z2, Z2, Z2
+	VXORPD Z3, Z3, Z3
+	MOVQ CX, DX
+	SHRQ $5, DX
+	JZ sdvec
+sdloop:
+	VCVTPS2PD (SI), Z4
+	VFMADD231PD Z4, Z4, Z0
+	VCVTPS2PD 32(SI), Z5
+	VFMADD231PD Z5, Z5, Z1
+	VCVTPS2PD 64(SI), Z6
+	VFMADD231PD Z6, Z6, Z2
+	VCVTPS2PD 96(SI), Z7
+	VFMADD231PD Z7, Z7, Z3
+	ADDQ $128, SI
+	DECQ DX
+	JNZ sdloop
+sdvec:
+	MOVQ CX, DX
+	ANDQ $31, DX
+	SHRQ $3, DX
+	JZ sdtail
+sdvloop:
+	VCVTPS2PD (SI), Z4
+	VFMADD231PD Z4, Z4, Z0
+	ADDQ $32, SI
+	DECQ DX
+	JNZ sdvloop
+sdtail:
+	ANDQ $7, CX
+	JZ sdsum
+	MOVL $1, DX
+	SHLL CX, DX
+	DECL DX
+	KMOVW DX, K1
+	VCVTPS2PD.Z (SI), K1, Z4
+	VFMADD231PD Z4, Z4, Z1
+sdsum:
+	VADDPD Z1, Z0, Z0
+	VADDPD Z3, Z2, Z2
+	VADDPD Z2, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPD Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	MOVSD X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
 // func RowMoments16(x *float32, n int) (mean, sd, m2 float32)
 // mean = Σx/n in float32, then sd = Σ(mean - x) and m2 = Σ(mean - x)²,
 // each pass with four 16-lane accumulators per sum (64 partial sums). The
