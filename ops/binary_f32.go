@@ -56,6 +56,15 @@ func float32VV(op arithOp) func(o, a, b []float32) {
 	return arithGoLoops[op].vv
 }
 
+// float32VS returns op's vector-by-scalar float32 loop, o[i] = a[i] op b
+// (o may be a): the kernel where the CPU has AVX-512, else the Go loop.
+func float32VS(op arithOp) func(o, a []float32, b float32) {
+	if kernel.AVX512 {
+		return arithKernels[op].vs
+	}
+	return arithGoLoops[op].vs
+}
+
 // arithKernelMin is the shortest run the kernels take; shorter ones (rows
 // of a broadcast such as [4096, 3] + [3], tiny tensors) run the Go loops,
 // which give the same bits without the calls into assembly.

@@ -81,8 +81,12 @@ func checkStashType(n *ir.Node) error {
 
 // normEpsilon reads a normalization's epsilon attribute (default 1e-5),
 // which must be finite and ≥ 0.
-func normEpsilon(n *ir.Node) (float64, error) {
-	eps, err := n.AttrFloat("epsilon", 1e-5)
+func normEpsilon(n *ir.Node) (float64, error) { return epsilonAttr(n, 1e-5) }
+
+// epsilonAttr reads a node's epsilon attribute (def when absent), which
+// must be finite and ≥ 0.
+func epsilonAttr(n *ir.Node, def float32) (float64, error) {
+	eps, err := n.AttrFloat("epsilon", def)
 	if err != nil {
 		return 0, n.Errorf("%w", err)
 	}

@@ -640,8 +640,9 @@ var gpuMissingOps = map[string][]string{
 
 	// nn.GroupNorm exports as InstanceNormalization, which has no GPU kernel yet.
 	"diffusers_spatial_attention": {"InstanceNormalization"},
-	// F.normalize exports as ReduceL2 + Clip (+ Expand, Div); the logit
-	// scale's clamp is a Clip too.
+	// F.normalize exports as ReduceL2 + Clip (+ Expand, Div), which the
+	// cpu backend fuses into com.attnrun:NormalizeL2 (no GPU kernel
+	// either); the logit scale's clamp is a Clip too.
 	"swinv2_window_attention": {"ReduceL2", "Clip"},
 }
 

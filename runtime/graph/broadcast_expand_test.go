@@ -29,7 +29,7 @@ func TestDropBroadcastExpands(t *testing.T) {
 		outputs []string
 		steps   string
 	}{
-		{"F.normalize: Div broadcasts the norm", normalize, nil, "ReduceL2 Clip Div"},
+		{"F.normalize: Div broadcasts the norm, then fuses (fuse_l2norm.go)", normalize, nil, "NormalizeL2"},
 		{"the expanded norm also an output", normalize, []string{"ne"}, "ReduceL2 Clip Expand Div"},
 		{"a unary op would change shape", []*ir.Node{node("Expand", []string{"x1", "full"}, []string{"e"}), node("Neg", []string{"e"}, []string{"y"})}, nil, "Expand Neg"},
 		{"one reader broadcasts, one does not", []*ir.Node{

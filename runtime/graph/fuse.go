@@ -153,8 +153,10 @@ func (f Fusion) Describe() string {
 // Fusions returns the fused regions of the plan for the given inputs'
 // shapes (building and caching the plan): com.attnrun:FusedAttention ones
 // first, then com.attnrun:FusedMatMul ones (fuse_matmul.go), then Gelu
-// ones (fuse_gelu.go), then LayerNormalization ones (fuse_layernorm.go). It is empty
-// when Options.NoFuse is set or nothing matched.
+// ones (fuse_gelu.go), then LayerNormalization (fuse_layernorm.go),
+// RMSNormalization (fuse_rmsnorm.go) and com.attnrun:NormalizeL2
+// (fuse_l2norm.go) ones. It is empty when Options.NoFuse is set or nothing
+// matched.
 func (p *Program) Fusions(inputs map[string]*ir.Tensor) ([]Fusion, error) {
 	pl, err := p.planFor(inputs)
 	if err != nil {

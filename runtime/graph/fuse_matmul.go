@@ -60,16 +60,9 @@ func (p *Program) fuseMatMuls(pl *plan, types map[string]ops.Value) {
 			if gemm && k == 1 {
 				break // B is a constant, read through b_view already when transposed
 			}
-			base, v, chain, ok := f.readView(fused.Inputs[k])
-			if !ok || len(chain) == 0 || !gemmFriendly(v) {
-				continue
-			}
-			trial := cloneNode(fused)
-			trial.Inputs[k] = base
-			trial.Attrs = append(trial.Attrs, &ir.Attribute{Name: attr, Type: ir.AttrInts, Ints: v.Ints()})
-			if f.inferMatches(schema, trial, n.Outputs[0]) {
-				fused, reads = trial, append(reads, chain...)
-			}
+			var chain []int
+			fused, chain = f.readInputThrough(schema, fused, k, attr, n.Outputs[0], gemmFriendly)
+			reads = append(reads, chain...)
 		}
 		replaced := []int{i}
 		if ai, add, bias, ok := f.biasAdd(n.Outputs[0]); ok && len(fused.Inputs) == 2 {

@@ -465,6 +465,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 		p.fuseGelus(pl, types)
 		p.fuseLayerNorms(pl, types)
 		p.fuseRMSNorms(pl, types)
+		p.fuseL2Norms(pl, types)
 		p.fuseEpilogues(pl, types)
 		lastUse = stepLastUses(pl.steps)
 		fused := make(map[*ir.Node]string, len(pl.fusions))

@@ -273,6 +273,26 @@ func (f *fuser) readView(name string) (base string, v ops.View, chain []int, ok 
 	return name, ops.View{}, nil, false
 }
 
+// readInputThrough makes the fused node read its input k through the
+// movement steps that produce it: the input becomes the tensor they start
+// from, and the int attribute attr the view of it (ops.View.Ints). It
+// returns the new node and the steps read through, or fused unchanged and
+// none where there are no such steps, accept refuses the view, or the
+// node's type inference would no longer give out its type.
+func (f *fuser) readInputThrough(schema *ops.Schema, fused *ir.Node, k int, attr, out string, accept func(ops.View) bool) (*ir.Node, []int) {
+	base, v, chain, ok := f.readView(fused.Inputs[k])
+	if !ok || len(chain) == 0 || !accept(v) {
+		return fused, nil
+	}
+	trial := cloneNode(fused)
+	trial.Inputs[k] = base
+	trial.Attrs = append(trial.Attrs, &ir.Attribute{Name: attr, Type: ir.AttrInts, Ints: v.Ints()})
+	if !f.inferMatches(schema, trial, out) {
+		return fused, nil
+	}
+	return trial, chain
+}
+
 // writeView follows tensor name forward through movement steps that are
 // its only consumer and returns the last tensor reached (final), the view
 // of name's elements inside final, and the steps passed.
