@@ -80,7 +80,7 @@ func l1Tile(bf16 bool) (func(threads int) (func(t int), float64), bool) {
 	return nil, false
 }
 
-// mhaGemm is one product of the MHA layer at S=512.
+// mhaGemm is one product of the MHA layer.
 type mhaGemm struct {
 	name    string
 	m, n, k int
@@ -90,12 +90,16 @@ type mhaGemm struct {
 }
 
 // mhaGemms are seed 000's MultiHeadAttention products at C=768, H=12,
-// S=512: 3.22 GFLOP in all (2·m·n·k·batch summed).
+// S=512 (3.22 GFLOP in all, 2·m·n·k·batch summed), and its two
+// projections at S=2048.
 var mhaGemms = []mhaGemm{
 	{"qkv-512x768x2304", 512, 2304, 768, 1, false, true},
 	{"out-512x768x768", 512, 768, 768, 1, false, true},
 	{"scores-12x512x64x512", 512, 512, 64, 12, true, false},
 	{"context-12x512x512x64", 512, 64, 512, 12, false, false},
+	// The projections at S=2048, where A (6 MiB) no longer fits in L2.
+	{"qkv-2048x768x2304", 2048, 2304, 768, 1, false, true},
+	{"out-2048x768x768", 2048, 768, 768, 1, false, true},
 }
 
 func BenchmarkRoofline(b *testing.B) {
