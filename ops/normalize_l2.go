@@ -20,8 +20,8 @@ import (
 // Gather of a Transpose of the qkv projection, are read in place).
 // Output: Y = X / max(‖X‖₂, epsilon), of X's (logical) shape.
 //
-// Each row's norm is ReduceL2's (the squares summed in float64, in four
-// interleaved partial sums, the square root rounded to float32), bounded
+// Each row's norm is ReduceL2's (rowSum: the squares summed in float64,
+// the square root rounded to float32), bounded
 // below as Clip bounds it (NaN stays NaN), and the row is divided by it
 // element by element, as Div does: the output has the chain's bits. One
 // pass over X instead of three full-size steps.

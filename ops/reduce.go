@@ -318,8 +318,8 @@ const reduceRowsMin = 1 << 15
 // reduceRowsF32 computes a sum-like float32 reduction (Sum, Mean, SumSquare,
 // L1, L2) whose reduced elements are each output's contiguous run, as the
 // last-axis norms and means exports compute (F.normalize's ReduceL2, a
-// LayerNorm spelled as ReduceMean): row by row, four float64 accumulators
-// a row, the rows split over the threads. It reports false, computing
+// LayerNorm spelled as ReduceMean): row by row, in float64 (rowSum), the
+// rows split over the threads. It reports false, computing
 // nothing, for any other reduction.
 func reduceRowsF32(threads int, kind reduceKind, x []float32, p *reducePlan, out []float32) bool {
 	r := len(p.dims)
