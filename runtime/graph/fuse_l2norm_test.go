@@ -89,20 +89,7 @@ func TestFuseL2Norm(t *testing.T) {
 			in["x"].Float32s()[0], in["x"].Float32s()[d+1] = 0, float32(math.NaN())
 			clear(in["x"].Float32s()[2*d : 3*d]) // a zero row: clamped to eps
 			fused, unfused, _ := runAll(t, m, in)
-			p, err := Compile(m, Options{Threads: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			all, err := p.Fusions(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var fs []Fusion
-			for _, f := range all {
-				if f.Node.OpType == ops.NormalizeL2Op {
-					fs = append(fs, f)
-				}
-			}
+			p, fs := fusedPlan(t, m, in, func(f Fusion) bool { return f.Node.OpType == ops.NormalizeL2Op })
 			run, err := p.Steps(in)
 			if err != nil {
 				t.Fatal(err)

@@ -132,10 +132,11 @@ func TestModelFusions(t *testing.T) {
 		// q, k, v read through Gathers of the permuted qkv).
 		{"timm_vit_attention", 1, "Mul Transpose MatMul Softmax MatMul", scale8, false, "", 0, true},
 		{"timm_vit_attention_indexed", 1, "Transpose MatMul Mul Softmax MatMul", scale8, false, "", 0, true},
-		// ESPnet's Conformer attention: the relative-position term a bias
-		// added before the finfo.min mask (read as -inf), the weights
-		// zeroed after the Softmax: rows that see no key give zeros.
-		{"espnet_relpos_attention", 1, "MatMul Add Div Where Softmax Where MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
+		// ESPnet's Conformer attention: the content and relative-position
+		// products merged into one product of the joined operands
+		// (fuse_score_sum.go), the finfo.min mask read as -inf, the
+		// weights zeroed after the Softmax: rows that see no key give zeros.
+		{"espnet_relpos_attention", 1, "MatMul Div Where Softmax Where MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
 		// Falcon's multi-query attention: one K/V head broadcast, the
 		// causal mask built at run time from the length (folded: the cut).
 		{"falcon_mqa_attention", 1, "MatMul Div Where Softmax MatMul", scale8, true, "", 0, true},
@@ -186,7 +187,7 @@ func TestModelFusions(t *testing.T) {
 		"s004_multi_head_bmm_causal":  "causal=1",
 		"torch_decoder_layer":         "causal=1",
 		"whisper_attention":           "causal=1",
-		"espnet_relpos_attention":     "bias_first=1 masked_rows_zero=1 bias_scale=0.35355338",
+		"espnet_relpos_attention":     "masked_rows_zero=1",
 		"falcon_mqa_attention":        "causal=1",
 		"swin_window_attention":       "bias_scale=1",
 		"swinv2_window_attention":     "bias_scale=1",
@@ -480,4 +481,25 @@ func TestFusePatterns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fusedPlan compiles m with the rewrites on (2 threads) and returns the
+// program and its plan's fusions for inputs in that keep accepts.
+func fusedPlan(t *testing.T, m *ir.Model, in map[string]*ir.Tensor, keep func(Fusion) bool) (*Program, []Fusion) {
+	t.Helper()
+	p, err := Compile(m, Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := p.Fusions(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fs []Fusion
+	for _, f := range all {
+		if keep(f) {
+			fs = append(fs, f)
+		}
+	}
+	return p, fs
 }

@@ -460,6 +460,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 		pl.values = values
 		p.dropBroadcastExpands(pl, types)
 		p.rewriteAttentionOps(pl, types)
+		p.mergeScoreSums(pl, types)
 		p.fuseAttention(pl, types)
 		p.fuseMatMuls(pl, types)
 		p.fuseGelus(pl, types)
