@@ -153,11 +153,11 @@ func (f Fusion) Describe() string {
 // Fusions returns the fused regions of the plan for the given inputs'
 // shapes (building and caching the plan): score sums merged into one
 // product (fuse_score_sum.go, a MatMul the attention fusion then takes)
-// first, then com.attnrun:FusedAttention ones, then com.attnrun:FusedMatMul ones (fuse_matmul.go), then Gelu
-// ones (fuse_gelu.go), then LayerNormalization (fuse_layernorm.go),
-// RMSNormalization (fuse_rmsnorm.go) and com.attnrun:NormalizeL2
-// (fuse_l2norm.go) ones. It is empty when Options.NoFuse is set or nothing
-// matched.
+// first, then com.attnrun:FusedAttention ones, then com.attnrun:FusedMatMul
+// ones (fuse_matmul.go), then Gelu ones (fuse_gelu.go), then
+// LayerNormalization (fuse_layernorm.go), RMSNormalization
+// (fuse_rmsnorm.go) and com.attnrun:NormalizeL2 (fuse_l2norm.go) ones. It
+// is empty when Options.NoFuse is set or nothing matched.
 func (p *Program) Fusions(inputs map[string]*ir.Tensor) ([]Fusion, error) {
 	pl, err := p.planFor(inputs)
 	if err != nil {
