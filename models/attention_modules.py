@@ -1450,6 +1450,26 @@ def swin_relative_position_index(window_size):
     return relative_coords.sum(-1)  # Wh*Ww, Wh*Ww
 
 
+def swin_position_bias(table, index, window_size):
+    """Swin's relative position bias, (nH, Wh*Ww, Wh*Ww): the table's rows
+    picked by the relative position index, heads first."""
+    n = window_size[0] * window_size[1]
+    bias = table[index.view(-1)].view(n, n, -1)  # Wh*Ww,Wh*Ww,nH
+    return bias.permute(2, 0, 1).contiguous()  # nH, Wh*Ww, Wh*Ww
+
+
+def swin_masked_attend(m, attn, mask, v, B_, N, C):
+    """The end of Swin's (and Swin V2's) WindowAttention.forward: the
+    window mask added through a (B_/nW, nW) view of the scores, the
+    softmax, the product with v and the output projection of module m."""
+    nW = mask.shape[0]
+    attn = attn.view(B_ // nW, nW, m.num_heads, N, N) + mask.unsqueeze(1).unsqueeze(0)
+    attn = attn.view(-1, m.num_heads, N, N)
+    attn = m.softmax(attn)
+    x = (attn @ v).transpose(1, 2).reshape(B_, N, C)
+    return m.proj(x)
+
+
 class SwinWindowAttention(nn.Module):
     """Swin Transformer's WindowAttention (microsoft/Swin-Transformer
     models/swin_transformer.py): multi-head self-attention inside each
@@ -1495,19 +1515,8 @@ class SwinWindowAttention(nn.Module):
         q = q * self.scale
         attn = (q @ k.transpose(-2, -1))
 
-        relative_position_bias = self.relative_position_bias_table[self.relative_position_index.view(-1)].view(
-            self.window_size[0] * self.window_size[1], self.window_size[0] * self.window_size[1], -1)  # Wh*Ww,Wh*Ww,nH
-        relative_position_bias = relative_position_bias.permute(2, 0, 1).contiguous()  # nH, Wh*Ww, Wh*Ww
-        attn = attn + relative_position_bias.unsqueeze(0)
-
-        nW = mask.shape[0]
-        attn = attn.view(B_ // nW, nW, self.num_heads, N, N) + mask.unsqueeze(1).unsqueeze(0)
-        attn = attn.view(-1, self.num_heads, N, N)
-        attn = self.softmax(attn)
-
-        x = (attn @ v).transpose(1, 2).reshape(B_, N, C)
-        x = self.proj(x)
-        return x
+        relative_position_bias = swin_position_bias(self.relative_position_bias_table, self.relative_position_index, self.window_size)
+        return swin_masked_attend(self, attn + relative_position_bias.unsqueeze(0), mask, v, B_, N, C)
 
 
 class SwinV2WindowAttention(nn.Module):
@@ -1569,20 +1578,9 @@ class SwinV2WindowAttention(nn.Module):
         attn = attn * logit_scale
 
         relative_position_bias_table = self.cpb_mlp(self.relative_coords_table).view(-1, self.num_heads)
-        relative_position_bias = relative_position_bias_table[self.relative_position_index.view(-1)].view(
-            self.window_size[0] * self.window_size[1], self.window_size[0] * self.window_size[1], -1)  # Wh*Ww,Wh*Ww,nH
-        relative_position_bias = relative_position_bias.permute(2, 0, 1).contiguous()  # nH, Wh*Ww, Wh*Ww
+        relative_position_bias = swin_position_bias(relative_position_bias_table, self.relative_position_index, self.window_size)
         relative_position_bias = 16 * torch.sigmoid(relative_position_bias)
-        attn = attn + relative_position_bias.unsqueeze(0)
-
-        nW = mask.shape[0]
-        attn = attn.view(B_ // nW, nW, self.num_heads, N, N) + mask.unsqueeze(1).unsqueeze(0)
-        attn = attn.view(-1, self.num_heads, N, N)
-        attn = self.softmax(attn)
-
-        x = (attn @ v).transpose(1, 2).reshape(B_, N, C)
-        x = self.proj(x)
-        return x
+        return swin_masked_attend(self, attn + relative_position_bias.unsqueeze(0), mask, v, B_, N, C)
 
 
 def bloom_build_alibi_tensor(attention_mask, num_heads, dtype):

@@ -198,21 +198,10 @@ func batchElemOffsets(batch, dims, strides []int, base int) []int {
 			full[len(batch)-len(dims)+i] = strides[i]
 		}
 	}
-	count := ShapeElems(batch)
-	offs := make([]int, count)
-	idx := make([]int, len(batch))
-	off := base
-	for c := 0; c < count; c++ {
-		offs[c] = off
-		for d := len(batch) - 1; d >= 0; d-- {
-			idx[d]++
-			off += full[d]
-			if idx[d] < batch[d] {
-				break
-			}
-			off -= full[d] * idx[d]
-			idx[d] = 0
-		}
+	offs := make([]int, ShapeElems(batch))
+	o := newOdometer(View{Offset: base, Shape: batch, Strides: full}, 0)
+	for c := range offs {
+		offs[c] = o.next()
 	}
 	return offs
 }

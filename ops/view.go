@@ -265,3 +265,53 @@ func (v View) Slice(axis, start, size int) (View, bool) {
 	out.Shape[axis] = size
 	return out, true
 }
+
+// contiguousBlock reports whether the view's elements are one run of
+// consecutive elements of the data in row-major order.
+func (v View) contiguousBlock() bool {
+	want := 1
+	for k := len(v.Shape) - 1; k >= 0; k-- {
+		if v.Shape[k] != 1 && v.Strides[k] != want {
+			return false
+		}
+		want *= v.Shape[k]
+	}
+	return true
+}
+
+// odometer walks the data offsets of a view's elements in row-major
+// order.
+type odometer struct {
+	v   View
+	idx []int
+	off int
+}
+
+// newOdometer starts at the view's element number start (in row-major
+// order).
+func newOdometer(v View, start int) *odometer {
+	o := &odometer{v: v, idx: make([]int, len(v.Shape)), off: v.Offset}
+	for k := len(v.Shape) - 1; k >= 0; k-- {
+		if d := v.Shape[k]; d > 0 {
+			o.idx[k] = start % d
+			start /= d
+			o.off += o.idx[k] * v.Strides[k]
+		}
+	}
+	return o
+}
+
+// next returns the current offset and steps to the next element.
+func (o *odometer) next() int {
+	cur := o.off
+	for k := len(o.idx) - 1; k >= 0; k-- {
+		o.idx[k]++
+		o.off += o.v.Strides[k]
+		if o.idx[k] < o.v.Shape[k] {
+			break
+		}
+		o.off -= o.idx[k] * o.v.Strides[k]
+		o.idx[k] = 0
+	}
+	return cur
+}

@@ -244,11 +244,17 @@ func (f *fuser) reshapeNode(in, out string, shape []int, what string) *ir.Node {
 	if strings.HasPrefix(in, ops.AttentionTempPrefix) {
 		name = in
 	}
-	dims := name + "/shape"
-	f.types[dims] = ops.Value{Type: ops.Known(ir.Int64, []int{len(shape)}), Const: ir.FromSlice([]int{len(shape)}, toInt64s(shape))}
+	dims := f.shapeConst(name+"/shape", shape)
 	f.types[out] = ops.Value{Type: ops.Known(f.types[in].Type.DType, shape)}
 	return &ir.Node{Name: name, OpType: "Reshape", Inputs: []string{in, dims}, Outputs: []string{out},
 		Doc: what + ", [" + ir.ShapeString(shape) + "] (a view of the same data, no copy)"}
+}
+
+// shapeConst puts a constant int64 tensor holding shape into the plan's
+// types under name (a Reshape's or Expand's shape input) and returns name.
+func (f *fuser) shapeConst(name string, shape []int) string {
+	f.types[name] = ops.Value{Type: ops.Known(ir.Int64, []int{len(shape)}), Const: ir.FromSlice([]int{len(shape)}, toInt64s(shape))}
+	return name
 }
 
 // readyBefore reports whether the inputs of nodes are computed before step

@@ -46,6 +46,10 @@ const scoreSumOpset = 13
 // mergeScoreSums rewrites pl.steps in place and records the rewrites in
 // pl.fusions.
 func (p *Program) mergeScoreSums(pl *plan, types map[string]ops.Value) {
+	schema, err := ops.Lookup("", "MatMul", scoreSumOpset)
+	if err != nil {
+		return
+	}
 	f := newFuser(p, pl, types)
 	replace := map[int][]step{}
 	readChains := map[*ir.Node]int{}
@@ -63,10 +67,6 @@ func (p *Program) mergeScoreSums(pl *plan, types map[string]ops.Value) {
 		mm, reads, ok := f.mergedProduct(add, mm1, mm2, added)
 		if !ok {
 			continue
-		}
-		schema, err := ops.Lookup("", "MatMul", scoreSumOpset)
-		if err != nil {
-			return
 		}
 		out := add.Outputs[0]
 		ms := step{index: pl.steps[i].index, node: mm, schema: schema, ctx: ops.Context{Opset: scoreSumOpset, Threads: pl.steps[i].ctx.Threads},
@@ -245,8 +245,7 @@ func (f *fuser) expandedTo(name, x string, shape []int, added *addedNodes) strin
 		return x
 	}
 	out := ops.AttentionTempPrefix + name
-	dims := out + "/shape"
-	f.types[dims] = ops.Value{Type: ops.Known(ir.Int64, []int{len(shape)}), Const: ir.FromSlice([]int{len(shape)}, toInt64s(shape))}
+	dims := f.shapeConst(out+"/shape", shape)
 	expand := &ir.Node{Name: out, OpType: "Expand", Inputs: []string{x, dims}, Outputs: []string{out}, Doc: "broadcast over the batch to join the other product's operand"}
 	if !f.addTyped(expand, added) {
 		return x
@@ -254,12 +253,30 @@ func (f *fuser) expandedTo(name, x string, shape []int, added *addedNodes) strin
 	return out
 }
 
-// addTyped infers the type of node n's output (at scoreSumOpset), puts it
-// in the plan's types and n in added.
+// addTyped puts the type of node n's output in the plan's types and n in
+// added.
 func (f *fuser) addTyped(n *ir.Node, added *addedNodes) bool {
+	schema, t, ok := f.inferAdded(n)
+	if !ok {
+		return false
+	}
+	f.types[n.Outputs[0]] = ops.Value{Type: t}
+	added.add(false, n, schema, scoreSumOpset)
+	return true
+}
+
+// infersTo reports whether node mm gives tensor out's type.
+func (f *fuser) infersTo(mm *ir.Node, out string) bool {
+	_, t, ok := f.inferAdded(mm)
+	return ok && sameType(t, f.types[out].Type)
+}
+
+// inferAdded returns the schema (at scoreSumOpset) of a node the rewrite
+// adds and the concrete type of its one output.
+func (f *fuser) inferAdded(n *ir.Node) (*ops.Schema, ir.TypeInfo, bool) {
 	schema, err := ops.Lookup("", n.OpType, scoreSumOpset)
 	if err != nil {
-		return false
+		return nil, ir.TypeInfo{}, false
 	}
 	in := make([]ops.Value, len(n.Inputs))
 	for k, x := range n.Inputs {
@@ -267,23 +284,10 @@ func (f *fuser) addTyped(n *ir.Node, added *addedNodes) bool {
 	}
 	res, err := schema.Infer(n, scoreSumOpset, in)
 	if err != nil || len(res) != 1 {
-		return false
+		return nil, ir.TypeInfo{}, false
 	}
 	if _, ok := res[0].Type.Shape.Concrete(); !ok {
-		return false
+		return nil, ir.TypeInfo{}, false
 	}
-	f.types[n.Outputs[0]] = ops.Value{Type: res[0].Type}
-	added.add(false, n, schema, scoreSumOpset)
-	return true
-}
-
-// infersTo reports whether MatMul node mm (at scoreSumOpset) gives tensor
-// out's type.
-func (f *fuser) infersTo(mm *ir.Node, out string) bool {
-	schema, err := ops.Lookup("", mm.OpType, scoreSumOpset)
-	if err != nil {
-		return false
-	}
-	res, err := schema.Infer(mm, scoreSumOpset, []ops.Value{f.types[mm.Inputs[0]], f.types[mm.Inputs[1]]})
-	return err == nil && len(res) == 1 && sameType(res[0].Type, f.types[out].Type)
+	return schema, res[0].Type, true
 }
