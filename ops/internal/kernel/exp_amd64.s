@@ -281,6 +281,28 @@ max32done:
 	VZEROUPPER
 	RET
 
+// func MulCols32(p *float32, n int, v *float32)
+// Z0, Z1: the factors of columns 0-15 and 16-31.
+TEXT ·MulCols32(SB), NOSPLIT, $0-24
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ v+16(FP), DI
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	TESTQ CX, CX
+	JE mulcolsdone
+mulcolsloop:
+	VMULPS (SI), Z0, Z2
+	VMULPS 64(SI), Z1, Z3
+	VMOVUPS Z2, (SI)
+	VMOVUPS Z3, 64(SI)
+	ADDQ $128, SI
+	DECQ CX
+	JNZ mulcolsloop
+mulcolsdone:
+	VZEROUPPER
+	RET
+
 // func ExpShiftSumCols32(p *float32, n int, shift, sum *float32)
 // Z5, Z12: shift of columns 0-15 and 16-31; Z13, Z14: their sums;
 // Z16-Z28: the constants of ExpShiftSum8, broadcast.

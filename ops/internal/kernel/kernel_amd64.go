@@ -57,6 +57,14 @@ func Sgemm12x32(k int, a, b, c *float32, ldc int, add bool)
 //go:noescape
 func MaxCols32(src *float32, n int, mx *float32)
 
+// MulCols32 sets p[r*32+c] *= v[c] for n rows of 32 columns, with
+// AVX-512, the same values as Go's float32 multiplication (a NaN's
+// payload aside): the fused attention rescales its probabilities and
+// accumulator with it where running shifts move.
+//
+//go:noescape
+func MulCols32(p *float32, n int, v *float32)
+
 // ExpShiftSumCols32 is ExpShiftSumCols16 for rows of 32 columns, with
 // AVX-512.
 //

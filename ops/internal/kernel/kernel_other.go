@@ -43,6 +43,11 @@ func MaxCols32(src *float32, n int, mx *float32) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
 
+// MulCols32 is never called where AVX512 is false.
+func MulCols32(p *float32, n int, v *float32) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
 // ExpShiftSumCols32 is never called where AVX512 is false.
 func ExpShiftSumCols32(p *float32, n int, shift, sum *float32) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")

@@ -318,6 +318,47 @@ func TestCols32(t *testing.T) {
 	}
 }
 
+// TestMulCols32 checks MulCols32 bit for bit against Go's float32
+// multiplication, infinities, NaN and zero rows included, and that it
+// writes no row past n.
+func TestMulCols32(t *testing.T) {
+	if !AVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	inf := float32(math.Inf(1))
+	for _, tc := range []struct {
+		name string
+		rows int
+	}{{"none", 0}, {"one", 1}, {"seven", 7}, {"64", 64}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := make([]float32, (tc.rows+1)*32)
+			for i := range p {
+				p[i] = float32((i*37)%23)*0.25 - 3
+			}
+			if tc.rows > 0 {
+				p[5], p[6] = inf, float32(math.NaN())
+			}
+			v := make([]float32, 32)
+			for c := range v {
+				v[c] = float32(c%7) * 0.3
+			}
+			v[3], v[4] = 0, inf
+			want := append([]float32(nil), p...)
+			for r := 0; r < tc.rows; r++ {
+				for c := range v {
+					want[r*32+c] *= v[c]
+				}
+			}
+			MulCols32(&p[0], tc.rows, &v[0])
+			for i := range p {
+				if math.Float32bits(p[i]) != math.Float32bits(want[i]) && !(p[i] != p[i] && want[i] != want[i]) {
+					t.Fatalf("element %d (row %d, column %d) = %g, want %g", i, i/32, i%32, p[i], want[i])
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkTileKernels measures each micro-kernel on L1-resident operands
 // (k = 256), single-threaded.
 func BenchmarkTileKernels(b *testing.B) {
