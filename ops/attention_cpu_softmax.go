@@ -35,13 +35,13 @@ const (
 // kernel.ScoresExpBF16x32, which stores the probabilities as pair words
 // at the start of the panel's st, and kp is the batch's packed K) in one
 // pass: a tile rising more than attnRescaleSlack above a shift stops the
-// kernel; the shift moves up to the tile's maximum (raiseShift) and the
-// kernel resumes at that tile. With scoresBase2 the base-2 kernels
-// (kernel.ScoresExp8x32Base2, kernel.ScoresExpBF16x32Base2) take base-2
-// scores and shifts (shift2: w.m times log2 e, then the maxima they
-// stopped at: raiseShiftBase2), and their 2^(x − shift) are the
-// probabilities e^(x − m) up to the rounding of those products; the bias
-// is 0 or -inf, the same in either unit. The rest — the at most 5 tiles
+// kernel; the shift moves up to the tile's maximum plus a headroom
+// (attnShiftHeadroom, raiseShift) and the kernel resumes at that tile. With scoresBase2 the
+// base-2 kernels (kernel.ScoresExp8x32Base2, kernel.ScoresExpBF16x32Base2)
+// take base-2 scores and shifts (shift2: w.m times log2 e, then the
+// maxima they stopped at plus the headroom: raiseShiftBase2), and their
+// 2^(x − shift) are the probabilities e^(x − m) up to the rounding of
+// those products; the bias is 0 or -inf, the same in either unit. The rest — the at most 5 tiles
 // straddling the panel's causal diagonal and a last partial sliver of
 // keys (packed in kp) — is computed raw (in bf16 into w.pwf, taken back to
 // natural units by lnTwoScores, then paired after the kernel's tiles),
@@ -161,59 +161,145 @@ func (p *attnPlan) lnTwoScores(st []float32) {
 	}
 }
 
-// raiseShift moves the running shift of panel pn's lanes whose maximum mx
-// exceeds it by more than attnRescaleSlack up to that maximum (raiseLane).
+// attnShiftHeadroom bounds how far above a lane's maximum the fast path
+// puts the lane's running shift when it moves it (natural units): by
+// min(attnShiftHeadroom, |maximum|). A kernel stop costs a tile computed
+// twice and a rescale. Under a shift at the maximum itself, a row whose
+// scores keep climbing stopped the kernel at every attnRescaleSlack (8) of
+// climb, and the maximum of n scores of spread σ climbs like σ·√(2 ln n):
+// trained models' logits (σ of 4 to 16 and more) stopped it on most tiles
+// of the first blocks, where the random weights of the benchmarks' exports
+// (σ ≈ 0.1) never do. With the headroom a lane stops every 24 of climb
+// once its scores are 16 or more in size.
+//
+// The bound by |maximum| keeps the last bits. The probabilities' arguments
+// x − shift are computed in float32, and a shift far above small scores
+// rounds them coarser: an unbounded headroom of 16 doubled the largest
+// error of the bundled models against PyTorch (attnrun conform models/,
+// median 1.66×, up to 4×); bounded, the shift stays within twice the
+// maximum's size, one binade, and the errors moved by at most one ulp
+// (median 1.0×, up to 2×, some down). The probabilities are at most e^-16
+// of the row's largest, far above float32's smallest normal (e^-87).
+//
+// BenchmarkFusedAttentionLogitSpread (seed 000's shapes, 2 threads, the
+// test binaries before and after alternating, three rounds, median of the
+// per-round ratios, 2026-11-25): logits of σ 4 at S=512 and 2048 took
+// 0.91× and 0.97× the time in fp32, 0.86× and 0.92× in bf16; σ 16 0.74×
+// and 0.92× in fp32, 0.82× and 0.89× in bf16; σ 1 1.00× and 1.01× at
+// S=2048 (at S=512 the build before's rounds spread 1.70–1.93 ms).
+//
+// A causal cut checked against hiddenMax reads the running shift as a
+// lower bound of the row's maximum: there the shift moves to the maximum
+// itself (shiftHeadroom).
+const attnShiftHeadroom = 16
+
+// shiftHeadroom is attnShiftHeadroom, or 0 where the item compares its
+// running shifts with hiddenMax as the rows' maxima.
+func (p *attnPlan) shiftHeadroom() float32 {
+	if p.hiddenMax != nil {
+		return 0
+	}
+	return attnShiftHeadroom
+}
+
+// raiseShift moves up the running shifts of panel pn's lanes where the
+// maxima mx of the scores since (natural units) rise more than
+// attnRescaleSlack above them, to the maximum plus the headroom (the
+// smaller of shiftHeadroom and |maximum|); and with them, as the rescale
+// costs the same for every lane, the shift of every lane whose maximum is
+// above its shift at all (moveShifts).
 func (p *attnPlan) raiseShift(w *attnWork, pn int, mx, st []float32, keys int, sum, acc []float32, dvPad int) {
 	m := w.m[pn*attnNR : (pn+1)*attnNR]
+	head := p.shiftHeadroom()
+	var ta [maxLanes]float32
+	target := ta[:attnNR]
+	must := false
 	for c := range m {
-		if mx[c] > m[c]+attnRescaleSlack {
-			p.raiseLane(w, pn, c, mx[c], st, keys, sum, acc, dvPad)
+		must = must || mx[c] > m[c]+attnRescaleSlack
+	}
+	if !must {
+		return
+	}
+	for c := range m {
+		target[c] = m[c]
+		if mx[c] > m[c]+attnRescaleSlack || (head > 0 && mx[c] > m[c]) {
+			target[c] = mx[c] + min(head, abs32(mx[c]))
 		}
 	}
+	p.moveShifts(w, pn, target, st, keys, sum, acc, dvPad)
 }
 
 // raiseShiftBase2 is raiseShift where kernel.ScoresExp8x32Base2 stopped,
 // with its maxima mx and the shifts it ran under (shift2) in base 2: the
 // lanes it stopped for (mx > shift2 + kernel.ScoresExpSlackBase2, compared
-// in float32 as the kernel does) move their natural shift up to mx·ln 2
-// and their shift2 to mx itself, so that the kernel passes that tile when
-// called again.
+// in float32 as the kernel does), and the others above their shift, move
+// their shift2 up to mx plus the headroom in base 2 (the smaller of
+// shiftHeadroom·log2 e and |mx|) and their natural shift to that times
+// ln 2, so that the kernel passes that tile when called again.
 func (p *attnPlan) raiseShiftBase2(w *attnWork, pn int, mx, shift2, st []float32, keys int, sum, acc []float32, dvPad int) {
+	head2 := p.shiftHeadroom() * log2E32
+	m := w.m[pn*attnNR : (pn+1)*attnNR]
+	var ta [maxLanes]float32
+	target := ta[:attnNR]
 	for c := range shift2 {
-		if mx[c] > shift2[c]+kernel.ScoresExpSlackBase2 {
-			p.raiseLane(w, pn, c, mx[c]*ln2F32, st, keys, sum, acc, dvPad)
-			shift2[c] = mx[c]
+		target[c] = m[c]
+		if mx[c] > shift2[c]+kernel.ScoresExpSlackBase2 || (head2 > 0 && mx[c] > shift2[c]) {
+			shift2[c] = mx[c] + min(head2, abs32(mx[c]))
+			target[c] = shift2[c] * ln2F32
 		}
 	}
+	p.moveShifts(w, pn, target, st, keys, sum, acc, dvPad)
 }
 
-// raiseLane moves lane c of panel pn's running shift up to shift,
-// rescaling what was computed under the old one by exp(old − shift): the
-// running sum of earlier blocks, the accumulator's column, this block's
-// sum so far and its probabilities in the first keys rows of st (in bf16,
-// keys even, the first keys/2 rows of pair words).
-func (p *attnPlan) raiseLane(w *attnWork, pn, c int, shift float32, st []float32, keys int, sum, acc []float32, dvPad int) {
+// abs32 is |x| for float32.
+func abs32(x float32) float32 {
+	return math.Float32frombits(math.Float32bits(x) &^ (1 << 31))
+}
+
+// moveShifts moves the running shift of panel pn's lanes up to target
+// (natural units; a lane whose target is its shift keeps it), rescaling
+// what was computed under the old shifts by exp(old − new): the running
+// sums of earlier blocks, the accumulator's columns, this block's sums so
+// far and its probabilities in the first keys rows of st (in bf16, keys
+// even, the first keys/2 rows of pair words). A lane with nothing finite
+// so far (shift -Inf) takes its target without a rescale: its sums,
+// accumulator and probabilities are 0 or NaN, which exp(-Inf) = 0 leaves
+// as they are.
+func (p *attnPlan) moveShifts(w *attnWork, pn int, target, st []float32, keys int, sum, acc []float32, dvPad int) {
 	m := w.m[pn*attnNR : (pn+1)*attnNR]
-	if m[c] == float32(math.Inf(-1)) {
-		// Nothing finite so far: the sums, the accumulator and the
-		// probabilities are 0 or NaN, which exp(-Inf) = 0 leaves as they
-		// are.
-		m[c] = shift
+	l := w.l[pn*attnNR : (pn+1)*attnNR]
+	var ca [maxLanes]float32
+	corr := ca[:attnNR]
+	rescale := false
+	for c := range m {
+		corr[c] = 1
+		if target[c] == m[c] {
+			continue
+		}
+		if m[c] != float32(math.Inf(-1)) {
+			corr[c] = fastExp32(m[c] - target[c])
+			rescale = true
+		}
+		m[c] = target[c]
+	}
+	if !rescale {
 		return
 	}
-	corr := fastExp32(m[c] - shift)
-	m[c] = shift
-	w.l[pn*attnNR+c] *= float64(corr)
-	sum[c] *= corr
-	for r := 0; r < dvPad; r++ {
-		acc[r*attnQBlock+pn*attnNR+c] *= corr
+	for c, f := range corr {
+		l[c] *= float64(f)
+		sum[c] *= f
 	}
 	if p.bf16 {
-		scalePairLane(wordsOf(st), keys/2, c, corr)
-		return
+		for c, f := range corr {
+			if f != 1 {
+				scalePairLane(wordsOf(st), keys/2, c, f)
+			}
+		}
+	} else {
+		mulCols(st, keys, attnNR, corr)
 	}
-	for key := 0; key < keys; key++ {
-		st[key*attnNR+c] *= corr
+	if dvPad > 0 {
+		mulCols(acc[pn*attnNR:], dvPad, attnQBlock, corr)
 	}
 }
 
@@ -450,6 +536,26 @@ func colMax(st []float32, keys int, mx []float32) {
 			if v > mx[c] {
 				mx[c] = v
 			}
+		}
+	}
+}
+
+// mulCols sets x[r·stride+c] *= corr[c] for the first rows rows
+// (len(corr) lanes each).
+func mulCols(x []float32, rows, stride int, corr []float32) {
+	lanes := len(corr)
+	if rows == 0 {
+		return
+	}
+	_ = x[(rows-1)*stride+lanes-1]
+	if lanes == 32 && stride == 32 && kernel.AVX512 {
+		kernel.MulCols32(&x[0], rows, &corr[0])
+		return
+	}
+	for r := 0; r < rows; r++ {
+		row := x[r*stride : r*stride+lanes]
+		for c, f := range corr {
+			row[c] *= f
 		}
 	}
 }

@@ -362,7 +362,7 @@ func checkExtCase(t *testing.T, r *rand.Rand, c attnExtCase) {
 			continue
 		}
 		// bf16 products (8 significant bits) against the float64
-		// reference: within 1e-2 + 2e-2·|want|.
+		// reference: bf16Near.
 		closeF64 := closeF64
 		if run.prec == PrecisionBF16 {
 			exact := closeF64 // NaN and ±Inf must match as they are
@@ -370,7 +370,7 @@ func checkExtCase(t *testing.T, r *rand.Rand, c attnExtCase) {
 				if math.IsNaN(w) || math.IsInf(w, 0) {
 					return exact(g, w)
 				}
-				return math.Abs(float64(g)-w) <= 1e-2+2e-2*math.Abs(w)
+				return bf16Near(g, w)
 			}
 		}
 		out, err := runFusedAttention(&Context{Threads: threads, Precision: run.prec}, n, in)

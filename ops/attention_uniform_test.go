@@ -155,12 +155,14 @@ func checkRowsRuns(t *testing.T, n *ir.Node, in []*ir.Tensor, dv int, wantY, wan
 		if err != nil {
 			t.Fatal(err)
 		}
-		tol := func(w float64) float64 { return 2e-5 + 1e-4*math.Abs(w) }
-		if run.prec == PrecisionBF16 {
-			tol = func(w float64) float64 { return 1e-2 + 2e-2*math.Abs(w) }
-		}
 		near := func(g float32, w float64) bool {
-			return math.Abs(float64(g)-w) <= tol(w) || (math.IsNaN(w) && math.IsNaN(float64(g)))
+			if math.IsNaN(w) && math.IsNaN(float64(g)) {
+				return true
+			}
+			if run.prec == PrecisionBF16 {
+				return bf16Near(g, w)
+			}
+			return math.Abs(float64(g)-w) <= 2e-5+1e-4*math.Abs(w)
 		}
 		for i, g := range out[0].Float32s() {
 			if !near(g, wantY[i]) {
