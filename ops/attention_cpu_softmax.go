@@ -32,20 +32,21 @@ const (
 //
 // Whole tiles of 8 keys that every lane sees (before the first query's
 // diagonal) run through kernel.ScoresExp8x32 (in bf16
-// kernel.ScoresExpBF16x32, which stores the probabilities as pair words
-// at the start of the panel's st, and kp is the batch's packed K) in one
-// pass: a tile rising more than attnRescaleSlack above a shift stops the
-// kernel; the shift moves up to the tile's maximum plus a headroom
-// (attnShiftHeadroom, raiseShift) and the kernel resumes at that tile. With scoresBase2 the
-// base-2 kernels (kernel.ScoresExp8x32Base2, kernel.ScoresExpBF16x32Base2)
-// take base-2 scores and shifts (shift2: w.m times log2 e, then the
-// maxima they stopped at plus the headroom: raiseShiftBase2), and their
-// 2^(x − shift) are the probabilities e^(x − m) up to the rounding of
-// those products; the bias is 0 or -inf, the same in either unit. The rest — the at most 5 tiles
-// straddling the panel's causal diagonal and a last partial sliver of
-// keys (packed in kp) — is computed raw (in bf16 into w.pwf, taken back to
-// natural units by lnTwoScores, then paired after the kernel's tiles),
-// masked, and goes through colMax and expCols in natural units.
+// kernel.ScoresExpBF16x32, which stores the probabilities as pair words at
+// the start of the panel's st, and kp is the batch's packed K) in one pass:
+// a tile rising more than attnRescaleSlack above a shift stops the kernel;
+// the shift moves up to the tile's maximum plus a headroom
+// (attnShiftHeadroom, raiseShift) and the kernel resumes at that tile. With
+// scoresBase2 the base-2 kernels (kernel.ScoresExp8x32Base2,
+// kernel.ScoresExpBF16x32Base2) take base-2 scores and shifts (shift2: w.m
+// times log2 e, then the maxima they stopped at plus the headroom:
+// raiseShiftBase2), and their 2^(x − shift) are the probabilities e^(x − m)
+// up to the rounding of those products; the bias is 0 or -inf, the same in
+// either unit. The rest — the at most 5 tiles straddling the panel's causal
+// diagonal and a last partial sliver of keys (packed in kp) — is computed
+// raw (in bf16 into w.pwf, taken back to natural units by lnTwoScores, then
+// paired after the kernel's tiles), masked, and goes through colMax and
+// expCols in natural units.
 func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, q0, lanes, j0, cols int, bias, kp, qpan []float32) int {
 	plain := cols
 	if p.causal {

@@ -295,8 +295,9 @@ function main() {
     const model = path.resolve(REPO, w.model.replace('{bench}', o.benchModels));
     const iters = o.iters ?? w.iters ?? defaults.iters;
     const warmup = o.warmup ?? w.warmup ?? defaults.warmup;
-    // An input is a shape (random data) or a source string both runtimes
-    // read, e.g. "ones:1x512" (an attention mask that keeps every key).
+    // An input is a shape (random data), a source string both runtimes
+    // read, e.g. "ones:1x512" (an attention mask that keeps every key), or
+    // {shape, scale} (scaledInput).
     const inputs = Object.entries(w.inputs || {}).map(([n, src]) => {
       if (Array.isArray(src)) return `${n}=random:${src.join('x')}`;
       if (typeof src === 'object') return `${n}=${scaledInput(w.name, n, src)}`;
