@@ -20,12 +20,17 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// TestMain lets this test binary serve as the echo backend; as the CPU
+// TestMain lets this test binary serve as the echo backend, or print its
+// peak RSS (TestProcessMaxRSSIsOwn); as the CPU
 // backend (launchCPU re-executes it with ATTNRUN_SERVE_BACKEND=cpu) it
 // serves from package cpu's init, before TestMain.
 func TestMain(m *testing.M) {
 	if os.Getenv(echoEnv) == "1" {
 		plugins.Serve(echoServer{})
+		os.Exit(0)
+	}
+	if os.Getenv(maxRSSEnv) == "1" {
+		fmt.Println(plugins.ProcessMaxRSS())
 		os.Exit(0)
 	}
 	os.Exit(m.Run())

@@ -129,6 +129,22 @@ function firstValues(t, k = 6) {
   return `[${vals.join(', ')}${t.data.length > k ? ', ...' : ''}]`;
 }
 
+// peakRSS is this process's peak resident set size in bytes: VmHWM, the
+// high-water mark of its own memory map, where /proc has it. getrusage's
+// maxRSS carries the parent's resident set across fork and exec (a child
+// started from a Node.js process of 400 MiB reads at least 400 MiB), so
+// under bench.js it read at least bench.js's size; attnrun measures the
+// same way (plugins.ProcessMaxRSS).
+function peakRSS() {
+  try {
+    const m = /^VmHWM:\s+(\d+)\s+kB/m.exec(fs.readFileSync('/proc/self/status', 'latin1'));
+    if (m) return Number(m[1]) * 1024;
+  } catch (e) {
+    // no /proc: fall back to getrusage
+  }
+  return process.resourceUsage().maxRSS * 1024;
+}
+
 async function main() {
   const o = parseArgs(process.argv.slice(2));
   if (!fs.existsSync(o.model)) usage(`model ${o.model} does not exist`);
@@ -174,7 +190,7 @@ async function main() {
       p90_ms: r3(lib.percentile(sorted, 90)),
       min_ms: r3(sorted[0]),
       mean_ms: r3(mean),
-      peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
+      peak_rss_bytes: peakRSS(),
       base_rss_bytes: rssBefore,
       threads: o.threads,
       iters: o.iters,
