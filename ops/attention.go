@@ -365,21 +365,9 @@ func parseAttnAttrs(n *ir.Node, hasMask, hasBias bool) (attnAttrs, error) {
 		}
 	}
 	for i, name := range []string{"q_view", "k_view", "v_view"} {
-		ints, ok, err := n.AttrInts(name)
-		if err != nil {
-			return a, n.Errorf("%w", err)
+		if a.views[i], err = viewAttr(n, name, 2); err != nil {
+			return a, err
 		}
-		if !ok {
-			continue
-		}
-		v, err := ParseView(ints)
-		if err != nil {
-			return a, n.Errorf("attribute %s: %w", name, err)
-		}
-		if len(v.Shape) < 2 {
-			return a, n.Errorf("attribute %s has rank %d, FusedAttention needs rank ≥ 2", name, len(v.Shape))
-		}
-		a.views[i] = &v
 	}
 	shape, okShape, err := n.AttrInts("out_shape")
 	if err != nil {

@@ -646,21 +646,11 @@ func init() {
 func fusedMatMulViews(n *ir.Node) ([2]*View, error) {
 	var vs [2]*View
 	for i, name := range []string{"a_view", "b_view"} {
-		ints, ok, err := n.AttrInts(name)
+		v, err := viewAttr(n, name, 2)
 		if err != nil {
-			return vs, n.Errorf("%w", err)
+			return vs, err
 		}
-		if !ok {
-			continue
-		}
-		v, err := ParseView(ints)
-		if err != nil {
-			return vs, n.Errorf("attribute %s: %w", name, err)
-		}
-		if len(v.Shape) < 2 {
-			return vs, n.Errorf("attribute %s has rank %d, FusedMatMul needs rank ≥ 2", name, len(v.Shape))
-		}
-		vs[i] = &v
+		vs[i] = v
 	}
 	return vs, nil
 }

@@ -54,18 +54,8 @@ func parseNormalizeL2(n *ir.Node) (normalizeL2Attrs, error) {
 		return a, err
 	}
 	a.epsilon = float32(eps)
-	ints, ok, err := n.AttrInts("x_view")
-	if err != nil {
-		return a, n.Errorf("%w", err)
-	}
-	if ok {
-		v, err := ParseView(ints)
-		if err != nil {
-			return a, n.Errorf("attribute x_view: %w", err)
-		}
-		a.view = &v
-	}
-	return a, nil
+	a.view, err = viewAttr(n, "x_view", 0)
+	return a, err
 }
 
 func inferNormalizeL2(n *ir.Node, _ int, in []Value) ([]Value, error) {

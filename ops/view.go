@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+
+	"github.com/attnrun/attnrun/ir"
 )
 
 // View is a strided view of a tensor's backing data: element
@@ -38,6 +40,26 @@ func (v View) Ints() []int64 {
 
 // maxViewRank bounds the rank of a decoded view.
 const maxViewRank = 16
+
+// viewAttr parses node n's view attribute name (View.Ints), nil when n
+// has none, with minRank the least rank the op takes (its error says so).
+func viewAttr(n *ir.Node, name string, minRank int) (*View, error) {
+	ints, ok, err := n.AttrInts(name)
+	if err != nil {
+		return nil, n.Errorf("%w", err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	v, err := ParseView(ints)
+	if err != nil {
+		return nil, n.Errorf("attribute %s: %w", name, err)
+	}
+	if len(v.Shape) < minRank {
+		return nil, n.Errorf("attribute %s has rank %d, %s needs rank ≥ %d", name, len(v.Shape), n.OpType, minRank)
+	}
+	return &v, nil
+}
 
 // ParseView decodes View.Ints. Every dim and stride must be ≥ 0 and the
 // view must address fewer than 2^62 elements.

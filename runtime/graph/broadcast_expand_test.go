@@ -2,7 +2,6 @@ package graph
 
 import (
 	"math/rand"
-	"strings"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
@@ -52,15 +51,7 @@ func TestDropBroadcastExpands(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			steps, err := p.Steps(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, n := range steps {
-				got = append(got, n.OpType)
-			}
-			if g := strings.Join(got, " "); g != c.steps {
+			if g := stepOpTypes(t, p, in); g != c.steps {
 				t.Errorf("steps %s, want %s", g, c.steps)
 			}
 		})

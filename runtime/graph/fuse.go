@@ -559,3 +559,28 @@ func (f *fuser) scalarConst(name string) (float64, bool) {
 }
 
 func (f *fuser) isFloat32(name string) bool { return f.types[name].Type.DType == ir.Float }
+
+// replaceChain replaces the matched steps of a rewrite (an elementwise
+// chain, a MatMul and its bias Add) by one step running node n (op schema at opset, with threads), placed at
+// the last of them, marks them removed, and records the fusion. n's inputs
+// and output are tensors the plan already has slots for.
+func (f *fuser) replaceChain(n *ir.Node, schema *ops.Schema, opset, threads int, matched []int, replace map[int][]step) {
+	pl := f.pl
+	last := slices.Max(matched)
+	args := make([]int, len(n.Inputs))
+	for k, name := range n.Inputs {
+		args[k] = f.slot[name]
+	}
+	out := n.Outputs[0]
+	ns := step{index: pl.steps[last].index, node: n, schema: schema, ctx: ops.Context{Opset: opset, Threads: threads},
+		args: args, outs: []int{f.slot[out]}, want: []ir.TypeInfo{f.types[out].Type}}
+	fusion := Fusion{Node: n}
+	for k := range pl.steps { // graph order
+		if slices.Contains(matched, k) {
+			fusion.Replaced = append(fusion.Replaced, pl.steps[k].node)
+			f.removed[k] = true
+		}
+	}
+	replace[last] = []step{ns}
+	pl.fusions = append(pl.fusions, fusion)
+}

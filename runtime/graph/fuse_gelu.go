@@ -86,31 +86,6 @@ func (p *Program) fuseGelus(pl *plan, types map[string]ops.Value) {
 	}
 }
 
-// replaceChain replaces the matched steps of an elementwise chain rewrite
-// by one step running node n (op schema at opset, with threads), placed at
-// the last of them, marks them removed, and records the fusion. n's inputs
-// and output are tensors the plan already has slots for.
-func (f *fuser) replaceChain(n *ir.Node, schema *ops.Schema, opset, threads int, matched []int, replace map[int][]step) {
-	pl := f.pl
-	last := slices.Max(matched)
-	args := make([]int, len(n.Inputs))
-	for k, name := range n.Inputs {
-		args[k] = f.slot[name]
-	}
-	out := n.Outputs[0]
-	ns := step{index: pl.steps[last].index, node: n, schema: schema, ctx: ops.Context{Opset: opset, Threads: threads},
-		args: args, outs: []int{f.slot[out]}, want: []ir.TypeInfo{f.types[out].Type}}
-	fusion := Fusion{Node: n}
-	for k := range pl.steps { // graph order
-		if slices.Contains(matched, k) {
-			fusion.Replaced = append(fusion.Replaced, pl.steps[k].node)
-			f.removed[k] = true
-		}
-	}
-	replace[last] = []step{ns}
-	pl.fusions = append(pl.fusions, fusion)
-}
-
 // geluMatch is one exported GELU: its input, its output, the steps it
 // replaces, and whether it is the tanh approximation.
 type geluMatch struct {

@@ -81,23 +81,10 @@ func (p *Program) fuseMatMuls(pl *plan, types map[string]ops.Value) {
 		if len(reads) == 0 && len(replaced) == 1 && p.Types[fused.Inputs[1]].Const == nil && !gemm {
 			continue
 		}
-		last := replaced[len(replaced)-1]
-		out := fused.Outputs[0]
-		fs := step{index: pl.steps[last].index, node: fused, schema: schema, ctx: ops.Context{Opset: 1, Threads: st.ctx.Threads},
-			outs: []int{f.slot[out]}, want: []ir.TypeInfo{types[out].Type}}
-		for _, name := range fused.Inputs {
-			fs.args = append(fs.args, f.slot[name])
-		}
-		fusion := Fusion{Node: fused}
-		for _, k := range replaced {
-			fusion.Replaced = append(fusion.Replaced, pl.steps[k].node)
-			f.removed[k] = true
-		}
 		for _, k := range reads {
 			readChains[pl.steps[k].node] = len(pl.fusions)
 		}
-		replace[last] = []step{fs}
-		pl.fusions = append(pl.fusions, fusion)
+		f.replaceChain(fused, schema, 1, st.ctx.Threads, replaced, replace)
 	}
 	if len(replace) == 0 {
 		return

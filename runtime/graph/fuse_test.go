@@ -483,6 +483,17 @@ func TestFusePatterns(t *testing.T) {
 	}
 }
 
+// stepOpTypes is the op types of the steps p runs for inputs in, space
+// separated (opTypes).
+func stepOpTypes(t *testing.T, p *Program, in map[string]*ir.Tensor) string {
+	t.Helper()
+	steps, err := p.Steps(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return opTypes(steps)
+}
+
 // fusedPlan compiles m with the rewrites on (2 threads) and returns the
 // program and its plan's fusions for inputs in that keep accepts.
 func fusedPlan(t *testing.T, m *ir.Model, in map[string]*ir.Tensor, keep func(Fusion) bool) (*Program, []Fusion) {

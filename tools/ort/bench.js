@@ -32,7 +32,7 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { spawnSync } = require('child_process');
-const { readNpy, writeNpy, Rng, hashString, randomTensor, makeTensor } = require('./lib');
+const { readNpy, writeNpy, Rng, hashString, randomTensor } = require('./lib');
 
 const REPO = path.resolve(__dirname, '..', '..');
 
@@ -185,11 +185,11 @@ function scaledInput(workload, name, src) {
     throw new Error(`${workload}: input ${name}: want a shape array or {"shape": [...], "scale": k > 0}`);
   }
   const t = randomTensor('float32', src.shape, new Rng(hashString(`${workload}/${name}`)));
-  const data = t.data.map((x) => x * src.scale);
+  for (let i = 0; i < t.data.length; i++) t.data[i] *= src.scale;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'attnrun-bench-input-'));
   inputDirs.push(dir);
   const file = path.join(dir, `${name}.npy`);
-  writeNpy(file, makeTensor('float32', src.shape, data));
+  writeNpy(file, t);
   return file;
 }
 
