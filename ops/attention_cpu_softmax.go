@@ -58,8 +58,8 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, 
 	}
 	st := w.st[pn*attnNR*attnKBlock:]
 	m := w.m[pn*attnNR : (pn+1)*attnNR]
-	var suma, mxa, shift2a [maxLanes]float32
-	sum, mx, shift2 := suma[:attnNR], mxa[:attnNR], shift2a[:attnNR]
+	var suma, mxa, shift2a, lima [maxLanes]float32
+	sum, mx, shift2, lim := suma[:attnNR], mxa[:attnNR], shift2a[:attnNR], lima[:attnNR]
 	full := max(plain, 0) / attnMR
 	var k []float32
 	dw := (p.d + 1) / 2 // bf16: K's and Q's pair words per key and query
@@ -78,23 +78,32 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, 
 		}
 		switch {
 		case p.scoresBase2:
+			for c, v := range shift2 {
+				lim[c] = shiftLimitBase2(v)
+			}
 			if p.bf16 {
 				done += kernel.ScoresExpBF16x32Base2(dw, &wordsOf(kp)[(j0+done*attnMR)*dw], dw, &wordsOf(qpan)[0], &wordsOf(st)[done*attnMR/2*attnNR], full-done, attnMR*dw,
-					&shift2[0], &sum[0], &mx[0], bp)
+					&shift2[0], &lim[0], &sum[0], &mx[0], bp)
 			} else {
 				done += kernel.ScoresExp8x32Base2(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &w.qp2[pn*attnNR*p.d], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
-					&shift2[0], &sum[0], &mx[0], bp)
+					&shift2[0], &lim[0], &sum[0], &mx[0], bp)
 			}
 			if done < full {
-				p.raiseShiftBase2(w, pn, mx, shift2, st, done*attnMR, sum, acc, dvPad)
+				p.raiseShiftBase2(w, pn, mx, shift2, lim, st, done*attnMR, sum, acc, dvPad)
 			}
 			continue
 		case p.bf16:
+			for c, v := range m {
+				lim[c] = shiftLimit(v)
+			}
 			done += kernel.ScoresExpBF16x32(dw, &wordsOf(kp)[(j0+done*attnMR)*dw], dw, &wordsOf(qpan)[0], &wordsOf(st)[done*attnMR/2*attnNR], full-done, attnMR*dw,
-				&m[0], &sum[0], &mx[0], bp)
+				&m[0], &lim[0], &sum[0], &mx[0], bp)
 		default:
+			for c, v := range m {
+				lim[c] = shiftLimit(v)
+			}
 			done += kernel.ScoresExp8x32(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &qpan[0], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
-				&m[0], &sum[0], &mx[0], bp)
+				&m[0], &lim[0], &sum[0], &mx[0], bp)
 		}
 		if done < full {
 			p.raiseShift(w, pn, mx, st, done*attnMR, sum, acc, dvPad)
@@ -204,11 +213,11 @@ func (p *attnPlan) shiftHeadroom() float32 {
 }
 
 // raiseShift moves up the running shifts of panel pn's lanes where the
-// maxima mx of the scores since (natural units) rise more than
-// attnRescaleSlack above them, to the maximum plus the headroom (the
-// smaller of shiftHeadroom and |maximum|); and with them, as the rescale
-// costs the same for every lane, the shift of every lane whose maximum is
-// above its shift at all (moveShifts).
+// maxima mx of the scores since (natural units) rise above their limits
+// (shiftLimit), to the maximum plus the headroom (the smaller of
+// shiftHeadroom and |maximum|); and with them, as the rescale costs the
+// same for every lane, the shift of every lane whose maximum is above its
+// shift at all (moveShifts).
 func (p *attnPlan) raiseShift(w *attnWork, pn int, mx, st []float32, keys int, sum, acc []float32, dvPad int) {
 	m := w.m[pn*attnNR : (pn+1)*attnNR]
 	head := p.shiftHeadroom()
@@ -216,14 +225,14 @@ func (p *attnPlan) raiseShift(w *attnWork, pn int, mx, st []float32, keys int, s
 	target := ta[:attnNR]
 	must := false
 	for c := range m {
-		must = must || mx[c] > m[c]+attnRescaleSlack
+		must = must || mx[c] > shiftLimit(m[c])
 	}
 	if !must {
 		return
 	}
 	for c := range m {
 		target[c] = m[c]
-		if mx[c] > m[c]+attnRescaleSlack || (head > 0 && mx[c] > m[c]) {
+		if mx[c] > shiftLimit(m[c]) || (head > 0 && mx[c] > m[c]) {
 			target[c] = mx[c] + min(head, abs32(mx[c]))
 		}
 	}
@@ -231,25 +240,63 @@ func (p *attnPlan) raiseShift(w *attnWork, pn int, mx, st []float32, keys int, s
 }
 
 // raiseShiftBase2 is raiseShift where kernel.ScoresExp8x32Base2 stopped,
-// with its maxima mx and the shifts it ran under (shift2) in base 2: the
-// lanes it stopped for (mx > shift2 + kernel.ScoresExpSlackBase2, compared
-// in float32 as the kernel does), and the others above their shift, move
-// their shift2 up to mx plus the headroom in base 2 (the smaller of
-// shiftHeadroom·log2 e and |mx|) and their natural shift to that times
-// ln 2, so that the kernel passes that tile when called again.
-func (p *attnPlan) raiseShiftBase2(w *attnWork, pn int, mx, shift2, st []float32, keys int, sum, acc []float32, dvPad int) {
+// with its maxima mx, the shifts it ran under (shift2) and their limits
+// (lim) in base 2: the lanes it stopped for (mx > lim, as the kernel
+// compares), and the others above their shift, move their shift2 up to mx
+// plus the headroom in base 2 (the smaller of shiftHeadroom·log2 e and
+// |mx|) and their natural shift to that times ln 2, so that the kernel
+// passes that tile when called again.
+func (p *attnPlan) raiseShiftBase2(w *attnWork, pn int, mx, shift2, lim, st []float32, keys int, sum, acc []float32, dvPad int) {
 	head2 := p.shiftHeadroom() * log2E32
 	m := w.m[pn*attnNR : (pn+1)*attnNR]
 	var ta [maxLanes]float32
 	target := ta[:attnNR]
 	for c := range shift2 {
 		target[c] = m[c]
-		if mx[c] > shift2[c]+kernel.ScoresExpSlackBase2 || (head2 > 0 && mx[c] > shift2[c]) {
+		if mx[c] > lim[c] || (head2 > 0 && mx[c] > shift2[c]) {
 			shift2[c] = mx[c] + min(head2, abs32(mx[c]))
 			target[c] = shift2[c] * ln2F32
 		}
 	}
 	p.moveShifts(w, pn, target, st, keys, sum, acc, dvPad)
+}
+
+// attnSlackCap bounds how far a lane's scores may climb above its running
+// shift before the fast path stops and moves the shift (natural units):
+// the lane's limit is shift + attnSlackCap for a shift of 0 or more, and
+// shift + max(attnRescaleSlack, min(attnSlackCap, |shift|)) below 0
+// (shiftLimit). A fixed slack of 8 stopped the scores kernel at every 8 of
+// climb past the headroom: logits of spread 16 stopped it 11 times a panel
+// at S=512 and 17 at S=2048, each stop a recomputed tile and a rescale of
+// the block so far, and made the op 1.44× slower than at spread 1
+// (BenchmarkFusedAttentionLogitSpread, 2026-11-25).
+//
+// The slack costs no bits where the shift is 0 or more: a score x that
+// climbed above it by x − shift is at least that large itself, so the
+// argument's rounding is within the score's own. Below 0 the bound by
+// |shift| keeps the argument within the shift's size, as the headroom's
+// bound does. The cap keeps the probabilities at most e^24 ≈ 2.6e10, far
+// from overflow: their sums, and P·V's accumulators while |V| stays below
+// 1e28/Sk.
+const attnSlackCap = 24
+
+// shiftLimit is the largest score a lane with running shift s takes
+// before the fast path moves its shift (natural units; -Inf for a shift
+// of -Inf, NaN for NaN).
+func shiftLimit(s float32) float32 {
+	if s >= 0 {
+		return s + attnSlackCap
+	}
+	return s + max(attnRescaleSlack, min(attnSlackCap, -s))
+}
+
+// shiftLimitBase2 is shiftLimit in base 2: the limit of a base-2 shift s2,
+// the kernel's units (kernel.ScoresExp8x32Base2).
+func shiftLimitBase2(s2 float32) float32 {
+	if s2 >= 0 {
+		return s2 + attnSlackCap*log2E32
+	}
+	return s2 + max(attnRescaleSlack*log2E32, min(attnSlackCap*log2E32, -s2))
 }
 
 // abs32 is |x| for float32.

@@ -11,7 +11,7 @@ DATA attnk<>+0(SB)/4, $0x3fb8aa3b  // log2(e)
 DATA attnk<>+4(SB)/4, $0x3f317218  // ln 2
 DATA attnk<>+8(SB)/4, $0xc2d00000  // -104: exp below it is 0 in float32 (clamps -Inf)
 DATA attnk<>+12(SB)/4, $0x3f800000 // 1
-DATA attnk<>+16(SB)/4, $0x41000000 // 8: the slack a score may rise above its column's shift
+DATA attnk<>+16(SB)/4, $0x00000000 // free (was the scores kernels' fixed slack: the callers give limits now)
 DATA attnk<>+20(SB)/4, $0xff800000 // -Inf
 DATA attnk<>+24(SB)/4, $0x49400000 // 1.5·2^19: t + 1.5·2^19 rounds t to a multiple of 1/16
 DATA attnk<>+28(SB)/4, $0x3f000110 // p2, p3: e^r ≈ 1 + r + p2·r² + p3·r³ on |r| ≤ ln2/32 (EXP_TAB16)
@@ -20,7 +20,7 @@ DATA attnk<>+36(SB)/4, $0x3f80066b // c0..c2: exp(r) ≈ 1 + r·Σ c_k·r^k on |
 DATA attnk<>+40(SB)/4, $0x3f010ebe // (a minimax fit for bf16 probabilities, whose rounding is 2^-9)
 DATA attnk<>+44(SB)/4, $0x3e2924ce
 DATA attnk<>+48(SB)/4, $0xc3170000 // -151: 2^x below it is 0 in float32 (clamps -Inf; EXP2_TAB32)
-DATA attnk<>+52(SB)/4, $0x4138aa3b // 8·log2(e): ScoresExp8x32Base2's slack (kernel.ScoresExpSlackBase2)
+DATA attnk<>+52(SB)/4, $0x00000000 // free (as +16)
 DATA attnk<>+56(SB)/4, $0x48c00000 // 1.5·2^18: t + 1.5·2^18 rounds t to a multiple of 1/32 (EXP2_TAB32)
 DATA attnk<>+60(SB)/4, $0x3f3172c1 // c1, c2: 2^r ≈ 1 + c1·r + c2·r² on |r| ≤ 1/64 (EXP2_TAB32; the whole exponential's
 DATA attnk<>+64(SB)/4, $0x3e75fdb0 // float32 error searched over the coefficients' last bits: go run ./tools/expfit)
@@ -227,16 +227,16 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 	VMAXPS Z17, Z1, Z1; \
 	VMAXPS Z19, Z1, Z1
 
-// The exponential epilogue's registers, from the shifts at AX and the
-// sums at DX: BX the constants, Z20, Z21 the shifts (-Inf as 0), Z22, Z23
-// shift + the slack at SLACK(BX) (8, or 8·log2 e in base 2), Z24, Z25 the
-// sums.
-#define TILE8x32_EXP_START(SLACK) \
+// The exponential epilogue's registers, from the shifts at AX, the limits
+// at CX and the sums at DX: BX the constants, Z20, Z21 the shifts (-Inf as
+// 0), Z22, Z23 the limits a column's maximum may reach before the kernel
+// stops, Z24, Z25 the sums.
+#define TILE8x32_EXP_START \
 	LEAQ attnk<>(SB), BX; \
 	VMOVUPS (AX), Z20; \
 	VMOVUPS 64(AX), Z21; \
-	VADDPS.BCST SLACK(BX), Z20, Z22; \
-	VADDPS.BCST SLACK(BX), Z21, Z23; \
+	VMOVUPS (CX), Z22; \
+	VMOVUPS 64(CX), Z23; \
 	VBROADCASTSS 20(BX), Z2; \
 	VCMPPS $0, Z2, Z20, K1; \
 	VPXORD Z20, Z20, K1, Z20; \
@@ -246,14 +246,14 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 	VMOVUPS 64(DX), Z25
 
 // Sets ZF clear (JNZ taken) when a column maximum (Z0, Z1) exceeds its
-// shift + 8 (Z22, Z23).
+// limit (Z22, Z23).
 #define TILE8x32_OVER_SLACK \
 	VCMPPS $0x1e, Z22, Z0, K1; \
 	VCMPPS $0x1e, Z23, Z1, K2; \
 	KORW K1, K2, K1; \
 	KORTESTW K1, K1
 
-// The scores kernels' return: at expover (a tile over the slack) the
+// The scores kernels' return: at expover (a tile over its limits) the
 // maxima Z0, Z1 go to MX; at expdone the sums Z24, Z25 to SUM; OUT gets
 // the tiles done, N - R12.
 #define TILE8x32_EXP_END(MX, SUM, N, OUT) \
@@ -381,12 +381,12 @@ pkdone:
 // ScoresExp8x32's with the k pairs of VDPBF16PS (BF16_8x32_ROWS_KSTEP) and
 // the exponentials stored as bf16 pair words, 128 a tile at c + 512t bytes
 // (rows 2p and 2p+1 at 128p words). The exponentials run a tile behind the
-// products: a tile that passes the slack check is staged raw (fp32, rows
+// products: a tile that passes the limit check is staged raw (fp32, rows
 // 128 bytes apart) at its own words and the next tile's, and its pairs of
 // rows (EXP_PENDING_PAIR: EXP, the pair words over the rows already read)
 // are done one per 8 k pairs of the next tile's products, the rest
 // before its epilogue and before returning. Z31 the pair indexes.
-#define SCORES_EXP_BF16(EXP, SLACK) \
+#define SCORES_EXP_BF16(EXP) \
 	MOVQ a+8(FP), R13 \
 	MOVQ lda+16(FP), R8 \
 	MOVQ b+24(FP), R14 \
@@ -395,14 +395,15 @@ pkdone:
 	SHLQ $2, R8 \
 	LEAQ (R8)(R8*2), R10 \
 	MOVQ shift+56(FP), AX \
-	MOVQ sum+64(FP), DX \
-	TILE8x32_EXP_START(SLACK) \
+	MOVQ limit+64(FP), CX \
+	MOVQ sum+72(FP), DX \
+	TILE8x32_EXP_START \
 	VMOVDQU32 pairidx<>(SB), Z31 \
 	XORQ AX, AX \
 	TESTQ R12, R12 \
 	JE expdone \
 	PIPELINED_TILE(BF16_8x32_ROWS_KSTEP, EXP_PENDING_PAIR(EXP)) \
-	MOVQ bias+80(FP), AX \
+	MOVQ bias+88(FP), AX \
 	TESTQ AX, AX \
 	JE benobias \
 	TILE8x32_KEY_BIAS(n+40(FP)) \
@@ -427,7 +428,7 @@ belast: \
 	JE expdone \
 	EXP_PENDING_PAIR(EXP) \
 	JMP belast \
-	TILE8x32_EXP_END(mx+72(FP), sum+64(FP), n+40(FP), ret+88(FP))
+	TILE8x32_EXP_END(mx+80(FP), sum+72(FP), n+40(FP), ret+96(FP))
 
 // The scores kernels' body (ScoresExp8x32 and ScoresExp8x32Base2, which
 // share the signature): tiles as Sgemm8x32RowsLoop's (A's 8 rows in place
@@ -435,12 +436,12 @@ belast: \
 // bias (not nil) it adds bias[8t + r] to every column of the tile's row r
 // (a per-key mask, broadcast to the 32 queries); before storing tile t it
 // takes each column's maximum over the tile's 8 rows; when a column's
-// exceeds shift + the slack at SLACK(BX) it writes the 32 maxima to mx and
+// exceeds the column's limit (limit, 32 floats) it writes the 32 maxima to mx and
 // returns t, storing nothing of that tile; else it stores EXP of (tile -
 // shift) (per column) and adds its columns' sums to sum. It returns n when
 // every tile is done. A shift of -Inf (no finite score seen yet) subtracts
 // 0, so that -Inf scores give 0 rather than NaN. Z20, Z21: the shift (-Inf
-// as 0); Z22, Z23: shift + slack; Z24, Z25: the sums; Z31 EXP's clamp (at
+// as 0); Z22, Z23: the limits; Z24, Z25: the sums; Z31 EXP's clamp (at
 // CLAMP(BX)), Z30 its table (TAB, 16 floats).
 //
 // The exponentials run a tile behind the products, in software: tile t
@@ -450,7 +451,7 @@ belast: \
 // FMA pipes instead of the products waiting for the exponentials. The
 // rows still pending after tile t + 1's products (k < 64), and the last
 // tile's, are done before the next tile's epilogue and before returning.
-#define SCORES_EXP_8x32(EXP, SLACK, CLAMP, TAB) \
+#define SCORES_EXP_8x32(EXP, CLAMP, TAB) \
 	MOVQ a+8(FP), R13 \
 	MOVQ lda+16(FP), R8 \
 	MOVQ b+24(FP), R14 \
@@ -461,15 +462,16 @@ belast: \
 	SHLQ $2, R9 \
 	LEAQ (R8)(R8*2), R10 \
 	MOVQ shift+72(FP), AX \
-	MOVQ sum+80(FP), DX \
-	TILE8x32_EXP_START(SLACK) \
+	MOVQ limit+80(FP), CX \
+	MOVQ sum+88(FP), DX \
+	TILE8x32_EXP_START \
 	VBROADCASTSS CLAMP(BX), Z31 \
 	VMOVUPS TAB, Z30 \
 	XORQ AX, AX \
 	TESTQ R12, R12 \
 	JE expdone \
 	PIPELINED_TILE(SGEMM8x32_ROWS_KSTEP, EXP_PENDING_ROW(EXP)) \
-	MOVQ bias+96(FP), AX \
+	MOVQ bias+104(FP), AX \
 	TESTQ AX, AX \
 	JE senobias \
 	TILE8x32_KEY_BIAS(n+48(FP)) \
@@ -492,28 +494,27 @@ selast: \
 	TESTQ AX, AX \
 	JNE selast \
 	JMP expdone \
-	TILE8x32_EXP_END(mx+88(FP), sum+80(FP), n+48(FP), ret+104(FP))
+	TILE8x32_EXP_END(mx+96(FP), sum+88(FP), n+48(FP), ret+112(FP))
 
-// func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx, bias *float32) int
-// exp(tile - shift) in natural units, slack 8 (EXP_TAB16).
-TEXT ·ScoresExp8x32(SB), NOSPLIT, $0-112
-	SCORES_EXP_8x32(EXP_TAB16, 16, 8, exptab<>(SB))
+// func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias *float32) int
+// exp(tile - shift) in natural units (EXP_TAB16).
+TEXT ·ScoresExp8x32(SB), NOSPLIT, $0-120
+	SCORES_EXP_8x32(EXP_TAB16, 8, exptab<>(SB))
 
-// func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx, bias *float32) int
-// 2^(tile - shift), scores, shifts and bias in base 2, slack 8·log2 e
-// (EXP2_TAB32).
-TEXT ·ScoresExp8x32Base2(SB), NOSPLIT, $0-112
-	SCORES_EXP_8x32(EXP2_TAB32, 52, 48, exptab32<>(SB))
+// func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias *float32) int
+// 2^(tile - shift), scores, shifts, limits and bias in base 2 (EXP2_TAB32).
+TEXT ·ScoresExp8x32Base2(SB), NOSPLIT, $0-120
+	SCORES_EXP_8x32(EXP2_TAB32, 48, exptab32<>(SB))
 
-// func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, sum, mx, bias *float32) int
-// exp in natural units, slack 8 (EXP_BF16_MEM).
-TEXT ·ScoresExpBF16x32(SB), NOSPLIT, $0-96
-	SCORES_EXP_BF16(EXP_BF16_MEM, 16)
+// func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias *float32) int
+// exp in natural units (EXP_BF16_MEM).
+TEXT ·ScoresExpBF16x32(SB), NOSPLIT, $0-104
+	SCORES_EXP_BF16(EXP_BF16_MEM)
 
-// func ScoresExpBF16x32Base2(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, sum, mx, bias *float32) int
-// 2^x in base 2, slack 8·log2 e (EXP2_BF16_MEM).
-TEXT ·ScoresExpBF16x32Base2(SB), NOSPLIT, $0-96
-	SCORES_EXP_BF16(EXP2_BF16_MEM, 52)
+// func ScoresExpBF16x32Base2(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias *float32) int
+// 2^x in base 2 (EXP2_BF16_MEM).
+TEXT ·ScoresExpBF16x32Base2(SB), NOSPLIT, $0-104
+	SCORES_EXP_BF16(EXP2_BF16_MEM)
 
 // TRANSPOSE16 loads 16 rows of 16 floats from SI, R9 bytes apart (SI
 // advances to the last row), and leaves column i of the block in Zi;

@@ -26,17 +26,34 @@ func randScoreTiles(seed int64, k, lda, n, as, ldc, cs int) (a, b, raw []float32
 }
 
 // scoresKernel is one of the fp32 scores kernels with what its tests
-// expect of it: exp (float64) of its arguments, its slack and clamp, and
-// its exponential's error bound in ulp plus rel·|x| relative.
+// expect of it: exp (float64) of its arguments, the slack its tests put
+// the limits at above the shifts (8 in natural units, as the fused
+// attention's least), its clamp, and its exponential's error bound in ulp
+// plus rel·|x| relative.
 type scoresKernel struct {
 	name  string
-	run   func(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx, bias *float32) int
+	run   func(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias *float32) int
 	exp   func(float64) float64
 	slack float32
 	clamp float64 // arguments below it give 0
 	ulp   float64
 	rel   float64
 }
+
+// limitsAbove returns the 32 limits shift[c] + slack (in float32, as a
+// caller computes them) for the scores kernels.
+func limitsAbove(shift [32]float32, slack float32) []float32 {
+	lim := make([]float32, 32)
+	for c, s := range shift {
+		lim[c] = s + slack
+	}
+	return lim
+}
+
+// scoresArgMax is the largest argument x - shift the accuracy tests
+// sweep: the fused attention's limits allow at most 24 above a shift in
+// natural units (34.6 in base 2).
+const scoresArgMax = 40
 
 // expLn2Err bounds the relative error that ln 2 rounded to float32 puts
 // into ScoresExp8x32's exp(x) per unit of |x|: the reduction x - n·ln2 is
@@ -45,14 +62,14 @@ const expLn2Err = 2.8e-9
 
 var scoresKernels = []scoresKernel{
 	{"natural", ScoresExp8x32, math.Exp, 8, -104, 1.5, expLn2Err},
-	{"base2", ScoresExp8x32Base2, math.Exp2, ScoresExpSlackBase2, -150, 1.75, 0},
+	{"base2", ScoresExp8x32Base2, math.Exp2, float32(8 * math.Log2E), -150, 1.75, 0},
 }
 
 // TestScoresExp8x32 checks each fused kernel against Sgemm8x32RowsLoop's
 // scores and float64 exponentials (powers of 2 in base 2): the stored
 // tiles, the column sums, the stop at the first tile a column of which
-// rises more than the slack above its shift (with its column maxima), and
-// -Inf, huge negative and NaN shifts; with k = 19 (tile t's exponentials
+// rises above its limit (the slack above its shift; with its column
+// maxima), and -Inf, huge negative and NaN shifts; with k = 19 (tile t's exponentials
 // partly during tile t + 1's products, partly after them) and k = 64 (all
 // during them).
 func TestScoresExp8x32(t *testing.T) {
@@ -96,7 +113,7 @@ func testScoresExp8x32(t *testing.T, kern scoresKernel, k, lda int) {
 		for c := range sum {
 			sum[c] = float32(c) // the kernel adds to it
 		}
-		done = kern.run(k, &a[0], lda, &b[0], &got[0], ldc, n, as, cs, &shift[0], &sum[0], &mx[0], nil)
+		done = kern.run(k, &a[0], lda, &b[0], &got[0], ldc, n, as, cs, &shift[0], &limitsAbove(shift, kern.slack)[0], &sum[0], &mx[0], nil)
 		return got, sum, mx, done
 	}
 	got, sum, _, done := run(shift)
@@ -192,7 +209,7 @@ func testScoresExp8x32(t *testing.T, kern scoresKernel, k, lda int) {
 // whole argument range: with k = 1 and a panel of ones the scores are A's
 // values, so that row r of tile t gives exp(a[8t+r] - shift[c]) in every
 // column c (2^ in base 2). Arguments from 9 below the clamp to just under
-// the slack, under shifts of several sizes (each column's a little
+// scoresArgMax, under limits of +Inf and shifts of several sizes (each column's a little
 // different, so that x - shift rounds differently): within the kernel's
 // ulp bound of the float64 exponential of the difference rounded to
 // float32 (as the kernel has it) plus rel·|x| relative (natural: ln 2 in
@@ -210,7 +227,8 @@ func TestScoresExp8x32Accuracy(t *testing.T) {
 
 func testScoresExpAccuracy(t *testing.T, kern scoresKernel) {
 	const n = 4096
-	lo, hi := kern.clamp-9, float64(kern.slack)-0.1
+	lo, hi := kern.clamp-9, float64(scoresArgMax)
+	inf := float32(math.Inf(1))
 	r := rand.New(rand.NewSource(4))
 	a := make([]float32, 8*n)
 	b := make([]float32, 32)
@@ -227,7 +245,7 @@ func testScoresExpAccuracy(t *testing.T, kern scoresKernel) {
 		for i := range a {
 			a[i] = float32(s0 + lo + (hi-lo)*float64(i)/float64(len(a)-1))
 		}
-		if done := kern.run(1, &a[0], 1, &b[0], &got[0], 32, n, 8, 8*32, &shift[0], &sum[0], &mx[0], nil); done != n {
+		if done := kern.run(1, &a[0], 1, &b[0], &got[0], 32, n, 8, 8*32, &shift[0], &limitsAbove(shift, inf)[0], &sum[0], &mx[0], nil); done != n {
 			t.Fatalf("shift %g: returned %d, want %d", s0, done, n)
 		}
 		for i, g := range got {
@@ -255,7 +273,7 @@ func testScoresExpAccuracy(t *testing.T, kern scoresKernel) {
 	for c := range shift {
 		shift[c] = float32(c) / 4
 	}
-	if done := kern.run(0, &a[0], 1, &b[0], &got[0], 32, 3, 8, 8*32, &shift[0], &sum[0], &mx[0], nil); done != 3 {
+	if done := kern.run(0, &a[0], 1, &b[0], &got[0], 32, 3, 8, 8*32, &shift[0], &limitsAbove(shift, inf)[0], &sum[0], &mx[0], nil); done != 3 {
 		t.Fatalf("k = 0: returned %d, want 3", done)
 	}
 	for i, g := range got[:3*8*32] {
@@ -265,32 +283,36 @@ func testScoresExpAccuracy(t *testing.T, kern scoresKernel) {
 	}
 }
 
-// TestScoresExpSlackBase2 checks that ScoresExpSlackBase2 is the base-2
-// kernel's slack as the kernel rounds it: a score at exactly shift +
-// ScoresExpSlackBase2 (in float32) does not stop the kernel, the next float
-// above it does.
-func TestScoresExpSlackBase2(t *testing.T) {
+// TestScoresExpLimits checks that each kernel stops exactly above a
+// column's own limit: with a panel of one 1 (column c) and zeros, a score
+// at column c's limit (each column's different, under shifts of several
+// sizes) does not stop the kernel, the next float above it does, with
+// that maximum in mx[c].
+func TestScoresExpLimits(t *testing.T) {
 	if !AVX512 {
 		t.Skip("no AVX-512 on this CPU")
 	}
-	b := make([]float32, 32)
-	for i := range b {
-		b[i] = 1
-	}
 	got := make([]float32, 8*32)
-	for _, s := range []float32{0, -3.7, 12.3, 1e4} {
-		var shift, sum, mx [32]float32
-		for c := range shift {
-			shift[c] = s
-		}
-		edge := s + ScoresExpSlackBase2
-		a := []float32{edge, s, s, s, s, s, s, s}
-		if done := ScoresExp8x32Base2(1, &a[0], 1, &b[0], &got[0], 32, 1, 8, 8*32, &shift[0], &sum[0], &mx[0], nil); done != 1 {
-			t.Fatalf("shift %g: a score at shift + ScoresExpSlackBase2 stopped the kernel", s)
-		}
-		a[0] = math.Nextafter32(edge, float32(math.Inf(1)))
-		if done := ScoresExp8x32Base2(1, &a[0], 1, &b[0], &got[0], 32, 1, 8, 8*32, &shift[0], &sum[0], &mx[0], nil); done != 0 || mx[0] != a[0] {
-			t.Fatalf("shift %g: a score one float above shift + ScoresExpSlackBase2 returned %d (max %g), want 0 (%g)", s, done, mx[0], a[0])
+	for _, kern := range scoresKernels {
+		for _, s := range []float32{0, -3.7, 12.3, 1e4} {
+			var shift, sum, mx [32]float32
+			lim := make([]float32, 32)
+			for c := range shift {
+				shift[c] = s
+				lim[c] = s + 8 + float32(c)*0.7
+			}
+			for _, c := range []int{0, 17, 31} {
+				b := make([]float32, 32)
+				b[c] = 1
+				a := []float32{s, s, s, s, s, lim[c], s, s}
+				if done := kern.run(1, &a[0], 1, &b[0], &got[0], 32, 1, 8, 8*32, &shift[0], &lim[0], &sum[0], &mx[0], nil); done != 1 {
+					t.Fatalf("%s, shift %g: a score at column %d's limit stopped the kernel", kern.name, s, c)
+				}
+				a[5] = math.Nextafter32(lim[c], float32(math.Inf(1)))
+				if done := kern.run(1, &a[0], 1, &b[0], &got[0], 32, 1, 8, 8*32, &shift[0], &lim[0], &sum[0], &mx[0], nil); done != 0 || mx[c] != a[5] {
+					t.Fatalf("%s, shift %g: a score one float above column %d's limit returned %d (max %g), want 0 (%g)", kern.name, s, c, done, mx[c], a[5])
+				}
+			}
 		}
 	}
 }
@@ -333,7 +355,7 @@ func testScoresExpBias(t *testing.T, kern scoresKernel) {
 		for i := range got {
 			got[i] = -7
 		}
-		done = kern.run(k, &a[0], lda, &b[0], &got[0], ldc, n, as, cs, &shift[0], &sum[0], &mx[0], &bias[0])
+		done = kern.run(k, &a[0], lda, &b[0], &got[0], ldc, n, as, cs, &shift[0], &limitsAbove(shift, kern.slack)[0], &sum[0], &mx[0], &bias[0])
 		return got, sum, mx, done
 	}
 	got, sum, _, done := run(shift)

@@ -55,10 +55,11 @@ func bf16ScoreTiles(t *testing.T, seed int64, k, lda, n, as int, scale float64) 
 const expBF16RelErr = 1.04e-4
 
 // bf16ScoresKernel is one of the bf16 scores kernels with what its test
-// expects of it: exp (float64) of its arguments and its slack.
+// expects of it: exp (float64) of its arguments and the slack its test
+// puts the limits at above the shifts.
 type bf16ScoresKernel struct {
 	name  string
-	run   func(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, sum, mx, bias *float32) int
+	run   func(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias *float32) int
 	exp   func(float64) float64
 	slack float32
 }
@@ -70,7 +71,7 @@ type bf16ScoresKernel struct {
 // expBF16RelErr, of exp(score - shift), the even key in the low half), the
 // fp32 column sums (within expBF16RelErr), the per-key bias (-Inf keys
 // give exact zeros), the stop at the first tile a column of which rises
-// more than the slack above its shift, with its maxima, -Inf shifts, and
+// above its limit (the slack above its shift), with its maxima, -Inf shifts, and
 // that nothing is written past a tile's staging (128 words past the last
 // tile stored, or past the one it stops at).
 func TestScoresExpBF16x32(t *testing.T) {
@@ -79,7 +80,7 @@ func TestScoresExpBF16x32(t *testing.T) {
 	}
 	for _, kern := range []bf16ScoresKernel{
 		{"natural", ScoresExpBF16x32, math.Exp, 8},
-		{"base2", ScoresExpBF16x32Base2, math.Exp2, ScoresExpSlackBase2},
+		{"base2", ScoresExpBF16x32Base2, math.Exp2, float32(8 * math.Log2E)},
 	} {
 		// k = 5: a tile's exponentials all after the next tile's products;
 		// 21: partly during them; 32 (seed 000's heads): all during them.
@@ -132,7 +133,7 @@ func testScoresExpBF16x32(t *testing.T, kern bf16ScoresKernel, k int) {
 			if withBias {
 				bp = &bias[0]
 			}
-			done = kern.run(k, &a[0], lda, &b[0], &got[0], n, as, &shift[0], &sum[0], &mx[0], bp)
+			done = kern.run(k, &a[0], lda, &b[0], &got[0], n, as, &shift[0], &limitsAbove(shift, kern.slack)[0], &sum[0], &mx[0], bp)
 			return got, sum, mx, done
 		}
 		got, sum, _, done := run(shift)

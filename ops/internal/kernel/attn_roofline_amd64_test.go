@@ -44,7 +44,10 @@ func BenchmarkRooflineAttentionKernels(b *testing.B) {
 	}
 	st := make([]float32, keys*32) // one item's scores (probabilities), transposed
 	acc := make([]float32, d*32)
-	var shift, sum, mx [32]float32
+	var shift, sum, mx, limit [32]float32 // shifts 0, limits 8 above them: no tile stops
+	for c := range limit {
+		limit[c] = 8
+	}
 	vp := make([]float32, heads*d*keys) // every head's Vᵀ packed as slivers of 8 dims (ops' Vp)
 	for h := 0; h < heads; h++ {
 		kernel.PackSlivers8(&vp[h*d*keys], &qkv[1536+h*d], lda, keys, d/8, 8*keys)
@@ -67,12 +70,12 @@ func BenchmarkRooflineAttentionKernels(b *testing.B) {
 						case "scores+exp", "scores+exp,PV", "scores+exp,PV/packed":
 							// Shift 0: the scores stay well below 8, so no tile stops the kernel.
 							sum = [32]float32{}
-							if n := kernel.ScoresExp8x32(d, &k[0], lda, &qp[it*d*32], &st[0], 32, keys/8, 8*lda, 8*32, &shift[0], &sum[0], &mx[0], nil); n != keys/8 {
+							if n := kernel.ScoresExp8x32(d, &k[0], lda, &qp[it*d*32], &st[0], 32, keys/8, 8*lda, 8*32, &shift[0], &limit[0], &sum[0], &mx[0], nil); n != keys/8 {
 								b.Fatalf("ScoresExp8x32 stopped at tile %d of %d", n, keys/8)
 							}
 						case "scores+exp2", "scores+exp2,PV", "scores+exp2,PV/packed":
 							sum = [32]float32{}
-							if n := kernel.ScoresExp8x32Base2(d, &k[0], lda, &qp[it*d*32], &st[0], 32, keys/8, 8*lda, 8*32, &shift[0], &sum[0], &mx[0], nil); n != keys/8 {
+							if n := kernel.ScoresExp8x32Base2(d, &k[0], lda, &qp[it*d*32], &st[0], 32, keys/8, 8*lda, 8*32, &shift[0], &limit[0], &sum[0], &mx[0], nil); n != keys/8 {
 								b.Fatalf("ScoresExp8x32Base2 stopped at tile %d of %d", n, keys/8)
 							}
 						}
@@ -118,12 +121,12 @@ func BenchmarkRooflineAttentionKernels(b *testing.B) {
 							kernel.BF16Gemm8x32Loop(dw, &k[0], dw, &qw[it*dw*32], &st[0], 32, keys/8, 8*dw, 0, 8*32, false)
 						case "scores+exp", "scores+exp,PV":
 							sum = [32]float32{}
-							if n := kernel.ScoresExpBF16x32(dw, &k[0], dw, &qw[it*dw*32], &pw[0], keys/8, 8*dw, &shift[0], &sum[0], &mx[0], nil); n != keys/8 {
+							if n := kernel.ScoresExpBF16x32(dw, &k[0], dw, &qw[it*dw*32], &pw[0], keys/8, 8*dw, &shift[0], &limit[0], &sum[0], &mx[0], nil); n != keys/8 {
 								b.Fatalf("ScoresExpBF16x32 stopped at tile %d of %d", n, keys/8)
 							}
 						case "scores+exp2", "scores+exp2,PV":
 							sum = [32]float32{}
-							if n := kernel.ScoresExpBF16x32Base2(dw, &k[0], dw, &qw[it*dw*32], &pw[0], keys/8, 8*dw, &shift[0], &sum[0], &mx[0], nil); n != keys/8 {
+							if n := kernel.ScoresExpBF16x32Base2(dw, &k[0], dw, &qw[it*dw*32], &pw[0], keys/8, 8*dw, &shift[0], &limit[0], &sum[0], &mx[0], nil); n != keys/8 {
 								b.Fatalf("ScoresExpBF16x32Base2 stopped at tile %d of %d", n, keys/8)
 							}
 						}

@@ -5,8 +5,6 @@
 // counterpart in its caller; Available says whether the assembly runs here.
 package kernel
 
-import "math"
-
 // MR and NR are the tile sizes of Sgemm6x16: rows and columns of C.
 const (
 	MR = 6
@@ -20,10 +18,3 @@ const (
 	ExpClampHigh = 88.3762626647949
 	ExpClampLow  = -88.0
 )
-
-// ScoresExpSlackBase2 is how far above its shift a column of
-// ScoresExp8x32Base2's scores may rise before the kernel stops (8 in
-// natural units), rounded to float32 as the kernel holds it: a caller that
-// raises a shift where the kernel stopped compares with shift +
-// ScoresExpSlackBase2 in float32, as the kernel does.
-const ScoresExpSlackBase2 = float32(8 * math.Log2E)

@@ -238,51 +238,49 @@ func Erf8(dst, src *float32, n int, gelu bool)
 // + t·as, lda apart, times the packed k×32 panel b, stored at c + t·cs
 // with row stride ldc) with the streaming softmax in its epilogue: tile t
 // is stored as exp(tile - shift[col]) and its columns' sums are added to
-// sum[col] (shift and sum hold 32 floats). Before that, when some column's
-// maximum over the tile's 8 rows exceeds shift + 8 (exp could then pass
-// e^8), it writes the tile's 32 column maxima to mx, stores nothing of
-// tile t and returns t; it returns n when every tile is done. A shift of
-// -Inf subtracts 0 (-Inf scores give 0; a finite one stops the kernel).
-// The exponential is within 1.5 ulp of exp(tile - shift) (the difference
-// rounded to float32), plus 2.8e-9 relative per unit of |tile - shift|
-// (ln 2 in float32: 0.8 ulp more at -16); arguments below -104, -Inf
-// included, give 0; NaN stays NaN. It needs AVX512. A bias that is not
-// nil holds one float per row of every tile (8n floats): tile t's row r
-// gets bias[8t+r] added to its 32 scores before the maxima and the
-// exponential (a per-key mask: 0 or -Inf, or an additive mask's values,
-// broadcast to the queries).
+// sum[col] (shift, limit and sum hold 32 floats). Before that, when some
+// column's maximum over the tile's 8 rows exceeds limit[col] (the caller
+// picks each limit above its shift so that exp stays far from overflow),
+// it writes the tile's 32 column maxima to mx, stores nothing of tile t
+// and returns t; it returns n when every tile is done. A shift of -Inf
+// subtracts 0 (-Inf scores give 0; with a limit of -Inf, a finite one
+// stops the kernel). The exponential is within 1.5 ulp of exp(tile -
+// shift) (the difference rounded to float32), plus 2.8e-9 relative per
+// unit of |tile - shift| (ln 2 in float32: 0.8 ulp more at -16);
+// arguments below -104, -Inf included, give 0; NaN stays NaN. It needs
+// AVX512. A bias that is not nil holds one float per row of every tile
+// (8n floats): tile t's row r gets bias[8t+r] added to its 32 scores
+// before the maxima and the exponential (a per-key mask: 0 or -Inf, or an
+// additive mask's values, broadcast to the queries).
 //
 //go:noescape
-func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx, bias *float32) int
+func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias *float32) int
 
 // ScoresExp8x32Base2 is ScoresExp8x32 in base 2: the caller scales the
-// panel b by log2 e (scores x·log2 e) and gives shifts and bias in the
-// same units; tile t is stored as 2^(tile - shift[col]), which is exp of
-// the scores in natural units, and the kernel stops where a column's
-// maximum exceeds shift + ScoresExpSlackBase2 (8 in natural units). Its
-// exponential takes half the FMA-pipe operations of ScoresExp8x32's (no
-// multiply by log2 e, no ln 2 in the reduction, a 32-entry table and a
-// degree-2 polynomial) and is within 1.75 ulp of 2^(tile - shift) (the
-// difference rounded to float32); arguments below -150, -Inf included,
-// give 0; NaN stays NaN. The bias must be 0 and -Inf only where the
-// caller also computes scores of the same rows in natural units: converting
-// a large finite offset (an additive mask's -1e4, or float32's minimum,
-// which overflows) to base 2 rounds it apart from its natural-unit
-// counterpart. It needs AVX512.
+// panel b by log2 e (scores x·log2 e) and gives shifts, limits and bias
+// in the same units; tile t is stored as 2^(tile - shift[col]), which is
+// exp of the scores in natural units. Its exponential takes half the
+// FMA-pipe operations of ScoresExp8x32's (no multiply by log2 e, no ln 2
+// in the reduction, a 32-entry table and a degree-2 polynomial) and is
+// within 1.75 ulp of 2^(tile - shift) (the difference rounded to
+// float32); arguments below -150, -Inf included, give 0; NaN stays NaN.
+// The bias must be 0 and -Inf only where the caller also computes scores
+// of the same rows in natural units: converting a large finite offset (an
+// additive mask's -1e4, or float32's minimum, which overflows) to base 2
+// rounds it apart from its natural-unit counterpart. It needs AVX512.
 //
 //go:noescape
-func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, sum, mx, bias *float32) int
+func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias *float32) int
 
 // ScoresExpBF16x32 is ScoresExp8x32 on bf16 operands, in natural units
-// (scores, shifts and bias; its slack is 8), with its
-// probabilities stored as the bf16 pairs the P·V product reads: n tiles
-// of A's 8 rows of k pair words (lda words apart; tile t at a + t·as)
-// times the packed k-pair×32 panel b (VDPBF16PS, fp32 sums), with the
-// same bias, maxima, stop at the first tile a column of which rises more
-// than 8 above its shift (mx, return t) and sums; tile t's
-// exp(tile - shift) go to the 128 words at c + 128t, rows 2p and 2p+1 of
-// the tile as words c[128t + 32p + col] = (row 2p, row 2p+1) rounded to
-// bf16 (nearest even), the even row in the low half
+// (scores, shifts, limits and bias), with its probabilities stored as the
+// bf16 pairs the P·V product reads: n tiles of A's 8 rows of k pair words
+// (lda words apart; tile t at a + t·as) times the packed k-pair×32 panel
+// b (VDPBF16PS, fp32 sums), with the same bias, maxima, stop at the first
+// tile a column of which rises above its limit (mx, return t) and sums;
+// tile t's exp(tile - shift) go to the 128 words at c + 128t, rows 2p and
+// 2p+1 of the tile as words c[128t + 32p + col] = (row 2p, row 2p+1)
+// rounded to bf16 (nearest even), the even row in the low half
 // (PairRowsBF16x32's layout). Its exponential is a cheaper polynomial
 // than ScoresExp8x32's, within 1.02e-4 relative (the rounding to bf16 that
 // follows is up to 2^-9): the sums are of these fp32 values, before the
@@ -293,19 +291,19 @@ func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, c
 // BF16.
 //
 //go:noescape
-func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, sum, mx, bias *float32) int
+func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias *float32) int
 
 // ScoresExpBF16x32Base2 is ScoresExpBF16x32 in base 2, as
 // ScoresExp8x32Base2 is ScoresExp8x32: the panel b holds scale·log2 e·Qᵀ,
-// shifts and bias are in base 2 (the bias 0 and -Inf only where the caller
-// also works in natural units), the stored values are 2^(tile - shift),
-// the stop comes above shift + ScoresExpSlackBase2. Its exponential is the
-// same polynomial in base 2 (its coefficients times powers of ln 2, within
-// 1.02e-4 relative) and takes three FMA-pipe operations where
-// ScoresExpBF16x32's takes five. It needs BF16.
+// shifts, limits and bias are in base 2 (the bias 0 and -Inf only where
+// the caller also works in natural units), the stored values are 2^(tile
+// - shift). Its exponential is the same polynomial in base 2 (its
+// coefficients times powers of ln 2, within 1.02e-4 relative) and takes
+// three FMA-pipe operations where ScoresExpBF16x32's takes five. It needs
+// BF16.
 //
 //go:noescape
-func ScoresExpBF16x32Base2(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, sum, mx, bias *float32) int
+func ScoresExpBF16x32Base2(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias *float32) int
 
 // TransposeScale16 writes the transpose of a 16×16 block, each row scaled:
 // dst[i·ldd + j] = scale[i]·src[j·lds + i] for i, j < 16 (strides in
