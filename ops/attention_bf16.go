@@ -169,13 +169,3 @@ func contextPairsBF16(acc []float32, ldAcc int, pw, vw []uint32, sk, dvPad, j0, 
 	_ = acc[(dvPad-1)*ldAcc+attnBF16Lanes-1]
 	kernel.BF16Gemm8x32LoopA8(kp, &vw[j0/2*8], 8, &pw[0], &acc[0], ldAcc, dvPad/8, 8*skw, 0, 8*ldAcc, true)
 }
-
-// scalePairLane multiplies lane c of the first pairs rows of pair words
-// pw (32 lanes a row) by corr, both halves, rounding them back to bf16:
-// the bf16 fast path's probabilities when a lane's shift rises.
-func scalePairLane(pw []uint32, pairs, c int, corr float32) {
-	for p := 0; p < pairs; p++ {
-		w := pw[p*attnBF16Lanes+c]
-		pw[p*attnBF16Lanes+c] = bf16Pair(blas.BF16Float(uint16(w))*corr, blas.BF16Float(uint16(w>>16))*corr)
-	}
-}

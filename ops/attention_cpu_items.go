@@ -357,6 +357,9 @@ type attnWork struct {
 	pwf []float32 // pw's scratch as floats: the bf16 fast path's raw scores past its kernel's tiles
 	qp  []float32 // fp32: the item's panels of scale·Qᵀ
 	qp2 []float32 // with scoresBase2: qp times log2 e, kernel.ScoresExp8x32Base2's panels
+	// segs holds, per panel, the current key block's moves of the running
+	// shifts on the fast path (moveShifts), which P·V applies (context).
+	segs [][]attnSegment
 }
 
 // workFloats is the float32 scratch one worker needs.
@@ -408,13 +411,14 @@ func (p *attnPlan) newWork(dvPad int, qPerItem bool, buf []float32) *attnWork {
 		return s
 	}
 	w := &attnWork{
-		st:  take(attnQBlock * attnKBlock),
-		acc: take(dvPad * attnQBlock),
-		m:   take(attnQBlock),
-		pwf: take(p.pairWords()),
-		qp:  take(p.itemQFloats(qPerItem)),
-		l:   make([]float64, attnQBlock),
-		cls: make([]uint8, attnQBlock),
+		st:   take(attnQBlock * attnKBlock),
+		acc:  take(dvPad * attnQBlock),
+		m:    take(attnQBlock),
+		pwf:  take(p.pairWords()),
+		qp:   take(p.itemQFloats(qPerItem)),
+		l:    make([]float64, attnQBlock),
+		cls:  make([]uint8, attnQBlock),
+		segs: make([][]attnSegment, (attnQBlock+attnNR-1)/attnNR),
 	}
 	if p.itemQCopies() == 2 && qPerItem {
 		w.qp2 = take(p.itemQFloats(qPerItem))
@@ -481,7 +485,7 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 			}
 			for pn := 0; pn < panels; pn++ {
 				lanes := min(attnNR, rows-pn*attnNR)
-				keys[pn] = p.scoresExpPanel(w, pn, acc, dvPad, b, i0+pn*attnNR, lanes, j0, min(cols, lim-j0), bias, kp, qp[pn*attnNR*dq:])
+				keys[pn] = p.scoresExpPanel(w, pn, b, i0+pn*attnNR, lanes, j0, min(cols, lim-j0), bias, kp, qp[pn*attnNR*dq:])
 			}
 			paired = p.bf16
 		} else {
@@ -491,34 +495,25 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 			}
 		}
 		if dvPad == 0 {
+			for pn := range keys {
+				w.segs[pn] = w.segs[pn][:0]
+			}
 			continue
 		}
 		if p.vBlocks != nil {
 			p.packVBlock(b, j0, slices.Max(keys), vp)
 		}
 		for pn := 0; pn < panels; pn++ {
-			cols := keys[pn]
-			if cols == 0 {
-				continue
+			// The block's shift moves (fast path): P·V up to each, then
+			// the accumulator rescaled.
+			k0 := 0
+			for _, seg := range w.segs[pn] {
+				p.context(w, acc, vp, pn, b, j0, k0, seg.keys, dvPad, paired)
+				mulCols(acc[pn*attnNR:], dvPad, qb, seg.corr[:attnNR])
+				k0 = seg.keys
 			}
-			bp := w.st[pn*attnNR*kb : pn*attnNR*kb+cols*attnNR]
-			switch {
-			case paired:
-				contextPairsBF16(acc[pn*attnNR:], qb, wordsOf(w.st[pn*attnNR*kb:]), wordsOf(vp), sk, dvPad, j0, cols)
-				continue
-			case p.bf16:
-				contextBF16(acc[pn*attnNR:], qb, bp, w.pw, wordsOf(vp), sk, dvPad, j0, cols)
-				continue
-			case p.vInPlace: // Vᵀ's MR rows at a key step are MR consecutive floats of V's row
-				kernel.Sgemm8x32Loop(cols, &p.v.data[p.v.off[b]+j0*p.v.rs], &bp[0], &acc[pn*attnNR], p.v.rs, qb, dvPad/attnMR, attnMR, 0, attnMR*qb, true)
-				continue
-			case tileLoop:
-				kernel.Sgemm8x32Loop(cols, &vp[j0*attnMR], &bp[0], &acc[pn*attnNR], attnMR, qb, dvPad/attnMR, attnMR*sk, 0, attnMR*qb, true)
-				continue
-			}
-			for ds := 0; ds*attnMR < dvPad; ds++ {
-				blas.MicroKernel(cols, vp[ds*attnMR*sk+j0*attnMR:], bp, acc[ds*attnMR*qb+pn*attnNR:], qb, true)
-			}
+			w.segs[pn] = w.segs[pn][:0]
+			p.context(w, acc, vp, pn, b, j0, k0, keys[pn], dvPad, paired)
 		}
 	}
 	if p.hiddenMax != nil && !exact {
@@ -570,6 +565,34 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 		at := base + r*o.rs
 		for c := 0; c < p.dv; c++ {
 			o.data[at+c*o.cs] = acc[c*qb+r] * sc
+		}
+	}
+}
+
+// context adds P·V for keys [j0+k0, j0+k1) of the current block to panel
+// pn's columns of the accumulator, from the panel's probabilities in w.st
+// (in pairs, paired, with k0 even), Vᵀ packed in vp or V in place.
+func (p *attnPlan) context(w *attnWork, acc, vp []float32, pn, b, j0, k0, k1, dvPad int, paired bool) {
+	cols := k1 - k0
+	if cols <= 0 {
+		return
+	}
+	qb, kb, sk := attnQBlock, attnKBlock, p.sk
+	st := w.st[pn*attnNR*kb:]
+	bp := st[k0*attnNR : k1*attnNR]
+	j := j0 + k0
+	switch {
+	case paired:
+		contextPairsBF16(acc[pn*attnNR:], qb, wordsOf(st)[k0/2*attnNR:], wordsOf(vp), sk, dvPad, j, cols)
+	case p.bf16:
+		contextBF16(acc[pn*attnNR:], qb, bp, w.pw, wordsOf(vp), sk, dvPad, j, cols)
+	case p.vInPlace: // Vᵀ's MR rows at a key step are MR consecutive floats of V's row
+		kernel.Sgemm8x32Loop(cols, &p.v.data[p.v.off[b]+j*p.v.rs], &bp[0], &acc[pn*attnNR], p.v.rs, qb, dvPad/attnMR, attnMR, 0, attnMR*qb, true)
+	case tileLoop:
+		kernel.Sgemm8x32Loop(cols, &vp[j*attnMR], &bp[0], &acc[pn*attnNR], attnMR, qb, dvPad/attnMR, attnMR*sk, 0, attnMR*qb, true)
+	default:
+		for ds := 0; ds*attnMR < dvPad; ds++ {
+			blas.MicroKernel(cols, vp[ds*attnMR*sk+j*attnMR:], bp, acc[ds*attnMR*qb+pn*attnNR:], qb, true)
 		}
 	}
 }

@@ -34,9 +34,10 @@ const (
 // diagonal) run through kernel.ScoresExp8x32 (in bf16
 // kernel.ScoresExpBF16x32, which stores the probabilities as pair words at
 // the start of the panel's st, and kp is the batch's packed K) in one pass:
-// a tile rising more than attnRescaleSlack above a shift stops the kernel;
-// the shift moves up to the tile's maximum plus a headroom
-// (attnShiftHeadroom, raiseShift) and the kernel resumes at that tile. With
+// a tile rising above a lane's limit (shiftLimit) stops the kernel; the
+// shift moves up to the tile's maximum plus a headroom (attnShiftHeadroom,
+// raiseShift; P·V applies the move: moveShifts) and the kernel resumes at
+// that tile. With
 // scoresBase2 the base-2 kernels (kernel.ScoresExp8x32Base2,
 // kernel.ScoresExpBF16x32Base2) take base-2 scores and shifts (shift2: w.m
 // times log2 e, then the maxima they stopped at plus the headroom:
@@ -47,7 +48,7 @@ const (
 // raw (in bf16 into w.pwf, taken back to natural units by lnTwoScores, then
 // paired after the kernel's tiles), masked, and goes through colMax and
 // expCols in natural units.
-func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, q0, lanes, j0, cols int, bias, kp, qpan []float32) int {
+func (p *attnPlan) scoresExpPanel(w *attnWork, pn, b, q0, lanes, j0, cols int, bias, kp, qpan []float32) int {
 	plain := cols
 	if p.causal {
 		cols = min(cols, q0+lanes+p.causalOff-j0) // keys past the last query's diagonal: hidden from every lane
@@ -89,7 +90,7 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, 
 					&shift2[0], &lim[0], &sum[0], &mx[0], bp)
 			}
 			if done < full {
-				p.raiseShiftBase2(w, pn, mx, shift2, lim, st, done*attnMR, sum, acc, dvPad)
+				p.raiseShiftBase2(w, pn, mx, shift2, lim, done*attnMR, sum)
 			}
 			continue
 		case p.bf16:
@@ -106,7 +107,7 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, 
 				&m[0], &lim[0], &sum[0], &mx[0], bp)
 		}
 		if done < full {
-			p.raiseShift(w, pn, mx, st, done*attnMR, sum, acc, dvPad)
+			p.raiseShift(w, pn, mx, done*attnMR, sum)
 		}
 	}
 	if rest := cols - full*attnMR; rest > 0 {
@@ -142,7 +143,7 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn int, acc []float32, dvPad, b, 
 			mx[c] = float32(math.Inf(-1))
 		}
 		colMax(raw, rest, mx)
-		p.raiseShift(w, pn, mx, st, full*attnMR, sum, acc, dvPad)
+		p.raiseShift(w, pn, mx, full*attnMR, sum)
 		shift := mxa[:attnNR] // as the kernel: a shift of -Inf subtracts 0
 		for c, v := range m {
 			shift[c] = v
@@ -218,7 +219,7 @@ func (p *attnPlan) shiftHeadroom() float32 {
 // shiftHeadroom and |maximum|); and with them, as the rescale costs the
 // same for every lane, the shift of every lane whose maximum is above its
 // shift at all (moveShifts).
-func (p *attnPlan) raiseShift(w *attnWork, pn int, mx, st []float32, keys int, sum, acc []float32, dvPad int) {
+func (p *attnPlan) raiseShift(w *attnWork, pn int, mx []float32, keys int, sum []float32) {
 	m := w.m[pn*attnNR : (pn+1)*attnNR]
 	head := p.shiftHeadroom()
 	var ta [maxLanes]float32
@@ -236,7 +237,7 @@ func (p *attnPlan) raiseShift(w *attnWork, pn int, mx, st []float32, keys int, s
 			target[c] = mx[c] + min(head, abs32(mx[c]))
 		}
 	}
-	p.moveShifts(w, pn, target, st, keys, sum, acc, dvPad)
+	p.moveShifts(w, pn, target, keys, sum)
 }
 
 // raiseShiftBase2 is raiseShift where kernel.ScoresExp8x32Base2 stopped,
@@ -246,7 +247,7 @@ func (p *attnPlan) raiseShift(w *attnWork, pn int, mx, st []float32, keys int, s
 // plus the headroom in base 2 (the smaller of shiftHeadroom·log2 e and
 // |mx|) and their natural shift to that times ln 2, so that the kernel
 // passes that tile when called again.
-func (p *attnPlan) raiseShiftBase2(w *attnWork, pn int, mx, shift2, lim, st []float32, keys int, sum, acc []float32, dvPad int) {
+func (p *attnPlan) raiseShiftBase2(w *attnWork, pn int, mx, shift2, lim []float32, keys int, sum []float32) {
 	head2 := p.shiftHeadroom() * log2E32
 	m := w.m[pn*attnNR : (pn+1)*attnNR]
 	var ta [maxLanes]float32
@@ -258,7 +259,7 @@ func (p *attnPlan) raiseShiftBase2(w *attnWork, pn int, mx, shift2, lim, st []fl
 			target[c] = shift2[c] * ln2F32
 		}
 	}
-	p.moveShifts(w, pn, target, st, keys, sum, acc, dvPad)
+	p.moveShifts(w, pn, target, keys, sum)
 }
 
 // attnSlackCap bounds how far a lane's scores may climb above its running
@@ -305,19 +306,28 @@ func abs32(x float32) float32 {
 }
 
 // moveShifts moves the running shift of panel pn's lanes up to target
-// (natural units; a lane whose target is its shift keeps it), rescaling
-// what was computed under the old shifts by exp(old − new): the running
-// sums of earlier blocks, the accumulator's columns, this block's sums so
-// far and its probabilities in the first keys rows of st (in bf16, keys
-// even, the first keys/2 rows of pair words). A lane with nothing finite
-// so far (shift -Inf) takes its target without a rescale: its sums,
-// accumulator and probabilities are 0 or NaN, which exp(-Inf) = 0 leaves
+// (natural units; a lane whose target is its shift keeps it): the running
+// sums of earlier blocks and this block's sums so far are rescaled by
+// exp(old − new) at once; the accumulator and this block's probabilities
+// of the first keys keys, computed under the old shifts, are not. The move
+// is recorded as a segment of the block instead (w.segs[pn]), and P·V
+// rescales the accumulator once it has added those keys (item, segment by
+// segment): a rescale of dv·32 accumulators where the probabilities would
+// have been up to a block of keys times 32 (in bf16, pair words rescaled
+// lane by lane). BenchmarkFusedAttentionLogitSpread, against rescaling
+// them (2026-11-25, test binaries alternating, three rounds): bf16 at
+// spread 16 1.51–1.53 → 1.19–1.27 ms (S=512), 17.9–18.2 → 15.3–15.5 ms
+// (S=2048), at spread 64 3.24–3.35 → 1.81–1.87 and 26.3–27.2 → 18.8–19.2
+// ms; fp32 at spread 64 3.00–3.03 → 2.79–2.81 and 33.6–35.3 → 32.0–32.6
+// ms; spreads 1 to 16 in fp32 within the noise. A lane with nothing
+// finite so far (shift -Inf) takes its target without a rescale: its sums,
+// accumulator and probabilities are 0 or NaN, which a factor of 1 leaves
 // as they are.
-func (p *attnPlan) moveShifts(w *attnWork, pn int, target, st []float32, keys int, sum, acc []float32, dvPad int) {
+func (p *attnPlan) moveShifts(w *attnWork, pn int, target []float32, keys int, sum []float32) {
 	m := w.m[pn*attnNR : (pn+1)*attnNR]
 	l := w.l[pn*attnNR : (pn+1)*attnNR]
-	var ca [maxLanes]float32
-	corr := ca[:attnNR]
+	var seg attnSegment
+	corr := seg.corr[:attnNR]
 	rescale := false
 	for c := range m {
 		corr[c] = 1
@@ -337,18 +347,17 @@ func (p *attnPlan) moveShifts(w *attnWork, pn int, target, st []float32, keys in
 		l[c] *= float64(f)
 		sum[c] *= f
 	}
-	if p.bf16 {
-		for c, f := range corr {
-			if f != 1 {
-				scalePairLane(wordsOf(st), keys/2, c, f)
-			}
-		}
-	} else {
-		mulCols(st, keys, attnNR, corr)
-	}
-	if dvPad > 0 {
-		mulCols(acc[pn*attnNR:], dvPad, attnQBlock, corr)
-	}
+	seg.keys = keys
+	w.segs[pn] = append(w.segs[pn], seg)
+}
+
+// attnSegment is a move of a panel's running shifts within a key block
+// (moveShifts): the block's probabilities of keys before keys were
+// computed under the shifts before the move, and the accumulator is
+// multiplied by corr (exp(old − new) per lane) once P·V has added them.
+type attnSegment struct {
+	keys int
+	corr [maxLanes]float32
 }
 
 // scoresSoftmax computes the scores of key block [j0, j0+cols) for the
@@ -516,7 +525,8 @@ func tanh32(x float32) float32 {
 // exponentials use before the shift moves up (and the accumulator is
 // rescaled): exp(s - shift) ≤ e^8 ≈ 3000 cannot overflow, and rescaling
 // becomes rare after the first key blocks. The result is the same: every
-// term and the sum use one shift.
+// term and the sum use one shift. The fast path allows more, up to
+// attnSlackCap (shiftLimit).
 const attnRescaleSlack = 8
 
 // softmaxPanel turns one panel of (masked) scores into exp(s - shift),

@@ -69,7 +69,7 @@ func BenchmarkRoofline(b *testing.B) {
 
 // BenchmarkFusedAttentionLogitSpread measures the fused attention on seed
 // 000's shapes (Q, K and V read from the fused QKV projection's output,
-// 12 heads of 64, 2 threads) with logits of spread σ = 1, 4 and 16: the
+// 12 heads of 64, 2 threads) with logits of spread σ = 1, 4, 16 and 64: the
 // running shifts of the streaming softmax move as the rows' maxima climb,
 // and each move stops the scores kernel (attnShiftHeadroom). Trained
 // models' logits spread far wider than the random weights of the
@@ -80,7 +80,7 @@ func BenchmarkRoofline(b *testing.B) {
 func BenchmarkFusedAttentionLogitSpread(b *testing.B) {
 	const h, d = 12, 64
 	for _, s := range []int{512, 2048} {
-		for _, sigma := range []float32{1, 4, 16} {
+		for _, sigma := range []float32{1, 4, 16, 64} {
 			// Q and K of spread √σ: scale · D products of spread σ each
 			// is σ when scale = 1/√D.
 			r := rand.New(rand.NewSource(1))
