@@ -358,7 +358,7 @@ type attnWork struct {
 	qp  []float32 // fp32: the item's panels of scale·Qᵀ
 	qp2 []float32 // with scoresBase2: qp times log2 e, kernel.ScoresExp8x32Base2's panels
 	// segs holds, per panel, the current key block's moves of the running
-	// shifts on the fast path (moveShifts), which P·V applies (context).
+	// shifts on the fast path (moveShifts), which P·V applies (contextKeys).
 	segs [][]attnSegment
 }
 
@@ -508,12 +508,12 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 			// the accumulator rescaled.
 			k0 := 0
 			for _, seg := range w.segs[pn] {
-				p.context(w, acc, vp, pn, b, j0, k0, seg.keys, dvPad, paired)
+				p.contextKeys(w, acc, vp, pn, b, j0, k0, seg.keys, dvPad, paired)
 				mulCols(acc[pn*attnNR:], dvPad, qb, seg.corr[:attnNR])
 				k0 = seg.keys
 			}
 			w.segs[pn] = w.segs[pn][:0]
-			p.context(w, acc, vp, pn, b, j0, k0, keys[pn], dvPad, paired)
+			p.contextKeys(w, acc, vp, pn, b, j0, k0, keys[pn], dvPad, paired)
 		}
 	}
 	if p.hiddenMax != nil && !exact {
@@ -569,10 +569,10 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 	}
 }
 
-// context adds P·V for keys [j0+k0, j0+k1) of the current block to panel
+// contextKeys adds P·V for keys [j0+k0, j0+k1) of the current block to panel
 // pn's columns of the accumulator, from the panel's probabilities in w.st
 // (in pairs, paired, with k0 even), Vᵀ packed in vp or V in place.
-func (p *attnPlan) context(w *attnWork, acc, vp []float32, pn, b, j0, k0, k1, dvPad int, paired bool) {
+func (p *attnPlan) contextKeys(w *attnWork, acc, vp []float32, pn, b, j0, k0, k1, dvPad int, paired bool) {
 	cols := k1 - k0
 	if cols <= 0 {
 		return

@@ -285,19 +285,21 @@ const attnSlackCap = 24
 // before the fast path moves its shift (natural units; -Inf for a shift
 // of -Inf, NaN for NaN).
 func shiftLimit(s float32) float32 {
-	if s >= 0 {
-		return s + attnSlackCap
-	}
-	return s + max(attnRescaleSlack, min(attnSlackCap, -s))
+	return limitAbove(s, attnRescaleSlack, attnSlackCap)
 }
 
 // shiftLimitBase2 is shiftLimit in base 2: the limit of a base-2 shift s2,
 // the kernel's units (kernel.ScoresExp8x32Base2).
 func shiftLimitBase2(s2 float32) float32 {
-	if s2 >= 0 {
-		return s2 + attnSlackCap*log2E32
+	return limitAbove(s2, attnRescaleSlack*log2E32, attnSlackCap*log2E32)
+}
+
+// limitAbove is s + most for s ≥ 0, else s + max(least, min(most, −s)).
+func limitAbove(s, least, most float32) float32 {
+	if s >= 0 {
+		return s + most
 	}
-	return s2 + max(attnRescaleSlack*log2E32, min(attnSlackCap*log2E32, -s2))
+	return s + max(least, min(most, -s))
 }
 
 // abs32 is |x| for float32.
