@@ -478,6 +478,9 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 		var keysa [attnQBlock]int // panels ≤ attnQBlock whatever attnNR
 		keys := keysa[:panels]
 		paired := false // st holds the probabilities as bf16 pairs (the bf16 fast path)
+		for pn := range keys {
+			w.segs[pn] = w.segs[pn][:0] // the block's shift moves (moveShifts)
+		}
 		if plain := p.masksPlain(w.cls[:rows]); p.scoresExp && !exact && (plain || p.keyBias != nil) {
 			var bias []float32 // the per-key mask, where it hides or changes a score of the block
 			if !plain {
@@ -495,9 +498,6 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 			}
 		}
 		if dvPad == 0 {
-			for pn := range keys {
-				w.segs[pn] = w.segs[pn][:0]
-			}
 			continue
 		}
 		if p.vBlocks != nil {
@@ -512,7 +512,6 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 				mulCols(acc[pn*attnNR:], dvPad, qb, seg.corr[:attnNR])
 				k0 = seg.keys
 			}
-			w.segs[pn] = w.segs[pn][:0]
 			p.contextKeys(w, acc, vp, pn, b, j0, k0, keys[pn], dvPad, paired)
 		}
 	}

@@ -77,11 +77,17 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn, b, q0, lanes, j0, cols int, b
 		if bias != nil {
 			bp = &bias[done*attnMR]
 		}
-		switch {
-		case p.scoresBase2:
+		if p.scoresBase2 {
 			for c, v := range shift2 {
 				lim[c] = shiftLimitBase2(v)
 			}
+		} else {
+			for c, v := range m {
+				lim[c] = shiftLimit(v)
+			}
+		}
+		switch {
+		case p.scoresBase2:
 			if p.bf16 {
 				done += kernel.ScoresExpBF16x32Base2(dw, &wordsOf(kp)[(j0+done*attnMR)*dw], dw, &wordsOf(qpan)[0], &wordsOf(st)[done*attnMR/2*attnNR], full-done, attnMR*dw,
 					&shift2[0], &lim[0], &sum[0], &mx[0], bp)
@@ -94,15 +100,9 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn, b, q0, lanes, j0, cols int, b
 			}
 			continue
 		case p.bf16:
-			for c, v := range m {
-				lim[c] = shiftLimit(v)
-			}
 			done += kernel.ScoresExpBF16x32(dw, &wordsOf(kp)[(j0+done*attnMR)*dw], dw, &wordsOf(qpan)[0], &wordsOf(st)[done*attnMR/2*attnNR], full-done, attnMR*dw,
 				&m[0], &lim[0], &sum[0], &mx[0], bp)
 		default:
-			for c, v := range m {
-				lim[c] = shiftLimit(v)
-			}
 			done += kernel.ScoresExp8x32(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &qpan[0], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
 				&m[0], &lim[0], &sum[0], &mx[0], bp)
 		}
@@ -226,18 +226,16 @@ func (p *attnPlan) raiseShift(w *attnWork, pn int, mx []float32, keys int, sum [
 	target := ta[:attnNR]
 	must := false
 	for c := range m {
-		must = must || mx[c] > shiftLimit(m[c])
-	}
-	if !must {
-		return
-	}
-	for c := range m {
 		target[c] = m[c]
-		if mx[c] > shiftLimit(m[c]) || (head > 0 && mx[c] > m[c]) {
+		over := mx[c] > shiftLimit(m[c])
+		must = must || over
+		if over || (head > 0 && mx[c] > m[c]) {
 			target[c] = mx[c] + min(head, abs32(mx[c]))
 		}
 	}
-	p.moveShifts(w, pn, target, keys, sum)
+	if must {
+		p.moveShifts(w, pn, target, keys, sum)
+	}
 }
 
 // raiseShiftBase2 is raiseShift where kernel.ScoresExp8x32Base2 stopped,
