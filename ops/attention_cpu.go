@@ -72,6 +72,7 @@ type attnPlan struct {
 	out           []int // output tensor shape
 	scoresShape   []int // output 1's shape (nil when not requested)
 	batches       int
+	heads         int // the last batch dim (1 without batch dims): batch matrix b is head b % heads
 	sq, d, sk, dv int
 	// q: rows are queries, columns D; k: rows are keys, columns D; v: rows
 	// are keys, columns Dv; o: rows are queries, columns Dv.
@@ -380,6 +381,10 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 		}
 	}
 	p.batches = ShapeElems(batch)
+	p.heads = 1
+	if len(batch) > 0 && batch[len(batch)-1] > 0 {
+		p.heads = batch[len(batch)-1]
+	}
 	if len(in) > 4 && in[4] != nil {
 		if p.keyLim, err = kvLengths(in[4], batch, s.sk); err != nil {
 			return nil, n.Errorf("%w", err)

@@ -630,7 +630,12 @@ func gemmLoop[T int32 | int64 | uint32 | uint64](g gemmAttrs, beta float32, m, n
 // broadcast over the rows, row-major. An activation attribute, a residual
 // input (index 3) and a gate input (index 4) make the GEMM finish the
 // output in its epilogue (matmul_epilogue.go): y = (activation(A·B +
-// bias) ⊙ gate) + residual.
+// bias) ⊙ gate) + residual. Attribute column_stripe (int, optional) only
+// schedules: the output's columns come in stripes of that width that the
+// reader splits alike (a fused QKV projection whose FusedAttention gives
+// each worker a range of heads: stripe = heads·head size), so with packed
+// weights the GEMM's threads split every stripe the same way
+// (blas.SgemmPackedStriped); the result does not change.
 const FusedMatMulOp = "FusedMatMul"
 
 func init() {
@@ -715,6 +720,9 @@ func inferFusedMatMul(n *ir.Node, _ int, in []Value) ([]Value, error) {
 	if _, err := fusedMatMulActivation(n); err != nil {
 		return nil, err
 	}
+	if _, err := columnStripe(n); err != nil {
+		return nil, err
+	}
 	for k, what := range epilogueOperands {
 		if what == "" || len(in) <= k || !in[k].Present() {
 			continue
@@ -788,6 +796,22 @@ type fusedMatMulPlan struct {
 	// and the residual, row-major in the output's shape; nil for none.
 	act            func(dst, src []float32)
 	gate, residual []float32
+	stripe         int // column_stripe (0: none)
+}
+
+// ColumnStripeAttr names FusedMatMul's column_stripe attribute.
+const ColumnStripeAttr = "column_stripe"
+
+// columnStripe parses FusedMatMul's column_stripe (0 when absent).
+func columnStripe(n *ir.Node) (int, error) {
+	v, err := n.AttrInt(ColumnStripeAttr, 0)
+	if err != nil {
+		return 0, n.Errorf("%w", err)
+	}
+	if v < 0 {
+		return 0, n.Errorf("%s %d is negative", ColumnStripeAttr, v)
+	}
+	return int(v), nil
 }
 
 func planFusedMatMul(ctx *Context, n *ir.Node, in []*ir.Tensor) (*fusedMatMulPlan, error) {
@@ -853,6 +877,9 @@ func planFusedMatMul(ctx *Context, n *ir.Node, in []*ir.Tensor) (*fusedMatMulPla
 		p.bias = c.Float32s()
 	}
 	if p.act, err = fusedMatMulActivation(n); err != nil {
+		return nil, err
+	}
+	if p.stripe, err = columnStripe(n); err != nil {
 		return nil, err
 	}
 	for k, what := range epilogueOperands {
@@ -1054,7 +1081,7 @@ func (p *fusedMatMulPlan) run(ctx *Context, out []float32) {
 		tb, ldb, okB := gemmLayout(p.b.rs, p.b.cs, k, nn)
 		if okB {
 			if pb := p.packedB(ctx, bOff, tb, ldb); pb != nil {
-				blas.SgemmPacked(threads, ta, rows, as, lda, pb, p.bias, c, nn, epi)
+				blas.SgemmPackedStriped(threads, p.stripe, ta, rows, as, lda, pb, p.bias, c, nn, epi)
 				return
 			}
 			bs = p.b.data[bOff:]

@@ -493,6 +493,8 @@ func TestFusedMatMulErrors(t *testing.T) {
 		{"bias not N", fusedMatMulNode(), []*ir.Tensor{a, b, randTensor(r, 3)}, "bias"},
 		{"view past data", fusedMatMulNode(intsAttr("a_view", View{Offset: 4, Shape: []int{2, 3}, Strides: []int{3, 1}}.Ints())), []*ir.Tensor{a, b}, "does not fit"},
 		{"int input", fusedMatMulNode(), []*ir.Tensor{ir.FromSlice([]int{1, 1}, []int64{1}), b}, "float32"},
+		{"negative column_stripe", fusedMatMulNode(&ir.Attribute{Name: ColumnStripeAttr, Type: ir.AttrInt, Int: -4}), []*ir.Tensor{a, b}, `node "fmm" (com.attnrun:FusedMatMul): column_stripe -4 is negative`},
+		{"float column_stripe", fusedMatMulNode(&ir.Attribute{Name: ColumnStripeAttr, Type: ir.AttrFloat, Float: 4}), []*ir.Tensor{a, b}, "want int"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -42,7 +42,7 @@ func SgemmBF16(threads int, transA, transB bool, m, n, k int, alpha float32, a [
 	if threads < 1 {
 		threads = Threads()
 	}
-	gemmGo(bf16Tiles{}, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, threads, nil, nil)
+	gemmGo(bf16Tiles{}, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, threads, nil, 0, nil)
 }
 
 // SgemmBiasBF16 is SgemmBias in bf16 (see SgemmBF16); the bias is added,

@@ -85,7 +85,7 @@ func TestSgemmBF16(t *testing.T) {
 				for _, th := range []int{1, 2} {
 					for _, portable := range []bool{false, true} {
 						c := append([]float32(nil), c0...)
-						gemmGo(bf16Tiles{portable: portable}, tr[0], tr[1], m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, th, nil, nil)
+						gemmGo(bf16Tiles{portable: portable}, tr[0], tr[1], m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, th, nil, 0, nil)
 						checkBF16(t, fmt.Sprintf("%dx%dx%d trans=%v alpha=%g beta=%g threads=%d portable=%v", m, n, k, tr, alpha, beta, th, portable), c, want, k)
 					}
 				}

@@ -2,8 +2,12 @@ package blas
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand"
+	"runtime"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -594,4 +598,88 @@ func TestSgemmAInPlace(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSgemmPackedStriped: with column stripes, C is bit for bit
+// SgemmPacked's, and each work item computes its share of every stripe:
+// every block the epilogue sees lies in one share of one stripe, and for
+// each row block and share the same goroutine computes that share in
+// every stripe. A stripe the split cannot follow (not dividing C, not a
+// whole number of panels per thread, one thread, C one stripe wide) gives
+// SgemmPacked's own epilogue blocks.
+func TestSgemmPackedStriped(t *testing.T) {
+	r := rand.New(rand.NewSource(13))
+	for _, c := range []struct {
+		m, n, k, stripe, threads int
+		striped                  bool
+	}{
+		{130, 2304, 200, 768, 2, true},
+		{130, 2304, 200, 768, 3, true},
+		{70, 2304, 50, 768, 4, true},
+		{37, 2 * ncBlock, 40, ncBlock, 2, true},
+		{50, 2304, 60, 700, 2, false},
+		{50, 768, 60, 768, 2, false},
+		{50, 2304, 60, 768, 1, false},
+		{50, 240, 60, 80, 2, false},
+	} {
+		name := fmt.Sprintf("%dx%dx%d/stripe=%d/threads=%d", c.m, c.n, c.k, c.stripe, c.threads)
+		a, bias := randSlice(r, c.m*c.k), randSlice(r, c.n)
+		pb := PackB(false, c.k, c.n, randSlice(r, c.k*c.n), c.n)
+		type block struct{ i0, rows, j0, cols int }
+		run := func(stripe int) ([]float32, map[block]string) {
+			out := make([]float32, c.m*c.n)
+			var mu sync.Mutex
+			blocks := map[block]string{}
+			SgemmPackedStriped(c.threads, stripe, false, c.m, a, c.k, pb, bias, out, c.n, func(i0, rows, j0, cols int) {
+				id := goroutineID()
+				mu.Lock()
+				blocks[block{i0, rows, j0, cols}] = id
+				mu.Unlock()
+			})
+			return out, blocks
+		}
+		want, plain := run(0)
+		got, blocks := run(c.stripe)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s: C[%d] = %g, SgemmPacked gives %g", name, i, got[i], want[i])
+			}
+		}
+		if !c.striped {
+			if !maps.Equal(mapKeys(blocks), mapKeys(plain)) {
+				t.Errorf("%s: epilogue blocks differ from SgemmPacked's", name)
+			}
+			continue
+		}
+		share := c.stripe / c.threads
+		owner := map[[2]int]string{} // (row block, share) → goroutine
+		for b, id := range blocks {
+			s, g := b.j0/c.stripe, b.j0%c.stripe/share
+			if last := b.j0 + b.cols - 1; last/c.stripe != s || last%c.stripe/share != g {
+				t.Fatalf("%s: epilogue block %+v spans two shares (%d columns each)", name, b, share)
+			}
+			if o, ok := owner[[2]int{b.i0, g}]; ok && o != id {
+				t.Fatalf("%s: rows from %d, share %d: computed by two goroutines", name, b.i0, g)
+			}
+			owner[[2]int{b.i0, g}] = id
+		}
+	}
+}
+
+// mapKeys returns m's keys as a set.
+func mapKeys[K comparable, V any](m map[K]V) map[K]bool {
+	s := make(map[K]bool, len(m))
+	for k := range m {
+		s[k] = true
+	}
+	return s
+}
+
+// goroutineID returns the calling goroutine's number, from its stack
+// trace's first line ("goroutine 18 [running]:").
+func goroutineID() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := strings.Fields(string(buf))
+	return f[1]
 }

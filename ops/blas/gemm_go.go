@@ -126,7 +126,7 @@ func putBuf(p *[]float32) {
 // sgemmGo is the pure-Go Sgemm. useAsm selects the assembly micro-kernel
 // (only honoured where kernel.Available); nthreads bounds the goroutines used.
 func sgemmGo(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, nthreads int, useAsm bool) {
-	gemmGo(newFP32Tiles(useAsm), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, nthreads, nil, nil)
+	gemmGo(newFP32Tiles(useAsm), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, nthreads, nil, 0, nil)
 }
 
 // tileOps is what a precision of the GEMM brings to the blocked loops of
@@ -186,7 +186,7 @@ func (ab *aBlock) sliver(ip, kb int) ([]float32, int) {
 // alpha·op(A)·op(B) + bias (bias added to every row, as the first k
 // block's tiles are stored). With pb, B's blocks come packed already in
 // the precision's layout (b, ldb and transB are ignored).
-func gemmGo(ops tileOps, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, bias, c []float32, ldc int, nthreads int, pb *PackedB, epi Epilogue) {
+func gemmGo(ops tileOps, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, bias, c []float32, ldc int, nthreads int, pb *PackedB, stripe int, epi Epilogue) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -257,9 +257,13 @@ func gemmGo(ops tileOps, transA, transB bool, m, n, k int, alpha float32, a []fl
 		} else if nMB < nthreads {
 			nJG = min(nPanels, (nthreads+nMB-1)/nMB)
 		}
+		stripePanels := 0 // column groups take a share of every stripe (SgemmPackedStriped)
+		if stripedGroups(stripe, n, nJG) {
+			stripePanels = stripe / nr
+		}
 		for p0 := 0; p0 < k; p0 += kc {
 			kb := min(kc, k-p0)
-			it := blockItems{ops: ops, nJG: nJG, nPanels: nPanels, mc: mc, m: m, nb: nb, kb: kb, p0: p0, j0: j0,
+			it := blockItems{ops: ops, nJG: nJG, nPanels: nPanels, stripePanels: stripePanels, mc: mc, m: m, nb: nb, kb: kb, p0: p0, j0: j0,
 				transA: transA, alpha: alpha, a: a, lda: lda, c: c, ldc: ldc, add: beta != 0 || p0 > 0, bias: bias}
 			if p0+kb == k {
 				it.epi = epi // the last k block: the items' C blocks are final
@@ -287,20 +291,33 @@ func gemmGo(ops tileOps, transA, transB bool, m, n, k int, alpha float32, a []fl
 					ops.packB(transB, b, ldb, p0, kb, j0, nb, bp, w*nPanels/workers, (w+1)*nPanels/workers)
 				})
 			}
-			var next atomic.Int64
-			parallel.Run(workers, func(int) {
+			// Worker w takes the row blocks of column group w (mod nJG)
+			// first, then helps with the other groups': the same worker
+			// computes the same columns in every call and k block, so that
+			// the worker that reads a group's columns next (an attention
+			// head's Q, K and V: SgemmPackedStriped) finds them in its own cache.
+			next := make([]atomic.Int64, nJG)
+			parallel.Run(workers, func(w int) {
 				abuf := getBuf(ops.aLen(transA, alpha, mc, kb) + maxTile)
 				defer putBuf(abuf)
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= items {
-						return
+				for g := range nJG {
+					jg := (w + g) % nJG
+					for ib := int(next[jg].Add(1) - 1); ib < nMB; ib = int(next[jg].Add(1) - 1) {
+						it.run(ib*nJG+jg, *abuf)
 					}
-					it.run(i, *abuf)
 				}
 			})
 		}
 	}
+}
+
+// stripedGroups reports whether the column groups of a GEMM with n
+// columns split into nJG groups can each take an equal run of panels from
+// every stripe of stripe columns: n a multiple of stripe, stripe of nJG·nr
+// (whole panels per share), and every column block a whole number of
+// stripes.
+func stripedGroups(stripe, n, nJG int) bool {
+	return stripe > 0 && nJG > 1 && n > stripe && n%stripe == 0 && stripe%(nJG*nr) == 0 && (n <= ncBlock || ncBlock%stripe == 0)
 }
 
 // rowBlock returns the rows of C per work item for m rows on nthreads
@@ -320,31 +337,53 @@ func rowBlock(m, nthreads int) int {
 type blockItems struct {
 	ops                                 tileOps
 	nJG, nPanels, mc, m, nb, kb, p0, j0 int
-	transA                              bool
-	alpha                               float32
-	a                                   []float32
-	lda                                 int
-	bp                                  []float32 // the packed B block
-	c                                   []float32
-	ldc                                 int
-	add                                 bool      // add to C (a later k block, or beta ≠ 0)
-	bias                                []float32 // added by the first k block
-	epi                                 Epilogue  // run on each item's C block (the last k block only)
+	// stripePanels, when not 0, makes each column group a share of every
+	// run of stripePanels panels instead of one range (run).
+	stripePanels int
+	transA       bool
+	alpha        float32
+	a            []float32
+	lda          int
+	bp           []float32 // the packed B block
+	c            []float32
+	ldc          int
+	add          bool      // add to C (a later k block, or beta ≠ 0)
+	bias         []float32 // added by the first k block
+	epi          Epilogue  // run on each item's C block (the last k block only)
 }
 
 // run computes work item it with buf (aLen(transA, alpha, mc, kb) +
 // maxTile floats) for the packed A block and an edge tile.
 func (b *blockItems) run(it int, buf []float32) {
+	ib, jg := it/b.nJG, it%b.nJG
+	i0 := ib * b.mc
+	mb := min(b.mc, b.m-i0)
+	ab := b.ops.packA(b.transA, b.alpha, b.a, b.lda, i0, mb, b.p0, b.kb, buf[:b.ops.aLen(b.transA, b.alpha, mb, b.kb)])
+	// Column group jg is one range of about nPanels/nJG panels, or with
+	// stripePanels the same share of every stripe: runs [lo, hi) + s for
+	// s a multiple of step.
+	lo, hi, step := jg*b.nPanels/b.nJG, (jg+1)*b.nPanels/b.nJG, b.nPanels
+	if b.stripePanels > 0 {
+		share := b.stripePanels / b.nJG
+		lo, hi, step = jg*share, (jg+1)*share, b.stripePanels
+	}
+	for s := 0; lo+s < b.nPanels; s += step {
+		after := lo + s + step // the item's next panel, prefetched by this run's last
+		if after >= b.nPanels {
+			after = -1
+		}
+		b.panels(ab, i0, mb, lo+s, hi+s, after, buf[len(buf)-maxTile:])
+	}
+}
+
+// panels computes rows [i0, i0+mb) (A packed in ab) against column panels
+// [jlo, jhi); the last of them prefetches panel after (none when < 0);
+// tile is scratch for an edge tile.
+func (b *blockItems) panels(ab aBlock, i0, mb, jlo, jhi, after int, tile []float32) {
 	bias := b.bias
 	if b.add {
 		bias = nil // added with the first k block
 	}
-	ib, jg := it/b.nJG, it%b.nJG
-	i0 := ib * b.mc
-	mb := min(b.mc, b.m-i0)
-	jlo, jhi := jg*b.nPanels/b.nJG, (jg+1)*b.nPanels/b.nJG
-	ab := b.ops.packA(b.transA, b.alpha, b.a, b.lda, i0, mb, b.p0, b.kb, buf[:b.ops.aLen(b.transA, b.alpha, mb, b.kb)])
-	tile := buf[len(buf)-maxTile:]
 	panel := b.ops.bLen(1, b.kb)
 	fullTiles := mb / mr // the tiles that prefetch (edge tiles do not)
 	for jp := jlo; jp < jhi; jp++ {
@@ -358,8 +397,12 @@ func (b *blockItems) run(it int, buf []float32) {
 		// The next panel, its lines shared out over this panel's full
 		// tiles for them to prefetch (nextPanelShare).
 		var next []float32
-		if jp+1 < jhi && fullTiles > 0 {
-			next = b.bp[(jp+1)*panel : (jp+2)*panel]
+		np := jp + 1
+		if np == jhi {
+			np = after
+		}
+		if np >= 0 && fullTiles > 0 {
+			next = b.bp[np*panel : (np+1)*panel]
 		}
 		for ip := 0; ip*mr < mb; ip++ {
 			rows := min(mr, mb-ip*mr)

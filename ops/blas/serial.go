@@ -64,7 +64,7 @@ func gemmBias(name string, ops tileOps, threads int, transA, transB bool, m, n, 
 	if threads < 1 {
 		threads = Threads()
 	}
-	gemmGo(ops, transA, transB, m, n, k, 1, a, lda, b, ldb, 0, bias, c, ldc, threads, nil, epi)
+	gemmGo(ops, transA, transB, m, n, k, 1, a, lda, b, ldb, 0, bias, c, ldc, threads, nil, 0, epi)
 }
 
 // SgemmPacked computes C = op(A)·B (+ bias, when bias is not nil) on at
@@ -73,6 +73,19 @@ func gemmBias(name string, ops tileOps, threads int, transA, transB bool, m, n, 
 // written; a non-nil epi then finishes each block of C (Epilogue). Both
 // builds run the pure-Go GEMM here.
 func SgemmPacked(threads int, transA bool, m int, a []float32, lda int, pb *PackedB, bias, c []float32, ldc int, epi Epilogue) {
+	SgemmPackedStriped(threads, 0, transA, m, a, lda, pb, bias, c, ldc, epi)
+}
+
+// SgemmPackedStriped is SgemmPacked for a C whose columns come in stripes
+// of stripe columns that its reader splits alike: a fused QKV projection's
+// output, [Q | K | V] with stripe = heads·head size, whose attention gives
+// each worker a range of heads. The threads then split every stripe the
+// same way (worker w takes the w-th share of each, where stripe is a
+// multiple of threads·32 on AVX-512), instead of splitting C's columns
+// into contiguous ranges, so that each worker writes the Q, K and V
+// columns of the heads it reads next. Results are the same; stripe 0, or
+// one that does not divide C evenly, is SgemmPacked.
+func SgemmPackedStriped(threads, stripe int, transA bool, m int, a []float32, lda int, pb *PackedB, bias, c []float32, ldc int, epi Epilogue) {
 	k, n := pb.k, pb.n
 	checkGemm("SgemmPacked", transA, false, m, n, k, len(a), lda, k*n, max(n, 1), len(c), ldc)
 	if bias != nil && len(bias) < n {
@@ -84,5 +97,5 @@ func SgemmPacked(threads int, transA bool, m int, a []float32, lda int, pb *Pack
 	if threads < 1 {
 		threads = Threads()
 	}
-	gemmGo(pb.tiles(), transA, false, m, n, k, 1, a, lda, nil, 0, 0, bias, c, ldc, threads, pb, epi)
+	gemmGo(pb.tiles(), transA, false, m, n, k, 1, a, lda, nil, 0, 0, bias, c, ldc, threads, pb, stripe, epi)
 }

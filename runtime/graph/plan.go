@@ -468,6 +468,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 		p.fuseRMSNorms(pl, types)
 		p.fuseL2Norms(pl, types)
 		p.fuseEpilogues(pl, types)
+		p.markStripes(pl)
 		lastUse = stepLastUses(pl.steps)
 		fused := make(map[*ir.Node]string, len(pl.fusions))
 		for _, f := range pl.fusions {
