@@ -96,76 +96,53 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	}
 	kp, packed := packed[:kLen*len(p.kUniq)], packed[kLen*len(p.kUniq):]
 	vp, qp := packed[:vLen*len(p.vUniq)], packed[vLen*len(p.vUniq):]
-	// Pack K, scale·Q and (bf16) V of every batch matrix up front, in
-	// chunks of rows with the matrices inner: heads interleaved in the
-	// rows of a fused projection are then read sequentially, a chunk at a
-	// time.
-	const chunk = 96 // rows per task, a multiple of every MR and NR
-	kTasks, vTasks, qTasks := (p.sk+chunk-1)/chunk, (p.sk+chunk-1)/chunk, (p.sq+chunk-1)/chunk
-	if p.kInPlace && tail0 == p.sk && !compactK {
-		kTasks = 0 // K read in place, no partial sliver
-	}
+	qBlocks := (p.sq + attnQBlock - 1) / attnQBlock
+	items := p.batches * qBlocks
+	workers := max(1, min(threads, items))
 	// fp32 packs Vᵀ a key block at a time, by the items that reach the
 	// block first (vBlocks, packVBlock): no pass or barrier of its own,
 	// blocks a causal cut skips are never packed, and a block is packed
 	// just before its slivers are read.
 	p.vBlocks = nil
-	if !p.bf16 {
-		vTasks = 0
-		if !p.vInPlace {
-			p.vBlocks = make([]attnVBlock, len(p.vUniq)*((p.sk+attnKBlock-1)/attnKBlock))
-		}
+	if !p.bf16 && !p.vInPlace {
+		p.vBlocks = make([]attnVBlock, len(p.vUniq)*((p.sk+attnKBlock-1)/attnKBlock))
 	}
-	if qPerItem {
-		qTasks = 0
+	if p.bf16 {
+		p.packBF16(workers, wordsOf(kp), wordsOf(vp), wordsOf(qp), kLen, vLen, qLen)
 	}
-	parallelFor(threads, kTasks+vTasks+qTasks, func(t int) {
-		switch {
-		case t < kTasks:
-			k0, k1 := t*chunk, min(p.sk, (t+1)*chunk)
-			for i, off := range p.kUniq {
-				switch {
-				case p.bf16:
-					packAttnKBF16(wordsOf(kp[i*kLen:(i+1)*kLen]), p.k.data, off, p.k.rs, p.k.cs, p.sk, p.d, k0, k1)
-				case !p.kInPlace:
-					packAttnK(kp[i*kLen:(i+1)*kLen], p.k.data, off, p.k.rs, p.k.cs, p.sk, p.d, k0, k1)
-				case k1 > tail0: // the partial last sliver, as a matrix of its own
-					packAttnK(kp[i*kLen:(i+1)*kLen], p.k.data, off+tail0*p.k.rs, p.k.rs, p.k.cs, p.sk-tail0, p.d, 0, p.sk-tail0)
-				}
-				if compactK {
-					gatherMatrix(kc[(i*p.sk+k0)*p.d:], p.k.data, off+k0*p.k.rs, p.k.rs, 1, k1-k0, p.d)
-				}
+	// fp32 packs only K's partial last sliver, or (compactK) copies K's
+	// rows together, up front: in chunks of rows with the matrices inner,
+	// so that heads interleaved in the rows of a fused projection are read
+	// sequentially, a chunk at a time.
+	const chunk = 96 // rows per task, a multiple of every MR
+	kTasks := (p.sk + chunk - 1) / chunk
+	if p.bf16 || (p.kInPlace && tail0 == p.sk && !compactK) {
+		kTasks = 0 // packed above, or K read in place with no partial sliver
+	}
+	parallelFor(threads, kTasks, func(t int) {
+		k0, k1 := t*chunk, min(p.sk, (t+1)*chunk)
+		for i, off := range p.kUniq {
+			switch {
+			case !p.kInPlace:
+				packAttnK(kp[i*kLen:(i+1)*kLen], p.k.data, off, p.k.rs, p.k.cs, p.sk, p.d, k0, k1)
+			case k1 > tail0: // the partial last sliver, as a matrix of its own
+				packAttnK(kp[i*kLen:(i+1)*kLen], p.k.data, off+tail0*p.k.rs, p.k.rs, p.k.cs, p.sk-tail0, p.d, 0, p.sk-tail0)
 			}
-		case t < kTasks+vTasks:
-			k0 := (t - kTasks) * chunk
-			k1 := min(p.sk, k0+chunk)
-			for i, off := range p.vUniq {
-				packAttnVBF16(wordsOf(vp[i*vLen:(i+1)*vLen]), p.v.data, off, p.v.rs, p.v.cs, p.sk, p.dv, k0, k1)
-			}
-		default:
-			i0 := (t - kTasks - vTasks) * chunk
-			for i, off := range p.qUniq {
-				if p.bf16 {
-					packQBF16(wordsOf(qp[i*qLen:(i+1)*qLen]), p.q.data, off, p.q.rs, p.q.cs, p.sq, p.d, p.qScaleBF16(), i0, min(p.sq, i0+chunk))
-					continue
-				}
-				p.packQ(qp[i*qLen+i0*p.d:(i+1)*qLen], off, i0, min(p.sq, i0+chunk))
+			if compactK {
+				gatherMatrix(kc[(i*p.sk+k0)*p.d:], p.k.data, off+k0*p.k.rs, p.k.rs, 1, k1-k0, p.d)
 			}
 		}
 	})
 	if compactK {
 		p.readKFrom(kc)
 	}
-	qBlocks := (p.sq + attnQBlock - 1) / attnQBlock
-	items := p.batches * qBlocks
-	workers := max(1, min(threads, items))
 	per := p.workFloats(dvPad, qPerItem)
 	scratch := ctx.ScratchFloats(workers * per)
-	var wid atomic.Int64
-	work := func(next func() int) {
-		i := int(wid.Add(1) - 1)
-		w := p.newWork(dvPad, qPerItem, scratch[i*per:(i+1)*per])
-		for it := next(); it < items; it = next() {
+	hg := headGroups{heads: p.heads, groups: workers, qBlocks: qBlocks, batches: p.batches}
+	runGroups(workers, hg.items, func(wi int) func(g, i int) {
+		w := p.newWork(dvPad, qPerItem, scratch[wi*per:(wi+1)*per])
+		return func(g, i int) {
+			it := hg.item(g, i)
 			b := it / qBlocks
 			i0 := (it % qBlocks) * attnQBlock
 			var qb []float32
@@ -180,27 +157,67 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 			}
 			p.item(b, i0, w, qb, kp[p.kIdx[b]*kLen:(p.kIdx[b]+1)*kLen], vp[p.vIdx[b]*vLen:(p.vIdx[b]+1)*vLen], dvPad, p.exactCut)
 		}
-	}
-	if workers == 1 {
-		it := -1
-		work(func() int { it++; return it })
+	})
+}
+
+// runGroups runs groups groups of work on as many workers: group g has
+// count(g) tasks, and start(w) returns worker w's function, which it
+// calls with (g, i) for each task it takes. Worker w takes group w's tasks
+// first, then helps with the other groups' (one counter per group), so
+// that related runs (the bf16 packing and the items after it) keep each
+// group's data on one core while no worker idles while another has work.
+func runGroups(groups int, count func(g int) int, start func(w int) func(g, i int)) {
+	if groups == 1 {
+		do := start(0)
+		for i := range count(0) {
+			do(0, i)
+		}
 		return
 	}
-	// Worker w takes the items of head group w first, then helps with the
-	// other groups' (headGroups).
-	hg := headGroups{heads: p.heads, groups: workers, qBlocks: qBlocks, batches: p.batches}
-	next := make([]atomic.Int64, workers)
-	parallel.Run(workers, func(w int) {
-		g, tried := w, 0
-		work(func() int {
-			for tried < workers {
-				if i := int(next[g].Add(1) - 1); i < hg.items(g) {
-					return hg.item(g, i)
-				}
-				g, tried = (g+1)%workers, tried+1
+	next := make([]atomic.Int64, groups)
+	parallel.Run(groups, func(w int) {
+		do := start(w)
+		for k := range groups {
+			g := (w + k) % groups
+			for i := int(next[g].Add(1) - 1); i < count(g); i = int(next[g].Add(1) - 1) {
+				do(g, i)
 			}
-			return items
-		})
+		}
+	})
+}
+
+// packBF16 packs K, Vᵀ and scaled Qᵀ (qScaleBF16) of every distinct
+// matrix in bf16 pairs, distinct matrix i at i·kLen words of kw (i·vLen of
+// vw, i·qLen of qw), a matrix a task, on workers workers (runGroups): a
+// matrix goes to the head group (headGroups) of the first batch matrix
+// that reads it, whose worker then runs that head's items and, after a
+// striped projection (blas.SgemmPackedStriped), wrote its rows.
+func (p *attnPlan) packBF16(workers int, kw, vw, qw []uint32, kLen, vLen, qLen int) {
+	type task struct {
+		op, i int // operand (0 K, 1 V, 2 Q) and its distinct matrix
+	}
+	tasks := make([][]task, workers)
+	for op, idx := range [][]int{p.kIdx, p.vIdx, p.qIdx} {
+		seen := map[int]bool{}
+		for b, i := range idx {
+			if !seen[i] {
+				seen[i] = true
+				g := b % p.heads * workers / p.heads
+				tasks[g] = append(tasks[g], task{op, i})
+			}
+		}
+	}
+	runGroups(workers, func(g int) int { return len(tasks[g]) }, func(int) func(g, i int) {
+		return func(g, i int) {
+			switch t := tasks[g][i]; t.op {
+			case 0:
+				packAttnKBF16(kw[t.i*kLen:(t.i+1)*kLen], p.k.data, p.kUniq[t.i], p.k.rs, p.k.cs, p.sk, p.d, 0, p.sk)
+			case 1:
+				packAttnVBF16(vw[t.i*vLen:(t.i+1)*vLen], p.v.data, p.vUniq[t.i], p.v.rs, p.v.cs, p.sk, p.dv, 0, p.sk)
+			default:
+				packQBF16(qw[t.i*qLen:(t.i+1)*qLen], p.q.data, p.qUniq[t.i], p.q.rs, p.q.cs, p.sq, p.d, p.qScaleBF16(), 0, p.sq)
+			}
+		}
 	})
 }
 
