@@ -56,7 +56,8 @@ models:
 #               (needs python3-torch python3-onnx python3-numpy for /usr/bin/python3; not committed)
 # bench-compare attnrun vs ONNX Runtime latency / peak RSS table (THREADS=2 by default), fp32 and bf16 rows,
 #               GFLOP/s as a share of the machine's peak (go test -bench Roofline/peak ./ops/blas), and the
-#               FP pipes' floor: the median time of jobs doing only the workload's multiply-adds (-bench Floor);
+#               FP pipes' floor: the median time of jobs doing only the workload's multiply-adds (-bench Floor, right
+#               after the workload's rounds);
 #               BENCH_ROUNDS=3 rounds per workload, attnrun and ORT back to back, each with all its timed runs (the
 #               latency ratio: the rounds' median)
 ORT_DIR ?= tools/ort

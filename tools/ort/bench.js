@@ -154,20 +154,24 @@ function measurePeaks(threads) {
   return peaks;
 }
 
-// measureFloors runs the Go roofline's BenchmarkFloor (ops/blas) for each
-// GFLOP count on `threads` cores and returns {fp32: {gflop: ms}, bf16: {...}}:
-// the median time of jobs that do nothing but the workload's multiply-adds
-// on registers (the FP pipes' floor), or {error}.
-function measureFloors(threads, gflops) {
-  const r = goBench(`Floor/(fma|bf16)/${threads}core/`, ['-benchtime', '1x', '-args', '-floor-gflop', gflops.join(',')]);
+// measureFloor runs the Go roofline's BenchmarkFloor (ops/blas) for one
+// workload: gflop GFLOP of multiply-adds in precision ('fp32' or 'bf16') on
+// `threads` cores, and returns the median time (ms) of jobs that do nothing
+// but those multiply-adds on registers (the FP pipes' floor), or {error}.
+// main measures each workload's floor right after its rounds, so that the
+// floor sees the same minutes of a shared machine as the runtimes' medians
+// it bounds (measured once for all workloads at the end, a stretch of other
+// guests' load once put ViT's floor at 9.0 ms, twice its 4.5 and above
+// ORT's median).
+function measureFloor(threads, precision, gflop) {
+  const prec = precision === 'bf16' ? 'bf16' : 'fma';
+  const r = goBench(`Floor/${prec}/${threads}core/`, ['-benchtime', '1x', '-args', '-floor-gflop', String(gflop)]);
   if (r.error) return r;
-  const floors = { fp32: {}, bf16: {} };
   for (const line of r.stdout.split('\n')) {
     const m = line.match(/^BenchmarkFloor\/(fma|bf16)\/\dcore\/gflop=([0-9.e+]+)\S*\s.*\s([0-9.]+) p50-ms/);
-    if (m) floors[m[1] === 'fma' ? 'fp32' : 'bf16'][Number(m[2])] = Number(m[3]);
+    if (m) return { ms: Number(m[3]) };
   }
-  if (!Object.keys(floors.fp32).length) return { error: `no floor in go test output: ${tail(r.stdout)}` };
-  return floors;
+  return { error: `no floor in go test output: ${tail(r.stdout)}` };
 }
 
 // inputDirs are scaledInput's temporary directories, removed at exit.
@@ -343,6 +347,12 @@ function main() {
         notes.push(`${displayPath(model)}: ORT refuses the model: ${row.ort.refused}`);
       }
     }
+    if (o.peak && o.ours && row.gflop && o.threads <= 2) {
+      process.stderr.write(`bench: ${w.name}: the FP pipes' floor for ${row.gflop} GFLOP (go test -bench Floor) ...\n`);
+      const floor = measureFloor(o.threads, precision, row.gflop);
+      if (floor.error) notes.push(`${w.name}: floor: ${floor.error}`);
+      else row.floor_ms = floor.ms;
+    }
     results.push(row);
   }
 
@@ -353,16 +363,6 @@ function main() {
     if (peaks.error) {
       notes.push(`peak: ${peaks.error}`);
       peaks = null;
-    }
-  }
-  let floors = null;
-  const floorGflops = [...new Set(results.filter((r) => r.gflop && !r.missing).map((r) => r.gflop))];
-  if (o.peak && o.ours && floorGflops.length) {
-    process.stderr.write(`bench: measuring the FP pipes' floor for ${floorGflops.join(', ')} GFLOP (go test -bench Floor) ...\n`);
-    floors = measureFloors(o.threads, floorGflops);
-    if (floors.error) {
-      notes.push(`floor: ${floors.error}`);
-      floors = null;
     }
   }
   const ortVersion = results.map((r) => r.ort && r.ort.stats && r.ort.stats.ort_version).find(Boolean);
@@ -394,8 +394,7 @@ function main() {
     const peak = peaks && peaks[r.precision];
     const pct = Number.isFinite(gflops) && peak ? `${(100 * gflops / peak).toFixed(0)}%` : '–';
     const err = r.err && !r.err.error ? r.err.rel.toExponential(1) : '–';
-    const floor = floors && r.gflop ? floors[r.precision][r.gflop] : undefined;
-    r.floor_ms = floor;
+    const floor = r.floor_ms;
     out.push(`| ${r.name} | ${r.precision} | ${cell(r.ours, (s) => fmtMs(s.p50_ms))} | ${cell(r.ort, (s) => fmtMs(s.p50_ms))} | ${fmtRatio(lat)} | ` +
       `${Number.isFinite(gflops) ? gflops.toFixed(0) : '–'} | ${pct} | ${floor ? fmtMs(floor) : '–'} | ` +
       `${fmtRatio(floor && ok(r.ort) ? floor / r.ort.stats.p50_ms : NaN)} | ${err} | ` +
@@ -408,7 +407,7 @@ function main() {
     'ORT always runs fp32; a bf16 row compares attnrun in bf16 with ORT in fp32. GFLOP/s is the workload\'s matrix-product ' +
     'flops (2·m·n·k summed over the products, workloads.json "gflop") over attnrun\'s p50; % of peak divides it by the peak of the ' +
     'row\'s precision. FP-pipe floor: the median time of jobs that issue only the workload\'s multiply-adds, on registers, ' +
-    'on as many cores, measured in this run (go test -bench Floor, ops/blas): no runtime\'s median can be below it; floor/ORT is ' +
+    'on as many cores, measured right after the row\'s rounds (go test -bench Floor, ops/blas): no runtime\'s median can be below it; floor/ORT is ' +
     'the lowest latency ratio this machine allows. bf16 error: max |bf16 − fp32| / max |fp32| over the outputs of `attnrun run` on the same random input.');
   for (const n of notes) out.push(`- ${n}`);
   process.stdout.write(out.join('\n') + '\n');
