@@ -148,7 +148,8 @@ function rooflineRefuses(threads) {
 // cores (1 or 2) and returns {fp32, bf16} in GFLOP/s (bf16 absent where the
 // CPU has no AVX512_BF16), or {error}.
 function measurePeaks(threads) {
-  if (rooflineRefuses(threads)) return { error: rooflineRefuses(threads) };
+  const refused = rooflineRefuses(threads);
+  if (refused) return { error: refused };
   const r = goBench(`Roofline/peak/(fma|bf16)/${threads}core$`, ['-benchtime', '3000x']);
   if (r.error) return r;
   const peaks = {};
