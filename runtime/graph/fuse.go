@@ -175,6 +175,7 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 		return // the op is not linked in: nothing to fuse
 	}
 	f := newFuser(p, pl, types)
+	defer f.releaseEvaluated()
 	removed := f.removed
 	insert := map[int][]step{}       // fused steps to run before step i
 	readChains := map[*ir.Node]int{} // movement node read through → fusion
@@ -521,6 +522,11 @@ type fuser struct {
 	// so that later fusions read them rather than add the steps again,
 	// where they run no earlier (readyBefore).
 	made map[string]int
+	// prog is the program whose plan is rewritten; evaluated and
+	// evalBytes hold the masks evalShapeOnly computed (fuse_eval.go).
+	prog      *Program
+	evaluated map[string]*ir.Tensor
+	evalBytes int64
 }
 
 // internal returns the producing step of a tensor that only one step reads

@@ -454,30 +454,33 @@ func (f *fuser) causalPattern(name string, hide bool, x string) (off int, absorb
 }
 
 // constView returns tensor name, of element type dt, as a view of a plan
-// constant's data: the constant itself, or a constant read through
-// movement steps (absorbs). Its last two dims must be those of the scores
+// constant's data: the constant itself, a constant read through movement
+// steps (absorbs), or a tensor the plan computes from constants alone,
+// evaluated once here (evalShapeOnly). Its last two dims must be those of the scores
 // x, and it must broadcast to them.
 func (f *fuser) constView(name, x string, dt ir.DType) (v ops.View, data *ir.Tensor, absorbs []int, ok bool) {
 	if !f.fitsScores(name, x) {
 		return v, nil, nil, false
 	}
-	base := name
+	base, evaluated := name, false
 	if c := f.types[name].Const; c != nil {
 		data, v = c, ops.Contiguous(c.Shape)
-	} else {
-		b, bv, chain, ok := f.readView(name)
-		if !ok || len(chain) == 0 {
-			return v, nil, nil, false
-		}
+	} else if b, bv, chain, ok := f.readView(name); ok && len(chain) > 0 && f.types[b].Const != nil {
 		base, data, v, absorbs = b, f.types[b].Const, bv, chain
+	} else if c := f.evalShapeOnly(name); c != nil {
+		// Computed from the shapes alone, too large to fold
+		// (fuse_eval.go): its steps die once the cut replaces it.
+		data, v, evaluated = c, ops.Contiguous(c.Shape), true
 	}
 	xs, _ := f.concreteShape(x)
 	r := len(v.Shape)
 	if data == nil || data.DType != dt || r < 2 || v.Shape[r-2] != xs[len(xs)-2] || v.Shape[r-1] != xs[len(xs)-1] || slices.Contains(v.Shape, 0) {
 		return v, nil, nil, false
 	}
-	if data = f.constValue(base); data == nil { // its elements are read
-		return v, nil, nil, false
+	if !evaluated {
+		if data = f.constValue(base); data == nil { // its elements are read
+			return v, nil, nil, false
+		}
 	}
 	return v, data, absorbs, true
 }

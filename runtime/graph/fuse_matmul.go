@@ -182,7 +182,7 @@ func (f *fuser) biasAdd(x string) (int, *ir.Node, string, bool) {
 const graphOutputUse = 1 << 20
 
 func newFuser(p *Program, pl *plan, types map[string]ops.Value) *fuser {
-	f := &fuser{pl: pl, types: types, producer: map[string]int{}, uses: map[string]int{}, slot: map[string]int{}, removed: map[int]bool{}}
+	f := &fuser{prog: p, pl: pl, types: types, producer: map[string]int{}, uses: map[string]int{}, slot: map[string]int{}, removed: map[int]bool{}}
 	for i, st := range pl.steps {
 		for k, name := range st.node.Outputs {
 			if name != "" {
