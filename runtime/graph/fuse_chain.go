@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sort"
@@ -414,35 +415,92 @@ func (f *fuser) fitsScores(m, x string) bool {
 	return ok1 && ok2 && err == nil && slices.Equal(b, xs)
 }
 
-// constBoolMask returns, for a float32 constant m (of the plan) holding
+// constBoolMask returns, for a float32 mask m that the plan folded or
+// computes from its constants alone (evalShapeOnly, fuse_eval.go), holding
 // only 0 and -inf, some of each, the name of its bool form (true where m
 // is -inf), a plan constant made on first use.
 func (f *fuser) constBoolMask(m, x string) (string, bool) {
-	c := f.types[m].Const
-	if c == nil || c.DType != ir.Float || !f.fitsScores(m, x) {
+	return f.boolForm(m, x, "/bool_mask", func(fill float32) bool { return math.IsInf(float64(fill), -1) })
+}
+
+// keptRowsBoolMask is constBoolMask for a chain's one mask, m times post,
+// whose fill may also be a finite F with F·post at most causalFillLimit
+// (finfo.min: the masks transformers builds, a Mistral-style sliding
+// window's among them), provided every row of m keeps a key: in such a
+// row the export's hidden scores, s + F rounded to F, lie so far below a
+// kept one that their exponentials are exactly 0, as -inf gives
+// (fuse_causal.go argues the bound). A row that kept none would have
+// uniform weights in the export, and another mask could hide a row's
+// last kept key, so m must be the chain's only mask.
+func (f *fuser) keptRowsBoolMask(m, x string, post float64) (string, bool) {
+	return f.boolForm(m, x, "/bool_mask_rows_kept", func(fill float32) bool {
+		return math.IsInf(float64(fill), -1) || float64(fill)*post <= causalFillLimit
+	})
+}
+
+// boolForm makes the bool form of float32 mask m (a plan constant, or
+// computed from constants alone) over the scores x, named m + suffix:
+// true where m holds its one nonzero value, the fill, which fillOK must
+// accept; where the fill is finite every row must keep a key. A mask the
+// plan did not fold adds its bool form's bytes to the plan's.
+func (f *fuser) boolForm(m, x, suffix string, fillOK func(float32) bool) (string, bool) {
+	if !f.isFloat32(m) || !f.fitsScores(m, x) {
 		return "", false
 	}
-	name := ops.AttentionTempPrefix + m + "/bool_mask"
+	name := ops.AttentionTempPrefix + m + suffix
 	if v, ok := f.types[name]; ok {
 		return name, v.Const != nil
 	}
-	if c = f.constValue(m); c == nil { // its elements are read
+	var c *ir.Tensor
+	evaluated := false
+	if f.types[m].Const != nil {
+		c = f.constValue(m) // its elements are read
+	} else if c = f.evalShapeOnly(m); c != nil {
+		evaluated = true
+	}
+	if c == nil || c.DType != ir.Float || c.Len() == 0 {
 		return "", false
+	}
+	vals := c.Float32s()
+	fill := float32(0)
+	if k := slices.IndexFunc(vals, func(v float32) bool { return v != 0 }); k >= 0 {
+		fill = vals[k]
+	}
+	if fill == 0 || !fillOK(fill) {
+		return "", false
+	}
+	finite := !math.IsInf(float64(fill), -1)
+	cols := 1
+	if len(c.Shape) > 0 {
+		cols = c.Shape[len(c.Shape)-1]
 	}
 	b := ir.NewTensor(ir.Bool, c.Shape)
-	masked, kept := false, false
-	for i, v := range c.Float32s() {
-		switch {
-		case math.IsInf(float64(v), -1):
-			b.Bools()[i], masked = true, true
-		case v == 0:
-			kept = true
-		default:
+	hidden, kept := b.Bools(), false
+	for r := 0; r < len(vals); r += cols {
+		rowKept := false
+		for j, v := range vals[r : r+cols] {
+			switch v {
+			case 0:
+				rowKept = true
+			case fill:
+				hidden[r+j] = true
+			default:
+				return "", false
+			}
+		}
+		if finite && !rowKept {
 			return "", false
 		}
+		kept = kept || rowKept
 	}
-	if !masked || !kept {
+	if !kept {
 		return "", false
+	}
+	if evaluated {
+		if !f.prog.opts.Budget.Reserve(int64(len(hidden))) {
+			return "", false
+		}
+		f.pl.folded += int64(len(hidden))
 	}
 	f.types[name] = ops.Value{Type: ops.Known(ir.Bool, c.Shape), Const: b}
 	return name, true
@@ -540,6 +598,15 @@ func (f *fuser) scoresProduct(n *ir.Node, m attnMatch, post float64, chain []int
 	}
 	m.scores = n.Outputs[0]
 	chain = f.splitCausal(&m, m.maskScores(), chain)
+	if len(m.masks) == 1 && !m.masks[0].causal && m.masks[0].kind == ops.MaskAdditive {
+		// The chain's one mask, a constant of 0 and finfo.min (a sliding
+		// window): as a bool mask the kernel skips the blocks it hides.
+		st := m.masks[0]
+		at := cmp.Or(st.at, m.maskScores())
+		if name, ok := f.keptRowsBoolMask(st.name, at, st.post); ok {
+			m.masks[0] = maskStage{name: name, kind: ops.MaskBoolTrueMasks, fill: math.Inf(-1), post: 1, at: at}
+		}
+	}
 	m.scale *= post
 	m.steps = append([]int{}, chain...)
 	sort.Ints(m.steps)

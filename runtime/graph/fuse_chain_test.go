@@ -254,6 +254,23 @@ func TestFuseExportForms(t *testing.T) {
 		}()},
 			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
 			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=bool_true_masks mask_fill=-Inf"},
+		// A sliding window (Mistral's, Gemma's local layers): finfo.min
+		// off a band of 3 keys, every row keeping some; as a bool mask the
+		// kernel skips the blocks it hides.
+		{name: "constant finfo.min band mask (a sliding window) read as a bool mask", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": bandAdd(s, 3, -math.MaxFloat32)},
+			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=bool_true_masks mask_fill=-Inf"},
+		{name: "constant finfo.min mask with a row that keeps no key: stays additive (the export's row is uniform)", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": func() *ir.Tensor {
+			m := bandAdd(s, 3, -math.MaxFloat32)
+			m.Float32s()[2*s+1], m.Float32s()[2*s+2] = -math.MaxFloat32, -math.MaxFloat32 // query 2 keeps key 0 only
+			m.Float32s()[2*s] = -math.MaxFloat32
+			return m
+		}()},
+			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+		{name: "constant -1e9 band mask: a fill above finfo.min stays additive", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": bandAdd(s, 3, -1e9)},
+			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
 		{name: "constant 0/-inf mask then a Where: the constant stays additive (the bias)", syn: synth{inputs: with(vi("m", ir.Bool, b, 1, 1, s)),
 			inits: map[string]*ir.Tensor{"cm": causalAdd(s, negInf), "fill": sc(-1e9)},
 			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}), node("Where", []string{"m", "fill", "s1"}, []string{"s2"}))},
@@ -268,13 +285,13 @@ func TestFuseExportForms(t *testing.T) {
 		{name: "constant finfo.min causal mask (LLaMA) read as the causal cut", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": causalAdd(s, -math.MaxFloat32)},
 			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
 			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 causal=1"},
-		{name: "constant finfo.min mask, not causal, stays additive", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": func() *ir.Tensor {
+		{name: "constant finfo.min mask, not causal, every row keeping a key: read as a bool mask", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": func() *ir.Tensor {
 			m := causalAdd(s, -math.MaxFloat32)
 			m.Float32s()[s] = -math.MaxFloat32 // query 1 does not see key 0
 			return m
 		}()},
 			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
-			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=bool_true_masks mask_fill=-Inf"},
 		{name: "grouped K/V by Unsqueeze, Expand, Reshape (repeat_kv)",
 			syn: synth{inputs: kv2, inits: map[string]*ir.Tensor{"ax": int64s(2), "ex": int64s(b, 2, 2, s, d), "rs": int64s(b, h, s, d)},
 				nodes: []*ir.Node{
@@ -399,6 +416,20 @@ func causalAdd(s int, fill float32) *ir.Tensor {
 	for i := 0; i < s; i++ {
 		for j := i + 1; j < s; j++ {
 			m.Float32s()[i*s+j] = fill
+		}
+	}
+	return m
+}
+
+// bandAdd is an additive sliding-window mask [s, s]: 0 for the keys
+// i-w < j ≤ i, fill elsewhere.
+func bandAdd(s, w int, fill float32) *ir.Tensor {
+	m := ir.NewTensor(ir.Float, []int{s, s})
+	for i := 0; i < s; i++ {
+		for j := 0; j < s; j++ {
+			if j > i || j <= i-w {
+				m.Float32s()[i*s+j] = fill
+			}
 		}
 	}
 	return m
