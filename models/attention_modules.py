@@ -1033,20 +1033,33 @@ class LlamaPaddedAttention(nn.Module):
         inv_freq = 1.0 / (10000 ** (torch.arange(0, self.d, 2, dtype=torch.float32) / self.d))
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
+    def _project(self, x: Tensor, cos: Tensor, sin: Tensor):
+        """Q, and K and V repeated over the query heads (repeat_kv), the
+        rotary embedding (cos, sin) applied to Q and K."""
+        B, S, _ = x.shape
+        q = self.q_proj(x).view(B, S, self.h, self.d).transpose(1, 2)
+        k = self.k_proj(x).view(B, S, self.hkv, self.d).transpose(1, 2)
+        v = self.v_proj(x).view(B, S, self.hkv, self.d).transpose(1, 2)
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        return q, _repeat_kv(k, self.h // self.hkv), _repeat_kv(v, self.h // self.hkv)
+
+    def _attend(self, q: Tensor, kr: Tensor, vr: Tensor, mask: Tensor):
+        """softmax(Q·Kᵀ/√d + mask) in float32, `.to(q.dtype)`, times V, the
+        heads merged and projected."""
+        B, _, S, _ = q.shape
+        scores = torch.matmul(q, kr.transpose(2, 3)) / math.sqrt(self.d) + mask
+        w = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+        y = torch.matmul(w, vr).transpose(1, 2).reshape(B, S, self.h * self.d)
+        return self.o_proj(y)
+
     def forward(self, x: Tensor, attention_mask: Tensor):
         B, S, _ = x.shape
         position_ids = attention_mask.long().cumsum(-1) - 1
         position_ids = position_ids.masked_fill(attention_mask == 0, 1)
         freqs = position_ids[:, :, None].float() * self.inv_freq[None, None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos()[:, None], emb.sin()[:, None]
-        q = self.q_proj(x).view(B, S, self.h, self.d).transpose(1, 2)
-        k = self.k_proj(x).view(B, S, self.hkv, self.d).transpose(1, 2)
-        v = self.v_proj(x).view(B, S, self.hkv, self.d).transpose(1, 2)
-        q = q * cos + _rotate_half(q) * sin
-        k = k * cos + _rotate_half(k) * sin
-        kr, vr = _repeat_kv(k, self.h // self.hkv), _repeat_kv(v, self.h // self.hkv)
-        scores = torch.matmul(q, kr.transpose(2, 3)) / math.sqrt(self.d)
+        q, kr, vr = self._project(x, emb.cos()[:, None], emb.sin()[:, None])
         fill = torch.finfo(x.dtype).min
         causal = torch.full((S, S), fill).triu(1)
         padding = attention_mask[:, None, None, :] == 0
@@ -1056,10 +1069,38 @@ class LlamaPaddedAttention(nn.Module):
             mask = expanded + causal[None, None, :, :]
         else:
             mask = causal[None, None, :, :].masked_fill(padding, fill)
-        scores = scores + mask
-        w = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-        y = torch.matmul(w, vr).transpose(1, 2).reshape(B, S, self.h * self.d)
-        return self.o_proj(y)
+        return self._attend(q, kr, vr, mask)
+
+
+class MistralSlidingWindowAttention(LlamaPaddedAttention):
+    """Mistral-style self-attention with a sliding window, as transformers'
+    MistralAttention (eager, 4.36) runs a prompt without padding
+    (attention_mask None): _prepare_4d_causal_attention_mask(None, ...,
+    sliding_window=W) builds the causal mask of finfo.min above the
+    diagonal (full, arange comparison, masked_fill with 0) and fills
+    finfo.min again below the window (1 - triu(ones, diagonal=1 - W), as
+    _make_causal_mask does with its sliding window), so query i sees keys
+    i - W < j <= i; the mask [1, 1, S, S] is expanded over the batch and
+    added to the scores. LLaMA's projections, rotary embedding (positions
+    arange(S)), grouped-query attention and float32 softmax. Every row
+    keeps a key (its own), and the mask depends on the length alone."""
+
+    def __init__(self, hidden: int = 64, heads: int = 4, kv_heads: int = 2, window: int = 4):
+        super().__init__(hidden, heads, kv_heads)
+        self.window = window
+
+    def forward(self, x: Tensor):
+        B, S, _ = x.shape
+        freqs = torch.arange(S, dtype=torch.float32)[:, None] * self.inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        q, kr, vr = self._project(x, emb.cos()[None, None], emb.sin()[None, None])
+        fill = torch.finfo(x.dtype).min
+        mask = torch.full((S, S), fill)
+        cond = torch.arange(S)
+        mask.masked_fill_(cond < (cond + 1).view(S, 1), 0)
+        context = 1 - torch.triu(torch.ones_like(mask, dtype=torch.int), diagonal=1 - self.window)
+        mask.masked_fill_(context.bool(), fill)
+        return self._attend(q, kr, vr, mask[None, None, :, :].expand(B, 1, S, S))
 
 
 class GPT2Conv1D(nn.Module):

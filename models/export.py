@@ -534,6 +534,15 @@ SPECS = [
          "fused projection to H query heads + one K and one V head; K and V taken with index lists "
          "(Gather of [-2] and [-1], keeping the head axis) and broadcast over the heads by the MatMuls; "
          "causal mask by Trilu, masked_fill(-inf)"),
+    Spec("mistral_sliding_window_attention", "ext",
+         "Mistral-style attention with a sliding window of 4 keys (GQA 4/2 heads, finfo.min mask)",
+         lambda: am.MistralSlidingWindowAttention(window=4),
+         [("x", ("batch", "seq", 64), randn)],
+         [("y", ("batch", "seq", 64))],
+         _std_sets(),
+         "as transformers' MistralAttention (eager, 4.36) without padding: the causal finfo.min mask with "
+         "finfo.min also below the window (1 - triu(ones, 1 - W), Trilu), built from the length at run time "
+         "and added to the scores; rotary embedding, repeat_kv, softmax in float32 then `.to(q.dtype)`"),
     Spec("swin_window_attention", "ext",
          "Swin Transformer's WindowAttention (window 4×4, shifted-window mask)",
          lambda: am.SwinWindowAttention(C, (4, 4), H),
@@ -1116,8 +1125,9 @@ def write_readme(path, rows):
     L.append("- Seed `ext` also: timm's ViT attention in its recent (unbind) and older (qkv[0], qkv[1], "
              "qkv[2]) forms, ESPnet's Conformer relative-position self-attention (masked_fill before the "
              "softmax and of the weights after it) and Falcon-style multi-query attention (index lists, K/V "
-             "broadcast over the heads), and transformers' BartAttention (the BART family's, heads folded "
-             "into the batch around the mask's view).")
+             "broadcast over the heads), transformers' BartAttention (the BART family's, heads folded "
+             "into the batch around the mask's view), and Mistral-style attention with a sliding window "
+             "(its finfo.min mask built from the length: causal, and hiding the keys before the window).")
     L.append("- Models named `*_opsetN`: a model above exported at opset N (11, 13 or 14, which is "
              "torch.onnx.export's default when no opset_version is given) with its own data sets, for the "
              "older op forms users' exports carry: Split/Squeeze/Unsqueeze with attribute axes and Softmax's "

@@ -62,9 +62,10 @@ var onnxGoFails = map[string]ir.DType{
 // onnxGoDupEdges lists the reference models with a node that reads the same
 // tensor twice.
 var onnxGoDupEdges = map[string]bool{
-	"llama_attention_opset17":    true, // Concat(freqs, freqs) of the rotary embedding
-	"llama_padded_attention":     true, // Concat(freqs, freqs) of the rotary embedding
-	"llama_padded_attention_add": true, // the same
+	"llama_attention_opset17":          true, // Concat(freqs, freqs) of the rotary embedding
+	"llama_padded_attention":           true, // Concat(freqs, freqs) of the rotary embedding
+	"llama_padded_attention_add":       true, // the same
+	"mistral_sliding_window_attention": true, // Concat(freqs, freqs) of the rotary embedding
 }
 
 type ogNode struct {

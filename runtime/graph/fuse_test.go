@@ -140,6 +140,11 @@ func TestModelFusions(t *testing.T) {
 		// Falcon's multi-query attention: one K/V head broadcast, the
 		// causal mask built at run time from the length (folded: the cut).
 		{"falcon_mqa_attention", 1, "MatMul Div Where Softmax MatMul", scale8, true, "", 0, true},
+		// Mistral's sliding window: the finfo.min mask (causal, and hiding
+		// the keys before the window) folded, every row keeping a key: a
+		// bool mask (fuse_chain.go, keptRowsBoolMask), whose hidden blocks
+		// the kernel skips.
+		{"mistral_sliding_window_attention", 1, "Expand Reshape Expand Reshape Transpose MatMul Div Add Softmax Cast Cast MatMul", 0.25, false, ops.MaskBoolTrueMasks, inf, false},
 		// Swin: the position bias added, the scores viewed as (B_/nW, nW,
 		// H, N, N) for the window mask and viewed back (fuse_regroup.go):
 		// the mask and the bias, in the batch shape [B_/nW, nW, H].
@@ -173,25 +178,26 @@ func TestModelFusions(t *testing.T) {
 	}
 	// The fused node's attributes beyond the table's, where a model sets them.
 	extras := map[string]string{
-		"llama_block_gqa":             "kv_group=2 causal=1 causal_offset=4", // is_causal after a KV cache of 4
-		"torch_mha_need_weights":      "scores_mode=weights",
-		"llama_attention_opset17":     "kv_group=2 causal=1 causal_offset=4", // a KV cache of 4
-		"llama_padded_attention":      "kv_group=2 causal=1 masked_rows_uniform=1",
-		"llama_padded_attention_add":  "kv_group=2 causal=1 causal_fill=-3.4028235e+38",
-		"gpt2_attention":              "causal=1 causal_fill=-10000",
-		"gpt2_block":                  "causal=1 causal_fill=-10000",
-		"s000_causal":                 "causal=1",
-		"s000_causal_or":              "causal=1",
-		"s000_causal_or_opset11":      "causal=1",
-		"s001_decoder_self_attention": "causal=1",
-		"s004_multi_head_bmm_causal":  "causal=1",
-		"torch_decoder_layer":         "causal=1",
-		"whisper_attention":           "causal=1",
-		"espnet_relpos_attention":     "masked_rows_zero=1",
-		"falcon_mqa_attention":        "causal=1",
-		"swin_window_attention":       "bias_scale=1",
-		"swinv2_window_attention":     "bias_scale=1",
-		"clip_text_attention":         "causal=1 causal_fill=-3.4028235e+38",
+		"llama_block_gqa":                  "kv_group=2 causal=1 causal_offset=4", // is_causal after a KV cache of 4
+		"torch_mha_need_weights":           "scores_mode=weights",
+		"llama_attention_opset17":          "kv_group=2 causal=1 causal_offset=4", // a KV cache of 4
+		"llama_padded_attention":           "kv_group=2 causal=1 masked_rows_uniform=1",
+		"llama_padded_attention_add":       "kv_group=2 causal=1 causal_fill=-3.4028235e+38",
+		"gpt2_attention":                   "causal=1 causal_fill=-10000",
+		"gpt2_block":                       "causal=1 causal_fill=-10000",
+		"s000_causal":                      "causal=1",
+		"s000_causal_or":                   "causal=1",
+		"s000_causal_or_opset11":           "causal=1",
+		"s001_decoder_self_attention":      "causal=1",
+		"s004_multi_head_bmm_causal":       "causal=1",
+		"torch_decoder_layer":              "causal=1",
+		"whisper_attention":                "causal=1",
+		"espnet_relpos_attention":          "masked_rows_zero=1",
+		"falcon_mqa_attention":             "causal=1",
+		"mistral_sliding_window_attention": "kv_group=2",
+		"swin_window_attention":            "bias_scale=1",
+		"swinv2_window_attention":          "bias_scale=1",
+		"clip_text_attention":              "causal=1 causal_fill=-3.4028235e+38",
 	}
 	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {
