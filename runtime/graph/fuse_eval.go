@@ -9,19 +9,21 @@ import (
 //
 // Folding (Program.fold) computes a node ahead of time only when its
 // result has at most maxFoldElements elements, so that a plan never holds
-// large constants. A causal mask that an export builds from its lengths
-// (a Trilu of a ConstantOfShape, a comparison of Ranges: LLaMA's, Falcon's,
-// BLOOM's, nn.Transformer's generate_square_subsequent_mask) has Sq·Sk
-// elements, past 4Mi from about 2048 tokens on, and so stays a chain of
-// steps that runs on every call; the causal cut (fuse_causal.go) then
+// large constants. A mask that an export builds from its lengths (a Trilu
+// of a ConstantOfShape, a comparison of Ranges: LLaMA's, Falcon's,
+// BLOOM's and nn.Transformer's causal masks, Mistral's sliding window) has
+// Sq·Sk elements, past 4Mi from about 2048 tokens on, and so stays a chain
+// of steps that runs on every call; the causal cut (fuse_causal.go) then
 // found no constant to check, and the fused attention computed every key
 // block of every row and read the mask per score. The fuser instead
 // evaluates such a mask once, while it builds the plan (evalShapeOnly): the
-// chain's steps are run on the side, from the plan's constants alone, the
-// result is checked, and it is dropped with the plan's fusion pass. Where it
-// is a causal pattern the fused node takes the cut, and the chain, which
-// nothing reads any more, is dropped from the plan (dropDead); where it is
-// not, the plan is as before.
+// steps that compute it are run on the side, from the plan's constants
+// alone, each intermediate dropped as soon as the steps after it have read
+// it; the result is checked, and dropped with the plan's fusion pass. Where
+// it is a causal pattern the fused node takes the cut, where it is a mask
+// of 0 and one fill the node takes its bool form (a plan constant of a byte
+// an element; fuse_chain.go), and the steps, which nothing reads any more,
+// are dropped from the plan (dropDead); otherwise the plan is as before.
 
 // maxEvalElements bounds each tensor evalShapeOnly computes: a mask of
 // 8192 × 8192 elements.
@@ -34,8 +36,7 @@ const maxEvalSteps = 64
 // compute it from constants alone (no graph input reaches it), through at
 // most maxEvalSteps standard ONNX steps with outputs of at most
 // maxEvalElements elements each, within the memory budget; nil otherwise.
-// The tensors it computes are reserved from the budget until
-// releaseEvaluated.
+// The result is reserved from the budget until releaseEvaluated.
 func (f *fuser) evalShapeOnly(name string) *ir.Tensor {
 	if f.prog == nil {
 		return nil
@@ -43,76 +44,161 @@ func (f *fuser) evalShapeOnly(name string) *ir.Tensor {
 	if c, ok := f.evaluated[name]; ok {
 		return c
 	}
-	budget := maxEvalSteps
-	c := f.evalTensor(name, &budget)
 	if f.evaluated == nil {
 		f.evaluated = map[string]*ir.Tensor{}
 	}
+	c, bytes := f.evalCone(name)
 	f.evaluated[name] = c // nil too: not tried twice
+	f.evalBytes += bytes
 	return c
 }
 
-// evalTensor computes tensor name for evalShapeOnly, counting the steps it
-// runs down from *steps.
-func (f *fuser) evalTensor(name string, steps *int) *ir.Tensor {
-	if c := f.types[name].Const; c != nil {
-		return f.constValue(name)
+// evalCone computes tensor name from the steps that lead to it and
+// returns it with the bytes it holds of the budget (nil, 0 when it
+// cannot).
+func (f *fuser) evalCone(name string) (*ir.Tensor, int64) {
+	order, ok := f.evalOrder(name)
+	if !ok || len(order) == 0 {
+		return nil, 0
 	}
-	if c, ok := f.evaluated[name]; ok {
-		return c
+	// Reads left of each computed tensor within the cone.
+	reads := map[string]int{}
+	for _, i := range order {
+		for _, in := range f.pl.steps[i].node.Inputs {
+			reads[in]++
+		}
 	}
-	i, ok := f.producer[name]
-	if !ok || *steps <= 0 {
-		return nil // a graph input, or too long a chain
+	live := map[string]*ir.Tensor{}
+	held := map[string]int64{} // each live tensor's bytes of the budget
+	drop := func(t string) {
+		f.prog.opts.Budget.Release(held[t])
+		delete(live, t)
+		delete(held, t)
 	}
-	*steps--
-	st := f.pl.steps[i]
-	n := st.node
-	if !isDefaultDomain(n) || st.schema == nil {
-		return nil
+	fail := func() (*ir.Tensor, int64) {
+		for t := range live {
+			drop(t)
+		}
+		return nil, 0
 	}
-	var bytes int64
+	for _, i := range order {
+		st := f.pl.steps[i]
+		n := st.node
+		args := make([]*ir.Tensor, len(n.Inputs))
+		for k, in := range n.Inputs {
+			switch {
+			case in == "":
+			case live[in] != nil:
+				args[k] = live[in]
+			default:
+				if args[k] = f.constValue(in); args[k] == nil {
+					return fail()
+				}
+			}
+		}
+		sizes := outputBytes(f.types, n)
+		var bytes int64
+		for _, b := range sizes {
+			bytes += b
+		}
+		if !f.prog.opts.Budget.Reserve(bytes) {
+			return fail() // over the budget: the mask stays steps of the plan
+		}
+		res, err := runKernel(st.schema, &ops.Context{Opset: st.ctx.Opset, Threads: max(1, f.prog.opts.Threads)}, n, args)
+		if err != nil {
+			f.prog.opts.Budget.Release(bytes)
+			return fail() // the steps report it when they run
+		}
+		for k, o := range n.Outputs {
+			if o == "" {
+				continue
+			}
+			if k >= len(res) || reads[o] == 0 && o != name {
+				f.prog.opts.Budget.Release(sizes[k]) // an output nothing here reads
+				continue
+			}
+			live[o], held[o] = res[k], sizes[k]
+		}
+		for _, in := range n.Inputs {
+			if reads[in]--; reads[in] == 0 && in != name && live[in] != nil {
+				drop(in)
+			}
+		}
+	}
+	c, bytes := live[name], held[name]
+	if c == nil {
+		return fail()
+	}
+	return c, bytes
+}
+
+// evalOrder lists, in an order that computes each before its readers, the
+// steps that compute tensor name from constants: false when a graph input
+// or a step evalShapeOnly does not run reaches it, or there are more than
+// maxEvalSteps of them.
+func (f *fuser) evalOrder(name string) ([]int, bool) {
+	var order []int
+	seen := map[int]bool{}
+	var visit func(t string) bool
+	visit = func(t string) bool {
+		if t == "" || f.types[t].Const != nil {
+			return true
+		}
+		i, ok := f.producer[t]
+		if !ok {
+			return false // a graph input
+		}
+		if seen[i] {
+			return true
+		}
+		seen[i] = true
+		st := f.pl.steps[i]
+		if !isDefaultDomain(st.node) || st.schema == nil || len(seen) > maxEvalSteps || !evalSized(f.types, st.node) {
+			return false
+		}
+		for _, in := range st.node.Inputs {
+			if !visit(in) {
+				return false
+			}
+		}
+		order = append(order, i)
+		return true
+	}
+	return order, visit(name)
+}
+
+// evalSized reports whether every output of n has a concrete shape of at
+// most maxEvalElements elements.
+func evalSized(types map[string]ops.Value, n *ir.Node) bool {
 	for _, o := range n.Outputs {
 		if o == "" {
 			continue
 		}
-		t := f.types[o].Type
+		t := types[o].Type
 		dims, ok := t.Shape.Concrete()
 		if !t.RankKnown || !ok {
-			return nil
+			return false
 		}
-		e := ir.NumElements(dims)
-		if e < 0 || e > maxEvalElements {
-			return nil
+		if e := ir.NumElements(dims); e < 0 || e > maxEvalElements {
+			return false
 		}
-		bytes += e * int64(max(t.DType.Size(), 1))
 	}
-	args := make([]*ir.Tensor, len(n.Inputs))
-	for k, in := range n.Inputs {
-		if in == "" {
+	return true
+}
+
+// outputBytes is the bytes of each output of n (evalSized shapes; 0 for
+// an omitted one).
+func outputBytes(types map[string]ops.Value, n *ir.Node) []int64 {
+	sizes := make([]int64, len(n.Outputs))
+	for k, o := range n.Outputs {
+		if o == "" {
 			continue
 		}
-		if args[k] = f.evalTensor(in, steps); args[k] == nil {
-			return nil
-		}
+		t := types[o].Type
+		dims, _ := t.Shape.Concrete()
+		sizes[k] = ir.NumElements(dims) * int64(max(t.DType.Size(), 1))
 	}
-	if !f.prog.opts.Budget.Reserve(bytes) {
-		return nil // over the budget: the mask stays steps of the plan
-	}
-	f.evalBytes += bytes
-	res, err := runKernel(st.schema, &ops.Context{Opset: st.ctx.Opset, Threads: max(1, f.prog.opts.Threads)}, n, args)
-	if err != nil {
-		return nil // the steps report it when they run
-	}
-	if f.evaluated == nil {
-		f.evaluated = map[string]*ir.Tensor{}
-	}
-	for k, o := range n.Outputs {
-		if o != "" && k < len(res) {
-			f.evaluated[o] = res[k]
-		}
-	}
-	return f.evaluated[name]
+	return sizes
 }
 
 // releaseEvaluated drops the tensors evalShapeOnly computed and returns
