@@ -1337,7 +1337,9 @@ def export_bench_patterns(outdir):
     stage (7x7 windows of C=96, 64 windows), BLOOM-560m's, Falcon-style
     multi-query at C=1024, timm's ViT-B/16 (197 tokens), SwinV2-T's first
     stage (8x8 windows of C=96, cosine attention) and CLIP ViT-L/14's text
-    encoder (Stable Diffusion's: C=768, 77 tokens). Each is checked
+    encoder (Stable Diffusion's: C=768, 77 tokens), and Mistral-style
+    sliding-window attention at C=1024 (16 query heads on 4 KV heads, a
+    window of 1024 keys, as Gemma's local layers). Each is checked
     against PyTorch at its export inputs with the numpy interpreter."""
     torch.manual_seed(0)
     rng = np.random.default_rng(11)
@@ -1366,6 +1368,8 @@ def export_bench_patterns(outdir):
         ("clip_text_attention_c768", am.ClipTextAttention(768, 12),
          [("x", randn(rng, (1, s, 768)), {0: "batch", 1: "seq"}),
           ("attention_mask", np.ones((1, s), np.int64), {0: "batch", 1: "seq"})]),
+        ("mistral_sliding_window_c1024", am.MistralSlidingWindowAttention(1024, 16, 4, window=1024),
+         [("x", randn(rng, (1, s, 1024)), {0: "batch", 1: "seq"})]),
     ]
     for name, m, ins in items:
         m.eval()
