@@ -17,9 +17,11 @@ import (
 // never computes the keys past a query block's diagonal and runs the rest
 // on its fast path, instead of classifying a mask block by block. The
 // pattern must be a plan constant (a causal mask folded from the lengths:
-// Trilu, a comparison of Ranges) or a view of one (the Slices of a
+// Trilu, a comparison of Ranges), a view of one (the Slices of a
 // registered causal buffer, which stay unfolded when the buffer is
-// large); it is checked element by element once per plan. It is read from
+// large), or computed from constants alone but too large to fold (the
+// same masks past about 2048 tokens: evaluated once, fuse_eval.go); it is
+// checked element by element once per plan. It is read from
 //
 //	Where(A, fill, S) | Where(A, S, fill)   A bool, hiding where true
 //	                                        (false)
