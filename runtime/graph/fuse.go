@@ -527,6 +527,9 @@ type fuser struct {
 	prog      *Program
 	evaluated map[string]*ir.Tensor
 	evalBytes int64
+	// cutOffs maps a bool mask made from an additive one to the causal
+	// offset of the part of it the causal cut takes (keptRowsBoolMask).
+	cutOffs map[string]int
 }
 
 // internal returns the producing step of a tensor that only one step reads

@@ -420,7 +420,7 @@ func (f *fuser) fitsScores(m, x string) bool {
 // only 0 and -inf, some of each, the name of its bool form (true where m
 // is -inf), a plan constant made on first use.
 func (f *fuser) constBoolMask(m, x string) (string, bool) {
-	return f.boolForm(m, x, "/bool_mask", func(fill float32) bool { return math.IsInf(float64(fill), -1) })
+	return f.boolForm(m, x, "/bool_mask", false, func(fill float32) bool { return math.IsInf(float64(fill), -1) })
 }
 
 // keptRowsBoolMask is constBoolMask for a chain's one mask, m times post,
@@ -432,18 +432,29 @@ func (f *fuser) constBoolMask(m, x string) (string, bool) {
 // (fuse_causal.go argues the bound). A row that kept none would have
 // uniform weights in the export, and another mask could hide a row's
 // last kept key, so m must be the chain's only mask.
-func (f *fuser) keptRowsBoolMask(m, x string, post float64) (string, bool) {
-	return f.boolForm(m, x, "/bool_mask_rows_kept", func(fill float32) bool {
+//
+// Where the mask hides every key past a diagonal j > i + off as well (a
+// sliding window: causal, and the keys before the window), that part is
+// the fused node's causal cut instead (causal reports it, with off): the
+// bool mask keeps only the rest, so the blocks on the diagonal run on the
+// cut's fast path, and only those at the window's lower edge read the
+// mask.
+func (f *fuser) keptRowsBoolMask(m, x string, post float64) (name string, causal bool, off int, ok bool) {
+	name, ok = f.boolForm(m, x, "/bool_mask_rows_kept", true, func(fill float32) bool {
 		return math.IsInf(float64(fill), -1) || float64(fill)*post <= causalFillLimit
 	})
+	off, causal = f.cutOffs[name]
+	return name, causal, off, ok
 }
 
 // boolForm makes the bool form of float32 mask m (a plan constant, or
 // computed from constants alone) over the scores x, named m + suffix:
 // true where m holds its one nonzero value, the fill, which fillOK must
-// accept; where the fill is finite every row must keep a key. A mask the
+// accept; where the fill is finite every row must keep a key. With cut,
+// a causal part of the mask (every key past a diagonal hidden) is left
+// out of it and its offset recorded in cutOffs (causalPart). A mask the
 // plan did not fold adds its bool form's bytes to the plan's.
-func (f *fuser) boolForm(m, x, suffix string, fillOK func(float32) bool) (string, bool) {
+func (f *fuser) boolForm(m, x, suffix string, cut bool, fillOK func(float32) bool) (string, bool) {
 	if !f.isFloat32(m) || !f.fitsScores(m, x) {
 		return "", false
 	}
@@ -496,6 +507,14 @@ func (f *fuser) boolForm(m, x, suffix string, fillOK func(float32) bool) (string
 	if !kept {
 		return "", false
 	}
+	if xs, _ := f.concreteShape(x); cut && len(c.Shape) >= 2 && slices.Equal(c.Shape[len(c.Shape)-2:], xs[len(xs)-2:]) {
+		if off, ok := causalPart(hidden, c.Shape[len(c.Shape)-2], cols); ok {
+			if f.cutOffs == nil {
+				f.cutOffs = map[string]int{}
+			}
+			f.cutOffs[name] = off
+		}
+	}
 	if evaluated {
 		if !f.prog.opts.Budget.Reserve(int64(len(hidden))) {
 			return "", false
@@ -504,6 +523,48 @@ func (f *fuser) boolForm(m, x, suffix string, fillOK func(float32) bool) (string
 	}
 	f.types[name] = ops.Value{Type: ops.Known(ir.Bool, c.Shape), Const: b}
 	return name, true
+}
+
+// causalPart finds, in the bool masks hidden of sq × sk matrices, a
+// diagonal off past which every row hides every key (j > i + off), with
+// some key hidden besides: it clears the keys past the diagonal (the
+// causal cut hides them) and returns off. A row that keeps its last key
+// says only that i + off reaches it.
+func causalPart(hidden []bool, sq, sk int) (int, bool) {
+	off, found := 0, false
+	lo := math.MinInt // the least offset the rows that keep their last key allow
+	for r := 0; r*sk < len(hidden); r++ {
+		i, row := r%sq, hidden[r*sk:(r+1)*sk]
+		last := len(row) - 1 // the row's last kept key
+		for last >= 0 && row[last] {
+			last--
+		}
+		if last == sk-1 {
+			lo = max(lo, sk-1-i)
+			continue
+		}
+		if found && last-i != off {
+			return 0, false
+		}
+		off, found = last-i, true
+	}
+	if !found || off < lo {
+		return 0, false
+	}
+	rest := false
+	for r := 0; r*sk < len(hidden); r++ {
+		i, row := r%sq, hidden[r*sk:(r+1)*sk]
+		from := min(max(i+off+1, 0), sk)
+		rest = rest || slices.Contains(row[:from], true)
+	}
+	if !rest {
+		return 0, false // the causal pattern alone: fuse_causal.go's
+	}
+	for r := 0; r*sk < len(hidden); r++ {
+		i, row := r%sq, hidden[r*sk:(r+1)*sk]
+		clear(row[min(max(i+off+1, 0), sk):])
+	}
+	return off, true
 }
 
 // constAll reports whether a tensor is a float32 constant whose every
@@ -603,8 +664,8 @@ func (f *fuser) scoresProduct(n *ir.Node, m attnMatch, post float64, chain []int
 		// window): as a bool mask the kernel skips the blocks it hides.
 		st := m.masks[0]
 		at := cmp.Or(st.at, m.maskScores())
-		if name, ok := f.keptRowsBoolMask(st.name, at, st.post); ok {
-			m.masks[0] = maskStage{name: name, kind: ops.MaskBoolTrueMasks, fill: math.Inf(-1), post: 1, at: at}
+		if name, causal, off, ok := f.keptRowsBoolMask(st.name, at, st.post); ok {
+			m.masks[0] = maskStage{name: name, kind: ops.MaskBoolTrueMasks, fill: math.Inf(-1), post: 1, at: at, causal: causal, causalOff: off}
 		}
 	}
 	m.scale *= post

@@ -81,7 +81,8 @@ func TestFuseExportForms(t *testing.T) {
 	perm := &ir.Attribute{Name: "perm", Type: ir.AttrInts, Ints: []int64{0, 1, 3, 2}}
 	axis := &ir.Attribute{Name: "axis", Type: ir.AttrInt, Int: -1}
 	qkv := []*ir.ValueInfo{vi("q", ir.Float, b, h, s, d), vi("k", ir.Float, b, h, s, d), vi("v", ir.Float, b, h, s, d)}
-	kv2 := []*ir.ValueInfo{vi("q", ir.Float, b, h, s, d), vi("k", ir.Float, b, 2, s, d), vi("v", ir.Float, b, 2, s, d)} // 2 KV heads
+	kvLonger := []*ir.ValueInfo{vi("q", ir.Float, b, h, s, d), vi("k", ir.Float, b, h, s+2, d), vi("v", ir.Float, b, h, s+2, d)} // a KV cache of 2
+	kv2 := []*ir.ValueInfo{vi("q", ir.Float, b, h, s, d), vi("k", ir.Float, b, 2, s, d), vi("v", ir.Float, b, 2, s, d)}          // 2 KV heads
 	with := func(extra ...*ir.ValueInfo) []*ir.ValueInfo {
 		return append(append([]*ir.ValueInfo{}, qkv...), extra...)
 	}
@@ -255,9 +256,19 @@ func TestFuseExportForms(t *testing.T) {
 			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
 			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=bool_true_masks mask_fill=-Inf"},
 		// A sliding window (Mistral's, Gemma's local layers): finfo.min
-		// off a band of 3 keys, every row keeping some; as a bool mask the
-		// kernel skips the blocks it hides.
-		{name: "constant finfo.min band mask (a sliding window) read as a bool mask", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": bandAdd(s, 3, -math.MaxFloat32)},
+		// off a band of 3 keys, every row keeping some: the causal cut,
+		// and a bool mask for the keys before the window, so the kernel
+		// skips the blocks either hides.
+		{name: "constant finfo.min band mask (a sliding window) read as the causal cut and a bool mask", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": bandAdd(s, 3, -math.MaxFloat32)},
+			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 causal=1 mask_kind=bool_true_masks mask_fill=-Inf"},
+		{name: "constant finfo.min band mask over a KV cache of 2: the cut at offset 2 and a bool mask", syn: synth{inputs: kvLonger, inits: map[string]*ir.Tensor{"cm": bandAddOffset(s, s+2, 2, 3, -math.MaxFloat32)},
+			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 causal=1 causal_offset=2 mask_kind=bool_true_masks mask_fill=-Inf"},
+		// A -inf band is read as a bool mask as the Add's operand
+		// (maskOperand): the kernel skips what it hides, the diagonal's
+		// blocks on the masked path.
+		{name: "constant -inf band mask: a bool mask", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": bandAdd(s, 3, negInf)},
 			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
 			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=bool_true_masks mask_fill=-Inf"},
 		{name: "constant finfo.min mask with a row that keeps no key: stays additive (the export's row is uniform)", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": func() *ir.Tensor {
@@ -285,9 +296,18 @@ func TestFuseExportForms(t *testing.T) {
 		{name: "constant finfo.min causal mask (LLaMA) read as the causal cut", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": causalAdd(s, -math.MaxFloat32)},
 			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
 			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 causal=1"},
-		{name: "constant finfo.min mask, not causal, every row keeping a key: read as a bool mask", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": func() *ir.Tensor {
+		{name: "constant finfo.min mask, causal and one key more, every row keeping a key: the cut and a bool mask", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": func() *ir.Tensor {
 			m := causalAdd(s, -math.MaxFloat32)
 			m.Float32s()[s] = -math.MaxFloat32 // query 1 does not see key 0
+			return m
+		}()},
+			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
+			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 causal=1 mask_kind=bool_true_masks mask_fill=-Inf"},
+		{name: "constant finfo.min mask, no causal part, every row keeping a key: read as a bool mask", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"cm": func() *ir.Tensor {
+			m := ir.NewTensor(ir.Float, []int{s, s})
+			for i := 0; i < s; i++ {
+				m.Float32s()[i*s+(i+1)%s] = -math.MaxFloat32 // each query hides the key after it (the last, key 0)
+			}
 			return m
 		}()},
 			nodes: scores(node("Add", []string{"s0", "cm"}, []string{"s1"}))},
@@ -423,12 +443,16 @@ func causalAdd(s int, fill float32) *ir.Tensor {
 
 // bandAdd is an additive sliding-window mask [s, s]: 0 for the keys
 // i-w < j ≤ i, fill elsewhere.
-func bandAdd(s, w int, fill float32) *ir.Tensor {
-	m := ir.NewTensor(ir.Float, []int{s, s})
-	for i := 0; i < s; i++ {
-		for j := 0; j < s; j++ {
-			if j > i || j <= i-w {
-				m.Float32s()[i*s+j] = fill
+func bandAdd(s, w int, fill float32) *ir.Tensor { return bandAddOffset(s, s, 0, w, fill) }
+
+// bandAddOffset is an additive sliding-window mask [sq, sk] after a KV
+// cache of off keys: 0 for the keys i+off-w < j ≤ i+off, fill elsewhere.
+func bandAddOffset(sq, sk, off, w int, fill float32) *ir.Tensor {
+	m := ir.NewTensor(ir.Float, []int{sq, sk})
+	for i := 0; i < sq; i++ {
+		for j := 0; j < sk; j++ {
+			if j > i+off || j <= i+off-w {
+				m.Float32s()[i*sk+j] = fill
 			}
 		}
 	}

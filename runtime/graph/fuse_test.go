@@ -141,9 +141,10 @@ func TestModelFusions(t *testing.T) {
 		// causal mask built at run time from the length (folded: the cut).
 		{"falcon_mqa_attention", 1, "MatMul Div Where Softmax MatMul", scale8, true, "", 0, true},
 		// Mistral's sliding window: the finfo.min mask (causal, and hiding
-		// the keys before the window) folded, every row keeping a key: a
-		// bool mask (fuse_chain.go, keptRowsBoolMask), whose hidden blocks
-		// the kernel skips.
+		// the keys before the window) folded, every row keeping a key: the
+		// causal cut and a bool mask of the keys before the window
+		// (fuse_chain.go, keptRowsBoolMask), whose hidden blocks the
+		// kernel skips.
 		{"mistral_sliding_window_attention", 1, "Expand Reshape Expand Reshape Transpose MatMul Div Add Softmax Cast Cast MatMul", 0.25, false, ops.MaskBoolTrueMasks, inf, false},
 		// Swin: the position bias added, the scores viewed as (B_/nW, nW,
 		// H, N, N) for the window mask and viewed back (fuse_regroup.go):
@@ -194,7 +195,7 @@ func TestModelFusions(t *testing.T) {
 		"whisper_attention":                "causal=1",
 		"espnet_relpos_attention":          "masked_rows_zero=1",
 		"falcon_mqa_attention":             "causal=1",
-		"mistral_sliding_window_attention": "kv_group=2",
+		"mistral_sliding_window_attention": "kv_group=2 causal=1",
 		"swin_window_attention":            "bias_scale=1",
 		"swinv2_window_attention":          "bias_scale=1",
 		"clip_text_attention":              "causal=1 causal_fill=-3.4028235e+38",
