@@ -217,3 +217,33 @@ func TestBudgetRefusesInitializers(t *testing.T) {
 		t.Fatalf("err = %v\nwant %s", err, want)
 	}
 }
+
+// TestSizeLimitOnKeptSteps: Options.MaxTensorBytes applies to the tensors
+// a plan creates, after the rewrites. Seed 000's MHA at 64 tokens has
+// scores of [1, 4, 64, 64] floats (64 KiB): under a limit of 60000 bytes
+// the unfused plan is refused, naming the scores' MatMul, while the fused
+// one, which never creates them, runs and gives the unfused result.
+func TestSizeLimitOnKeptSteps(t *testing.T) {
+	m, _ := compileModel(t, "s000_multi_head")
+	in := map[string]*ir.Tensor{"x": randT(rand.New(rand.NewSource(3)), 1, 64, 32)}
+	run := func(noFuse bool, limit int64) (map[string]*ir.Tensor, error) {
+		p, err := Compile(m, Options{Threads: 2, NoFuse: noFuse, MaxTensorBytes: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Run(context.Background(), in, RunOptions{})
+	}
+	_, err := run(true, 60000)
+	if want := `output "/MatMul_output_0" of shape [1 4 64 64] would exceed the tensor size limit of 60000 bytes`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("unfused under the limit: %v, want an error with %q", err, want)
+	}
+	fused, err := run(false, 60000)
+	if err != nil {
+		t.Fatalf("fused under the limit: %v", err)
+	}
+	unfused, err := run(true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameOutputs(t, fused["y"], unfused["y"])
+}

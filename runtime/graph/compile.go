@@ -222,7 +222,7 @@ func Compile(m *ir.Model, opts Options) (*Program, error) {
 	if err := lacking.err(); err != nil {
 		return nil, err
 	}
-	if err := p.infer(p.Types, p.reserveConst, nil); err != nil {
+	if err := p.infer(p.Types, p.reserveConst, nil, true); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -319,7 +319,13 @@ func opsetList(m *ir.Model) []string {
 // types, every shape subgraph folds away. reserve takes a folded result's
 // bytes from the memory budget before the fold; a fold it refuses is left
 // to run. values reads the constants a fold computes with (see fold).
-func (p *Program) infer(types map[string]ops.Value, reserve func(int64) bool, values *valueReader) error {
+//
+// With checkSizes every output must fit Options.MaxTensorBytes (Compile:
+// a model's static shapes); without, a plan checks the outputs of the
+// steps it keeps after the rewrites instead (buildPlan), so that a tensor
+// the attention fusion never creates — the [B, H, S, S] scores of a long
+// sequence — does not refuse the plan.
+func (p *Program) infer(types map[string]ops.Value, reserve func(int64) bool, values *valueReader, checkSizes bool) error {
 	for _, n := range p.Order {
 		in := make([]ops.Value, len(n.Inputs))
 		for i, name := range n.Inputs {
@@ -363,8 +369,10 @@ func (p *Program) infer(types map[string]ops.Value, reserve func(int64) bool, va
 			if name == "" {
 				continue
 			}
-			if err := p.checkSize(n, name, out[i].Type); err != nil {
-				return err
+			if checkSizes {
+				if err := p.checkSize(n, name, out[i].Type); err != nil {
+					return err
+				}
 			}
 			types[name] = out[i]
 		}

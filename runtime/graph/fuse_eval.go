@@ -25,17 +25,15 @@ import (
 // an element; fuse_chain.go), and the steps, which nothing reads any more,
 // are dropped from the plan (dropDead); otherwise the plan is as before.
 
-// maxEvalElements bounds each tensor evalShapeOnly computes: a mask of
-// 8192 × 8192 elements.
-const maxEvalElements = 1 << 26
-
 // maxEvalSteps bounds the steps one evaluation runs.
 const maxEvalSteps = 64
 
 // evalShapeOnly returns the value of tensor name when the plan's steps
 // compute it from constants alone (no graph input reaches it), through at
-// most maxEvalSteps standard ONNX steps with outputs of at most
-// maxEvalElements elements each, within the memory budget; nil otherwise.
+// most maxEvalSteps standard ONNX steps whose outputs the plan would create
+// itself (each within Options.MaxTensorBytes), within the memory budget;
+// nil otherwise: the mask then runs as steps, which allocate as much on
+// every call.
 // The result is reserved from the budget until releaseEvaluated.
 func (f *fuser) evalShapeOnly(name string) *ir.Tensor {
 	if f.prog == nil {
@@ -153,7 +151,7 @@ func (f *fuser) evalOrder(name string) ([]int, bool) {
 		}
 		seen[i] = true
 		st := f.pl.steps[i]
-		if !isDefaultDomain(st.node) || st.schema == nil || len(seen) > maxEvalSteps || !evalSized(f.types, st.node) {
+		if !isDefaultDomain(st.node) || st.schema == nil || len(seen) > maxEvalSteps || !evalSized(f.types, st.node, f.prog.opts.MaxTensorBytes) {
 			return false
 		}
 		for _, in := range st.node.Inputs {
@@ -168,8 +166,8 @@ func (f *fuser) evalOrder(name string) ([]int, bool) {
 }
 
 // evalSized reports whether every output of n has a concrete shape of at
-// most maxEvalElements elements.
-func evalSized(types map[string]ops.Value, n *ir.Node) bool {
+// most maxBytes bytes.
+func evalSized(types map[string]ops.Value, n *ir.Node, maxBytes int64) bool {
 	for _, o := range n.Outputs {
 		if o == "" {
 			continue
@@ -179,7 +177,7 @@ func evalSized(types map[string]ops.Value, n *ir.Node) bool {
 		if !t.RankKnown || !ok {
 			return false
 		}
-		if e := ir.NumElements(dims); e < 0 || e > maxEvalElements {
+		if e := ir.NumElements(dims); e < 0 || e > maxBytes/int64(max(t.DType.Size(), 1)) {
 			return false
 		}
 	}

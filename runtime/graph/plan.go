@@ -409,7 +409,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 		pl.folded += n
 		return true
 	}
-	if err := p.infer(types, reserve, values); err != nil {
+	if err := p.infer(types, reserve, values, false); err != nil {
 		pl.release(p.opts.Budget)
 		return nil, err
 	}
@@ -481,6 +481,19 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 		if err := values.failed(); err != nil {
 			pl.release(p.opts.Budget)
 			return nil, err
+		}
+	}
+	// Every tensor a kept step creates must fit Options.MaxTensorBytes
+	// (inference left this check to here: see infer).
+	for _, st := range pl.steps {
+		for k, name := range st.node.Outputs {
+			if name == "" || k >= len(st.want) {
+				continue
+			}
+			if err := p.checkSize(st.node, name, st.want[k]); err != nil {
+				pl.release(p.opts.Budget)
+				return nil, err
+			}
 		}
 	}
 	// Kernels may cache work on the model's constants (ops.Context.Memo).
