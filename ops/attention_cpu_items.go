@@ -524,8 +524,10 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 	if p.scores != nil {
 		end = sk
 	}
-	for j0 := 0; j0 < end; j0 += kb {
-		cols := min(kb, sk-j0)
+	// Key blocks of kb keys, or a part of one (splitPrefixes): [j0, next).
+	for j0, next := 0, 0; j0 < end; j0 = next {
+		cols := min(kb-j0%kb, sk-j0)
+		next = j0 + cols
 		if exact && p.hiddenSums != nil && j0 >= i0+rows+p.causalOff {
 			// Every row has these keys past its diagonal: their scores are
 			// the fill (and a per-key mask), the same for each row.
@@ -535,6 +537,18 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 		if p.maskKind != "" && !p.classify(w.cls[:rows], b, i0, j0, min(cols, max(0, p.maskKeys-j0))) && p.scores == nil &&
 			(p.biasFloats == nil || p.biasFirst || p.biasKeepsInf()) {
 			continue // every score of the block is masked with -inf
+		}
+		if lo, hi, ok := p.hiddenPrefixes(w.cls[:rows], b, i0, j0, cols, exact); ok {
+			// Each row hides a run of the block's first keys (a sliding
+			// window's lower edge): the keys every row hides are skipped,
+			// those some row hides run on the masked path, and the rest,
+			// which every row sees, on the fast path next.
+			next = j0 + hi
+			if lo == hi {
+				continue
+			}
+			j0, cols = j0+lo, hi-lo
+			p.classify(w.cls[:rows], b, i0, j0, cols)
 		}
 		// keys[pn]: the block's keys panel pn's probabilities cover (the
 		// fast path stops at the last key any of its queries sees).
@@ -564,7 +578,7 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 			continue
 		}
 		if p.vBlocks != nil {
-			p.packVBlock(b, j0, slices.Max(keys), vp)
+			p.packVBlock(b, j0-j0%kb, j0%kb+slices.Max(keys), vp)
 		}
 		for pn := 0; pn < panels; pn++ {
 			// The block's shift moves (fast path): P·V up to each, then

@@ -7,6 +7,7 @@ package ops
 
 import (
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/attnrun/attnrun/ops/internal/kernel"
@@ -197,6 +198,41 @@ func (p *attnPlan) classify(cls []uint8, b, i0, j0, cols int) bool {
 		all = cls[0] == maskAll
 	}
 	return !all || !math.IsInf(float64(p.fill), -1)
+}
+
+// hiddenPrefixes reports, for a key block [j0, j0+cols) whose rows' bool
+// masks each hide a run of its first keys and nothing after (some rows
+// some keys: the lower edge of a sliding window), the block's keys
+// [lo, hi) that some row hides and others see, lo rounded down and hi up
+// to whole slivers of attnMR keys: every row hides the keys before lo and
+// sees those from hi. ok is false for other blocks, with a per-key mask,
+// and where the block runs whole anyway (exact, the scores an output, a
+// key limit or mask end inside the block, bf16).
+func (p *attnPlan) hiddenPrefixes(cls []uint8, b, i0, j0, cols int, exact bool) (lo, hi int, ok bool) {
+	if p.maskBools == nil || p.mRowStep == 0 || p.mColStep != 1 || exact || p.scores != nil || p.bf16 ||
+		p.keyLim != nil || j0+cols > p.maskKeys || !slices.Contains(cls, maskSome) {
+		return 0, 0, false
+	}
+	lo, hi = cols, 0
+	for r, c := range cls {
+		first := 0 // the row's first key it sees
+		switch c {
+		case maskAll:
+			first = cols
+		case maskSome:
+			off := p.mOff[b] + (i0+r)*p.mRowStep + j0
+			mk := p.maskBools[off : off+cols]
+			for first < cols && mk[first] == p.maskedVal {
+				first++
+			}
+			if boolRunClass(mk[first:], p.maskedVal) != maskNone {
+				return 0, 0, false // a hidden key after a seen one
+			}
+		}
+		lo, hi = min(lo, first), max(hi, first)
+	}
+	lo, hi = lo/attnMR*attnMR, min(cols, ceilTo(hi, attnMR))
+	return lo, hi, lo > 0 || hi < cols
 }
 
 // boolRunClass tells whether none, all or some of mk equal masked.

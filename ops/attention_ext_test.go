@@ -279,10 +279,44 @@ func TestFusedAttentionExtensions(t *testing.T) {
 			mask: []int{1, 1, 1, kb + 30}, kind: MaskAdditive, leftPad: 10, scoresMode: ScoresWeights},
 		{name: "bias over heads with gqa, biased scores", b: 1, hq: 4, hk: 2, sq: 5, sk: 6, d: 8, dv: 8, scale: 0.3,
 			bias: []int{1, 4, 5, 6}, biasScale: 1, scoresMode: ScoresBiased, causal: true},
+		// Sliding windows: the causal cut and a bool mask hiding the keys
+		// before the window, whose lower edge crosses the key blocks
+		// (hiddenPrefixes: skipped, masked and fast parts of a block).
+		{name: "sliding window 300 + causal, long", b: 1, hq: 2, hk: 2, sq: 2*kb + 45, sk: 2*kb + 45, d: 16, dv: 8, scale: 0.3, causal: true,
+			mask: []int{1, 1, 2*kb + 45, 2*kb + 45}, kind: MaskBoolTrueMasks, fill: negInf, prep: windowMask(300, 0, false)},
+		{name: "sliding window 37 + causal offset 9 + gqa", b: 2, hq: 4, hk: 2, sq: kb + 70, sk: kb + 79, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: 9,
+			mask: []int{2, 1, kb + 70, kb + 79}, kind: MaskBoolTrueMasks, fill: negInf, prep: windowMask(37, 9, false)},
+		{name: "sliding window keep mask, rescaling", b: 1, hq: 1, hk: 1, sq: 3*kb + 5, sk: 3*kb + 5, d: 16, dv: 16, scale: 0.6, causal: true,
+			mask: []int{1, 1, 3*kb + 5, 3*kb + 5}, kind: MaskBoolFalseMasks, fill: negInf, prep: windowMask(kb+3, 0, true)},
+		{name: "sliding window, no cut (the mask hides the future too)", b: 1, hq: 2, hk: 1, sq: kb + 9, sk: kb + 9, d: 8, dv: 8, scale: 0.3,
+			mask: []int{1, 1, kb + 9, kb + 9}, kind: MaskBoolTrueMasks, fill: negInf, prep: func(mask, _ *ir.Tensor) {
+				windowMask(100, 0, false)(mask, nil)
+				n := kb + 9
+				for i := 0; i < n; i++ {
+					for j := i + 1; j < n; j++ {
+						mask.Bools()[i*n+j] = true
+					}
+				}
+			}},
 	}
 	r := rand.New(rand.NewSource(11))
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { checkExtCase(t, r, c) })
+	}
+}
+
+// windowMask returns a prep that sets a [.., Sq, Sk] bool mask to hide the
+// keys j ≤ i + off - w of each query i, the keys before a sliding window of
+// w keys ending at the causal diagonal: true there, or with keep (a keep
+// mask, MaskBoolFalseMasks) false there and true elsewhere.
+func windowMask(w, off int, keep bool) func(mask, bias *ir.Tensor) {
+	return func(mask, _ *ir.Tensor) {
+		r := len(mask.Shape)
+		sq, sk := mask.Shape[r-2], mask.Shape[r-1]
+		for at := range mask.Bools() {
+			i, j := at/sk%sq, at%sk
+			mask.Bools()[at] = (j <= i+off-w) != keep
+		}
 	}
 }
 
