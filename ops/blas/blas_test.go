@@ -604,7 +604,10 @@ func TestSgemmAInPlace(t *testing.T) {
 // SgemmPacked's, and each work item computes its share of every stripe:
 // every block the epilogue sees lies in one share of one stripe, and for
 // each row block and share the same goroutine computes that share in
-// every stripe. A stripe the split cannot follow (not dividing C, not a
+// every stripe of a column block (ncBlock columns: each block is a
+// parallel region of its own, whose workers may take another's share when
+// it is late, so across blocks a share may change hands). A stripe the
+// split cannot follow (not dividing C, not a
 // whole number of panels per thread, one thread, C one stripe wide) gives
 // SgemmPacked's own epilogue blocks.
 func TestSgemmPackedStriped(t *testing.T) {
@@ -652,16 +655,17 @@ func TestSgemmPackedStriped(t *testing.T) {
 			continue
 		}
 		share := c.stripe / c.threads
-		owner := map[[2]int]string{} // (row block, share) → goroutine
+		owner := map[[3]int]string{} // (column block, row block, share) → goroutine
 		for b, id := range blocks {
 			s, g := b.j0/c.stripe, b.j0%c.stripe/share
 			if last := b.j0 + b.cols - 1; last/c.stripe != s || last%c.stripe/share != g {
 				t.Fatalf("%s: epilogue block %+v spans two shares (%d columns each)", name, b, share)
 			}
-			if o, ok := owner[[2]int{b.i0, g}]; ok && o != id {
-				t.Fatalf("%s: rows from %d, share %d: computed by two goroutines", name, b.i0, g)
+			key := [3]int{b.j0 / ncBlock, b.i0, g}
+			if o, ok := owner[key]; ok && o != id {
+				t.Fatalf("%s: columns from %d, rows from %d, share %d: computed by two goroutines", name, b.j0/ncBlock*ncBlock, b.i0, g)
 			}
-			owner[[2]int{b.i0, g}] = id
+			owner[key] = id
 		}
 	}
 }
