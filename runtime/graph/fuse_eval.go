@@ -28,6 +28,10 @@ import (
 // maxEvalSteps bounds the steps one evaluation runs.
 const maxEvalSteps = 64
 
+// maxEvalFloatConst is the most elements a float constant that an
+// evaluation reads may have (fills and scales: scalars).
+const maxEvalFloatConst = 16
+
 // evalShapeOnly returns the value of tensor name when the plan's steps
 // compute it from constants alone (no graph input reaches it), through at
 // most maxEvalSteps standard ONNX steps whose outputs the plan would create
@@ -131,16 +135,24 @@ func (f *fuser) evalCone(name string) (*ir.Tensor, int64) {
 }
 
 // evalOrder lists, in an order that computes each before its readers, the
-// steps that compute tensor name from constants: false when a graph input
-// or a step evalShapeOnly does not run reaches it, or there are more than
+// steps that compute tensor name from constants: false when a graph input,
+// a float constant of more than maxEvalFloatConst elements or a step
+// evalShapeOnly does not run reaches it, or there are more than
 // maxEvalSteps of them.
 func (f *fuser) evalOrder(name string) ([]int, bool) {
 	var order []int
 	seen := map[int]bool{}
 	var visit func(t string) bool
 	visit = func(t string) bool {
-		if t == "" || f.types[t].Const != nil {
+		if t == "" {
 			return true
+		}
+		if c := f.types[t].Const; c != nil {
+			// A mask is built from shapes, scalars and bool or integer
+			// constants; a float table (T5's learned position buckets)
+			// makes a bias, which no mask check takes: not worth a plan's
+			// time to compute.
+			return !c.DType.IsFloat() || ir.NumElements(c.Shape) <= maxEvalFloatConst
 		}
 		i, ok := f.producer[t]
 		if !ok {

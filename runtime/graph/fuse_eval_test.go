@@ -3,11 +3,13 @@ package graph
 import (
 	"maps"
 	"math/rand"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/onnx"
 	"github.com/attnrun/attnrun/runtime/budget"
 )
 
@@ -128,3 +130,48 @@ func TestLongCausalMaskValues(t *testing.T) {
 
 // containsWord reports whether space-separated list s has word w.
 func containsWord(s, w string) bool { return slices.Contains(strings.Fields(s), w) }
+
+// TestEvalShapeOnlyLeaves checks which large tensors of an unfused plan at
+// longSeq tokens evalShapeOnly computes: Falcon's causal mask (a Trilu of
+// a ConstantOfShape, then a Cast: from the length alone) and T5's
+// relative-position buckets (comparisons and sums of Ranges), but not T5's
+// position bias, gathered from a learned float table, nor the bias plus the
+// padding mask, a graph input.
+func TestEvalShapeOnlyLeaves(t *testing.T) {
+	for _, c := range []struct {
+		model string
+		want  map[string]bool // tensor → evaluated
+	}{
+		{"falcon_mqa_attention", map[string]bool{"/ConstantOfShape_output_0": true, "/Trilu_output_0": true, "/Cast_output_0": true}},
+		{"t5_attention", map[string]bool{"/Less_output_0": true, "/Add_2_output_0": true,
+			"/relative_attention_bias/Gather_output_0": false, "/Add_3_output_0": false, "/Add_4_output_0": false}},
+	} {
+		t.Run(c.model, func(t *testing.T) {
+			m, err := onnx.Load(filepath.Join("../../models", c.model, "model.onnx"), onnx.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := Compile(m, Options{Threads: 2, NoFuse: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dims := maps.Clone(modelDims)
+			dims["batch"], dims["seq"] = 1, longSeq
+			pl, err := p.planFor(keepInputs(t, m.Graph, dims))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.donePlan(pl)
+			f := newFuser(p, pl, pl.types)
+			defer f.releaseEvaluated()
+			for name, want := range c.want {
+				if _, ok := f.producer[name]; !ok {
+					t.Fatalf("%s: no step computes it", name)
+				}
+				if got := f.evalShapeOnly(name) != nil; got != want {
+					t.Errorf("%s: evaluated %v, want %v", name, got, want)
+				}
+			}
+		})
+	}
+}
