@@ -53,11 +53,16 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	p.vInPlace = tileLoop && !p.bf16 && p.v.cs == 1 && p.dv%attnMR == 0 && !p.vPacked()
 	compactK := p.kInPlace && p.k.rs != p.d && p.sk >= attnKCompactFrom
 	perKey := p.maskKind != "" && p.mRowStep == 0 && (p.maskFloats != nil || math.IsInf(float64(p.fill), -1))
-	p.scoresExp = (p.kInPlace || p.bf16) && p.softcap == 0 && p.scoresMode == "" && p.biasFloats == nil && (p.maskFloats == nil || perKey)
-	p.scoresBase2 = p.scoresExp && p.maskFloats == nil
-	var maskRows []int // the distinct mask rows of a per-key mask on the fast path
-	if p.scoresExp && perKey {
-		p.keyBiasIdx, maskRows = uniqueIndex(p.mOff)
+	// A bias of one value per key (ALiBi's per-head slopes times the key
+	// positions) joins a per-key mask in keyBias; with a -inf mask its
+	// order against the bias does not matter where the bias has no +inf
+	// or NaN.
+	perKeyBias := p.biasFloats != nil && p.bRowStep == 0 && (p.maskKind == "" || perKey) && p.biasKeepsInf()
+	p.scoresExp = (p.kInPlace || p.bf16) && p.softcap == 0 && p.scoresMode == "" && (p.biasFloats == nil || perKeyBias) && (p.maskFloats == nil || perKey)
+	p.scoresBase2 = p.scoresExp && p.maskFloats == nil && p.biasFloats == nil
+	var keyRows []keyBiasRow // the distinct rows of a per-key mask and bias on the fast path
+	if p.scoresExp && (perKey || perKeyBias) {
+		p.keyBiasIdx, keyRows = p.keyBiasRows(perKey, perKeyBias)
 	}
 	skPad, dvPad, sqPad := ceilTo(p.sk, attnMR), ceilTo(p.dv, attnMR), ceilTo(p.sq, attnNR)
 	dq := p.d // Q's packed columns (pair words in bf16)
@@ -87,12 +92,12 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	if compactK {
 		kcLen = p.sk * p.d * len(p.kUniq)
 	}
-	packed := ctx.ScratchFloats(operands + kcLen + len(maskRows)*p.sk)
+	packed := ctx.ScratchFloats(operands + kcLen + len(keyRows)*p.sk)
 	kc := packed[operands : operands+kcLen]
 	packed, p.keyBias = packed[:operands], nil
-	if maskRows != nil {
-		p.keyBias = packed[operands+kcLen : operands+kcLen+len(maskRows)*p.sk]
-		p.fillKeyBias(maskRows)
+	if keyRows != nil {
+		p.keyBias = packed[operands+kcLen : operands+kcLen+len(keyRows)*p.sk]
+		p.fillKeyBias(keyRows)
 	}
 	kp, packed := packed[:kLen*len(p.kUniq)], packed[kLen*len(p.kUniq):]
 	vp, qp := packed[:vLen*len(p.vUniq)], packed[vLen*len(p.vUniq):]
@@ -559,8 +564,8 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 			w.segs[pn] = w.segs[pn][:0] // the block's shift moves (moveShifts)
 		}
 		if plain := p.masksPlain(w.cls[:rows]); p.scoresExp && !exact && (plain || p.keyBias != nil) {
-			var bias []float32 // the per-key mask, where it hides or changes a score of the block
-			if !plain {
+			var bias []float32 // the per-key mask and bias, where they hide or change a score of the block
+			if !plain || p.biasFloats != nil {
 				bias = p.keyBias[p.keyBiasIdx[b]*sk+j0 : (p.keyBiasIdx[b]+1)*sk]
 			}
 			for pn := 0; pn < panels; pn++ {

@@ -21,22 +21,58 @@ const (
 	maskAdd               // additive mask: add it
 )
 
-// fillKeyBias writes keyBias for the distinct mask rows at the element
-// offsets rows (a per-key mask: mRowStep 0).
-func (p *attnPlan) fillKeyBias(rows []int) {
+// keyBiasRow is one distinct row of keyBias: the element offsets of a
+// per-key mask's row and a per-key bias's row (-1: none).
+type keyBiasRow struct{ mask, bias int }
+
+// keyBiasRows returns, for every batch matrix, the index of its keyBias
+// row, and the distinct rows: of the per-key mask (perKey) and of the
+// per-key bias (perKeyBias), each batch matrix's pair.
+func (p *attnPlan) keyBiasRows(perKey, perKeyBias bool) ([]int, []keyBiasRow) {
+	idx := make([]int, p.batches)
+	var rows []keyBiasRow
+	seen := map[keyBiasRow]int{}
+	for b := range idx {
+		r := keyBiasRow{mask: -1, bias: -1}
+		if perKey {
+			r.mask = p.mOff[b]
+		}
+		if perKeyBias {
+			r.bias = p.bOff[b]
+		}
+		k, ok := seen[r]
+		if !ok {
+			k = len(rows)
+			seen[r] = k
+			rows = append(rows, r)
+		}
+		idx[b] = k
+	}
+	return idx, rows
+}
+
+// fillKeyBias writes keyBias for the distinct rows: the per-key mask's
+// term (0 or -inf for a bool mask, mask_scale·mask for an additive one; 0
+// past the keys it covers) plus bias_scale·bias.
+func (p *attnPlan) fillKeyBias(rows []keyBiasRow) {
 	negInf := float32(math.Inf(-1))
-	for i, off := range rows {
+	for i, r := range rows {
 		kb := p.keyBias[i*p.sk : (i+1)*p.sk]
-		clear(kb[p.maskKeys:]) // padding past the mask: past the key limit too
-		for j := range kb[:p.maskKeys] {
-			at := off + j*p.mColStep
-			switch {
-			case p.maskFloats != nil:
-				kb[j] = p.maskFloats[at] * p.maskScale
-			case p.maskBools[at] == p.maskedVal:
-				kb[j] = negInf
-			default:
-				kb[j] = 0
+		clear(kb)
+		if r.mask >= 0 {
+			for j := range kb[:p.maskKeys] {
+				at := r.mask + j*p.mColStep
+				switch {
+				case p.maskFloats != nil:
+					kb[j] = p.maskFloats[at] * p.maskScale
+				case p.maskBools[at] == p.maskedVal:
+					kb[j] = negInf
+				}
+			}
+		}
+		if r.bias >= 0 {
+			for j := range kb {
+				kb[j] += p.biasFloats[r.bias+j*p.bColStep] * p.biasScale
 			}
 		}
 	}

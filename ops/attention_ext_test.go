@@ -279,6 +279,17 @@ func TestFusedAttentionExtensions(t *testing.T) {
 			mask: []int{1, 1, 1, kb + 30}, kind: MaskAdditive, leftPad: 10, scoresMode: ScoresWeights},
 		{name: "bias over heads with gqa, biased scores", b: 1, hq: 4, hk: 2, sq: 5, sk: 6, d: 8, dv: 8, scale: 0.3,
 			bias: []int{1, 4, 5, 6}, biasScale: 1, scoresMode: ScoresBiased, causal: true},
+		// A bias of one value per key (ALiBi: a slope per head times the
+		// key's position), alone or with a per-key mask, runs on the fast
+		// path, added to each key's scores in the kernel (keyBias).
+		{name: "per-key bias alone (ALiBi), causal, long", b: 1, hq: 3, hk: 3, sq: 2*kb + 9, sk: 2*kb + 9, d: 16, dv: 8, scale: 0.3, causal: true,
+			bias: []int{1, 3, 1, 2*kb + 9}, biasScale: 1, biasFirst: true},
+		{name: "per-key bias first + -inf key padding + causal (BLOOM)", b: 2, hq: 2, hk: 2, sq: kb + 45, sk: kb + 45, d: 16, dv: 8, scale: 0.3, causal: true, causalOff: 20,
+			mask: []int{2, 1, 1, kb + 45}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.3, bias: []int{2, 2, 1, kb + 45}, biasScale: 0.5, biasFirst: true},
+		{name: "additive key mask then per-key bias + gqa", b: 2, hq: 4, hk: 2, sq: 40, sk: kb + 30, d: 8, dv: 8, scale: 0.3,
+			mask: []int{2, 1, 1, kb + 30}, kind: MaskAdditive, bias: []int{1, 4, 1, kb + 30}, biasScale: 2},
+		{name: "per-head bias, one value for every key", b: 1, hq: 2, hk: 2, sq: 33, sk: 70, d: 8, dv: 8, scale: 0.3,
+			bias: []int{1, 2, 1, 1}, biasScale: 1},
 		// Sliding windows: the causal cut and a bool mask hiding the keys
 		// before the window, whose lower edge crosses the key blocks
 		// (hiddenPrefixes: skipped, masked and fast parts of a block).
