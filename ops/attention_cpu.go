@@ -231,13 +231,20 @@ func uniqueIndex(offs []int) (idx, uniq []int) {
 		}
 		return idx, slices.Clone(offs)
 	}
-	seen := map[int]int{}
-	for b, o := range offs {
-		k, ok := seen[o]
+	return distinct(offs)
+}
+
+// distinct maps keys to indices of their distinct values, in order of
+// first appearance.
+func distinct[K comparable](keys []K) (idx []int, uniq []K) {
+	idx = make([]int, len(keys))
+	seen := map[K]int{}
+	for b, key := range keys {
+		k, ok := seen[key]
 		if !ok {
 			k = len(uniq)
-			seen[o] = k
-			uniq = append(uniq, o)
+			seen[key] = k
+			uniq = append(uniq, key)
 		}
 		idx[b] = k
 	}

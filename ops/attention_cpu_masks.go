@@ -29,26 +29,17 @@ type keyBiasRow struct{ mask, bias int }
 // row, and the distinct rows: of the per-key mask (perKey) and of the
 // per-key bias (perKeyBias), each batch matrix's pair.
 func (p *attnPlan) keyBiasRows(perKey, perKeyBias bool) ([]int, []keyBiasRow) {
-	idx := make([]int, p.batches)
-	var rows []keyBiasRow
-	seen := map[keyBiasRow]int{}
-	for b := range idx {
-		r := keyBiasRow{mask: -1, bias: -1}
+	rows := make([]keyBiasRow, p.batches)
+	for b := range rows {
+		rows[b] = keyBiasRow{mask: -1, bias: -1}
 		if perKey {
-			r.mask = p.mOff[b]
+			rows[b].mask = p.mOff[b]
 		}
 		if perKeyBias {
-			r.bias = p.bOff[b]
+			rows[b].bias = p.bOff[b]
 		}
-		k, ok := seen[r]
-		if !ok {
-			k = len(rows)
-			seen[r] = k
-			rows = append(rows, r)
-		}
-		idx[b] = k
 	}
-	return idx, rows
+	return distinct(rows)
 }
 
 // fillKeyBias writes keyBias for the distinct rows: the per-key mask's
