@@ -117,9 +117,10 @@ type attnPlan struct {
 	// V matrix's Vᵀ per key block, in chunks of attnVChunk keys packed on
 	// first use (packVBlock).
 	vBlocks []attnVBlock
-	// scoresExp: with no bias, softcap or scores output, the scores and
-	// exponentials of key blocks no mask touches (or only a per-key one,
-	// keyBias) run in one kernel (kernel.ScoresExp8x32: fp32, AVX-512, K
+	// scoresExp: with no softcap or scores output, and no bias but one of
+	// one value per key, the scores and exponentials of key blocks no mask
+	// touches (or only a per-key one; with the bias, keyBias) run in one
+	// kernel (kernel.ScoresExp8x32: fp32, AVX-512, K
 	// in place; kernel.ScoresExpBF16x32 in bf16: packed K, probabilities
 	// stored as the P·V product's bf16 pairs), the causal cut and the key
 	// limit handled around it: each tile is stored once, as probabilities.
@@ -134,11 +135,11 @@ type attnPlan struct {
 	// large offsets (-1e4, float32's minimum) would round apart in the two
 	// units, so it keeps the natural kernels.
 	scoresBase2 bool
-	// keyBias, when the mask is one value per key (broadcast along the
-	// queries: key padding) and scoresExp, holds it as what the kernel
-	// adds to each key's scores: 0 or -inf for a bool mask with a -inf
-	// fill, mask_scale·mask for an additive one. Batch b's keys start at
-	// keyBias[keyBiasIdx[b]·sk].
+	// keyBias, when the mask or the bias is one value per key (broadcast
+	// along the queries: key padding, ALiBi) and scoresExp, holds them as
+	// what the kernel adds to each key's scores: 0 or -inf for a bool mask
+	// with a -inf fill, mask_scale·mask for an additive one, plus
+	// bias_scale·bias. Batch b's keys start at keyBias[keyBiasIdx[b]·sk].
 	keyBias    []float32
 	keyBiasIdx []int
 	// With uniformRows, vMean holds the mean of each distinct V matrix's
