@@ -528,8 +528,12 @@ type fuser struct {
 	evaluated map[string]*ir.Tensor
 	evalBytes int64
 	// cutOffs maps a bool mask made from an additive one to the causal
-	// offset of the part of it the causal cut takes (keptRowsBoolMask).
-	cutOffs map[string]int
+	// offset of the part of it the causal cut takes (keptRowsBoolMask),
+	// boolFills to the additive mask's fill (boolForm). The bool masks
+	// stay in types for the plan; a fuser that finds one it did not make
+	// (no fill here) does not take it.
+	cutOffs   map[string]int
+	boolFills map[string]float32
 }
 
 // internal returns the producing step of a tensor that only one step reads

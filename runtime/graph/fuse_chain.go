@@ -460,7 +460,7 @@ func (f *fuser) boolForm(m, x, suffix string, cut bool, fillOK func(float32) boo
 	}
 	name := ops.AttentionTempPrefix + m + suffix
 	if v, ok := f.types[name]; ok {
-		return name, v.Const != nil
+		return name, v.Const != nil && fillOK(f.boolFills[name]) // another chain's scale after it may differ
 	}
 	var c *ir.Tensor
 	evaluated := false
@@ -522,6 +522,10 @@ func (f *fuser) boolForm(m, x, suffix string, cut bool, fillOK func(float32) boo
 		f.pl.folded += int64(len(hidden))
 	}
 	f.types[name] = ops.Value{Type: ops.Known(ir.Bool, c.Shape), Const: b}
+	if f.boolFills == nil {
+		f.boolFills = map[string]float32{}
+	}
+	f.boolFills[name] = fill
 	return name, true
 }
 
