@@ -529,7 +529,7 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 	if p.scores != nil {
 		end = sk
 	}
-	// Key blocks of kb keys, or a part of one (splitPrefixes): [j0, next).
+	// Key blocks of kb keys, or a part of one (hiddenPrefixes): [j0, next).
 	for j0, next := 0, 0; j0 < end; j0 = next {
 		cols := min(kb-j0%kb, sk-j0)
 		next = j0 + cols
