@@ -144,11 +144,15 @@ func scatterNDOffsets(n *ir.Node, data, ind, upd *ir.Tensor) ([]int, error) {
 	strides := contiguousStrides(data.Shape)
 	block := shapeProd(data.Shape[q:])
 	tuples := shapeProd(ind.Shape[:ind.Rank()-1])
-	offs := make([]int, 0, tuples*block)
+	dims := make([]int64, q)
+	for j := range dims {
+		dims[j] = int64(data.Shape[j])
+	}
+	offs := make([]int, tuples*block)
 	for t := 0; t < tuples; t++ {
 		off := 0
 		for j, x := range idx[t*q : (t+1)*q] {
-			dim := int64(data.Shape[j])
+			dim := dims[j]
 			if x < -dim || x >= dim {
 				return nil, n.Errorf("index %d is out of range for axis %d of size %d", x, j, dim)
 			}
@@ -157,8 +161,9 @@ func scatterNDOffsets(n *ir.Node, data, ind, upd *ir.Tensor) ([]int, error) {
 			}
 			off += int(x) * strides[j]
 		}
-		for e := 0; e < block; e++ {
-			offs = append(offs, off+e)
+		run := offs[t*block : (t+1)*block]
+		for e := range run {
+			run[e] = off + e
 		}
 	}
 	return offs, nil

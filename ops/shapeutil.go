@@ -414,6 +414,10 @@ type moveKernels struct {
 	trilu func(dst any, mats, rows, cols int, k int64, upper bool)
 }
 
+// shortRun is the longest run blocks moves element by element rather than
+// with copy.
+const shortRun = 4
+
 func kernelsFor[T any]() *moveKernels {
 	return &moveKernels{
 		strided: func(dst, src any, off int, shape, strides []int, threads int) {
@@ -421,6 +425,18 @@ func kernelsFor[T any]() *moveKernels {
 		},
 		blocks: func(dst any, dOff, dStride int, src any, sOff, sStride, count, length int) {
 			d, s := dst.([]T), src.([]T)
+			if length <= shortRun {
+				// Element by element: a copy call per run of one or two
+				// elements (a Concat of [..., 1] index columns: PyTorch's
+				// slice assignment as ScatterND) costs more than the move.
+				for i := 0; i < count; i++ {
+					dr, sr := d[dOff+i*dStride:][:length], s[sOff+i*sStride:][:length]
+					for j := range dr {
+						dr[j] = sr[j]
+					}
+				}
+				return
+			}
 			for i := 0; i < count; i++ {
 				copy(d[dOff+i*dStride:dOff+i*dStride+length], s[sOff+i*sStride:sOff+i*sStride+length])
 			}
