@@ -459,6 +459,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 	if !p.opts.NoFuse {
 		pl.values = values
 		p.dropBroadcastExpands(pl, types)
+		p.dropFullScatters(pl, types)
 		p.rewriteAttentionOps(pl, types)
 		p.mergeScoreSums(pl, types)
 		p.fuseAttention(pl, types)

@@ -1,0 +1,89 @@
+package graph
+
+import (
+	"slices"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
+)
+
+// ScatterNDs that overwrite all of their data.
+//
+// PyTorch exports a slice assignment, x[..., :L] = y, as a ScatterND whose
+// indices list every position of the slice: an int64 tensor of the data's
+// rank times its element count, built from Ranges, Expands and a Concat on
+// every call. transformers' _update_causal_mask (LLaMA, Mistral, Qwen2
+// since 4.38) writes the padding into its [B, 1, S, S] causal mask that
+// way, with L the whole length: at S=4096 the indices are 512 MiB, and
+// building them and scattering by them took 0.6 s of a 0.93 s run. Where
+// the indices depend on the shapes alone (evalShapeOnly) and list every
+// position of data once, in row-major order, the ScatterND's result is its
+// updates (so too where the indices are a plan constant, a short
+// sequence's): dropFullScatters runs the step as an Identity of the updates,
+// and the steps that built the indices, which nothing reads any more, are
+// dropped. It runs at plan time, before the fusions (not with
+// Options.NoFuse), and checks the evaluated indices element by element.
+func (p *Program) dropFullScatters(pl *plan, types map[string]ops.Value) {
+	f := newFuser(p, pl, types)
+	defer f.releaseEvaluated()
+	changed := false
+	for i := range pl.steps {
+		st := &pl.steps[i]
+		n := st.node
+		if n.OpType != "ScatterND" || !isDefaultDomain(n) || len(n.Inputs) != 3 || len(n.Outputs) != 1 {
+			continue
+		}
+		if red, _ := n.AttrString("reduction", "none"); red != "none" {
+			continue
+		}
+		data, ok1 := f.concreteShape(n.Inputs[0])
+		upd, ok2 := f.concreteShape(n.Inputs[2])
+		ind, ok3 := f.concreteShape(n.Inputs[1])
+		if !ok1 || !ok2 || !ok3 || !slices.Equal(data, upd) || len(ind) != len(data)+1 || ind[len(ind)-1] != len(data) ||
+			!slices.Equal(ind[:len(data)], data) || types[n.Inputs[2]].Type.DType != types[n.Outputs[0]].Type.DType {
+			continue
+		}
+		identity, err := ops.Lookup("", "Identity", st.ctx.Opset)
+		if err != nil {
+			continue
+		}
+		idx := f.constValue(n.Inputs[1]) // folded (small), or evaluated
+		if idx == nil {
+			idx = f.evalShapeOnly(n.Inputs[1])
+		}
+		if idx == nil || !rowMajorGrid(idx, data) {
+			continue
+		}
+		st.node = &ir.Node{Name: n.Name, OpType: "Identity", Inputs: []string{n.Inputs[2]}, Outputs: n.Outputs}
+		st.schema = identity
+		st.args = []int{st.args[2]}
+		changed = true
+	}
+	if changed {
+		p.dropDead(pl, nil) // the steps that built the indices
+	}
+}
+
+// rowMajorGrid reports whether idx, an integer tensor of shape dims +
+// [len(dims)], holds at each position its own coordinates: every element
+// of a dims-shaped tensor once, in row-major order.
+func rowMajorGrid(idx *ir.Tensor, dims []int) bool {
+	vals, err := idx.AsInt64s()
+	if err != nil || int64(len(vals)) != ir.NumElements(dims)*int64(len(dims)) {
+		return false
+	}
+	r := len(dims)
+	coord := make([]int64, r)
+	for at := 0; at < len(vals); at += r {
+		if !slices.Equal(vals[at:at+r], coord) {
+			return false
+		}
+		for d := r - 1; d >= 0; d-- {
+			if coord[d]++; coord[d] < int64(dims[d]) {
+				break
+			}
+			coord[d] = 0
+		}
+	}
+	return true
+}

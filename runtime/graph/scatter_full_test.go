@@ -1,0 +1,97 @@
+package graph
+
+import (
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/attnrun/attnrun/ir"
+)
+
+// grid is the row-major coordinate grid of dims: shape dims + [len(dims)].
+func grid(dims ...int) *ir.Tensor {
+	r := len(dims)
+	shape := append(append([]int{}, dims...), r)
+	t := ir.NewTensor(ir.Int64, shape)
+	coord := make([]int64, r)
+	for at := 0; at < len(t.Int64s()); at += r {
+		copy(t.Int64s()[at:], coord)
+		for d := r - 1; d >= 0; d-- {
+			if coord[d]++; coord[d] < int64(dims[d]) {
+				break
+			}
+			coord[d] = 0
+		}
+	}
+	return t
+}
+
+func TestRowMajorGrid(t *testing.T) {
+	swapped := grid(2, 3)
+	v := swapped.Int64s()
+	v[0], v[1], v[2], v[3] = v[2], v[3], v[0], v[1] // two positions' tuples exchanged
+	repeated := grid(2, 3)
+	copy(repeated.Int64s()[2:4], repeated.Int64s()[0:2]) // position 0 twice, position 1 never
+	for _, c := range []struct {
+		name string
+		idx  *ir.Tensor
+		dims []int
+		want bool
+	}{
+		{"2x3", grid(2, 3), []int{2, 3}, true},
+		{"1x1x5x5", grid(1, 1, 5, 5), []int{1, 1, 5, 5}, true},
+		{"rank 1", grid(7), []int{7}, true},
+		{"two tuples exchanged", swapped, []int{2, 3}, false},
+		{"one position twice", repeated, []int{2, 3}, false},
+		{"another shape's grid", grid(3, 2), []int{2, 3}, false},
+	} {
+		if got := rowMajorGrid(c.idx, c.dims); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestDropFullScatters: a ScatterND whose indices list every position of
+// its data in row-major order runs as an Identity of its updates; others
+// stay ScatterNDs. Each case runs with the rewrites and without (NoFuse)
+// and gives the same output.
+func TestDropFullScatters(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	partial := ir.NewTensor(ir.Int64, []int{3, 1, 3})
+	copy(partial.Int64s(), []int64{0, 0, 0, 1, 0, 2, 1, 0, 3}) // three positions of [2, 1, 4]
+	for _, c := range []struct {
+		name  string
+		idx   *ir.Tensor
+		upd   []int
+		red   string
+		steps string // the plan's steps
+	}{
+		{name: "full grid: Identity", idx: grid(2, 1, 4), upd: []int{2, 1, 4}, steps: "Identity"},
+		{name: "full grid, reduction add: kept", idx: grid(2, 1, 4), upd: []int{2, 1, 4}, red: "add", steps: "ScatterND"},
+		{name: "three positions: kept", idx: partial, upd: []int{3, 1}, steps: "ScatterND"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := node("ScatterND", []string{"d", "i", "u"}, []string{"y"})
+			if c.red != "" {
+				n.Attrs = append(n.Attrs, &ir.Attribute{Name: "reduction", Type: ir.AttrString, String: []byte(c.red)})
+			}
+			syn := synth{inputs: []*ir.ValueInfo{vi("d", ir.Float, 2, 1, 4), vi("u", ir.Float, c.upd...)},
+				inits: map[string]*ir.Tensor{"i": c.idx}, nodes: []*ir.Node{n}, outputs: []string{"y"}}
+			m := syn.model()
+			m.Opsets[""] = 18
+			in := synthInputs(r, m, nil)
+			fused, unfused, _ := runBoth(t, m, in)
+			sameOutputs(t, fused, unfused)
+			p, err := Compile(m, Options{Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := stepOpTypes(t, p, in); got != c.steps {
+				t.Errorf("steps %q, want %q", got, c.steps)
+			}
+			if strings.Contains(c.steps, "Identity") {
+				sameOutputs(t, fused, in["u"])
+			}
+		})
+	}
+}
