@@ -1072,6 +1072,36 @@ class LlamaPaddedAttention(nn.Module):
         return self._attend(q, kr, vr, mask)
 
 
+class LlamaUpdateCausalMask(LlamaPaddedAttention):
+    """LLaMA-style attention with transformers 4.44's mask (LlamaModel.
+    _update_causal_mask, _prepare_4d_causal_attention_mask_with_cache_position,
+    eager, no KV cache): cache_position = arange(S); the causal mask is
+    full(min) → triu(1) → times (arange(S) > cache_position[:, None]),
+    expanded to [B, 1, S, S] and cloned; the padding is written into it by a
+    slice assignment, causal_mask[..., :L] = causal_mask[..., :L].masked_fill(
+    (causal_mask[..., :L] + attention_mask[:, None, None, :]) == 0, min),
+    which PyTorch exports as a ScatterND over every position. The rotary
+    positions are cache_position; int64 attention_mask, 1 = keep, LEFT
+    padding (a padded row's first queries see only padding: uniform)."""
+
+    def forward(self, x: Tensor, attention_mask: Tensor):
+        B, S, _ = x.shape
+        cache_position = torch.arange(S)
+        freqs = cache_position[None, :, None].float() * self.inv_freq[None, None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        q, kr, vr = self._project(x, emb.cos()[:, None], emb.sin()[:, None])
+        min_dtype = torch.finfo(x.dtype).min
+        target = attention_mask.shape[-1]
+        causal_mask = torch.full((S, target), fill_value=min_dtype, dtype=x.dtype)
+        causal_mask = torch.triu(causal_mask, diagonal=1)
+        causal_mask = causal_mask * (torch.arange(target) > cache_position.reshape(-1, 1))
+        causal_mask = causal_mask[None, None, :, :].expand(B, 1, -1, -1).clone()
+        L = attention_mask.shape[-1]
+        padding_mask = (causal_mask[:, :, :, :L] + attention_mask[:, None, None, :]) == 0
+        causal_mask[:, :, :, :L] = causal_mask[:, :, :, :L].masked_fill(padding_mask, min_dtype)
+        return self._attend(q, kr, vr, causal_mask[:, :, :, : kr.shape[-2]])
+
+
 class MistralSlidingWindowAttention(LlamaPaddedAttention):
     """Mistral-style self-attention with a sliding window, as transformers'
     MistralAttention (eager, 4.36) runs a prompt without padding

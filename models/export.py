@@ -457,6 +457,14 @@ SPECS = [
          "to the causal finfo.min mask (_prepare_decoder_attention_mask), so keys both hide are -inf; LEFT "
          "padding: a first query row of a padded row is uniform over the keys past its diagonal that are not "
          "padding"),
+    Spec("llama_update_causal_mask", "ext",
+         "LLaMA-style attention with transformers 4.44's _update_causal_mask (GQA 4/2 heads, left padding)",
+         lambda: am.LlamaUpdateCausalMask(),
+         *_LLAMA_PADDED_IO,
+         "as transformers 4.38-4.47's LlamaAttention (eager) without a KV cache: cache_position = arange(S); "
+         "the finfo.min causal mask by full, triu and a comparison with cache_position, expanded and "
+         "cloned; the padding written in by a slice assignment over the whole length (ScatterND with an "
+         "index tensor of every position); attention_mask: int64, 1 = keep, LEFT padding"),
     Spec("gpt2_attention", "ext", "GPT-2-style attention (transformers' original GPT2Attention, n_ctx=64)",
          lambda: am.GPT2Attention(C, H, CTX),
          [("x", ("batch", "seq", C), randn), ("attention_mask", ("batch", "seq"), keep_mask_float)],
@@ -779,6 +787,14 @@ def run_numpy(model, feeds):
             out = [np.equal(x[0], x[1])]
         elif op == "Where":
             out = [np.where(x[0], x[1], x[2])]
+        elif op == "ScatterND":  # reduction none: updates written at the index tuples, in order
+            assert a.get("reduction", b"none") in (b"none", "none"), a
+            y, idx = x[0].copy(), x[1]
+            flat = idx.reshape(-1, idx.shape[-1])
+            upd = x[2].reshape((flat.shape[0],) + y.shape[idx.shape[-1]:])
+            for t, tup in enumerate(flat):
+                y[tuple(tup)] = upd[t]
+            out = [y]
         elif op == "Cast":
             dt = onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[a["to"]]
             with np.errstate(invalid="ignore"):  # T5 casts log(0) = -inf to int64, then discards it
@@ -1126,8 +1142,10 @@ def write_readme(path, rows):
              "qkv[2]) forms, ESPnet's Conformer relative-position self-attention (masked_fill before the "
              "softmax and of the weights after it) and Falcon-style multi-query attention (index lists, K/V "
              "broadcast over the heads), transformers' BartAttention (the BART family's, heads folded "
-             "into the batch around the mask's view), and Mistral-style attention with a sliding window "
-             "(its finfo.min mask built from the length: causal, and hiding the keys before the window).")
+             "into the batch around the mask's view), Mistral-style attention with a sliding window "
+             "(its finfo.min mask built from the length: causal, and hiding the keys before the window), "
+             "and LLaMA-style attention with transformers 4.44's mask (the padding written in by a "
+             "slice assignment, which exports as a ScatterND).")
     L.append("- Models named `*_opsetN`: a model above exported at opset N (11, 13 or 14, which is "
              "torch.onnx.export's default when no opset_version is given) with its own data sets, for the "
              "older op forms users' exports carry: Split/Squeeze/Unsqueeze with attribute axes and Softmax's "

@@ -66,6 +66,7 @@ var onnxGoDupEdges = map[string]bool{
 	"llama_padded_attention":           true, // Concat(freqs, freqs) of the rotary embedding
 	"llama_padded_attention_add":       true, // the same
 	"mistral_sliding_window_attention": true, // Concat(freqs, freqs) of the rotary embedding
+	"llama_update_causal_mask":         true, // the same
 }
 
 type ogNode struct {

@@ -633,9 +633,11 @@ var gpuMissingOps = map[string][]string{
 	"llama_padded_attention_add": {"Cos", "CumSum", "Sin"},
 	// Its rotary table from arange(S) and its mask's Range (folded on the host at run time).
 	"mistral_sliding_window_attention": {"Cos", "Range", "Sin"},
-	"bloom_attention":                  {"CumSum"},       // its ALiBi positions: cumsum(attention_mask)
-	"t5_attention":                     {"Min", "Range"}, // folded on the host at run time
-	"t5_attention_opset13":             {"Min", "Range"}, // as t5_attention
+	// transformers 4.44's mask: its slice assignment is a ScatterND.
+	"llama_update_causal_mask": {"Cos", "Range", "ScatterND", "Sin"},
+	"bloom_attention":          {"CumSum"},       // its ALiBi positions: cumsum(attention_mask)
+	"t5_attention":             {"Min", "Range"}, // folded on the host at run time
+	"t5_attention_opset13":     {"Min", "Range"}, // as t5_attention
 	// The opset-14 encoder's LayerNorms are ReduceMean chains (no GPU ReduceMean kernel yet).
 	"s001_encoder_2x4_opset14": {"ReduceMean"},
 	"torch_mha_need_weights":   {"ReduceSum"},

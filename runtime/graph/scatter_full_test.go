@@ -95,3 +95,52 @@ func TestDropFullScatters(t *testing.T) {
 		})
 	}
 }
+
+// TestFullScatterLongMask: transformers 4.44's LLaMA mask at longSeq
+// tokens, where its ScatterND's indices (longSeq² × 4 int64) are too large
+// to fold and are evaluated instead: the plan runs an Identity for the
+// ScatterND and no step that builds an int64 tensor of longSeq² elements
+// or more (the indices and the Expands of their columns), and its output
+// is the unfused plan's, with the first keys padded.
+func TestFullScatterLongMask(t *testing.T) {
+	m, p := compileModel(t, "llama_update_causal_mask")
+	mask := ir.NewTensor(ir.Int64, []int{1, longSeq})
+	for j := range mask.Int64s() {
+		if j >= 7 {
+			mask.Int64s()[j] = 1
+		}
+	}
+	in := map[string]*ir.Tensor{"x": randT(rand.New(rand.NewSource(4)), 1, longSeq, 64), "attention_mask": mask}
+	pl, err := p.planFor(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity := false
+	for _, st := range pl.steps {
+		identity = identity || st.node.OpType == "Identity"
+		if st.node.OpType == "ScatterND" {
+			t.Errorf("step %s is still a ScatterND", st.node.Label())
+		}
+		for k, o := range st.node.Outputs {
+			if w := st.want[k]; o != "" && w.DType == ir.Int64 && ir.NumElements(mustDims(t, w)) >= longSeq*longSeq {
+				t.Errorf("step %s (%s) builds %s, int64 %v", st.node.Label(), st.node.OpType, o, w.Shape)
+			}
+		}
+	}
+	p.donePlan(pl)
+	if !identity {
+		t.Errorf("no Identity step: the ScatterND was not taken")
+	}
+	fused, unfused, _ := runBoth(t, m, in)
+	sameOutputs(t, fused, unfused)
+}
+
+// mustDims returns a concrete type's dims.
+func mustDims(t *testing.T, ty ir.TypeInfo) []int {
+	t.Helper()
+	dims, ok := ty.Shape.Concrete()
+	if !ok {
+		t.Fatalf("shape %v is not concrete", ty.Shape)
+	}
+	return dims
+}
