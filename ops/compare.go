@@ -71,23 +71,24 @@ func runCompare(op cmpOp, allowed []ir.DType) RunFunc {
 		if err != nil {
 			return nil, n.Errorf("%w", err)
 		}
-		if err := compare(op, out, in[0], in[1]); err != nil {
+		if err := compare(threadsOf(ctx), op, out, in[0], in[1]); err != nil {
 			return nil, n.Errorf("%w", err)
 		}
 		return []*ir.Tensor{out}, nil
 	}
 }
 
-// compare fills the bool tensor o with a op b.
-func compare(op cmpOp, o, a, b *ir.Tensor) error {
+// compare fills the bool tensor o with a op b, on up to threads threads
+// for float32 and int64 operands.
+func compare(threads int, op cmpOp, o, a, b *ir.Tensor) error {
 	ob := o.Data.([]bool)
 	switch ad := a.Data.(type) {
 	case []float32:
-		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]float32), b.Shape)
+		return compareThreads(threads, op, ob, o.Shape, ad, a.Shape, b.Data.([]float32), b.Shape)
 	case []float64:
 		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]float64), b.Shape)
 	case []int64:
-		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]int64), b.Shape)
+		return compareThreads(threads, op, ob, o.Shape, ad, a.Shape, b.Data.([]int64), b.Shape)
 	case []int32:
 		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]int32), b.Shape)
 	case []int16:
@@ -122,22 +123,91 @@ func compare(op cmpOp, o, a, b *ir.Tensor) error {
 }
 
 func compareT[T numElem](op cmpOp, o []bool, oShape []int, a []T, aShape []int, b []T, bShape []int) error {
-	var f func(x, y T) bool
+	return compareThreads(1, op, o, oShape, a, aShape, b, bShape)
+}
+
+// compareThreads is compareT on up to threads threads (applyBinaryThreads),
+// with the comparison written out in each loop: a mask an export builds at
+// run time compares S² elements (Greater of a Range with a column of
+// positions, Equal with 0), where a call per element cost 2 ns of each.
+func compareThreads[T numElem](threads int, op cmpOp, o []bool, oShape []int, a []T, aShape []int, b []T, bShape []int) error {
+	var l binLoops[T, T, bool]
 	switch op {
 	case cmpEq:
-		f = func(x, y T) bool { return x == y }
-	case cmpLt:
-		f = func(x, y T) bool { return x < y }
+		l = binLoops[T, T, bool]{vv: eqVV[T], vs: eqVS[T], sv: func(o []bool, a T, b []T) { eqVS(o, b, a) }}
 	case cmpGt:
-		f = func(x, y T) bool { return x > y }
-	case cmpLe:
-		f = func(x, y T) bool { return x <= y }
+		l = binLoops[T, T, bool]{vv: gtVV[T], vs: gtVS[T], sv: func(o []bool, a T, b []T) { ltVS(o, b, a) }}
+	case cmpLt: // a < b is b > a
+		l = binLoops[T, T, bool]{vv: func(o []bool, a, b []T) { gtVV(o, b, a) }, vs: ltVS[T], sv: func(o []bool, a T, b []T) { gtVS(o, b, a) }}
 	case cmpGe:
-		f = func(x, y T) bool { return x >= y }
+		l = binLoops[T, T, bool]{vv: geVV[T], vs: geVS[T], sv: func(o []bool, a T, b []T) { leVS(o, b, a) }}
+	case cmpLe: // a <= b is b >= a
+		l = binLoops[T, T, bool]{vv: func(o []bool, a, b []T) { geVV(o, b, a) }, vs: leVS[T], sv: func(o []bool, a T, b []T) { geVS(o, b, a) }}
 	default:
 		return fmt.Errorf("unknown comparison %d", op)
 	}
-	return applyBinary(o, oShape, a, aShape, b, bShape, elemLoops(f))
+	if threads <= 1 || len(o) < 2*binaryParallelMin {
+		return applyBinary(o, oShape, a, aShape, b, bShape, l)
+	}
+	return applyBinaryThreads(threads, o, oShape, a, aShape, b, bShape, l)
+}
+
+// The comparisons' inner loops (sv forms: a op b[i] is b[i] op' a).
+
+func eqVV[T numElem](o []bool, a, b []T) {
+	a, b = a[:len(o)], b[:len(o)]
+	for i := range o {
+		o[i] = a[i] == b[i]
+	}
+}
+
+func eqVS[T numElem](o []bool, a []T, b T) {
+	a = a[:len(o)]
+	for i := range o {
+		o[i] = a[i] == b
+	}
+}
+
+func gtVV[T numElem](o []bool, a, b []T) {
+	a, b = a[:len(o)], b[:len(o)]
+	for i := range o {
+		o[i] = a[i] > b[i]
+	}
+}
+
+func gtVS[T numElem](o []bool, a []T, b T) {
+	a = a[:len(o)]
+	for i := range o {
+		o[i] = a[i] > b
+	}
+}
+
+func ltVS[T numElem](o []bool, a []T, b T) {
+	a = a[:len(o)]
+	for i := range o {
+		o[i] = a[i] < b
+	}
+}
+
+func geVV[T numElem](o []bool, a, b []T) {
+	a, b = a[:len(o)], b[:len(o)]
+	for i := range o {
+		o[i] = a[i] >= b[i]
+	}
+}
+
+func geVS[T numElem](o []bool, a []T, b T) {
+	a = a[:len(o)]
+	for i := range o {
+		o[i] = a[i] >= b
+	}
+}
+
+func leVS[T numElem](o []bool, a []T, b T) {
+	a = a[:len(o)]
+	for i := range o {
+		o[i] = a[i] <= b
+	}
 }
 
 // inferCompare is the comparisons' Infer. An Equal of two shape vectors

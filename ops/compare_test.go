@@ -2,6 +2,7 @@ package ops
 
 import (
 	"math"
+	"math/rand"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
@@ -57,4 +58,72 @@ func TestCompareInfer(t *testing.T) {
 		{name: "ge before 12", op: "GreaterOrEqual", opset: 11, in: []Value{ewTyped(ir.Float), ewTyped(ir.Float)},
 			wantErr: "unsupported opset version"},
 	})
+}
+
+// TestCompareThreads checks the written-out comparison loops on every
+// operand form (same shape, scalar either side, a row against a column)
+// against Go's operators element by element, NaNs included, on one thread
+// and on three (outputs long enough to split).
+func TestCompareThreads(t *testing.T) {
+	r := rand.New(rand.NewSource(17))
+	n := 2*binaryParallelMin + 37
+	vals := func(k int) []float32 {
+		v := make([]float32, k)
+		for i := range v {
+			switch r.Intn(10) {
+			case 0:
+				v[i] = float32(math.NaN())
+			case 1:
+				v[i] = 0.5
+			default:
+				v[i] = float32(r.Intn(5)) / 2
+			}
+		}
+		return v
+	}
+	ops := []struct {
+		op   cmpOp
+		name string
+		f    func(x, y float32) bool
+	}{
+		{cmpEq, "Equal", func(x, y float32) bool { return x == y }},
+		{cmpGt, "Greater", func(x, y float32) bool { return x > y }},
+		{cmpLt, "Less", func(x, y float32) bool { return x < y }},
+		{cmpGe, "GreaterOrEqual", func(x, y float32) bool { return x >= y }},
+		{cmpLe, "LessOrEqual", func(x, y float32) bool { return x <= y }},
+	}
+	rows := n / 181
+	forms := []struct {
+		name           string
+		aShape, bShape []int
+	}{
+		{"same shape", []int{n}, []int{n}},
+		{"scalar b", []int{n}, []int{1}},
+		{"scalar a", []int{1}, []int{n}},
+		{"row against column", []int{1, 181}, []int{rows, 1}},
+	}
+	for _, o := range ops {
+		for _, fm := range forms {
+			a, b := vals(shapeProd(fm.aShape)), vals(shapeProd(fm.bShape))
+			oShape := []int{n}
+			if len(fm.aShape) == 2 {
+				oShape = []int{rows, 181}
+			}
+			for _, threads := range []int{1, 3} {
+				got := make([]bool, shapeProd(oShape))
+				if err := compareThreads(threads, o.op, got, oShape, a, fm.aShape, b, fm.bShape); err != nil {
+					t.Fatal(err)
+				}
+				for i := range got {
+					ai, bi := i%len(a), i%len(b)
+					if len(fm.aShape) == 2 {
+						ai, bi = i%181, i/181
+					}
+					if want := o.f(a[ai], b[bi]); got[i] != want {
+						t.Fatalf("%s, %s, %d threads: element %d = %v, want %v (%g, %g)", o.name, fm.name, threads, i, got[i], want, a[ai], b[bi])
+					}
+				}
+			}
+		}
+	}
 }
