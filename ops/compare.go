@@ -78,34 +78,34 @@ func runCompare(op cmpOp, allowed []ir.DType) RunFunc {
 	}
 }
 
-// compare fills the bool tensor o with a op b, on up to threads threads
-// for float32 and int64 operands.
+// compare fills the bool tensor o with a op b, numbers on up to threads
+// threads.
 func compare(threads int, op cmpOp, o, a, b *ir.Tensor) error {
 	ob := o.Data.([]bool)
 	switch ad := a.Data.(type) {
 	case []float32:
 		return compareThreads(threads, op, ob, o.Shape, ad, a.Shape, b.Data.([]float32), b.Shape)
 	case []float64:
-		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]float64), b.Shape)
+		return compareThreads(threads, op, ob, o.Shape, ad, a.Shape, b.Data.([]float64), b.Shape)
 	case []int64:
 		return compareThreads(threads, op, ob, o.Shape, ad, a.Shape, b.Data.([]int64), b.Shape)
 	case []int32:
-		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]int32), b.Shape)
+		return compareThreads(threads, op, ob, o.Shape, ad, a.Shape, b.Data.([]int32), b.Shape)
 	case []int16:
-		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]int16), b.Shape)
+		return compareThreads(threads, op, ob, o.Shape, ad, a.Shape, b.Data.([]int16), b.Shape)
 	case []int8:
-		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]int8), b.Shape)
+		return compareThreads(threads, op, ob, o.Shape, ad, a.Shape, b.Data.([]int8), b.Shape)
 	case []uint8:
-		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]uint8), b.Shape)
+		return compareThreads(threads, op, ob, o.Shape, ad, a.Shape, b.Data.([]uint8), b.Shape)
 	case []uint16:
 		if a.DType == ir.Float16 {
-			return compareT(op, ob, o.Shape, halfToFloat32(ad), a.Shape, halfToFloat32(b.Data.([]uint16)), b.Shape)
+			return compareThreads(threads, op, ob, o.Shape, halfToFloat32(ad), a.Shape, halfToFloat32(b.Data.([]uint16)), b.Shape)
 		}
-		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]uint16), b.Shape)
+		return compareThreads(threads, op, ob, o.Shape, ad, a.Shape, b.Data.([]uint16), b.Shape)
 	case []uint32:
-		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]uint32), b.Shape)
+		return compareThreads(threads, op, ob, o.Shape, ad, a.Shape, b.Data.([]uint32), b.Shape)
 	case []uint64:
-		return compareT(op, ob, o.Shape, ad, a.Shape, b.Data.([]uint64), b.Shape)
+		return compareThreads(threads, op, ob, o.Shape, ad, a.Shape, b.Data.([]uint64), b.Shape)
 	case []bool:
 		if op != cmpEq {
 			return fmt.Errorf("bool tensors can only be compared for equality")
@@ -122,27 +122,24 @@ func compare(threads int, op cmpOp, o, a, b *ir.Tensor) error {
 	return fmt.Errorf("cannot compare %v tensors", a.DType)
 }
 
-func compareT[T numElem](op cmpOp, o []bool, oShape []int, a []T, aShape []int, b []T, bShape []int) error {
-	return compareThreads(1, op, o, oShape, a, aShape, b, bShape)
-}
-
-// compareThreads is compareT on up to threads threads (applyBinaryThreads),
-// with the comparison written out in each loop: a mask an export builds at
-// run time compares S² elements (Greater of a Range with a column of
-// positions, Equal with 0), where a call per element cost 2 ns of each.
+// compareThreads fills o with a op b on up to threads threads
+// (applyBinaryThreads), with the comparison written out in each loop: a
+// mask an export builds at run time compares S² elements (Greater of a
+// Range with a column of positions, Equal with 0), where a call per
+// element cost 2 ns of each.
 func compareThreads[T numElem](threads int, op cmpOp, o []bool, oShape []int, a []T, aShape []int, b []T, bShape []int) error {
 	var l binLoops[T, T, bool]
 	switch op {
 	case cmpEq:
-		l = binLoops[T, T, bool]{vv: eqVV[T], vs: eqVS[T], sv: func(o []bool, a T, b []T) { eqVS(o, b, a) }}
+		l = binLoops[T, T, bool]{vv: eqVV[T], vs: eqVS[T], sv: eqSV[T]}
 	case cmpGt:
-		l = binLoops[T, T, bool]{vv: gtVV[T], vs: gtVS[T], sv: func(o []bool, a T, b []T) { ltVS(o, b, a) }}
-	case cmpLt: // a < b is b > a
-		l = binLoops[T, T, bool]{vv: func(o []bool, a, b []T) { gtVV(o, b, a) }, vs: ltVS[T], sv: func(o []bool, a T, b []T) { gtVS(o, b, a) }}
+		l = binLoops[T, T, bool]{vv: gtVV[T], vs: gtVS[T], sv: gtSV[T]}
+	case cmpLt:
+		l = binLoops[T, T, bool]{vv: ltVV[T], vs: ltVS[T], sv: ltSV[T]}
 	case cmpGe:
-		l = binLoops[T, T, bool]{vv: geVV[T], vs: geVS[T], sv: func(o []bool, a T, b []T) { leVS(o, b, a) }}
-	case cmpLe: // a <= b is b >= a
-		l = binLoops[T, T, bool]{vv: func(o []bool, a, b []T) { geVV(o, b, a) }, vs: leVS[T], sv: func(o []bool, a T, b []T) { geVS(o, b, a) }}
+		l = binLoops[T, T, bool]{vv: geVV[T], vs: geVS[T], sv: geSV[T]}
+	case cmpLe:
+		l = binLoops[T, T, bool]{vv: leVV[T], vs: leVS[T], sv: leSV[T]}
 	default:
 		return fmt.Errorf("unknown comparison %d", op)
 	}
@@ -152,7 +149,7 @@ func compareThreads[T numElem](threads int, op cmpOp, o []bool, oShape []int, a 
 	return applyBinaryThreads(threads, o, oShape, a, aShape, b, bShape, l)
 }
 
-// The comparisons' inner loops (sv forms: a op b[i] is b[i] op' a).
+// The comparisons' inner loops, the operator inline.
 
 func eqVV[T numElem](o []bool, a, b []T) {
 	a, b = a[:len(o)], b[:len(o)]
@@ -209,6 +206,16 @@ func leVS[T numElem](o []bool, a []T, b T) {
 		o[i] = a[i] <= b
 	}
 }
+
+// The other forms are those above with the operands swapped.
+
+func eqSV[T numElem](o []bool, a T, b []T) { eqVS(o, b, a) }
+func gtSV[T numElem](o []bool, a T, b []T) { ltVS(o, b, a) }
+func ltVV[T numElem](o []bool, a, b []T)   { gtVV(o, b, a) }
+func ltSV[T numElem](o []bool, a T, b []T) { gtVS(o, b, a) }
+func geSV[T numElem](o []bool, a T, b []T) { leVS(o, b, a) }
+func leVV[T numElem](o []bool, a, b []T)   { geVV(o, b, a) }
+func leSV[T numElem](o []bool, a T, b []T) { geVS(o, b, a) }
 
 // inferCompare is the comparisons' Infer. An Equal of two shape vectors
 // whose elements are known symbolically (Value.Sym) is decided where it

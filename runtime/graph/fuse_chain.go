@@ -462,13 +462,7 @@ func (f *fuser) boolForm(m, x, suffix string, cut bool, fillOK func(float32) boo
 	if v, ok := f.types[name]; ok {
 		return name, v.Const != nil && fillOK(f.boolFills[name]) // another chain's scale after it may differ
 	}
-	var c *ir.Tensor
-	evaluated := false
-	if f.types[m].Const != nil {
-		c = f.constValue(m) // its elements are read
-	} else if c = f.evalShapeOnly(m); c != nil {
-		evaluated = true
-	}
+	c, evaluated := f.constOrEvaluated(m)
 	if c == nil || c.DType != ir.Float || c.Len() == 0 {
 		return "", false
 	}

@@ -55,6 +55,16 @@ func (f *fuser) evalShapeOnly(name string) *ir.Tensor {
 	return c
 }
 
+// constOrEvaluated returns the value of tensor name: a plan constant's
+// data, or what evalShapeOnly computes (evaluated); nil when neither.
+func (f *fuser) constOrEvaluated(name string) (c *ir.Tensor, evaluated bool) {
+	if f.types[name].Const != nil {
+		return f.constValue(name), false
+	}
+	c = f.evalShapeOnly(name)
+	return c, c != nil
+}
+
 // evalCone computes tensor name from the steps that lead to it and
 // returns it with the bytes it holds of the budget (nil, 0 when it
 // cannot).
@@ -98,7 +108,7 @@ func (f *fuser) evalCone(name string) (*ir.Tensor, int64) {
 				}
 			}
 		}
-		sizes := outputBytes(f.types, n)
+		sizes, _ := outputBytes(f.types, n, f.prog.opts.MaxTensorBytes) // sized by evalOrder
 		var bytes int64
 		for _, b := range sizes {
 			bytes += b
@@ -163,7 +173,10 @@ func (f *fuser) evalOrder(name string) ([]int, bool) {
 		}
 		seen[i] = true
 		st := f.pl.steps[i]
-		if !isDefaultDomain(st.node) || st.schema == nil || len(seen) > maxEvalSteps || !evalSized(f.types, st.node, f.prog.opts.MaxTensorBytes) {
+		if !isDefaultDomain(st.node) || st.schema == nil || len(seen) > maxEvalSteps {
+			return false
+		}
+		if _, ok := outputBytes(f.types, st.node, f.prog.opts.MaxTensorBytes); !ok {
 			return false
 		}
 		for _, in := range st.node.Inputs {
@@ -177,38 +190,27 @@ func (f *fuser) evalOrder(name string) ([]int, bool) {
 	return order, visit(name)
 }
 
-// evalSized reports whether every output of n has a concrete shape of at
-// most maxBytes bytes.
-func evalSized(types map[string]ops.Value, n *ir.Node, maxBytes int64) bool {
-	for _, o := range n.Outputs {
-		if o == "" {
-			continue
-		}
-		t := types[o].Type
-		dims, ok := t.Shape.Concrete()
-		if !t.RankKnown || !ok {
-			return false
-		}
-		if e := ir.NumElements(dims); e < 0 || e > maxBytes/int64(max(t.DType.Size(), 1)) {
-			return false
-		}
-	}
-	return true
-}
-
-// outputBytes is the bytes of each output of n (evalSized shapes; 0 for
-// an omitted one).
-func outputBytes(types map[string]ops.Value, n *ir.Node) []int64 {
+// outputBytes returns the bytes of each output of n (0 for an omitted
+// one), and whether every output has a concrete shape of at most maxBytes
+// bytes.
+func outputBytes(types map[string]ops.Value, n *ir.Node, maxBytes int64) ([]int64, bool) {
 	sizes := make([]int64, len(n.Outputs))
 	for k, o := range n.Outputs {
 		if o == "" {
 			continue
 		}
 		t := types[o].Type
-		dims, _ := t.Shape.Concrete()
-		sizes[k] = ir.NumElements(dims) * int64(max(t.DType.Size(), 1))
+		dims, ok := t.Shape.Concrete()
+		if !t.RankKnown || !ok {
+			return nil, false
+		}
+		e, size := ir.NumElements(dims), int64(max(t.DType.Size(), 1))
+		if e < 0 || e > maxBytes/size {
+			return nil, false
+		}
+		sizes[k] = e * size
 	}
-	return sizes
+	return sizes, true
 }
 
 // releaseEvaluated drops the tensors evalShapeOnly computed and returns

@@ -47,10 +47,7 @@ func (p *Program) dropFullScatters(pl *plan, types map[string]ops.Value) {
 		if err != nil {
 			continue
 		}
-		idx := f.constValue(n.Inputs[1]) // folded (small), or evaluated
-		if idx == nil {
-			idx = f.evalShapeOnly(n.Inputs[1])
-		}
+		idx, _ := f.constOrEvaluated(n.Inputs[1]) // folded (small), or evaluated
 		if idx == nil || !rowMajorGrid(idx, data) {
 			continue
 		}
