@@ -527,6 +527,7 @@ type fuser struct {
 	prog      *Program
 	evaluated map[string]*ir.Tensor
 	evalBytes int64
+	garbage   int64 // bytes evaluated and dropped since the last collection
 	// cutOffs maps a bool mask made from an additive one to the causal
 	// offset of the part of it the causal cut takes (keptRowsBoolMask),
 	// boolFills to the additive mask's fill (boolForm). The bool masks

@@ -1,6 +1,8 @@
 package graph
 
 import (
+	"runtime"
+
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops"
 )
@@ -84,6 +86,7 @@ func (f *fuser) evalCone(name string) (*ir.Tensor, int64) {
 	held := map[string]int64{} // each live tensor's bytes of the budget
 	drop := func(t string) {
 		f.prog.opts.Budget.Release(held[t])
+		f.dropped(held[t])
 		delete(live, t)
 		delete(held, t)
 	}
@@ -219,5 +222,23 @@ func (f *fuser) releaseEvaluated() {
 	if f.prog != nil {
 		f.prog.opts.Budget.Release(f.evalBytes)
 	}
+	f.dropped(f.evalBytes)
 	f.evaluated, f.evalBytes = nil, 0
+}
+
+// evalCollectBytes is how much an evaluation may leave to the garbage
+// collector before it collects.
+const evalCollectBytes = 64 << 20
+
+// dropped counts bytes of evaluated tensors the fuser no longer holds and
+// collects them once they reach evalCollectBytes. Go's collector would
+// wait until the heap doubled its size at the last collection: after the
+// ScatterND indices of transformers' LLaMA mask at S=4096 (1 GiB live at
+// once) the plan's later evaluations grew the heap to 2.1 GiB of mostly
+// garbage, which the memory budget had already been given back.
+func (f *fuser) dropped(bytes int64) {
+	if f.garbage += bytes; f.garbage >= evalCollectBytes {
+		runtime.GC()
+		f.garbage = 0
+	}
 }

@@ -47,8 +47,7 @@ func (p *Program) dropFullScatters(pl *plan, types map[string]ops.Value) {
 		if err != nil {
 			continue
 		}
-		idx, _ := f.constOrEvaluated(n.Inputs[1]) // folded (small), or evaluated
-		if idx == nil || !rowMajorGrid(idx, data) {
+		if !f.fullGrid(n.Inputs[1], data) {
 			continue
 		}
 		st.node = &ir.Node{Name: n.Name, OpType: "Identity", Inputs: []string{n.Inputs[2]}, Outputs: n.Outputs}
@@ -59,6 +58,59 @@ func (p *Program) dropFullScatters(pl *plan, types map[string]ops.Value) {
 	if changed {
 		p.dropDead(pl, nil) // the steps that built the indices
 	}
+}
+
+// fullGrid reports whether the int64 indices idx hold, at each position
+// of dims, its own coordinates (rowMajorGrid). Indices that a Concat
+// along their last axis builds from one column per dim (PyTorch's
+// export of a slice assignment) are checked column by column, each
+// evaluated and dropped in turn: at S=4096 the whole [1, 1, S, S, 4] is
+// 512 MiB, and it and its four columns were live at once.
+func (f *fuser) fullGrid(idx string, dims []int) bool {
+	if k, ok := f.producer[idx]; ok && f.types[idx].Const == nil {
+		n := f.pl.steps[k].node
+		axis, err := n.AttrInt("axis", 0)
+		r := len(dims)
+		if n.OpType == "Concat" && isDefaultDomain(n) && err == nil && (axis == int64(r) || axis == -1) && len(n.Inputs) == r {
+			for d, col := range n.Inputs {
+				if shape, ok := f.concreteShape(col); !ok || !slices.Equal(shape, append(slices.Clone(dims), 1)) {
+					return false
+				}
+				c, bytes := f.constValue(col), int64(0)
+				if c == nil {
+					c, bytes = f.evalCone(col)
+				}
+				ok := c != nil && coordinateColumn(c, dims, d)
+				f.prog.opts.Budget.Release(bytes)
+				f.dropped(bytes)
+				if !ok {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	c, _ := f.constOrEvaluated(idx) // folded (small), or evaluated
+	return c != nil && rowMajorGrid(c, dims)
+}
+
+// coordinateColumn reports whether integer tensor col, of shape dims +
+// [1], holds at each position its coordinate along dim d.
+func coordinateColumn(col *ir.Tensor, dims []int, d int) bool {
+	vals, err := col.AsInt64s()
+	if err != nil || int64(len(vals)) != ir.NumElements(dims) {
+		return false
+	}
+	inner := int64(1) // elements per step of dim d
+	for _, n := range dims[d+1:] {
+		inner *= int64(n)
+	}
+	for at, v := range vals {
+		if v != int64(at)/inner%int64(dims[d]) {
+			return false
+		}
+	}
+	return true
 }
 
 // rowMajorGrid reports whether idx, an integer tensor of shape dims +

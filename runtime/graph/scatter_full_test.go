@@ -51,6 +51,41 @@ func TestRowMajorGrid(t *testing.T) {
 	}
 }
 
+// column is column d of grid(dims...): shape dims + [1].
+func column(d int, dims ...int) *ir.Tensor {
+	g := grid(dims...)
+	r := len(dims)
+	c := ir.NewTensor(ir.Int64, append(append([]int{}, dims...), 1))
+	for i := range c.Int64s() {
+		c.Int64s()[i] = g.Int64s()[i*r+d]
+	}
+	return c
+}
+
+func TestCoordinateColumn(t *testing.T) {
+	shifted := column(1, 2, 3)
+	shifted.Int64s()[4]++
+	for _, c := range []struct {
+		name string
+		col  *ir.Tensor
+		dims []int
+		d    int
+		want bool
+	}{
+		{"2x3, dim 0", column(0, 2, 3), []int{2, 3}, 0, true},
+		{"2x3, dim 1", column(1, 2, 3), []int{2, 3}, 1, true},
+		{"1x1x5x5, dim 3", column(3, 1, 1, 5, 5), []int{1, 1, 5, 5}, 3, true},
+		{"dim 1's column as dim 0", column(1, 2, 3), []int{2, 3}, 0, false},
+		{"one element off", shifted, []int{2, 3}, 1, false},
+		{"another shape", column(0, 3, 2), []int{2, 3}, 0, false},
+		{"too short", column(0, 2, 2), []int{2, 3}, 0, false},
+	} {
+		if got := coordinateColumn(c.col, c.dims, c.d); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 // TestDropFullScatters: a ScatterND whose indices list every position of
 // its data in row-major order runs as an Identity of its updates; others
 // stay ScatterNDs. Each case runs with the rewrites and without (NoFuse)
