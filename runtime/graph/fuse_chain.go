@@ -172,18 +172,39 @@ func (f *fuser) match(i int) (attnMatch, bool) {
 	return r, ok
 }
 
-// noOp reports whether a node passes its input through unchanged: Identity,
-// or a Cast to the element type its input already has.
+// noOp reports whether a node passes its first input through unchanged:
+// Identity, a Cast to the element type its input already has, or a
+// Reshape, Expand or Slice to the concrete shape its input already has
+// (transformers' _update_causal_mask slices, expands and reshapes its
+// [B, 1, S, S] mask to the shape it has). A Slice must step forward: one
+// that keeps the shape then takes every element in order.
 func (f *fuser) noOp(n *ir.Node) bool {
-	if len(n.Inputs) != 1 || len(n.Outputs) != 1 || !isDefaultDomain(n) {
+	if len(n.Inputs) == 0 || len(n.Outputs) != 1 || !isDefaultDomain(n) {
 		return false
 	}
 	switch n.OpType {
 	case "Identity":
-		return true
+		return len(n.Inputs) == 1
 	case "Cast":
 		in, out := f.types[n.Inputs[0]].Type, f.types[n.Outputs[0]].Type
-		return in.DType == out.DType && in.DType != ir.Undefined && sameType(in, out)
+		return len(n.Inputs) == 1 && in.DType == out.DType && in.DType != ir.Undefined && sameType(in, out)
+	case "Reshape", "Expand", "Slice":
+		in, ok1 := f.concreteShape(n.Inputs[0])
+		out, ok2 := f.concreteShape(n.Outputs[0])
+		if !ok1 || !ok2 || !slices.Equal(in, out) || f.types[n.Inputs[0]].Type.DType != f.types[n.Outputs[0]].Type.DType {
+			return false
+		}
+		if n.OpType == "Slice" && len(n.Inputs) > 4 && n.Inputs[4] != "" {
+			steps := f.constValue(n.Inputs[4])
+			if steps == nil {
+				return false
+			}
+			vals, err := steps.AsInt64s()
+			if err != nil || slices.ContainsFunc(vals, func(s int64) bool { return s <= 0 }) {
+				return false
+			}
+		}
+		return true
 	}
 	return false
 }

@@ -116,9 +116,12 @@ func TestModelFusions(t *testing.T) {
 		{"llama_padded_attention_add", 1, "Expand Reshape Expand Reshape Transpose MatMul Div Add Add Softmax Cast Cast MatMul", 0.25, false, ops.MaskAdditive, 0, false},
 		// transformers 4.44's LLaMA mask: the padding written into the
 		// causal mask by a ScatterND over every position (run as an
-		// Identity of its updates: scatter_full.go); the mask, computed
-		// from the attention_mask input, stays additive.
-		{"llama_update_causal_mask", 1, "Expand Reshape Expand Reshape Transpose MatMul Div Add Softmax Cast Cast MatMul", 0.25, false, ops.MaskAdditive, 0, false},
+		// Identity of its updates: scatter_full.go), the padded keys
+		// found by (causal + attention_mask) == 0, which is the per-key
+		// attention_mask == 0 (key_padding.go): the causal cut, with
+		// the per-key test the mask, through the mask's Where, its
+		// same-shape Expand, Reshape and Slice and the Identity.
+		{"llama_update_causal_mask", 1, "Expand Reshape Expand Reshape Where Expand Reshape Identity Slice Transpose MatMul Div Add Softmax Cast Cast MatMul", 0.25, false, ops.MaskBoolTrueMasks, inf, false},
 		// GPT-2: K split already transposed, Where with the causal buffer
 		// and -1e4, then the padding mask added: the causal cut for the
 		// fill -1e4 (checked per row: causal_fill), the padding its mask.
@@ -189,7 +192,7 @@ func TestModelFusions(t *testing.T) {
 		"llama_attention_opset17":          "kv_group=2 causal=1 causal_offset=4", // a KV cache of 4
 		"llama_padded_attention":           "kv_group=2 causal=1 masked_rows_uniform=1",
 		"llama_padded_attention_add":       "kv_group=2 causal=1 causal_fill=-3.4028235e+38",
-		"llama_update_causal_mask":         "kv_group=2",
+		"llama_update_causal_mask":         "kv_group=2 causal=1 masked_rows_uniform=1",
 		"gpt2_attention":                   "causal=1 causal_fill=-10000",
 		"gpt2_block":                       "causal=1 causal_fill=-10000",
 		"s000_causal":                      "causal=1",

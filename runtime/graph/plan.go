@@ -460,6 +460,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 		pl.values = values
 		p.dropBroadcastExpands(pl, types)
 		p.dropFullScatters(pl, types)
+		p.narrowPaddingTests(pl, types)
 		p.rewriteAttentionOps(pl, types)
 		p.mergeScoreSums(pl, types)
 		p.fuseAttention(pl, types)
