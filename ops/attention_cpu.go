@@ -88,6 +88,9 @@ type attnPlan struct {
 	maskBools           []bool
 	maskFloats          []float32
 	maskedVal           bool // the bool value that masks a score
+	// maskSpans holds the keys each row of a bool mask shows, where its
+	// rows lie one after another (boolMaskSpans; set by run).
+	maskSpans []keySpan
 	// The bias (input 5) as the mask: element offset of each batch's
 	// matrix and element steps along Sq and Sk (0 when broadcast).
 	bOff               []int

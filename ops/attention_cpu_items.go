@@ -46,6 +46,7 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 		p.vMean, p.vMeanOnce = make([]float32, len(p.vUniq)*p.dv), make([]sync.Once, len(p.vUniq))
 	}
 	p.bf16 = ctx.bf16() && kernel.BF16 && tileLoop
+	p.maskSpans = p.boolMaskSpans(ctx)
 	if p.hiddenMax != nil && !p.bf16 && p.biasFloats == nil && (p.maskKind == "" || p.mRowStep == 0) {
 		p.hiddenSums, p.hiddenOnce = make([][]hiddenSum, p.batches), make([]sync.Once, p.batches)
 	}

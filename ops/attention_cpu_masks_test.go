@@ -48,3 +48,51 @@ func TestAddPanel(t *testing.T) {
 		})
 	}
 }
+
+// TestBoolRowSpans checks the keys each bool mask row shows against the
+// row itself, for both values that hide (the bool_true_masks and
+// bool_false_masks kinds), and the class of key blocks that spanClass
+// derives from a span against boolRunClass's scan of the same keys.
+func TestBoolRowSpans(t *testing.T) {
+	rows := []struct {
+		name  string
+		shown string // one character a key: 1 shown, 0 hidden
+		want  keySpan
+	}{
+		{"all shown", "11111111", keySpan{0, 8}},
+		{"none shown", "00000000", keySpan{0, 0}},
+		{"causal row", "11100000", keySpan{0, 3}},
+		{"window row", "00011100", keySpan{3, 6}},
+		{"window's lower edge to the end", "00000111", keySpan{5, 8}},
+		{"two runs", "01100110", keySpan{-1, -1}},
+		{"one key", "00010000", keySpan{3, 4}},
+		{"a gap at the end", "11111110", keySpan{0, 7}},
+		{"a key after a gap", "10000001", keySpan{-1, -1}},
+	}
+	for _, masked := range []bool{true, false} {
+		mask := make([]bool, 0, 8*len(rows))
+		for _, r := range rows {
+			for _, c := range r.shown {
+				mask = append(mask, (c == '0') == masked)
+			}
+		}
+		spans := boolRowSpans(mask, 8, masked)
+		for i, r := range rows {
+			if spans[i] != r.want {
+				t.Errorf("masked %v, %s: span %v, want %v", masked, r.name, spans[i], r.want)
+				continue
+			}
+			if r.want.first < 0 {
+				continue
+			}
+			row := mask[i*8 : (i+1)*8]
+			for j0 := 0; j0 < 8; j0++ {
+				for cols := 1; j0+cols <= 8; cols++ {
+					if got, want := spanClass(spans[i], j0, cols), boolRunClass(row[j0:j0+cols], masked); got != want {
+						t.Errorf("masked %v, %s, keys [%d, %d): class %d, scan %d", masked, r.name, j0, j0+cols, got, want)
+					}
+				}
+			}
+		}
+	}
+}

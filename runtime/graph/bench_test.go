@@ -162,3 +162,16 @@ func benchSizes(def []int) []int {
 	}
 	return def
 }
+
+// BenchmarkSlidingWindow1024 runs the Mistral-style sliding-window
+// attention (C=1024, 16 heads on 4 KV heads, window 1024) in process.
+func BenchmarkSlidingWindow1024(b *testing.B) {
+	benchModel(b, "mistral_sliding_window_c1024", benchSizes([]int{4096}))
+}
+
+// BenchmarkFalconMQA1024 runs the Falcon-style multi-query attention
+// (C=1024, 16 heads, causal) in process: the sliding window's reference
+// for the same projections with every causal key.
+func BenchmarkFalconMQA1024(b *testing.B) {
+	benchModel(b, "falcon_mqa_attention_c1024", benchSizes([]int{4096}))
+}
