@@ -175,7 +175,6 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 		return // the op is not linked in: nothing to fuse
 	}
 	f := newFuser(p, pl, types)
-	defer f.releaseEvaluated()
 	removed := f.removed
 	insert := map[int][]step{}       // fused steps to run before step i
 	readChains := map[*ir.Node]int{} // movement node read through → fusion
@@ -522,12 +521,12 @@ type fuser struct {
 	// so that later fusions read them rather than add the steps again,
 	// where they run no earlier (readyBefore).
 	made map[string]int
-	// prog is the program whose plan is rewritten; evaluated and
-	// evalBytes hold the masks evalShapeOnly computed (fuse_eval.go).
-	prog      *Program
-	evaluated map[string]*ir.Tensor
-	evalBytes int64
-	garbage   int64 // bytes evaluated and dropped since the last collection
+	// prog is the program whose plan is rewritten; evals holds the masks
+	// evalShapeOnly computed for the plan (fuse_eval.go), failed those it
+	// could not compute in this pass.
+	prog   *Program
+	evals  *evalCache
+	failed map[string]bool
 	// cutOffs maps a bool mask made from an additive one to the causal
 	// offset of the part of it the causal cut takes (keptRowsBoolMask),
 	// boolFills to the additive mask's fill (boolForm). The bool masks

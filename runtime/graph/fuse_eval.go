@@ -2,9 +2,11 @@ package graph
 
 import (
 	"runtime"
+	"slices"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops"
+	"github.com/attnrun/attnrun/runtime/budget"
 )
 
 // Masks computed from the shapes alone, too large to fold.
@@ -40,20 +42,28 @@ const maxEvalFloatConst = 16
 // itself (each within Options.MaxTensorBytes), within the memory budget;
 // nil otherwise: the mask then runs as steps, which allocate as much on
 // every call.
-// The result is reserved from the budget until releaseEvaluated.
+// The result is reserved from the budget until the plan's passes end
+// (plan.releaseEvaluated): the passes share it, as no pass changes the
+// value of a tensor it keeps the name of.
 func (f *fuser) evalShapeOnly(name string) *ir.Tensor {
-	if f.prog == nil {
+	if f.prog == nil || f.failed[name] {
 		return nil
 	}
-	if c, ok := f.evaluated[name]; ok {
+	if c, ok := f.evals.tensors[name]; ok {
 		return c
 	}
-	if f.evaluated == nil {
-		f.evaluated = map[string]*ir.Tensor{}
-	}
 	c, bytes := f.evalCone(name)
-	f.evaluated[name] = c // nil too: not tried twice
-	f.evalBytes += bytes
+	if c == nil {
+		// Not tried again in this pass; a later one may find more of
+		// the budget free.
+		if f.failed == nil {
+			f.failed = map[string]bool{}
+		}
+		f.failed[name] = true
+		return nil
+	}
+	f.evals.tensors[name] = c
+	f.evals.bytes += bytes
 	return c
 }
 
@@ -86,7 +96,7 @@ func (f *fuser) evalCone(name string) (*ir.Tensor, int64) {
 	held := map[string]int64{} // each live tensor's bytes of the budget
 	drop := func(t string) {
 		f.prog.opts.Budget.Release(held[t])
-		f.dropped(held[t])
+		f.evals.dropped(held[t])
 		delete(live, t)
 		delete(held, t)
 	}
@@ -119,7 +129,10 @@ func (f *fuser) evalCone(name string) (*ir.Tensor, int64) {
 		if !f.prog.opts.Budget.Reserve(bytes) {
 			return fail() // over the budget: the mask stays steps of the plan
 		}
-		res, err := runKernel(st.schema, &ops.Context{Opset: st.ctx.Opset, Threads: max(1, f.prog.opts.Threads)}, n, args)
+		res, err := f.evalView(n, args)
+		if res == nil && err == nil {
+			res, err = runKernel(st.schema, &ops.Context{Opset: st.ctx.Opset, Threads: max(1, f.prog.opts.Threads)}, n, args)
+		}
 		if err != nil {
 			f.prog.opts.Budget.Release(bytes)
 			return fail() // the steps report it when they run
@@ -145,6 +158,27 @@ func (f *fuser) evalCone(name string) (*ir.Tensor, int64) {
 		return fail()
 	}
 	return c, bytes
+}
+
+// evalView returns, for a step that only reinterprets its first input's
+// elements in another shape (a Reshape, Squeeze, Unsqueeze, Flatten or
+// Identity, an Expand that adds no element, a Slice that keeps them all),
+// its output as a tensor sharing the input's data: evaluated tensors are
+// never written, and at S=4096 the copies of a mask's [1, 1, S, S]
+// Unsqueezes and Expand were a fifth of the LLaMA mask's plan time. Nil for
+// other steps. Its bytes stay reserved as if it were a copy.
+func (f *fuser) evalView(n *ir.Node, args []*ir.Tensor) ([]*ir.Tensor, error) {
+	if len(n.Outputs) != 1 || len(args) == 0 || args[0] == nil || args[0].Data == nil {
+		return nil, nil
+	}
+	out, ok := f.concreteShape(n.Outputs[0])
+	if !ok || f.types[n.Outputs[0]].Type.DType != args[0].DType || ir.NumElements(out) != ir.NumElements(args[0].Shape) {
+		return nil, nil
+	}
+	if !reshapeLike(n) && !f.noOp(n) && (n.OpType != "Expand" || !isDefaultDomain(n)) {
+		return nil, nil
+	}
+	return []*ir.Tensor{{DType: args[0].DType, Shape: slices.Clone(out), Data: args[0].Data}}, nil
 }
 
 // evalOrder lists, in an order that computes each before its readers, the
@@ -216,29 +250,39 @@ func outputBytes(types map[string]ops.Value, n *ir.Node, maxBytes int64) ([]int6
 	return sizes, true
 }
 
-// releaseEvaluated drops the tensors evalShapeOnly computed and returns
-// their bytes to the budget.
-func (f *fuser) releaseEvaluated() {
-	if f.prog != nil {
-		f.prog.opts.Budget.Release(f.evalBytes)
+// evalCache holds the tensors evalShapeOnly computed while a plan is
+// built, with the bytes they hold of the memory budget, and counts the
+// bytes of evaluated tensors dropped since the garbage collector last ran.
+type evalCache struct {
+	tensors map[string]*ir.Tensor
+	bytes   int64
+	garbage int64
+}
+
+// releaseEvaluated drops the tensors evalShapeOnly computed for the plan
+// and returns their bytes to the budget.
+func (pl *plan) releaseEvaluated(b *budget.Budget) {
+	if pl.evals == nil {
+		return
 	}
-	f.dropped(f.evalBytes)
-	f.evaluated, f.evalBytes = nil, 0
+	b.Release(pl.evals.bytes)
+	pl.evals.dropped(pl.evals.bytes)
+	pl.evals = nil
 }
 
 // evalCollectBytes is how much an evaluation may leave to the garbage
 // collector before it collects.
 const evalCollectBytes = 64 << 20
 
-// dropped counts bytes of evaluated tensors the fuser no longer holds and
-// collects them once they reach evalCollectBytes. Go's collector would
-// wait until the heap doubled its size at the last collection: after the
-// ScatterND indices of transformers' LLaMA mask at S=4096 (1 GiB live at
-// once) the plan's later evaluations grew the heap to 2.1 GiB of mostly
-// garbage, which the memory budget had already been given back.
-func (f *fuser) dropped(bytes int64) {
-	if f.garbage += bytes; f.garbage >= evalCollectBytes {
+// dropped counts bytes of evaluated tensors no longer held and collects
+// them once they reach evalCollectBytes. Go's collector would wait until
+// the heap doubled its size at the last collection: after the ScatterND
+// indices of transformers' LLaMA mask at S=4096 (1 GiB live at once) the
+// plan's later evaluations grew the heap to 2.1 GiB of mostly garbage,
+// which the memory budget had already been given back.
+func (c *evalCache) dropped(bytes int64) {
+	if c.garbage += bytes; c.garbage >= evalCollectBytes {
 		runtime.GC()
-		f.garbage = 0
+		c.garbage = 0
 	}
 }

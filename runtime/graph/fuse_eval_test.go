@@ -163,7 +163,7 @@ func TestEvalShapeOnlyLeaves(t *testing.T) {
 			}
 			defer p.donePlan(pl)
 			f := newFuser(p, pl, pl.types)
-			defer f.releaseEvaluated()
+			defer pl.releaseEvaluated(p.opts.Budget)
 			for name, want := range c.want {
 				if _, ok := f.producer[name]; !ok {
 					t.Fatalf("%s: no step computes it", name)

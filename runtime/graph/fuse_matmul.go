@@ -182,7 +182,10 @@ func (f *fuser) biasAdd(x string) (int, *ir.Node, string, bool) {
 const graphOutputUse = 1 << 20
 
 func newFuser(p *Program, pl *plan, types map[string]ops.Value) *fuser {
-	f := &fuser{prog: p, pl: pl, types: types, producer: map[string]int{}, uses: map[string]int{}, slot: map[string]int{}, removed: map[int]bool{}}
+	if pl.evals == nil {
+		pl.evals = &evalCache{tensors: map[string]*ir.Tensor{}}
+	}
+	f := &fuser{prog: p, pl: pl, types: types, evals: pl.evals, producer: map[string]int{}, uses: map[string]int{}, slot: map[string]int{}, removed: map[int]bool{}}
 	for i, st := range pl.steps {
 		for k, name := range st.node.Outputs {
 			if name != "" {

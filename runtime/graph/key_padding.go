@@ -41,7 +41,6 @@ import (
 // the Casts) are dropped once nothing reads them.
 func (p *Program) narrowPaddingTests(pl *plan, types map[string]ops.Value) {
 	f := newFuser(p, pl, types)
-	defer f.releaseEvaluated()
 	changed := false
 	for i := range pl.steps {
 		w := &pl.steps[i]

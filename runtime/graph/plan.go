@@ -68,6 +68,9 @@ type plan struct {
 	// values reads constants' data for the fusion matchers while the plan
 	// is built (nil after).
 	values *valueReader
+	// evals holds the tensors the rewrite passes computed from constants
+	// while the plan is built (fuse_eval.go; nil after).
+	evals *evalCache
 
 	// Cache bookkeeping (budget.go), under Program.mu.
 	key    string
@@ -471,6 +474,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 		p.fuseL2Norms(pl, types)
 		p.fuseEpilogues(pl, types)
 		p.markStripes(pl)
+		pl.releaseEvaluated(p.opts.Budget)
 		lastUse = stepLastUses(pl.steps)
 		fused := make(map[*ir.Node]string, len(pl.fusions))
 		for _, f := range pl.fusions {

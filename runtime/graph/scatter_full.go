@@ -25,7 +25,6 @@ import (
 // Options.NoFuse), and checks the evaluated indices element by element.
 func (p *Program) dropFullScatters(pl *plan, types map[string]ops.Value) {
 	f := newFuser(p, pl, types)
-	defer f.releaseEvaluated()
 	changed := false
 	for i := range pl.steps {
 		st := &pl.steps[i]
@@ -82,7 +81,7 @@ func (f *fuser) fullGrid(idx string, dims []int) bool {
 				}
 				ok := c != nil && coordinateColumn(c, dims, d)
 				f.prog.opts.Budget.Release(bytes)
-				f.dropped(bytes)
+				f.evals.dropped(bytes)
 				if !ok {
 					return false
 				}
@@ -101,13 +100,22 @@ func coordinateColumn(col *ir.Tensor, dims []int, d int) bool {
 	if err != nil || int64(len(vals)) != ir.NumElements(dims) {
 		return false
 	}
-	inner := int64(1) // elements per step of dim d
+	inner, outer := 1, 1 // elements per step of dim d; steps of the dims before it
 	for _, n := range dims[d+1:] {
-		inner *= int64(n)
+		inner *= n
 	}
-	for at, v := range vals {
-		if v != int64(at)/inner%int64(dims[d]) {
-			return false
+	for _, n := range dims[:d] {
+		outer *= n
+	}
+	at := 0
+	for range outer {
+		for c := range int64(dims[d]) {
+			for _, v := range vals[at : at+inner] {
+				if v != c {
+					return false
+				}
+			}
+			at += inner
 		}
 	}
 	return true
