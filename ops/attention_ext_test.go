@@ -299,6 +299,20 @@ func TestFusedAttentionExtensions(t *testing.T) {
 			mask: []int{2, 1, kb + 70, kb + 79}, kind: MaskBoolTrueMasks, fill: negInf, prep: windowMask(37, 9, false)},
 		{name: "sliding window keep mask, rescaling", b: 1, hq: 1, hk: 1, sq: 3*kb + 5, sk: 3*kb + 5, d: 16, dv: 16, scale: 0.6, causal: true,
 			mask: []int{1, 1, 3*kb + 5, 3*kb + 5}, kind: MaskBoolFalseMasks, fill: negInf, prep: windowMask(kb+3, 0, true)},
+		// A window's mask that hides the keys past the diagonal too, with
+		// the cut (the fuser keeps only the lower edge in Mistral's mask,
+		// keptRowsBoolMask; an op's own mask may hide both): the diagonal
+		// blocks run on the masked path.
+		{name: "sliding window hiding the future too + causal", b: 1, hq: 2, hk: 2, sq: 2*kb + 45, sk: 2*kb + 45, d: 16, dv: 8, scale: 0.3, causal: true,
+			mask: []int{1, 1, 2*kb + 45, 2*kb + 45}, kind: MaskBoolTrueMasks, fill: negInf, prep: windowFutureMask(300, 0, false)},
+		{name: "short window hiding the future too + causal offset 9 + gqa", b: 2, hq: 4, hk: 2, sq: kb + 70, sk: kb + 79, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: 9,
+			mask: []int{2, 1, kb + 70, kb + 79}, kind: MaskBoolTrueMasks, fill: negInf, prep: windowFutureMask(37, 9, false)},
+		{name: "window keep mask hiding the future too + causal", b: 1, hq: 1, hk: 1, sq: 3*kb + 5, sk: 3*kb + 5, d: 16, dv: 16, scale: 0.6, causal: true,
+			mask: []int{1, 1, 3*kb + 5, 3*kb + 5}, kind: MaskBoolFalseMasks, fill: negInf, prep: windowFutureMask(kb+3, 0, true)},
+		{name: "window hiding the future too + finite causal fill", b: 1, hq: 2, hk: 2, sq: kb + 45, sk: kb + 45, d: 16, dv: 8, scale: 0.3, causal: true,
+			causalFill: -1e4, mask: []int{1, 1, kb + 45, kb + 45}, kind: MaskBoolTrueMasks, fill: negInf, prep: windowFutureMask(200, 0, false)},
+		{name: "random [Sq, Sk] mask + causal offset -3", b: 2, hq: 2, hk: 2, sq: kb + 33, sk: kb + 33, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: -3,
+			mask: []int{2, 1, kb + 33, kb + 33}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.2, fullyMaskedRows: true},
 		{name: "sliding window, no cut (the mask hides the future too)", b: 1, hq: 2, hk: 1, sq: kb + 9, sk: kb + 9, d: 8, dv: 8, scale: 0.3,
 			mask: []int{1, 1, kb + 9, kb + 9}, kind: MaskBoolTrueMasks, fill: negInf, prep: func(mask, _ *ir.Tensor) {
 				windowMask(100, 0, false)(mask, nil)
@@ -327,6 +341,19 @@ func windowMask(w, off int, keep bool) func(mask, bias *ir.Tensor) {
 		for at := range mask.Bools() {
 			i, j := at/sk%sq, at%sk
 			mask.Bools()[at] = (j <= i+off-w) != keep
+		}
+	}
+}
+
+// windowFutureMask is windowMask(w, off, keep) that also hides the keys
+// past each query's diagonal, j > i + off.
+func windowFutureMask(w, off int, keep bool) func(mask, bias *ir.Tensor) {
+	return func(mask, _ *ir.Tensor) {
+		r := len(mask.Shape)
+		sq, sk := mask.Shape[r-2], mask.Shape[r-1]
+		for at := range mask.Bools() {
+			i, j := at/sk%sq, at%sk
+			mask.Bools()[at] = (j <= i+off-w || j > i+off) != keep
 		}
 	}
 }
