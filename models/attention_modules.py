@@ -1812,3 +1812,97 @@ class ClipTextAttention(BartAttention):
         mask = self._expand_mask(attention_mask, attn_weights.dtype, tgt_len)
         attn_weights = self._add_mask(attn_weights, mask, bsz, tgt_len, src_len)
         return self._attend(attn_weights, value_states, bsz, tgt_len)
+
+
+class HFBertLayer(nn.Module):
+    """transformers' BertLayer (eager attention, 4.3x; RoBERTa, ELECTRA and
+    the sentence-transformers encoders share it) with the extended
+    attention mask BertModel builds: (1 - mask[:, None, None, :]) times
+    finfo.min, added to the scores. BertSelfAttention: query, key and value
+    Linears, heads split by view and permute, q·kᵀ / sqrt(d), + mask,
+    softmax, · v, heads merged; BertSelfOutput: dense, LayerNorm(h + x);
+    BertIntermediate: dense, GELU (erf); BertOutput: dense, LayerNorm(h +
+    a). attention_mask: (bsz, seq) int64, 1 = keep."""
+
+    def __init__(self, hidden: int, num_heads: int, intermediate: int):
+        super().__init__()
+        self.num_attention_heads = num_heads
+        self.attention_head_size = hidden // num_heads
+        self.all_head_size = hidden
+        self.query = nn.Linear(hidden, hidden)
+        self.key = nn.Linear(hidden, hidden)
+        self.value = nn.Linear(hidden, hidden)
+        self.attn_dense = nn.Linear(hidden, hidden)
+        self.attn_norm = nn.LayerNorm(hidden, eps=1e-12)
+        self.intermediate = nn.Linear(hidden, intermediate)
+        self.output_dense = nn.Linear(intermediate, hidden)
+        self.output_norm = nn.LayerNorm(hidden, eps=1e-12)
+
+    def transpose_for_scores(self, x: Tensor) -> Tensor:
+        new_x_shape = x.size()[:-1] + (self.num_attention_heads, self.attention_head_size)
+        x = x.view(new_x_shape)
+        return x.permute(0, 2, 1, 3)
+
+    @staticmethod
+    def extended_attention_mask(attention_mask: Tensor, dtype: torch.dtype) -> Tensor:
+        extended = attention_mask[:, None, None, :].to(dtype=dtype)
+        return (1.0 - extended) * torch.finfo(dtype).min
+
+    def self_attention(self, hidden_states: Tensor, attention_mask: Tensor) -> Tensor:
+        query_layer = self.transpose_for_scores(self.query(hidden_states))
+        key_layer = self.transpose_for_scores(self.key(hidden_states))
+        value_layer = self.transpose_for_scores(self.value(hidden_states))
+        attention_scores = torch.matmul(query_layer, key_layer.transpose(-1, -2))
+        attention_scores = attention_scores / math.sqrt(self.attention_head_size)
+        attention_scores = attention_scores + attention_mask
+        attention_probs = nn.functional.softmax(attention_scores, dim=-1)
+        context_layer = torch.matmul(attention_probs, value_layer)
+        context_layer = context_layer.permute(0, 2, 1, 3).contiguous()
+        new_context_layer_shape = context_layer.size()[:-2] + (self.all_head_size,)
+        return context_layer.view(new_context_layer_shape)
+
+    def forward(self, hidden_states: Tensor, attention_mask: Tensor):
+        mask = self.extended_attention_mask(attention_mask, hidden_states.dtype)
+        context = self.self_attention(hidden_states, mask)
+        attention_output = self.attn_norm(self.attn_dense(context) + hidden_states)
+        intermediate = nn.functional.gelu(self.intermediate(attention_output))
+        return self.output_norm(self.output_dense(intermediate) + attention_output)
+
+
+class DistilBertAttention(nn.Module):
+    """transformers' DistilBERT MultiHeadSelfAttention (eager): q_lin(x) /
+    sqrt(d), heads split by view and transpose, q·kᵀ, masked_fill of the
+    padded keys ((mask == 0) viewed as (bs, 1, 1, S) and expanded to the
+    scores) with finfo.min, softmax, · v, heads merged, out_lin. mask:
+    (bs, seq) int64, 1 = keep."""
+
+    def __init__(self, dim: int, n_heads: int):
+        super().__init__()
+        self.dim, self.n_heads = dim, n_heads
+        self.q_lin = nn.Linear(dim, dim)
+        self.k_lin = nn.Linear(dim, dim)
+        self.v_lin = nn.Linear(dim, dim)
+        self.out_lin = nn.Linear(dim, dim)
+
+    def forward(self, x: Tensor, mask: Tensor):
+        bs, q_length, dim = x.size()
+        k_length = x.size(1)
+        dim_per_head = self.dim // self.n_heads
+        mask_reshp = (bs, 1, 1, k_length)
+
+        def shape(t: Tensor) -> Tensor:
+            return t.view(bs, -1, self.n_heads, dim_per_head).transpose(1, 2)
+
+        def unshape(t: Tensor) -> Tensor:
+            return t.transpose(1, 2).contiguous().view(bs, -1, self.n_heads * dim_per_head)
+
+        q = shape(self.q_lin(x))
+        k = shape(self.k_lin(x))
+        v = shape(self.v_lin(x))
+        q = q / math.sqrt(dim_per_head)
+        scores = torch.matmul(q, k.transpose(2, 3))
+        mask = (mask == 0).view(mask_reshp).expand_as(scores)
+        scores = scores.masked_fill(mask, torch.tensor(torch.finfo(scores.dtype).min))
+        weights = nn.functional.softmax(scores, dim=-1)
+        context = unshape(torch.matmul(weights, v))
+        return self.out_lin(context)

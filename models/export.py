@@ -591,6 +591,23 @@ SPECS = [
          "(MatMul, Mul by 1/sqrt(d), Add), the scores viewed as (B, H, S, S) (Reshape), masked_fill of the "
          "causal and padded keys with finfo.min (Where), softmax, viewed back to (B·H, S, S) (Reshape) and "
          "bmm with v; attention_mask: int64, 1 = keep"),
+    Spec("bert_layer", "ext", "transformers' BertLayer with BertModel's extended attention mask",
+         lambda: am.HFBertLayer(C, H, 4 * C),
+         [("x", ("batch", "seq", C), randn), ("attention_mask", ("batch", "seq"), keep_mask_int_2d)],
+         [("y", ("batch", "seq", C))],
+         _std_sets() + [dict(batch=2, seq=40)],
+         "BertSelfAttention (query/key/value Linears, heads split by view + permute, q·kᵀ / sqrt(d), the "
+         "[B, 1, 1, S] (1 - mask) · finfo.min added, softmax, · v, heads merged), BertSelfOutput (dense, "
+         "LayerNorm of the residual sum), BertIntermediate (dense, exact GELU: Erf) and BertOutput; "
+         "attention_mask: int64, 1 = keep"),
+    Spec("distilbert_attention", "ext", "transformers' DistilBERT MultiHeadSelfAttention (masked_fill of padded keys)",
+         lambda: am.DistilBertAttention(C, H),
+         [("x", ("batch", "seq", C), randn), ("mask", ("batch", "seq"), keep_mask_int_2d)],
+         [("y", ("batch", "seq", C))],
+         _std_sets() + [dict(batch=2, seq=40)],
+         "q_lin(x) / sqrt(d); q·kᵀ; (mask == 0) viewed as (B, 1, 1, S) and expanded to the scores "
+         "(Equal, Reshape, Expand), masked_fill with finfo.min (Where), softmax, · v, out_lin; "
+         "mask: int64, 1 = keep"),
     Spec("bart_attention", "ext", "transformers' BartAttention (encoder self-attention, heads in the batch)",
          lambda: am.BartAttention(C, H),
          [("x", ("batch", "seq", C), randn), ("attention_mask", ("batch", "seq"), keep_mask_int_2d)],

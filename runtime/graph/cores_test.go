@@ -71,6 +71,8 @@ func TestAttentionCores(t *testing.T) {
 		{"swin_window_attention", 1, ""},
 		{"swinv2_window_attention", 1, ""},
 		{"bloom_attention", 1, ops.MaskBoolTrueMasks},
+		{"bert_layer", 1, ops.MaskAdditive},
+		{"distilbert_attention", 1, ops.MaskBoolTrueMasks},
 		{"bart_attention", 1, ""},      // partial, see below
 		{"clip_text_attention", 1, ""}, // partial, as BART's
 		// Older-opset exports (models/*_opsetN): as their opset-17 twins.

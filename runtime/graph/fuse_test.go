@@ -167,6 +167,13 @@ func TestModelFusions(t *testing.T) {
 		// the (folded) ALiBi term is zeros (no bias) and the folded mask
 		// hides every key with finfo.min.
 		{"bloom_attention", 1, "MatMul Mul Add Reshape Where Softmax Cast Cast Reshape MatMul", scale8, true, ops.MaskBoolTrueMasks, -math.MaxFloat32, false},
+		// transformers' BertLayer: the [B, 1, 1, S] (1 - mask)·finfo.min
+		// added to the scores divided by sqrt(d): an additive per-key mask.
+		{"bert_layer", 1, "MatMul Div Add Softmax MatMul", scale8, true, ops.MaskAdditive, 0, false},
+		// DistilBERT: q / sqrt(d) before the product, (mask == 0) expanded
+		// to the scores and masked_fill'ed with finfo.min: a bool per-key
+		// mask, its Cast computed before the broadcast (fuse_narrow.go).
+		{"distilbert_attention", 1, "Div MatMul Where Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, -math.MaxFloat32, false},
 		// BART (transformers' BartAttention): q·scaling on the projection
 		// (before the head split: folded into the scale, Q read around it),
 		// heads in the batch, the scores viewed as (B, H, T, S) to add
