@@ -1374,7 +1374,9 @@ def export_bench_patterns(outdir):
     stage (8x8 windows of C=96, cosine attention) and CLIP ViT-L/14's text
     encoder (Stable Diffusion's: C=768, 77 tokens), and Mistral-style
     sliding-window attention at C=1024 (16 query heads on 4 KV heads, a
-    window of 1024 keys, as Gemma's local layers). Each is checked
+    window of 1024 keys, as Gemma's local layers), and one layer of
+    BERT-base (transformers' BertLayer, C=768, 12 heads, an MLP of 3072).
+    Each is checked
     against PyTorch at its export inputs with the numpy interpreter."""
     torch.manual_seed(0)
     rng = np.random.default_rng(11)
@@ -1405,6 +1407,9 @@ def export_bench_patterns(outdir):
           ("attention_mask", np.ones((1, s), np.int64), {0: "batch", 1: "seq"})]),
         ("mistral_sliding_window_c1024", am.MistralSlidingWindowAttention(1024, 16, 4, window=1024),
          [("x", randn(rng, (1, s, 1024)), {0: "batch", 1: "seq"})]),
+        ("bert_layer_c768", am.HFBertLayer(768, 12, 3072),
+         [("x", randn(rng, (1, s, 768)), {0: "batch", 1: "seq"}),
+          ("attention_mask", np.ones((1, s), np.int64), {0: "batch", 1: "seq"})]),
     ]
     for name, m, ins in items:
         m.eval()
