@@ -53,6 +53,7 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	p.kInPlace = tileLoop && !p.bf16 && p.k.cs == 1
 	p.vInPlace = tileLoop && !p.bf16 && p.v.cs == 1 && p.dv%attnMR == 0 && !p.vPacked()
 	compactK := p.kInPlace && p.k.rs != p.d && p.sk >= attnKCompactFrom
+	p.hidePerKeyFills()
 	perKey := p.maskKind != "" && p.mRowStep == 0 && (p.maskFloats != nil || math.IsInf(float64(p.fill), -1))
 	// A bias of one value per key (ALiBi's per-head slopes times the key
 	// positions) joins a per-key mask in keyBias; with a -inf mask its

@@ -70,6 +70,57 @@ func (p *attnPlan) fillKeyBias(rows []keyBiasRow) {
 	}
 }
 
+// hiddenAddLimit is the largest per-key additive mask value (times
+// mask_scale) hidePerKeyFills takes for a hidden key: -2^127, so that
+// float32's minimum (transformers' finfo.min masks) is one.
+const hiddenAddLimit = -0x1p127
+
+// hidePerKeyFills turns a per-key additive mask whose every term is 0 or at
+// most hiddenAddLimit into the bool mask hiding the keys of the second kind
+// with -inf, when every query row keeps a key: BERT's (1 - m)·finfo.min,
+// BART's _expand_mask. In such a row the largest score is a kept one, and a
+// hidden score s + F lies so far below it that its exponential is exactly
+// 0 in float32, as -inf's is; the fast path then runs the base-2 kernel
+// (scoresBase2), whose exponential costs half the FMA work: 7% of the op
+// at S=512 with 12 heads on one thread. A batch whose keys are all hidden
+// (the export's row is then uniform over them) or whose first query sees
+// none under the causal cut keeps the additive mask, and so do runs where
+// the mask's exact terms matter (a bias, a scores output, a softcap, a
+// checked causal fill, key limits, zeroed rows).
+func (p *attnPlan) hidePerKeyFills() {
+	if p.maskFloats == nil || p.mRowStep != 0 || p.mColStep != 1 || p.maskKeys != p.sk || p.biasFloats != nil ||
+		p.scores != nil || p.softcap != 0 || p.zeroRows || p.keyLim != nil || !math.IsInf(float64(p.causalFill), -1) {
+		return
+	}
+	seen := map[int]bool{}
+	for _, off := range p.mOff {
+		if seen[off] {
+			continue
+		}
+		seen[off] = true
+		first := -1 // the row's first kept key
+		for j, v := range p.maskFloats[off : off+p.sk] {
+			switch t := v * p.maskScale; {
+			case t == 0:
+				if first < 0 {
+					first = j
+				}
+			case !(t <= hiddenAddLimit):
+				return
+			}
+		}
+		if first < 0 || p.causal && first > p.causalOff {
+			return
+		}
+	}
+	bools := make([]bool, len(p.maskFloats))
+	for i, v := range p.maskFloats {
+		bools[i] = v*p.maskScale <= hiddenAddLimit
+	}
+	p.maskFloats, p.maskBools = nil, bools
+	p.maskKind, p.maskedVal, p.fill = MaskBoolTrueMasks, true, float32(math.Inf(-1))
+}
+
 // masksPlain reports whether no mask changes a score of the item's rows
 // in the current key block (mask classes cls); the causal cut and the key
 // limit the fast path handles itself (scoresExpPanel).

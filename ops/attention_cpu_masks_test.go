@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand"
 	"testing"
+
+	"github.com/attnrun/attnrun/ir"
 )
 
 // TestAddPanel checks the transposed add of an additive mask or bias into
@@ -95,4 +97,96 @@ func TestBoolRowSpans(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPerKeyFillsHidden: a per-key additive mask of 0 and finfo.min
+// (BERT's) gives the output of the bool mask hiding the same keys with
+// -inf, bit for bit, where every row keeps a key (hidePerKeyFills); where
+// a batch hides every key, or the causal cut leaves the first rows only
+// hidden keys, those rows are uniform over the keys they see, as float32
+// gives them in the export (s + finfo.min rounds to finfo.min), and not
+// NaN.
+func TestPerKeyFillsHidden(t *testing.T) {
+	const b, h, s, d = 2, 3, 70, 8
+	fmin := float32(-math.MaxFloat32)
+	r := rand.New(rand.NewSource(5))
+	q, k, v := randTensor(r, b, h, s, d), randTensor(r, b, h, s, d), randTensor(r, b, h, s, d)
+	run := func(mask *ir.Tensor, kind string, attrs ...*ir.Attribute) []float32 {
+		t.Helper()
+		attrs = append(attrs, fAttr("scale", 0.35), sAttr("mask_kind", kind))
+		out, err := runFusedAttention(&Context{Threads: 2}, attnNode(attrs...), []*ir.Tensor{q, k, v, mask})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out[0].Float32s()
+	}
+	// masks returns the additive mask and its bool form, hiding keys j of
+	// batch n where hide(n, j).
+	masks := func(hide func(n, j int) bool) (*ir.Tensor, *ir.Tensor) {
+		add, bl := ir.NewTensor(ir.Float, []int{b, 1, 1, s}), ir.NewTensor(ir.Bool, []int{b, 1, 1, s})
+		for n := range b {
+			for j := range s {
+				if hide(n, j) {
+					add.Float32s()[n*s+j], bl.Bools()[n*s+j] = fmin, true
+				}
+			}
+		}
+		return add, bl
+	}
+	// row returns output row i of head hh in batch n.
+	row := func(y []float32, n, hh, i int) []float32 { return y[((n*h+hh)*s+i)*d:][:d] }
+	// meanV is the mean of V's rows [0, upto) of head hh in batch n.
+	meanV := func(n, hh, upto int) []float64 {
+		m := make([]float64, d)
+		for j := range upto {
+			for c := range d {
+				m[c] += float64(v.Float32s()[((n*h+hh)*s+j)*d+c]) / float64(upto)
+			}
+		}
+		return m
+	}
+	near := func(got []float32, want []float64) bool {
+		for c := range got {
+			if !(math.Abs(float64(got[c])-want[c]) <= 1e-5) { // NaN fails
+				return false
+			}
+		}
+		return true
+	}
+
+	t.Run("every row keeps a key: as the bool mask", func(t *testing.T) {
+		add, bl := masks(func(n, j int) bool { return j < 5+n*3 || j%7 == 3 })
+		for _, attrs := range [][]*ir.Attribute{nil, {iAttr("causal", 1), iAttr("causal_offset", 10)}} {
+			got, want := run(add, MaskAdditive, attrs...), run(bl, MaskBoolTrueMasks, append(attrs, fAttr("mask_fill", float32(math.Inf(-1))))...)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("attrs %v: element %d = %g, the bool mask gives %g", attrs, i, got[i], want[i])
+				}
+			}
+		}
+	})
+	t.Run("a batch hides every key: uniform", func(t *testing.T) {
+		add, _ := masks(func(n, j int) bool { return n == 1 || j < 4 })
+		y := run(add, MaskAdditive)
+		for hh := range h {
+			for i := range s {
+				if !near(row(y, 1, hh, i), meanV(1, hh, s)) {
+					t.Fatalf("batch 1, head %d, row %d: %v, want the mean of V", hh, i, row(y, 1, hh, i))
+				}
+			}
+		}
+	})
+	t.Run("the cut leaves the first rows hidden keys only: uniform over them", func(t *testing.T) {
+		add, _ := masks(func(n, j int) bool { return j < 3 })
+		y := run(add, MaskAdditive, iAttr("causal", 1))
+		for n := range b {
+			for hh := range h {
+				for i := range 3 {
+					if !near(row(y, n, hh, i), meanV(n, hh, i+1)) {
+						t.Fatalf("batch %d, head %d, row %d: %v, want the mean of V's first %d rows", n, hh, i, row(y, n, hh, i), i+1)
+					}
+				}
+			}
+		}
+	})
 }
