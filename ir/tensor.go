@@ -312,6 +312,38 @@ func CopyData(dst, src any) {
 	}
 }
 
+// SliceData returns elements [lo, hi) of a backing slice (as Tensor.Data
+// holds), sharing its memory; nil for another type.
+func SliceData(data any, lo, hi int) any {
+	switch d := data.(type) {
+	case []float32:
+		return d[lo:hi]
+	case []float64:
+		return d[lo:hi]
+	case []int64:
+		return d[lo:hi]
+	case []int32:
+		return d[lo:hi]
+	case []int16:
+		return d[lo:hi]
+	case []int8:
+		return d[lo:hi]
+	case []uint8:
+		return d[lo:hi]
+	case []uint16:
+		return d[lo:hi]
+	case []uint32:
+		return d[lo:hi]
+	case []uint64:
+		return d[lo:hi]
+	case []bool:
+		return d[lo:hi]
+	case []string:
+		return d[lo:hi]
+	}
+	return nil
+}
+
 // ClearData sets every element of a backing slice (as Tensor.Data holds) to
 // its zero value.
 func ClearData(data any) {

@@ -2,6 +2,8 @@ package ops
 
 import (
 	"math"
+	"math/rand"
+	"reflect"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
@@ -139,4 +141,35 @@ func TestCastInfer(t *testing.T) {
 		{name: "castlike", op: "CastLike",
 			in: []Value{ewTyped(ir.Float, "n"), ewTyped(ir.Float16)}, want: ewTyped(ir.Float16, "n")},
 	})
+}
+
+// TestCastThreads: a Cast large enough to split over threads gives, for each
+// source type, what one thread gives.
+func TestCastThreads(t *testing.T) {
+	const n = 3*castParallelMin + 17
+	r := rand.New(rand.NewSource(8))
+	bools, ints, floats := ir.NewTensor(ir.Bool, []int{n}), ir.NewTensor(ir.Int64, []int{n}), ir.NewTensor(ir.Float, []int{n})
+	for i := range n {
+		bools.Bools()[i] = r.Intn(2) == 0
+		ints.Int64s()[i] = r.Int63n(1<<40) - 1<<39
+		floats.Float32s()[i] = (r.Float32() - 0.5) * 1e6
+	}
+	for _, c := range []struct {
+		src *ir.Tensor
+		to  ir.DType
+	}{{bools, ir.Float}, {ints, ir.Float}, {floats, ir.Int32}, {floats, ir.Double}} {
+		want, err := castTensor(&Context{Threads: 1}, c.src, c.to, defaultCastOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for threads := 2; threads <= 4; threads++ {
+			got, err := castTensor(&Context{Threads: threads}, c.src, c.to, defaultCastOptions)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got.Data, want.Data) {
+				t.Fatalf("%v → %v on %d threads differs from one thread", c.src.DType, c.to, threads)
+			}
+		}
+	}
 }
