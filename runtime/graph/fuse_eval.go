@@ -52,6 +52,12 @@ func (f *fuser) evalShapeOnly(name string) *ir.Tensor {
 	if c, ok := f.evals.tensors[name]; ok {
 		return c
 	}
+	if src := f.noOpSource(name); src != name {
+		// The same values in the same shape (fuser.noOp): transformers'
+		// LLaMA mask reads its [B, 1, S, S] causal part through three
+		// full Slices, each once evaluated on its own.
+		return f.evalShapeOnly(src)
+	}
 	c, bytes := f.evalCone(name)
 	if c == nil {
 		// Not tried again in this pass; a later one may find more of

@@ -75,11 +75,12 @@ func (f *fuser) fullGrid(idx string, dims []int) bool {
 				if shape, ok := f.concreteShape(col); !ok || !slices.Equal(shape, append(slices.Clone(dims), 1)) {
 					return false
 				}
-				c, bytes := f.constValue(col), int64(0)
+				base, shape := f.broadcastBase(col, len(dims))
+				c, bytes := f.constValue(base), int64(0)
 				if c == nil {
-					c, bytes = f.evalCone(col)
+					c, bytes = f.evalCone(base)
 				}
-				ok := c != nil && coordinateColumn(c, dims, d)
+				ok := c != nil && shape[d] == dims[d] && coordinateColumn(c, shape, d)
 				f.prog.opts.Budget.Release(bytes)
 				f.evals.dropped(bytes)
 				if !ok {
@@ -93,8 +94,54 @@ func (f *fuser) fullGrid(idx string, dims []int) bool {
 	return c != nil && rowMajorGrid(c, dims)
 }
 
-// coordinateColumn reports whether integer tensor col, of shape dims +
-// [1], holds at each position its coordinate along dim d.
+// broadcastBase follows a column of indices (shape dims + [1], r = len(dims))
+// back through the Unsqueeze or Reshape that appended its unit axis, the
+// Expand that broadcast it and steps that pass it on unchanged, to the
+// tensor it is a broadcast of, and returns that tensor with its shape
+// aligned to dims (leading 1s added): PyTorch's slice assignment expands
+// an arange per dim to the full index shape, so at S=16384 each column is
+// 2 GiB of int64 while its arange is S elements.
+func (f *fuser) broadcastBase(col string, r int) (string, []int) {
+	cur := col
+	for range maxViewChain {
+		k, ok := f.producer[cur]
+		if !ok || f.removed[k] {
+			break
+		}
+		n := f.pl.steps[k].node
+		in, ok1 := f.concreteShape(n.Inputs[0])
+		out, ok2 := f.concreteShape(cur)
+		if !ok1 || !ok2 || !isDefaultDomain(n) || f.types[n.Inputs[0]].Type.DType != f.types[cur].Type.DType {
+			break
+		}
+		switch {
+		case f.noOp(n):
+		case (n.OpType == "Unsqueeze" || n.OpType == "Reshape") && slices.Equal(out, append(slices.Clone(in), 1)):
+		case n.OpType == "Expand" && len(in) <= len(out):
+		default:
+			return f.alignedBase(cur, r)
+		}
+		cur = n.Inputs[0]
+	}
+	return f.alignedBase(cur, r)
+}
+
+// alignedBase returns name with its shape aligned to r dims: the trailing
+// unit axis of a column dropped, leading 1s added (nil when it has more).
+func (f *fuser) alignedBase(name string, r int) (string, []int) {
+	shape, ok := f.concreteShape(name)
+	if ok && len(shape) == r+1 && shape[r] == 1 {
+		shape = shape[:r]
+	}
+	if !ok || len(shape) > r {
+		return name, make([]int, r) // no column: shape[d] matches no dim
+	}
+	return name, append(slices.Repeat([]int{1}, r-len(shape)), shape...)
+}
+
+// coordinateColumn reports whether integer tensor col, of shape dims (a
+// trailing unit axis aside), holds at each position its coordinate along
+// dim d.
 func coordinateColumn(col *ir.Tensor, dims []int, d int) bool {
 	vals, err := col.AsInt64s()
 	if err != nil || int64(len(vals)) != ir.NumElements(dims) {

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"fmt"
 	"math/rand"
 	"strings"
 	"testing"
@@ -185,4 +186,70 @@ func mustDims(t *testing.T, ty ir.TypeInfo) []int {
 		t.Fatalf("shape %v is not concrete", ty.Shape)
 	}
 	return dims
+}
+
+// TestBroadcastIndexColumns: indices built as PyTorch builds a slice
+// assignment's, an arange per dim reshaped to broadcast, expanded to the
+// full index shape, given a trailing axis and concatenated, too large to
+// fold (each column over 4 Mi int64): they are checked on the aranges
+// (broadcastBase), and the ScatterND runs as an Identity; with one arange
+// reversed it stays a ScatterND. The outputs match the unfused plan's.
+func TestBroadcastIndexColumns(t *testing.T) {
+	const n = 2050 // columns of 2050² int64: more than a plan folds
+	dims := []int{1, 1, n, n}
+	i64 := func(v ...int64) *ir.Tensor {
+		c := ir.NewTensor(ir.Int64, []int{len(v)})
+		copy(c.Int64s(), v)
+		return c
+	}
+	arange := func(k int, reversed bool, shape ...int) *ir.Tensor {
+		c := ir.NewTensor(ir.Int64, shape)
+		for i := range c.Int64s() {
+			c.Int64s()[i] = int64(i)
+			if reversed {
+				c.Int64s()[i] = int64(dims[k] - 1 - i)
+			}
+		}
+		return c
+	}
+	for _, c := range []struct {
+		name     string
+		reversed bool
+		steps    string
+	}{
+		{"aranges: Identity", false, "Identity"},
+		{"the last arange reversed: kept", true, "Expand Unsqueeze Expand Unsqueeze Expand Unsqueeze Expand Unsqueeze Concat ScatterND"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			syn := synth{
+				inputs: []*ir.ValueInfo{vi("d", ir.Float, dims...), vi("u", ir.Float, dims...)},
+				inits: map[string]*ir.Tensor{
+					"a0": arange(0, false, 1, 1, 1, 1), "a1": arange(1, false, 1, 1, 1), "a2": arange(2, false, n, 1),
+					"a3": arange(3, c.reversed, n), "full": i64(1, 1, n, n), "last": i64(-1),
+				},
+			}
+			var cols []string
+			for k := range 4 {
+				a, e, u := fmt.Sprintf("a%d", k), fmt.Sprintf("e%d", k), fmt.Sprintf("c%d", k)
+				syn.nodes = append(syn.nodes, node("Expand", []string{a, "full"}, []string{e}), node("Unsqueeze", []string{e, "last"}, []string{u}))
+				cols = append(cols, u)
+			}
+			syn.nodes = append(syn.nodes,
+				node("Concat", cols, []string{"idx"}, &ir.Attribute{Name: "axis", Type: ir.AttrInt, Int: -1}),
+				node("ScatterND", []string{"d", "idx", "u"}, []string{"y"}))
+			syn.outputs = []string{"y"}
+			m := syn.model()
+			r := rand.New(rand.NewSource(2))
+			in := synthInputs(r, m, nil)
+			p, err := Compile(m, Options{Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := stepOpTypes(t, p, in); got != c.steps {
+				t.Errorf("steps %q, want %q", got, c.steps)
+			}
+			fused, unfused, _ := runBoth(t, m, in)
+			sameOutputs(t, fused, unfused)
+		})
+	}
 }
