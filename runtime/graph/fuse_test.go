@@ -517,6 +517,19 @@ func stepOpTypes(t *testing.T, p *Program, in map[string]*ir.Tensor) string {
 	return opTypes(steps)
 }
 
+// wantSteps compiles m with the rewrites on (2 threads) and checks the op
+// types of its plan's steps for inputs in.
+func wantSteps(t *testing.T, m *ir.Model, in map[string]*ir.Tensor, want string) {
+	t.Helper()
+	p, err := Compile(m, Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stepOpTypes(t, p, in); got != want {
+		t.Errorf("steps %q, want %q", got, want)
+	}
+}
+
 // fusedPlan compiles m with the rewrites on (2 threads) and returns the
 // program and its plan's fusions for inputs in that keep accepts.
 func fusedPlan(t *testing.T, m *ir.Model, in map[string]*ir.Tensor, keep func(Fusion) bool) (*Program, []Fusion) {

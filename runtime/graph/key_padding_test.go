@@ -76,13 +76,7 @@ func TestNarrowPaddingTests(t *testing.T) {
 			syn.outputs = []string{"y"}
 			m := syn.model()
 			in := map[string]*ir.Tensor{"am": am, "amf": amFloat}
-			p, err := Compile(m, Options{Threads: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := stepOpTypes(t, p, in); got != c.steps {
-				t.Errorf("steps %q, want %q", got, c.steps)
-			}
+			wantSteps(t, m, in, c.steps)
 			fused, unfused, _ := runBoth(t, m, in)
 			for i, w := range unfused.Float32s() {
 				if g := fused.Float32s()[i]; math.Float32bits(g) != math.Float32bits(w) {
