@@ -227,7 +227,7 @@ func (s *Server) Compile(_ context.Context, model []byte, opts plugins.CompileOp
 	if err != nil {
 		return 0, nil, fmt.Errorf("gpu backend: decoding partition: %w", err)
 	}
-	prog, err := graph.Compile(m, graph.Options{Threads: 1, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse})
+	prog, err := graph.Compile(m, graph.Options{Threads: 1, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, KeepFolded: true})
 	if err != nil {
 		return 0, nil, fmt.Errorf("gpu backend: %w", err)
 	}

@@ -56,6 +56,11 @@ type Options struct {
 	// folded constants and bookkeeping); the least recently used plans are
 	// evicted past it. 0: DefaultPlanCacheBytes.
 	PlanCacheBytes int64
+	// KeepFolded keeps, in the types Plan returns, every constant folded
+	// for the plan's shapes: a backend that lowers the graph's own nodes
+	// (the GPU backend) reads those its nodes take. Without it a plan
+	// keeps only the constants its steps read (releaseUnread).
+	KeepFolded bool
 	// Precision is the arithmetic of float32 matrix products (see
 	// ops.Precision; "" is fp32). Compile-time constant folding stays fp32.
 	Precision ops.Precision
@@ -447,7 +452,7 @@ func (p *Program) fold(n *ir.Node, in, out []ops.Value, reserve func(int64) bool
 	if !reserve(bytes) {
 		return nil, false, nil // over the budget: the node runs instead, and the plan's check sees it
 	}
-	res, err := runKernel(p.Schemas[n], &ops.Context{Opset: p.Opsets[n], Threads: 1}, n, args)
+	res, err := runKernel(p.Schemas[n], &ops.Context{Opset: p.Opsets[n], Threads: max(1, p.opts.Threads)}, n, args)
 	if err != nil {
 		return nil, false, err // the caller fails, releasing what was reserved
 	}

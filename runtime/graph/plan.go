@@ -489,6 +489,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 			return nil, err
 		}
 	}
+	p.releaseUnread(pl)
 	// Every tensor a kept step creates must fit Options.MaxTensorBytes
 	// (inference left this check to here: see infer).
 	for _, st := range pl.steps {
@@ -693,4 +694,63 @@ func checkResult(n *ir.Node, k int, t *ir.Tensor, dt ir.DType, dims []int) error
 		return n.Errorf("internal error: output %d has shape [%s], inference said [%s]", k, ir.ShapeString(t.Shape), ir.ShapeString(dims))
 	}
 	return nil
+}
+
+// releaseMinBytes is the least a folded constant must hold for
+// releaseUnread to drop it (the shape vectors folded from symbolic values
+// were never reserved).
+const releaseMinBytes = 64 << 10
+
+// releaseUnread drops the constants folded for the plan that none of its
+// steps reads and no graph output is, and gives their bytes back to the
+// budget (unless Options.KeepFolded): the intermediates of a folded chain
+// (T5's position buckets before the Gather, a causal mask's Trilu before
+// its Cast), and what a fusion no longer reads (a ScatterND's index
+// columns once it runs as an Identity). They stayed in the plan's types,
+// and so in the plan's cost: T5's plan at S=1024 held 158 MiB for the
+// 16 MiB its steps read, more than the plan cache holds, so it was built
+// again on every run.
+func (p *Program) releaseUnread(pl *plan) {
+	if p.opts.KeepFolded {
+		return
+	}
+	read := map[string]bool{}
+	for _, st := range pl.steps {
+		for _, in := range st.node.Inputs {
+			read[in] = true
+		}
+	}
+	for _, o := range p.Model.Graph.Outputs {
+		read[o.Name] = true
+	}
+	var freed int64
+	for name, v := range pl.types {
+		c := v.Const
+		if c == nil || read[name] || c == p.Types[name].Const {
+			continue
+		}
+		n := ir.NumElements(c.Shape) * int64(max(c.DType.Size(), 1)) // as fold reserved it
+		if n < releaseMinBytes {
+			continue
+		}
+		v.Const = nil
+		pl.types[name] = v
+		freed += n
+	}
+	readSlots := map[int]bool{}
+	for _, st := range pl.steps {
+		for _, s := range st.args {
+			readSlots[s] = true
+		}
+	}
+	for _, s := range pl.outputs {
+		readSlots[s] = true
+	}
+	for s := range pl.consts {
+		if !readSlots[s] {
+			delete(pl.consts, s)
+		}
+	}
+	p.opts.Budget.Release(freed)
+	pl.folded -= freed
 }
