@@ -3,7 +3,9 @@ package graph
 import (
 	"context"
 	"errors"
+	"maps"
 	"math/rand"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -246,4 +248,55 @@ func TestSizeLimitOnKeptSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameOutputs(t, fused["y"], unfused["y"])
+}
+
+// TestReleaseUnread: at S=1024 T5's plan folds its position buckets through
+// a chain of [S, S] steps and LLaMA 4.44's mask folds its index columns,
+// which no step reads once the ScatterND runs as an Identity. A plan keeps
+// only the folded constants its steps read, so it costs less than the
+// plan cache holds and is cached; with Options.KeepFolded (the GPU
+// backend's) the plan keeps them all, in its cost too.
+func TestReleaseUnread(t *testing.T) {
+	for _, name := range []string{"t5_attention", "llama_update_causal_mask"} {
+		t.Run(name, func(t *testing.T) {
+			m, err := onnx.Load(filepath.Join("../../models", name, "model.onnx"), onnx.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dims := maps.Clone(modelDims)
+			dims["batch"], dims["seq"] = 1, 1024
+			in := keepInputs(t, m.Graph, dims)
+			var folded [2]int64
+			for k, keep := range []bool{false, true} {
+				p, err := Compile(m, Options{Threads: 2, KeepFolded: keep})
+				if err != nil {
+					t.Fatal(err)
+				}
+				pl, err := p.planFor(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				folded[k] = pl.folded
+				read := map[string]bool{}
+				for _, st := range pl.steps {
+					for _, n := range st.node.Inputs {
+						read[n] = true
+					}
+				}
+				for n, v := range pl.types {
+					if c := v.Const; !keep && c != nil && !read[n] && c != p.Types[n].Const && c.Bytes() >= releaseMinBytes {
+						t.Errorf("%s: %d bytes folded, read by no step, still held", n, c.Bytes())
+					}
+				}
+				if !keep && !pl.cached {
+					t.Errorf("plan of %d MiB folded not cached", pl.folded>>20)
+				}
+				p.donePlan(pl)
+			}
+			if folded[0] >= folded[1] || folded[1] <= DefaultPlanCacheBytes {
+				t.Errorf("folded %d MiB kept only what steps read, %d MiB kept all: want less, and all over the cache's %d MiB",
+					folded[0]>>20, folded[1]>>20, DefaultPlanCacheBytes>>20)
+			}
+		})
+	}
 }
