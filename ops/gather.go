@@ -115,7 +115,7 @@ func runGather(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) 
 	}
 	out := newLike(ctx, data, shape)
 	if shapeProd(shape) > 0 {
-		k.gather(out.Data, data.Data, shapeProd(data.Shape[:axis]), dim, shapeProd(data.Shape[axis+1:]), idx)
+		k.gather(out.Data, data.Data, shapeProd(data.Shape[:axis]), dim, shapeProd(data.Shape[axis+1:]), idx, computeThreads(ctx))
 	}
 	return []*ir.Tensor{out}, nil
 }

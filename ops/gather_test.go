@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"math/rand"
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
@@ -80,5 +81,51 @@ func TestGatherInfer(t *testing.T) {
 	}
 	if _, err := mvInfer(t, 13, mvNode("Gather", 2, 1), shape, mvConst(mvI64(3))); err == nil {
 		t.Error("want an out-of-range error for the Sym vector")
+	}
+}
+
+// TestGatherThreads checks Gathers big enough to split over threads against
+// the element-by-element definition: rows of 4 (T5's position bias: a row
+// of H values per (query, key) pair) and of 7, on axis 0 and axis 1, with
+// negative indices.
+func TestGatherThreads(t *testing.T) {
+	r := rand.New(rand.NewSource(13))
+	schema, err := Lookup("", "Gather", 13)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		data []int
+		axis int
+	}{{[]int{50, 4}, 0}, {[]int{50, 7}, 0}, {[]int{3, 50, 4}, 1}} {
+		data := randTensor(r, c.data...)
+		idx := ir.NewTensor(ir.Int64, []int{300, 170})
+		for i := range idx.Int64s() {
+			idx.Int64s()[i] = r.Int63n(100) - 50 // [-50, 50)
+		}
+		n := &ir.Node{Name: "g", OpType: "Gather", Inputs: []string{"d", "i"}, Outputs: []string{"y"},
+			Attrs: []*ir.Attribute{{Name: "axis", Type: ir.AttrInt, Int: int64(c.axis)}}}
+		dim := c.data[c.axis]
+		outer := shapeProd(c.data[:c.axis])
+		inner := shapeProd(c.data[c.axis+1:])
+		for threads := 1; threads <= 3; threads++ {
+			got, err := schema.Run(&Context{Opset: 13, Threads: threads}, n, []*ir.Tensor{data, idx})
+			if err != nil {
+				t.Fatal(err)
+			}
+			y := got[0].Float32s()
+			for o := range outer {
+				for k, x := range idx.Int64s() {
+					if x < 0 {
+						x += int64(dim)
+					}
+					for j := range inner {
+						if w := data.Float32s()[(o*dim+int(x))*inner+j]; y[(o*len(idx.Int64s())+k)*inner+j] != w {
+							t.Fatalf("data %v axis %d, %d threads: row %d of %d differs", c.data, c.axis, threads, k, o)
+						}
+					}
+				}
+			}
+		}
 	}
 }

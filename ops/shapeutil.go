@@ -401,8 +401,9 @@ type moveKernels struct {
 	// blocks copies count runs of length elements from src (starting at
 	// sOff, sStride apart) to dst (dOff, dStride apart).
 	blocks func(dst any, dOff, dStride int, src any, sOff, sStride, count, length int)
-	// gather picks rows of src: dst[o][k][:] = src[o][idx[k]][:].
-	gather func(dst, src any, outer, axisDim, inner int, idx []int64)
+	// gather picks rows of src: dst[o][k][:] = src[o][idx[k]][:], on up
+	// to threads threads.
+	gather func(dst, src any, outer, axisDim, inner int, idx []int64, threads int)
 	// padRows is gather where a negative idx[k] fills row k with fill[0]
 	// (fill is a one-element backing slice, or nil for the zero value).
 	padRows func(dst, src any, outer, axisDim, inner int, idx []int, fill any)
@@ -414,9 +415,12 @@ type moveKernels struct {
 	trilu func(dst any, mats, rows, cols int, k int64, upper bool)
 }
 
-// shortRun is the longest run blocks moves element by element rather than
-// with copy.
+// shortRun is the longest run blocks and gather move element by element
+// rather than with copy.
 const shortRun = 4
+
+// gatherParallelMin is the fewest elements a thread of a Gather moves.
+const gatherParallelMin = 1 << 16
 
 func kernelsFor[T any]() *moveKernels {
 	return &moveKernels{
@@ -441,20 +445,36 @@ func kernelsFor[T any]() *moveKernels {
 				copy(d[dOff+i*dStride:dOff+i*dStride+length], s[sOff+i*sStride:sOff+i*sStride+length])
 			}
 		},
-		gather: func(dst, src any, outer, axisDim, inner int, idx []int64) {
+		gather: func(dst, src any, outer, axisDim, inner int, idx []int64, threads int) {
 			d, s := dst.([]T), src.([]T)
-			o := 0
-			for i := 0; i < outer; i++ {
+			// Rows (outer × index) split over the threads; rows of at most
+			// shortRun elements move element by element: T5's position
+			// bias gathers a row of H values per (query, key) pair, 4 Mi
+			// rows at S=2048, and a copy call per row cost more than the
+			// move.
+			rows := outer * len(idx)
+			computeParallel(threads, rows, max(1, gatherParallelMin/max(1, inner)), func(lo, hi int) {
+				i, k := lo/len(idx), lo%len(idx) // the first row's outer index and index
 				base := i * axisDim * inner
-				for _, x := range idx {
+				for r := lo; r < hi; r++ {
+					x := idx[k]
 					if x < 0 {
 						x += int64(axisDim)
 					}
 					p := base + int(x)*inner
-					copy(d[o:o+inner], s[p:p+inner])
-					o += inner
+					dr, sr := d[r*inner:(r+1)*inner], s[p:p+inner]
+					if inner <= shortRun {
+						for j := range dr {
+							dr[j] = sr[j]
+						}
+					} else {
+						copy(dr, sr)
+					}
+					if k++; k == len(idx) {
+						k, base = 0, base+axisDim*inner
+					}
 				}
-			}
+			})
 		},
 		padRows: func(dst, src any, outer, axisDim, inner int, idx []int, fill any) {
 			d, s := dst.([]T), src.([]T)
@@ -660,7 +680,7 @@ func stridedCopy[T any](dst, src []T, off int, shape, strides []int, threads int
 			d := dst[o*block : (o+1)*block]
 			switch {
 			case inner == 2:
-				transpose2D(d, src, p, m, n, sm, s)
+				transpose2D(d, src, p, m, n, sm, s, 0, n)
 			case s == 1:
 				copy(d, src[p:p+n])
 			case s == 0:
@@ -689,16 +709,33 @@ func stridedCopy[T any](dst, src []T, off int, shape, strides []int, threads int
 	if nOuter*block < parallelMin {
 		threads = 1
 	}
+	if inner == 2 && nOuter < threads {
+		// Too few tiles' rows to share: split each transposed matrix by
+		// columns instead. T5's position bias, [S, S, H] to [H, S, S], is
+		// one [S², H] matrix transposed.
+		for o := 0; o < nOuter; o++ {
+			p := off
+			for k, rem := len(oshape)-1, o; k >= 0; k-- {
+				p += rem % oshape[k] * ostr[k]
+				rem /= oshape[k]
+			}
+			d := dst[o*block : (o+1)*block]
+			computeParallel(threads, n, max(transposeBlock, parallelMin/max(1, m)), func(lo, hi int) {
+				transpose2D(d, src, p, m, n, sm, s, lo, hi)
+			})
+		}
+		return
+	}
 	computeParallel(threads, nOuter, 1, work)
 }
 
-// transpose2D writes dst[i*n+j] = src[p+i*sm+j*sn] for i < m, j < n, in
-// cache-sized tiles.
-func transpose2D[T any](dst, src []T, p, m, n, sm, sn int) {
+// transpose2D writes dst[i*n+j] = src[p+i*sm+j*sn] for i < m and jlo ≤ j <
+// jhi, in cache-sized tiles.
+func transpose2D[T any](dst, src []T, p, m, n, sm, sn, jlo, jhi int) {
 	for i0 := 0; i0 < m; i0 += transposeBlock {
 		i1 := min(i0+transposeBlock, m)
-		for j0 := 0; j0 < n; j0 += transposeBlock {
-			j1 := min(j0+transposeBlock, n)
+		for j0 := jlo; j0 < jhi; j0 += transposeBlock {
+			j1 := min(j0+transposeBlock, jhi)
 			for i := i0; i < i1; i++ {
 				row := dst[i*n : i*n+n]
 				q := p + i*sm + j0*sn

@@ -142,3 +142,38 @@ func BenchmarkTransposeAttention(b *testing.B) {
 		}
 	}
 }
+
+// TestTransposeLargeThreads checks transposes big enough to run on several
+// threads against naiveTranspose: T5's position bias, [S, S, H] to [H, S,
+// S] (one matrix, split by columns), and a batch of such matrices.
+func TestTransposeLargeThreads(t *testing.T) {
+	r := rand.New(rand.NewSource(12))
+	n := &ir.Node{Name: "t", OpType: "Transpose", Inputs: []string{"x"}, Outputs: []string{"y"}}
+	schema, err := Lookup("", "Transpose", 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		shape, perm []int
+	}{
+		{[]int{300, 301, 4}, []int{2, 0, 1}},
+		{[]int{3, 200, 201, 4}, []int{0, 3, 1, 2}},
+	} {
+		x := randTensor(r, c.shape...)
+		want := naiveTranspose(x, c.perm)
+		p64 := make([]int64, len(c.perm))
+		for i, p := range c.perm {
+			p64[i] = int64(p)
+		}
+		n.Attrs = []*ir.Attribute{{Name: "perm", Type: ir.AttrInts, Ints: p64}}
+		for threads := 1; threads <= 3; threads++ {
+			got, err := schema.Run(&Context{Opset: 17, Threads: threads}, n, []*ir.Tensor{x})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got[0].Float32s(), want.Float32s()) {
+				t.Fatalf("%v perm %v, %d threads: differs from the reference", c.shape, c.perm, threads)
+			}
+		}
+	}
+}
