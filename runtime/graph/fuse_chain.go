@@ -278,6 +278,17 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 				}
 				continue
 			}
+			if bias, keys, k, ok := f.biasPlusKeyMask(o[1], o[0]); ok && len(m.masks) == 0 {
+				// T5: the position bias plus the padding mask, added to the
+				// scores as one [B, H, S, S] term: the fused node takes
+				// them apart, the per-key mask as its mask and the bias
+				// as its bias, and the Add is not computed.
+				mm := m.withMask(maskStage{name: keys, kind: ops.MaskAdditive, post: sign * post, at: o[0]})
+				mm = mm.withMask(maskStage{name: bias, kind: ops.MaskAdditive, post: sign * post, at: o[0]})
+				if r, ok := f.walk(o[0], mm, post, append(chain[:len(chain):len(chain)], k)); ok {
+					return r, true
+				}
+			}
 			stage, steps := f.maskOperand(o[1], o[0], sign*post)
 			if r, ok := f.walk(o[0], m.withMask(stage), post, append(chain[:len(chain):len(chain)], steps...)); ok {
 				return r, true
@@ -356,6 +367,26 @@ func (f *fuser) maskOperand(m, x string, post float64) (maskStage, []int) {
 		return maskStage{name: cond, kind: ops.MaskBoolTrueMasks, fill: fill * scaled, post: post, additive: &additive, steps: steps, at: x, finiteFill: !math.IsInf(fill, -1)}, steps
 	}
 	return additive, nil
+}
+
+// biasPlusKeyMask reads the additive term t of the scores x as Add(bias,
+// keys) or Add(keys, bias), computed by a step nothing else reads: keys a
+// float32 mask of one value per key (broadcast along the queries), bias a
+// float32 term of the scores' last two dims that is not and that the plan
+// computes on every call (a constant, or one computed from constants
+// alone, such as a causal mask, is left to the causal split and the bool
+// forms). It returns both and the Add's step.
+func (f *fuser) biasPlusKeyMask(t, x string) (bias, keys string, step int, ok bool) {
+	k, n, ok := f.internal(t)
+	if !ok || n.OpType != "Add" || len(n.Inputs) != 2 || !f.isFloat32(n.Inputs[0]) || !f.isFloat32(n.Inputs[1]) {
+		return "", "", 0, false
+	}
+	for _, o := range [][2]string{{n.Inputs[0], n.Inputs[1]}, {n.Inputs[1], n.Inputs[0]}} {
+		if f.perKeyMask(o[1], x) && !f.perKeyMask(o[0], x) && f.fitsScores(o[0], x) && f.types[o[0]].Const == nil && f.evalShapeOnly(o[0]) == nil {
+			return o[0], o[1], k, true
+		}
+	}
+	return "", "", 0, false
 }
 
 // fillWhereNonzero reads Where(Cast(e → bool), F, e) (the condition

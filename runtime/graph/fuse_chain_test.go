@@ -588,3 +588,42 @@ func BenchmarkFuseExportForms(b *testing.B) {
 		}
 	}
 }
+
+// TestBiasPlusKeyMask: past 1024 tokens T5's position bias ([1, H, S, S],
+// gathered from a learned table) is computed on every call, and the export
+// adds the padding mask to it before the scores take both: the fused node
+// takes the two apart (biasPlusKeyMask), so the [B, H, S, S] Add does not
+// run, and its output is the unfused plan's, some keys padded.
+func TestBiasPlusKeyMask(t *testing.T) {
+	const s = 1100
+	m, p := compileModel(t, "t5_attention")
+	mask := ir.NewTensor(ir.Int64, []int{1, s})
+	for j := range mask.Int64s() {
+		if j%5 != 3 {
+			mask.Int64s()[j] = 1
+		}
+	}
+	in := map[string]*ir.Tensor{"x": randT(rand.New(rand.NewSource(6)), 1, s, 32), "mask": mask}
+	fs, err := p.Fusions(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	att := attentionFusions(fs)
+	if len(att) != 1 {
+		t.Fatalf("%d attention fusions, want 1", len(att))
+	}
+	if bs, _ := att[0].Node.AttrFloat("bias_scale", 0); bs != 1 || att[0].Node.Input(5) == "" {
+		t.Errorf("fused node %s: no bias", att[0].Describe())
+	}
+	steps, err := p.Steps(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range steps {
+		if n.OpType == "Add" {
+			t.Errorf("step %s (Add) still runs", n.Label())
+		}
+	}
+	fused, unfused, _ := runBoth(t, m, in)
+	sameOutputs(t, fused, unfused)
+}
