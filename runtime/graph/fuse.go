@@ -83,10 +83,17 @@ import (
 // with scores of -2·10^4 they take it all), so the fused node takes
 // causal_fill and the kernel computes such rows' query blocks again with
 // the hidden scores at the fill.
+// transformers 4.38-4.44's padding test over its finfo.min causal mask,
+// (causal + attention_mask) == 0, reaches the matcher already narrowed to
+// a per-key test (key_padding.go), and so takes the causal cut as the
+// masked_fill form above does.
 // A mask or bias computed element-wise from an Expand (transformers'
 // _expand_mask) is read as computed before the broadcast: the fusion runs
 // those steps on the small tensor and the fused node broadcasts the result
-// (fuse_narrow.go).
+// (fuse_narrow.go). An added term that is the sum of a bias computed on
+// every call and a per-key mask (T5's position bias plus its padding)
+// becomes the fused node's two inputs, and the sum is not computed
+// (biasPlusKeyMask).
 // The matched steps are replaced by one com.attnrun:FusedAttention step
 // (see ops/attention.go for its contract) at the position of the final
 // product (or of the first reader of P, when
