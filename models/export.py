@@ -1375,8 +1375,9 @@ def export_bench_patterns(outdir):
     encoder (Stable Diffusion's: C=768, 77 tokens), and Mistral-style
     sliding-window attention at C=1024 (16 query heads on 4 KV heads, a
     window of 1024 keys, as Gemma's local layers), and one layer of
-    BERT-base (transformers' BertLayer, C=768, 12 heads, an MLP of 3072).
-    Each is checked
+    BERT-base (transformers' BertLayer, C=768, 12 heads, an MLP of 3072)
+    and T5-base's encoder self-attention (C=768, 12 heads of 64, its
+    learned position bias). Each is checked
     against PyTorch at its export inputs with the numpy interpreter."""
     torch.manual_seed(0)
     rng = np.random.default_rng(11)
@@ -1410,6 +1411,9 @@ def export_bench_patterns(outdir):
         ("bert_layer_c768", am.HFBertLayer(768, 12, 3072),
          [("x", randn(rng, (1, s, 768)), {0: "batch", 1: "seq"}),
           ("attention_mask", np.ones((1, s), np.int64), {0: "batch", 1: "seq"})]),
+        ("t5_attention_c768", am.T5Attention(768, 12, 64),
+         [("x", randn(rng, (1, s, 768)), {0: "batch", 1: "seq"}),
+          ("mask", np.ones((1, s), np.int64), {0: "batch", 1: "seq"})]),
     ]
     for name, m, ins in items:
         m.eval()
