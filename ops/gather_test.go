@@ -86,8 +86,9 @@ func TestGatherInfer(t *testing.T) {
 
 // TestGatherThreads checks Gathers big enough to split over threads against
 // the element-by-element definition: rows of 4 (T5's position bias: a row
-// of H values per (query, key) pair) and of 7, on axis 0 and axis 1, with
-// negative indices.
+// of H values per (query, key) pair) and of 7, on axis 0 and axis 1, rows
+// of one element under 12 outer rows (the same table gathered transposed),
+// with negative indices.
 func TestGatherThreads(t *testing.T) {
 	r := rand.New(rand.NewSource(13))
 	schema, err := Lookup("", "Gather", 13)
@@ -97,7 +98,7 @@ func TestGatherThreads(t *testing.T) {
 	for _, c := range []struct {
 		data []int
 		axis int
-	}{{[]int{50, 4}, 0}, {[]int{50, 7}, 0}, {[]int{3, 50, 4}, 1}} {
+	}{{[]int{50, 4}, 0}, {[]int{50, 7}, 0}, {[]int{3, 50, 4}, 1}, {[]int{12, 50}, 1}} {
 		data := randTensor(r, c.data...)
 		idx := ir.NewTensor(ir.Int64, []int{300, 170})
 		for i := range idx.Int64s() {

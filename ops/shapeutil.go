@@ -422,6 +422,10 @@ const shortRun = 4
 // gatherParallelMin is the fewest elements a thread of a Gather moves.
 const gatherParallelMin = 1 << 16
 
+// gatherBlock is how many indices a Gather of one-element rows takes at a
+// time for every outer row.
+const gatherBlock = 2048
+
 func kernelsFor[T any]() *moveKernels {
 	return &moveKernels{
 		strided: func(dst, src any, off int, shape, strides []int, threads int) {
@@ -452,6 +456,33 @@ func kernelsFor[T any]() *moveKernels {
 			// bias gathers a row of H values per (query, key) pair, 4 Mi
 			// rows at S=2048, and a copy call per row cost more than the
 			// move.
+			if inner == 1 && outer > 1 && axisDim <= math.MaxInt32 {
+				// One element a row, many outer rows (a table gathered
+				// transposed, T5's position bias): the indices in blocks,
+				// each block read from cache for every outer row.
+				n := len(idx)
+				computeParallel(threads, n, max(gatherBlock, gatherParallelMin/outer), func(lo, hi int) {
+					var pos [gatherBlock]int32 // the block's indices, made non-negative
+					for b0 := lo; b0 < hi; b0 += gatherBlock {
+						b1 := min(b0+gatherBlock, hi)
+						ps := pos[:b1-b0]
+						for k, x := range idx[b0:b1] {
+							if x < 0 {
+								x += int64(axisDim)
+							}
+							ps[k] = int32(x)
+						}
+						for i := 0; i < outer; i++ {
+							dr, sr := d[i*n+b0:i*n+b1], s[i*axisDim:(i+1)*axisDim]
+							dr = dr[:len(ps)]
+							for k, x := range ps {
+								dr[k] = sr[x]
+							}
+						}
+					}
+				})
+				return
+			}
 			rows := outer * len(idx)
 			computeParallel(threads, rows, max(1, gatherParallelMin/max(1, inner)), func(lo, hi int) {
 				i, k := lo/len(idx), lo%len(idx) // the first row's outer index and index

@@ -464,6 +464,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 		p.dropBroadcastExpands(pl, types)
 		p.dropFullScatters(pl, types)
 		p.narrowPaddingTests(pl, types)
+		p.gatherTransposed(pl, types)
 		p.rewriteAttentionOps(pl, types)
 		p.mergeScoreSums(pl, types)
 		p.fuseAttention(pl, types)
