@@ -335,25 +335,24 @@ func TestFusedAttentionExtensions(t *testing.T) {
 // w keys ending at the causal diagonal: true there, or with keep (a keep
 // mask, MaskBoolFalseMasks) false there and true elsewhere.
 func windowMask(w, off int, keep bool) func(mask, bias *ir.Tensor) {
-	return func(mask, _ *ir.Tensor) {
-		r := len(mask.Shape)
-		sq, sk := mask.Shape[r-2], mask.Shape[r-1]
-		for at := range mask.Bools() {
-			i, j := at/sk%sq, at%sk
-			mask.Bools()[at] = (j <= i+off-w) != keep
-		}
-	}
+	return bandMask(w, off, keep, false)
 }
 
 // windowFutureMask is windowMask(w, off, keep) that also hides the keys
 // past each query's diagonal, j > i + off.
 func windowFutureMask(w, off int, keep bool) func(mask, bias *ir.Tensor) {
+	return bandMask(w, off, keep, true)
+}
+
+// bandMask is windowMask, hiding the keys past the diagonal too with
+// future.
+func bandMask(w, off int, keep, future bool) func(mask, bias *ir.Tensor) {
 	return func(mask, _ *ir.Tensor) {
 		r := len(mask.Shape)
 		sq, sk := mask.Shape[r-2], mask.Shape[r-1]
 		for at := range mask.Bools() {
 			i, j := at/sk%sq, at%sk
-			mask.Bools()[at] = (j <= i+off-w || j > i+off) != keep
+			mask.Bools()[at] = (j <= i+off-w || future && j > i+off) != keep
 		}
 	}
 }

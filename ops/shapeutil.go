@@ -426,6 +426,21 @@ const gatherParallelMin = 1 << 16
 // time for every outer row.
 const gatherBlock = 2048
 
+// moveRun copies the run s into d (of the same length), element by element
+// when it is at most shortRun long: a copy call per run of a few elements
+// (a Concat of [..., 1] index columns, PyTorch's slice assignment as
+// ScatterND; T5's position bias, a Gather of H values per (query, key)
+// pair) costs more than the move.
+func moveRun[T any](d, s []T) {
+	if len(d) > shortRun {
+		copy(d, s)
+		return
+	}
+	for j := range d {
+		d[j] = s[j]
+	}
+}
+
 func kernelsFor[T any]() *moveKernels {
 	return &moveKernels{
 		strided: func(dst, src any, off int, shape, strides []int, threads int) {
@@ -433,29 +448,12 @@ func kernelsFor[T any]() *moveKernels {
 		},
 		blocks: func(dst any, dOff, dStride int, src any, sOff, sStride, count, length int) {
 			d, s := dst.([]T), src.([]T)
-			if length <= shortRun {
-				// Element by element: a copy call per run of one or two
-				// elements (a Concat of [..., 1] index columns: PyTorch's
-				// slice assignment as ScatterND) costs more than the move.
-				for i := 0; i < count; i++ {
-					dr, sr := d[dOff+i*dStride:][:length], s[sOff+i*sStride:][:length]
-					for j := range dr {
-						dr[j] = sr[j]
-					}
-				}
-				return
-			}
 			for i := 0; i < count; i++ {
-				copy(d[dOff+i*dStride:dOff+i*dStride+length], s[sOff+i*sStride:sOff+i*sStride+length])
+				moveRun(d[dOff+i*dStride:][:length], s[sOff+i*sStride:][:length])
 			}
 		},
 		gather: func(dst, src any, outer, axisDim, inner int, idx []int64, threads int) {
 			d, s := dst.([]T), src.([]T)
-			// Rows (outer × index) split over the threads; rows of at most
-			// shortRun elements move element by element: T5's position
-			// bias gathers a row of H values per (query, key) pair, 4 Mi
-			// rows at S=2048, and a copy call per row cost more than the
-			// move.
 			if inner == 1 && outer > 1 && axisDim <= math.MaxInt32 {
 				// One element a row, many outer rows (a table gathered
 				// transposed, T5's position bias): the indices in blocks,
@@ -483,6 +481,9 @@ func kernelsFor[T any]() *moveKernels {
 				})
 				return
 			}
+			// Rows (outer × index) split over the threads (T5's position
+			// bias gathers a row of H values per (query, key) pair: 4 Mi
+			// rows at S=2048).
 			rows := outer * len(idx)
 			computeParallel(threads, rows, max(1, gatherParallelMin/max(1, inner)), func(lo, hi int) {
 				i, k := lo/len(idx), lo%len(idx) // the first row's outer index and index
@@ -493,14 +494,7 @@ func kernelsFor[T any]() *moveKernels {
 						x += int64(axisDim)
 					}
 					p := base + int(x)*inner
-					dr, sr := d[r*inner:(r+1)*inner], s[p:p+inner]
-					if inner <= shortRun {
-						for j := range dr {
-							dr[j] = sr[j]
-						}
-					} else {
-						copy(dr, sr)
-					}
+					moveRun(d[r*inner:(r+1)*inner], s[p:p+inner])
 					if k++; k == len(idx) {
 						k, base = 0, base+axisDim*inner
 					}

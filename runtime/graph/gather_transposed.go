@@ -40,11 +40,11 @@ func (p *Program) gatherTransposed(pl *plan, types map[string]ops.Value) {
 		if table == nil || table.Rank() != 2 || err1 != nil || axis != 0 || err2 != nil || !ok2 || !movesLastFirst(perm, r) {
 			continue
 		}
-		gather, err := ops.Lookup("", "Gather", st.ctx.Opset)
-		if err != nil {
+		gather, err1 := ops.Lookup("", "Gather", st.ctx.Opset)
+		tt, err2 := f.transposed(table, st.ctx.Opset)
+		if err1 != nil || err2 != nil {
 			continue
 		}
-		tt := transposed2D(table)
 		name := g.Inputs[0] + "/transposed"
 		types[name] = ops.Value{Type: ops.Known(tt.DType, tt.Shape), Const: tt}
 		trial := &ir.Node{Name: n.Name, OpType: "Gather", Inputs: []string{name, g.Inputs[1]}, Outputs: n.Outputs,
@@ -78,14 +78,17 @@ func movesLastFirst(perm []int64, r int) bool {
 	return true
 }
 
-// transposed2D returns a copy of the 2-D tensor t transposed.
-func transposed2D(t *ir.Tensor) *ir.Tensor {
-	rows, cols := t.Shape[0], t.Shape[1]
-	out := &ir.Tensor{DType: t.DType, Shape: []int{cols, rows}, Data: ir.MakeSlice(t.DType, rows*cols)}
-	for i := range rows {
-		for j := range cols {
-			ir.CopyData(ir.SliceData(out.Data, j*rows+i, j*rows+i+1), ir.SliceData(t.Data, i*cols+j, i*cols+j+1))
-		}
+// transposed returns the 2-D tensor t transposed, by the Transpose op.
+func (f *fuser) transposed(t *ir.Tensor, opset int) (*ir.Tensor, error) {
+	schema, err := ops.Lookup("", "Transpose", opset)
+	if err != nil {
+		return nil, err
 	}
-	return out
+	n := &ir.Node{Name: "transposed", OpType: "Transpose", Inputs: []string{"t"}, Outputs: []string{"tt"},
+		Attrs: []*ir.Attribute{{Name: "perm", Type: ir.AttrInts, Ints: []int64{1, 0}}}}
+	res, err := runKernel(schema, &ops.Context{Opset: opset, Threads: 1}, n, []*ir.Tensor{t})
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
 }

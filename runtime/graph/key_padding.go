@@ -26,7 +26,7 @@ import (
 // cut and the per-key test as its mask).
 //
 // narrowPaddingTests rewrites a Where(Equal(Add(C, P), 0), F, D), through
-// no-op Casts on the condition, to Where(Equal(P, 0), F, D) when
+// steps that pass the condition on unchanged, to Where(Equal(P, 0), F, D) when
 //   - P is a Cast to float32 of an integer or bool tensor (|P| < 2^64),
 //     read by the Add along the broadcast (the Add's output has C's
 //     shape);
@@ -78,33 +78,23 @@ func (p *Program) narrowPaddingTests(pl *plan, types map[string]ops.Value) {
 // 2^64).
 const paddingTestLimit = 0x1p66
 
-// paddingTest follows a Where's bool condition back through no-op Casts
-// to an Equal(sum, 0) or Equal(0, sum) step (returned as eq, with zero its
-// zero operand), sum a float32 Add's output; every tensor on the way has
-// no other reader.
+// paddingTest follows a Where's bool condition back through steps that
+// pass it on unchanged (passThrough) to an Equal(sum, 0) or Equal(0, sum)
+// step (returned as eq, with zero its zero operand), sum a float32 Add's
+// output; every tensor on the way has no other reader.
 func (f *fuser) paddingTest(cond string) (eq int, sum, zero string, ok bool) {
-	for range maxViewChain {
-		k, n, ok := f.internal(cond)
-		if !ok {
-			return 0, "", "", false
-		}
-		if f.noOp(n) && n.OpType == "Cast" {
-			cond = n.Inputs[0]
+	n, steps, ok := f.linkSource(f.passThrough(cond, false))
+	if !ok || n.OpType != "Equal" || len(n.Inputs) != 2 {
+		return 0, "", "", false
+	}
+	for _, o := range [][2]string{{n.Inputs[0], n.Inputs[1]}, {n.Inputs[1], n.Inputs[0]}} {
+		z, isScalar := f.scalarConst(o[1])
+		if !isScalar || z != 0 || !f.isFloat32(o[0]) {
 			continue
 		}
-		if n.OpType != "Equal" || len(n.Inputs) != 2 {
-			return 0, "", "", false
+		if _, a, ok := f.internal(o[0]); ok && a.OpType == "Add" && len(a.Inputs) == 2 {
+			return steps[len(steps)-1], o[0], o[1], true
 		}
-		for _, o := range [][2]string{{n.Inputs[0], n.Inputs[1]}, {n.Inputs[1], n.Inputs[0]}} {
-			z, isScalar := f.scalarConst(o[1])
-			if !isScalar || z != 0 || !f.isFloat32(o[0]) {
-				continue
-			}
-			if _, a, ok := f.internal(o[0]); ok && a.OpType == "Add" && len(a.Inputs) == 2 {
-				return k, o[0], o[1], true
-			}
-		}
-		return 0, "", "", false
 	}
 	return 0, "", "", false
 }
@@ -120,11 +110,8 @@ func (f *fuser) intCast(name string) bool {
 	if n.OpType != "Cast" || !isDefaultDomain(n) || len(n.Inputs) != 1 || !f.isFloat32(name) {
 		return false
 	}
-	switch f.types[n.Inputs[0]].Type.DType {
-	case ir.Bool, ir.Int8, ir.Uint8, ir.Int16, ir.Uint16, ir.Int32, ir.Uint32, ir.Int64, ir.Uint64:
-		return true
-	}
-	return false
+	dt := f.types[n.Inputs[0]].Type.DType
+	return dt == ir.Bool || dt.IsInt()
 }
 
 // sameShape reports whether tensors a and b have the same concrete shape.

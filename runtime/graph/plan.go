@@ -715,10 +715,13 @@ func (p *Program) releaseUnread(pl *plan) {
 	if p.opts.KeepFolded {
 		return
 	}
-	read := map[string]bool{}
+	read, readSlots := map[string]bool{}, map[int]bool{}
 	for _, st := range pl.steps {
 		for _, in := range st.node.Inputs {
 			read[in] = true
+		}
+		for _, s := range st.args {
+			readSlots[s] = true
 		}
 	}
 	for _, o := range p.Model.Graph.Outputs {
@@ -738,15 +741,8 @@ func (p *Program) releaseUnread(pl *plan) {
 		pl.types[name] = v
 		freed += n
 	}
-	readSlots := map[int]bool{}
-	for _, st := range pl.steps {
-		for _, s := range st.args {
-			readSlots[s] = true
-		}
-	}
-	for _, s := range pl.outputs {
-		readSlots[s] = true
-	}
+	// pl.consts holds the steps' constant arguments so far (the graph
+	// outputs' are set after this).
 	for s := range pl.consts {
 		if !readSlots[s] {
 			delete(pl.consts, s)
