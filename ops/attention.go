@@ -69,6 +69,13 @@ import (
 //	             applied after adding it).
 //	bias_first   int, default 0: 1 adds the bias before the mask is applied
 //	             (a masked score then takes mask_fill whatever the bias).
+//	bias_diagonals
+//	             int, default 0: 1 gives the bias by its diagonals, for a
+//	             term that depends only on j − i (T5's and MPNet's relative
+//	             position bias): input 5 then has shape [..., Sq + Sk − 1],
+//	             its leading dims broadcast as a bias's batch dims do, and
+//	             the bias of query i and key j is bias[..., i − j + Sk − 1].
+//	             Sq + Sk − 1 values a head instead of Sq·Sk.
 //	causal       int, default 0: 1 masks (-inf) key j for query i when
 //	             j > i + causal_offset.
 //	causal_offset int, default 0: the causal diagonal's offset (the length
@@ -226,6 +233,8 @@ type attnAttrs struct {
 	hasBias   bool
 	biasScale float32
 	biasFirst bool
+	// biasDiag: the bias is given by its diagonals (bias_diagonals).
+	biasDiag  bool
 	kvGroup   int
 	softcap   float32 // 0: none
 	padKeys   bool
@@ -280,6 +289,12 @@ func parseAttnAttrs(n *ir.Node, hasMask, hasBias bool) (attnAttrs, error) {
 	}
 	if a.biasFirst, err = flag("bias_first"); err != nil {
 		return a, err
+	}
+	if a.biasDiag, err = flag("bias_diagonals"); err != nil {
+		return a, err
+	}
+	if a.biasDiag && !hasBias {
+		return a, n.Errorf("bias_diagonals is set but no bias (input 5) is given")
 	}
 	if a.uniformRows, err = flag("masked_rows_uniform"); err != nil {
 		return a, err
@@ -461,6 +476,19 @@ func splitBias[D any](b []D, one D) (batch []D, sq, sk D) {
 	return b[:len(b)-2], b[len(b)-2], b[len(b)-1]
 }
 
+// diagonals is the number of diagonals of an [sq, sk] matrix.
+func diagonals(sq, sk int) int { return max(sq+sk-1, 0) }
+
+// splitBiasDiagonals splits the shape of a bias given by its diagonals
+// (bias_diagonals), left-padded with 1s to rank 1, into its batch dims and
+// the number of diagonals (Sq + Sk − 1).
+func splitBiasDiagonals[D any](b []D, one D) (batch []D, diagonals D) {
+	if len(b) == 0 {
+		b = []D{one}
+	}
+	return b[:len(b)-1], b[len(b)-1]
+}
+
 // groupHeads returns K's (or V's) shape as the query heads see it when
 // kv_group g > 1: its dim -3 (Hkv) replaced by Q's (Hq = g·Hkv). ok is
 // false, with the reason, when the shapes do not fit a group of g.
@@ -559,7 +587,14 @@ func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 		}
 	}
 	var bB []ir.Dim
-	if hasBias {
+	switch {
+	case hasBias && a.biasDiag:
+		var diag ir.Dim
+		bB, diag = splitBiasDiagonals(in[5].Type.Shape, ir.Dim{Value: 1})
+		if want := diagonals(int(s.sq.Value), int(s.sk.Value)); diag.Known() && s.sq.Known() && s.sk.Known() && diag.Value != int64(want) {
+			return nil, n.Errorf("bias %s gives %v diagonals (bias_diagonals), the scores [%v, %v] have %d", shapeText(in[5].Type.Shape), diag, s.sq, s.sk, want)
+		}
+	case hasBias:
 		var bsq, bsk ir.Dim
 		bB, bsq, bsk = splitBias(in[5].Type.Shape, ir.Dim{Value: 1})
 		bad := func(bd, want ir.Dim) bool { return bd.Known() && bd.Value != 1 && differ(bd, want) }

@@ -104,6 +104,11 @@ type attnPlan struct {
 		once  sync.Once
 		keeps bool
 	}
+	// diagBound caches diagonalsBounded.
+	diagBound struct {
+		once sync.Once
+		ok   bool
+	}
 	// keyLim[b] is how many leading keys of batch b are not padding
 	// (mask_pad_keys, kv_lengths); nil when every key takes part.
 	keyLim []int
@@ -145,6 +150,14 @@ type attnPlan struct {
 	// bias_scale·bias. Batch b's keys start at keyBias[keyBiasIdx[b]·sk].
 	keyBias    []float32
 	keyBiasIdx []int
+	// rowBias, when a bias by its diagonals runs on the fast path
+	// (scoresExp), holds each distinct bias matrix's diagonals times
+	// bias_scale, followed by attnNR zeros (the lanes past Sq read them):
+	// the term of query i and key j of batch b is at rowBiasAt[b] + i − j,
+	// as bOff[b] locates it in biasFloats. rowBias2 is rowBias times
+	// log2 e, with scoresBase2 (nil otherwise).
+	rowBias, rowBias2 []float32
+	rowBiasAt         []int
 	// With uniformRows, vMean holds the mean of each distinct V matrix's
 	// Sk rows (Dv floats each, at vIdx[b]·dv), computed on first use by
 	// a row that sees no key (vMeanOnce).
@@ -224,6 +237,55 @@ func (p *attnPlan) biasKeepsInf() bool {
 		}
 	})
 	return p.biasInf.keeps
+}
+
+// diagonalsBounded reports whether every term of a bias by its diagonals,
+// times bias_scale, is finite and at most 2^100 in magnitude: whether it
+// can go to base 2 (scoresBase2) without overflowing, and whether it
+// leaves a finfo.min key mask's hidden scores far below every kept one
+// (hidePerKeyFills).
+func (p *attnPlan) diagonalsBounded() bool {
+	if !p.biasDiag {
+		return false
+	}
+	p.diagBound.once.Do(func() {
+		p.diagBound.ok = true
+		for _, x := range p.biasFloats {
+			if t := math.Abs(float64(x * p.biasScale)); !(t <= 0x1p100) {
+				p.diagBound.ok = false
+				return
+			}
+		}
+	})
+	return p.diagBound.ok
+}
+
+// fillRowBias lays out rowBias (and rowBias2 with scoresBase2) for the
+// fast path's kernel.
+func (p *attnPlan) fillRowBias() {
+	n := diagonals(p.sq, p.sk)
+	idx, uniq := uniqueIndex(p.bOff)
+	stride := n + attnNR
+	p.rowBias = make([]float32, len(uniq)*stride)
+	if p.scoresBase2 {
+		p.rowBias2 = make([]float32, len(uniq)*stride)
+	}
+	for u, off := range uniq {
+		src := p.biasFloats[off-(p.sk-1) : off-(p.sk-1)+n]
+		dst := p.rowBias[u*stride : u*stride+n]
+		for i, x := range src {
+			dst[i] = x * p.biasScale
+		}
+		if p.rowBias2 != nil {
+			for i, x := range dst {
+				p.rowBias2[u*stride+i] = x * log2E32
+			}
+		}
+	}
+	p.rowBiasAt = make([]int, p.batches)
+	for b, u := range idx {
+		p.rowBiasAt[b] = u*stride + p.sk - 1
+	}
 }
 
 // uniqueIndex maps offsets to indices of their distinct values.
@@ -321,12 +383,16 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 		mshape = in[3].Shape
 	}
 	var bB []int
-	bsq, bsk := 1, 1
+	bsq, bsk, bDiag := 1, 1, 0
 	if hasBias {
 		if in[5].DType != ir.Float {
 			return nil, n.Errorf("bias has element type %v, FusedAttention takes float32", in[5].DType)
 		}
-		bB, bsq, bsk = splitBias(in[5].Shape, 1)
+		if a.biasDiag {
+			bB, bDiag = splitBiasDiagonals(in[5].Shape, 1)
+		} else {
+			bB, bsq, bsk = splitBias(in[5].Shape, 1)
+		}
 	}
 	// Shapes as the query heads see them: with kv_group, K's and V's heads
 	// dim stands for Q's.
@@ -364,6 +430,9 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 	}
 	if hasBias && ((bsq != 1 && bsq != s.sq) || (bsk != 1 && bsk != s.sk)) {
 		return nil, n.Errorf("bias %v does not broadcast to the scores [%d %d]", in[5].Shape, s.sq, s.sk)
+	}
+	if a.biasDiag && bDiag != diagonals(s.sq, s.sk) {
+		return nil, n.Errorf("bias %v gives %d diagonals (bias_diagonals), the scores [%d %d] have %d", in[5].Shape, bDiag, s.sq, s.sk, diagonals(s.sq, s.sk))
 	}
 	batch, err := BroadcastShapes(s.qB, s.kB, s.vB, s.mB, bB)
 	if err != nil {
@@ -403,6 +472,9 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 	}
 	mview := Contiguous(append(append([]int{}, s.mB...), s.msq, s.msk))
 	bview := Contiguous(append(append([]int{}, bB...), bsq, bsk))
+	if a.biasDiag {
+		bview = Contiguous(append(append([]int{}, bB...), bDiag))
+	}
 	// Grouped-query attention: the heads axis of the batch splits into
 	// (Hkv, g); K and V broadcast along g. The batch index order stays
 	// that of the logical batch.
@@ -444,7 +516,15 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 	p.kIdx, p.kUniq = uniqueIndex(p.k.off)
 	p.vIdx, p.vUniq = uniqueIndex(p.v.off)
 	p.maskKeys = s.sk
-	if hasBias {
+	switch {
+	case a.biasDiag:
+		// Element (i, j) at bOff[b] + i − j: each key's row of a
+		// transposed scores panel reads its queries' terms forward.
+		r := len(bview.Shape)
+		p.bOff = batchElemOffsets(iter, bview.Shape[:r-1], bview.Strides[:r-1], s.sk-1)
+		p.bRowStep, p.bColStep = 1, -1
+		p.biasFloats = in[5].Float32s()
+	case hasBias:
 		r := len(bview.Shape)
 		p.bOff = batchElemOffsets(iter, bview.Shape[:r-2], bview.Strides[:r-2], 0)
 		if bsq != 1 {

@@ -60,8 +60,17 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	// order against the bias does not matter where the bias has no +inf
 	// or NaN.
 	perKeyBias := p.biasFloats != nil && p.bRowStep == 0 && (p.maskKind == "" || perKey) && p.biasKeepsInf()
-	p.scoresExp = (p.kInPlace || p.bf16) && p.softcap == 0 && p.scoresMode == "" && (p.biasFloats == nil || perKeyBias) && (p.maskFloats == nil || perKey)
-	p.scoresBase2 = p.scoresExp && p.maskFloats == nil && p.biasFloats == nil
+	// A bias by its diagonals (T5's position bias) takes the fp32 fast
+	// path too: the kernel adds each key's row of terms (rowBias), after
+	// the per-key mask, as the export adds them unless it adds the bias
+	// first to an additive mask.
+	diagBias := p.biasDiag && p.kInPlace && (p.maskKind == "" || perKey) && p.biasKeepsInf() && !(p.biasFirst && p.maskFloats != nil)
+	p.scoresExp = (p.kInPlace || p.bf16) && p.softcap == 0 && p.scoresMode == "" && (p.biasFloats == nil || perKeyBias || diagBias) && (p.maskFloats == nil || perKey)
+	p.scoresBase2 = p.scoresExp && p.maskFloats == nil && (p.biasFloats == nil || diagBias && p.diagonalsBounded())
+	p.rowBias, p.rowBias2, p.rowBiasAt = nil, nil, nil
+	if p.scoresExp && diagBias {
+		p.fillRowBias()
+	}
 	var keyRows []keyBiasRow // the distinct rows of a per-key mask and bias on the fast path
 	if p.scoresExp && (perKey || perKeyBias) {
 		p.keyBiasIdx, keyRows = p.keyBiasRows(perKey, perKeyBias)
@@ -567,7 +576,7 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 		}
 		if plain := p.masksPlain(w.cls[:rows]); p.scoresExp && !exact && (plain || p.keyBias != nil) {
 			var bias []float32 // the per-key mask and bias, where they hide or change a score of the block
-			if !plain || p.biasFloats != nil {
+			if p.keyBias != nil && (!plain || p.biasFloats != nil && !p.biasDiag) {
 				bias = p.keyBias[p.keyBiasIdx[b]*sk+j0 : (p.keyBiasIdx[b]+1)*sk]
 			}
 			for pn := 0; pn < panels; pn++ {

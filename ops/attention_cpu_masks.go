@@ -85,10 +85,11 @@ const hiddenAddLimit = -0x1p127
 // at S=512 with 12 heads on one thread. A batch whose keys are all hidden
 // (the export's row is then uniform over them) or whose first query sees
 // none under the causal cut keeps the additive mask, and so do runs where
-// the mask's exact terms matter (a bias, a scores output, a softcap, a
-// checked causal fill, key limits, zeroed rows).
+// the mask's exact terms matter (a bias, unless by its diagonals and
+// bounded: diagonalsBounded; a scores output, a softcap, a checked causal
+// fill, key limits, zeroed rows).
 func (p *attnPlan) hidePerKeyFills() {
-	if p.maskFloats == nil || p.mRowStep != 0 || p.mColStep != 1 || p.maskKeys != p.sk || p.biasFloats != nil ||
+	if p.maskFloats == nil || p.mRowStep != 0 || p.mColStep != 1 || p.maskKeys != p.sk || p.biasFloats != nil && !p.diagonalsBounded() ||
 		p.scores != nil || p.softcap != 0 || p.zeroRows || p.keyLim != nil || !math.IsInf(float64(p.causalFill), -1) {
 		return
 	}
@@ -198,8 +199,8 @@ func (p *attnPlan) cutBounds() []float64 {
 }
 
 // largestTerm returns the largest scale·x over the [Sq, keys] matrix of
-// data at off with the given row and column steps (0: broadcast), NaN when
-// an element is NaN.
+// data at off with the given row and column steps (0: broadcast; a column
+// step of -1 reads a bias by its diagonals), NaN when an element is NaN.
 func (p *attnPlan) largestTerm(data []float32, off, rowStep, colStep, keys int, scale float32) float64 {
 	rows, cols := 1, 1
 	if rowStep != 0 {
@@ -210,7 +211,11 @@ func (p *attnPlan) largestTerm(data []float32, off, rowStep, colStep, keys int, 
 	}
 	hi, lo := float32(math.Inf(-1)), float32(math.Inf(1))
 	for i := 0; i < rows; i++ {
-		row := data[off+i*rowStep:]
+		start := off + i*rowStep
+		if colStep < 0 {
+			start -= cols - 1 // a bias by its diagonals: the row runs backwards from start
+		}
+		row := data[start:]
 		if colStep == 0 {
 			row = row[:1]
 		} else {
@@ -490,8 +495,20 @@ func (p *attnPlan) biasPanel(st []float32, b, i0, j0, cols, lanes int) {
 // contiguous (colStep 1; rowStep 0 broadcasts one row over the queries,
 // ALiBi's or a padding mask's), 16×16 blocks are transposed and added in
 // registers (kernel.TransposeAdd16, one rounding: a fused multiply-add);
-// the rest element by element.
+// the rest element by element. A bias by its diagonals (rowStep 1, colStep
+// -1) is added row by row.
 func addPanel(st, src []float32, off, rowStep, colStep, cols, lanes int, sc float32) {
+	if rowStep == 1 && colStep == -1 {
+		// A bias by its diagonals: key row key reads its lanes' terms
+		// forward from off − key.
+		for key := 0; key < cols; key++ {
+			row := st[key*attnNR : key*attnNR+lanes]
+			for c, v := range src[off-key : off-key+lanes] {
+				row[c] += v * sc
+			}
+		}
+		return
+	}
 	c0 := 0
 	if tileLoop && colStep == 1 {
 		full := cols &^ 15

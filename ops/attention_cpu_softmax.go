@@ -25,8 +25,9 @@ const (
 // key limit) of panel pn (queries [q0, q0+lanes), their packed Q in qpan:
 // scale·Qᵀ, in bf16 with scoresBase2 times log2 e; fp32 with scoresBase2
 // also has it times log2 e in w.qp2), plus the per-key mask bias[key] when
-// bias is not nil (it starts at key j0), into probabilities under the
-// panel's running shifts w.m, adding their sums to w.l, and returns how
+// bias is not nil (it starts at key j0) and a bias by its diagonals
+// (rowBias), into probabilities under the panel's running shifts w.m,
+// adding their sums to w.l, and returns how
 // many of the block's keys the probabilities cover: with causal masking,
 // those up to the last query's diagonal.
 //
@@ -73,9 +74,17 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn, b, q0, lanes, j0, cols int, b
 		}
 	}
 	for done := 0; done < full; {
-		var bp *float32
+		var bp, rb *float32
 		if bias != nil {
 			bp = &bias[done*attnMR]
+		}
+		if p.rowBias != nil {
+			// Key j0 + done·MR's row of terms, queries from q0.
+			at := p.rowBiasAt[b] + q0 - j0 - done*attnMR
+			rb = &p.rowBias[at]
+			if p.scoresBase2 {
+				rb = &p.rowBias2[at]
+			}
 		}
 		if p.scoresBase2 {
 			for c, v := range shift2 {
@@ -93,7 +102,7 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn, b, q0, lanes, j0, cols int, b
 					&shift2[0], &lim[0], &sum[0], &mx[0], bp)
 			} else {
 				done += kernel.ScoresExp8x32Base2(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &w.qp2[pn*attnNR*p.d], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
-					&shift2[0], &lim[0], &sum[0], &mx[0], bp)
+					&shift2[0], &lim[0], &sum[0], &mx[0], bp, rb, -1)
 			}
 			if done < full {
 				p.raiseShiftBase2(w, pn, mx, shift2, lim, done*attnMR, sum)
@@ -104,7 +113,7 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn, b, q0, lanes, j0, cols int, b
 				&m[0], &lim[0], &sum[0], &mx[0], bp)
 		default:
 			done += kernel.ScoresExp8x32(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &qpan[0], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
-				&m[0], &lim[0], &sum[0], &mx[0], bp)
+				&m[0], &lim[0], &sum[0], &mx[0], bp, rb, -1)
 		}
 		if done < full {
 			p.raiseShift(w, pn, mx, done*attnMR, sum)
@@ -134,6 +143,12 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn, b, q0, lanes, j0, cols int, b
 				for c := range row {
 					row[c] += v
 				}
+			}
+		}
+		if p.rowBias != nil {
+			at := p.rowBiasAt[b] + q0 - j0 - full*attnMR
+			for key := 0; key < rest; key++ {
+				kernel.AddVV(&raw[key*attnNR], &raw[key*attnNR], &p.rowBias[at-key], attnNR)
 			}
 		}
 		if p.causal {

@@ -35,6 +35,9 @@ type attnExtCase struct {
 	bias            []int // 4-D bias shape (nil: none)
 	biasScale       float32
 	biasFirst       bool
+	// biasDiag gives the bias (of shape bias, its last two dims Sq and
+	// Sk) by its diagonals (bias_diagonals): a random term of j − i.
+	biasDiag bool
 	// prep, when set, changes the random mask and bias (nil when the case
 	// has none) before the run.
 	prep func(mask, bias *ir.Tensor)
@@ -290,6 +293,33 @@ func TestFusedAttentionExtensions(t *testing.T) {
 			mask: []int{2, 1, 1, kb + 30}, kind: MaskAdditive, bias: []int{1, 4, 1, kb + 30}, biasScale: 2},
 		{name: "per-head bias, one value for every key", b: 1, hq: 2, hk: 2, sq: 33, sk: 70, d: 8, dv: 8, scale: 0.3,
 			bias: []int{1, 2, 1, 1}, biasScale: 1},
+		// A bias by its diagonals (T5's relative position bias), alone,
+		// with key padding (additive finfo.min, T5's; bool), the causal
+		// cut (T5's decoder), grouped heads, more keys than queries, the
+		// scores output, and long enough for several key blocks and
+		// the running shift's moves.
+		{name: "diagonal bias alone, long", b: 1, hq: 3, hk: 3, sq: kb + 45, sk: kb + 45, d: 16, dv: 8, scale: 0.3,
+			bias: []int{1, 3, kb + 45, kb + 45}, biasScale: 1, biasDiag: true},
+		{name: "diagonal bias + finfo.min key padding (T5)", b: 2, hq: 2, hk: 2, sq: 2*kb + 9, sk: 2*kb + 9, d: 16, dv: 8, scale: 0.3,
+			mask: []int{2, 1, 1, 2*kb + 9}, kind: MaskAdditive, bias: []int{1, 2, 2*kb + 9, 2*kb + 9}, biasScale: 1, biasDiag: true,
+			prep: func(mask, _ *ir.Tensor) {
+				for at := range mask.Float32s() {
+					mask.Float32s()[at] = 0
+					if at%(2*kb+9) >= 2*kb-40+at/(2*kb+9)*7 {
+						mask.Float32s()[at] = -math.MaxFloat32
+					}
+				}
+			}},
+		{name: "diagonal bias + bool key padding + causal offset (T5 decoder)", b: 2, hq: 2, hk: 2, sq: kb + 45, sk: kb + 45, d: 16, dv: 8, scale: 0.3, causal: true, causalOff: 20,
+			mask: []int{2, 1, 1, kb + 45}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.3, bias: []int{1, 2, kb + 45, kb + 45}, biasScale: 1, biasDiag: true},
+		{name: "diagonal bias per batch + gqa, Sk > Sq, scaled", b: 2, hq: 4, hk: 2, sq: 37, sk: kb + 30, d: 8, dv: 8, scale: 0.3,
+			bias: []int{2, 4, 37, kb + 30}, biasScale: 0.5, biasDiag: true},
+		{name: "diagonal bias, one for all heads, Sq > Sk", b: 1, hq: 2, hk: 2, sq: 70, sk: 20, d: 8, dv: 8, scale: 0.3,
+			bias: []int{1, 1, 70, 20}, biasScale: 1, biasDiag: true},
+		{name: "diagonal bias first + additive mask + weights", b: 1, hq: 2, hk: 2, sq: 35, sk: 50, d: 8, dv: 8, scale: 0.3, scoresMode: ScoresWeights,
+			mask: []int{1, 1, 35, 50}, kind: MaskAdditive, bias: []int{1, 2, 35, 50}, biasScale: 1, biasFirst: true, biasDiag: true},
+		{name: "diagonal bias + causal fill -1e4, rescaling", b: 1, hq: 2, hk: 2, sq: 2*kb + 7, sk: 2*kb + 7, d: 16, dv: 8, scale: 0.5, causal: true, causalFill: -1e4,
+			bias: []int{1, 2, 2*kb + 7, 2*kb + 7}, biasScale: 4, biasDiag: true},
 		// Sliding windows: the causal cut and a bool mask hiding the keys
 		// before the window, whose lower edge crosses the key blocks
 		// (hiddenPrefixes: skipped, masked and fast parts of a block).
@@ -357,6 +387,21 @@ func bandMask(w, off int, keep, future bool) func(mask, bias *ir.Tensor) {
 	}
 }
 
+// diagonalBias returns a random bias by its diagonals, of shape shape's
+// batch dims and Sq + Sk − 1, and the [..., Sq, Sk] bias it stands for.
+func diagonalBias(r *rand.Rand, shape []int) (diag, full *ir.Tensor) {
+	n := len(shape)
+	sq, sk := shape[n-2], shape[n-1]
+	nd := sq + sk - 1
+	diag = randTensor(r, append(append([]int{}, shape[:n-2]...), nd)...)
+	full = ir.NewTensor(ir.Float, shape)
+	for at := range full.Float32s() {
+		m, i, j := at/(sq*sk), at/sk%sq, at%sk
+		full.Float32s()[at] = diag.Float32s()[m*nd+i-j+sk-1]
+	}
+	return diag, full
+}
+
 // checkExtCase runs case c (random operands from r) on 1 and 3 threads in
 // fp32, and in bf16 where the CPU has it, against refAttentionExt.
 func checkExtCase(t *testing.T, r *rand.Rand, c attnExtCase) {
@@ -402,6 +447,10 @@ func checkExtCase(t *testing.T, r *rand.Rand, c attnExtCase) {
 		attrs = append(attrs, fAttr("bias_scale", c.biasScale))
 		if c.biasFirst {
 			attrs = append(attrs, iAttr("bias_first", 1))
+		}
+		if c.biasDiag {
+			in[5], bias = diagonalBias(r, c.bias)
+			attrs = append(attrs, iAttr("bias_diagonals", 1))
 		}
 	}
 	if c.prep != nil {
@@ -531,6 +580,9 @@ func TestFusedAttentionExtensionErrors(t *testing.T) {
 		{"bias of the wrong length", nil, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(5)), 3, 2)}, nil, "bias [3 2] does not broadcast"},
 		{"bool bias", nil, []*ir.Tensor{x, x, x, nil, nil, ir.NewTensor(ir.Bool, []int{3, 3})}, nil, "bias has element type bool"},
 		{"bias batch does not broadcast", nil, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(6)), 3, 3, 3)}, nil, "do not broadcast"},
+		{"bias_diagonals without a bias", []*ir.Attribute{iAttr("bias_diagonals", 1)}, []*ir.Tensor{x, x, x}, nil, "bias_diagonals is set but no bias"},
+		{"bias of the wrong number of diagonals", []*ir.Attribute{iAttr("bias_diagonals", 1)}, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(7)), 4, 6)}, nil, "bias [4 6] gives 6 diagonals (bias_diagonals), the scores [3 3] have 5"},
+		{"diagonals of a batch that does not broadcast", []*ir.Attribute{iAttr("bias_diagonals", 1)}, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(8)), 3, 5)}, nil, "do not broadcast"},
 		{"bad bias_first", []*ir.Attribute{iAttr("bias_first", 3)}, []*ir.Tensor{x, x, x}, nil, "bias_first must be 0 or 1"},
 		{"causal_fill without causal", []*ir.Attribute{fAttr("causal_fill", -1e4)}, []*ir.Tensor{x, x, x}, nil, "causal_fill -10000 is given without causal = 1"},
 		{"NaN causal_fill", []*ir.Attribute{iAttr("causal", 1), fAttr("causal_fill", float32(math.NaN()))}, []*ir.Tensor{x, x, x}, nil, "causal_fill must be finite or -inf, got NaN"},

@@ -210,6 +210,42 @@ GLOBL pairidx<>(SB), RODATA|NOPTR, $64
 	VADDPS.BCST 28(AX), Z18, Z18; \
 	VADDPS.BCST 28(AX), Z19, Z19
 
+// Add the 32 floats at RB + (8t + r)·RBS·4 bytes to row r of tile t = N -
+// R12 in Z4..Z19 (a bias by its diagonals, RBS -1: each row's terms lie a
+// float below the previous row's; AX, DX scratch).
+#define TILE8x32_ROW_BIAS(N, RB, RBS) \
+	MOVQ N, DX; \
+	SUBQ R12, DX; \
+	IMULQ RBS, DX; \
+	SHLQ $5, DX; \
+	MOVQ RB, AX; \
+	ADDQ DX, AX; \
+	MOVQ RBS, DX; \
+	SHLQ $2, DX; \
+	VADDPS (AX), Z4, Z4; \
+	VADDPS 64(AX), Z5, Z5; \
+	ADDQ DX, AX; \
+	VADDPS (AX), Z6, Z6; \
+	VADDPS 64(AX), Z7, Z7; \
+	ADDQ DX, AX; \
+	VADDPS (AX), Z8, Z8; \
+	VADDPS 64(AX), Z9, Z9; \
+	ADDQ DX, AX; \
+	VADDPS (AX), Z10, Z10; \
+	VADDPS 64(AX), Z11, Z11; \
+	ADDQ DX, AX; \
+	VADDPS (AX), Z12, Z12; \
+	VADDPS 64(AX), Z13, Z13; \
+	ADDQ DX, AX; \
+	VADDPS (AX), Z14, Z14; \
+	VADDPS 64(AX), Z15, Z15; \
+	ADDQ DX, AX; \
+	VADDPS (AX), Z16, Z16; \
+	VADDPS 64(AX), Z17, Z17; \
+	ADDQ DX, AX; \
+	VADDPS (AX), Z18, Z18; \
+	VADDPS 64(AX), Z19, Z19
+
 // The tile's column maxima over its 8 rows: Z0 (lanes 0..15), Z1 (16..31).
 #define TILE8x32_COL_MAX \
 	VMAXPS Z6, Z4, Z0; \
@@ -434,7 +470,9 @@ belast: \
 // share the signature): tiles as Sgemm8x32RowsLoop's (A's 8 rows in place
 // at a + t·as, the packed k×32 panel B shared, C at c + t·cs); with a
 // bias (not nil) it adds bias[8t + r] to every column of the tile's row r
-// (a per-key mask, broadcast to the 32 queries); before storing tile t it
+// (a per-key mask, broadcast to the 32 queries), with a row bias rb (not
+// nil) the 32 floats at rb + (8t + r)·rbs to its 32 columns (a bias by its
+// diagonals: rbs -1); before storing tile t it
 // takes each column's maximum over the tile's 8 rows; when a column's
 // exceeds the column's limit (limit, 32 floats) it writes the 32 maxima to mx and
 // returns t, storing nothing of that tile; else it stores EXP of (tile -
@@ -476,6 +514,11 @@ belast: \
 	JE senobias \
 	TILE8x32_KEY_BIAS(n+48(FP)) \
 senobias: \
+	MOVQ rb+112(FP), AX \
+	TESTQ AX, AX \
+	JE senorowbias \
+	TILE8x32_ROW_BIAS(n+48(FP), rb+112(FP), rbs+120(FP)) \
+senorowbias: \
 	TILE8x32_COL_MAX \
 	TILE8x32_OVER_SLACK \
 	JNZ expover \
@@ -494,16 +537,16 @@ selast: \
 	TESTQ AX, AX \
 	JNE selast \
 	JMP expdone \
-	TILE8x32_EXP_END(mx+96(FP), sum+88(FP), n+48(FP), ret+112(FP))
+	TILE8x32_EXP_END(mx+96(FP), sum+88(FP), n+48(FP), ret+128(FP))
 
-// func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias *float32) int
+// func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
 // exp(tile - shift) in natural units (EXP_TAB16).
-TEXT ·ScoresExp8x32(SB), NOSPLIT, $0-120
+TEXT ·ScoresExp8x32(SB), NOSPLIT, $0-136
 	SCORES_EXP_8x32(EXP_TAB16, 8, exptab<>(SB))
 
-// func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias *float32) int
-// 2^(tile - shift), scores, shifts, limits and bias in base 2 (EXP2_TAB32).
-TEXT ·ScoresExp8x32Base2(SB), NOSPLIT, $0-120
+// func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
+// 2^(tile - shift), scores, shifts, limits and biases in base 2 (EXP2_TAB32).
+TEXT ·ScoresExp8x32Base2(SB), NOSPLIT, $0-136
 	SCORES_EXP_8x32(EXP2_TAB32, 48, exptab32<>(SB))
 
 // func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias *float32) int

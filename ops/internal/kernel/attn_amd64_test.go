@@ -32,7 +32,7 @@ func randScoreTiles(seed int64, k, lda, n, as, ldc, cs int) (a, b, raw []float32
 // plus rel·|x| relative.
 type scoresKernel struct {
 	name  string
-	run   func(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias *float32) int
+	run   func(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
 	exp   func(float64) float64
 	slack float32
 	clamp float64 // arguments below it give 0
@@ -113,7 +113,7 @@ func testScoresExp8x32(t *testing.T, kern scoresKernel, k, lda int) {
 		for c := range sum {
 			sum[c] = float32(c) // the kernel adds to it
 		}
-		done = kern.run(k, &a[0], lda, &b[0], &got[0], ldc, n, as, cs, &shift[0], &limitsAbove(shift, kern.slack)[0], &sum[0], &mx[0], nil)
+		done = kern.run(k, &a[0], lda, &b[0], &got[0], ldc, n, as, cs, &shift[0], &limitsAbove(shift, kern.slack)[0], &sum[0], &mx[0], nil, nil, 0)
 		return got, sum, mx, done
 	}
 	got, sum, _, done := run(shift)
@@ -245,7 +245,7 @@ func testScoresExpAccuracy(t *testing.T, kern scoresKernel) {
 		for i := range a {
 			a[i] = float32(s0 + lo + (hi-lo)*float64(i)/float64(len(a)-1))
 		}
-		if done := kern.run(1, &a[0], 1, &b[0], &got[0], 32, n, 8, 8*32, &shift[0], &limitsAbove(shift, inf)[0], &sum[0], &mx[0], nil); done != n {
+		if done := kern.run(1, &a[0], 1, &b[0], &got[0], 32, n, 8, 8*32, &shift[0], &limitsAbove(shift, inf)[0], &sum[0], &mx[0], nil, nil, 0); done != n {
 			t.Fatalf("shift %g: returned %d, want %d", s0, done, n)
 		}
 		for i, g := range got {
@@ -273,7 +273,7 @@ func testScoresExpAccuracy(t *testing.T, kern scoresKernel) {
 	for c := range shift {
 		shift[c] = float32(c) / 4
 	}
-	if done := kern.run(0, &a[0], 1, &b[0], &got[0], 32, 3, 8, 8*32, &shift[0], &limitsAbove(shift, inf)[0], &sum[0], &mx[0], nil); done != 3 {
+	if done := kern.run(0, &a[0], 1, &b[0], &got[0], 32, 3, 8, 8*32, &shift[0], &limitsAbove(shift, inf)[0], &sum[0], &mx[0], nil, nil, 0); done != 3 {
 		t.Fatalf("k = 0: returned %d, want 3", done)
 	}
 	for i, g := range got[:3*8*32] {
@@ -305,11 +305,11 @@ func TestScoresExpLimits(t *testing.T) {
 				b := make([]float32, 32)
 				b[c] = 1
 				a := []float32{s, s, s, s, s, lim[c], s, s}
-				if done := kern.run(1, &a[0], 1, &b[0], &got[0], 32, 1, 8, 8*32, &shift[0], &lim[0], &sum[0], &mx[0], nil); done != 1 {
+				if done := kern.run(1, &a[0], 1, &b[0], &got[0], 32, 1, 8, 8*32, &shift[0], &lim[0], &sum[0], &mx[0], nil, nil, 0); done != 1 {
 					t.Fatalf("%s, shift %g: a score at column %d's limit stopped the kernel", kern.name, s, c)
 				}
 				a[5] = math.Nextafter32(lim[c], float32(math.Inf(1)))
-				if done := kern.run(1, &a[0], 1, &b[0], &got[0], 32, 1, 8, 8*32, &shift[0], &lim[0], &sum[0], &mx[0], nil); done != 0 || mx[c] != a[5] {
+				if done := kern.run(1, &a[0], 1, &b[0], &got[0], 32, 1, 8, 8*32, &shift[0], &lim[0], &sum[0], &mx[0], nil, nil, 0); done != 0 || mx[c] != a[5] {
 					t.Fatalf("%s, shift %g: a score one float above column %d's limit returned %d (max %g), want 0 (%g)", kern.name, s, c, done, mx[c], a[5])
 				}
 			}
@@ -321,23 +321,48 @@ func TestScoresExpLimits(t *testing.T) {
 // Sgemm8x32RowsLoop's scores plus the bias in float32 and float64
 // exponentials: -Inf rows give exact zeros, a tile of -Inf rows under a
 // -Inf shift (no finite score yet) stores zeros and does not stop the
-// kernel, the next finite tile does.
+// kernel, the next finite tile does. Then with a row bias added after it:
+// by diagonals (each row's 32 terms a float before the previous row's)
+// and at a stride of 37 floats.
 func TestScoresExp8x32Bias(t *testing.T) {
 	if !AVX512 {
 		t.Skip("no AVX-512 on this CPU")
 	}
 	for _, kern := range scoresKernels {
-		t.Run(kern.name, func(t *testing.T) { testScoresExpBias(t, kern) })
+		for _, rbs := range []int{0, -1, 37} {
+			t.Run(fmt.Sprintf("%s/rbs=%d", kern.name, rbs), func(t *testing.T) { testScoresExpBias(t, kern, rbs) })
+		}
 	}
 }
 
-func testScoresExpBias(t *testing.T, kern scoresKernel) {
+func testScoresExpBias(t *testing.T, kern scoresKernel, rbs int) {
 	const k, lda, n, ldc = 13, 17, 4, 40
 	as, cs := 8*lda, 8*ldc+3
 	a, b, raw := randScoreTiles(2, k, lda, n, as, ldc, cs)
 	negInf := float32(math.Inf(-1))
-	bias := keyBiasTiles(rand.New(rand.NewSource(3)), n, 3)
-	biased := func(tile, row, c int) float32 { return raw[tile*cs+row*ldc+c] + bias[8*tile+row] }
+	r := rand.New(rand.NewSource(3))
+	bias := keyBiasTiles(r, n, 3)
+	// The row bias: row 8t + r of the tiles reads rb[rb0 + (8t+r)·rbs + c].
+	var rb []float32
+	var rbp *float32
+	rb0 := 0
+	if rbs != 0 {
+		rb = make([]float32, (8*n-1)*max(rbs, -rbs)+32)
+		for i := range rb {
+			rb[i] = float32(2 * r.NormFloat64())
+		}
+		if rbs < 0 {
+			rb0 = (8*n - 1) * -rbs
+		}
+		rbp = &rb[rb0]
+	}
+	biased := func(tile, row, c int) float32 {
+		s := raw[tile*cs+row*ldc+c] + bias[8*tile+row]
+		if rb != nil {
+			s += rb[rb0+(8*tile+row)*rbs+c]
+		}
+		return s
+	}
 	var shift, mx1 [32]float32
 	for c := range shift {
 		shift[c], mx1[c] = negInf, negInf
@@ -355,7 +380,7 @@ func testScoresExpBias(t *testing.T, kern scoresKernel) {
 		for i := range got {
 			got[i] = -7
 		}
-		done = kern.run(k, &a[0], lda, &b[0], &got[0], ldc, n, as, cs, &shift[0], &limitsAbove(shift, kern.slack)[0], &sum[0], &mx[0], &bias[0])
+		done = kern.run(k, &a[0], lda, &b[0], &got[0], ldc, n, as, cs, &shift[0], &limitsAbove(shift, kern.slack)[0], &sum[0], &mx[0], &bias[0], rbp, rbs)
 		return got, sum, mx, done
 	}
 	got, sum, _, done := run(shift)

@@ -70,12 +70,12 @@ func BenchmarkRooflineAttentionKernels(b *testing.B) {
 						case "scores+exp", "scores+exp,PV", "scores+exp,PV/packed":
 							// Shift 0: the scores stay well below 8, so no tile stops the kernel.
 							sum = [32]float32{}
-							if n := kernel.ScoresExp8x32(d, &k[0], lda, &qp[it*d*32], &st[0], 32, keys/8, 8*lda, 8*32, &shift[0], &limit[0], &sum[0], &mx[0], nil); n != keys/8 {
+							if n := kernel.ScoresExp8x32(d, &k[0], lda, &qp[it*d*32], &st[0], 32, keys/8, 8*lda, 8*32, &shift[0], &limit[0], &sum[0], &mx[0], nil, nil, 0); n != keys/8 {
 								b.Fatalf("ScoresExp8x32 stopped at tile %d of %d", n, keys/8)
 							}
 						case "scores+exp2", "scores+exp2,PV", "scores+exp2,PV/packed":
 							sum = [32]float32{}
-							if n := kernel.ScoresExp8x32Base2(d, &k[0], lda, &qp[it*d*32], &st[0], 32, keys/8, 8*lda, 8*32, &shift[0], &limit[0], &sum[0], &mx[0], nil); n != keys/8 {
+							if n := kernel.ScoresExp8x32Base2(d, &k[0], lda, &qp[it*d*32], &st[0], 32, keys/8, 8*lda, 8*32, &shift[0], &limit[0], &sum[0], &mx[0], nil, nil, 0); n != keys/8 {
 								b.Fatalf("ScoresExp8x32Base2 stopped at tile %d of %d", n, keys/8)
 							}
 						}

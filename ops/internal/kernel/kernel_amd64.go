@@ -251,14 +251,17 @@ func Erf8(dst, src *float32, n int, gelu bool)
 // AVX512. A bias that is not nil holds one float per row of every tile
 // (8n floats): tile t's row r gets bias[8t+r] added to its 32 scores
 // before the maxima and the exponential (a per-key mask: 0 or -Inf, or an
-// additive mask's values, broadcast to the queries).
+// additive mask's values, broadcast to the queries). A row bias rb that is
+// not nil adds to row r of tile t the 32 floats at rb + (8t+r)·rbs, after
+// the bias: a term of each (key, query) pair, such as a bias by its
+// diagonals (rbs -1: row r+1's terms start a float before row r's).
 //
 //go:noescape
-func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias *float32) int
+func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
 
 // ScoresExp8x32Base2 is ScoresExp8x32 in base 2: the caller scales the
-// panel b by log2 e (scores x·log2 e) and gives shifts, limits and bias
-// in the same units; tile t is stored as 2^(tile - shift[col]), which is
+// panel b by log2 e (scores x·log2 e) and gives shifts, limits and both
+// biases in the same units; tile t is stored as 2^(tile - shift[col]), which is
 // exp of the scores in natural units. Its exponential takes half the
 // FMA-pipe operations of ScoresExp8x32's (no multiply by log2 e, no ln 2
 // in the reduction, a 32-entry table and a degree-2 polynomial) and is
@@ -270,7 +273,7 @@ func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int
 // rounds it apart from its natural-unit counterpart. It needs AVX512.
 //
 //go:noescape
-func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias *float32) int
+func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
 
 // ScoresExpBF16x32 is ScoresExp8x32 on bf16 operands, in natural units
 // (scores, shifts, limits and bias), with its probabilities stored as the

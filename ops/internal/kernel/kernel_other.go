@@ -136,12 +136,12 @@ func Erf8(dst, src *float32, n int, gelu bool) {
 }
 
 // ScoresExp8x32 is never called where AVX512 is false.
-func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias *float32) int {
+func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
 
 // ScoresExp8x32Base2 is never called where AVX512 is false.
-func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias *float32) int {
+func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
 
