@@ -332,7 +332,11 @@ func describeFusedAttention(n *ir.Node) string {
 		if f, _ := n.AttrInt("bias_first", 0); f == 1 {
 			when = "before"
 		}
-		parts = append(parts, fmt.Sprintf("bias %s added %s the mask", n.Inputs[5], when))
+		how := ""
+		if d, _ := n.AttrInt("bias_diagonals", 0); d == 1 {
+			how = " (by its diagonals: a term of j − i)"
+		}
+		parts = append(parts, fmt.Sprintf("bias %s%s added %s the mask", n.Inputs[5], how, when))
 	}
 	var views []string
 	for i, a := range []string{"q_view", "k_view", "v_view"} {

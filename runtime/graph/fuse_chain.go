@@ -282,9 +282,10 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 				// T5: the position bias plus the padding mask, added to the
 				// scores as one [B, H, S, S] term: the fused node takes
 				// them apart, the per-key mask as its mask and the bias
-				// as its bias, and the Add is not computed.
-				mm := m.withMask(maskStage{name: keys, kind: ops.MaskAdditive, post: sign * post, at: o[0]})
-				mm = mm.withMask(maskStage{name: bias, kind: ops.MaskAdditive, post: sign * post, at: o[0]})
+				// as its bias (which diagonalBiases may then give by its
+				// diagonals), and the Add is not computed.
+				mm := m.withMask(maskStage{name: bias, kind: ops.MaskAdditive, post: sign * post, at: o[0]})
+				mm = mm.withMask(maskStage{name: keys, kind: ops.MaskAdditive, post: sign * post, at: o[0]})
 				if r, ok := f.walk(o[0], mm, post, append(chain[:len(chain):len(chain)], k)); ok {
 					return r, true
 				}
@@ -372,21 +373,45 @@ func (f *fuser) maskOperand(m, x string, post float64) (maskStage, []int) {
 // biasPlusKeyMask reads the additive term t of the scores x as Add(bias,
 // keys) or Add(keys, bias), computed by a step nothing else reads: keys a
 // float32 mask of one value per key (broadcast along the queries), bias a
-// float32 term of the scores' last two dims that is not and that the plan
-// computes on every call (a constant, or one computed from constants
-// alone, such as a causal mask, is left to the causal split and the bool
-// forms). It returns both and the Add's step.
+// float32 term of the scores' last two dims that is not, and that the plan
+// computes on every call or is a position bias (positionBias). A constant
+// of another kind, or one computed from constants alone, such as a causal
+// mask, is left to the causal split and the bool forms. It returns both
+// and the Add's step.
 func (f *fuser) biasPlusKeyMask(t, x string) (bias, keys string, step int, ok bool) {
 	k, n, ok := f.internal(t)
 	if !ok || n.OpType != "Add" || len(n.Inputs) != 2 || !f.isFloat32(n.Inputs[0]) || !f.isFloat32(n.Inputs[1]) {
 		return "", "", 0, false
 	}
 	for _, o := range [][2]string{{n.Inputs[0], n.Inputs[1]}, {n.Inputs[1], n.Inputs[0]}} {
-		if f.perKeyMask(o[1], x) && !f.perKeyMask(o[0], x) && f.fitsScores(o[0], x) && f.types[o[0]].Const == nil && f.evalShapeOnly(o[0]) == nil {
+		if !f.perKeyMask(o[1], x) || f.perKeyMask(o[0], x) || !f.fitsScores(o[0], x) {
+			continue
+		}
+		if f.types[o[0]].Const == nil && f.evalShapeOnly(o[0]) == nil || f.positionBias(o[0]) {
 			return o[0], o[1], k, true
 		}
 	}
 	return "", "", 0, false
+}
+
+// positionBias reports whether tensor name is a plan constant whose
+// matrices are constant along their diagonals, with more than two distinct
+// values, every one finite and at most 2^100 in magnitude: a position bias
+// folded at plan time (T5's below 4Mi elements), not a mask (0 and a fill).
+func (f *fuser) positionBias(name string) bool {
+	if f.types[name].Const == nil {
+		return false
+	}
+	d, _ := f.biasDiagonals(name)
+	if d == nil || !manyValues(d.Float32s()) {
+		return false
+	}
+	for _, v := range d.Float32s() {
+		if !(math.Abs(float64(v)) <= 0x1p100) {
+			return false
+		}
+	}
+	return true
 }
 
 // fillWhereNonzero reads Where(Cast(e → bool), F, e) (the condition

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops"
 )
 
 // runAll runs a model fused and unfused and returns every graph output of
@@ -589,41 +590,60 @@ func BenchmarkFuseExportForms(b *testing.B) {
 	}
 }
 
-// TestBiasPlusKeyMask: past 1024 tokens T5's position bias ([1, H, S, S],
-// gathered from a learned table) is computed on every call, and the export
-// adds the padding mask to it before the scores take both: the fused node
-// takes the two apart (biasPlusKeyMask), so the [B, H, S, S] Add does not
-// run, and its output is the unfused plan's, some keys padded.
+// TestBiasPlusKeyMask: the export adds T5's padding mask to its position
+// bias ([1, H, S, S], gathered from a learned table by buckets of j − i)
+// before the scores take both. The fused node takes the two apart
+// (biasPlusKeyMask), so the [B, H, S, S] Add does not run, and takes the
+// bias by its diagonals (diagonalBiases), so no Gather runs either: at
+// S=600 from the bias folded at plan time, at S=1100 (the bias past 4Mi
+// elements, a Gather on every call) from the buckets. Its output is the
+// unfused plan's, some keys padded.
 func TestBiasPlusKeyMask(t *testing.T) {
-	const s = 1100
 	m, p := compileModel(t, "t5_attention")
-	mask := ir.NewTensor(ir.Int64, []int{1, s})
-	for j := range mask.Int64s() {
-		if j%5 != 3 {
-			mask.Int64s()[j] = 1
-		}
+	for _, s := range []int{600, 1100} {
+		t.Run(fmt.Sprintf("S=%d", s), func(t *testing.T) {
+			mask := ir.NewTensor(ir.Int64, []int{1, s})
+			for j := range mask.Int64s() {
+				if j%5 != 3 {
+					mask.Int64s()[j] = 1
+				}
+			}
+			in := map[string]*ir.Tensor{"x": randT(rand.New(rand.NewSource(6)), 1, s, 32), "mask": mask}
+			fs, err := p.Fusions(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			att := attentionFusions(fs)
+			if len(att) != 1 {
+				t.Fatalf("%d attention fusions, want 1", len(att))
+			}
+			n := att[0].Node
+			bs, _ := n.AttrFloat("bias_scale", 0)
+			diag, _ := n.AttrInt("bias_diagonals", 0)
+			if bs != 1 || n.Input(5) == "" || diag != 1 {
+				t.Errorf("fused node %s: want the bias by its diagonals", att[0].Describe())
+			}
+			if kind, _ := n.AttrString("mask_kind", ""); kind != ops.MaskAdditive || n.Input(3) == "" {
+				t.Errorf("fused node %s: want the padding as an additive mask", att[0].Describe())
+			}
+			types, err := p.Plan(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := types[n.Input(5)]; d.Const == nil || !ops.SameShape(d.Const.Shape, []int{1, 4, 2*s - 1}) {
+				t.Errorf("diagonals %s: %+v, want a constant [1 4 %d]", n.Input(5), d.Type, 2*s-1)
+			}
+			steps, err := p.Steps(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range steps {
+				if n.OpType == "Add" || n.OpType == "Gather" {
+					t.Errorf("step %s (%s) still runs", n.Label(), n.OpType)
+				}
+			}
+			fused, unfused, _ := runBoth(t, m, in)
+			sameOutputs(t, fused, unfused)
+		})
 	}
-	in := map[string]*ir.Tensor{"x": randT(rand.New(rand.NewSource(6)), 1, s, 32), "mask": mask}
-	fs, err := p.Fusions(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	att := attentionFusions(fs)
-	if len(att) != 1 {
-		t.Fatalf("%d attention fusions, want 1", len(att))
-	}
-	if bs, _ := att[0].Node.AttrFloat("bias_scale", 0); bs != 1 || att[0].Node.Input(5) == "" {
-		t.Errorf("fused node %s: no bias", att[0].Describe())
-	}
-	steps, err := p.Steps(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range steps {
-		if n.OpType == "Add" {
-			t.Errorf("step %s (Add) still runs", n.Label())
-		}
-	}
-	fused, unfused, _ := runBoth(t, m, in)
-	sameOutputs(t, fused, unfused)
 }

@@ -80,13 +80,13 @@ func TestFuseNarrowMasks(t *testing.T) {
 			attrs: "scale=1 mask_kind=additive mask_scale=1", mask: "[2x1x1x5]",
 			steps: "FusedAttention[2x3x5x4]", count: 1, absorbed: []string{""}},
 		// The Add reads the Expand's input (broadcast_expand.go); the fused
-		// node takes its two terms apart (biasPlusKeyMask): the full-size
-		// one as its mask, the per-key one as its bias, and the Add does
-		// not run.
+		// node takes its two terms apart (biasPlusKeyMask): the per-key one
+		// as its mask, the full-size one as its bias, and the Add does not
+		// run.
 		{name: "an Expand then a full-size term: taken apart",
 			syn: synth{inputs: with(vi("a", ir.Float, b, 1, 1, s), vi("c", ir.Float, b, 1, s, s)), inits: map[string]*ir.Tensor{"full": int64s(b, 1, s, s)},
 				nodes: append([]*ir.Node{node("Expand", []string{"a", "full"}, []string{"e"}), node("Add", []string{"e", "c"}, []string{"mk"})}, attention("mk", "")...)},
-			attrs: "scale=1 mask_kind=additive mask_scale=1 bias_scale=1", mask: "[2x1x5x5]",
+			attrs: "scale=1 mask_kind=additive mask_scale=1 bias_scale=1", mask: "[2x1x1x5]",
 			steps: "FusedAttention[2x3x5x4]", count: 1, absorbed: []string{""}},
 		// Two readers of the Where: each takes it as an additive mask.
 		{name: "one _expand_mask read by two attentions: computed once",

@@ -99,7 +99,7 @@ func TestModelFusions(t *testing.T) {
 		{"torch_decoder_layer", 2, "Where Div MatMul Mul Mul Add Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
 		// T5: no scaling, position bias + mask added, a no-op Cast before
 		// the Softmax.
-		{"t5_attention", 1, "MatMul Add Cast Softmax MatMul", 1, true, ops.MaskAdditive, 0, false},
+		{"t5_attention", 1, "MatMul Add Add Cast Softmax MatMul", 1, true, ops.MaskAdditive, 0, false},
 		// LLaMA at opset 17: K and V repeated by Expand + Reshape (kv_group),
 		// Casts after the Softmax, the folded causal mask (finfo.min above
 		// the diagonal, offset by the KV cache) added: the causal cut.
@@ -190,7 +190,7 @@ func TestModelFusions(t *testing.T) {
 		{"s000_multi_head_opset14", 1, "Transpose MatMul Div Softmax MatMul", scale8, false, "", 0, true},
 		{"s000_causal_or_opset11", 1, "Transpose MatMul Div Or Cast Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"s001_encoder_2x4_opset14", 2, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
-		{"t5_attention_opset13", 1, "MatMul Add Cast Softmax MatMul", 1, true, ops.MaskAdditive, 0, false},
+		{"t5_attention_opset13", 1, "MatMul Add Add Cast Softmax MatMul", 1, true, ops.MaskAdditive, 0, false},
 	}
 	// The fused node's attributes beyond the table's, where a model sets them.
 	extras := map[string]string{
@@ -215,6 +215,8 @@ func TestModelFusions(t *testing.T) {
 		"swin_window_attention":            "bias_scale=1",
 		"swinv2_window_attention":          "bias_scale=1",
 		"clip_text_attention":              "causal=1 causal_fill=-3.4028235e+38",
+		"t5_attention":                     "bias_scale=1 bias_diagonals=1",
+		"t5_attention_opset13":             "bias_scale=1 bias_diagonals=1",
 	}
 	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {
@@ -256,7 +258,7 @@ func TestModelFusions(t *testing.T) {
 			got = nil
 			for _, a := range n.Attrs {
 				switch a.Name {
-				case "kv_group", "bias_first", "causal", "causal_offset", "masked_rows_uniform", "masked_rows_zero":
+				case "kv_group", "bias_first", "bias_diagonals", "causal", "causal_offset", "masked_rows_uniform", "masked_rows_zero":
 					got = append(got, fmt.Sprintf("%s=%d", a.Name, a.Int))
 				case "bias_scale", "causal_fill":
 					got = append(got, fmt.Sprintf("%s=%g", a.Name, a.Float))

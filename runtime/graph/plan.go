@@ -468,6 +468,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 		p.rewriteAttentionOps(pl, types)
 		p.mergeScoreSums(pl, types)
 		p.fuseAttention(pl, types)
+		p.diagonalBiases(pl, types)
 		p.fuseMatMuls(pl, types)
 		p.fuseGelus(pl, types)
 		p.fuseLayerNorms(pl, types)
