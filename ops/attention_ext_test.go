@@ -320,6 +320,29 @@ func TestFusedAttentionExtensions(t *testing.T) {
 			mask: []int{1, 1, 35, 50}, kind: MaskAdditive, bias: []int{1, 2, 35, 50}, biasScale: 1, biasFirst: true, biasDiag: true},
 		{name: "diagonal bias + causal fill -1e4, rescaling", b: 1, hq: 2, hk: 2, sq: 2*kb + 7, sk: 2*kb + 7, d: 16, dv: 8, scale: 0.5, causal: true, causalFill: -1e4,
 			bias: []int{1, 2, 2*kb + 7, 2*kb + 7}, biasScale: 4, biasDiag: true},
+		// Additive masks and biases of full [Sq, Sk] matrices: a float
+		// attn_mask, Swin's relative position bias (the mask) and
+		// shifted-window mask (the bias) over many small windows, beside a
+		// per-key mask, a per-key bias, a bias by its diagonals, the
+		// causal cut, grouped heads, and long enough for several key
+		// blocks and the running shift's moves.
+		{name: "dense additive mask alone, long", b: 1, hq: 2, hk: 2, sq: kb + 45, sk: 2*kb + 9, d: 16, dv: 8, scale: 0.5,
+			mask: []int{1, 1, kb + 45, 2*kb + 9}, kind: MaskAdditive},
+		{name: "dense mask + dense bias (Swin's windows)", b: 8, hq: 3, hk: 3, sq: 49, sk: 49, d: 32, dv: 32, scale: 0.3,
+			mask: []int{1, 3, 49, 49}, kind: MaskAdditive, bias: []int{8, 1, 49, 49}, biasScale: 1,
+			prep: func(_, bias *ir.Tensor) {
+				for at := range bias.Float32s() {
+					if (at/49)%7 < at%7 {
+						bias.Float32s()[at] = -100
+					}
+				}
+			}},
+		{name: "dense bias + bool key padding + causal offset, gqa", b: 2, hq: 4, hk: 2, sq: kb + 45, sk: kb + 45, d: 16, dv: 8, scale: 0.3, causal: true, causalOff: 20,
+			mask: []int{2, 1, 1, kb + 45}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.3, bias: []int{1, 4, kb + 45, kb + 45}, biasScale: 2},
+		{name: "dense additive mask + diagonal bias", b: 1, hq: 2, hk: 2, sq: 70, sk: 90, d: 8, dv: 8, scale: 0.3,
+			mask: []int{1, 1, 70, 90}, kind: MaskAdditive, bias: []int{1, 2, 70, 90}, biasScale: 1, biasDiag: true},
+		{name: "dense additive mask + per-key bias (ALiBi), rescaling", b: 2, hq: 2, hk: 2, sq: 2*kb + 7, sk: 2*kb + 7, d: 16, dv: 8, scale: 0.6,
+			mask: []int{2, 2, 2*kb + 7, 2*kb + 7}, kind: MaskAdditive, bias: []int{1, 2, 1, 2*kb + 7}, biasScale: 3},
 		// Sliding windows: the causal cut and a bool mask hiding the keys
 		// before the window, whose lower edge crosses the key blocks
 		// (hiddenPrefixes: skipped, masked and fast parts of a block).
