@@ -60,11 +60,11 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	// order against the bias does not matter where the bias has no +inf
 	// or NaN.
 	perKeyBias := p.biasFloats != nil && p.bRowStep == 0 && (p.maskKind == "" || perKey) && p.biasKeepsInf()
-	// A bias by its diagonals (T5's position bias) takes the fp32 fast
-	// path too: the kernel adds each key's row of terms (rowBias), after
+	// A bias by its diagonals (T5's position bias) takes the fast path
+	// too: the kernel adds each key's row of terms (rowBias), after
 	// the per-key mask, as the export adds them unless it adds the bias
 	// first to an additive mask.
-	diagBias := p.biasDiag && p.kInPlace && (p.maskKind == "" || perKey) && p.biasKeepsInf() && !(p.biasFirst && p.maskFloats != nil)
+	diagBias := p.biasDiag && (p.kInPlace || p.bf16) && (p.maskKind == "" || perKey) && p.biasKeepsInf() && !(p.biasFirst && p.maskFloats != nil)
 	p.scoresExp = (p.kInPlace || p.bf16) && p.softcap == 0 && p.scoresMode == "" && (p.biasFloats == nil || perKeyBias || diagBias) && (p.maskFloats == nil || perKey)
 	p.scoresBase2 = p.scoresExp && p.maskFloats == nil && (p.biasFloats == nil || diagBias && p.diagonalsBounded())
 	p.rowBias, p.rowBias2, p.rowBiasAt = nil, nil, nil

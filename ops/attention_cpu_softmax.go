@@ -99,7 +99,7 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn, b, q0, lanes, j0, cols int, b
 		case p.scoresBase2:
 			if p.bf16 {
 				done += kernel.ScoresExpBF16x32Base2(dw, &wordsOf(kp)[(j0+done*attnMR)*dw], dw, &wordsOf(qpan)[0], &wordsOf(st)[done*attnMR/2*attnNR], full-done, attnMR*dw,
-					&shift2[0], &lim[0], &sum[0], &mx[0], bp)
+					&shift2[0], &lim[0], &sum[0], &mx[0], bp, rb, -1)
 			} else {
 				done += kernel.ScoresExp8x32Base2(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &w.qp2[pn*attnNR*p.d], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
 					&shift2[0], &lim[0], &sum[0], &mx[0], bp, rb, -1)
@@ -110,7 +110,7 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn, b, q0, lanes, j0, cols int, b
 			continue
 		case p.bf16:
 			done += kernel.ScoresExpBF16x32(dw, &wordsOf(kp)[(j0+done*attnMR)*dw], dw, &wordsOf(qpan)[0], &wordsOf(st)[done*attnMR/2*attnNR], full-done, attnMR*dw,
-				&m[0], &lim[0], &sum[0], &mx[0], bp)
+				&m[0], &lim[0], &sum[0], &mx[0], bp, rb, -1)
 		default:
 			done += kernel.ScoresExp8x32(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &qpan[0], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
 				&m[0], &lim[0], &sum[0], &mx[0], bp, rb, -1)

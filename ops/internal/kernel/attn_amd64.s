@@ -444,6 +444,11 @@ pkdone:
 	JE benobias \
 	TILE8x32_KEY_BIAS(n+40(FP)) \
 benobias: \
+	MOVQ rb+96(FP), AX \
+	TESTQ AX, AX \
+	JE benorowbias \
+	TILE8x32_ROW_BIAS(n+40(FP), rb+96(FP), rbs+104(FP)) \
+benorowbias: \
 	XORQ AX, AX \
 	TILE8x32_COL_MAX \
 	TILE8x32_OVER_SLACK \
@@ -464,7 +469,7 @@ belast: \
 	JE expdone \
 	EXP_PENDING_PAIR(EXP) \
 	JMP belast \
-	TILE8x32_EXP_END(mx+80(FP), sum+72(FP), n+40(FP), ret+96(FP))
+	TILE8x32_EXP_END(mx+80(FP), sum+72(FP), n+40(FP), ret+112(FP))
 
 // The scores kernels' body (ScoresExp8x32 and ScoresExp8x32Base2, which
 // share the signature): tiles as Sgemm8x32RowsLoop's (A's 8 rows in place
@@ -549,14 +554,14 @@ TEXT ·ScoresExp8x32(SB), NOSPLIT, $0-136
 TEXT ·ScoresExp8x32Base2(SB), NOSPLIT, $0-136
 	SCORES_EXP_8x32(EXP2_TAB32, 48, exptab32<>(SB))
 
-// func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias *float32) int
+// func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
 // exp in natural units (EXP_BF16_MEM).
-TEXT ·ScoresExpBF16x32(SB), NOSPLIT, $0-104
+TEXT ·ScoresExpBF16x32(SB), NOSPLIT, $0-120
 	SCORES_EXP_BF16(EXP_BF16_MEM)
 
-// func ScoresExpBF16x32Base2(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias *float32) int
+// func ScoresExpBF16x32Base2(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
 // 2^x in base 2 (EXP2_BF16_MEM).
-TEXT ·ScoresExpBF16x32Base2(SB), NOSPLIT, $0-104
+TEXT ·ScoresExpBF16x32Base2(SB), NOSPLIT, $0-120
 	SCORES_EXP_BF16(EXP2_BF16_MEM)
 
 // TRANSPOSE16 loads 16 rows of 16 floats from SI, R9 bytes apart (SI

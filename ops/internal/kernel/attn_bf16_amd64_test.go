@@ -59,7 +59,7 @@ const expBF16RelErr = 1.04e-4
 // puts the limits at above the shifts.
 type bf16ScoresKernel struct {
 	name  string
-	run   func(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias *float32) int
+	run   func(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
 	exp   func(float64) float64
 	slack float32
 }
@@ -70,7 +70,7 @@ type bf16ScoresKernel struct {
 // 2 in base 2): the pair words (within half a bf16 ulp, plus
 // expBF16RelErr, of exp(score - shift), the even key in the low half), the
 // fp32 column sums (within expBF16RelErr), the per-key bias (-Inf keys
-// give exact zeros), the stop at the first tile a column of which rises
+// give exact zeros) and a row bias by diagonals after it, the stop at the first tile a column of which rises
 // above its limit (the slack above its shift), with its maxima, -Inf shifts, and
 // that nothing is written past a tile's staging (128 words past the last
 // tile stored, or past the one it stops at).
@@ -96,12 +96,23 @@ func testScoresExpBF16x32(t *testing.T, kern bf16ScoresKernel, k int) {
 	as := 8*lda + 3
 	a, b, raw := bf16ScoreTiles(t, 7, k, lda, n, as, 0.6)
 	negInf := float32(math.Inf(-1))
-	bias := keyBiasTiles(rand.New(rand.NewSource(8)), n, 5)
-	for _, withBias := range []bool{false, true} {
+	r := rand.New(rand.NewSource(8))
+	bias := keyBiasTiles(r, n, 5)
+	// A row bias by diagonals: row 8t + r reads rb[rb0 - (8t + r) + c].
+	rb := make([]float32, 8*n-1+32)
+	for i := range rb {
+		rb[i] = float32(r.NormFloat64())
+	}
+	rb0 := 8*n - 1
+	for _, v := range []struct{ bias, row bool }{{false, false}, {true, false}, {true, true}} {
+		withBias := v.bias
 		score := func(tile, row, c int) float32 {
 			s := raw[tile*256+row*32+c]
 			if withBias {
 				s += bias[8*tile+row]
+			}
+			if v.row {
+				s += rb[rb0-(8*tile+row)+c]
 			}
 			return s
 		}
@@ -129,11 +140,14 @@ func testScoresExpBF16x32(t *testing.T, kern bf16ScoresKernel, k int) {
 			for c := range sum {
 				sum[c] = float32(c) // the kernel adds to it
 			}
-			var bp *float32
+			var bp, rbp *float32
 			if withBias {
 				bp = &bias[0]
 			}
-			done = kern.run(k, &a[0], lda, &b[0], &got[0], n, as, &shift[0], &limitsAbove(shift, kern.slack)[0], &sum[0], &mx[0], bp)
+			if v.row {
+				rbp = &rb[rb0]
+			}
+			done = kern.run(k, &a[0], lda, &b[0], &got[0], n, as, &shift[0], &limitsAbove(shift, kern.slack)[0], &sum[0], &mx[0], bp, rbp, -1)
 			return got, sum, mx, done
 		}
 		got, sum, _, done := run(shift)

@@ -121,12 +121,12 @@ func BenchmarkRooflineAttentionKernels(b *testing.B) {
 							kernel.BF16Gemm8x32Loop(dw, &k[0], dw, &qw[it*dw*32], &st[0], 32, keys/8, 8*dw, 0, 8*32, false)
 						case "scores+exp", "scores+exp,PV":
 							sum = [32]float32{}
-							if n := kernel.ScoresExpBF16x32(dw, &k[0], dw, &qw[it*dw*32], &pw[0], keys/8, 8*dw, &shift[0], &limit[0], &sum[0], &mx[0], nil); n != keys/8 {
+							if n := kernel.ScoresExpBF16x32(dw, &k[0], dw, &qw[it*dw*32], &pw[0], keys/8, 8*dw, &shift[0], &limit[0], &sum[0], &mx[0], nil, nil, 0); n != keys/8 {
 								b.Fatalf("ScoresExpBF16x32 stopped at tile %d of %d", n, keys/8)
 							}
 						case "scores+exp2", "scores+exp2,PV":
 							sum = [32]float32{}
-							if n := kernel.ScoresExpBF16x32Base2(dw, &k[0], dw, &qw[it*dw*32], &pw[0], keys/8, 8*dw, &shift[0], &limit[0], &sum[0], &mx[0], nil); n != keys/8 {
+							if n := kernel.ScoresExpBF16x32Base2(dw, &k[0], dw, &qw[it*dw*32], &pw[0], keys/8, 8*dw, &shift[0], &limit[0], &sum[0], &mx[0], nil, nil, 0); n != keys/8 {
 								b.Fatalf("ScoresExpBF16x32Base2 stopped at tile %d of %d", n, keys/8)
 							}
 						}

@@ -279,7 +279,7 @@ func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, c
 // (scores, shifts, limits and bias), with its probabilities stored as the
 // bf16 pairs the P·V product reads: n tiles of A's 8 rows of k pair words
 // (lda words apart; tile t at a + t·as) times the packed k-pair×32 panel
-// b (VDPBF16PS, fp32 sums), with the same bias, maxima, stop at the first
+// b (VDPBF16PS, fp32 sums), with the same bias and row bias (fp32), maxima, stop at the first
 // tile a column of which rises above its limit (mx, return t) and sums;
 // tile t's exp(tile - shift) go to the 128 words at c + 128t, rows 2p and
 // 2p+1 of the tile as words c[128t + 32p + col] = (row 2p, row 2p+1)
@@ -294,7 +294,7 @@ func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, c
 // BF16.
 //
 //go:noescape
-func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias *float32) int
+func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
 
 // ScoresExpBF16x32Base2 is ScoresExpBF16x32 in base 2, as
 // ScoresExp8x32Base2 is ScoresExp8x32: the panel b holds scale·log2 e·Qᵀ,
@@ -306,7 +306,7 @@ func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift,
 // BF16.
 //
 //go:noescape
-func ScoresExpBF16x32Base2(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias *float32) int
+func ScoresExpBF16x32Base2(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
 
 // TransposeScale16 writes the transpose of a 16×16 block, each row scaled:
 // dst[i·ldd + j] = scale[i]·src[j·lds + i] for i, j < 16 (strides in

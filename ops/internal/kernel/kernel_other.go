@@ -146,12 +146,12 @@ func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, c
 }
 
 // ScoresExpBF16x32 is never called where BF16 is false.
-func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias *float32) int {
+func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias, rb *float32, rbs int) int {
 	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
 }
 
 // ScoresExpBF16x32Base2 is never called where BF16 is false.
-func ScoresExpBF16x32Base2(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias *float32) int {
+func ScoresExpBF16x32Base2(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias, rb *float32, rbs int) int {
 	panic("ops/internal/kernel: no AVX512_BF16 on this architecture")
 }
 
