@@ -914,6 +914,57 @@ class T5Attention(nn.Module):
         return self.o(y)
 
 
+class T5LayerNorm(nn.Module):
+    """transformers' T5LayerNorm: RMS norm, no mean, no bias."""
+
+    def __init__(self, d_model: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model) + 0.1 * torch.randn(d_model))
+        self.eps = eps
+
+    def forward(self, x: Tensor):
+        variance = x.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(variance + self.eps))
+
+
+class T5EncoderStack(nn.Module):
+    """transformers' T5Stack as an encoder of n_layers T5Blocks: the first
+    layer's attention computes the relative position bias plus the padding
+    mask once (T5Attention with has_relative_attention_bias) and every layer
+    reuses that sum (position_bias passed down the stack); T5LayerNorm
+    before each sublayer, ReLU feed-forward (T5DenseActDense), residual
+    sums, the final layer norm.
+
+    mask: (B, S) int64, 1 = keep, 0 = padding."""
+
+    def __init__(self, d_model: int, n_heads: int, d_kv: int, d_ff: int, n_layers: int = 2):
+        super().__init__()
+        self.attn = nn.ModuleList([T5Attention(d_model, n_heads, d_kv) for _ in range(n_layers)])
+        self.ln_attn = nn.ModuleList([T5LayerNorm(d_model) for _ in range(n_layers)])
+        self.ln_ff = nn.ModuleList([T5LayerNorm(d_model) for _ in range(n_layers)])
+        self.wi = nn.ModuleList([nn.Linear(d_model, d_ff, bias=False) for _ in range(n_layers)])
+        self.wo = nn.ModuleList([nn.Linear(d_ff, d_model, bias=False) for _ in range(n_layers)])
+        self.final_ln = T5LayerNorm(d_model)
+
+    def forward(self, x: Tensor, mask: Tensor):
+        B, S = x.shape[:2]
+        ext = (1.0 - mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
+        position_bias = self.attn[0].compute_bias(S, S) + ext  # computed once, as T5Stack passes it down
+        for i, attn in enumerate(self.attn):
+            h = self.ln_attn[i](x)
+
+            def shape(t):
+                return t.view(B, -1, attn.n_heads, attn.d_kv).transpose(1, 2)
+
+            q, k, v = shape(attn.q(h)), shape(attn.k(h)), shape(attn.v(h))
+            scores = torch.matmul(q, k.transpose(3, 2)) + position_bias
+            w = F.softmax(scores.float(), dim=-1).type_as(scores)
+            y = torch.matmul(w, v).transpose(1, 2).contiguous().view(B, -1, attn.n_heads * attn.d_kv)
+            x = x + attn.o(y)
+            x = x + self.wo[i](F.relu(self.wi[i](self.ln_ff[i](x))))
+        return self.final_ln(x)
+
+
 class LlamaRMSNorm(nn.Module):
     def __init__(self, hidden_size: int, eps: float = 1e-6):
         super().__init__()

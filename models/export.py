@@ -430,6 +430,14 @@ SPECS = [
          "no 1/sqrt(d) scaling; learned relative position bias (bidirectional buckets from Range, Log, Where, "
          "Gather on the run-time length) plus the padding mask ((1 - mask)·finfo.min) added to the scores; "
          "`scores.float()` before the softmax (Cast); mask: int64, 1 = keep"),
+    Spec("t5_encoder", "ext", "transformers' T5Stack encoder of 2 T5Blocks sharing one position bias",
+         lambda: am.T5EncoderStack(C, H, 8, 64, 2),
+         [("x", ("batch", "seq", C), randn), ("mask", ("batch", "seq"), keep_mask_int_2d)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "the first layer's relative position bias plus the padding mask ((1 - mask)·finfo.min), computed "
+         "once and added to both layers' scores (one Add read by two attentions); T5LayerNorm (RMS) "
+         "before each sublayer, ReLU feed-forward, residual sums, final norm; mask: int64, 1 = keep"),
     Spec("llama_attention_opset17", "ext", "LLaMA-style decoder block at opset 17 (GQA 4/2 heads, KV cache)",
          lambda: am.LlamaAttentionBlock(),
          [("x", ("batch", "seq", 64), randn), ("position_ids", ("batch", "seq"), position_ids),

@@ -80,6 +80,7 @@ func TestAttentionCores(t *testing.T) {
 		{"s000_causal_or_opset11", 1, ops.MaskBoolTrueMasks},
 		{"s001_encoder_2x4_opset14", 2, ops.MaskBoolTrueMasks},
 		{"t5_attention_opset13", 1, ops.MaskAdditive},
+		{"t5_encoder", 2, ops.MaskAdditive},
 		// ONNX Attention nodes: their weights are qk_matmul_output (mode 3),
 		// which they do not return yet.
 		{"s000_multi_head_attention_op", 1, ""},

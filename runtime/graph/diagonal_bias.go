@@ -164,13 +164,12 @@ func (f *fuser) biasDiagonals(x string) (*ir.Tensor, []*ir.Node) {
 			}
 			return ir.FromSlice(out, d), chain
 		}
-		i, ok := f.producer[name]
-		if !ok || f.removed[i] {
+		n, ok := f.producerNode(name)
+		if !ok {
 			return nil, nil
 		}
-		n := f.pl.steps[i].node
 		chain = append(chain, n)
-		if n.OpType == "Gather" && isDefaultDomain(n) {
+		if n.OpType == "Gather" {
 			d := f.gatheredDiagonals(n, sq, sk)
 			if d == nil {
 				return nil, nil

@@ -558,6 +558,18 @@ func (f *fuser) internal(name string) (int, *ir.Node, bool) {
 	return i, n, true
 }
 
+// producerNode returns the node of the plan's step computing tensor name,
+// in the default domain and not part of another fusion, however many steps
+// read it (nil, false otherwise).
+func (f *fuser) producerNode(name string) (*ir.Node, bool) {
+	i, ok := f.producer[name]
+	if !ok || f.removed[i] {
+		return nil, false
+	}
+	n := f.pl.steps[i].node
+	return n, isDefaultDomain(n)
+}
+
 // constValue returns the constant value of tensor name with its data in
 // memory, for a matcher that reads its elements: a weight held by
 // reference is read back (valueReader). It is nil when name is no

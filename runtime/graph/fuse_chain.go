@@ -283,10 +283,16 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 				// scores as one [B, H, S, S] term: the fused node takes
 				// them apart, the per-key mask as its mask and the bias
 				// as its bias (which diagonalBiases may then give by its
-				// diagonals), and the Add is not computed.
+				// diagonals), and the Add is not computed. Every layer of
+				// a T5 stack reads the first layer's sum: the Add (k < 0)
+				// then stays until no step reads it (dropDead).
 				mm := m.withMask(maskStage{name: bias, kind: ops.MaskAdditive, post: sign * post, at: o[0]})
 				mm = mm.withMask(maskStage{name: keys, kind: ops.MaskAdditive, post: sign * post, at: o[0]})
-				if r, ok := f.walk(o[0], mm, post, append(chain[:len(chain):len(chain)], k)); ok {
+				next := chain[:len(chain):len(chain)]
+				if k >= 0 {
+					next = append(next, k)
+				}
+				if r, ok := f.walk(o[0], mm, post, next); ok {
 					return r, true
 				}
 			}
@@ -371,7 +377,8 @@ func (f *fuser) maskOperand(m, x string, post float64) (maskStage, []int) {
 }
 
 // biasPlusKeyMask reads the additive term t of the scores x as Add(bias,
-// keys) or Add(keys, bias), computed by a step nothing else reads: keys a
+// keys) or Add(keys, bias), computed by a step (k, or -1 when other steps
+// read it too: a T5 stack's layers share it): keys a
 // float32 mask of one value per key (broadcast along the queries), bias a
 // float32 term of the scores' last two dims that is not, and that the plan
 // computes on every call or is a position bias (positionBias). A constant
@@ -380,6 +387,10 @@ func (f *fuser) maskOperand(m, x string, post float64) (maskStage, []int) {
 // and the Add's step.
 func (f *fuser) biasPlusKeyMask(t, x string) (bias, keys string, step int, ok bool) {
 	k, n, ok := f.internal(t)
+	if !ok {
+		k = -1
+		n, ok = f.producerNode(t)
+	}
 	if !ok || n.OpType != "Add" || len(n.Inputs) != 2 || !f.isFloat32(n.Inputs[0]) || !f.isFloat32(n.Inputs[1]) {
 		return "", "", 0, false
 	}

@@ -592,58 +592,71 @@ func BenchmarkFuseExportForms(b *testing.B) {
 
 // TestBiasPlusKeyMask: the export adds T5's padding mask to its position
 // bias ([1, H, S, S], gathered from a learned table by buckets of j − i)
-// before the scores take both. The fused node takes the two apart
-// (biasPlusKeyMask), so the [B, H, S, S] Add does not run, and takes the
-// bias by its diagonals (diagonalBiases), so no Gather runs either: at
-// S=600 from the bias folded at plan time, at S=1100 (the bias past 4Mi
-// elements, a Gather on every call) from the buckets. Its output is the
-// unfused plan's, some keys padded.
+// before the scores take both; a T5 stack computes that sum once and every
+// layer reads it. Each fused node takes the two apart (biasPlusKeyMask),
+// so the [B, H, S, S] Add does not run, and takes the bias by its
+// diagonals (diagonalBiases), so no Gather runs either: at S=600 from the
+// bias folded at plan time, at S=1100 (the bias past 4Mi elements, a
+// Gather on every call) from the buckets. No step writes an [S, S] matrix,
+// and the output is the unfused plan's, some keys padded.
 func TestBiasPlusKeyMask(t *testing.T) {
-	m, p := compileModel(t, "t5_attention")
-	for _, s := range []int{600, 1100} {
-		t.Run(fmt.Sprintf("S=%d", s), func(t *testing.T) {
-			mask := ir.NewTensor(ir.Int64, []int{1, s})
-			for j := range mask.Int64s() {
-				if j%5 != 3 {
-					mask.Int64s()[j] = 1
+	for _, c := range []struct {
+		model  string
+		layers int
+	}{{"t5_attention", 1}, {"t5_encoder", 2}} {
+		m, p := compileModel(t, c.model)
+		for _, s := range []int{600, 1100} {
+			t.Run(fmt.Sprintf("%s/S=%d", c.model, s), func(t *testing.T) {
+				mask := ir.NewTensor(ir.Int64, []int{1, s})
+				for j := range mask.Int64s() {
+					if j%5 != 3 {
+						mask.Int64s()[j] = 1
+					}
 				}
-			}
-			in := map[string]*ir.Tensor{"x": randT(rand.New(rand.NewSource(6)), 1, s, 32), "mask": mask}
-			fs, err := p.Fusions(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			att := attentionFusions(fs)
-			if len(att) != 1 {
-				t.Fatalf("%d attention fusions, want 1", len(att))
-			}
-			n := att[0].Node
-			bs, _ := n.AttrFloat("bias_scale", 0)
-			diag, _ := n.AttrInt("bias_diagonals", 0)
-			if bs != 1 || n.Input(5) == "" || diag != 1 {
-				t.Errorf("fused node %s: want the bias by its diagonals", att[0].Describe())
-			}
-			if kind, _ := n.AttrString("mask_kind", ""); kind != ops.MaskAdditive || n.Input(3) == "" {
-				t.Errorf("fused node %s: want the padding as an additive mask", att[0].Describe())
-			}
-			types, err := p.Plan(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := types[n.Input(5)]; d.Const == nil || !ops.SameShape(d.Const.Shape, []int{1, 4, 2*s - 1}) {
-				t.Errorf("diagonals %s: %+v, want a constant [1 4 %d]", n.Input(5), d.Type, 2*s-1)
-			}
-			steps, err := p.Steps(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, n := range steps {
-				if n.OpType == "Add" || n.OpType == "Gather" {
-					t.Errorf("step %s (%s) still runs", n.Label(), n.OpType)
+				in := map[string]*ir.Tensor{"x": randT(rand.New(rand.NewSource(6)), 1, s, 32), "mask": mask}
+				fs, err := p.Fusions(in)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			fused, unfused, _ := runBoth(t, m, in)
-			sameOutputs(t, fused, unfused)
-		})
+				att := attentionFusions(fs)
+				if len(att) != c.layers {
+					t.Fatalf("%d attention fusions, want %d", len(att), c.layers)
+				}
+				types, err := p.Plan(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range att {
+					n := f.Node
+					bs, _ := n.AttrFloat("bias_scale", 0)
+					diag, _ := n.AttrInt("bias_diagonals", 0)
+					if bs != 1 || n.Input(5) == "" || diag != 1 {
+						t.Errorf("fused node %s: want the bias by its diagonals", f.Describe())
+					}
+					if kind, _ := n.AttrString("mask_kind", ""); kind != ops.MaskAdditive || n.Input(3) == "" {
+						t.Errorf("fused node %s: want the padding as an additive mask", f.Describe())
+					}
+					if d := types[n.Input(5)]; d.Const == nil || !ops.SameShape(d.Const.Shape, []int{1, 4, 2*s - 1}) {
+						t.Errorf("diagonals %s: %+v, want a constant [1 4 %d]", n.Input(5), d.Type, 2*s-1)
+					}
+				}
+				steps, err := p.Steps(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, n := range steps {
+					if n.OpType == "Gather" {
+						t.Errorf("step %s (Gather) still runs", n.Label())
+					}
+					for _, o := range n.Outputs {
+						if dims, ok := types[o].Type.Shape.Concrete(); ok && len(dims) >= 2 && dims[len(dims)-1] == s && dims[len(dims)-2] == s {
+							t.Errorf("step %s (%s) writes %s %v", n.Label(), n.OpType, o, dims)
+						}
+					}
+				}
+				fused, unfused, _ := runBoth(t, m, in)
+				sameOutputs(t, fused, unfused)
+			})
+		}
 	}
 }

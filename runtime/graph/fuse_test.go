@@ -191,6 +191,7 @@ func TestModelFusions(t *testing.T) {
 		{"s000_causal_or_opset11", 1, "Transpose MatMul Div Or Cast Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"s001_encoder_2x4_opset14", 2, "Transpose MatMul Div Where Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"t5_attention_opset13", 1, "MatMul Add Add Cast Softmax MatMul", 1, true, ops.MaskAdditive, 0, false},
+		{"t5_encoder", 2, "MatMul Add Cast Softmax MatMul", 1, true, ops.MaskAdditive, 0, false},
 	}
 	// The fused node's attributes beyond the table's, where a model sets them.
 	extras := map[string]string{
@@ -217,6 +218,7 @@ func TestModelFusions(t *testing.T) {
 		"clip_text_attention":              "causal=1 causal_fill=-3.4028235e+38",
 		"t5_attention":                     "bias_scale=1 bias_diagonals=1",
 		"t5_attention_opset13":             "bias_scale=1 bias_diagonals=1",
+		"t5_encoder":                       "bias_scale=1 bias_diagonals=1",
 	}
 	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {
