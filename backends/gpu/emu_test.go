@@ -638,6 +638,8 @@ var gpuMissingOps = map[string][]string{
 	"bloom_attention":          {"CumSum"},       // its ALiBi positions: cumsum(attention_mask)
 	"t5_attention":             {"Min", "Range"}, // folded on the host at run time
 	"t5_attention_opset13":     {"Min", "Range"}, // as t5_attention
+	// As t5_attention, and T5LayerNorm's mean of squares (no GPU ReduceMean kernel yet).
+	"t5_encoder": {"Min", "Range", "ReduceMean"},
 	// The opset-14 encoder's LayerNorms are ReduceMean chains (no GPU ReduceMean kernel yet).
 	"s001_encoder_2x4_opset14": {"ReduceMean"},
 	"torch_mha_need_weights":   {"ReduceSum"},
