@@ -1422,6 +1422,10 @@ def export_bench_patterns(outdir):
         ("t5_attention_c768", am.T5Attention(768, 12, 64),
          [("x", randn(rng, (1, s, 768)), {0: "batch", 1: "seq"}),
           ("mask", np.ones((1, s), np.int64), {0: "batch", 1: "seq"})]),
+        # T5-base's encoder: 12 T5Blocks sharing the first one's position bias.
+        ("t5_encoder12_c768", am.T5EncoderStack(768, 12, 64, 3072, 12),
+         [("x", randn(rng, (1, s, 768)), {0: "batch", 1: "seq"}),
+          ("mask", np.ones((1, s), np.int64), {0: "batch", 1: "seq"})]),
     ]
     for name, m, ins in items:
         m.eval()
