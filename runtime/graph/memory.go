@@ -661,10 +661,11 @@ func elements(t ir.TypeInfo) int {
 	return ops.ShapeElems(dims)
 }
 
-// viewable reports whether a step can run as a view of its first input.
+// viewable reports whether a step can run as a view of its first input:
+// a reshape, or a Cast to the input's own type.
 func viewable(st *step, keep map[int]bool) bool {
 	n := st.node
-	if !reshapeLike(n) || len(st.outs) != 1 || st.outs[0] < 0 || keep[st.outs[0]] || len(st.args) == 0 || st.args[0] < 0 {
+	if !reshapeLike(n) && !st.sameCast || len(st.outs) != 1 || st.outs[0] < 0 || keep[st.outs[0]] || len(st.args) == 0 || st.args[0] < 0 {
 		return false
 	}
 	w := st.want[0]

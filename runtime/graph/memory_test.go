@@ -429,3 +429,48 @@ func TestPackedWeightsShared(t *testing.T) {
 		}
 	}
 }
+
+// TestSameTypeCastIsView: a Cast to its input's own type (an fp32 export's
+// x.to(torch.float32)) runs as a view of its input, as Identity does; a
+// Cast that converts runs its kernel. The outputs are the interpreter's.
+func TestSameTypeCastIsView(t *testing.T) {
+	r := rand.New(rand.NewSource(4))
+	to := func(dt ir.DType) *ir.Attribute { return &ir.Attribute{Name: "to", Type: ir.AttrInt, Int: int64(dt)} }
+	syn := synth{
+		inputs: []*ir.ValueInfo{vi("x", ir.Float, 3, 8)},
+		inits:  map[string]*ir.Tensor{"w": randT(r, 8, 8)},
+		nodes: []*ir.Node{
+			node("MatMul", []string{"x", "w"}, []string{"a"}),
+			node("Cast", []string{"a"}, []string{"b"}, to(ir.Float)), // a view of a
+			node("Relu", []string{"b"}, []string{"c"}),
+			node("Cast", []string{"c"}, []string{"d"}, to(ir.Int64)), // converts
+			node("Cast", []string{"d"}, []string{"e"}, to(ir.Float)), // converts back
+			node("Add", []string{"e", "b"}, []string{"y"}),
+		},
+		outputs: []string{"y"},
+	}
+	m := syn.model()
+	p, err := Compile(m, Options{Threads: 2, NoFuse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := map[string]*ir.Tensor{"x": randT(r, 3, 8)}
+	pl, err := p.planFor(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var views []string
+	for _, st := range pl.steps {
+		if st.view {
+			views = append(views, st.node.Outputs[0])
+		}
+	}
+	if !slices.Equal(views, []string{"b"}) {
+		t.Errorf("steps run as views: %v, want [b]", views)
+	}
+	got, err := p.Run(context.Background(), in, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameOutputs(t, got["y"], interpret(t, p, in)["y"])
+}

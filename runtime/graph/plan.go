@@ -95,6 +95,10 @@ type step struct {
 	// view: the step only reshapes its first input; its output shares the
 	// input's data (memory.go).
 	view bool
+	// sameCast: the step is a Cast to its input's own element type (an
+	// fp32 export's x.to(torch.float32), .float()): an Identity, which
+	// runs as a view.
+	sameCast bool
 	// output: the step writes a graph output, which must not be memory
 	// a later run reuses unless RunOptions.ReuseOutputs.
 	output bool
@@ -524,6 +528,8 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 				st.dims[k] = dims
 			}
 		}
+		st.sameCast = st.node.OpType == "Cast" && isDefaultDomain(st.node) && len(st.node.Inputs) == 1 && len(st.want) == 1 &&
+			st.want[0].DType != ir.Undefined && types[st.node.Inputs[0]].Type.DType == st.want[0].DType
 	}
 	keep := map[int]bool{}
 	outNames := make([]string, 0, len(p.Model.Graph.Outputs))
