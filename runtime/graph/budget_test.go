@@ -300,3 +300,42 @@ func TestReleaseUnread(t *testing.T) {
 		})
 	}
 }
+
+// TestFoldDropsEarly: T5's position buckets fold through a chain of
+// [S, S] steps, 4 or 8 MiB each at S=1024. The fold drops each step's
+// result once every step reading it has folded, so the chain folds within
+// a 64 MiB budget (no step of it runs); keeping every folded value
+// (KeepFolded, the GPU backend's) the budget runs out part way: the rest of
+// the chain is left to run as steps, which need more than the budget has
+// left, and the plan is refused.
+func TestFoldDropsEarly(t *testing.T) {
+	m, err := onnx.Load(filepath.Join("../../models", "t5_attention", "model.onnx"), onnx.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dims := maps.Clone(modelDims)
+	dims["batch"], dims["seq"] = 1, 1024
+	in := keepInputs(t, m.Graph, dims)
+	for _, keep := range []bool{false, true} {
+		p, err := Compile(m, Options{Threads: 2, KeepFolded: keep, Budget: budget.New(64 << 20)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := p.planFor(in)
+		if keep {
+			if err == nil || !strings.Contains(err.Error(), "memory budget") {
+				t.Errorf("keeping every folded value: %v, want the budget to run out", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range pl.steps {
+			if st.node.OpType == "Log" || st.node.OpType == "Range" || st.node.OpType == "Min" {
+				t.Errorf("step %s (%s) of the bucket chain runs", st.node.Label(), st.node.OpType)
+			}
+		}
+		p.donePlan(pl)
+	}
+}

@@ -7,6 +7,7 @@ package graph
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -227,7 +228,7 @@ func Compile(m *ir.Model, opts Options) (*Program, error) {
 	if err := lacking.err(); err != nil {
 		return nil, err
 	}
-	if err := p.infer(p.Types, p.reserveConst, nil, true); err != nil {
+	if err := p.infer(p.Types, p.reserveConst, nil, true, nil); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -330,7 +331,21 @@ func opsetList(m *ir.Model) []string {
 // steps it keeps after the rewrites instead (buildPlan), so that a tensor
 // the attention fusion never creates — the [B, H, S, S] scores of a long
 // sequence — does not refuse the plan.
-func (p *Program) infer(types map[string]ops.Value, reserve func(int64) bool, values *valueReader, checkSizes bool) error {
+func (p *Program) infer(types map[string]ops.Value, reserve func(int64) bool, values *valueReader, checkSizes bool, drop func(string)) error {
+	// With drop, a folded tensor every reader of which folded too is
+	// handed to drop after its last reader: no step will read it.
+	var readers map[string]int
+	var stepRead map[string]bool
+	if drop != nil {
+		readers, stepRead = map[string]int{}, map[string]bool{}
+		for _, n := range p.Order {
+			for i, name := range n.Inputs {
+				if name != "" && !slices.Contains(n.Inputs[:i], name) {
+					readers[name]++
+				}
+			}
+		}
+	}
 	for _, n := range p.Order {
 		in := make([]ops.Value, len(n.Inputs))
 		for i, name := range n.Inputs {
@@ -362,9 +377,11 @@ func (p *Program) infer(types map[string]ops.Value, reserve func(int64) bool, va
 		if len(out) < len(n.Outputs) {
 			return n.Errorf("internal error: inference gave %d outputs for %d", len(out), len(n.Outputs))
 		}
-		if consts, ok, err := p.fold(n, in, out, reserve, values); err != nil {
+		consts, folded, err := p.fold(n, in, out, reserve, values)
+		if err != nil {
 			return err
-		} else if ok {
+		}
+		if folded {
 			for i := range out {
 				out[i].Const = consts[i]
 				out[i].Type = ops.Known(consts[i].DType, consts[i].Shape)
@@ -380,6 +397,17 @@ func (p *Program) infer(types map[string]ops.Value, reserve func(int64) bool, va
 				}
 			}
 			types[name] = out[i]
+		}
+		if drop != nil {
+			for i, name := range n.Inputs {
+				if name == "" || slices.Contains(n.Inputs[:i], name) {
+					continue
+				}
+				stepRead[name] = stepRead[name] || !folded
+				if readers[name]--; readers[name] == 0 && !stepRead[name] {
+					drop(name)
+				}
+			}
 		}
 	}
 	return nil

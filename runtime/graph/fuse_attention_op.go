@@ -59,7 +59,7 @@ func (p *Program) AttentionKernels(inputs map[string]*ir.Tensor) ([]AttentionKer
 		case k.Fused != nil:
 		case p.opts.NoFuse:
 			k.Reason = "graph rewrites are off: --no-fuse"
-		case allConst(n, pl.types):
+		case pl.folds(n):
 			k.Reason = "folded at compile time (constant inputs)"
 		case k.Reason == "":
 			k.Reason = "not rewritten"

@@ -68,6 +68,9 @@ type plan struct {
 	// values reads constants' data for the fusion matchers while the plan
 	// is built (nil after).
 	values *valueReader
+	// released names the tensors folded for the plan and dropped during
+	// the fold, every reader of theirs folded too (buildPlan).
+	released map[string]bool
 	// evals holds the tensors the rewrite passes computed from constants
 	// while the plan is built (fuse_eval.go; nil after).
 	evals *evalCache
@@ -408,7 +411,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 		}
 		types[vi.Name] = v
 	}
-	pl := &plan{inputs: map[string]int{}, consts: map[int]*ir.Tensor{}, types: types}
+	pl := &plan{inputs: map[string]int{}, consts: map[int]*ir.Tensor{}, types: types, released: map[string]bool{}}
 	reserve := func(n int64) bool {
 		if !p.opts.Budget.Reserve(n) {
 			return false
@@ -416,7 +419,27 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 		pl.folded += n
 		return true
 	}
-	if err := p.infer(types, reserve, values, false); err != nil {
+	// A folded intermediate that only folded nodes read (T5's bucket
+	// chain of [S, S] steps) goes as soon as the last of them has folded,
+	// not when the plan is built: the fold's peak is then a few such
+	// tensors, not the whole chain (releaseUnread drops the rest).
+	isOutput := map[string]bool{}
+	for _, o := range p.Model.Graph.Outputs {
+		isOutput[o.Name] = true
+	}
+	drop := func(name string) {
+		v := types[name]
+		if c := v.Const; c != nil && !p.opts.KeepFolded && !isOutput[name] && c != p.Types[name].Const && inputs[name] == nil {
+			if n := ir.NumElements(c.Shape) * int64(max(c.DType.Size(), 1)); n >= releaseMinBytes {
+				v.Const = nil
+				types[name] = v
+				pl.released[name] = true
+				p.opts.Budget.Release(n)
+				pl.folded -= n
+			}
+		}
+	}
+	if err := p.infer(types, reserve, values, false, drop); err != nil {
 		pl.release(p.opts.Budget)
 		return nil, err
 	}
@@ -435,7 +458,7 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 	}
 	lastUse := map[int]int{} // slot → step index of last read
 	for _, n := range p.Order {
-		if allConst(n, types) {
+		if pl.folds(n) {
 			continue
 		}
 		st := step{index: p.Index[n], node: n, schema: p.Schemas[n], ctx: ops.Context{Opset: p.Opsets[n], Threads: p.opts.Threads}}
@@ -556,6 +579,17 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 	}
 	pl.mem = planMemory(pl, lastUse, keep, outNames)
 	return pl, nil
+}
+
+// folds reports whether the plan folded every output of n (its value held,
+// or dropped once every reader had folded too).
+func (pl *plan) folds(n *ir.Node) bool {
+	for _, o := range n.Outputs {
+		if o != "" && pl.types[o].Const == nil && !pl.released[o] {
+			return false
+		}
+	}
+	return true
 }
 
 // allConst reports whether every output of n was folded.
