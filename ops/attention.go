@@ -217,7 +217,7 @@ func init() {
 		Domain: DomainAttnrun, OpType: FusedAttentionOp, Since: 1, Until: 1,
 		MinInputs: 3, MaxInputs: 6, TypeInput: 0, DTypes: []ir.DType{ir.Float},
 		Infer: inferFusedAttention, Run: runFusedAttention, RunInto: runFusedAttentionInto,
-		Doc: "softmax(softcap(scale·Q·Kᵀ) masked, plus a bias) · V with grouped KV heads, causal offset and key lengths, blocked with a streaming softmax (no Sq×Sk scores unless output 1 asks for them)",
+		Doc: "softmax(softcap(scale·Q·Kᵀ) masked, plus a bias, dense or by its diagonals) · V with grouped KV heads, causal offset and key lengths, blocked with a streaming softmax (no Sq×Sk scores unless output 1 asks for them)",
 	})
 }
 
