@@ -71,7 +71,7 @@ import (
 //	             (a masked score then takes mask_fill whatever the bias).
 //	bias_diagonals
 //	             int, default 0: 1 gives the bias by its diagonals, for a
-//	             term that depends only on j − i (T5's and MPNet's relative
+//	             term that depends only on j − i (T5's relative
 //	             position bias): input 5 then has shape [..., Sq + Sk − 1],
 //	             its leading dims broadcast as a bias's batch dims do, and
 //	             the bias of query i and key j is bias[..., i − j + Sk − 1].

@@ -9,10 +9,9 @@ import (
 
 // Position biases that depend only on the distance between query and key.
 //
-// T5's relative position bias (and MPNet's, which copies it) is a learned
-// table of num_buckets × H values, gathered by a bucket that depends only
-// on j − i: Gather(tableᵀ, buckets, axis=1), [H, S, S], after
-// gatherTransposed. The fused attention read it as a bias of H·S² floats:
+// T5's relative position bias is a learned table of num_buckets × H
+// values, gathered by a bucket that depends only on j − i:
+// Gather(tableᵀ, buckets, axis=1), [H, S, S], after gatherTransposed. The fused attention read it as a bias of H·S² floats:
 // at S=2048 with 12 heads, 200 MB written by the Gather and read again by
 // the attention on every call, and a bias the fast path's kernel did not
 // take. The same values are the bias's S_q + S_k − 1 diagonals a head.
