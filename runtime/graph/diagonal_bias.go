@@ -24,15 +24,14 @@ import (
 //   - Gather(T, I, axis=1) with T a constant [H, n] and I a constant or
 //     evaluated [S_q, S_k] index tensor (T5's from 1024 tokens on),
 //
-// read through Reshapes, Unsqueezes and no-op steps that keep its last two
-// dims, it checks element by element that each [S_q, S_k] matrix is
+// read through no-op steps and Reshapes that keep its last two dims
+// (regroupsBatch), it checks element by element that each [S_q, S_k] matrix is
 // constant along its diagonals (for the Gather, that I is), and gives the
 // fused node the diagonals as a plan constant with bias_diagonals = 1. The
 // steps that computed the full bias, which nothing reads any more, are
 // dropped from the plan and listed as absorbed by the fusion.
 func (p *Program) diagonalBiases(pl *plan, types map[string]ops.Value) {
 	f := newFuser(p, pl, types)
-	made := map[string]string{} // bias tensor → its diagonals' constant
 	absorbed := map[*ir.Node]int{}
 	changed := false
 	for k, fu := range pl.fusions {
@@ -52,20 +51,19 @@ func (p *Program) diagonalBiases(pl *plan, types map[string]ops.Value) {
 			continue
 		}
 		x := n.Inputs[input]
-		name, ok := made[x]
-		if !ok {
-			d, chain := f.biasDiagonals(x)
-			if d == nil || !manyValues(d.Float32s()) {
-				continue
-			}
-			name = x + "/diagonals"
+		d, chain := f.biasDiagonals(x)
+		if d == nil {
+			continue
+		}
+		name := x + "/diagonals"
+		if _, ok := types[name]; !ok { // the first fusion to read x
 			types[name] = ops.Value{Type: ops.Known(d.DType, d.Shape), Const: d}
-			made[x] = name
 			for _, c := range chain {
 				absorbed[c] = k
 			}
 		}
-		setDiagonalBias(trial, name)
+		trial.Inputs[5] = name
+		trial.Attrs = append(trial.Attrs, &ir.Attribute{Name: "bias_diagonals", Type: ir.AttrInt, Int: 1})
 		if !f.sameOutputs(trial, n, func(s string) (ops.Value, bool) { v, ok := types[s]; return v, ok }) {
 			continue
 		}
@@ -86,8 +84,9 @@ func (p *Program) diagonalBiases(pl *plan, types map[string]ops.Value) {
 
 // diagonalCandidate returns which input of fused node n a bias by its
 // diagonals could replace (5, the bias; or 3, an additive mask that can
-// become the bias: no bias, no padded keys), with a copy of n that takes
-// it as its bias, to be completed by setDiagonalBias; nil when neither.
+// become the bias: no bias, no padded keys), with a copy of n of six
+// inputs that takes it as its bias, whose input 5 the caller sets; nil
+// when neither.
 func diagonalCandidate(n *ir.Node) (int, *ir.Node) {
 	trial := *n
 	trial.Inputs = append([]string{}, n.Inputs...)
@@ -120,26 +119,37 @@ func diagonalCandidate(n *ir.Node) (int, *ir.Node) {
 	return 3, &trial
 }
 
-// setDiagonalBias makes the bias (input 5) of fused node n the diagonals
-// tensor name.
-func setDiagonalBias(n *ir.Node, name string) {
-	for len(n.Inputs) < 6 {
-		n.Inputs = append(n.Inputs, "")
-	}
-	n.Inputs[5] = name
-	for len(n.Inputs) > 3 && n.Inputs[len(n.Inputs)-1] == "" {
-		n.Inputs = n.Inputs[:len(n.Inputs)-1]
-	}
-	n.Attrs = append(n.Attrs, &ir.Attribute{Name: "bias_diagonals", Type: ir.AttrInt, Int: 1})
+// diagonalsOf is what biasDiagonals found for a tensor.
+type diagonalsOf struct {
+	t     *ir.Tensor
+	chain []*ir.Node
 }
 
 // biasDiagonals returns the diagonals of float32 tensor x, of concrete shape
 // [..., Sq, Sk] with Sq, Sk ≥ 2, as a tensor of shape [..., Sq + Sk − 1]
 // (element i − j + Sk − 1 of a matrix's row is its (i, j)), when every
-// matrix of x is constant along its diagonals: x a plan constant or a
-// Gather of a constant table by constant indices, through steps that keep
-// its last two dims; with the nodes of those steps. nil when not.
+// matrix of x is constant along its diagonals and they hold more than two
+// distinct values: x a plan constant or a Gather of a constant table by
+// constant indices, through steps that keep its last two dims; with the
+// nodes of those steps. nil when not. The answer is kept for the plan's
+// later passes (the fusion asks first, positionBias).
 func (f *fuser) biasDiagonals(x string) (*ir.Tensor, []*ir.Node) {
+	if d, ok := f.evals.diagonals[x]; ok {
+		return d.t, d.chain
+	}
+	t, chain := f.findDiagonals(x)
+	if t == nil || !manyValues(t.Float32s()) {
+		t, chain = nil, nil
+	}
+	if f.evals.diagonals == nil {
+		f.evals.diagonals = map[string]diagonalsOf{}
+	}
+	f.evals.diagonals[x] = diagonalsOf{t, chain}
+	return t, chain
+}
+
+// findDiagonals is biasDiagonals without the count of values or the memo.
+func (f *fuser) findDiagonals(x string) (*ir.Tensor, []*ir.Node) {
 	shape, ok := f.types[x].Type.Shape.Concrete()
 	if !ok || len(shape) < 2 || f.types[x].Type.DType != ir.Float {
 		return nil, nil
@@ -175,33 +185,11 @@ func (f *fuser) biasDiagonals(x string) (*ir.Tensor, []*ir.Node) {
 			}
 			return ir.FromSlice(out, d), chain
 		}
-		if !f.keepsMatrices(n, sq, sk) {
+		if !f.noOp(n) && !f.regroupsBatch(n) {
 			return nil, nil
 		}
 		name = n.Inputs[0]
 	}
-}
-
-// keepsMatrices reports whether step n passes its first input's elements
-// through in order, its last two dims [sq, sk] on both sides: a no-op, or
-// an Unsqueeze, Squeeze, Reshape or Flatten of the leading dims.
-func (f *fuser) keepsMatrices(n *ir.Node, sq, sk int) bool {
-	if !isDefaultDomain(n) || len(n.Inputs) == 0 || len(n.Outputs) != 1 {
-		return false
-	}
-	if f.noOp(n) {
-		return true
-	}
-	switch n.OpType {
-	case "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity":
-	default:
-		return false
-	}
-	in, ok1 := f.types[n.Inputs[0]].Type.Shape.Concrete()
-	res, ok2 := f.types[n.Outputs[0]].Type.Shape.Concrete()
-	last2 := func(s []int) bool { return len(s) >= 2 && s[len(s)-2] == sq && s[len(s)-1] == sk }
-	return ok1 && ok2 && last2(in) && last2(res) && ops.ShapeElems(in) == ops.ShapeElems(res) &&
-		f.types[n.Inputs[0]].Type.DType == f.types[n.Outputs[0]].Type.DType
 }
 
 // gatheredDiagonals returns the diagonals of Gather node g's [H, sq, sk]
@@ -269,7 +257,7 @@ func matrixDiagonals[T float32 | int64](data []T, sq, sk int) []T {
 		}
 		for i := 1; i < sq; i++ {
 			row := a[i*sk : (i+1)*sk]
-			diag := d[sk-1+i-(sk-1) : sk-1+i+1] // row i's terms, for j = sk−1 down to 0
+			diag := d[i : i+sk] // row i's terms, for j = sk−1 down to 0
 			for j, v := range row {
 				if v != diag[sk-1-j] {
 					return nil

@@ -414,7 +414,7 @@ func (f *fuser) positionBias(name string) bool {
 		return false
 	}
 	d, _ := f.biasDiagonals(name)
-	if d == nil || !manyValues(d.Float32s()) {
+	if d == nil {
 		return false
 	}
 	for _, v := range d.Float32s() {

@@ -263,6 +263,9 @@ type evalCache struct {
 	tensors map[string]*ir.Tensor
 	bytes   int64
 	garbage int64
+	// diagonals holds what biasDiagonals found for a tensor (a nil
+	// tensor where it found none).
+	diagonals map[string]diagonalsOf
 }
 
 // releaseEvaluated drops the tensors evalShapeOnly computed for the plan

@@ -428,15 +428,8 @@ func (p *Program) buildPlan(inputs map[string]*ir.Tensor, keyed map[string]bool,
 		isOutput[o.Name] = true
 	}
 	drop := func(name string) {
-		v := types[name]
-		if c := v.Const; c != nil && !p.opts.KeepFolded && !isOutput[name] && c != p.Types[name].Const && inputs[name] == nil {
-			if n := ir.NumElements(c.Shape) * int64(max(c.DType.Size(), 1)); n >= releaseMinBytes {
-				v.Const = nil
-				types[name] = v
-				pl.released[name] = true
-				p.opts.Budget.Release(n)
-				pl.folded -= n
-			}
+		if !isOutput[name] && inputs[name] == nil && p.dropFolded(pl, name) {
+			pl.released[name] = true
 		}
 	}
 	if err := p.infer(types, reserve, values, false, drop); err != nil {
@@ -768,19 +761,10 @@ func (p *Program) releaseUnread(pl *plan) {
 	for _, o := range p.Model.Graph.Outputs {
 		read[o.Name] = true
 	}
-	var freed int64
-	for name, v := range pl.types {
-		c := v.Const
-		if c == nil || read[name] || c == p.Types[name].Const {
-			continue
+	for name := range pl.types {
+		if !read[name] {
+			p.dropFolded(pl, name)
 		}
-		n := ir.NumElements(c.Shape) * int64(max(c.DType.Size(), 1)) // as fold reserved it
-		if n < releaseMinBytes {
-			continue
-		}
-		v.Const = nil
-		pl.types[name] = v
-		freed += n
 	}
 	// pl.consts holds the steps' constant arguments so far (the graph
 	// outputs' are set after this).
@@ -789,6 +773,25 @@ func (p *Program) releaseUnread(pl *plan) {
 			delete(pl.consts, s)
 		}
 	}
-	p.opts.Budget.Release(freed)
-	pl.folded -= freed
+}
+
+// dropFolded drops the value of tensor name when the plan folded it (it is
+// no constant of the program's own) and it holds at least releaseMinBytes,
+// and gives its bytes back to the budget (not with Options.KeepFolded); it
+// reports whether it did.
+func (p *Program) dropFolded(pl *plan, name string) bool {
+	v := pl.types[name]
+	c := v.Const
+	if c == nil || p.opts.KeepFolded || c == p.Types[name].Const {
+		return false
+	}
+	n := ir.NumElements(c.Shape) * int64(max(c.DType.Size(), 1)) // as fold reserved it
+	if n < releaseMinBytes {
+		return false
+	}
+	v.Const = nil
+	pl.types[name] = v
+	p.opts.Budget.Release(n)
+	pl.folded -= n
+	return true
 }
