@@ -468,7 +468,15 @@ const floatsPerLine = 16
 // and 1.00×, 512×768·768×3072 1.04–1.05× and 1.08×, 512×3072·3072×768
 // 1.01–1.02× and 1.04×; one weight, hot in cache, 1.00–1.01× and
 // 1.00–1.02×. Issued in bursts before each tile instead, the prefetches
-// made the same fp32 products up to 9% slower.
+// made the same fp32 products up to 9% slower. The kernel spreads its
+// share over its k/8 iterations, as many lines an iteration as that takes
+// (up to 8); at one a iteration, as it was until 2026-11-28, a tile
+// fetched at most k/8 lines, the whole panel only where 16 tiles share
+// it (M ≥ 128), and shorter products waited on memory for the rest:
+// BenchmarkSgemmPackedColdWeights on the 2-core Zen 4 VM (48 weights
+// cycled, two builds alternating, best rounds, 2026-11-28 15:05 UTC) M=16
+// 69–73% → 82–84% of the peak, M=40 80–82% → 92%, M=64 84–86% → 94–95%,
+// M=77 79–85% → 87–92%, M=128 95–97% both.
 func nextPanelShare(next []float32, ip, tiles int) []float32 {
 	lines := len(next) / floatsPerLine
 	per := (lines + tiles - 1) / tiles
