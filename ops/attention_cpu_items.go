@@ -163,7 +163,7 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 			i0 := (it % qBlocks) * attnQBlock
 			var qb []float32
 			if qPerItem {
-				p.packQ(w.qp, p.qUniq[p.qIdx[b]], i0, min(p.sq, i0+attnQBlock))
+				p.packQ(w.qp, w.tail, p.qUniq[p.qIdx[b]], i0, min(p.sq, i0+attnQBlock))
 				qb = w.qp
 				if w.qp2 != nil {
 					kernel.MulVS(&w.qp2[0], &w.qp[0], log2E32, len(w.qp))
@@ -436,6 +436,10 @@ type attnWork struct {
 	pwf []float32 // pw's scratch as floats: the bf16 fast path's raw scores past its kernel's tiles
 	qp  []float32 // fp32: the item's panels of scale·Qᵀ
 	qp2 []float32 // with scoresBase2: qp times log2 e, kernel.ScoresExp8x32Base2's panels
+	// tail holds the last rows of a partial block of 16 query rows (Q's
+	// as packQ reads them, the output's as item writes them), 16 rows of
+	// tailWidth floats, so that the 16×16 transposes serve them too.
+	tail []float32
 	// segs holds, per panel, the current key block's moves of the running
 	// shifts on the fast path (moveShifts), which P·V applies (contextKeys).
 	segs [][]attnSegment
@@ -443,7 +447,20 @@ type attnWork struct {
 
 // workFloats is the float32 scratch one worker needs.
 func (p *attnPlan) workFloats(dvPad int, qPerItem bool) int {
-	return attnQBlock*attnKBlock + dvPad*attnQBlock + attnQBlock + p.pairWords() + p.itemQFloats(qPerItem)*p.itemQCopies()
+	return attnQBlock*attnKBlock + dvPad*attnQBlock + attnQBlock + p.pairWords() + p.itemQFloats(qPerItem)*p.itemQCopies() + 16*p.tailWidth()
+}
+
+// tailWidth is the row length of attnWork.tail: D and Dv where the 16×16
+// transposes take them (multiples of 16, the AVX-512 tile), else 0.
+func (p *attnPlan) tailWidth() int {
+	w := 0
+	if tileLoop && p.d%16 == 0 {
+		w = p.d
+	}
+	if tileLoop && p.dv%16 == 0 {
+		w = max(w, p.dv)
+	}
+	return w
 }
 
 // itemQCopies is how many copies of an item's Q panels a worker holds:
@@ -502,6 +519,7 @@ func (p *attnPlan) newWork(dvPad int, qPerItem bool, buf []float32) *attnWork {
 	if p.itemQCopies() == 2 && qPerItem {
 		w.qp2 = take(p.itemQFloats(qPerItem))
 	}
+	w.tail = take(16 * p.tailWidth())
 	w.pw = wordsOf(w.pwf)
 	return w
 }
@@ -644,11 +662,25 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 	}
 	o := p.o
 	base := o.off[b] + i0*o.rs
-	if tileLoop && o.cs == 1 && rows%16 == 0 && p.dv%16 == 0 {
-		for r := 0; r < rows; r += 16 {
+	if tileLoop && o.cs == 1 && p.dv%16 == 0 {
+		full := rows &^ 15
+		for r := 0; r < full; r += 16 {
 			for c := 0; c < p.dv; c += 16 {
 				_ = o.data[base+(r+15)*o.rs+c+15]
 				kernel.TransposeScale16(&o.data[base+r*o.rs+c], o.rs, &acc[c*qb+r], qb, &inv[r])
+			}
+		}
+		if rem := rows - full; rem > 0 {
+			// The last rows go through w.tail: the transposes write 16
+			// (their scales read past rows into w.m, and those rows are
+			// dropped).
+			dv, scales := p.dv, w.m[full:full+16]
+			for c := 0; c < dv; c += 16 {
+				kernel.TransposeScale16(&w.tail[c], dv, &acc[c*qb+full], qb, &scales[0])
+			}
+			for r := range rem {
+				at := base + (full+r)*o.rs
+				copy(o.data[at:at+dv], w.tail[r*dv:(r+1)*dv])
 			}
 		}
 		return
@@ -710,8 +742,8 @@ func (p *attnPlan) meanV(b int) []float32 {
 
 // packQ packs scale·Q[i0:i1] (i0 a multiple of NR) of the Q matrix at
 // q.data[off] into qp, the matrix's B-panels of NR queries over D,
-// zero-padding the last panel.
-func (p *attnPlan) packQ(qp []float32, off, i0, i1 int) {
+// zero-padding the last panel; tail is attnWork.tail.
+func (p *attnPlan) packQ(qp, tail []float32, off, i0, i1 int) {
 	d, q, sc := p.d, p.q, p.scale
 	for pn := i0 / attnNR; pn*attnNR < i1; pn++ {
 		at := pn - i0/attnNR
@@ -727,6 +759,39 @@ func (p *attnPlan) packQ(qp []float32, off, i0, i1 int) {
 			for r := 0; r < 32; r += 16 {
 				for j := 0; j < d; j += 16 {
 					kernel.TransposeScale16(&pan[j*attnNR+r], attnNR, &q.data[off+(pn*attnNR+r)*q.rs+j], q.rs, &scales[0])
+				}
+			}
+			continue
+		}
+		if lanes < 32 && tileLoop && q.cs == 1 && d%16 == 0 && d > 0 {
+			// A partial panel (the matrix's last rows): 16-row blocks
+			// transposed in registers, the last rows copied into tail
+			// first (16 rows, the others 0), the lanes past them 0.
+			clear(pan)
+			var scales [16]float32
+			for i := range scales {
+				scales[i] = sc
+			}
+			full := lanes &^ 15
+			for r := 0; r < full; r += 16 {
+				for j := 0; j < d; j += 16 {
+					_ = q.data[off+(pn*attnNR+r+15)*q.rs+j+15]
+					kernel.TransposeScale16(&pan[j*attnNR+r], attnNR, &q.data[off+(pn*attnNR+r)*q.rs+j], q.rs, &scales[0])
+				}
+			}
+			if rem := lanes - full; rem > 0 {
+				rows := tail[:16*d]
+				for r := range 16 {
+					row := rows[r*d : (r+1)*d]
+					if r >= rem {
+						clear(row)
+						continue
+					}
+					at := off + (pn*attnNR+full+r)*q.rs
+					copy(row, q.data[at:at+d])
+				}
+				for j := 0; j < d; j += 16 {
+					kernel.TransposeScale16(&pan[j*attnNR+full], attnNR, &rows[j], d, &scales[0])
 				}
 			}
 			continue

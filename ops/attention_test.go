@@ -212,6 +212,12 @@ func TestFusedAttentionVsReference(t *testing.T) {
 		// the row-major accumulator (rowAcc: Dv a multiple of 32, V in place).
 		{name: "peaked scores, [Sq, Sk] mask, D=64", q: []int{1, 2, 70, 64}, k: []int{1, 2, 1100, 64}, v: []int{1, 2, 1100, 64}, mask: []int{1, 1, 70, 1100}, kind: MaskBoolTrueMasks, fill: float32(math.Inf(-1)), maskP: 0.3, scale: 2},
 		{name: "additive", q: []int{2, 4, 33, 8}, k: []int{2, 4, 300, 8}, v: []int{2, 4, 300, 5}, mask: []int{2, 1, 33, 300}, kind: MaskAdditive, maskScale: 0.5, scale: 0.125},
+		// Partial last panels whose rows the 16×16 transposes take through
+		// attnWork.tail: 49 = 32 + 16 + 1 (Swin's 7×7 windows), 197 =
+		// 6·32 + 5 (ViT-B/16), 77 = 2·32 + 13 (CLIP's text).
+		{name: "Swin window, 17-lane panel", q: []int{2, 3, 49, 32}, k: []int{2, 3, 49, 32}, v: []int{2, 3, 49, 32}, scale: 0.17},
+		{name: "ViT tokens, 5-lane panel", q: []int{1, 2, 197, 64}, k: []int{1, 2, 197, 64}, v: []int{1, 2, 197, 64}, scale: 0.125},
+		{name: "CLIP text, 13-lane panel, Dv 16", q: []int{1, 2, 77, 48}, k: []int{1, 2, 77, 48}, v: []int{1, 2, 77, 16}, scale: 0.14},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
