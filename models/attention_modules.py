@@ -1049,6 +1049,18 @@ class LlamaAttentionBlock(nn.Module):
         return x, present_key, present_value
 
 
+class LlamaBlockPrefill(LlamaAttentionBlock):
+    """LlamaAttentionBlock on a prompt with no cache before it: inputs x
+    (B, S, C) and position_ids (B, S), output y only (the block's present
+    key and value are dropped), the past an empty (B, Hkv, 0, D) tensor
+    made inside the graph. The benchmark's LLaMA-style prefill."""
+
+    def forward(self, x: Tensor, position_ids: Tensor):
+        past = x.new_zeros((x.shape[0], self.hkv, 0, self.d))
+        y, _, _ = super().forward(x, position_ids, past, past)
+        return y
+
+
 class LlamaPaddedAttention(nn.Module):
     """LLaMA-style self-attention over a left-padded batch, as transformers'
     LlamaAttention (eager) runs it in batched generation: an int64

@@ -1385,7 +1385,8 @@ def export_bench_patterns(outdir):
     window of 1024 keys, as Gemma's local layers), and one layer of
     BERT-base (transformers' BertLayer, C=768, 12 heads, an MLP of 3072)
     and T5-base's encoder self-attention (C=768, 12 heads of 64, its
-    learned position bias). Each is checked
+    learned position bias), and a LLaMA-style decoder block's prefill at
+    C=1024 (grouped-query attention, rotary embedding, SwiGLU). Each is checked
     against PyTorch at its export inputs with the numpy interpreter."""
     torch.manual_seed(0)
     rng = np.random.default_rng(11)
@@ -1426,7 +1427,17 @@ def export_bench_patterns(outdir):
         ("t5_encoder12_c768", am.T5EncoderStack(768, 12, 64, 3072, 12),
          [("x", randn(rng, (1, s, 768)), {0: "batch", 1: "seq"}),
           ("mask", np.ones((1, s), np.int64), {0: "batch", 1: "seq"})]),
+        # A LLaMA-style decoder block's prefill at C=1024 (16 query heads on
+        # 4 KV heads of 64, a SwiGLU MLP of 2816): RMSNorms, rotary
+        # embedding, grouped-query causal attention, residuals.
+        ("llama_block_c1024", am.LlamaBlockPrefill(1024, 16, 4, 2816),
+         [("x", randn(rng, (1, s, 1024)), {0: "batch", 1: "seq"}),
+          ("position_ids", np.arange(s, dtype=np.int64)[None], {0: "batch", 1: "seq"})]),
     ]
+    # Weights of a trained model's spread (made last: the modules above keep
+    # the weights the seed gave them before this one was added).
+    for p in items[-1][1].parameters():
+        torch.nn.init.normal_(p, std=0.02)
     for name, m, ins in items:
         m.eval()
         d = os.path.join(outdir, name)
