@@ -474,7 +474,7 @@ const floatsPerLine = 16
 // fetched at most k/8 lines, the whole panel only where 16 tiles share
 // it (M ≥ 128), and shorter products waited on memory for the rest:
 // BenchmarkSgemmPackedColdWeights on the 2-core Zen 4 VM (48 weights
-// cycled, two builds alternating, best rounds, 2026-11-28 15:05 UTC) M=16
+// cycled, two builds alternating, best rounds, 2026-11-28 14:55 UTC) M=16
 // 69–73% → 82–84% of the peak, M=40 80–82% → 92%, M=64 84–86% → 94–95%,
 // M=77 79–85% → 87–92%, M=128 95–97% both.
 func nextPanelShare(next []float32, ip, tiles int) []float32 {
