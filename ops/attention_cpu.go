@@ -288,6 +288,11 @@ func (p *attnPlan) fillRowBias() {
 	}
 }
 
+// rowBiasIndex is where rowBias (and rowBias2) hold the term of query q
+// and key j of batch b: the key's row of terms starts there, its queries'
+// terms forward from q.
+func (p *attnPlan) rowBiasIndex(b, q, j int) int { return p.rowBiasAt[b] + q - j }
+
 // uniqueIndex maps offsets to indices of their distinct values.
 func uniqueIndex(offs []int) (idx, uniq []int) {
 	idx = make([]int, len(offs))

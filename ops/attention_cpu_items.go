@@ -749,25 +749,13 @@ func (p *attnPlan) packQ(qp, tail []float32, off, i0, i1 int) {
 		at := pn - i0/attnNR
 		pan := qp[at*attnNR*d : (at+1)*attnNR*d]
 		lanes := min(attnNR, p.sq-pn*attnNR)
-		if lanes == 32 && tileLoop && q.cs == 1 && d%16 == 0 && d > 0 {
-			// 16×16 blocks transposed in registers.
-			_ = q.data[off+(pn*attnNR+31)*q.rs+d-1]
-			var scales [16]float32
-			for i := range scales {
-				scales[i] = sc
+		if tileLoop && q.cs == 1 && d%16 == 0 && d > 0 {
+			// 16×16 blocks transposed in registers; a partial panel's (the
+			// matrix's last rows) last rows are copied into tail first (16
+			// rows, the others 0), and its lanes past them are 0.
+			if lanes < attnNR {
+				clear(pan)
 			}
-			for r := 0; r < 32; r += 16 {
-				for j := 0; j < d; j += 16 {
-					kernel.TransposeScale16(&pan[j*attnNR+r], attnNR, &q.data[off+(pn*attnNR+r)*q.rs+j], q.rs, &scales[0])
-				}
-			}
-			continue
-		}
-		if lanes < 32 && tileLoop && q.cs == 1 && d%16 == 0 && d > 0 {
-			// A partial panel (the matrix's last rows): 16-row blocks
-			// transposed in registers, the last rows copied into tail
-			// first (16 rows, the others 0), the lanes past them 0.
-			clear(pan)
 			var scales [16]float32
 			for i := range scales {
 				scales[i] = sc

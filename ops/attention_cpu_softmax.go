@@ -80,7 +80,7 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn, b, q0, lanes, j0, cols int, b
 		}
 		if p.rowBias != nil {
 			// Key j0 + done·MR's row of terms, queries from q0.
-			at := p.rowBiasAt[b] + q0 - j0 - done*attnMR
+			at := p.rowBiasIndex(b, q0, j0+done*attnMR)
 			rb = &p.rowBias[at]
 			if p.scoresBase2 {
 				rb = &p.rowBias2[at]
@@ -146,7 +146,7 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn, b, q0, lanes, j0, cols int, b
 			}
 		}
 		if p.rowBias != nil {
-			at := p.rowBiasAt[b] + q0 - j0 - full*attnMR
+			at := p.rowBiasIndex(b, q0, j0+full*attnMR)
 			for key := 0; key < rest; key++ {
 				kernel.AddVV(&raw[key*attnNR], &raw[key*attnNR], &p.rowBias[at-key], attnNR)
 			}

@@ -585,16 +585,6 @@ func (pl *plan) folds(n *ir.Node) bool {
 	return true
 }
 
-// allConst reports whether every output of n was folded.
-func allConst(n *ir.Node, types map[string]ops.Value) bool {
-	for _, o := range n.Outputs {
-		if o != "" && types[o].Const == nil {
-			return false
-		}
-	}
-	return true
-}
-
 // Run executes the program on named inputs and returns the graph outputs by
 // name. The inputs are validated first; the plan for their shapes is built
 // once and cached; intermediates are released after their last use. The
