@@ -1388,6 +1388,66 @@ class EinsumAttentionBHQD(nn.Module):
         return self.Wo(torch.einsum("bhqk,bhkd->bhqd", w, v).transpose(1, 2).reshape(B, T, C))
 
 
+class EinsumAttentionSwapped(EinsumAttention):
+    """EinsumAttention's projections with each einsum's operands in the
+    other order, on the (B, H, S, D) layout: the scores as
+    einsum("bhkd,bhqd->bhqk", k, q) and the output as
+    einsum("bhkd,bhqk->bhqd", v, w), the weights second; a key padding
+    mask (B, S) bool (True = padding) by masked_fill."""
+
+    def forward(self, x: Tensor, mask: BoolTensor):
+        B, S, C = x.shape
+        q, k, v = self.Wqkv(x).view(B, S, 3, self.nh, self.hs).permute(2, 0, 3, 1, 4).unbind(dim=0)
+        scores = torch.einsum("bhkd,bhqd->bhqk", k, q) / math.sqrt(self.hs)
+        w = scores.masked_fill(mask[:, None, None, :], float('-inf')).softmax(dim=-1)
+        return self.Wo(torch.einsum("bhkd,bhqk->bhqd", v, w).transpose(1, 2).reshape(B, S, C))
+
+
+class Gemma2SoftcapAttention(nn.Module):
+    """Gemma 2's eager attention (transformers' Gemma2Attention, without
+    rotary embedding and padding): the scores q·kᵀ·scaling soft-capped as
+    tanh(s / cap)·cap, the causal mask added (finfo.min above the
+    diagonal), softmax in float32, · v. The cap is a Tanh in the scores,
+    which attnrun's fused attention does not compute: the model runs node
+    by node, and `attnrun inspect` says so."""
+
+    def __init__(self, hidden_size: int, num_heads: int, softcap: float = 50.0):
+        super().__init__()
+        self.nh, self.hs = num_heads, hidden_size // num_heads
+        self.softcap = softcap
+        self.q_proj = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.k_proj = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.v_proj = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.o_proj = nn.Linear(hidden_size, hidden_size, bias=False)
+
+    def forward(self, x: Tensor):
+        B, S, C = x.shape
+        q, k, v = (p(x).view(B, S, self.nh, self.hs).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+        w = torch.matmul(q, k.transpose(2, 3)) * self.hs ** -0.5
+        w = torch.tanh(w / self.softcap) * self.softcap
+        causal = torch.full((S, S), torch.finfo(x.dtype).min).triu(1)
+        w = nn.functional.softmax(w + causal, dim=-1, dtype=torch.float32).to(q.dtype)
+        return self.o_proj(torch.matmul(w, v).transpose(1, 2).reshape(B, S, C))
+
+
+class Float64SoftmaxAttention(nn.Module):
+    """Multi-head self-attention whose softmax runs in float64
+    (softmax(scores.double()).float()): the Casts to and from float64 keep
+    attnrun's float32 fused attention out, and `attnrun inspect` says so."""
+
+    def __init__(self, hidden_size: int, num_heads: int):
+        super().__init__()
+        self.nh, self.hs = num_heads, hidden_size // num_heads
+        self.Wqkv = nn.Linear(hidden_size, hidden_size * 3)
+        self.Wo = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, x: Tensor):
+        B, S, C = x.shape
+        q, k, v = self.Wqkv(x).view(B, S, 3, self.nh, self.hs).permute(2, 0, 3, 1, 4).unbind(dim=0)
+        w = torch.softmax((q @ k.transpose(-2, -1) / math.sqrt(self.hs)).double(), dim=-1).float()
+        return self.Wo((w @ v).transpose(1, 2).reshape(B, S, C))
+
+
 class DiffusersSpatialAttention(nn.Module):
     """The spatial self-attention block of diffusion UNets and VAEs, as
     diffusers' `Attention(query_dim=C, heads, dim_head, norm_num_groups=G,

@@ -509,6 +509,13 @@ SPECS = [
          [("y", ("batch", "seq", C))],
          [dict(batch=2, seq=5, enc_seq=9), dict(batch=3, seq=11, enc_seq=4), dict(batch=1, seq=1, enc_seq=1)],
          "einsum(\"bhqd,bhkd->bhqk\") / sqrt(d), einsum(\"bhqk,bhkd->bhqd\"), no mask"),
+    Spec("einsum_swapped_attention", "ext", "self-attention in torch.einsum with each product's operands in the other order",
+         lambda: am.EinsumAttentionSwapped(C, H),
+         [("x", ("batch", "seq", C), randn), ("mask", ("batch", "seq"), pad_mask_bool)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "einsum(\"bhkd,bhqd->bhqk\", k, q) / sqrt(d) (K first), masked_fill with -inf (key padding, True = padding), "
+         "einsum(\"bhkd,bhqk->bhqd\", v, w) (the weights second)"),
     Spec("diffusers_spatial_attention", "ext",
          "diffusion UNet/VAE spatial self-attention (diffusers' Attention with norm_num_groups, AttnProcessor)",
          lambda: am.DiffusersSpatialAttention(C, H, C // H, 8),
@@ -1086,6 +1093,36 @@ def export_one(spec, outdir, fresh, failures):
     return row
 
 
+# Attention that attnrun runs node by node, for the tests of the reason
+# `attnrun inspect` gives (runtime/graph/fuse_missed_test.go): exported with
+# --unfused into runtime/graph/testdata/unfused, outside models/, whose
+# attention is all fused (issue 13).
+UNFUSED_SPECS = [
+    Spec("gemma2_softcap_attention", "ext", "Gemma 2's attention: scores soft-capped by tanh(s / 50)·50, causal",
+         lambda: am.Gemma2SoftcapAttention(C, H),
+         [("x", ("batch", "seq", C), randn)],
+         [("y", ("batch", "seq", C))],
+         [dict(batch=2, seq=5), dict(batch=1, seq=9)],
+         "a Tanh in the scores: not fused"),
+    Spec("float64_softmax_attention", "ext", "self-attention with its softmax in float64",
+         lambda: am.Float64SoftmaxAttention(C, H),
+         [("x", ("batch", "seq", C), randn)],
+         [("y", ("batch", "seq", C))],
+         [dict(batch=2, seq=5), dict(batch=1, seq=9)],
+         "Cast to float64 before the softmax and back after it: not fused"),
+]
+
+
+def export_unfused(outdir):
+    """Exports UNFUSED_SPECS into outdir, each checked as export_all checks
+    the bundled models."""
+    failures = []
+    for spec in UNFUSED_SPECS:
+        export_one(spec, outdir, True, failures)
+    if failures:
+        sys.exit("FAILURES:\n  " + "\n  ".join(failures))
+
+
 def export_all(outdir, readme, only=None):
     """Exports every spec, or only those named in `only`: the others' files
     are checked (and summarized in the README) as they are on disk."""
@@ -1459,6 +1496,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=HERE, help="output directory (default: models/)")
     ap.add_argument("--bench", metavar="DIR", help="export the large seed-000 benchmark models into DIR instead")
+    ap.add_argument("--unfused", metavar="DIR",
+                    help="export the attention attnrun does not fuse (UNFUSED_SPECS) into DIR instead "
+                         "(runtime/graph/testdata/unfused)")
     ap.add_argument("--only", metavar="NAMES", action="append",
                     help="export only these models (comma-separated, repeatable); the others are checked as they are on disk")
     ap.add_argument("--intermediates", action="store_true",
@@ -1467,6 +1507,9 @@ def main():
     args = ap.parse_args()
     if args.bench:
         export_bench(args.bench)
+        return
+    if args.unfused:
+        export_unfused(args.unfused)
         return
     only = {n for arg in args.only for n in arg.split(",") if n} if args.only else None
     if args.intermediates:

@@ -628,6 +628,7 @@ func emuOpener(noFuse bool, runners *[]*emuRunner) conform.Opener {
 var gpuMissingOps = map[string][]string{
 	"einsum_attention":           {"Einsum"},
 	"einsum_cross_attention":     {"Einsum"},
+	"einsum_swapped_attention":   {"Einsum"},
 	"llama_attention_opset17":    {"Cos", "ReduceMean", "Sin"},
 	"llama_padded_attention":     {"Cos", "CumSum", "Sin"},
 	"llama_padded_attention_add": {"Cos", "CumSum", "Sin"},

@@ -187,3 +187,25 @@ func TestDescribeFusedAttentionBias(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectSaysWhyAttentionIsUnfused: for a PyTorch export whose
+// attention the fusion does not take (Gemma 2's tanh soft cap on the
+// scores), inspect lists the core under "unfused:" with the node that
+// stops it; a fused model has no such line.
+func TestInspectSaysWhyAttentionIsUnfused(t *testing.T) {
+	r := attnrun(t, "inspect", filepath.Join("..", "..", "runtime", "graph", "testdata", "unfused", "gemma2_softcap_attention", "model.onnx"))
+	r.wantOK(t)
+	for _, want := range []string{
+		"unfused:  1 attention core(s) run node by node",
+		`Softmax(/Softmax) → MatMul(/MatMul_1): node "/Tanh" (Tanh) in the scores: the fused op computes scale·Q·Kᵀ plus masks and biases, and no Tanh`,
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("inspect does not say %q:\n%s", want, r.stdout)
+		}
+	}
+	r = attnrun(t, "inspect", filepath.Join(modelsDir, "einsum_swapped_attention", "model.onnx"))
+	r.wantOK(t)
+	if strings.Contains(r.stdout, "unfused:") || !strings.Contains(r.stdout, "/FusedAttention replaces Einsum(/Einsum) Div(/Div) Where(/Where) Softmax(/Softmax) Einsum(/Einsum_1)") {
+		t.Errorf("inspect of einsum_swapped_attention:\n%s", r.stdout)
+	}
+}

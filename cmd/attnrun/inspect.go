@@ -206,6 +206,14 @@ func printFusions(w io.Writer, s *session.Session, dims map[string]int) {
 			fmt.Fprintf(w, "      runs %s it %s(%s): %s\n", when, n.OpType, n.Label(), n.Doc)
 		}
 	}
+	missed, err := s.Program().MissedAttention(inputs)
+	if err != nil || len(missed) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "unfused:  %d attention core(s) run node by node, building the scores and weights in full:\n", len(missed))
+	for _, m := range missed {
+		fmt.Fprintf(w, "  %s(%s) → %s(%s): %s\n", m.Softmax.OpType, m.Softmax.Label(), m.Product.OpType, m.Product.Label(), m.Reason)
+	}
 }
 
 // fusedMatMulEpilogue describes what a FusedMatMul's GEMM does in its

@@ -8,7 +8,7 @@ import (
 // AttentionCore is one attention computation of the graph whose weights
 // softmax(scale·QKᵀ masked) can be shown: a Softmax over the last axis
 // whose output feeds, directly or through no-op Casts (or a Where that
-// zeroes masked weights), a MatMul or an Einsum as its first operand (P·V), the chain the attention fusion
+// zeroes masked weights), a MatMul as its first operand or an Einsum (P·V), the chain the attention fusion
 // (fuse.go) replaces by one FusedAttention step; or an ONNX Attention
 // node, whose weights are its qk_matmul_output in mode 3.
 type AttentionCore struct {
@@ -230,9 +230,10 @@ func (p *Program) AttentionCores() []AttentionCore {
 
 // probabilitiesProduct follows the softmax output w through no-op Casts,
 // Identities, Reshapes that keep its matrices (BLOOM's view back to
-// (B·H, S, S)) and a Where that zeroes masked weights (ESPnet) to the MatMul or Einsum reading it as its first operand
-// (P·V); it returns that node (nil when none) and the nodes passed, last
-// first.
+// (B·H, S, S)) and a Where that zeroes masked weights (ESPnet) to the
+// MatMul reading it as its first operand or the Einsum reading it as
+// either (P·V); it returns that node (nil when none) and the nodes passed,
+// last first.
 func (p *Program) probabilitiesProduct(readers map[string][]*ir.Node, w string) (*ir.Node, []*ir.Node) {
 	var passed []*ir.Node
 	for len(passed) < 8 {
@@ -242,7 +243,7 @@ func (p *Program) probabilitiesProduct(readers map[string][]*ir.Node, w string) 
 				continue
 			}
 			switch {
-			case (r.OpType == "MatMul" || r.OpType == "Einsum") && len(r.Inputs) == 2 && r.Inputs[0] == w:
+			case (r.OpType == "MatMul" && r.Inputs[0] == w || r.OpType == "Einsum") && len(r.Inputs) == 2:
 				return r, passed
 			case (r.OpType == "Cast" || r.OpType == "Identity" || p.keepsMatrices(r)) && len(r.Outputs) == 1 && next == nil:
 				next = r

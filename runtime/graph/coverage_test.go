@@ -9,45 +9,6 @@ import (
 	"github.com/attnrun/attnrun/ops"
 )
 
-// attentionCore is one attention computation in a graph, found without
-// the matcher: a Softmax whose output, through no-op nodes (Cast,
-// Identity), Reshapes (BLOOM's view of P back to (B·H, S, S)) or a Where
-// choosing between it and something else (ESPnet's weights zeroed by the
-// mask), is the first operand of a MatMul or Einsum (the product with V).
-type attentionCore struct {
-	softmax, pv *ir.Node
-}
-
-// findAttentionCores lists the graph's attention cores in graph order.
-func findAttentionCores(p *Program) []attentionCore {
-	readers := map[string][]*ir.Node{}
-	for _, n := range p.Order {
-		for _, in := range n.Inputs {
-			readers[in] = append(readers[in], n)
-		}
-	}
-	var cores []attentionCore
-	for _, sm := range p.Order {
-		if sm.OpType != "Softmax" || !isDefaultDomain(sm) {
-			continue
-		}
-		frontier := []string{sm.Outputs[0]}
-		for len(frontier) > 0 {
-			x := frontier[0]
-			frontier = frontier[1:]
-			for _, r := range readers[x] {
-				switch {
-				case (r.OpType == "MatMul" || r.OpType == "Einsum") && len(r.Inputs) == 2 && r.Inputs[0] == x:
-					cores = append(cores, attentionCore{sm, r})
-				case r.OpType == "Cast" || r.OpType == "Identity" || r.OpType == "Reshape" || (r.OpType == "Where" && len(r.Inputs) == 3 && r.Inputs[0] != x):
-					frontier = append(frontier, r.Outputs[0])
-				}
-			}
-		}
-	}
-	return cores
-}
-
 // TestEveryModelAttentionFused asserts that every attention core of every
 // bundled model (models/*/model.onnx) is fused: each Softmax feeding a
 // product with V is among the nodes a FusedAttention fusion replaced, no
@@ -64,7 +25,12 @@ func TestEveryModelAttentionFused(t *testing.T) {
 		name := filepath.Base(filepath.Dir(path))
 		t.Run(name, func(t *testing.T) {
 			m, p := compileModel(t, name)
-			cores := findAttentionCores(p)
+			var cores []AttentionCore
+			for _, c := range p.AttentionCores() {
+				if c.Attention == nil {
+					cores = append(cores, c)
+				}
+			}
 			for _, dims := range []map[string]int{modelDims, decode} {
 				in := zeroInputs(t, m.Graph, dims)
 				all, err := p.Fusions(in)
@@ -78,9 +44,16 @@ func TestEveryModelAttentionFused(t *testing.T) {
 					}
 				}
 				for _, c := range cores {
-					if !fused[c.softmax] {
-						t.Errorf("at %v: attention core Softmax %q → %s %q is not fused", dims, c.softmax.Name, c.pv.OpType, c.pv.Name)
+					if !fused[c.Softmax] {
+						t.Errorf("at %v: attention core Softmax %q → %s %q is not fused", dims, c.Softmax.Name, c.Output.OpType, c.Output.Name)
 					}
+				}
+				missed, err := p.MissedAttention(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range missed {
+					t.Errorf("at %v: MissedAttention lists Softmax %q → %s %q: %s", dims, c.Softmax.Name, c.Product.OpType, c.Product.Name, c.Reason)
 				}
 				kernels, err := p.AttentionKernels(in)
 				if err != nil {

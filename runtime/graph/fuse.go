@@ -21,7 +21,8 @@ import (
 // constant, and the folded nodes are no longer steps, so the matcher sees
 // only the compute chain, read backwards from the product with V:
 //
-//	O = MatMul(P, V) | Einsum(P, V)        any einsum spelling of P·V
+//	O = MatMul(P, V) | Einsum(P, V) | Einsum(V, P)   any einsum spelling
+//	                                       of P·V, the weights either operand
 //	P = Softmax(S, last axis), then any no-op Casts (float→float) or
 //	    Identity; P (or a Cast of it) may have other readers or be a graph
 //	    output (nn.MultiheadAttention's need_weights): the fused node then
@@ -39,7 +40,8 @@ import (
 //	                                       (fuse_regroup.go; also on P)
 //	    with at most two masks (Where or Add/Sub) among them, at most one
 //	    of them a Where
-//	S = MatMul(Q', K') | Einsum(Q', K')    any einsum spelling of Q·Kᵀ
+//	S = MatMul(Q', K') | Einsum(Q', K') | Einsum(K', Q')   any einsum
+//	                                       spelling of Q·Kᵀ, Q either operand
 //	Q' = Q scaled: Div/Mul by one-element constants (a scale folded into
 //	    Q, or into both Q and K as Whisper does with d^-1/4 each; also one
 //	    before the movement steps Q or K is read through, as BART's
@@ -105,7 +107,8 @@ import (
 // Before accepting a match, the fused node's own inference must give
 // exactly O's (and P's) concrete shape, so a broadcast the fused op does
 // not express (a scale of higher rank, a mask widening Sq) leaves the
-// chain unfused.
+// chain unfused. A chain left unfused runs node by node, and
+// Program.MissedAttention says why (fuse_missed.go).
 //
 // Scales compose: the fused node has scale = the product of every scale
 // in the chain (those on Q and K too); a mask or bias met before scalings
@@ -191,16 +194,19 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 		}
 		m, ok := f.match(i)
 		if !ok {
+			pl.noteMiss(st.node, f.miss.reason)
 			continue
 		}
 		fused, added, reads, writes, ok := f.build(schema, m)
 		if !ok {
+			pl.noteMiss(st.node, f.miss.reason)
 			continue
 		}
 		fused, scaled := f.foldReadScales(schema, fused)
 		reads = append(reads, scaled...)
 		pos, ok := f.placement(m, fused, i)
 		if !ok || !f.readyBefore(append(added.pre[:len(added.pre):len(added.pre)], fused), pos) {
+			pl.noteMiss(st.node, "an input of the fused op is computed by the chain itself, or only after the place it would run")
 			continue
 		}
 		fs := step{index: st.index, node: fused, schema: schema, ctx: ops.Context{Opset: 1, Threads: st.ctx.Threads}}
@@ -261,17 +267,23 @@ func (p *Program) fuseAttention(pl *plan, types map[string]ops.Value) {
 // regrouped batch, fuse_regroup.go). ok is false when the node's inference
 // does not give the chain's output types.
 func (f *fuser) build(schema *ops.Schema, m attnMatch) (fused *ir.Node, added addedNodes, reads, writes []int, ok bool) {
+	// no records why the matched chain does not become a fused node
+	// (overriding the matcher's reasons: the match itself held).
+	no := func(format string, args ...any) (*ir.Node, addedNodes, []int, []int, bool) {
+		f.miss = attnMiss{depth: len(m.steps), reason: fmt.Sprintf(format, args...)}
+		return nil, added, nil, nil, false
+	}
 	m, reads = f.narrowMasks(m, &added) // reads: the full-size mask steps, dropped once nothing reads them
 	if m, ok = f.headScaledQ(m, &added); !ok {
-		return nil, added, nil, nil, false
+		return no("the per-head scale of the scores cannot be moved onto Q")
 	}
 	rg, m, ok := f.regroup(m, &added)
 	if !ok {
-		return nil, added, nil, nil, false
+		return no("the Reshapes regrouping the scores' batch dims do not map onto Q, K and V")
 	}
 	fused, ok = m.node(f.pl.steps)
 	if !ok {
-		return nil, added, nil, nil, false
+		return no("the chain's masks or scale have no form in the fused op")
 	}
 	out := fused.Outputs[0]
 	attrs := []string{"q_view", "k_view", "v_view"}
@@ -279,7 +291,7 @@ func (f *fuser) build(schema *ops.Schema, m attnMatch) (fused *ir.Node, added ad
 	for k, op := range operands {
 		base, v, _, ok := f.regroupedOperand(rg, k, op, false)
 		if !ok {
-			return nil, added, nil, nil, false
+			return no("%s has no strided view the fused op can read", []string{"Q", "K", "V"}[k])
 		}
 		if base != op.name || op.perm != nil || op.grouped || rg != nil {
 			fused.Inputs[k] = base
@@ -295,7 +307,7 @@ func (f *fuser) build(schema *ops.Schema, m attnMatch) (fused *ir.Node, added ad
 		shape, _ := f.concreteShape(out)
 		v, ok := ops.Contiguous(shape).Transpose(inv)
 		if !ok {
-			return nil, added, nil, nil, false
+			return no("the einsum's output order has no view the fused op can write")
 		}
 		fused.Attrs = append(fused.Attrs, intsAttr("out_shape", toInt64s(shape)), intsAttr("out_view", v.Ints()))
 	}
@@ -303,12 +315,12 @@ func (f *fuser) build(schema *ops.Schema, m attnMatch) (fused *ir.Node, added ad
 		shape, _ := f.concreteShape(out)
 		v, ok := rg.outView(ops.Contiguous(shape))
 		if !ok {
-			return nil, added, nil, nil, false
+			return no("the regrouped output has no view the fused op can write")
 		}
 		fused.Attrs = append(fused.Attrs, intsAttr("out_shape", toInt64s(shape)), intsAttr("out_view", v.Ints()))
 	}
 	if !f.inferMatches(schema, fused, out) {
-		return nil, added, nil, nil, false
+		return no("the fused op's shapes do not give the chain's output %v (a broadcast it does not express)", f.types[out].Type)
 	}
 	// Read Q, K and V through the movement steps before them, and write
 	// the result through those after it, where views allow.
@@ -541,6 +553,9 @@ type fuser struct {
 	// (no fill here) does not take it.
 	cutOffs   map[string]int
 	boolFills map[string]float32
+	// miss is why the attention matcher gave up on the product it last
+	// tried, where it got furthest (fuse_missed.go).
+	miss attnMiss
 }
 
 // internal returns the producing step of a tensor that only one step reads

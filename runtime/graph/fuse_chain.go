@@ -2,6 +2,7 @@ package graph
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -79,6 +80,7 @@ type attnMatch struct {
 	// logical [batch..., Sq, Dv]: output axis j is logical axis outPerm[j].
 	outPerm []int
 	pv      *ir.Node // the final product
+	pIn     int      // P's input index in pv (1 for Einsum(V, P))
 	// absorbs lists the movement steps a causal mask constant was read
 	// through (fuse_causal.go): no longer computed once the fusion is in.
 	absorbs []int
@@ -106,16 +108,22 @@ type attnMatch struct {
 // match tries to read an attention chain ending in the product with V at
 // step i (a MatMul or an Einsum).
 func (f *fuser) match(i int) (attnMatch, bool) {
+	f.miss = attnMiss{}
 	m := attnMatch{scale: 1}
 	pv := f.pl.steps[i].node
 	m.pv = pv
-	if len(pv.Inputs) != 2 || len(pv.Outputs) != 1 || pv.Outputs[0] == "" || !f.isFloat32(pv.Inputs[0]) || !f.isFloat32(pv.Inputs[1]) {
-		return m, false
+	if len(pv.Inputs) != 2 || len(pv.Outputs) != 1 || pv.Outputs[0] == "" {
+		return m, f.fail(0, "node %q (%s) has %d inputs and %d outputs, not two and one", pv.Label(), pv.OpType, len(pv.Inputs), len(pv.Outputs))
+	}
+	for _, in := range pv.Inputs {
+		if !f.isFloat32(in) {
+			return m, f.fail(0, "the product with V, node %q (%s), reads %q of type %v: the fused op computes in float32", pv.Label(), pv.OpType, in, f.types[in].Type.DType)
+		}
 	}
 	var ok bool
 	if pv.OpType == "Einsum" {
-		if m.v, m.outPerm, ok = f.einsumPV(pv); !ok {
-			return m, false
+		if m.v, m.outPerm, m.pIn, ok = f.einsumPV(pv); !ok {
+			return m, f.fail(0, "einsum node %q is not a product of the weights with V over the keys (one contracted label, batch labels shared)", pv.Label())
 		}
 	} else {
 		m.v = attnOperand{name: pv.Inputs[1]}
@@ -124,16 +132,16 @@ func (f *fuser) match(i int) (attnMatch, bool) {
 	m.v = f.peelRepeat(m.v, &chain)
 	// Back from P to the Softmax through no-op Casts. One tensor on the
 	// way may have readers besides the chain: the fused node writes it.
-	x := pv.Inputs[0]
+	x := pv.Inputs[m.pIn]
 	var sm *ir.Node
 	for sm == nil {
 		k, ok := f.producer[x]
 		if !ok || f.removed[k] || !isDefaultDomain(f.pl.steps[k].node) {
-			return m, false
+			return m, f.fail(len(chain), "%s", f.notInternal(x))
 		}
 		if f.uses[x] > 1 {
 			if m.weights != "" {
-				return m, false
+				return m, f.fail(len(chain), "both %q and %q, between the softmax and the product with V, are read outside the chain: the fused op writes one weights output", m.weights, x)
 			}
 			m.weights, m.weightsZeroed = x, m.zeroCond == ""
 		}
@@ -146,30 +154,44 @@ func (f *fuser) match(i int) (attnMatch, bool) {
 			x = n.Inputs[0]
 		case n.OpType == "Where" && m.zeroCond == "":
 			if m.zeroCond, m.zeroKind, x, ok = f.zeroedWeights(n); !ok {
-				return m, false
+				return m, f.fail(len(chain), "node %q (Where) between the softmax and the product with V does not zero the weights of masked keys", n.Label())
 			}
 		case f.regroupsBatch(n):
 			m.regroups, x = append(m.regroups, k), n.Inputs[0]
+		case n.OpType == "Cast" && len(n.Inputs) == 1:
+			return m, f.fail(len(chain), "the softmax computes in %v: node %q (Cast) turns its weights into %v before the product with V, and the fused op computes in float32", f.types[n.Inputs[0]].Type.DType, n.Label(), f.types[x].Type.DType)
 		default:
-			return m, false
+			return m, f.fail(len(chain), "node %q (%s) between the softmax and the product with V: the fused op multiplies the softmax's weights by V as they are", n.Label(), n.OpType)
 		}
 	}
 	pt := f.types[sm.Outputs[0]].Type
 	axis, err := sm.AttrInt("axis", -1)
 	if len(sm.Inputs) != 1 || err != nil || !pt.RankKnown || len(pt.Shape) < 2 {
-		return m, false
+		return m, f.fail(len(chain), "softmax node %q has no known rank of 2 or more", sm.Label())
 	}
 	if f.pl.steps[chain[len(chain)-1]].ctx.Opset < 13 && sm.Attr("axis") == nil {
-		return m, false // before opset 13 the default axis is 1
+		// before opset 13 the default axis is 1
+		return m, f.fail(len(chain), "softmax node %q has no axis attribute at opset %d: its rows are coerced to 2-D from axis 1", sm.Label(), f.pl.steps[chain[len(chain)-1]].ctx.Opset)
 	}
 	if a, err := ops.NormAxis(axis, len(pt.Shape)); err != nil || a != len(pt.Shape)-1 {
-		return m, false
+		return m, f.fail(len(chain), "softmax node %q normalizes over axis %d of %d, not over the keys (the last axis)", sm.Label(), axis, len(pt.Shape))
 	}
 	r, ok := f.walk(sm.Inputs[0], m, 1, chain)
 	if ok && r.zeroCond != "" {
-		ok = f.acceptZeroRows(&r)
+		if ok = f.acceptZeroRows(&r); !ok {
+			f.fail(len(r.steps), "the Where zeroing the weights does not match the chain's mask (the same condition, hiding keys with -inf or finfo.min)")
+		}
 	}
 	return r, ok
+}
+
+// castNote describes a Cast's element types (" turns float64 into
+// float32"), "" for any other node.
+func (f *fuser) castNote(n *ir.Node) string {
+	if n.OpType != "Cast" || len(n.Inputs) != 1 || len(n.Outputs) != 1 {
+		return ""
+	}
+	return fmt.Sprintf(" turns %v into %v", f.types[n.Inputs[0]].Type.DType, f.types[n.Outputs[0]].Type.DType)
 }
 
 // noOp reports whether a node passes its first input through unchanged:
@@ -216,7 +238,7 @@ func (f *fuser) noOp(n *ir.Node) bool {
 func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatch, bool) {
 	k, n, ok := f.internal(x)
 	if !ok {
-		return m, false
+		return m, f.fail(len(chain), "the scores: %s", f.notInternal(x))
 	}
 	chain = append(chain[:len(chain):len(chain)], k)
 	switch n.OpType {
@@ -224,12 +246,15 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 		return f.scoresProduct(n, m, post, chain)
 	case "Cast", "Identity":
 		if !f.noOp(n) {
-			return m, false
+			return m, f.fail(len(chain), "node %q (%s) in the scores%s: the fused op computes them in float32", n.Label(), n.OpType, f.castNote(n))
 		}
 		return f.walk(n.Inputs[0], m, post, chain)
 	case "Reshape", "Squeeze", "Unsqueeze", "Flatten":
-		if !f.regroupsBatch(n) || m.headScale != "" {
-			return m, false
+		if m.headScale != "" {
+			return m, f.fail(len(chain), "node %q (%s) regroups the scores before a per-head scale", n.Label(), n.OpType)
+		}
+		if !f.regroupsBatch(n) {
+			return m, f.fail(len(chain), "node %q (%s) reshapes the scores other than by regrouping their batch dims", n.Label(), n.OpType)
 		}
 		m.regroups = append(m.regroups[:len(m.regroups):len(m.regroups)], k)
 		return f.walk(n.Inputs[0], m, post, chain)
@@ -240,12 +265,12 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 				m.headScale = c
 				return f.walk(next, m, post, chain)
 			}
-			return m, false
+			return m, f.fail(len(chain), "node %q (%s) scales the scores by something other than one finite constant or one constant a head", n.Label(), n.OpType)
 		}
 		return f.walk(next, m, post*c, chain)
 	case "Where":
 		if len(m.masks) == maxMaskStages || m.headScale != "" || len(n.Inputs) != 3 || f.types[n.Inputs[0]].Type.DType != ir.Bool {
-			return m, false
+			return m, f.fail(len(chain), "%s", f.whyNoMask(n, m))
 		}
 		for _, c := range []struct {
 			fill, scores int
@@ -256,9 +281,10 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 				return f.walk(n.Inputs[c.scores], mm, post, chain)
 			}
 		}
+		return m, f.fail(len(chain), "node %q (Where) fills masked scores with something other than one constant, or widens them", n.Label())
 	case "Add", "Sub":
 		if len(m.masks) == maxMaskStages || m.headScale != "" || len(n.Inputs) != 2 || n.Inputs[0] == n.Inputs[1] || !f.isFloat32(n.Inputs[0]) || !f.isFloat32(n.Inputs[1]) {
-			return m, false
+			return m, f.fail(len(chain), "%s", f.whyNoMask(n, m))
 		}
 		// Either operand of Add may be the scores; try the first, then
 		// the second. Sub subtracts the mask: a factor of -1 on it.
@@ -301,8 +327,30 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 				return r, true
 			}
 		}
+		return m, f.fail(len(chain), "node %q (%s) adds a term that widens the scores, or whose other operand is not a product of Q and K", n.Label(), n.OpType)
 	}
-	return m, false
+	return m, f.fail(len(chain), "node %q (%s) in the scores: the fused op computes scale·Q·Kᵀ plus masks and biases, and no %s", n.Label(), n.OpType, n.OpType)
+}
+
+// whyNoMask says why the walk takes no mask at node n (a Where, Add or
+// Sub) with m matched so far.
+func (f *fuser) whyNoMask(n *ir.Node, m attnMatch) string {
+	switch {
+	case len(m.masks) == maxMaskStages:
+		return fmt.Sprintf("node %q (%s) is a third mask or bias on the scores: the fused op takes two", n.Label(), n.OpType)
+	case m.headScale != "":
+		return fmt.Sprintf("node %q (%s) masks the scores before a per-head scale", n.Label(), n.OpType)
+	case n.OpType == "Where" && len(n.Inputs) == 3:
+		return fmt.Sprintf("node %q (Where) chooses by %q of type %v, not bool", n.Label(), n.Inputs[0], f.types[n.Inputs[0]].Type.DType)
+	case len(n.Inputs) == 2 && n.Inputs[0] == n.Inputs[1]:
+		return fmt.Sprintf("node %q (%s) combines the scores with themselves", n.Label(), n.OpType)
+	}
+	for _, in := range n.Inputs {
+		if !f.isFloat32(in) {
+			return fmt.Sprintf("node %q (%s) reads %q of type %v: the fused op adds float32 terms", n.Label(), n.OpType, in, f.types[in].Type.DType)
+		}
+	}
+	return fmt.Sprintf("node %q (%s) has %d inputs", n.Label(), n.OpType, len(n.Inputs))
 }
 
 // withMask returns m with stage applied before the masks matched so far
@@ -672,12 +720,12 @@ func (f *fuser) constAll(name string, v float64) bool {
 // from and completes the match.
 func (f *fuser) scoresProduct(n *ir.Node, m attnMatch, post float64, chain []int) (attnMatch, bool) {
 	if len(n.Inputs) != 2 || len(n.Outputs) != 1 {
-		return m, false
+		return m, f.fail(len(chain), "node %q (%s) has %d inputs and %d outputs, not two and one", n.Label(), n.OpType, len(n.Inputs), len(n.Outputs))
 	}
 	if n.OpType == "Einsum" {
 		var ok bool
 		if m.q, m.k, ok = f.einsumQK(n); !ok {
-			return m, false
+			return m, f.fail(len(chain), "einsum node %q is not a product of Q and K over one contracted label", n.Label())
 		}
 	} else {
 		m.q, m.k, m.kT = attnOperand{name: n.Inputs[0]}, attnOperand{name: n.Inputs[1]}, true
@@ -706,16 +754,16 @@ func (f *fuser) scoresProduct(n *ir.Node, m attnMatch, post float64, chain []int
 		}
 	}
 	m.k = f.peelRepeat(m.k, &chain)
-	if m.v.grouped != m.k.grouped && (m.v.group > 1 || m.k.group > 1) {
-		return m, false
-	}
-	if m.k.grouped && m.v.grouped && m.k.group != m.v.group {
-		return m, false
+	if m.v.grouped != m.k.grouped && (m.v.group > 1 || m.k.group > 1) || m.k.grouped && m.v.grouped && m.k.group != m.v.group {
+		return m, f.fail(len(chain), "K and V repeat their heads differently (%d and %d query heads a KV head)", max(m.k.group, 1), max(m.v.group, 1))
 	}
 	for _, op := range []attnOperand{m.q, m.k, m.v} {
 		t := f.types[op.name].Type
-		if !f.isFloat32(op.name) || !t.RankKnown || len(t.Shape) < 2 {
-			return m, false
+		if !f.isFloat32(op.name) {
+			return m, f.fail(len(chain), "%q, read as Q, K or V, is %v: the fused op computes in float32", op.name, t.DType)
+		}
+		if !t.RankKnown || len(t.Shape) < 2 {
+			return m, f.fail(len(chain), "%q, read as Q, K or V, has no known rank of 2 or more", op.name)
 		}
 	}
 	// A bool mask read from an additive term goes back to it (its steps
@@ -739,7 +787,7 @@ func (f *fuser) scoresProduct(n *ir.Node, m attnMatch, post float64, chain []int
 	if len(m.masks) == maxMaskStages && m.masks[0].kind != ops.MaskAdditive && m.masks[1].kind != ops.MaskAdditive {
 		k := slices.IndexFunc(m.masks, func(s maskStage) bool { return s.additive != nil })
 		if k < 0 {
-			return m, false
+			return m, f.fail(len(chain), "the scores have two bool masks (Where): the fused op takes one, and an additive one")
 		}
 		back(k)
 	}
@@ -758,7 +806,10 @@ func (f *fuser) scoresProduct(n *ir.Node, m attnMatch, post float64, chain []int
 	m.steps = append([]int{}, chain...)
 	sort.Ints(m.steps)
 	m.steps = slices.Compact(m.steps)
-	return m, validScale(m.scale)
+	if !validScale(m.scale) {
+		return m, f.fail(len(chain), "the scales of the chain multiply to %g", m.scale)
+	}
+	return m, true
 }
 
 // peelRepeat follows K or V back through a repeat over grouped heads
@@ -863,12 +914,22 @@ func (f *fuser) einsumLabels(n *ir.Node) (a, b, out []int, ok bool) {
 // einsumQK reads Einsum(A, B) -> S as the scores Q·Kᵀ: one label summed
 // (D), one of A's in S (Sq), one of B's in S (Sk), S ending in Sq, Sk and
 // every other label in A, B and S (batch dims, in S's order). Q and K are
-// A and B seen as [batch..., Sq, D] and [batch..., Sk, D].
+// A and B seen as [batch..., Sq, D] and [batch..., Sk, D], or B and A
+// where B holds Sq (einsum("bhkd,bhqd->bhqk", k, q)).
 func (f *fuser) einsumQK(n *ir.Node) (q, k attnOperand, ok bool) {
 	a, b, out, ok := f.einsumLabels(n)
 	if !ok || len(out) < 2 {
 		return q, k, false
 	}
+	if q, k, ok = einsumQKOrder(n.Inputs[0], n.Inputs[1], a, b, out); ok {
+		return q, k, true
+	}
+	return einsumQKOrder(n.Inputs[1], n.Inputs[0], b, a, out) // Einsum(K, Q)
+}
+
+// einsumQKOrder is einsumQK for Q's labels a (tensor qName) and K's b
+// (kName).
+func einsumQKOrder(qName, kName string, a, b, out []int) (q, k attnOperand, ok bool) {
 	sq, sk := out[len(out)-2], out[len(out)-1]
 	batch := out[:len(out)-2]
 	var d []int
@@ -885,16 +946,29 @@ func (f *fuser) einsumQK(n *ir.Node) (q, k attnOperand, ok bool) {
 	if !ok1 || !ok2 {
 		return q, k, false
 	}
-	return attnOperand{name: n.Inputs[0], perm: qp}, attnOperand{name: n.Inputs[1], perm: kp}, true
+	return attnOperand{name: qName, perm: qp}, attnOperand{name: kName, perm: kp}, true
 }
 
-// einsumPV reads Einsum(P, V) -> O as the product with V: P's last label
-// summed (Sk), its one before in O (Sq), its others in V and O (batch),
-// one label of V in O (Dv). V is seen as [batch..., Sk, Dv] (batch in P's
-// order) and O as a permutation of [batch..., Sq, Dv].
-func (f *fuser) einsumPV(n *ir.Node) (v attnOperand, outPerm []int, ok bool) {
-	p, vl, out, ok := f.einsumLabels(n)
-	if !ok || len(p) < 2 || len(out) != len(p) || len(vl) != len(p) {
+// einsumPV reads Einsum(P, V) -> O, or Einsum(V, P) -> O, as the product
+// with V: P's last label summed (Sk), its one before in O (Sq), its others
+// in V and O (batch), one label of V in O (Dv). V is seen as [batch...,
+// Sk, Dv] (batch in P's order) and O as a permutation of [batch..., Sq,
+// Dv]; pIn is P's input index.
+func (f *fuser) einsumPV(n *ir.Node) (v attnOperand, outPerm []int, pIn int, ok bool) {
+	a, b, out, ok := f.einsumLabels(n)
+	if !ok {
+		return v, nil, 0, false
+	}
+	if v, outPerm, ok = f.einsumPVOrder(n.Inputs[1], a, b, out); ok {
+		return v, outPerm, 0, true
+	}
+	v, outPerm, ok = f.einsumPVOrder(n.Inputs[0], b, a, out)
+	return v, outPerm, 1, ok
+}
+
+// einsumPVOrder is einsumPV for P's labels p and V's vl (tensor vName).
+func (f *fuser) einsumPVOrder(vName string, p, vl, out []int) (v attnOperand, outPerm []int, ok bool) {
+	if len(p) < 2 || len(out) != len(p) || len(vl) != len(p) {
 		return v, nil, false
 	}
 	sq, sk := p[len(p)-2], p[len(p)-1]
@@ -920,7 +994,7 @@ func (f *fuser) einsumPV(n *ir.Node) (v attnOperand, outPerm []int, ok bool) {
 	if isIdentity(op) {
 		op = nil
 	}
-	return attnOperand{name: n.Inputs[1], perm: vp}, op, true
+	return attnOperand{name: vName, perm: vp}, op, true
 }
 
 // labelPerm returns the permutation that orders the labels have as want:

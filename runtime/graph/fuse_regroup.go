@@ -175,7 +175,7 @@ func (f *fuser) regroup(m attnMatch, added *addedNodes) (*regrouping, attnMatch,
 	var ok1, ok2, ok3 bool
 	var ob []int
 	r.qk, ok1 = f.batchOf(m.scores)
-	r.pv, ok2 = f.batchOf(m.pv.Inputs[0])
+	r.pv, ok2 = f.batchOf(m.pv.Inputs[m.pIn])
 	ob, ok3 = f.batchOf(m.pv.Outputs[0])
 	if !ok1 || !ok2 || !ok3 || !slices.Equal(ob, r.pv) {
 		return nil, m, false // V widens P's batch

@@ -134,6 +134,9 @@ func TestModelFusions(t *testing.T) {
 		{"whisper_attention", 1, "Mul Mul MatMul Add Cast Softmax Cast MatMul", scale8, true, "", 0, true},
 		{"einsum_attention", 1, "Einsum Mul Where Softmax Einsum", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		{"einsum_cross_attention", 1, "Einsum Div Softmax Einsum", scale8, false, "", 0, true},
+		// Each einsum's operands the other way round: K first in the
+		// scores, V first in the product.
+		{"einsum_swapped_attention", 1, "Einsum Div Where Softmax Einsum", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		// diffusers: baddbmm(empty, q, kᵀ, beta=0, alpha) adds zeros (no mask).
 		{"diffusers_spatial_attention", 1, "Transpose MatMul Mul Add Cast Softmax Cast MatMul", scale8, false, "", 0, true},
 		// timm's ViT: q scaled first (recent) or the scores scaled (older,

@@ -64,7 +64,11 @@ type plan struct {
 	// attnReasons says why an Attention node was not rewritten
 	// (fuse_attention_op.go).
 	attnReasons map[*ir.Node]string
-	mem         memPlan // buffers of the steps that run into them
+	// attnMisses says, for each MatMul or Einsum the attention fusion
+	// tried as the product with V and did not fuse, why
+	// (fuse_missed.go).
+	attnMisses map[*ir.Node]string
+	mem        memPlan // buffers of the steps that run into them
 	// values reads constants' data for the fusion matchers while the plan
 	// is built (nil after).
 	values *valueReader

@@ -1,0 +1,91 @@
+package graph
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/onnx"
+	"github.com/attnrun/attnrun/runtime/conform"
+)
+
+// checkMissReasons requires every attention core that p's plan for in
+// leaves unfused to come with the matcher's reason, not the fallback for
+// a product never tried.
+func checkMissReasons(t *testing.T, p *Program, in map[string]*ir.Tensor) {
+	t.Helper()
+	missed, err := p.MissedAttention(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range missed {
+		if c.Reason == "" || strings.Contains(c.Reason, "was not tried") {
+			t.Errorf("unfused core %s → %s has no reason: %q", c.Softmax.Label(), c.Product.Label(), c.Reason)
+		}
+	}
+}
+
+// TestMissedAttentionReasons loads PyTorch exports whose attention the
+// fusion does not take (testdata/unfused, made by models/export.py
+// --unfused) and checks that MissedAttention lists each core with the
+// reason in the export, that --no-fuse says so instead, and that each runs
+// right (PyTorch's outputs) node by node.
+func TestMissedAttentionReasons(t *testing.T) {
+	cases := []struct {
+		model string
+		want  []string // in the reason
+	}{
+		{"gemma2_softcap_attention", []string{`"/Tanh" (Tanh) in the scores`}},
+		{"float64_softmax_attention", []string{"the softmax computes in float64", `"/Cast_1" (Cast)`}},
+	}
+	dirs, err := filepath.Glob("testdata/unfused/*/model.onnx")
+	if err != nil || len(dirs) != len(cases) {
+		t.Fatalf("%d models in testdata/unfused, %d cases here (%v)", len(dirs), len(cases), err)
+	}
+	for _, c := range cases {
+		t.Run(c.model, func(t *testing.T) {
+			m, err := onnx.Load(filepath.Join("testdata/unfused", c.model, "model.onnx"), onnx.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := zeroInputs(t, m.Graph, modelDims)
+			for _, noFuse := range []bool{false, true} {
+				p, err := Compile(m, Options{NoFuse: noFuse})
+				if err != nil {
+					t.Fatal(err)
+				}
+				missed, err := p.MissedAttention(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(missed) != 1 || missed[0].Softmax.OpType != "Softmax" || missed[0].Product.OpType != "MatMul" {
+					t.Fatalf("NoFuse %v: missed %+v, want the one Softmax → MatMul", noFuse, missed)
+				}
+				want := c.want
+				if noFuse {
+					want = []string{"--no-fuse"}
+				}
+				for _, w := range want {
+					if !strings.Contains(missed[0].Reason, w) {
+						t.Errorf("NoFuse %v: reason %q, want it to contain %q", noFuse, missed[0].Reason, w)
+					}
+				}
+			}
+		})
+	}
+	found, err := conform.Find([]string{"testdata/unfused"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range found {
+		t.Run("conform/"+c.Name, func(t *testing.T) {
+			fusions := 0
+			r := conform.Run(context.Background(), c, opener(Options{Threads: 2}, &fusions), conform.Tolerance{Rtol: 1e-4, Atol: 1e-5})
+			if !r.Pass {
+				t.Fatalf("%v (max abs %g)", r.Err, r.MaxAbs)
+			}
+		})
+	}
+}
