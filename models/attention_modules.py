@@ -1403,6 +1403,38 @@ class EinsumAttentionSwapped(EinsumAttention):
         return self.Wo(torch.einsum("bhkd,bhqk->bhqd", v, w).transpose(1, 2).reshape(B, S, C))
 
 
+class DallePytorchAttention(nn.Module):
+    """DALLE-pytorch's Attention with stable=True (lucidrains' code; its
+    rearranges written as view/transpose): q scaled, einsum scores, the
+    key padding mask and the causal mask each by masked_fill with
+    -finfo.max, then stable_softmax: t / alpha, minus its row maximum
+    (amax(dim=-1, keepdim=True).detach()), times alpha, softmax; einsum
+    with v. mask: bool (B, S), True = keep."""
+
+    def __init__(self, hidden_size: int, num_heads: int, alpha: float = 32 ** 2):
+        super().__init__()
+        self.nh, self.hs = num_heads, hidden_size // num_heads
+        self.scale, self.alpha = self.hs ** -0.5, alpha
+        self.to_qkv = nn.Linear(hidden_size, hidden_size * 3, bias=False)
+        self.to_out = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, x: Tensor, mask: BoolTensor):
+        B, S, C = x.shape
+        q, k, v = (t.view(B, S, self.nh, self.hs).transpose(1, 2) for t in self.to_qkv(x).chunk(3, dim=-1))
+        q = q * self.scale
+        dots = torch.einsum("b h i d, b h j d -> b h i j", q, k)
+        mask_value = -torch.finfo(dots.dtype).max
+        dots = dots.masked_fill(~mask[:, None, None, :], mask_value)
+        i, j = dots.shape[-2:]
+        causal = torch.ones(i, j).triu_(j - i + 1).bool()
+        dots = dots.masked_fill(causal, mask_value)
+        t = dots / self.alpha
+        t = t - torch.amax(t, dim=-1, keepdim=True).detach()
+        attn = (t * self.alpha).softmax(dim=-1)
+        out = torch.einsum("b h i j, b h j d -> b h i d", attn, v)
+        return self.to_out(out.transpose(1, 2).reshape(B, S, C))
+
+
 class Gemma2SoftcapAttention(nn.Module):
     """Gemma 2's eager attention (transformers' Gemma2Attention, without
     rotary embedding and padding): the scores q·kᵀ·scaling soft-capped as

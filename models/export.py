@@ -105,6 +105,11 @@ def causal_mask_bool(rng, shape):
     return np.triu(np.ones((s, s2), dtype=bool), k=1)
 
 
+def keep_mask_bool(rng, shape):
+    """(B, S) bool, True = keep; right-padded, never fully masked."""
+    return ~pad_mask_bool(rng, shape)
+
+
 def pad_mask_bool_1d(rng, shape):
     """(S,) bool, True = padding, for an unbatched sequence; never fully masked."""
     return pad_mask_bool(rng, (1, shape[0]))[0]
@@ -516,6 +521,13 @@ SPECS = [
          _std_sets(),
          "einsum(\"bhkd,bhqd->bhqk\", k, q) / sqrt(d) (K first), masked_fill with -inf (key padding, True = padding), "
          "einsum(\"bhkd,bhqk->bhqd\", v, w) (the weights second)"),
+    Spec("dalle_stable_softmax_attention", "ext", "DALLE-pytorch's causal attention with stable_softmax (the row maximum taken off)",
+         lambda: am.DallePytorchAttention(C, H),
+         [("x", ("batch", "seq", C), randn), ("mask", ("batch", "seq"), keep_mask_bool)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "einsum scores of q·scale; masked_fill(~mask) and of the causal triu with -finfo.max; t / 1024 minus "
+         "amax(t, -1, keepdim) (ReduceMax, Sub), times 1024, softmax; einsum with v; mask: bool, True = keep"),
     Spec("diffusers_spatial_attention", "ext",
          "diffusion UNet/VAE spatial self-attention (diffusers' Attention with norm_num_groups, AttnProcessor)",
          lambda: am.DiffusersSpatialAttention(C, H, C // H, 8),
@@ -922,11 +934,11 @@ def run_numpy(model, feeds):
                 out = [_NP_UNARY[op](x[0]).astype(x[0].dtype)]
         elif op in _NP_BINARY:
             out = [_NP_BINARY[op](x[0], x[1])]
-        elif op in ("ReduceSum", "ReduceMean", "ReduceL2"):
+        elif op in ("ReduceSum", "ReduceMean", "ReduceL2", "ReduceMax"):
             # ReduceSum takes its axes as an input from opset 13, the others from opset 18
             axes = _axes_of(node, x, a)
             axes = tuple(axes) if axes is not None else None
-            f = {"ReduceSum": np.sum, "ReduceMean": np.mean,
+            f = {"ReduceSum": np.sum, "ReduceMean": np.mean, "ReduceMax": np.max,
                  "ReduceL2": lambda v, **kw: np.sqrt(np.sum(np.square(v), **kw))}[op]
             out = [f(x[0], axis=axes, keepdims=bool(a.get("keepdims", 1))).astype(x[0].dtype)]
         elif op == "Clip":  # min and max are inputs from opset 11, either may be omitted

@@ -192,13 +192,13 @@ func (p *Program) AttentionCores() []AttentionCore {
 				chain = append(chain, n)
 				x, regrouped = n.Inputs[0], true
 			case "Where":
-				if c.MaskKind == ops.MaskBoolTrueMasks || c.MaskKind == ops.MaskBoolFalseMasks || len(n.Inputs) != 3 || p.Types[n.Inputs[0]].Type.DType != ir.Bool {
+				if len(n.Inputs) != 3 || p.Types[n.Inputs[0]].Type.DType != ir.Bool {
 					break walk
 				}
 				chain = append(chain, n)
 				x = p.scoresOperand(producer, n, n.Inputs[1:])
-				if !inFrame(x) {
-					break
+				if !inFrame(x) || c.MaskKind == ops.MaskBoolTrueMasks || c.MaskKind == ops.MaskBoolFalseMasks {
+					break // a second Where (DALLE-pytorch's padding, then its causal mask): the first met stays
 				}
 				c.Mask, c.MaskKind = n.Inputs[0], ops.MaskBoolFalseMasks
 				if x == n.Inputs[2] {

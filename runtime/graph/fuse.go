@@ -38,8 +38,12 @@ import (
 //	    Reshape(S) (Squeeze, Unsqueeze, Flatten) keeping the last two
 //	                                       dims, regrouping the batch dims
 //	                                       (fuse_regroup.go; also on P)
+//	    Sub(S, ReduceMax(S, last axis, keepdims)): the row maximum taken
+//	                                       off (a "stable softmax"), dropped
+//	                                       (rowMaxShift)
 //	    with at most two masks (Where or Add/Sub) among them, at most one
-//	    of them a Where
+//	    of them a Where, or two Wheres of one fill, a causal constant and
+//	    a per-key mask (twoWheresCausal)
 //	S = MatMul(Q', K') | Einsum(Q', K') | Einsum(K', Q')   any einsum
 //	                                       spelling of Q·Kᵀ, Q either operand
 //	Q' = Q scaled: Div/Mul by one-element constants (a scale folded into

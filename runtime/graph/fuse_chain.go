@@ -283,6 +283,14 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 		}
 		return m, f.fail(len(chain), "node %q (Where) fills masked scores with something other than one constant, or widens them", n.Label())
 	case "Add", "Sub":
+		if t, rk, ok := f.rowMaxShift(n); ok {
+			// The ReduceMax reads t too: it is in the chain, so t counts
+			// as read once while the walk goes on from it.
+			f.uses[t]--
+			r, ok := f.walk(t, m, post, append(chain[:len(chain):len(chain)], rk))
+			f.uses[t]++
+			return r, ok
+		}
 		if len(m.masks) == maxMaskStages || m.headScale != "" || len(n.Inputs) != 2 || n.Inputs[0] == n.Inputs[1] || !f.isFloat32(n.Inputs[0]) || !f.isFloat32(n.Inputs[1]) {
 			return m, f.fail(len(chain), "%s", f.whyNoMask(n, m))
 		}
@@ -351,6 +359,53 @@ func (f *fuser) whyNoMask(n *ir.Node, m attnMatch) string {
 		}
 	}
 	return fmt.Sprintf("node %q (%s) has %d inputs", n.Label(), n.OpType, len(n.Inputs))
+}
+
+// rowMaxShift reads n as Sub(t, ReduceMax(t)) over t's last axis with
+// keepdims: the row maximum taken off the scores before the softmax, as
+// the "stable softmax" of DALLE-pytorch and many attention code bases
+// writes it (sim - sim.amax(dim=-1, keepdim=True).detach()). The softmax
+// does not see a shift of its row, and the fused kernel takes off its own
+// running maximum, so the Sub and the ReduceMax drop out: the scores
+// change by the rounding of the subtraction, an ulp of the row maximum.
+// Nothing but the two may read t, nothing but the Sub the maximum. It
+// returns t and the ReduceMax's step.
+func (f *fuser) rowMaxShift(n *ir.Node) (string, int, bool) {
+	if n.OpType != "Sub" || len(n.Inputs) != 2 || !f.isFloat32(n.Inputs[0]) {
+		return "", 0, false
+	}
+	t := n.Inputs[0]
+	k, r, ok := f.internal(n.Inputs[1])
+	if !ok || r.OpType != "ReduceMax" || len(r.Inputs) == 0 || r.Inputs[0] != t || f.uses[t] != 2 {
+		return "", 0, false
+	}
+	if _, ok := f.producer[t]; !ok || f.uses[t] >= graphOutputUse {
+		return "", 0, false
+	}
+	tt := f.types[t].Type
+	if keep, err := r.AttrInt("keepdims", 1); err != nil || keep != 1 || !tt.RankKnown || len(tt.Shape) < 2 {
+		return "", 0, false
+	}
+	axes, ok, err := r.AttrInts("axes")
+	if err != nil {
+		return "", 0, false
+	}
+	if !ok && len(r.Inputs) > 1 && r.Inputs[1] != "" { // opset 18: axes an input
+		c := f.constValue(r.Inputs[1])
+		if c == nil {
+			return "", 0, false
+		}
+		if axes, err = c.AsInt64s(); err != nil {
+			return "", 0, false
+		}
+	}
+	if len(axes) != 1 {
+		return "", 0, false
+	}
+	if a, err := ops.NormAxis(axes[0], len(tt.Shape)); err != nil || a != len(tt.Shape)-1 {
+		return "", 0, false
+	}
+	return t, k, true
 }
 
 // withMask returns m with stage applied before the masks matched so far
@@ -785,11 +840,12 @@ func (f *fuser) scoresProduct(n *ir.Node, m attnMatch, post float64, chain []int
 		}
 	}
 	if len(m.masks) == maxMaskStages && m.masks[0].kind != ops.MaskAdditive && m.masks[1].kind != ops.MaskAdditive {
-		k := slices.IndexFunc(m.masks, func(s maskStage) bool { return s.additive != nil })
-		if k < 0 {
-			return m, f.fail(len(chain), "the scores have two bool masks (Where): the fused op takes one, and an additive one")
+		switch k := slices.IndexFunc(m.masks, func(s maskStage) bool { return s.additive != nil }); {
+		case k >= 0:
+			back(k)
+		case !f.twoWheresCausal(&m):
+			return m, f.fail(len(chain), "the scores have two bool masks (Where) that are not a causal pattern and a per-key mask of one fill: the fused op takes one, and an additive one")
 		}
-		back(k)
 	}
 	m.scores = n.Outputs[0]
 	chain = f.splitCausal(&m, m.maskScores(), chain)

@@ -188,6 +188,7 @@ func TestFuseExportForms(t *testing.T) {
 		ops   string                // replaced op types ("" with none)
 		attrs string                // fusedAttrs of the fused node
 		none  bool                  // must stay unfused
+		why   string                // with none: in MissedAttention's reason
 	}{
 		{name: "no-op Casts around the Softmax (T5, LLaMA, Whisper)", syn: synth{inputs: qkv, nodes: []*ir.Node{kt, qk,
 			node("Cast", []string{"s0"}, []string{"s1"}, castTo(ir.Float)), softmax("s1", "p0"),
@@ -413,10 +414,42 @@ func TestFuseExportForms(t *testing.T) {
 		{name: "unbatched (2-D) with a 1-D additive mask", syn: synth{inputs: []*ir.ValueInfo{vi("q", ir.Float, s, d), vi("k", ir.Float, s+1, d), vi("v", ir.Float, s+1, d), vi("m", ir.Float, s+1)},
 			nodes: []*ir.Node{node("Transpose", []string{"k"}, []string{"kt"}), qk, node("Add", []string{"s0", "m"}, []string{"s1"}), softmax("s1", "p"), pv("p")}},
 			ops: "Transpose MatMul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+		// DALLE-pytorch: masked_fill of the padding, then of the causal
+		// mask, one finite fill: the cut, the padding a -inf mask, and rows
+		// that lose every key (batch 0's, all padded) the mean of V.
+		{name: "a key mask's Where, then a causal constant's, of one fill", syn: synth{inputs: with(vi("m", ir.Bool, b, 1, 1, s)),
+			inits: map[string]*ir.Tensor{"c": causalBool(s, s, 0, true), "fill": sc(-math.MaxFloat32)},
+			nodes: scores(node("Where", []string{"m", "fill", "s0"}, []string{"s1"}), node("Where", []string{"c", "fill", "s1"}, []string{"s2"}))},
+			feeds: map[string]*ir.Tensor{"m": padRows()},
+			ops:   "Transpose MatMul Where Where Softmax MatMul", attrs: "scale=1 causal=1 masked_rows_uniform=1 mask_kind=bool_true_masks mask_fill=-Inf"},
+		{name: "a causal constant's Where, then a key mask's, of -inf", syn: synth{inputs: with(vi("m", ir.Bool, b, 1, 1, s)),
+			inits: map[string]*ir.Tensor{"c": causalBool(s, s, 0, true), "fill": sc(negInf)},
+			nodes: scores(node("Where", []string{"c", "fill", "s0"}, []string{"s1"}), node("Where", []string{"m", "fill", "s1"}, []string{"s2"}))},
+			feeds: map[string]*ir.Tensor{"m": boolMask(b, 1, 1, s)},
+			ops:   "Transpose MatMul Where Where Softmax MatMul", attrs: "scale=1 causal=1 mask_kind=bool_true_masks mask_fill=-Inf"},
+		{name: "two Wheres of different fills: not fused", syn: synth{inputs: with(vi("m", ir.Bool, b, 1, 1, s)),
+			inits: map[string]*ir.Tensor{"c": causalBool(s, s, 0, true), "fill": sc(-1e9), "ninf": sc(negInf)},
+			nodes: scores(node("Where", []string{"m", "fill", "s0"}, []string{"s1"}), node("Where", []string{"c", "ninf", "s1"}, []string{"s2"}))},
+			feeds: map[string]*ir.Tensor{"m": boolMask(b, 1, 1, s)}, none: true, why: "two bool masks (Where)"},
+		// The "stable softmax": the row maximum taken off before the
+		// Softmax, which does not see it.
+		{name: "the row maximum taken off (DALLE-pytorch's stable softmax)", syn: synth{inputs: qkv,
+			nodes: scores(node("ReduceMax", []string{"s0"}, []string{"mx"}, intsAttr("axes", []int64{-1})), node("Sub", []string{"s0", "mx"}, []string{"s1"}))},
+			ops: "Transpose MatMul ReduceMax Sub Softmax MatMul", attrs: "scale=1"},
+		{name: "the maximum over the queries taken off: not fused", syn: synth{inputs: qkv,
+			nodes: scores(node("ReduceMax", []string{"s0"}, []string{"mx"}, intsAttr("axes", []int64{2})), node("Sub", []string{"s0", "mx"}, []string{"s1"}))},
+			none: true, why: `"s0" is read by 2 nodes`},
+		{name: "the row maximum taken off, and also an output: not fused", syn: synth{inputs: qkv,
+			nodes:   scores(node("ReduceMax", []string{"s0"}, []string{"mx"}, intsAttr("axes", []int64{-1})), node("Sub", []string{"s0", "mx"}, []string{"s1"})),
+			outputs: []string{"mx"}},
+			none: true, why: `"s0" is read by 2 nodes`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			fuseSynth(t, r, c.syn, c.feeds, c.ops, c.attrs, c.none)
+			if c.why != "" {
+				wantMissReason(t, r, c.syn, c.feeds, c.why)
+			}
 		})
 	}
 }

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"math/rand"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,5 +88,25 @@ func TestMissedAttentionReasons(t *testing.T) {
 				t.Fatalf("%v (max abs %g)", r.Err, r.MaxAbs)
 			}
 		})
+	}
+}
+
+// wantMissReason compiles syn (outputs y and syn's) and requires its one
+// attention core to be listed by MissedAttention with a reason containing
+// want.
+func wantMissReason(t *testing.T, r *rand.Rand, syn synth, feeds map[string]*ir.Tensor, want string) {
+	t.Helper()
+	syn.outputs = append([]string{"y"}, syn.outputs...)
+	m := syn.model()
+	p, err := Compile(m, Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	missed, err := p.MissedAttention(synthInputs(r, m, feeds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(missed) != 1 || !strings.Contains(missed[0].Reason, want) {
+		t.Fatalf("missed %+v, want one core whose reason says %q", missed, want)
 	}
 }

@@ -137,6 +137,10 @@ func TestModelFusions(t *testing.T) {
 		// Each einsum's operands the other way round: K first in the
 		// scores, V first in the product.
 		{"einsum_swapped_attention", 1, "Einsum Div Where Softmax Einsum", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		// DALLE-pytorch: q scaled, the padding and the causal masked_fill
+		// of one finite fill (the causal cut, the padding its -inf mask),
+		// then the row maximum taken off between / 1024 and · 1024.
+		{"dalle_stable_softmax_attention", 1, "Mul Einsum Where Where Div ReduceMax Sub Mul Softmax Einsum", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		// diffusers: baddbmm(empty, q, kᵀ, beta=0, alpha) adds zeros (no mask).
 		{"diffusers_spatial_attention", 1, "Transpose MatMul Mul Add Cast Softmax Cast MatMul", scale8, false, "", 0, true},
 		// timm's ViT: q scaled first (recent) or the scores scaled (older,
@@ -213,6 +217,7 @@ func TestModelFusions(t *testing.T) {
 		"s004_multi_head_bmm_causal":       "causal=1",
 		"torch_decoder_layer":              "causal=1",
 		"whisper_attention":                "causal=1",
+		"dalle_stable_softmax_attention":   "causal=1 masked_rows_uniform=1",
 		"espnet_relpos_attention":          "masked_rows_zero=1",
 		"falcon_mqa_attention":             "causal=1",
 		"mistral_sliding_window_attention": "kv_group=2 causal=1",
