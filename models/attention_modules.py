@@ -1435,6 +1435,50 @@ class DallePytorchAttention(nn.Module):
         return self.to_out(out.transpose(1, 2).reshape(B, S, C))
 
 
+class MPTAttention(nn.Module):
+    """MPT's attention (MosaicML llm-foundry: MultiheadAttention with
+    attn_impl='torch', scaled_multihead_dot_product_attention; its
+    rearranges written as view/permute): a fused Wqkv, q·kᵀ·softmax_scale,
+    the ALiBi bias (build_alibi_bias: a buffer [1, H, 1, max_seq_len] of
+    slope·(j - max_seq_len + 1), its last s_k columns) added, then
+    masked_fill of the padded keys and of the future (~tril(ones)) with
+    finfo.min, softmax, · v, out_proj. key_padding_mask: bool (B, S),
+    True = keep."""
+
+    def __init__(self, hidden_size: int, num_heads: int, max_seq_len: int, alibi_bias_max: int = 8):
+        super().__init__()
+        self.nh, self.hs = num_heads, hidden_size // num_heads
+        self.softmax_scale = 1 / math.sqrt(self.hs)
+        self.Wqkv = nn.Linear(hidden_size, 3 * hidden_size)
+        self.out_proj = nn.Linear(hidden_size, hidden_size)
+        alibi = torch.arange(1 - max_seq_len, 1, dtype=torch.int32).view(1, 1, 1, max_seq_len)
+        n2 = 2 ** math.ceil(math.log2(num_heads))
+        m = torch.arange(1, n2 + 1, dtype=torch.float32).mul(alibi_bias_max / n2)
+        slopes = 1.0 / torch.pow(2, m)
+        if n2 != num_heads:
+            slopes = torch.concat([slopes[1::2], slopes[::2]])[:num_heads]
+        self.register_buffer("attn_bias", alibi * slopes.view(1, num_heads, 1, 1))
+
+    def forward(self, x: Tensor, key_padding_mask: BoolTensor):
+        B, S, C = x.shape
+        q, k, v = self.Wqkv(x).chunk(3, dim=2)
+        q = q.view(B, S, self.nh, self.hs).permute(0, 2, 1, 3)
+        k = k.view(B, S, self.nh, self.hs).permute(0, 2, 3, 1)  # rearrange 'b s (h d) -> b h d s'
+        v = v.view(B, S, self.nh, self.hs).permute(0, 2, 1, 3)
+        s_q, s_k = q.size(-2), k.size(-1)
+        attn_weight = q.matmul(k) * self.softmax_scale
+        attn_weight = attn_weight + self.attn_bias[:, :, :, -s_k:]
+        min_val = torch.finfo(q.dtype).min
+        attn_weight = attn_weight.masked_fill(~key_padding_mask.view((B, 1, 1, s_k)), min_val)
+        s = max(s_q, s_k)
+        causal_mask = attn_weight.new_ones(s, s, dtype=torch.float16).tril().to(torch.bool)
+        causal_mask = ~causal_mask[-s_q:, -s_k:]
+        attn_weight = attn_weight.masked_fill(causal_mask.view(1, 1, s_q, s_k), min_val)
+        attn_weight = torch.softmax(attn_weight, dim=-1)
+        out = attn_weight.matmul(v).permute(0, 2, 1, 3).reshape(B, S, C)
+        return self.out_proj(out)
+
+
 class Gemma2SoftcapAttention(nn.Module):
     """Gemma 2's eager attention (transformers' Gemma2Attention, without
     rotary embedding and padding): the scores q·kᵀ·scaling soft-capped as

@@ -528,6 +528,14 @@ SPECS = [
          _std_sets(),
          "einsum scores of q·scale; masked_fill(~mask) and of the causal triu with -finfo.max; t / 1024 minus "
          "amax(t, -1, keepdim) (ReduceMax, Sub), times 1024, softmax; einsum with v; mask: bool, True = keep"),
+    Spec("mpt_attention", "ext", "MPT's attention (llm-foundry, attn_impl='torch'): ALiBi, then padding and causal masked_fills",
+         lambda: am.MPTAttention(C, H, CTX),
+         [("x", ("batch", "seq", C), randn), ("key_padding_mask", ("batch", "seq"), keep_mask_bool)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "q·kᵀ·scale, the ALiBi buffer [1, H, 1, 64] sliced to the keys and added, masked_fill(~key_padding_mask) "
+         "and masked_fill(~tril(ones)) with finfo.min (a float16 tril cast to bool), softmax; key_padding_mask: bool, "
+         "True = keep; seq must be <= 64"),
     Spec("diffusers_spatial_attention", "ext",
          "diffusion UNet/VAE spatial self-attention (diffusers' Attention with norm_num_groups, AttnProcessor)",
          lambda: am.DiffusersSpatialAttention(C, H, C // H, 8),

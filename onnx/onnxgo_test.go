@@ -48,15 +48,16 @@ import (
 // element type of the tensor (initializer or Constant attribute) that
 // defeats it: a bool raw_data tensor, or a uint8 one.
 var onnxGoFails = map[string]ir.DType{
-	"s000_causal":                 ir.Bool,  // bool initializer causal_mask
-	"s000_causal_or":              ir.Bool,  // bool initializer causal_mask
-	"s000_causal_or_opset11":      ir.Bool,  // bool initializer causal_mask
-	"s001_decoder_self_attention": ir.Bool,  // bool Constant (Trilu mask)
-	"s004_multi_head_bmm_causal":  ir.Bool,  // bool Constant (Trilu mask)
-	"gpt2_attention":              ir.Uint8, // uint8 initializer (the causal buffer)
-	"gpt2_block":                  ir.Uint8, // uint8 initializer (its attention's causal buffer)
-	"falcon_mqa_attention":        ir.Bool,  // bool ConstantOfShape value (torch.ones(S, S, dtype=bool))
-	"bloom_attention":             ir.Bool,  // bool Constant (torch.ones(S, S, dtype=bool) for its triu)
+	"s000_causal":                 ir.Bool,    // bool initializer causal_mask
+	"s000_causal_or":              ir.Bool,    // bool initializer causal_mask
+	"s000_causal_or_opset11":      ir.Bool,    // bool initializer causal_mask
+	"s001_decoder_self_attention": ir.Bool,    // bool Constant (Trilu mask)
+	"s004_multi_head_bmm_causal":  ir.Bool,    // bool Constant (Trilu mask)
+	"gpt2_attention":              ir.Uint8,   // uint8 initializer (the causal buffer)
+	"gpt2_block":                  ir.Uint8,   // uint8 initializer (its attention's causal buffer)
+	"falcon_mqa_attention":        ir.Bool,    // bool ConstantOfShape value (torch.ones(S, S, dtype=bool))
+	"bloom_attention":             ir.Bool,    // bool Constant (torch.ones(S, S, dtype=bool) for its triu)
+	"mpt_attention":               ir.Float16, // float16 ConstantOfShape value (new_ones(s, s, dtype=float16) for its tril)
 }
 
 // onnxGoDupEdges lists the reference models with a node that reads the same

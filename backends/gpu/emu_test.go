@@ -630,9 +630,11 @@ var gpuMissingOps = map[string][]string{
 	"einsum_cross_attention":         {"Einsum"},
 	"einsum_swapped_attention":       {"Einsum"},
 	"dalle_stable_softmax_attention": {"Einsum", "ReduceMax"},
-	"llama_attention_opset17":        {"Cos", "ReduceMean", "Sin"},
-	"llama_padded_attention":         {"Cos", "CumSum", "Sin"},
-	"llama_padded_attention_add":     {"Cos", "CumSum", "Sin"},
+	// Its causal mask: ones in float16, tril, cast to bool (folded on the host at run time).
+	"mpt_attention":              {"Cast", "Trilu"},
+	"llama_attention_opset17":    {"Cos", "ReduceMean", "Sin"},
+	"llama_padded_attention":     {"Cos", "CumSum", "Sin"},
+	"llama_padded_attention_add": {"Cos", "CumSum", "Sin"},
 	// Its rotary table from arange(S) and its mask's Range (folded on the host at run time).
 	"mistral_sliding_window_attention": {"Cos", "Range", "Sin"},
 	// transformers 4.44's mask: its slice assignment is a ScatterND.

@@ -61,6 +61,7 @@ func TestAttentionCores(t *testing.T) {
 		{"einsum_cross_attention", 1, ""},
 		{"einsum_swapped_attention", 1, ops.MaskBoolTrueMasks},
 		{"dalle_stable_softmax_attention", 1, ops.MaskBoolTrueMasks},
+		{"mpt_attention", 1, ops.MaskBoolTrueMasks},
 		{"diffusers_spatial_attention", 1, ops.MaskAdditive}, // baddbmm's beta=0 term: zeros, structurally added
 		{"timm_vit_attention", 1, ""},
 		{"timm_vit_attention_indexed", 1, ""},

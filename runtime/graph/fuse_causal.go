@@ -135,7 +135,7 @@ type causalSplit struct {
 // split replaces; scores is the tensor of the chain's scores the first
 // mask applies to (the product of Q and K, or a regrouping of it).
 func (f *fuser) splitCausal(m *attnMatch, scores string, chain []int) []int {
-	if len(m.masks) == 0 || len(m.masks) > 2 || m.masks[0].causal {
+	if len(m.masks) == 0 || len(m.masks) > 2 || slices.ContainsFunc(m.masks, func(s maskStage) bool { return s.causal }) {
 		return chain // none, or split already (twoWheresCausal)
 	}
 	if len(m.masks) == 2 && m.masks[0].kind == ops.MaskAdditive && m.masks[1].kind != ops.MaskAdditive {
@@ -436,44 +436,45 @@ func (f *fuser) sameConst(name string) (float64, bool) {
 // finite32 reports whether v is finite in float32.
 func finite32(v float64) bool { return math.Abs(v) <= math.MaxFloat32 }
 
-// twoWheresCausal reads a chain's two Where masks — a causal pattern and a
-// per-key mask, each by its own masked_fill of one fill F (DALLE-pytorch,
-// x-transformers: dots.masked_fill(~mask, F), then
-// dots.masked_fill(causal, F)) — as Where(Or(A, B), F, S), which they are
-// when both fills, times the scales after them, are the same F: a score
-// either hides is F, whichever hid it last. It then makes the match's one
-// mask the cut with the per-key mask as the rest, as causalMask does for
-// the Or: exact for F = -inf; for a finite F ≤ causalFillLimit the rest
-// hides with -inf and rows that lose every key take masked_rows_uniform
-// (every score of theirs is F). It reports whether it did.
-func (f *fuser) twoWheresCausal(m *attnMatch) bool {
-	a, b := m.masks[0], m.masks[1]
+// twoWheresCausal reads two Where masks of a chain, a applied before b —
+// a causal pattern and a per-key mask, each by its own masked_fill of one
+// fill F (DALLE-pytorch, x-transformers, MPT: dots.masked_fill(~mask, F),
+// then dots.masked_fill(causal, F)) — as Where(Or(A, B), F, S), which
+// they are when both fills, times the scales after them, are the same F:
+// a score either hides is F, whichever hid it last. It returns the one
+// mask stage that replaces them, the cut with the per-key mask as the
+// rest, as causalMask makes it for the Or: exact for F = -inf; for a
+// finite F ≤ causalFillLimit the rest hides with -inf and rows that lose
+// every key take masked_rows_uniform (every score of theirs is F). A
+// causal constant of one query (a decode step) hides nothing: the stage
+// is then the per-key mask alone. absorbs are the movement steps the
+// causal constant is read through.
+func (f *fuser) twoWheresCausal(a, b maskStage, scores string) (st maskStage, absorbs []int, ok bool) {
 	fill := a.fill * a.post
 	if a.kind == ops.MaskAdditive || b.kind == ops.MaskAdditive || fill != b.fill*b.post ||
 		!(math.IsInf(fill, -1) || fill <= causalFillLimit && finite32(fill)) {
-		return false
+		return st, nil, false
 	}
 	for _, o := range [][2]maskStage{{a, b}, {b, a}} {
 		cut, keys := o[0], o[1]
-		if f.hidesNothing(cut.name, cut.kind == ops.MaskBoolTrueMasks, cmp.Or(cut.at, m.scores)) {
-			// A causal pattern of one query (a decode step) hides
-			// nothing: that Where is no mask.
-			m.masks = []maskStage{keys}
-			return true
-		}
-		off, absorbs, ok := f.causalPattern(cut.name, cut.kind == ops.MaskBoolTrueMasks, cmp.Or(cut.at, m.scores))
-		if !ok || !f.perKeyMask(keys.name, cmp.Or(keys.at, m.scores)) {
+		hide := cut.kind == ops.MaskBoolTrueMasks
+		if !f.perKeyMask(keys.name, cmp.Or(keys.at, scores)) {
 			continue
 		}
-		rest := keys
-		rest.causal, rest.causalOff = true, off
-		if !math.IsInf(fill, -1) {
-			rest.fill, rest.post, rest.uniformRows = math.Inf(-1), 1, true
+		if f.hidesNothing(cut.name, hide, cmp.Or(cut.at, scores)) {
+			return keys, nil, true
 		}
-		m.masks, m.absorbs = []maskStage{rest}, absorbs
-		return true
+		off, absorbs, ok := f.causalPattern(cut.name, hide, cmp.Or(cut.at, scores))
+		if !ok {
+			continue
+		}
+		keys.causal, keys.causalOff = true, off
+		if !math.IsInf(fill, -1) {
+			keys.fill, keys.post, keys.uniformRows = math.Inf(-1), 1, true
+		}
+		return keys, absorbs, true
 	}
-	return false
+	return st, nil, false
 }
 
 // hidesNothing reports whether bool tensor name, a plan constant (or a

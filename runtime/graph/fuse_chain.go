@@ -15,8 +15,13 @@ import (
 // The attention chain matcher (see fuse.go for the forms it reads).
 
 // maxMaskStages is how many masks (Where or additive terms) a chain may
-// apply: FusedAttention's mask and its bias.
-const maxMaskStages = 2
+// apply: FusedAttention's mask and its bias. The walk reads up to
+// maxWalkStages: a bias, then two Wheres that are one causal mask with a
+// per-key one (twoWheresCausal: MPT).
+const (
+	maxMaskStages = 2
+	maxWalkStages = 3
+)
 
 // attnOperand says how the fused node reads Q, K or V: tensor name seen
 // through perm (logical axis i is axis perm[i] of name; nil: as is). With
@@ -269,7 +274,7 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 		}
 		return f.walk(next, m, post*c, chain)
 	case "Where":
-		if len(m.masks) == maxMaskStages || m.headScale != "" || len(n.Inputs) != 3 || f.types[n.Inputs[0]].Type.DType != ir.Bool {
+		if len(m.masks) == maxWalkStages || m.headScale != "" || len(n.Inputs) != 3 || f.types[n.Inputs[0]].Type.DType != ir.Bool {
 			return m, f.fail(len(chain), "%s", f.whyNoMask(n, m))
 		}
 		for _, c := range []struct {
@@ -291,7 +296,7 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 			f.uses[t]++
 			return r, ok
 		}
-		if len(m.masks) == maxMaskStages || m.headScale != "" || len(n.Inputs) != 2 || n.Inputs[0] == n.Inputs[1] || !f.isFloat32(n.Inputs[0]) || !f.isFloat32(n.Inputs[1]) {
+		if len(m.masks) == maxWalkStages || m.headScale != "" || len(n.Inputs) != 2 || n.Inputs[0] == n.Inputs[1] || !f.isFloat32(n.Inputs[0]) || !f.isFloat32(n.Inputs[1]) {
 			return m, f.fail(len(chain), "%s", f.whyNoMask(n, m))
 		}
 		// Either operand of Add may be the scores; try the first, then
@@ -344,8 +349,8 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 // Sub) with m matched so far.
 func (f *fuser) whyNoMask(n *ir.Node, m attnMatch) string {
 	switch {
-	case len(m.masks) == maxMaskStages:
-		return fmt.Sprintf("node %q (%s) is a third mask or bias on the scores: the fused op takes two", n.Label(), n.OpType)
+	case len(m.masks) == maxWalkStages:
+		return fmt.Sprintf("node %q (%s) is a fourth mask or bias on the scores: the fused op takes two (or a bias and two masked_fills of one fill, a causal and a per-key one)", n.Label(), n.OpType)
 	case m.headScale != "":
 		return fmt.Sprintf("node %q (%s) masks the scores before a per-head scale", n.Label(), n.OpType)
 	case n.OpType == "Where" && len(n.Inputs) == 3:
@@ -832,6 +837,15 @@ func (f *fuser) scoresProduct(n *ir.Node, m attnMatch, post float64, chain []int
 		m.masks[k] = *b.additive
 		chain = slices.DeleteFunc(slices.Clone(chain), func(i int) bool { return slices.Contains(b.steps, i) })
 	}
+	if len(m.masks) == maxWalkStages {
+		// MPT: a bias (ALiBi), then masked_fills of the padded keys and
+		// of the future with one fill.
+		merged, absorbs, ok := f.twoWheresCausal(m.masks[1], m.masks[2], m.scores)
+		if m.masks[0].kind != ops.MaskAdditive || !ok {
+			return m, f.fail(len(chain), "the scores have three masks or biases: the fused op takes two, or a bias and two masked_fills of one fill, a causal and a per-key one")
+		}
+		m.masks, m.absorbs = []maskStage{m.masks[0], merged}, absorbs
+	}
 	if len(m.masks) == maxMaskStages {
 		for k := range m.masks {
 			if m.masks[k].finiteFill {
@@ -843,8 +857,12 @@ func (f *fuser) scoresProduct(n *ir.Node, m attnMatch, post float64, chain []int
 		switch k := slices.IndexFunc(m.masks, func(s maskStage) bool { return s.additive != nil }); {
 		case k >= 0:
 			back(k)
-		case !f.twoWheresCausal(&m):
-			return m, f.fail(len(chain), "the scores have two bool masks (Where) that are not a causal pattern and a per-key mask of one fill: the fused op takes one, and an additive one")
+		default:
+			merged, absorbs, ok := f.twoWheresCausal(m.masks[0], m.masks[1], m.scores)
+			if !ok {
+				return m, f.fail(len(chain), "the scores have two bool masks (Where) that are not a causal pattern and a per-key mask of one fill: the fused op takes one, and an additive one")
+			}
+			m.masks, m.absorbs = []maskStage{merged}, absorbs
 		}
 	}
 	m.scores = n.Outputs[0]

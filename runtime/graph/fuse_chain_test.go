@@ -431,6 +431,18 @@ func TestFuseExportForms(t *testing.T) {
 			inits: map[string]*ir.Tensor{"c": causalBool(s, s, 0, true), "fill": sc(-1e9), "ninf": sc(negInf)},
 			nodes: scores(node("Where", []string{"m", "fill", "s0"}, []string{"s1"}), node("Where", []string{"c", "ninf", "s1"}, []string{"s2"}))},
 			feeds: map[string]*ir.Tensor{"m": boolMask(b, 1, 1, s)}, none: true, why: "two bool masks (Where)"},
+		// MPT: ALiBi added, then the padding's and the future's
+		// masked_fill of finfo.min: the bias first, the cut, the padding
+		// a -inf mask.
+		{name: "a bias, then a key mask's and a causal constant's Where of one fill", syn: synth{inputs: with(vi("m", ir.Bool, b, 1, 1, s)),
+			inits: map[string]*ir.Tensor{"alibi": randT(r, 1, h, 1, s), "c": causalBool(s, s, 0, true), "fill": sc(-math.MaxFloat32)},
+			nodes: scores(node("Add", []string{"s0", "alibi"}, []string{"s1"}), node("Where", []string{"m", "fill", "s1"}, []string{"s2"}), node("Where", []string{"c", "fill", "s2"}, []string{"s3"}))},
+			feeds: map[string]*ir.Tensor{"m": padRows()},
+			ops:   "Transpose MatMul Add Where Where Softmax MatMul", attrs: "scale=1 bias_first=1 causal=1 masked_rows_uniform=1 mask_kind=bool_true_masks mask_fill=-Inf bias_scale=1"},
+		{name: "a bias, then two Wheres of different fills: not fused", syn: synth{inputs: with(vi("m", ir.Bool, b, 1, 1, s)),
+			inits: map[string]*ir.Tensor{"alibi": randT(r, 1, h, 1, s), "c": causalBool(s, s, 0, true), "fill": sc(-math.MaxFloat32), "ninf": sc(negInf)},
+			nodes: scores(node("Add", []string{"s0", "alibi"}, []string{"s1"}), node("Where", []string{"m", "fill", "s1"}, []string{"s2"}), node("Where", []string{"c", "ninf", "s2"}, []string{"s3"}))},
+			feeds: map[string]*ir.Tensor{"m": boolMask(b, 1, 1, s)}, none: true, why: "three masks or biases"},
 		// The "stable softmax": the row maximum taken off before the
 		// Softmax, which does not see it.
 		{name: "the row maximum taken off (DALLE-pytorch's stable softmax)", syn: synth{inputs: qkv,

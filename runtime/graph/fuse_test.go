@@ -141,6 +141,9 @@ func TestModelFusions(t *testing.T) {
 		// of one finite fill (the causal cut, the padding its -inf mask),
 		// then the row maximum taken off between / 1024 and · 1024.
 		{"dalle_stable_softmax_attention", 1, "Mul Einsum Where Where Div ReduceMax Sub Mul Softmax Einsum", scale8, false, ops.MaskBoolTrueMasks, inf, false},
+		// MPT: ALiBi, then the padding's and the future's masked_fill of
+		// finfo.min: the bias first, the cut, the padding a -inf mask.
+		{"mpt_attention", 1, "MatMul Mul Add Where Where Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
 		// diffusers: baddbmm(empty, q, kᵀ, beta=0, alpha) adds zeros (no mask).
 		{"diffusers_spatial_attention", 1, "Transpose MatMul Mul Add Cast Softmax Cast MatMul", scale8, false, "", 0, true},
 		// timm's ViT: q scaled first (recent) or the scores scaled (older,
@@ -218,6 +221,7 @@ func TestModelFusions(t *testing.T) {
 		"torch_decoder_layer":              "causal=1",
 		"whisper_attention":                "causal=1",
 		"dalle_stable_softmax_attention":   "causal=1 masked_rows_uniform=1",
+		"mpt_attention":                    "bias_first=1 causal=1 masked_rows_uniform=1 bias_scale=1",
 		"espnet_relpos_attention":          "masked_rows_zero=1",
 		"falcon_mqa_attention":             "causal=1",
 		"mistral_sliding_window_attention": "kv_group=2 causal=1",

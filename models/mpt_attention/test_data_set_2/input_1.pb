@@ -1,0 +1,1 @@
+	Bkey_padding_maskJ
