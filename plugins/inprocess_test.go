@@ -17,7 +17,7 @@ import (
 
 // newInProcessCPU runs the CPU backend inside this test process.
 func newInProcessCPU(t testing.TB) *plugins.InProcess {
-	p := plugins.NewInProcess(cpu.Name, func(st *plugins.StatusWriter) plugins.Server { return cpu.NewInProcessServer(st) })
+	p := plugins.NewInProcess(cpu.Name, func(st *plugins.StatusWriter) plugins.Server { return cpu.NewInProcessServer(st, nil) })
 	t.Cleanup(p.Kill)
 	return p
 }
@@ -161,7 +161,7 @@ func (s panicky) Run(_ context.Context, id plugins.PartitionID, _ map[string]*ir
 // starts a fresh one), and later calls say why.
 func TestInProcessPanic(t *testing.T) {
 	p := plugins.NewInProcess(cpu.Name, func(st *plugins.StatusWriter) plugins.Server {
-		return panicky{cpu.NewInProcessServer(st), st}
+		return panicky{cpu.NewInProcessServer(st, nil), st}
 	})
 	defer p.Kill()
 	id := compile(t, p, mixedModel())
@@ -227,7 +227,7 @@ func (s releaseCounter) OutputsReleased() {
 func TestInProcessProfile(t *testing.T) {
 	var released atomic.Int64
 	p := plugins.NewInProcess(cpu.Name, func(st *plugins.StatusWriter) plugins.Server {
-		return releaseCounter{cpu.NewInProcessServer(st), &released}
+		return releaseCounter{cpu.NewInProcessServer(st, nil), &released}
 	})
 	defer p.Kill()
 	id := compile(t, p, mixedModel())

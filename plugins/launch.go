@@ -120,6 +120,30 @@ func NewLogger(w io.Writer) hclog.Logger {
 	})
 }
 
+// TidyLogLine turns a line NewLogger writes for a backend's own warning or
+// error (BackendLogf) — "2026-11-28T17:03:49.065Z [WARN]  attnrun-plugin.
+// attnrun: MESSAGE: @module=attnrun-backend timestamp=2026-…" — into
+// "warning: MESSAGE" ("error: MESSAGE"). Other lines are returned as they
+// are.
+func TidyLogLine(line string) string {
+	const suffix = ": @module=" + backendLoggerName + " timestamp="
+	cut := strings.LastIndex(line, suffix)
+	if cut < 0 {
+		return line
+	}
+	head, msg, ok := strings.Cut(line[:cut], ": ")
+	if !ok {
+		return line
+	}
+	switch {
+	case strings.Contains(head, "[WARN]"):
+		return "warning: " + msg
+	case strings.Contains(head, "[ERROR]"):
+		return "error: " + msg
+	}
+	return line
+}
+
 // Launch starts a backend process, completes the go-plugin handshake and
 // returns the connected Process. On failure the process is killed and the
 // error says why in one line (e.g. the executable is not a backend). It

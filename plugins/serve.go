@@ -52,13 +52,31 @@ func Serve(impl Server) {
 			opts = append(opts, grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))
 			return grpc.NewServer(opts...)
 		},
-		Logger: hclog.New(&hclog.LoggerOptions{
-			Name:       "attnrun-backend",
-			Level:      hclog.Warn,
-			Output:     os.Stderr,
-			JSONFormat: true, // the host parses levels from JSON lines
-		}),
+		Logger: backendLogger(),
 	})
+}
+
+// backendLoggerName names a backend process's logger: its JSON lines carry
+// it as @module, which the host's lines show (TidyLogLine).
+const backendLoggerName = "attnrun-backend"
+
+// backendLogger is a backend process's logger: JSON lines on stderr, whose
+// levels the host's go-plugin client reads, warnings and worse.
+func backendLogger() hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       backendLoggerName,
+		Level:      hclog.Warn,
+		Output:     os.Stderr,
+		JSONFormat: true, // the host parses levels from JSON lines
+	})
+}
+
+// BackendLogf returns a printf-style function that a backend process logs
+// warnings for the host with (graph.Options.Logf): each call one line the
+// host's Logf prints.
+func BackendLogf() func(format string, args ...any) {
+	l := backendLogger()
+	return func(format string, args ...any) { l.Warn(fmt.Sprintf(format, args...)) }
 }
 
 // ParentFDEnv names the environment variable that tells a backend which file

@@ -137,6 +137,10 @@ type Server struct {
 	// (NewInProcessServer): it leaves the process-wide settings that are
 	// the host's alone (Go's soft memory limit) as they are.
 	inProcess bool
+	// logf receives the programs' notes (graph.Options.Logf: attention
+	// left unfused): a warning line on stderr, which the host's go-plugin
+	// client logs, or, in process, the host's own logger.
+	logf func(format string, args ...any)
 
 	mu    sync.Mutex
 	next  plugins.PartitionID
@@ -178,7 +182,8 @@ func NewServer() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{status: st, faults: f, bf16: blas.BF16Fast(), parts: map[plugins.PartitionID]*partition{}, budget: budget.New(budget.DefaultLimit())}
+	s := &Server{status: st, faults: f, bf16: blas.BF16Fast(), parts: map[plugins.PartitionID]*partition{}, budget: budget.New(budget.DefaultLimit()),
+		logf: plugins.BackendLogf()}
 	if f.exitBefore != "" || f.killBefore != "" || f.stopBefore != "" {
 		s.onNode = func(n *ir.Node) {
 			switch n.OpType {
@@ -205,10 +210,16 @@ func NewServer() (*Server, error) {
 // its own (the session's limit, sent with each Compile: it counts the
 // weights it shares with the host, as a backend process counts its copy)
 // and refuses precision bf16 without AVX512_BF16; unlike one, it leaves
-// Go's soft memory limit (debug.SetMemoryLimit) to the host program.
-func NewInProcessServer(status *plugins.StatusWriter) *Server {
+// Go's soft memory limit (debug.SetMemoryLimit) to the host program. Its
+// programs' warnings (attention left unfused) go to logf, prefixed
+// "warning: " as a backend process's reach the host (nil: nowhere).
+func NewInProcessServer(status *plugins.StatusWriter, logf func(format string, args ...any)) *Server {
+	if logf != nil { // as a backend process's warnings reach the host (plugins.TidyLogLine)
+		hostLogf := logf
+		logf = func(format string, args ...any) { hostLogf("warning: "+format, args...) }
+	}
 	return &Server{status: status, faults: faults{refuse: map[string]bool{}}, bf16: blas.BF16Fast(), inProcess: true,
-		parts: map[plugins.PartitionID]*partition{}, budget: budget.New(budget.DefaultLimit())}
+		parts: map[plugins.PartitionID]*partition{}, budget: budget.New(budget.DefaultLimit()), logf: logf}
 }
 
 // stopIn stops the process (SIGSTOP) in the call named by the stop-in fault
@@ -348,7 +359,7 @@ func (s *Server) compile(m *ir.Model, opts plugins.CompileOptions, prec ops.Prec
 		// partition for the same count wants.
 		blas.SetThreads(threads)
 	}
-	gopts := graph.Options{Threads: threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, Budget: s.budget, Precision: prec}
+	gopts := graph.Options{Threads: threads, MaxTensorBytes: opts.MaxTensorBytes, NoFuse: opts.NoFuse, Budget: s.budget, Precision: prec, Logf: s.logf}
 	if weights != nil {
 		gopts.Weights = weights
 	}

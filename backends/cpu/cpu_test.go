@@ -238,7 +238,7 @@ func TestCompilePrecision(t *testing.T) {
 		{"Compile", newServer(t), func(s *Server, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
 			return s.Compile(ctx, data, opts)
 		}},
-		{"CompileModel in process", NewInProcessServer(nil), func(s *Server, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
+		{"CompileModel in process", NewInProcessServer(nil, nil), func(s *Server, opts plugins.CompileOptions) (plugins.PartitionID, []plugins.NodeRef, error) {
 			return s.CompileModel(ctx, m, opts)
 		}},
 	} {
@@ -287,7 +287,7 @@ func TestCompilePrecision(t *testing.T) {
 // memory limit, which is the host program's, as it was.
 func TestInProcessBudget(t *testing.T) {
 	before := debug.SetMemoryLimit(-1)
-	s := NewInProcessServer(nil)
+	s := NewInProcessServer(nil, nil)
 	const n = 512 // a 1 MiB weight
 	m := &ir.Model{
 		IRVersion: 8,

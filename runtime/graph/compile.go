@@ -62,6 +62,11 @@ type Options struct {
 	// (the GPU backend) reads those its nodes take. Without it a plan
 	// keeps only the constants its steps read (releaseUnread).
 	KeepFolded bool
+	// Logf, when set, receives a line for each attention core a plan of
+	// the program runs unfused, node by node, and why (MissedAttention),
+	// once per Softmax node: the fusion's one fallback that is not an
+	// error, and a slow one.
+	Logf func(format string, args ...any)
 	// Precision is the arithmetic of float32 matrix products (see
 	// ops.Precision; "" is fp32). Compile-time constant folding stays fp32.
 	Precision ops.Precision
@@ -108,6 +113,9 @@ type Program struct {
 	mu     sync.Mutex
 	plans  planCache
 	closed bool
+	// missNoted holds the Softmax nodes whose unfused attention Logf has
+	// been told about (noteMisses).
+	missNoted map[*ir.Node]bool
 	// arenas are the idle run memories, shared by every plan.
 	arenas arenaPool
 	// reserved is what Compile reserved from the budget: initializers and

@@ -79,6 +79,31 @@ func (p *Program) MissedAttention(inputs map[string]*ir.Tensor) ([]MissedAttenti
 		return nil, err
 	}
 	defer p.donePlan(pl)
+	return p.missedIn(pl), nil
+}
+
+// noteMisses tells Options.Logf about the cores new plan pl runs unfused
+// that no plan before it did; p.mu is held. With NoFuse, nothing: every
+// core is unfused by request.
+func (p *Program) noteMisses(pl *plan) {
+	if p.opts.Logf == nil || p.opts.NoFuse {
+		return
+	}
+	for _, c := range p.missedIn(pl) {
+		if p.missNoted[c.Softmax] {
+			continue
+		}
+		if p.missNoted == nil {
+			p.missNoted = map[*ir.Node]bool{}
+		}
+		p.missNoted[c.Softmax] = true
+		p.opts.Logf("attention at node %q (Softmax) → %q (%s) runs unfused, node by node: %s", c.Softmax.Label(), c.Product.Label(), c.Product.OpType, c.Reason)
+	}
+}
+
+// missedIn lists the attention cores plan pl runs node by node
+// (MissedAttention).
+func (p *Program) missedIn(pl *plan) []MissedAttention {
 	running := map[*ir.Node]bool{}
 	for _, st := range pl.steps {
 		running[st.node] = true
@@ -109,7 +134,7 @@ func (p *Program) MissedAttention(inputs map[string]*ir.Tensor) ([]MissedAttenti
 		}
 		out = append(out, c)
 	}
-	return out, nil
+	return out
 }
 
 // noteMiss records why the attention fusion did not take product n.

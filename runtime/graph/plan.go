@@ -377,6 +377,7 @@ func (p *Program) planFor(inputs map[string]*ir.Tensor) (*plan, error) {
 	}
 	pl.refs++
 	p.plans.add(pl, p.opts.Budget)
+	p.noteMisses(pl)
 	return pl, nil
 }
 

@@ -117,7 +117,7 @@ func (g *process) slotOf(id plugins.PartitionID) int {
 // Options.InProcess, the CPU backend inside this process.
 func start(ctx context.Context, name string, opts *Options, found func(path string)) (conn, error) {
 	if name == CPU && opts.InProcess {
-		return plugins.NewInProcess(CPU, func(st *plugins.StatusWriter) plugins.Server { return cpu.NewInProcessServer(st) }), nil
+		return plugins.NewInProcess(CPU, func(st *plugins.StatusWriter) plugins.Server { return cpu.NewInProcessServer(st, opts.Logf) }), nil
 	}
 	spec, path, err := launchSpec(name, opts)
 	if err != nil {

@@ -112,7 +112,8 @@ type Options struct {
 	// RunTimeout bounds each Run (0: no bound beyond the caller's context).
 	// A run past it returns an error wrapping context.DeadlineExceeded.
 	RunTimeout time.Duration
-	// Logf receives fallback and lifecycle lines (default: stderr).
+	// Logf receives fallback and lifecycle lines, and a warning for each
+	// attention core a plan runs unfused (default: stderr).
 	Logf func(format string, args ...any)
 	// OnBackendRestart, when set, is called each time the session has
 	// replaced a backend process that ended (killed, crashed, or killed by
@@ -209,13 +210,14 @@ func (o *Options) compileOptions() plugins.CompileOptions {
 	return plugins.CompileOptions{Threads: o.Threads, MaxTensorBytes: o.MaxTensorBytes, NoFuse: o.NoFuse, MaxMemoryBytes: o.MaxMemoryBytes, Precision: o.Precision}
 }
 
-// logWriter routes go-plugin's log lines to Logf.
+// logWriter routes go-plugin's log lines to Logf, a backend's own
+// warnings tidied (plugins.TidyLogLine).
 type logWriter struct{ logf func(string, ...any) }
 
 func (w logWriter) Write(p []byte) (int, error) {
 	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
 		if l != "" {
-			w.logf("%s", l)
+			w.logf("%s", plugins.TidyLogLine(l))
 		}
 	}
 	return len(p), nil

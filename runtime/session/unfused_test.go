@@ -1,0 +1,67 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestUnfusedAttentionWarning runs a PyTorch export whose attention the
+// fusion does not take (Gemma 2's tanh soft cap: runtime/graph/testdata/
+// unfused) on its two data sets, at two shapes, in a backend process and
+// in process: every run matches PyTorch, and Logf gets one warning in all
+// that names the Softmax, the product and the Tanh. A model whose
+// attention fuses (s000_multi_head) gets none.
+func TestUnfusedAttentionWarning(t *testing.T) {
+	const want = `warning: attention at node "/Softmax" (Softmax) → "/MatMul_1" (MatMul) runs unfused, node by node: node "/Tanh" (Tanh) in the scores: the fused op computes scale·Q·Kᵀ plus masks and biases, and no Tanh`
+	for _, c := range []struct {
+		dir   string
+		sets  int
+		warns []string
+	}{
+		{"../graph/testdata/unfused/gemma2_softcap_attention", 2, []string{want}},
+		{"../../models/s000_multi_head", 3, nil},
+	} {
+		for _, inProcess := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/in-process=%v", filepath.Base(c.dir), inProcess), func(t *testing.T) {
+				var mu sync.Mutex
+				var warns []string
+				logf := func(format string, args ...any) {
+					mu.Lock()
+					defer mu.Unlock()
+					if l := fmt.Sprintf(format, args...); strings.Contains(l, "unfused") {
+						warns = append(warns, l)
+					}
+				}
+				s, err := Open(context.Background(), filepath.Join(c.dir, "model.onnx"), Options{Threads: 2, InProcess: inProcess, Logf: logf})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for set := range c.sets {
+					ds := filepath.Join(c.dir, fmt.Sprintf("test_data_set_%d", set))
+					for range 2 {
+						out, err := s.Run(context.Background(), readInputs(t, ds))
+						if err != nil {
+							t.Fatalf("set %d: %v", set, err)
+						}
+						_, y := readPB(t, filepath.Join(ds, "output_0.pb"))
+						checkClose(t, fmt.Sprintf("set %d y", set), out["y"], y.Shape(), y.Data().([]float32), 1e-5)
+					}
+				}
+				// A backend process's warning reaches Logf through its
+				// stderr, read as it comes: Close waits for the reader.
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if fmt.Sprint(warns) != fmt.Sprint(c.warns) {
+					t.Errorf("warnings %q\nwant %q", warns, c.warns)
+				}
+			})
+		}
+	}
+}
