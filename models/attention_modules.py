@@ -1482,10 +1482,8 @@ class MPTAttention(nn.Module):
 class Gemma2SoftcapAttention(nn.Module):
     """Gemma 2's eager attention (transformers' Gemma2Attention, without
     rotary embedding and padding): the scores q·kᵀ·scaling soft-capped as
-    tanh(s / cap)·cap, the causal mask added (finfo.min above the
-    diagonal), softmax in float32, · v. The cap is a Tanh in the scores,
-    which attnrun's fused attention does not compute: the model runs node
-    by node, and `attnrun inspect` says so."""
+    tanh(s / cap)·cap (attn_logit_softcapping), the causal mask added
+    (finfo.min above the diagonal), softmax in float32, · v."""
 
     def __init__(self, hidden_size: int, num_heads: int, softcap: float = 50.0):
         super().__init__()
@@ -1504,6 +1502,34 @@ class Gemma2SoftcapAttention(nn.Module):
         causal = torch.full((S, S), torch.finfo(x.dtype).min).triu(1)
         w = nn.functional.softmax(w + causal, dim=-1, dtype=torch.float32).to(q.dtype)
         return self.o_proj(torch.matmul(w, v).transpose(1, 2).reshape(B, S, C))
+
+
+class TalkingHeadsAttention(nn.Module):
+    """x-transformers' Attention with talking heads before the softmax
+    (Shazeer et al., "Talking-Heads Attention"), as its early versions
+    wrote it (its rearranges as view/transpose): the scaled scores of the
+    heads mixed by einsum("b h i j, h k -> b k i j") with a learned
+    [H, H] matrix. The fused attention computes each head's softmax from
+    its own scores: the model runs node by node, and `attnrun inspect`
+    says so."""
+
+    def __init__(self, hidden_size: int, num_heads: int):
+        super().__init__()
+        self.nh, self.hs = num_heads, hidden_size // num_heads
+        self.to_q = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.to_k = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.to_v = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.pre_softmax_proj = nn.Parameter(torch.randn(num_heads, num_heads))
+        self.to_out = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, x: Tensor):
+        B, S, C = x.shape
+        q, k, v = (p(x).view(B, S, self.nh, self.hs).transpose(1, 2) for p in (self.to_q, self.to_k, self.to_v))
+        dots = torch.einsum("b h i d, b h j d -> b h i j", q, k) * self.hs ** -0.5
+        dots = torch.einsum("b h i j, h k -> b k i j", dots, self.pre_softmax_proj)
+        attn = dots.softmax(dim=-1)
+        out = torch.einsum("b h i j, b h j d -> b h i d", attn, v)
+        return self.to_out(out.transpose(1, 2).reshape(B, S, C))
 
 
 class Float64SoftmaxAttention(nn.Module):

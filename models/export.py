@@ -536,6 +536,13 @@ SPECS = [
          "q·kᵀ·scale, the ALiBi buffer [1, H, 1, 64] sliced to the keys and added, masked_fill(~key_padding_mask) "
          "and masked_fill(~tril(ones)) with finfo.min (a float16 tril cast to bool), softmax; key_padding_mask: bool, "
          "True = keep; seq must be <= 64"),
+    Spec("gemma2_softcap_attention", "ext", "Gemma 2's attention (transformers' eager Gemma2Attention): scores soft-capped, causal",
+         lambda: am.Gemma2SoftcapAttention(C, H, softcap=0.5),
+         [("x", ("batch", "seq", C), randn)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "q·kᵀ·scaling, then / softcap, tanh, · softcap (attn_logit_softcapping; 0.5 here, where Gemma 2 has 50, so "
+         "that these weights' logits reach tanh's curve), the finfo.min causal mask added, softmax in float32"),
     Spec("diffusers_spatial_attention", "ext",
          "diffusion UNet/VAE spatial self-attention (diffusers' Attention with norm_num_groups, AttnProcessor)",
          lambda: am.DiffusersSpatialAttention(C, H, C // H, 8),
@@ -955,6 +962,7 @@ def run_numpy(model, feeds):
             out = [np.clip(x[0], lo, hi).astype(x[0].dtype)]
         elif op == "Einsum":
             out = [np.einsum(a["equation"].decode(), *x)]
+
         else:
             raise NotImplementedError("numpy check: op %s (node %s)" % (op, node.name))
         for name, v in zip(node.output, out):
@@ -1118,12 +1126,12 @@ def export_one(spec, outdir, fresh, failures):
 # --unfused into runtime/graph/testdata/unfused, outside models/, whose
 # attention is all fused (issue 13).
 UNFUSED_SPECS = [
-    Spec("gemma2_softcap_attention", "ext", "Gemma 2's attention: scores soft-capped by tanh(s / 50)·50, causal",
-         lambda: am.Gemma2SoftcapAttention(C, H),
+    Spec("talking_heads_attention", "ext", "x-transformers' talking-heads attention: the heads' scores mixed by an einsum before the softmax",
+         lambda: am.TalkingHeadsAttention(C, H),
          [("x", ("batch", "seq", C), randn)],
          [("y", ("batch", "seq", C))],
          [dict(batch=2, seq=5), dict(batch=1, seq=9)],
-         "a Tanh in the scores: not fused"),
+         "einsum(\"b h i j, h k -> b k i j\") across the heads in the scores: not fused"),
     Spec("float64_softmax_attention", "ext", "self-attention with its softmax in float64",
          lambda: am.Float64SoftmaxAttention(C, H),
          [("x", ("batch", "seq", C), randn)],

@@ -189,15 +189,15 @@ func TestDescribeFusedAttentionBias(t *testing.T) {
 }
 
 // TestInspectSaysWhyAttentionIsUnfused: for a PyTorch export whose
-// attention the fusion does not take (Gemma 2's tanh soft cap on the
-// scores), inspect lists the core under "unfused:" with the node that
-// stops it; a fused model has no such line.
+// attention the fusion does not take (talking heads: the heads' scores
+// mixed by an einsum), inspect lists the core under "unfused:" with the
+// node that stops it; a fused model has no such line.
 func TestInspectSaysWhyAttentionIsUnfused(t *testing.T) {
-	r := attnrun(t, "inspect", filepath.Join("..", "..", "runtime", "graph", "testdata", "unfused", "gemma2_softcap_attention", "model.onnx"))
+	r := attnrun(t, "inspect", filepath.Join("..", "..", "runtime", "graph", "testdata", "unfused", "talking_heads_attention", "model.onnx"))
 	r.wantOK(t)
 	for _, want := range []string{
 		"unfused:  1 attention core(s) run node by node",
-		`Softmax(/Softmax) → MatMul(/MatMul_1): node "/Tanh" (Tanh) in the scores: the fused op computes scale·Q·Kᵀ plus masks and biases, and no Tanh`,
+		`Softmax(/Softmax) → Einsum(/Einsum_2): einsum node "/Einsum_1" ("b h i j, h k -> b k i j") is not a product of Q and K over one contracted label, into [.., Sq, Sk]`,
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("inspect does not say %q:\n%s", want, r.stdout)

@@ -179,7 +179,7 @@ func (p *Program) AttentionCores() []AttentionCore {
 			case "Div", "Mul":
 				chain = append(chain, n)
 				x = p.scoresOperand(producer, n, n.Inputs)
-			case "Cast", "Identity":
+			case "Cast", "Identity", "Tanh": // Tanh: a soft cap (Gemma 2)
 				if len(n.Inputs) != 1 {
 					break walk
 				}

@@ -62,6 +62,7 @@ func TestAttentionCores(t *testing.T) {
 		{"einsum_swapped_attention", 1, ops.MaskBoolTrueMasks},
 		{"dalle_stable_softmax_attention", 1, ops.MaskBoolTrueMasks},
 		{"mpt_attention", 1, ops.MaskBoolTrueMasks},
+		{"gemma2_softcap_attention", 1, ops.MaskAdditive},
 		{"diffusers_spatial_attention", 1, ops.MaskAdditive}, // baddbmm's beta=0 term: zeros, structurally added
 		{"timm_vit_attention", 1, ""},
 		{"timm_vit_attention_indexed", 1, ""},

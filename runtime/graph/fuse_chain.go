@@ -108,6 +108,10 @@ type attnMatch struct {
 	// matrix ([H, 1, 1]: Swin V2's per-head logit scale) before any mask or
 	// regrouping: the fused node reads Q times it (fuse_head_scale.go).
 	headScale string
+	// softcap is c of a soft cap c·tanh(s / c) of the scores (Gemma 2,
+	// Grok): after every scale and before every mask (FusedAttention's
+	// softcap). 0: none.
+	softcap float64
 }
 
 // match tries to read an attention chain ending in the product with V at
@@ -128,7 +132,8 @@ func (f *fuser) match(i int) (attnMatch, bool) {
 	var ok bool
 	if pv.OpType == "Einsum" {
 		if m.v, m.outPerm, m.pIn, ok = f.einsumPV(pv); !ok {
-			return m, f.fail(0, "einsum node %q is not a product of the weights with V over the keys (one contracted label, batch labels shared)", pv.Label())
+			eq, _ := pv.AttrString("equation", "")
+			return m, f.fail(0, "einsum node %q (%q) is not a product of the weights with V over the keys (one contracted label, batch labels shared)", pv.Label(), eq)
 		}
 	} else {
 		m.v = attnOperand{name: pv.Inputs[1]}
@@ -264,6 +269,16 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 		m.regroups = append(m.regroups[:len(m.regroups):len(m.regroups)], k)
 		return f.walk(n.Inputs[0], m, post, chain)
 	case "Div", "Mul":
+		if x, c, steps, ok := f.softcapOf(n); ok {
+			switch {
+			case m.softcap != 0:
+				return m, f.fail(len(chain), "node %q (Mul) is a second soft cap of the scores", n.Label())
+			case post != 1:
+				return m, f.fail(len(chain), "the scores are scaled after their soft cap (node %q): the fused op caps after every scale", n.Label())
+			}
+			m.softcap = c
+			return f.walk(x, m, post, append(chain[:len(chain):len(chain)], steps...))
+		}
 		next, c, ok := f.scaling(n)
 		if !ok {
 			if next, c, ok := f.headScaling(n); ok && m.headScale == "" {
@@ -274,7 +289,7 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 		}
 		return f.walk(next, m, post*c, chain)
 	case "Where":
-		if len(m.masks) == maxWalkStages || m.headScale != "" || len(n.Inputs) != 3 || f.types[n.Inputs[0]].Type.DType != ir.Bool {
+		if len(m.masks) == maxWalkStages || m.headScale != "" || m.softcap != 0 || len(n.Inputs) != 3 || f.types[n.Inputs[0]].Type.DType != ir.Bool {
 			return m, f.fail(len(chain), "%s", f.whyNoMask(n, m))
 		}
 		for _, c := range []struct {
@@ -288,7 +303,7 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 		}
 		return m, f.fail(len(chain), "node %q (Where) fills masked scores with something other than one constant, or widens them", n.Label())
 	case "Add", "Sub":
-		if t, rk, ok := f.rowMaxShift(n); ok {
+		if t, rk, ok := f.rowMaxShift(n); ok && m.softcap == 0 { // tanh does not ignore a shift
 			// The ReduceMax reads t too: it is in the chain, so t counts
 			// as read once while the walk goes on from it.
 			f.uses[t]--
@@ -296,7 +311,7 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 			f.uses[t]++
 			return r, ok
 		}
-		if len(m.masks) == maxWalkStages || m.headScale != "" || len(n.Inputs) != 2 || n.Inputs[0] == n.Inputs[1] || !f.isFloat32(n.Inputs[0]) || !f.isFloat32(n.Inputs[1]) {
+		if len(m.masks) == maxWalkStages || m.headScale != "" || m.softcap != 0 || len(n.Inputs) != 2 || n.Inputs[0] == n.Inputs[1] || !f.isFloat32(n.Inputs[0]) || !f.isFloat32(n.Inputs[1]) {
 			return m, f.fail(len(chain), "%s", f.whyNoMask(n, m))
 		}
 		// Either operand of Add may be the scores; try the first, then
@@ -353,6 +368,8 @@ func (f *fuser) whyNoMask(n *ir.Node, m attnMatch) string {
 		return fmt.Sprintf("node %q (%s) is a fourth mask or bias on the scores: the fused op takes two (or a bias and two masked_fills of one fill, a causal and a per-key one)", n.Label(), n.OpType)
 	case m.headScale != "":
 		return fmt.Sprintf("node %q (%s) masks the scores before a per-head scale", n.Label(), n.OpType)
+	case m.softcap != 0:
+		return fmt.Sprintf("node %q (%s) masks the scores before their soft cap: the fused op caps them first", n.Label(), n.OpType)
 	case n.OpType == "Where" && len(n.Inputs) == 3:
 		return fmt.Sprintf("node %q (Where) chooses by %q of type %v, not bool", n.Label(), n.Inputs[0], f.types[n.Inputs[0]].Type.DType)
 	case len(n.Inputs) == 2 && n.Inputs[0] == n.Inputs[1]:
@@ -411,6 +428,37 @@ func (f *fuser) rowMaxShift(n *ir.Node) (string, int, bool) {
 		return "", 0, false
 	}
 	return t, k, true
+}
+
+// softcapOf reads n as a soft cap c·tanh(s / c) of the scores s: Mul of
+// Tanh(Div(s, c)) (or Tanh(Mul(s, 1/c))) and c, either operand order, c a
+// positive one-element float32 constant, 1/c within a float32 rounding of
+// the divisor's inverse (Gemma 2's attn_logit_softcapping: / c, tanh, ·
+// c). It returns s, c and the Tanh's and the division's steps.
+func (f *fuser) softcapOf(n *ir.Node) (string, float64, []int, bool) {
+	if n.OpType != "Mul" || len(n.Inputs) != 2 || !isDefaultDomain(n) {
+		return "", 0, nil, false
+	}
+	for _, o := range [][2]string{{n.Inputs[0], n.Inputs[1]}, {n.Inputs[1], n.Inputs[0]}} {
+		c, ok := f.scalarConst(o[1])
+		if !ok || !(c > 0) || math.IsInf(c, 0) {
+			continue
+		}
+		tk, tanh, ok := f.internal(o[0])
+		if !ok || tanh.OpType != "Tanh" || len(tanh.Inputs) != 1 || !f.notWider(n, o[0]) {
+			continue
+		}
+		dk, div, ok := f.internal(tanh.Inputs[0])
+		if !ok {
+			continue
+		}
+		s, inv, ok := f.scaling(div)
+		if !ok || math.Abs(inv*c-1) > 0x1p-23 {
+			continue
+		}
+		return s, c, []int{tk, dk}, true
+	}
+	return "", 0, nil, false
 }
 
 // withMask returns m with stage applied before the masks matched so far
@@ -785,7 +833,8 @@ func (f *fuser) scoresProduct(n *ir.Node, m attnMatch, post float64, chain []int
 	if n.OpType == "Einsum" {
 		var ok bool
 		if m.q, m.k, ok = f.einsumQK(n); !ok {
-			return m, f.fail(len(chain), "einsum node %q is not a product of Q and K over one contracted label", n.Label())
+			eq, _ := n.AttrString("equation", "")
+			return m, f.fail(len(chain), "einsum node %q (%q) is not a product of Q and K over one contracted label, into [.., Sq, Sk]", n.Label(), eq)
 		}
 	} else {
 		m.q, m.k, m.kT = attnOperand{name: n.Inputs[0]}, attnOperand{name: n.Inputs[1]}, true
@@ -1163,6 +1212,9 @@ func (m attnMatch) node(steps []step) (*ir.Node, bool) {
 	}
 	if m.k.group > 1 {
 		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "kv_group", Type: ir.AttrInt, Int: int64(m.k.group)})
+	}
+	if m.softcap != 0 {
+		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "softcap", Type: ir.AttrFloat, Float: float32(m.softcap)})
 	}
 	var mask, bias *maskStage
 	switch len(m.masks) {

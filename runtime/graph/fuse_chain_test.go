@@ -443,6 +443,32 @@ func TestFuseExportForms(t *testing.T) {
 			inits: map[string]*ir.Tensor{"alibi": randT(r, 1, h, 1, s), "c": causalBool(s, s, 0, true), "fill": sc(-math.MaxFloat32), "ninf": sc(negInf)},
 			nodes: scores(node("Add", []string{"s0", "alibi"}, []string{"s1"}), node("Where", []string{"m", "fill", "s1"}, []string{"s2"}), node("Where", []string{"c", "ninf", "s2"}, []string{"s3"}))},
 			feeds: map[string]*ir.Tensor{"m": boolMask(b, 1, 1, s)}, none: true, why: "three masks or biases"},
+		// Gemma 2's soft cap: / c, tanh, · c, after the scale and before
+		// the causal mask; the random scores (σ ≈ 2) reach tanh's curve at
+		// c = 1.5.
+		{name: "a soft cap c·tanh(s / c), then a causal constant's Where (Gemma 2)", syn: synth{inputs: qkv,
+			inits: map[string]*ir.Tensor{"sc": sc(0.5), "cap": sc(1.5), "c": causalBool(s, s, 0, true), "ninf": sc(negInf)},
+			nodes: scores(node("Mul", []string{"s0", "sc"}, []string{"s1"}), node("Div", []string{"s1", "cap"}, []string{"s2"}), node("Tanh", []string{"s2"}, []string{"s3"}),
+				node("Mul", []string{"s3", "cap"}, []string{"s4"}), node("Where", []string{"c", "ninf", "s4"}, []string{"s5"}))},
+			ops: "Transpose MatMul Mul Div Tanh Mul Where Softmax MatMul", attrs: "scale=0.5 softcap=1.5 causal=1"},
+		{name: "a soft cap by Mul(s, 1/c), c first in its Mul", syn: synth{inputs: qkv,
+			inits: map[string]*ir.Tensor{"inv": sc(1 / 1.5), "cap": sc(1.5)},
+			nodes: scores(node("Mul", []string{"s0", "inv"}, []string{"s1"}), node("Tanh", []string{"s1"}, []string{"s2"}), node("Mul", []string{"cap", "s2"}, []string{"s3"}))},
+			ops: "Transpose MatMul Mul Tanh Mul Softmax MatMul", attrs: "scale=1 softcap=1.5"},
+		{name: "a mask before the soft cap: not fused", syn: synth{inputs: with(vi("m", ir.Float, b, 1, 1, s)),
+			inits: map[string]*ir.Tensor{"cap": sc(1.5)},
+			nodes: scores(node("Add", []string{"s0", "m"}, []string{"s1"}), node("Div", []string{"s1", "cap"}, []string{"s2"}), node("Tanh", []string{"s2"}, []string{"s3"}),
+				node("Mul", []string{"s3", "cap"}, []string{"s4"}))},
+			none: true, why: "masks the scores before their soft cap"},
+		{name: "a scale after the soft cap: not fused", syn: synth{inputs: qkv,
+			inits: map[string]*ir.Tensor{"cap": sc(1.5), "two": sc(2)},
+			nodes: scores(node("Div", []string{"s0", "cap"}, []string{"s1"}), node("Tanh", []string{"s1"}, []string{"s2"}),
+				node("Mul", []string{"s2", "cap"}, []string{"s3"}), node("Mul", []string{"s3", "two"}, []string{"s4"}))},
+			none: true, why: "scaled after their soft cap"},
+		{name: "tanh between two different constants: not fused", syn: synth{inputs: qkv,
+			inits: map[string]*ir.Tensor{"cap": sc(1.5), "other": sc(2)},
+			nodes: scores(node("Div", []string{"s0", "cap"}, []string{"s1"}), node("Tanh", []string{"s1"}, []string{"s2"}), node("Mul", []string{"s2", "other"}, []string{"s3"}))},
+			none: true, why: `"/s2" (Tanh) in the scores`},
 		// The "stable softmax": the row maximum taken off before the
 		// Softmax, which does not see it.
 		{name: "the row maximum taken off (DALLE-pytorch's stable softmax)", syn: synth{inputs: qkv,

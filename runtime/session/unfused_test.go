@@ -10,20 +10,22 @@ import (
 )
 
 // TestUnfusedAttentionWarning runs a PyTorch export whose attention the
-// fusion does not take (Gemma 2's tanh soft cap: runtime/graph/testdata/
-// unfused) on its two data sets, at two shapes, in a backend process and
-// in process: every run matches PyTorch, and Logf gets one warning in all
-// that names the Softmax, the product and the Tanh. A model whose
-// attention fuses (s000_multi_head) gets none.
+// fusion does not take (talking heads: runtime/graph/testdata/unfused) on
+// its two data sets, at two shapes, in a backend process and in process:
+// every run matches PyTorch, and Logf gets one warning in all that names
+// the Softmax, the product and the einsum mixing the heads. A model whose
+// attention fuses (s000_multi_head, and Gemma 2's soft-capped attention)
+// gets none.
 func TestUnfusedAttentionWarning(t *testing.T) {
-	const want = `warning: attention at node "/Softmax" (Softmax) → "/MatMul_1" (MatMul) runs unfused, node by node: node "/Tanh" (Tanh) in the scores: the fused op computes scale·Q·Kᵀ plus masks and biases, and no Tanh`
+	const want = `warning: attention at node "/Softmax" (Softmax) → "/Einsum_2" (Einsum) runs unfused, node by node: einsum node "/Einsum_1" ("b h i j, h k -> b k i j") is not a product of Q and K over one contracted label, into [.., Sq, Sk]`
 	for _, c := range []struct {
 		dir   string
 		sets  int
 		warns []string
 	}{
-		{"../graph/testdata/unfused/gemma2_softcap_attention", 2, []string{want}},
+		{"../graph/testdata/unfused/talking_heads_attention", 2, []string{want}},
 		{"../../models/s000_multi_head", 3, nil},
+		{"../../models/gemma2_softcap_attention", 3, nil},
 	} {
 		for _, inProcess := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/in-process=%v", filepath.Base(c.dir), inProcess), func(t *testing.T) {
