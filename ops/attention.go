@@ -52,6 +52,12 @@ import (
 //	             K and V have one head it broadcasts as usual (multi-query).
 //	softcap      float, default 0 (none): scores = c·tanh(scores / c) with
 //	             c = softcap > 0, applied after scale and before any mask.
+//	scores_min   float, default -inf (none): every score, after the
+//	             softcap, the mask and the bias, is raised to at least
+//	             scores_min: max(scores, scores_min), as OPT's
+//	             torch.max(scores, finfo.min) after its mask (a row whose
+//	             scores are all below it is then uniform). Keys the causal
+//	             cut or the key lengths hide stay hidden. Not NaN or +inf.
 //	mask_kind    string, required when the mask is given:
 //	             "bool_true_masks"  scores = where(mask, mask_fill, scores)
 //	             "bool_false_masks" scores = where(mask, scores, mask_fill)
@@ -234,9 +240,12 @@ type attnAttrs struct {
 	biasScale float32
 	biasFirst bool
 	// biasDiag: the bias is given by its diagonals (bias_diagonals).
-	biasDiag  bool
-	kvGroup   int
-	softcap   float32 // 0: none
+	biasDiag bool
+	kvGroup  int
+	softcap  float32 // 0: none
+	// scoresMin is scores_min: scores after the mask and bias are raised
+	// to at least it (-inf: none).
+	scoresMin float32
 	padKeys   bool
 	causal    bool
 	causalOff int
@@ -346,6 +355,12 @@ func parseAttnAttrs(n *ir.Node, hasMask, hasBias bool) (attnAttrs, error) {
 	}
 	if a.softcap < 0 || math.IsNaN(float64(a.softcap)) || math.IsInf(float64(a.softcap), 0) {
 		return a, n.Errorf("softcap must be a finite value ≥ 0 (0: none), got %g", a.softcap)
+	}
+	if a.scoresMin, err = n.AttrFloat("scores_min", float32(math.Inf(-1))); err != nil {
+		return a, n.Errorf("%w", err)
+	}
+	if math.IsNaN(float64(a.scoresMin)) || math.IsInf(float64(a.scoresMin), 1) {
+		return a, n.Errorf("scores_min must be a number below +inf (-inf: none), got %g", a.scoresMin)
 	}
 	if a.maskKind, err = n.AttrString("mask_kind", ""); err != nil {
 		return a, n.Errorf("%w", err)

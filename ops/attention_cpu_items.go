@@ -65,7 +65,7 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	// the per-key mask, as the export adds them unless it adds the bias
 	// first to an additive mask.
 	diagBias := p.biasDiag && (p.kInPlace || p.bf16) && (p.maskKind == "" || perKey) && p.biasKeepsInf() && !(p.biasFirst && p.maskFloats != nil)
-	p.scoresExp = (p.kInPlace || p.bf16) && p.softcap == 0 && p.scoresMode == "" && (p.biasFloats == nil || perKeyBias || diagBias) && (p.maskFloats == nil || perKey)
+	p.scoresExp = (p.kInPlace || p.bf16) && p.softcap == 0 && !p.clamps() && p.scoresMode == "" && (p.biasFloats == nil || perKeyBias || diagBias) && (p.maskFloats == nil || perKey)
 	p.scoresBase2 = p.scoresExp && p.maskFloats == nil && (p.biasFloats == nil || diagBias && p.diagonalsBounded())
 	p.rowBias, p.rowBias2, p.rowBiasAt = nil, nil, nil
 	if p.scoresExp && diagBias {
@@ -569,8 +569,8 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 			continue
 		}
 		if p.maskKind != "" && !p.classify(w.cls[:rows], b, i0, j0, min(cols, max(0, p.maskKeys-j0))) && p.scores == nil &&
-			(p.biasFloats == nil || p.biasFirst || p.biasKeepsInf()) {
-			continue // every score of the block is masked with -inf
+			(p.biasFloats == nil || p.biasFirst || p.biasKeepsInf()) && !p.clamps() {
+			continue // every score of the block is masked with -inf (with scores_min it is scores_min)
 		}
 		if lo, hi, ok := p.hiddenPrefixes(w.cls[:rows], b, i0, j0, cols, exact); ok {
 			// Each row hides a run of the block's first keys (a sliding

@@ -90,7 +90,7 @@ const hiddenAddLimit = -0x1p127
 // fill, key limits, zeroed rows).
 func (p *attnPlan) hidePerKeyFills() {
 	if p.maskFloats == nil || p.mRowStep != 0 || p.mColStep != 1 || p.maskKeys != p.sk || p.biasFloats != nil && !p.diagonalsBounded() ||
-		p.scores != nil || p.softcap != 0 || p.zeroRows || p.keyLim != nil || !math.IsInf(float64(p.causalFill), -1) {
+		p.scores != nil || p.softcap != 0 || p.clamps() || p.zeroRows || p.keyLim != nil || !math.IsInf(float64(p.causalFill), -1) {
 		return
 	}
 	seen := map[int]bool{}
@@ -377,7 +377,7 @@ func (p *attnPlan) classify(cls []uint8, b, i0, j0, cols int) bool {
 // and where the block runs whole anyway (exact, the scores an output, a
 // key limit or mask end inside the block, bf16).
 func (p *attnPlan) hiddenPrefixes(cls []uint8, b, i0, j0, cols int, exact bool) (lo, hi int, ok bool) {
-	if p.maskBools == nil || p.mRowStep == 0 || p.mColStep != 1 || exact || p.scores != nil || p.bf16 ||
+	if p.maskBools == nil || p.mRowStep == 0 || p.mColStep != 1 || exact || p.scores != nil || p.bf16 || p.clamps() ||
 		p.keyLim != nil || j0+cols > p.maskKeys || !slices.Contains(cls, maskSome) {
 		return 0, 0, false
 	}

@@ -444,6 +444,9 @@ func (p *attnPlan) scoresSoftmax(w *attnWork, acc []float32, dvPad, b, i0, j0, r
 		if p.biasFloats != nil && !p.biasFirst {
 			p.biasPanel(st, b, q0, j0, cols, lanes)
 		}
+		if p.clamps() {
+			clampScores(st, p.scoresMin)
+		}
 		if j0+cols > lim {
 			maskKeysFrom(st, max(0, lim-j0), cols, 0, attnNR)
 		}
@@ -498,6 +501,18 @@ func (p *attnPlan) normalizeWeights(b, i0, rows int, w *attnWork) {
 		for j := range row {
 			row[j] *= inv
 		}
+	}
+}
+
+// clamps reports whether scores are raised to at least scoresMin
+// (scores_min).
+func (a *attnAttrs) clamps() bool { return !math.IsInf(float64(a.scoresMin), -1) }
+
+// clampScores raises every score to at least lo (NaN stays NaN, as
+// torch.max keeps it).
+func clampScores(st []float32, lo float32) {
+	for i, s := range st {
+		st[i] = max(s, lo)
 	}
 }
 

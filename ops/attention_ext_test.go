@@ -15,10 +15,13 @@ import (
 // the ONNX Attention op needs (grouped heads, softcap, causal offset,
 // padded masks, key lengths, the scores output).
 type attnExtCase struct {
-	name            string
-	b, hq, hk       int
-	sq, sk, d, dv   int
-	scale, softcap  float32
+	name           string
+	b, hq, hk      int
+	sq, sk, d, dv  int
+	scale, softcap float32
+	// scoresMin, when not 0, is scores_min: the scores after the mask
+	// and bias are raised to at least it.
+	scoresMin       float32
 	causal          bool
 	causalOff       int
 	causalFill      float32 // causal_fill when not 0
@@ -120,6 +123,9 @@ func refAttentionExt(c attnExtCase, q, k, v, mask, bias *ir.Tensor) (y, scores [
 					if bias != nil && !c.biasFirst {
 						addBias()
 					}
+					if c.scoresMin != 0 {
+						s = math.Max(s, float64(c.scoresMin))
+					}
 					if c.kvLens != nil && int64(j) >= c.kvLens[b] {
 						s = negInf
 					}
@@ -186,6 +192,29 @@ func TestFusedAttentionExtensions(t *testing.T) {
 		{name: "gqa 4/2 long keys", b: 1, hq: 4, hk: 2, sq: 33, sk: kb + 17, d: 16, dv: 5, scale: 0.2},
 		{name: "mqa 4/1", b: 2, hq: 4, hk: 1, sq: 9, sk: 12, d: 8, dv: 8, scale: 0.3},
 		{name: "softcap", b: 1, hq: 2, hk: 2, sq: 20, sk: 30, d: 8, dv: 8, scale: 1, softcap: 2},
+		// OPT's torch.max(scores + mask, finfo.min): rows the -inf mask
+		// hides entirely become uniform; one above the scores' range
+		// flattens them (every weight 1/Sk); one inside it raises the
+		// lowest scores, across two key blocks.
+		{name: "scores_min finfo.min after a -inf bool mask, rows hidden", b: 2, hq: 2, hk: 2, sq: 9, sk: kb + 5, d: 8, dv: 8, scale: 0.3,
+			mask: []int{2, 1, 9, kb + 5}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.5, scoresMin: -math.MaxFloat32,
+			prep: func(mask, _ *ir.Tensor) {
+				for j := range kb + 5 {
+					mask.Bools()[2*(kb+5)+j] = true // batch 0, query 2 sees no key
+				}
+			}},
+		{name: "scores_min after an additive mask of finfo.min terms, long", b: 1, hq: 2, hk: 1, sq: 40, sk: 2*kb + 9, d: 8, dv: 8, scale: 0.3,
+			mask: []int{1, 1, 40, 2*kb + 9}, kind: MaskAdditive, scoresMin: -math.MaxFloat32,
+			prep: func(mask, _ *ir.Tensor) {
+				for i, m := range mask.Float32s() {
+					if m < 0 { // half the keys hidden, some twice (-inf)
+						mask.Float32s()[i] = -math.MaxFloat32 * float32(1+i%2)
+					}
+				}
+			}},
+		{name: "scores_min inside the scores' range, with causal and softcap", b: 1, hq: 2, hk: 2, sq: 33, sk: kb + 20, d: 8, dv: 8, scale: 0.5, softcap: 3,
+			causal: true, causalOff: kb - 13, scoresMin: -0.5},
+		{name: "scores_min above every score", b: 1, hq: 1, hk: 1, sq: 5, sk: 7, d: 8, dv: 4, scale: 0.3, scoresMin: 100},
 		{name: "causal square", b: 1, hq: 2, hk: 2, sq: 70, sk: 70, d: 8, dv: 8, scale: 0.3, causal: true},
 		{name: "causal long, skipped blocks", b: 1, hq: 1, hk: 1, sq: 2*kb + 3, sk: 2*kb + 3, d: 8, dv: 4, scale: 0.3, causal: true},
 		{name: "causal with past offset", b: 2, hq: 3, hk: 3, sq: 5, sk: 17, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: 12},
@@ -440,6 +469,9 @@ func checkExtCase(t *testing.T, r *rand.Rand, c attnExtCase) {
 	if c.softcap > 0 {
 		attrs = append(attrs, fAttr("softcap", c.softcap))
 	}
+	if c.scoresMin != 0 {
+		attrs = append(attrs, fAttr("scores_min", c.scoresMin))
+	}
 	if c.causal {
 		attrs = append(attrs, iAttr("causal", 1), iAttr("causal_offset", int64(c.causalOff)))
 	}
@@ -593,6 +625,7 @@ func TestFusedAttentionExtensionErrors(t *testing.T) {
 		{"group of rank 2", []*ir.Attribute{iAttr("kv_group", 2)}, []*ir.Tensor{randTensor(rand.New(rand.NewSource(3)), 3, 8), k2, k2}, nil, "rank ≥ 3"},
 		{"bad group", []*ir.Attribute{iAttr("kv_group", 0)}, []*ir.Tensor{x, x, x}, nil, "kv_group must be ≥ 1"},
 		{"negative softcap", []*ir.Attribute{fAttr("softcap", -1)}, []*ir.Tensor{x, x, x}, nil, "softcap"},
+		{"NaN scores_min", []*ir.Attribute{fAttr("scores_min", float32(math.NaN()))}, []*ir.Tensor{x, x, x}, nil, "scores_min must be a number below +inf"},
 		{"bad causal", []*ir.Attribute{iAttr("causal", 2)}, []*ir.Tensor{x, x, x}, nil, "causal must be 0 or 1"},
 		{"scores without mode", nil, []*ir.Tensor{x, x, x}, []string{"y", "s"}, "scores_mode is not set"},
 		{"bad scores mode", []*ir.Attribute{sAttr("scores_mode", "all")}, []*ir.Tensor{x, x, x}, []string{"y", "s"}, "scores_mode \"all\""},

@@ -128,6 +128,9 @@ func attnGeometry(n *ir.Node, types map[string]ops.Value) (attnShapes, error) {
 	if g.softcap, err = n.AttrFloat("softcap", 0); err != nil {
 		return g, n.Errorf("%w", err)
 	}
+	if lo, err := n.AttrFloat("scores_min", float32(math.Inf(-1))); err != nil || !math.IsInf(float64(lo), -1) {
+		return g, n.Errorf("scores_min (a clamp of the scores, OPT's) is not in the GPU attention kernel")
+	}
 	causal, err := n.AttrInt("causal", 0)
 	if err != nil {
 		return g, n.Errorf("%w", err)
