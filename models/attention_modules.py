@@ -1479,6 +1479,48 @@ class MPTAttention(nn.Module):
         return self.out_proj(out)
 
 
+class OPTAttention(nn.Module):
+    """transformers' OPTAttention (4.30, decoder self-attention) with the
+    mask OPTDecoder builds (_prepare_decoder_attention_mask: the finfo.min
+    causal mask of _make_causal_mask plus _expand_mask's padding, both
+    [B, 1, T, T]): q_proj(x)·scaling, heads in the batch, bmm, the scores
+    viewed as (B, H, T, T) plus the mask, then torch.max(scores,
+    finfo.min) (a score both masks hide is -inf, raised back to finfo.min,
+    so a query row that sees no key gets uniform weights), viewed back,
+    softmax, bmm with v, out_proj. attention_mask: int64, 1 = keep."""
+
+    def __init__(self, hidden_size: int, num_heads: int):
+        super().__init__()
+        self.nh, self.hs = num_heads, hidden_size // num_heads
+        self.scaling = self.hs ** -0.5
+        self.k_proj = nn.Linear(hidden_size, hidden_size)
+        self.v_proj = nn.Linear(hidden_size, hidden_size)
+        self.q_proj = nn.Linear(hidden_size, hidden_size)
+        self.out_proj = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, x: Tensor, attention_mask: Tensor):
+        B, T, C = x.shape
+        dtype = x.dtype
+        mn = torch.finfo(dtype).min
+        causal = torch.full((T, T), mn)
+        cond = torch.arange(T)
+        causal = causal.masked_fill(cond < (cond + 1).view(T, 1), 0)[None, None, :, :].expand(B, 1, T, T)
+        inverted = 1.0 - attention_mask[:, None, None, :].expand(B, 1, T, T).to(dtype)
+        mask = inverted.masked_fill(inverted.to(torch.bool), mn) + causal
+
+        def shape(t):
+            return t.view(B, T, self.nh, self.hs).transpose(1, 2).reshape(B * self.nh, T, self.hs)
+
+        q = shape(self.q_proj(x) * self.scaling)
+        k, v = shape(self.k_proj(x)), shape(self.v_proj(x))
+        w = torch.bmm(q, k.transpose(1, 2))
+        w = w.view(B, self.nh, T, T) + mask
+        w = torch.max(w, torch.tensor(mn))
+        w = nn.functional.softmax(w.view(B * self.nh, T, T), dim=-1)
+        out = torch.bmm(w, v).view(B, self.nh, T, self.hs).transpose(1, 2).reshape(B, T, C)
+        return self.out_proj(out)
+
+
 class Gemma2SoftcapAttention(nn.Module):
     """Gemma 2's eager attention (transformers' Gemma2Attention, without
     rotary embedding and padding): the scores q·kᵀ·scaling soft-capped as

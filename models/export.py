@@ -536,6 +536,14 @@ SPECS = [
          "q·kᵀ·scale, the ALiBi buffer [1, H, 1, 64] sliced to the keys and added, masked_fill(~key_padding_mask) "
          "and masked_fill(~tril(ones)) with finfo.min (a float16 tril cast to bool), softmax; key_padding_mask: bool, "
          "True = keep; seq must be <= 64"),
+    Spec("opt_attention", "ext", "transformers' OPTAttention with OPTDecoder's mask: torch.max(scores + mask, finfo.min)",
+         lambda: am.OPTAttention(C, H),
+         [("x", ("batch", "seq", C), randn), ("attention_mask", ("batch", "seq"), left_keep_mask_int)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "q_proj(x)·scaling, heads in the batch; the scores viewed as (B, H, T, T) plus the finfo.min causal and "
+         "padding masks, then max with finfo.min (doubly hidden scores -inf -> finfo.min), viewed back, softmax; "
+         "attention_mask: int64, 1 = keep, LEFT padding (rows that see no key: uniform weights)"),
     Spec("gemma2_softcap_attention", "ext", "Gemma 2's attention (transformers' eager Gemma2Attention): scores soft-capped, causal",
          lambda: am.Gemma2SoftcapAttention(C, H, softcap=0.5),
          [("x", ("batch", "seq", C), randn)],

@@ -631,7 +631,10 @@ var gpuMissingOps = map[string][]string{
 	"einsum_swapped_attention":       {"Einsum"},
 	"dalle_stable_softmax_attention": {"Einsum", "ReduceMax"},
 	// Its causal mask: ones in float16, tril, cast to bool (folded on the host at run time).
-	"mpt_attention":              {"Cast", "Trilu"},
+	"mpt_attention": {"Cast", "Trilu"},
+	// The Max that floors its scores (the fused node's scores_min, which the GPU
+	// kernel does not take) and its mask's Range.
+	"opt_attention":              {"Max", "Range"},
 	"llama_attention_opset17":    {"Cos", "ReduceMean", "Sin"},
 	"llama_padded_attention":     {"Cos", "CumSum", "Sin"},
 	"llama_padded_attention_add": {"Cos", "CumSum", "Sin"},

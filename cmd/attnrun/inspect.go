@@ -346,6 +346,9 @@ func describeFusedAttention(n *ir.Node) string {
 		}
 		parts = append(parts, fmt.Sprintf("bias %s%s added %s the mask", n.Inputs[5], how, when))
 	}
+	if lo, _ := n.AttrFloat("scores_min", float32(math.Inf(-1))); !math.IsInf(float64(lo), -1) {
+		parts = append(parts, fmt.Sprintf("scores floored at %g after the masks", lo))
+	}
 	var views []string
 	for i, a := range []string{"q_view", "k_view", "v_view"} {
 		if n.Attr(a) != nil {

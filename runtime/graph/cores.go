@@ -176,7 +176,7 @@ func (p *Program) AttentionCores() []AttentionCore {
 			case "MatMul", "Einsum":
 				chain = append(chain, n)
 				break walk
-			case "Div", "Mul":
+			case "Div", "Mul", "Max": // Max: a floor (OPT's torch.max(scores, finfo.min))
 				chain = append(chain, n)
 				x = p.scoresOperand(producer, n, n.Inputs)
 			case "Cast", "Identity", "Tanh": // Tanh: a soft cap (Gemma 2)

@@ -63,6 +63,7 @@ func TestAttentionCores(t *testing.T) {
 		{"dalle_stable_softmax_attention", 1, ops.MaskBoolTrueMasks},
 		{"mpt_attention", 1, ops.MaskBoolTrueMasks},
 		{"gemma2_softcap_attention", 1, ops.MaskAdditive},
+		{"opt_attention", 1, ""},                             // its mask is added to the (B, H) view of the (B·H) scores: the maps find none (Swin's too)
 		{"diffusers_spatial_attention", 1, ops.MaskAdditive}, // baddbmm's beta=0 term: zeros, structurally added
 		{"timm_vit_attention", 1, ""},
 		{"timm_vit_attention_indexed", 1, ""},

@@ -112,6 +112,11 @@ type attnMatch struct {
 	// Grok): after every scale and before every mask (FusedAttention's
 	// softcap). 0: none.
 	softcap float64
+	// clamp: the scores after every mask are raised to at least
+	// scoresMin (OPT's torch.max(scores, finfo.min): FusedAttention's
+	// scores_min).
+	clamp     bool
+	scoresMin float64
 }
 
 // match tries to read an attention chain ending in the product with V at
@@ -288,6 +293,20 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 			return m, f.fail(len(chain), "node %q (%s) scales the scores by something other than one finite constant or one constant a head", n.Label(), n.OpType)
 		}
 		return f.walk(next, m, post*c, chain)
+	case "Max":
+		x, c, ok := f.scoresFloor(n)
+		switch {
+		case !ok:
+			return m, f.fail(len(chain), "node %q (Max) takes the scores' maximum with something other than one constant", n.Label())
+		case m.clamp:
+			return m, f.fail(len(chain), "node %q (Max) is a second floor on the scores", n.Label())
+		case len(m.masks) > 0:
+			return m, f.fail(len(chain), "node %q (Max) floors the scores before a mask: the fused op floors them after every mask", n.Label())
+		case !(post > 0):
+			return m, f.fail(len(chain), "node %q (Max) floors the scores before a negative scale", n.Label())
+		}
+		m.clamp, m.scoresMin = true, c*post
+		return f.walk(x, m, post, chain)
 	case "Where":
 		if len(m.masks) == maxWalkStages || m.headScale != "" || m.softcap != 0 || len(n.Inputs) != 3 || f.types[n.Inputs[0]].Type.DType != ir.Bool {
 			return m, f.fail(len(chain), "%s", f.whyNoMask(n, m))
@@ -428,6 +447,21 @@ func (f *fuser) rowMaxShift(n *ir.Node) (string, int, bool) {
 		return "", 0, false
 	}
 	return t, k, true
+}
+
+// scoresFloor reads n as Max(s, c) or Max(c, s), c a one-element float32
+// constant below +inf, that does not widen s (OPT's torch.max(scores,
+// finfo.min)): it returns s and c.
+func (f *fuser) scoresFloor(n *ir.Node) (string, float64, bool) {
+	if n.OpType != "Max" || len(n.Inputs) != 2 || !isDefaultDomain(n) {
+		return "", 0, false
+	}
+	for _, o := range [][2]string{{n.Inputs[0], n.Inputs[1]}, {n.Inputs[1], n.Inputs[0]}} {
+		if c, ok := f.scalarConst(o[1]); ok && !math.IsNaN(c) && !math.IsInf(c, 1) && f.isFloat32(o[0]) && f.notWider(n, o[0]) {
+			return o[0], c, true
+		}
+	}
+	return "", 0, false
 }
 
 // softcapOf reads n as a soft cap c·tanh(s / c) of the scores s: Mul of
@@ -890,7 +924,7 @@ func (f *fuser) scoresProduct(n *ir.Node, m attnMatch, post float64, chain []int
 		// MPT: a bias (ALiBi), then masked_fills of the padded keys and
 		// of the future with one fill.
 		merged, absorbs, ok := f.twoWheresCausal(m.masks[1], m.masks[2], m.scores)
-		if m.masks[0].kind != ops.MaskAdditive || !ok {
+		if m.masks[0].kind != ops.MaskAdditive || !ok || m.clamp {
 			return m, f.fail(len(chain), "the scores have three masks or biases: the fused op takes two, or a bias and two masked_fills of one fill, a causal and a per-key one")
 		}
 		m.masks, m.absorbs = []maskStage{m.masks[0], merged}, absorbs
@@ -908,15 +942,19 @@ func (f *fuser) scoresProduct(n *ir.Node, m attnMatch, post float64, chain []int
 			back(k)
 		default:
 			merged, absorbs, ok := f.twoWheresCausal(m.masks[0], m.masks[1], m.scores)
-			if !ok {
+			if !ok || m.clamp {
 				return m, f.fail(len(chain), "the scores have two bool masks (Where) that are not a causal pattern and a per-key mask of one fill: the fused op takes one, and an additive one")
 			}
 			m.masks, m.absorbs = []maskStage{merged}, absorbs
 		}
 	}
 	m.scores = n.Outputs[0]
-	chain = f.splitCausal(&m, m.maskScores(), chain)
-	if len(m.masks) == 1 && !m.masks[0].causal && m.masks[0].kind == ops.MaskAdditive {
+	if !m.clamp {
+		// With a floor, the masks stay values: a row that sees no key
+		// takes the floor on every key, which the cut would not give it.
+		chain = f.splitCausal(&m, m.maskScores(), chain)
+	}
+	if len(m.masks) == 1 && !m.masks[0].causal && m.masks[0].kind == ops.MaskAdditive && !m.clamp {
 		// The chain's one mask, a constant of 0 and finfo.min (a sliding
 		// window): as a bool mask the kernel skips the blocks it hides.
 		st := m.masks[0]
@@ -1215,6 +1253,9 @@ func (m attnMatch) node(steps []step) (*ir.Node, bool) {
 	}
 	if m.softcap != 0 {
 		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "softcap", Type: ir.AttrFloat, Float: float32(m.softcap)})
+	}
+	if m.clamp {
+		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "scores_min", Type: ir.AttrFloat, Float: float32(m.scoresMin)})
 	}
 	var mask, bias *maskStage
 	switch len(m.masks) {

@@ -469,6 +469,29 @@ func TestFuseExportForms(t *testing.T) {
 			inits: map[string]*ir.Tensor{"cap": sc(1.5), "other": sc(2)},
 			nodes: scores(node("Div", []string{"s0", "cap"}, []string{"s1"}), node("Tanh", []string{"s1"}, []string{"s2"}), node("Mul", []string{"s2", "other"}, []string{"s3"}))},
 			none: true, why: `"/s2" (Tanh) in the scores`},
+		// OPT: the mask added, then torch.max(scores, finfo.min): the
+		// fused node floors the scores after the mask (scores_min), and
+		// keeps the mask as values (no cut): batch 0's rows see no key.
+		{name: "a floor after an additive mask (OPT's torch.max(s, finfo.min))", syn: synth{inputs: with(vi("m", ir.Float, b, 1, s, s)),
+			inits: map[string]*ir.Tensor{"lo": sc(-math.MaxFloat32)},
+			nodes: scores(node("Add", []string{"s0", "m"}, []string{"s1"}), node("Max", []string{"s1", "lo"}, []string{"s2"}))},
+			feeds: map[string]*ir.Tensor{"m": func() *ir.Tensor {
+				m := ir.NewTensor(ir.Float, []int{b, 1, s, s})
+				for i := range m.Float32s() {
+					if i < s*s || i%3 == 0 { // batch 0 all hidden, some twice (-inf)
+						m.Float32s()[i] = -math.MaxFloat32 * float32(1+i%2)
+					}
+				}
+				return m
+			}()},
+			ops: "Transpose MatMul Add Max Softmax MatMul", attrs: "scale=1 scores_min=-3.4028235e+38 mask_kind=additive mask_scale=1"},
+		{name: "a floor before a mask: not fused", syn: synth{inputs: with(vi("m", ir.Float, b, 1, 1, s)),
+			inits: map[string]*ir.Tensor{"lo": sc(-1)},
+			nodes: scores(node("Max", []string{"s0", "lo"}, []string{"s1"}), node("Add", []string{"s1", "m"}, []string{"s2"}))},
+			none: true, why: "floors the scores before a mask"},
+		{name: "a maximum with a tensor: not fused", syn: synth{inputs: with(vi("lo", ir.Float, b, h, s, s)),
+			nodes: scores(node("Max", []string{"s0", "lo"}, []string{"s1"}))},
+			none: true, why: "something other than one constant"},
 		// The "stable softmax": the row maximum taken off before the
 		// Softmax, which does not see it.
 		{name: "the row maximum taken off (DALLE-pytorch's stable softmax)", syn: synth{inputs: qkv,
