@@ -1459,7 +1459,8 @@ def export_bench_patterns(outdir):
     BERT-base (transformers' BertLayer, C=768, 12 heads, an MLP of 3072)
     and T5-base's encoder self-attention (C=768, 12 heads of 64, its
     learned position bias), and a LLaMA-style decoder block's prefill at
-    C=1024 (grouped-query attention, rotary embedding, SwiGLU). Each is checked
+    C=1024 (grouped-query attention, rotary embedding, SwiGLU), and OPT-125m's
+    attention (its masks floored at finfo.min). Each is checked
     against PyTorch at its export inputs with the numpy interpreter."""
     torch.manual_seed(0)
     rng = np.random.default_rng(11)
@@ -1511,6 +1512,12 @@ def export_bench_patterns(outdir):
     # the weights the seed gave them before this one was added).
     for p in items[-1][1].parameters():
         torch.nn.init.normal_(p, std=0.02)
+    # OPT-125m's attention (C=768, 12 heads): the causal and padding masks
+    # added through the (B, H) view, floored at finfo.min (made after the
+    # ones above, which keep their weights).
+    items.append(("opt_attention_c768", am.OPTAttention(768, 12),
+                  [("x", randn(rng, (1, s, 768)), {0: "batch", 1: "seq"}),
+                   ("attention_mask", np.ones((1, s), np.int64), {0: "batch", 1: "seq"})]))
     for name, m, ins in items:
         m.eval()
         d = os.path.join(outdir, name)
