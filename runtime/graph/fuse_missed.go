@@ -12,8 +12,9 @@ import (
 // node by node: right, but it builds the [.., Sq, Sk] scores and weights
 // and runs several passes over them. Program.MissedAttention lists those
 // cores with the reason the matcher gave up, so that `attnrun inspect`
-// can say what in the export keeps its attention slow (a Tanh soft cap, a
-// float64 softmax, a softmax over the queries).
+// can say what in the export keeps its attention slow (talking heads'
+// einsum across the heads' scores, a float64 softmax, a softmax over the
+// queries), and Options.Logf hears of each once.
 //
 // The matcher is a backtracking walk: at an Add it tries either operand as
 // the scores, a mask as bool or additive. Each place where it gives up
