@@ -114,7 +114,7 @@ type Program struct {
 	plans  planCache
 	closed bool
 	// missNoted holds the Softmax nodes whose unfused attention Logf has
-	// been told about (noteMisses).
+	// been told about (newMisses).
 	missNoted map[*ir.Node]bool
 	// arenas are the idle run memories, shared by every plan.
 	arenas arenaPool

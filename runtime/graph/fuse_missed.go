@@ -83,13 +83,14 @@ func (p *Program) MissedAttention(inputs map[string]*ir.Tensor) ([]MissedAttenti
 	return p.missedIn(pl), nil
 }
 
-// noteMisses tells Options.Logf about the cores new plan pl runs unfused
-// that no plan before it did; p.mu is held. With NoFuse, nothing: every
-// core is unfused by request.
-func (p *Program) noteMisses(pl *plan) {
+// newMisses returns the cores new plan pl runs unfused that no plan before
+// it did, for Options.Logf (logMisses), and marks them told; p.mu is held.
+// With NoFuse, none: every core is unfused by request.
+func (p *Program) newMisses(pl *plan) []MissedAttention {
 	if p.opts.Logf == nil || p.opts.NoFuse {
-		return
+		return nil
 	}
+	var out []MissedAttention
 	for _, c := range p.missedIn(pl) {
 		if p.missNoted[c.Softmax] {
 			continue
@@ -98,6 +99,15 @@ func (p *Program) noteMisses(pl *plan) {
 			p.missNoted = map[*ir.Node]bool{}
 		}
 		p.missNoted[c.Softmax] = true
+		out = append(out, c)
+	}
+	return out
+}
+
+// logMisses tells Options.Logf about cores newMisses found, outside p.mu
+// (a slow log must not hold up other plans and runs).
+func (p *Program) logMisses(missed []MissedAttention) {
+	for _, c := range missed {
 		p.opts.Logf("attention at node %q (Softmax) → %q (%s) runs unfused, node by node: %s", c.Softmax.Label(), c.Product.Label(), c.Product.OpType, c.Reason)
 	}
 }

@@ -363,6 +363,8 @@ func (p *Program) planFor(inputs map[string]*ir.Tensor) (*plan, error) {
 	}
 	pl.key = key
 	pl.cost = pl.folded + planOverhead(pl)
+	var missed []MissedAttention
+	defer func() { p.logMisses(missed) }() // runs after the Unlock below
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if other := p.plans.get(key); other != nil {
@@ -377,7 +379,7 @@ func (p *Program) planFor(inputs map[string]*ir.Tensor) (*plan, error) {
 	}
 	pl.refs++
 	p.plans.add(pl, p.opts.Budget)
-	p.noteMisses(pl)
+	missed = p.newMisses(pl)
 	return pl, nil
 }
 
