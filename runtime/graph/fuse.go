@@ -93,6 +93,11 @@ import (
 // (causal + attention_mask) == 0, reaches the matcher already narrowed to
 // a per-key test (key_padding.go), and so takes the causal cut as the
 // masked_fill form above does.
+// OPT's floor after its mask, Max(S + Add(causal, padding), finfo.min),
+// makes every hidden score the floor: with every fill at or below it, the
+// cut, the padding a -inf key mask and masked_rows_uniform, the floor
+// dropped (fuse_floored.go); other floors stay the fused node's
+// scores_min, the masks values.
 // A mask or bias computed element-wise from an Expand (transformers'
 // _expand_mask) is read as computed before the broadcast: the fusion runs
 // those steps on the small tensor and the fused node broadcasts the result

@@ -20,6 +20,31 @@ func causalBool(sq, sk, off int, hide bool) *ir.Tensor {
 	return m
 }
 
+// qkvInputs declares inputs q [b, h, sq, d], k and v [b, h, sk, d], then
+// extra.
+func qkvInputs(b, h, sq, sk, d int, extra ...*ir.ValueInfo) []*ir.ValueInfo {
+	return append([]*ir.ValueInfo{vi("q", ir.Float, b, h, sq, d), vi("k", ir.Float, b, h, sk, d), vi("v", ir.Float, b, h, sk, d)}, extra...)
+}
+
+// addedMaskChain builds an attention over qkvInputs adding the last mask
+// node's output (or the constant "a" when there is none) to the scores
+// q·kᵀ ("s0", into "s1"), with floor then raising them to the constant
+// "floor" (into "s2"), before the Softmax and the product with v ("y").
+func addedMaskChain(floor bool, mask ...*ir.Node) []*ir.Node {
+	perm := &ir.Attribute{Name: "perm", Type: ir.AttrInts, Ints: []int64{0, 1, 3, 2}}
+	axis := &ir.Attribute{Name: "axis", Type: ir.AttrInt, Int: -1}
+	am, scores := "a", "s1"
+	if len(mask) > 0 {
+		am = mask[len(mask)-1].Outputs[0]
+	}
+	out := []*ir.Node{node("Transpose", []string{"k"}, []string{"kt"}, perm), node("MatMul", []string{"q", "kt"}, []string{"s0"})}
+	out = append(append(out, mask...), node("Add", []string{"s0", am}, []string{"s1"}))
+	if floor {
+		out, scores = append(out, node("Max", []string{"s1", "floor"}, []string{"s2"})), "s2"
+	}
+	return append(out, node("Softmax", []string{scores}, []string{"p"}, axis), node("MatMul", []string{"p", "v"}, []string{"y"}))
+}
+
 // TestFuseCausalSplit checks which bool masks the fusion puts on the
 // fused node's causal cut (fuse_causal.go), and that the fused model
 // computes what the unfused one does: a causal constant alone, Or / And /
@@ -32,9 +57,7 @@ func TestFuseCausalSplit(t *testing.T) {
 	negInf := float32(math.Inf(-1))
 	perm := &ir.Attribute{Name: "perm", Type: ir.AttrInts, Ints: []int64{0, 1, 3, 2}}
 	axis := &ir.Attribute{Name: "axis", Type: ir.AttrInt, Int: -1}
-	inputs := func(extra ...*ir.ValueInfo) []*ir.ValueInfo {
-		return append([]*ir.ValueInfo{vi("q", ir.Float, b, h, sq, d), vi("k", ir.Float, b, h, sk, d), vi("v", ir.Float, b, h, sk, d)}, extra...)
-	}
+	inputs := func(extra ...*ir.ValueInfo) []*ir.ValueInfo { return qkvInputs(b, h, sq, sk, d, extra...) }
 	// chain builds the attention around the given mask nodes: the last
 	// one's output is the Where's condition.
 	chain := func(keep bool, fill string, mask ...*ir.Node) []*ir.Node {
@@ -249,22 +272,8 @@ func TestFuseCausalAdditiveSplit(t *testing.T) {
 	r := rand.New(rand.NewSource(17))
 	const b, h, sq, sk, d = 2, 3, 7, 9, 4 // sk = sq + 2: a causal offset of 2
 	negInf, fmin := float32(math.Inf(-1)), float32(-math.MaxFloat32)
-	perm := &ir.Attribute{Name: "perm", Type: ir.AttrInts, Ints: []int64{0, 1, 3, 2}}
-	axis := &ir.Attribute{Name: "axis", Type: ir.AttrInt, Int: -1}
-	inputs := func(extra ...*ir.ValueInfo) []*ir.ValueInfo {
-		return append([]*ir.ValueInfo{vi("q", ir.Float, b, h, sq, d), vi("k", ir.Float, b, h, sk, d), vi("v", ir.Float, b, h, sk, d)}, extra...)
-	}
-	// chain builds the attention adding the last mask node's output (or
-	// the constant "a" when there is none) to the scores.
-	chain := func(mask ...*ir.Node) []*ir.Node {
-		am := "a"
-		if len(mask) > 0 {
-			am = mask[len(mask)-1].Outputs[0]
-		}
-		out := []*ir.Node{node("Transpose", []string{"k"}, []string{"kt"}, perm), node("MatMul", []string{"q", "kt"}, []string{"s0"})}
-		return append(append(out, mask...), node("Add", []string{"s0", am}, []string{"s1"}),
-			node("Softmax", []string{"s1"}, []string{"p"}, axis), node("MatMul", []string{"p", "v"}, []string{"y"}))
-	}
+	inputs := func(extra ...*ir.ValueInfo) []*ir.ValueInfo { return qkvInputs(b, h, sq, sk, d, extra...) }
+	chain := func(mask ...*ir.Node) []*ir.Node { return addedMaskChain(false, mask...) }
 	keyMask := func(hide bool) *ir.Tensor { // [b, 1, 1, sk], key 0 never hidden
 		m := ir.NewTensor(ir.Bool, []int{b, 1, 1, sk})
 		for i := range m.Bools() {

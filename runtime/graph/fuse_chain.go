@@ -616,11 +616,14 @@ func (f *fuser) positionBias(name string) bool {
 // possibly through no-op Casts), F a one-element
 // constant that is -inf or at most -2^127: the tensor is e where e is 0
 // and F elsewhere (transformers' _expand_mask, masked_fill of 1 - mask with
-// finfo.min). It returns F.
+// finfo.min); or Where(B, F, 0). It returns F.
 func (f *fuser) fillWhereNonzero(n *ir.Node) (float64, bool) {
 	fill, ok := f.scalarConst(n.Inputs[1])
 	if !ok || !(math.IsInf(fill, -1) || fill <= -0x1p127) {
 		return 0, false
+	}
+	if f.constAll(n.Inputs[2], 0) {
+		return fill, true
 	}
 	i, ok := f.producer[f.noOpSource(n.Inputs[0])]
 	if !ok || f.removed[i] {
@@ -695,7 +698,7 @@ func (f *fuser) fitsScores(m, x string) bool {
 // only 0 and -inf, some of each, the name of its bool form (true where m
 // is -inf), a plan constant made on first use.
 func (f *fuser) constBoolMask(m, x string) (string, bool) {
-	return f.boolForm(m, x, "/bool_mask", false, func(fill float32) bool { return math.IsInf(float64(fill), -1) })
+	return f.boolForm(m, x, "/bool_mask", false, false, func(fill float32) bool { return math.IsInf(float64(fill), -1) })
 }
 
 // keptRowsBoolMask is constBoolMask for a chain's one mask, m times post,
@@ -715,7 +718,7 @@ func (f *fuser) constBoolMask(m, x string) (string, bool) {
 // cut's fast path, and only those at the window's lower edge read the
 // mask.
 func (f *fuser) keptRowsBoolMask(m, x string, post float64) (name string, causal bool, off int, ok bool) {
-	name, ok = f.boolForm(m, x, "/bool_mask_rows_kept", true, func(fill float32) bool {
+	name, ok = f.boolForm(m, x, "/bool_mask_rows_kept", true, false, func(fill float32) bool {
 		return math.IsInf(float64(fill), -1) || float64(fill)*post <= causalFillLimit
 	})
 	off, causal = f.cutOffs[name]
@@ -725,11 +728,14 @@ func (f *fuser) keptRowsBoolMask(m, x string, post float64) (name string, causal
 // boolForm makes the bool form of float32 mask m (a plan constant, or
 // computed from constants alone) over the scores x, named m + suffix:
 // true where m holds its one nonzero value, the fill, which fillOK must
-// accept; where the fill is finite every row must keep a key. With cut,
-// a causal part of the mask (every key past a diagonal hidden) is left
-// out of it and its offset recorded in cutOffs (causalPart). A mask the
-// plan did not fold adds its bool form's bytes to the plan's.
-func (f *fuser) boolForm(m, x, suffix string, cut bool, fillOK func(float32) bool) (string, bool) {
+// accept; where the fill is finite every row must keep a key. With
+// floored, m may hold several nonzero values, each of which fillOK must
+// accept (the scores floored after the mask make them one, so a row may
+// keep no key: splitFloored). With cut, a causal part of the mask (every
+// key past a diagonal hidden) is left out of it and its offset recorded in
+// cutOffs (causalPart). A mask the plan did not fold adds its bool form's
+// bytes to the plan's.
+func (f *fuser) boolForm(m, x, suffix string, cut, floored bool, fillOK func(float32) bool) (string, bool) {
 	if !f.isFloat32(m) || !f.fitsScores(m, x) {
 		return "", false
 	}
@@ -742,14 +748,16 @@ func (f *fuser) boolForm(m, x, suffix string, cut bool, fillOK func(float32) boo
 		return "", false
 	}
 	vals := c.Float32s()
-	fill := float32(0)
-	if k := slices.IndexFunc(vals, func(v float32) bool { return v != 0 }); k >= 0 {
-		fill = vals[k]
+	fill := float32(0) // with floored, the largest nonzero value
+	for _, v := range vals {
+		if v != 0 && (fill == 0 || floored && v > fill) {
+			fill = v
+		}
 	}
 	if fill == 0 || !fillOK(fill) {
 		return "", false
 	}
-	finite := !math.IsInf(float64(fill), -1)
+	finite := !floored && !math.IsInf(float64(fill), -1)
 	cols := 1
 	if len(c.Shape) > 0 {
 		cols = c.Shape[len(c.Shape)-1]
@@ -759,10 +767,10 @@ func (f *fuser) boolForm(m, x, suffix string, cut bool, fillOK func(float32) boo
 	for r := 0; r < len(vals); r += cols {
 		rowKept := false
 		for j, v := range vals[r : r+cols] {
-			switch v {
-			case 0:
+			switch {
+			case v == 0:
 				rowKept = true
-			case fill:
+			case v == fill || floored && v < fill: // fillOK(fill) holds for every v below with a floor
 				hidden[r+j] = true
 			default:
 				return "", false
@@ -773,7 +781,7 @@ func (f *fuser) boolForm(m, x, suffix string, cut bool, fillOK func(float32) boo
 		}
 		kept = kept || rowKept
 	}
-	if !kept {
+	if !kept && !floored {
 		return "", false
 	}
 	if xs, _ := f.concreteShape(x); cut && len(c.Shape) >= 2 && slices.Equal(c.Shape[len(c.Shape)-2:], xs[len(xs)-2:]) {
@@ -946,9 +954,12 @@ func (f *fuser) scoresProduct(n *ir.Node, m attnMatch, post float64, chain []int
 		}
 	}
 	m.scores = n.Outputs[0]
-	if !m.clamp {
-		// With a floor, the masks stay values: a row that sees no key
-		// takes the floor on every key, which the cut would not give it.
+	if m.clamp {
+		// A floor at or above every fill is the cut with uniform rows
+		// (fuse_floored.go); any other keeps the masks as values: a row
+		// that sees no key takes the floor on every key.
+		chain = f.splitFloored(&m, m.maskScores(), chain)
+	} else {
 		chain = f.splitCausal(&m, m.maskScores(), chain)
 	}
 	if len(m.masks) == 1 && !m.masks[0].causal && m.masks[0].kind == ops.MaskAdditive && !m.clamp {
@@ -1275,12 +1286,12 @@ func (m attnMatch) node(steps []step) (*ir.Node, bool) {
 		if mask.causalOff != 0 {
 			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "causal_offset", Type: ir.AttrInt, Int: int64(mask.causalOff)})
 		}
-		if mask.uniformRows {
-			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "masked_rows_uniform", Type: ir.AttrInt, Int: 1})
-		}
 		if mask.checkedFill {
 			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "causal_fill", Type: ir.AttrFloat, Float: float32(mask.causalFill)})
 		}
+	}
+	if mask != nil && mask.uniformRows { // with the cut, or a floored bool mask alone (fuse_floored.go)
+		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "masked_rows_uniform", Type: ir.AttrInt, Int: 1})
 	}
 	if m.zeroCond != "" {
 		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "masked_rows_zero", Type: ir.AttrInt, Int: 1})

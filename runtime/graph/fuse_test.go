@@ -145,8 +145,11 @@ func TestModelFusions(t *testing.T) {
 		// finfo.min: the bias first, the cut, the padding a -inf mask.
 		{"mpt_attention", 1, "MatMul Mul Add Where Where Softmax MatMul", scale8, true, ops.MaskBoolTrueMasks, inf, false},
 		// OPT: the causal and padding masks added through the (B, H)
-		// view, then floored at finfo.min: an additive mask and scores_min.
-		{"opt_attention", 1, "Transpose MatMul Reshape Add Max Reshape Softmax MatMul", scale8, false, ops.MaskAdditive, 0, false},
+		// view, then floored at finfo.min: here the padding keys the
+		// plan, which folds the mask (all padding: zeros), so its bool
+		// form with uniform rows (fuse_floored.go;
+		// TestOPTAttentionFloored runs the computed mask).
+		{"opt_attention", 1, "Transpose MatMul Reshape Add Max Reshape Softmax MatMul", scale8, false, ops.MaskBoolTrueMasks, inf, false},
 		// Gemma 2: the soft cap (/ c, tanh, · c) after the scale, then the
 		// finfo.min causal constant added: the cut.
 		{"gemma2_softcap_attention", 1, "MatMul Mul Div Tanh Mul Add Softmax Cast Cast MatMul", scale8, true, "", 0, true},
@@ -229,7 +232,7 @@ func TestModelFusions(t *testing.T) {
 		"dalle_stable_softmax_attention":   "causal=1 masked_rows_uniform=1",
 		"mpt_attention":                    "bias_first=1 causal=1 masked_rows_uniform=1 bias_scale=1",
 		"gemma2_softcap_attention":         "softcap=0.5 causal=1",
-		"opt_attention":                    "scores_min=-3.4028235e+38",
+		"opt_attention":                    "masked_rows_uniform=1",
 		"espnet_relpos_attention":          "masked_rows_zero=1",
 		"falcon_mqa_attention":             "causal=1",
 		"mistral_sliding_window_attention": "kv_group=2 causal=1",
