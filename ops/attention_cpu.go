@@ -564,6 +564,7 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 			p.limitKeys(s.msk)
 		}
 	}
+	p.foldGroupedQueries()
 	return p, nil
 }
 

@@ -88,6 +88,10 @@ func TestFusedAttentionUniformRows(t *testing.T) {
 		{name: "left padding, odd dv", b: 2, hq: 1, hk: 1, sq: 37, sk: 37, d: 8, dv: 5, pads: []int{33, 1}},
 		{name: "negative offset, no key mask", b: 1, hq: 2, hk: 2, sq: 70, sk: 40, d: 8, dv: 16, off: -30},
 		{name: "weights output", b: 2, hq: 2, hk: 2, sq: 10, sk: 10, d: 8, dv: 8, pads: []int{4, 0}, scoresMode: ScoresWeights},
+		// A decode step: the query heads of a KV head as rows
+		// (foldGroupedQueries), the cut then a key limit.
+		{name: "decode step, gqa, left padding", b: 2, hq: 8, hk: 2, sq: 1, sk: kb + 20, d: 16, dv: 16, off: kb + 19, pads: []int{3, kb + 20}},
+		{name: "decode step, gqa, the cut hiding keys", b: 2, hq: 4, hk: 1, sq: 1, sk: 30, d: 8, dv: 8, off: 11, pads: []int{0, 15}},
 	}
 	r := rand.New(rand.NewSource(7))
 	const scale = 0.35

@@ -1,0 +1,85 @@
+package ops
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/attnrun/attnrun/ir"
+)
+
+// TestFoldGroupedQueries checks which decode steps foldGroupedQueries
+// regroups (the plan's query rows and batch matrices after it) and that
+// the folded run computes what the same attention with K and V repeated
+// over the query heads does (kv_group 1: nothing to fold).
+func TestFoldGroupedQueries(t *testing.T) {
+	r := rand.New(rand.NewSource(41))
+	const b, hk, g, d = 2, 2, 4, 16
+	for _, c := range []struct {
+		name     string
+		sq, sk   int
+		attrs    []*ir.Attribute
+		mask     bool // a per-key bool mask [b, 1, 1, sk]
+		folded   bool
+		headMask bool // the mask differs by query head: [b, hq, 1, sk]
+	}{
+		{name: "one query, no mask", sq: 1, sk: attnKBlock + 70, folded: true},
+		{name: "one query, cut after the cache: hides nothing", sq: 1, sk: 40, attrs: []*ir.Attribute{iAttr("causal", 1), iAttr("causal_offset", 39)}, folded: true},
+		{name: "one query, per-key mask", sq: 1, sk: 40, mask: true, folded: true},
+		{name: "one query, a mask per head stays", sq: 1, sk: 40, mask: true, headMask: true},
+		{name: "a finite causal fill stays", sq: 1, sk: 40, attrs: []*ir.Attribute{iAttr("causal", 1), iAttr("causal_offset", 20), fAttr("causal_fill", -1e4)}},
+		{name: "two queries stay", sq: 2, sk: 40},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			hq := hk * g
+			q := randTensor(r, b, hq, c.sq, d)
+			k := randTensor(r, b, hk, c.sk, d)
+			v := randTensor(r, b, hk, c.sk, d)
+			// K and V repeated over each KV head's query heads.
+			kr, vr := ir.NewTensor(ir.Float, []int{b, hq, c.sk, d}), ir.NewTensor(ir.Float, []int{b, hq, c.sk, d})
+			per := c.sk * d
+			for i := 0; i < b*hq; i++ {
+				src := (i/hq*hk + i%hq/g) * per
+				copy(kr.Float32s()[i*per:(i+1)*per], k.Float32s()[src:src+per])
+				copy(vr.Float32s()[i*per:(i+1)*per], v.Float32s()[src:src+per])
+			}
+			attrs := append([]*ir.Attribute{fAttr("scale", 0.3)}, c.attrs...)
+			extra := []*ir.Tensor{}
+			if c.mask {
+				mh := 1
+				if c.headMask {
+					mh = hq
+				}
+				m := randBools(r, 0.3, b, mh, 1, c.sk)
+				for i := 0; i < b*mh; i++ {
+					m.Bools()[i*c.sk] = false // every row keeps key 0
+				}
+				extra = append(extra, m)
+				attrs = append(attrs, sAttr("mask_kind", MaskBoolTrueMasks))
+			}
+			grouped := attnNode(append(attrs, iAttr("kv_group", g))...)
+			p, err := planFusedAttention(grouped, append([]*ir.Tensor{q, k, v}, extra...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if folded := p.sq == g*c.sq && p.batches == b*hk; folded != c.folded {
+				t.Errorf("plan of %d query rows in %d matrices, folded %v, want %v", p.sq, p.batches, folded, c.folded)
+			}
+			for _, threads := range []int{1, 2} {
+				ctx := &Context{Threads: threads}
+				got, err := runFusedAttention(ctx, grouped, append([]*ir.Tensor{q, k, v}, extra...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := runFusedAttention(ctx, attnNode(attrs...), append([]*ir.Tensor{q, kr, vr}, extra...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, w := range want[0].Float32s() {
+					if gv := got[0].Float32s()[i]; !closeF32(gv, w) {
+						t.Fatalf("threads %d: y[%d] = %g, with K and V repeated %g", threads, i, gv, w)
+					}
+				}
+			}
+		})
+	}
+}
