@@ -1375,19 +1375,20 @@ def export_intermediates(outdir, only=None):
             "%s" % (list(w.shape),) for _, w in rec.calls)))
 
 
-def export_checked(m, path, names, args, axes, feeds):
-    """Exports module m at args to path (graph inputs names, output y,
-    dynamic_axes axes, opset OPSET), checks it with onnx.checker, and runs
-    it on feeds (numpy arrays in names' order) with the numpy interpreter
-    against PyTorch: returns the loaded model and the max abs error."""
+def export_checked(m, path, names, args, axes, feeds, outputs=("y",)):
+    """Exports module m at args to path (graph inputs names, outputs
+    outputs, dynamic_axes axes, opset OPSET), checks it with onnx.checker,
+    and runs it on feeds (numpy arrays in names' order) with the numpy
+    interpreter against PyTorch: returns the loaded model and the max abs
+    error over the outputs."""
     with torch.no_grad():
-        torch.onnx.export(m, args, path, input_names=names, output_names=["y"],
+        torch.onnx.export(m, args, path, input_names=names, output_names=list(outputs),
                           dynamic_axes=axes, opset_version=OPSET, do_constant_folding=True)
     onnx.checker.check_model(path)
     om = onnx.load(path)
-    want = run_torch(m, feeds)
-    (got,) = run_numpy(om, dict(zip(names, feeds)))
-    return om, float(np.max(np.abs(got - want)))
+    want = run_torch_outputs(m, feeds)
+    got = run_numpy(om, dict(zip(names, feeds)))
+    return om, max(float(np.max(np.abs(g - w))) for g, w in zip(got, want))
 
 
 def export_bench(outdir):
@@ -1459,8 +1460,9 @@ def export_bench_patterns(outdir):
     BERT-base (transformers' BertLayer, C=768, 12 heads, an MLP of 3072)
     and T5-base's encoder self-attention (C=768, 12 heads of 64, its
     learned position bias), and a LLaMA-style decoder block's prefill at
-    C=1024 (grouped-query attention, rotary embedding, SwiGLU), and OPT-125m's
-    attention (its masks floored at finfo.min). Each is checked
+    C=1024 (grouped-query attention, rotary embedding, SwiGLU) and its decode
+    step after a KV cache, and OPT-125m's attention (its masks floored at
+    finfo.min). Each is checked
     against PyTorch at its export inputs with the numpy interpreter."""
     torch.manual_seed(0)
     rng = np.random.default_rng(11)
@@ -1518,6 +1520,20 @@ def export_bench_patterns(outdir):
     items.append(("opt_attention_c768", am.OPTAttention(768, 12),
                   [("x", randn(rng, (1, s, 768)), {0: "batch", 1: "seq"}),
                    ("attention_mask", np.ones((1, s), np.int64), {0: "batch", 1: "seq"})]))
+    # The LLaMA-style block's decode step: one token after a KV cache
+    # (past_key/past_value, 4 KV heads of 64), returning the present cache
+    # as transformers' generate() feeds it back (weights of a trained
+    # model's spread, drawn after the ones above).
+    decode = am.LlamaAttentionBlock(1024, 16, 4, 2816)
+    for p in decode.parameters():
+        torch.nn.init.normal_(p, std=0.02)
+    past = 7
+    items.append(("llama_decode_c1024", decode,
+                  [("x", randn(rng, (1, 1, 1024)), {0: "batch", 1: "seq"}),
+                   ("position_ids", np.full((1, 1), past, np.int64), {0: "batch", 1: "seq"}),
+                   ("past_key", randn(rng, (1, 4, past, 64)), {0: "batch", 2: "past"}),
+                   ("past_value", randn(rng, (1, 4, past, 64)), {0: "batch", 2: "past"})]))
+    present = {0: "batch", 2: "total"}
     for name, m, ins in items:
         m.eval()
         d = os.path.join(outdir, name)
@@ -1529,7 +1545,12 @@ def export_bench_patterns(outdir):
         arrays = [a for _, a, _ in ins]
         axes = {n: ax for n, _, ax in ins}
         axes["y"] = dict(ins[0][2])
-        om, err = export_checked(m, path, [n for n, _, _ in ins], tuple(torch.from_numpy(a) for a in arrays), axes, arrays)
+        outputs = ["y"]
+        if "past_key" in axes:
+            outputs += ["present_key", "present_value"]
+            axes["present_key"], axes["present_value"] = present, present
+        om, err = export_checked(m, path, [n for n, _, _ in ins], tuple(torch.from_numpy(a) for a in arrays), axes, arrays,
+                                 outputs)
         assert err < 1e-4, (name, err)
         print("%-28s %8.1f MiB  %s  (max err %.1e)" % (
             name, os.path.getsize(path) / 2**20, ", ".join(value_info_str(v) for v in om.graph.input), err))
