@@ -45,6 +45,10 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	if p.uniformRows {
 		p.vMean, p.vMeanOnce = make([]float32, len(p.vUniq)*p.dv), make([]sync.Once, len(p.vUniq))
 	}
+	if p.rowsPath() {
+		p.runRows(ctx, threads)
+		return
+	}
 	p.bf16 = ctx.bf16() && kernel.BF16 && tileLoop
 	p.maskSpans = p.boolMaskSpans(ctx)
 	if p.hiddenMax != nil && !p.bf16 && p.biasFloats == nil && (p.maskKind == "" || p.mRowStep == 0) {

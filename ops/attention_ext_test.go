@@ -405,6 +405,22 @@ func TestFusedAttentionExtensions(t *testing.T) {
 					}
 				}
 			}},
+		// At most attnRowsMax query rows (a decode step) take the row
+		// path (attention_cpu_rows.go), the query heads of a KV group
+		// folded into rows (foldGroupedQueries).
+		{name: "rows: one query after a cache", b: 2, hq: 3, hk: 3, sq: 1, sk: kb + 37, d: 64, dv: 64, scale: 0.125, causal: true, causalOff: kb + 36},
+		{name: "rows: gqa 8/2 decode, key padding", b: 2, hq: 8, hk: 2, sq: 1, sk: 90, d: 16, dv: 32, scale: 0.3, causal: true, causalOff: 89,
+			mask: []int{2, 1, 1, 90}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.3},
+		{name: "rows: three queries, the cut hiding keys, kv lengths", b: 2, hq: 2, hk: 2, sq: 3, sk: 40, d: 16, dv: 16, scale: 0.3, causal: true, causalOff: 20,
+			kvLens: []int64{30, 12}},
+		{name: "rows: additive [Sq, Sk] mask and bias first, scores_min", b: 1, hq: 2, hk: 2, sq: 4, sk: 50, d: 16, dv: 48, scale: 0.3,
+			mask: []int{1, 2, 4, 50}, kind: MaskAdditive, bias: []int{1, 1, 4, 50}, biasScale: 0.5, biasFirst: true, scoresMin: -3},
+		{name: "rows: keep mask with a finite fill, bias after", b: 2, hq: 2, hk: 1, sq: 2, sk: 33, d: 32, dv: 16, scale: 0.3,
+			mask: []int{2, 1, 2, 33}, kind: MaskBoolFalseMasks, fill: -1e9, maskP: 0.5, bias: []int{1, 2, 2, 33}, biasScale: 1},
+		{name: "rows: every key masked", b: 1, hq: 2, hk: 2, sq: 1, sk: 20, d: 16, dv: 16, scale: 0.3,
+			mask: []int{1, 1, 1, 20}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 1, fullyMaskedRows: true},
+		{name: "rows: negative offset, rows without keys", b: 1, hq: 1, hk: 1, sq: 4, sk: 9, d: 16, dv: 16, scale: 0.3, causal: true, causalOff: -2,
+			fullyMaskedRows: true},
 	}
 	r := rand.New(rand.NewSource(11))
 	for _, c := range cases {

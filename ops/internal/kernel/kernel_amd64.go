@@ -456,3 +456,17 @@ func SubSV(dst *float32, a float32, b *float32, n int)
 //
 //go:noescape
 func DivSV(dst *float32, a float32, b *float32, n int)
+
+// DotRows16 writes dst[j] = Σ_{c<d} q[c]·k[j·ldk + c] for j < n (ldk in
+// floats; d a multiple of 16), summed in float32 in 16 lanes, with AVX-512
+// (AVX512): a query row's scores against n keys in place.
+//
+//go:noescape
+func DotRows16(dst, q, k *float32, ldk, n, d int)
+
+// AxpyRows16 adds Σ_{j<n} p[j]·v[j·ldv + c] to o[c] for c < dv (ldv in
+// floats; dv a multiple of 16), with AVX-512 (AVX512): a row's weights
+// times n value rows in place.
+//
+//go:noescape
+func AxpyRows16(o, p, v *float32, ldv, n, dv int)

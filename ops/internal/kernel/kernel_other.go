@@ -256,3 +256,13 @@ func DivSV(dst *float32, a float32, b *float32, n int) {
 func SumSquaresF64(x *float32, n int) float64 {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
+
+// DotRows16 is never called where AVX512 is false.
+func DotRows16(dst, q, k *float32, ldk, n, d int) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
+// AxpyRows16 is never called where AVX512 is false.
+func AxpyRows16(o, p, v *float32, ldv, n, dv int) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}

@@ -1,21 +1,10 @@
 #include "textflag.h"
+#include "hsum_amd64.h"
 
 // The float32 normalization kernels of LayerNormalization and
 // RMSNormalization (package ops, layernorm.go, rmsnorm.go): a row's moments
 // (or sum of squares), then the normalized row, 16 lanes at a time (n a
 // multiple of 16).
-
-// HSUM16(Z, X, T) leaves the sum of Z's 16 lanes in the low lane of X (X is
-// Z's low 128 bits), with T's xmm/ymm as scratch.
-#define HSUM16(Z, Y, X, TY, TX) \
-	VEXTRACTF64X4 $1, Z, TY; \
-	VADDPS TY, Y, Y; \
-	VEXTRACTF128 $1, Y, TX; \
-	VADDPS TX, X, X; \
-	VMOVHLPS X, X, TX; \
-	VADDPS TX, X, X; \
-	VMOVSHDUP X, TX; \
-	VADDSS TX, X, X
 
 // func SumSquaresF64(x *float32, n int) float64
 // Σx² over any n ≥ 0 in float64: every element widened (exactly) and its
