@@ -18,6 +18,12 @@ func init() {
 			Run: func(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
 				return runConcat(ctx, n, in, since)
 			},
+			// Into the output's buffer: a KV cache's Concat (a decode
+			// step's present key and value, graph outputs) then writes
+			// straight into the shared region, with no zeroing first.
+			RunInto: func(ctx *Context, n *ir.Node, in []*ir.Tensor, out []*ir.Tensor) error {
+				return runConcatInto(n, in, out, since)
+			},
 			Doc: "joins tensors along an axis",
 		})
 	}
@@ -126,35 +132,71 @@ func inferConcat(n *ir.Node, in []Value, since int) ([]Value, error) {
 }
 
 func runConcat(ctx *Context, n *ir.Node, in []*ir.Tensor, since int) ([]*ir.Tensor, error) {
+	axis, shape, err := concatShape(n, in, since)
+	if err != nil {
+		return nil, err
+	}
+	out := newLike(ctx, in[0], shape)
+	if err := concatInto(n, out, in, axis); err != nil {
+		return nil, err
+	}
+	return []*ir.Tensor{out}, nil
+}
+
+// runConcatInto is Concat's RunInto: the inputs joined into out[0], whose
+// shape must be the joined shape.
+func runConcatInto(n *ir.Node, in []*ir.Tensor, out []*ir.Tensor, since int) error {
+	axis, shape, err := concatShape(n, in, since)
+	if err != nil {
+		return err
+	}
+	if len(out) < 1 || out[0] == nil {
+		return n.Errorf("internal error: no output buffer")
+	}
+	if !SameShape(out[0].Shape, shape) || out[0].DType != in[0].DType {
+		return n.Errorf("internal error: output buffer %v%v, the inputs join to %v%v", out[0].DType, out[0].Shape, in[0].DType, shape)
+	}
+	return concatInto(n, out[0], in, axis)
+}
+
+// concatShape validates Concat's inputs and returns the normalized axis
+// and the joined shape.
+func concatShape(n *ir.Node, in []*ir.Tensor, since int) (int, []int, error) {
 	if len(in) == 0 {
-		return nil, n.Errorf("needs at least one input")
+		return 0, nil, n.Errorf("needs at least one input")
 	}
 	if err := checkRunInputs(n, in, len(in)); err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	first := in[0]
 	axis, err := concatAxis(n, first.Rank(), since)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	shape := append([]int{}, first.Shape...)
 	shape[axis] = 0
 	for i, t := range in {
 		if t.DType != first.DType {
-			return nil, n.Errorf("input %d is %v, input 0 is %v", i, t.DType, first.DType)
+			return 0, nil, n.Errorf("input %d is %v, input 0 is %v", i, t.DType, first.DType)
 		}
 		if err := sameOffAxis(first.Shape, t.Shape, axis); err != nil {
-			return nil, n.Errorf("input %d: %w", i, err)
+			return 0, nil, n.Errorf("input %d: %w", i, err)
 		}
 		shape[axis] += t.Shape[axis]
 	}
-	out := newLike(ctx, first, shape)
+	return axis, shape, nil
+}
+
+// concatInto writes the inputs one after another along axis into out,
+// every element of it.
+func concatInto(n *ir.Node, out *ir.Tensor, in []*ir.Tensor, axis int) error {
+	shape := out.Shape
 	if shapeProd(shape) == 0 {
-		return []*ir.Tensor{out}, nil
+		return nil
 	}
-	k, err := kernelsOf(first.Data)
+	k, err := kernelsOf(in[0].Data)
 	if err != nil {
-		return nil, n.Errorf("%w", err)
+		return n.Errorf("%w", err)
 	}
 	outer, inner := shapeProd(shape[:axis]), shapeProd(shape[axis+1:])
 	dStride := shape[axis] * inner
@@ -166,7 +208,7 @@ func runConcat(ctx *Context, n *ir.Node, in []*ir.Tensor, since int) ([]*ir.Tens
 		}
 		off += l
 	}
-	return []*ir.Tensor{out}, nil
+	return nil
 }
 
 // sameOffAxis checks that two shapes agree in rank and in every dim but axis.

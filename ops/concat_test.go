@@ -28,8 +28,33 @@ func TestConcatRun(t *testing.T) {
 	}
 	for _, cs := range cases {
 		t.Run(cs.name, func(t *testing.T) {
-			out := mvRun(t, cs.opset, mvNode("Concat", len(cs.in), 1, mvInt("axis", cs.axis)), cs.in...)
+			n := mvNode("Concat", len(cs.in), 1, mvInt("axis", cs.axis))
+			out := mvRun(t, cs.opset, n, cs.in...)
 			mvWant(t, out[0], cs.shape, cs.want)
+			// RunInto writes every element of a buffer it is given dirty.
+			s, err := Lookup(DomainONNX, "Concat", cs.opset)
+			if err != nil {
+				t.Fatal(err)
+			}
+			into := ir.NewTensor(cs.in[0].DType, cs.shape)
+			switch d := into.Data.(type) { // not the result anywhere
+			case []float32:
+				for i := range d {
+					d[i] = 9
+				}
+			case []int64:
+				for i := range d {
+					d[i] = 9
+				}
+			case []bool:
+				for i := range d {
+					d[i] = i%2 == 0
+				}
+			}
+			if err := s.RunInto(&Context{Opset: cs.opset}, n, cs.in, []*ir.Tensor{into}); err != nil {
+				t.Fatal(err)
+			}
+			mvWant(t, into, cs.shape, cs.want)
 		})
 	}
 }
