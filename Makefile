@@ -97,6 +97,7 @@ bench-models:
 	    [ -f $(BENCH_MODELS)/t5_encoder12_c768/model.onnx ] && \
 	    [ -f $(BENCH_MODELS)/llama_block_c1024/model.onnx ] && \
 	    [ -f $(BENCH_MODELS)/llama_decode_c1024/model.onnx ] && \
+	    [ -f $(BENCH_MODELS)/llama_mha_decode_c1024/model.onnx ] && \
 	    [ -f $(BENCH_MODELS)/opt_attention_c768/model.onnx ]; then \
 		echo "bench models present in $(BENCH_MODELS)"; \
 	else \

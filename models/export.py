@@ -1461,7 +1461,7 @@ def export_bench_patterns(outdir):
     and T5-base's encoder self-attention (C=768, 12 heads of 64, its
     learned position bias), and a LLaMA-style decoder block's prefill at
     C=1024 (grouped-query attention, rotary embedding, SwiGLU) and its decode
-    step after a KV cache, and OPT-125m's attention (its masks floored at
+    step after a KV cache (and a multi-head one's), and OPT-125m's attention (its masks floored at
     finfo.min). Each is checked
     against PyTorch at its export inputs with the numpy interpreter."""
     torch.manual_seed(0)
@@ -1533,6 +1533,16 @@ def export_bench_patterns(outdir):
                    ("position_ids", np.full((1, 1), past, np.int64), {0: "batch", 1: "seq"}),
                    ("past_key", randn(rng, (1, 4, past, 64)), {0: "batch", 2: "past"}),
                    ("past_value", randn(rng, (1, 4, past, 64)), {0: "batch", 2: "past"})]))
+    # The same block with as many KV heads as query heads (multi-head
+    # attention, as LLaMA-1 and LLaMA-2-7B have): a KV cache per head.
+    decode_mha = am.LlamaAttentionBlock(1024, 16, 16, 2816)
+    for p in decode_mha.parameters():
+        torch.nn.init.normal_(p, std=0.02)
+    items.append(("llama_mha_decode_c1024", decode_mha,
+                  [("x", randn(rng, (1, 1, 1024)), {0: "batch", 1: "seq"}),
+                   ("position_ids", np.full((1, 1), past, np.int64), {0: "batch", 1: "seq"}),
+                   ("past_key", randn(rng, (1, 16, past, 64)), {0: "batch", 2: "past"}),
+                   ("past_value", randn(rng, (1, 16, past, 64)), {0: "batch", 2: "past"})]))
     present = {0: "batch", 2: "total"}
     for name, m, ins in items:
         m.eval()
