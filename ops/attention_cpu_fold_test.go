@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"math"
 	"math/rand"
 	"testing"
 
@@ -81,5 +82,29 @@ func TestFoldGroupedQueries(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFusedAttentionRowsNaN checks that on the row path a NaN score makes
+// its row NaN, as Softmax does, even where every other key is masked and
+// masked_rows_uniform would give a row that sees no key the mean of V.
+func TestFusedAttentionRowsNaN(t *testing.T) {
+	const sk, d = 16, 16
+	r := rand.New(rand.NewSource(43))
+	q, k, v := randTensor(r, 2, 1, d), randTensor(r, 2, sk, d), randTensor(r, 2, sk, d)
+	k.Float32s()[3*d+5] = float32(math.NaN()) // matrix 0, key 3
+	mask := ir.NewTensor(ir.Bool, []int{2, 1, sk})
+	for j := 0; j < sk; j++ {
+		mask.Bools()[j] = j != 3 // matrix 0 sees key 3 only
+	}
+	n := attnNode(fAttr("scale", 0.3), sAttr("mask_kind", MaskBoolTrueMasks), iAttr("masked_rows_uniform", 1))
+	out, err := runFusedAttention(&Context{Threads: 2}, n, []*ir.Tensor{q, k, v, mask})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c, x := range out[0].Float32s() {
+		if nan := x != x; nan != (c < d) {
+			t.Fatalf("y[%d] = %g: want NaN in matrix 0's row only", c, x)
+		}
 	}
 }

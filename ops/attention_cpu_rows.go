@@ -76,7 +76,7 @@ func (p *attnPlan) row(b, i int, s, q, acc []float32) {
 		kernel.DotRows16(&s[0], &q[0], &p.k.data[p.k.off[b]], p.k.rs, keys, p.d)
 		p.rowTerms(s[:keys], b, i)
 		for _, x := range s[:keys] {
-			if !(x <= mx) { // NaN too
+			if x > mx || x != x && mx == mx { // a NaN stays the max: the row is NaN
 				mx = x
 			}
 		}
