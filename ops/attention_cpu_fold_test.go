@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops/internal/kernel"
 )
 
 // TestFoldGroupedQueries checks which decode steps foldGroupedQueries
@@ -14,23 +15,27 @@ import (
 // over the query heads does (kv_group 1: nothing to fold).
 func TestFoldGroupedQueries(t *testing.T) {
 	r := rand.New(rand.NewSource(41))
-	const b, hk, g, d = 2, 2, 4, 16
+	const b, hk, d = 2, 2, 16
 	for _, c := range []struct {
 		name     string
+		g        int // query heads a KV head
 		sq, sk   int
 		attrs    []*ir.Attribute
 		mask     bool // a per-key bool mask [b, 1, 1, sk]
 		folded   bool
 		headMask bool // the mask differs by query head: [b, hq, 1, sk]
 	}{
-		{name: "one query, no mask", sq: 1, sk: attnKBlock + 70, folded: true},
-		{name: "one query, cut after the cache: hides nothing", sq: 1, sk: 40, attrs: []*ir.Attribute{iAttr("causal", 1), iAttr("causal_offset", 39)}, folded: true},
-		{name: "one query, per-key mask", sq: 1, sk: 40, mask: true, folded: true},
-		{name: "one query, a mask per head stays", sq: 1, sk: 40, mask: true, headMask: true},
-		{name: "a finite causal fill stays", sq: 1, sk: 40, attrs: []*ir.Attribute{iAttr("causal", 1), iAttr("causal_offset", 20), fAttr("causal_fill", -1e4)}},
-		{name: "two queries stay", sq: 2, sk: 40},
+		{name: "one query, no mask", g: 4, sq: 1, sk: attnKBlock + 70, folded: true},
+		{name: "one query, cut after the cache: hides nothing", g: 4, sq: 1, sk: 40, attrs: []*ir.Attribute{iAttr("causal", 1), iAttr("causal_offset", 39)}, folded: true},
+		{name: "one query, per-key mask", g: 4, sq: 1, sk: 40, mask: true, folded: true},
+		// 8 rows: past the row path, the folded matrix runs in panels.
+		{name: "one query, 8 heads a KV head, the cut hiding keys", g: 8, sq: 1, sk: attnKBlock + 30, attrs: []*ir.Attribute{iAttr("causal", 1), iAttr("causal_offset", 100)}, folded: true},
+		{name: "one query, a mask per head stays", g: 4, sq: 1, sk: 40, mask: true, headMask: true},
+		{name: "a finite causal fill stays", g: 4, sq: 1, sk: 40, attrs: []*ir.Attribute{iAttr("causal", 1), iAttr("causal_offset", 20), fAttr("causal_fill", -1e4)}},
+		{name: "two queries stay", g: 4, sq: 2, sk: 40},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			g := c.g
 			hq := hk * g
 			q := randTensor(r, b, hq, c.sq, d)
 			k := randTensor(r, b, hk, c.sk, d)
@@ -57,7 +62,7 @@ func TestFoldGroupedQueries(t *testing.T) {
 				extra = append(extra, m)
 				attrs = append(attrs, sAttr("mask_kind", MaskBoolTrueMasks))
 			}
-			grouped := attnNode(append(attrs, iAttr("kv_group", g))...)
+			grouped := attnNode(append(attrs, iAttr("kv_group", int64(g)))...)
 			p, err := planFusedAttention(grouped, append([]*ir.Tensor{q, k, v}, extra...))
 			if err != nil {
 				t.Fatal(err)
@@ -65,8 +70,14 @@ func TestFoldGroupedQueries(t *testing.T) {
 			if folded := p.sq == g*c.sq && p.batches == b*hk; folded != c.folded {
 				t.Errorf("plan of %d query rows in %d matrices, folded %v, want %v", p.sq, p.batches, folded, c.folded)
 			}
-			for _, threads := range []int{1, 2} {
-				ctx := &Context{Threads: threads}
+			for _, run := range []struct {
+				threads int
+				prec    Precision
+			}{{1, PrecisionFP32}, {2, PrecisionFP32}, {2, PrecisionBF16}} {
+				if run.prec == PrecisionBF16 && !kernel.BF16 {
+					continue
+				}
+				ctx := &Context{Threads: run.threads, Precision: run.prec}
 				got, err := runFusedAttention(ctx, grouped, append([]*ir.Tensor{q, k, v}, extra...))
 				if err != nil {
 					t.Fatal(err)
@@ -76,8 +87,13 @@ func TestFoldGroupedQueries(t *testing.T) {
 					t.Fatal(err)
 				}
 				for i, w := range want[0].Float32s() {
-					if gv := got[0].Float32s()[i]; !closeF32(gv, w) {
-						t.Fatalf("threads %d: y[%d] = %g, with K and V repeated %g", threads, i, gv, w)
+					gv := got[0].Float32s()[i]
+					near := closeF32(gv, w)
+					if run.prec == PrecisionBF16 {
+						near = bf16Near(gv, float64(w)) // the row path runs fp32, the panels bf16
+					}
+					if !near {
+						t.Fatalf("threads %d, %v: y[%d] = %g, with K and V repeated %g", run.threads, run.prec, i, gv, w)
 					}
 				}
 			}
