@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/attnrun/attnrun/ir"
-	"github.com/attnrun/attnrun/ops/internal/kernel"
 )
 
 // TestFoldGroupedQueries checks which decode steps foldGroupedQueries
@@ -70,14 +69,7 @@ func TestFoldGroupedQueries(t *testing.T) {
 			if folded := p.sq == g*c.sq && p.batches == b*hk; folded != c.folded {
 				t.Errorf("plan of %d query rows in %d matrices, folded %v, want %v", p.sq, p.batches, folded, c.folded)
 			}
-			for _, run := range []struct {
-				threads int
-				prec    Precision
-			}{{1, PrecisionFP32}, {2, PrecisionFP32}, {2, PrecisionBF16}} {
-				if run.prec == PrecisionBF16 && !kernel.BF16 {
-					continue
-				}
-				ctx := &Context{Threads: run.threads, Precision: run.prec}
+			for _, ctx := range attnTestContexts() {
 				got, err := runFusedAttention(ctx, grouped, append([]*ir.Tensor{q, k, v}, extra...))
 				if err != nil {
 					t.Fatal(err)
@@ -89,11 +81,11 @@ func TestFoldGroupedQueries(t *testing.T) {
 				for i, w := range want[0].Float32s() {
 					gv := got[0].Float32s()[i]
 					near := closeF32(gv, w)
-					if run.prec == PrecisionBF16 {
+					if ctx.Precision == PrecisionBF16 {
 						near = bf16Near(gv, float64(w)) // the row path runs fp32, the panels bf16
 					}
 					if !near {
-						t.Fatalf("threads %d, %v: y[%d] = %g, with K and V repeated %g", run.threads, run.prec, i, gv, w)
+						t.Fatalf("threads %d, %v: y[%d] = %g, with K and V repeated %g", ctx.Threads, ctx.Precision, i, gv, w)
 					}
 				}
 			}

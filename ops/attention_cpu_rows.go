@@ -40,13 +40,14 @@ func (p *attnPlan) rowsPath() bool {
 // runRows computes every query row on the row path, the batch matrices
 // shared among threads workers.
 func (p *attnPlan) runRows(ctx *Context, threads int) {
-	per := ceilTo(p.sk, 8) + p.d + p.dv // scores, scale·q, the output's sums
+	sLen := ceilTo(p.sk, 8)  // ExpShiftSum8 takes multiples of 8
+	per := sLen + p.d + p.dv // scores, scale·q, the output's sums
 	workers := max(1, min(threads, p.batches))
 	scratch := ctx.ScratchFloats(workers * per)
 	var next atomic.Int64
 	parallel.Run(workers, func(w int) {
 		buf := scratch[w*per : (w+1)*per]
-		s, q, acc := buf[:ceilTo(p.sk, 8)], buf[ceilTo(p.sk, 8):ceilTo(p.sk, 8)+p.d], buf[ceilTo(p.sk, 8)+p.d:]
+		s, q, acc := buf[:sLen], buf[sLen:sLen+p.d], buf[sLen+p.d:]
 		for b := int(next.Add(1) - 1); b < p.batches; b = int(next.Add(1) - 1) {
 			for i := 0; i < p.sq; i++ {
 				p.row(b, i, s, q, acc)
@@ -82,13 +83,13 @@ func (p *attnPlan) row(b, i int, s, q, acc []float32) {
 		}
 	}
 	if mx == negInf { // the row sees no key
-		for c := range acc {
-			switch {
-			case p.uniformRows:
-				acc[c] = p.meanV(b)[c]
-			case p.zeroRows:
-				acc[c] = 0
-			default:
+		switch {
+		case p.uniformRows:
+			copy(acc, p.meanV(b))
+		case p.zeroRows:
+			clear(acc)
+		default:
+			for c := range acc {
 				acc[c] = float32(math.NaN())
 			}
 		}

@@ -142,20 +142,24 @@ func TestFusedAttentionUniformRows(t *testing.T) {
 	}
 }
 
+// attnTestContexts are the runs the attention tests compare: 1 and 2
+// threads in fp32, and 2 in bf16 where the CPU has it.
+func attnTestContexts() []*Context {
+	runs := []*Context{{Threads: 1, Precision: PrecisionFP32}, {Threads: 2, Precision: PrecisionFP32}}
+	if kernel.BF16 {
+		runs = append(runs, &Context{Threads: 2, Precision: PrecisionBF16})
+	}
+	return runs
+}
+
 // checkRowsRuns runs a FusedAttention node on 1 and 2 threads in fp32 and
 // on 2 in bf16 (where the CPU has it) and checks its output, and with
 // weights its output 1, against references computed in float64 (bf16 with
 // a bf16-sized tolerance).
 func checkRowsRuns(t *testing.T, n *ir.Node, in []*ir.Tensor, dv int, wantY, wantW []float64, weights bool) {
 	t.Helper()
-	for _, run := range []struct {
-		threads int
-		prec    Precision
-	}{{1, PrecisionFP32}, {2, PrecisionFP32}, {2, PrecisionBF16}} {
-		if run.prec == PrecisionBF16 && !kernel.BF16 {
-			continue
-		}
-		out, err := runFusedAttention(&Context{Threads: run.threads, Precision: run.prec}, n, in)
+	for _, run := range attnTestContexts() {
+		out, err := runFusedAttention(run, n, in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,20 +167,20 @@ func checkRowsRuns(t *testing.T, n *ir.Node, in []*ir.Tensor, dv int, wantY, wan
 			if math.IsNaN(w) && math.IsNaN(float64(g)) {
 				return true
 			}
-			if run.prec == PrecisionBF16 {
+			if run.Precision == PrecisionBF16 {
 				return bf16Near(g, w)
 			}
 			return math.Abs(float64(g)-w) <= 2e-5+1e-4*math.Abs(w)
 		}
 		for i, g := range out[0].Float32s() {
 			if !near(g, wantY[i]) {
-				t.Fatalf("threads %d, %v: Y[%d] (row %d) = %g, want %g", run.threads, run.prec, i, i/dv, g, wantY[i])
+				t.Fatalf("threads %d, %v: Y[%d] (row %d) = %g, want %g", run.Threads, run.Precision, i, i/dv, g, wantY[i])
 			}
 		}
 		if weights {
 			for i, g := range out[1].Float32s() {
 				if !near(g, wantW[i]) {
-					t.Fatalf("threads %d, %v: weights[%d] = %g, want %g", run.threads, run.prec, i, g, wantW[i])
+					t.Fatalf("threads %d, %v: weights[%d] = %g, want %g", run.Threads, run.Precision, i, g, wantW[i])
 				}
 			}
 		}
