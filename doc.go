@@ -10,6 +10,8 @@
 // session.Open loads a model and starts its backends, session.Session.Run
 // (or RunWith, to write outputs into tensors bound once) runs it on named
 // gorgonia tensors from any number of goroutines, Close stops the backends.
+// Tensors made by session.Session.NewTensor live in memory the backend
+// processes share: Runs pass them without copying.
 //
 //	s, err := session.Open(ctx, "model.onnx", session.Options{})
 //	if err != nil {

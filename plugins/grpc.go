@@ -30,6 +30,9 @@ type grpcPlugin struct {
 	shm *backendShm
 	// bell is the backend's doorbell (nil: none was passed; see doorbell.go).
 	bell *backendBell
+	// arena is the backend's mapping of the session's tensor arena (nil:
+	// none was passed; see arena.go).
+	arena *backendShm
 }
 
 // GRPCServer registers the service (backend side).
@@ -37,7 +40,7 @@ func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 	if p.impl == nil {
 		return errors.New("no backend implementation to serve")
 	}
-	srv := &grpcServer{impl: p.impl, shm: p.shm, bell: p.bell}
+	srv := &grpcServer{impl: p.impl, shm: p.shm, bell: p.bell, arena: p.arena}
 	backendpb.RegisterBackendServer(s, srv)
 	if p.bell != nil && p.shm != nil {
 		p.bell.start(srv)
@@ -58,6 +61,9 @@ type grpcServer struct {
 	impl Server
 	shm  *backendShm
 	bell *backendBell
+	// arena maps the session's tensor arena (nil: none); it is used under
+	// shm.mu, by Runs that also have the region.
+	arena *backendShm
 	// copyThreads is the thread count of the last Compile
 	// (CompileRequest.threads), which copies Runs' outputs into the region
 	// (copyBytes; it splits only copies of 64 MiB and more): process-wide,
@@ -158,6 +164,10 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 		}
 		area = &outputArea{region: region, start: sr.OutOffset, off: sr.OutOffset, end: sr.OutOffset + sr.OutLength}
 	}
+	arena, bound, err := s.arenaOfRun(req, region)
+	if err != nil {
+		return nil, err
+	}
 	in := make(map[string]*ir.Tensor, len(req.Inputs))
 	for _, nt := range req.Inputs {
 		if _, dup := in[nt.Name]; dup {
@@ -166,6 +176,8 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 		var t *ir.Tensor
 		var err error
 		switch {
+		case nt.Tensor != nil && nt.Tensor.Shm != nil && nt.Tensor.Shm.Arena:
+			t, err = shmTensor(nt.Tensor, arena, false, 1)
 		case nt.Tensor != nil && nt.Tensor.Shm != nil && region == nil:
 			err = errors.New("refers to the shared region, but the request has none")
 		case nt.Tensor != nil && nt.Tensor.Shm != nil:
@@ -179,7 +191,7 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 		in[nt.Name] = t
 	}
 	if region != nil {
-		ctx = withOutputInto(ctx, area.float32s)
+		ctx = withOutputInto(ctx, bound.float32s(area))
 	}
 	if prof != nil {
 		prof.Decode, mark = since(mark), time.Now()
@@ -198,7 +210,7 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 	}
 	threads := int(s.copyThreads.Load())
 	r := &backendpb.RunResponse{Outputs: make([]*backendpb.NamedTensor, 0, len(out))}
-	var inPlace []string // outputs computed into the output area (profiled runs)
+	var inPlaceNames []string // outputs computed into the output area or the arena (profiled runs)
 	for name, t := range out {
 		if t == nil {
 			return nil, status.Errorf(codes.Internal, "output %q: no tensor", name)
@@ -207,6 +219,15 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 			return nil, status.Errorf(codes.Internal, "output %q: %v", name, err)
 		}
 		if shmEligible(t) {
+			if w, inPlace, ok := bound.answer(name, t, arena, threads); ok {
+				// In the arena: computed into its bound tensor there, or
+				// copied there, or a view of an input there.
+				if inPlace && prof != nil {
+					inPlaceNames = append(inPlaceNames, name)
+				}
+				r.Outputs = append(r.Outputs, &backendpb.NamedTensor{Name: name, Tensor: w})
+				continue
+			}
 			need := uint64(alignUp(t.Bytes()))
 			if off, ok := within(bytesOf(t.Data), region); ok {
 				// Computed into the output area (OutputInto), or a view
@@ -216,7 +237,7 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 				if uint64(off) >= area.start {
 					r.OutputBytes += need
 					if prof != nil {
-						inPlace = append(inPlace, name)
+						inPlaceNames = append(inPlaceNames, name)
 					}
 				}
 				r.Outputs = append(r.Outputs, &backendpb.NamedTensor{Name: name, Tensor: shmRef(t, off)})
@@ -242,8 +263,8 @@ func (s *grpcServer) Run(ctx context.Context, req *backendpb.RunRequest) (*backe
 	}
 	if prof != nil {
 		prof.Encode = since(mark)
-		sort.Strings(inPlace)
-		prof.OutputsInPlace = inPlace
+		sort.Strings(inPlaceNames)
+		prof.OutputsInPlace = inPlaceNames
 		r.Profile = profileToWire(prof)
 	}
 	if rel, ok := s.impl.(OutputsReleaser); ok && OutputsCopied(ctx) {
@@ -327,6 +348,10 @@ type client struct {
 	// on it. Launch sets both.
 	bell *hostBell
 	gone func() bool
+	// arena is the session's tensor arena (nil: none; see arena.go), and
+	// done is closed once the backend process has exited. Launch sets both.
+	arena *Arena
+	done  <-chan struct{}
 	// drainFailed is told when a backend did not confirm that it let go of
 	// the region (timedOut: it did not answer in time); Launch sets it.
 	drainFailed func(timedOut bool)
@@ -508,9 +533,30 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 		}
 		region = h.mem[:size:size]
 	}
+	// Tensors in the arena are passed as they lie, pinned for this Run;
+	// but an input that a bound output overlaps goes through the region,
+	// so that writing the output cannot change it (or a view of it).
+	pins := arenaPins{a: c.arena}
+	var intoBytes [][]byte
+	if c.arena != nil {
+		intoBytes = denseBytesOf(into)
+	}
+	abandoned := false
+	defer func() {
+		if !abandoned {
+			pins.unpin()
+		}
+	}()
 	var off int64
 	for i, t := range ts {
 		if region != nil && shmEligible(t) {
+			if at, ok := pins.ref(bytesOf(t.Data), intoBytes); ok {
+				req.Inputs = append(req.Inputs, &backendpb.NamedTensor{Name: names[i], Tensor: arenaRef(t, at)})
+				if prof != nil {
+					prof.InputsShared = append(prof.InputsShared, names[i])
+				}
+				continue
+			}
 			if need := alignUp(t.Bytes()); need <= int64(len(region))-off {
 				req.Inputs = append(req.Inputs, &backendpb.NamedTensor{Name: names[i], Tensor: putShm(region, off, t, meta.threads)})
 				off += need
@@ -528,6 +574,15 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 	if region != nil {
 		size := uint64(len(region))
 		req.Shm = &backendpb.SharedRun{Size: size, OutOffset: uint64(off), OutLength: size - uint64(off), Seq: seq}
+		req.Bound = boundInArena(&pins, meta, into)
+	}
+	if len(pins.blocks) > 0 {
+		size, err := pins.pin(ctx)
+		if err != nil {
+			pins.blocks = nil
+			return nil, err
+		}
+		req.ArenaSize = uint64(size)
 	}
 	if prof != nil {
 		req.Profile = true
@@ -550,7 +605,8 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 			// The backend may still use the region for this Run: the
 			// drain releases it once it has let go (see shm.go).
 			held = false
-			go c.drain(seq)
+			abandoned = true
+			go c.drain(seq, pins.abandon())
 		}
 		return nil, err
 	}
@@ -568,6 +624,20 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 		var t *ir.Tensor
 		var err error
 		switch {
+		case nt.Tensor != nil && nt.Tensor.Shm != nil && nt.Tensor.Shm.Arena:
+			// In the arena: in the caller's bound tensor itself (no
+			// copy), or, as a view of an input there, copied out.
+			var same bool
+			if same, err = c.arenaOutput(dst, nt.Tensor, req.ArenaSize); err == nil && same {
+				out[nt.Name] = dst
+				if prof != nil {
+					prof.OutputsShared = append(prof.OutputsShared, nt.Name)
+				}
+				continue
+			}
+			if err == nil {
+				t, err = shmTensor(nt.Tensor, c.arena.mem[:req.ArenaSize], true, meta.threads)
+			}
 		case nt.Tensor != nil && nt.Tensor.Shm != nil && region == nil:
 			err = errors.New("the backend answered with a shared-memory tensor, but this Run has no region")
 		case nt.Tensor != nil && nt.Tensor.Shm != nil && dst != nil && plainBytes(ir.DType(nt.Tensor.Dtype)):
@@ -600,6 +670,9 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 		}
 		out[nt.Name] = d
 	}
+	if prof != nil {
+		sort.Strings(prof.OutputsShared)
+	}
 	return out, nil
 }
 
@@ -613,7 +686,11 @@ func denseToIR(d *tensor.Dense, declared ir.DType) (*ir.Tensor, error) {
 // answers a Ping fenced at seq, then releases it. When the backend does not
 // answer (within PingTimeout), the region stays unusable and drainFailed
 // decides the backend's fate.
-func (c *client) drain(seq uint64) {
+//
+// letGo releases the abandoned Run's arena tensors: once the backend
+// confirmed, or else once its process has exited (drainFailed kills a
+// backend that did not answer).
+func (c *client) drain(seq uint64, letGo func()) {
 	h := c.shm
 	ctx, cancel := context.WithTimeout(context.Background(), PingTimeout)
 	err := c.ping(ctx, seq)
@@ -623,9 +700,17 @@ func (c *client) drain(seq uint64) {
 		h.broken = true
 	}
 	h.release()
-	if err != nil && c.drainFailed != nil {
+	if err == nil {
+		letGo()
+		return
+	}
+	if c.drainFailed != nil {
 		c.drainFailed(timedOut)
 	}
+	if c.done != nil {
+		<-c.done
+	}
+	letGo()
 }
 
 // ping sends Ping with fence (0: a plain liveness check).

@@ -70,6 +70,10 @@ type LaunchSpec struct {
 	// Budget is the host's memory budget, which the region's size is
 	// reserved from (nil: none).
 	Budget *budget.Budget
+	// Arena is the session's tensor arena (see arena.go), shared with every
+	// process of the session that has a tensor region; nil: none. The
+	// process does not own it: the caller closes it.
+	Arena *Arena
 }
 
 // Process is a running backend process. It implements Backend; when a call
@@ -229,6 +233,15 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Process, error) {
 		bellEnv += strconv.Itoa(3 + len(cmd.ExtraFiles))
 		cmd.ExtraFiles = append(cmd.ExtraFiles, bell.f)
 	}
+	arenaEnv := ArenaFDEnv + "="
+	var arena *Arena
+	if shm != nil && spec.Arena != nil {
+		if f := spec.Arena.file(); f != nil {
+			arena = spec.Arena
+			arenaEnv += strconv.Itoa(3 + len(cmd.ExtraFiles))
+			cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+		}
+	}
 	var extraEnv []string
 	if spec.Exe != nil {
 		// Executed through the child's own descriptor of the verified file
@@ -243,7 +256,7 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Process, error) {
 	}
 	// The host environment goes first so that the spec's and ours win.
 	cmd.Env = append(append(append(os.Environ(), cmd.Env...), extraEnv...),
-		StatusFDEnv+"="+strconv.Itoa(fd), ParentFDEnv+"="+strconv.Itoa(fd+1), shmEnv, bellEnv)
+		StatusFDEnv+"="+strconv.Itoa(fd), ParentFDEnv+"="+strconv.Itoa(fd+1), shmEnv, bellEnv, arenaEnv)
 
 	tail := &tailBuffer{max: 8 << 10}
 	pr := &procRunner{cmd: cmd, name: display, done: make(chan struct{}), drained: make(chan struct{})}
@@ -336,8 +349,8 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Process, error) {
 		return fail(st.err)
 	}
 	p := &Process{name: spec.Name, pid: pr.pid, client: c, rpc: st.cl, run: pr, page: page, shm: shm, bell: bell, parent: parentW, stderr: tail, killed: make(chan struct{})}
-	st.cl.shm = shm
-	st.cl.bell, st.cl.gone = bell, pr.exited
+	st.cl.shm, st.cl.arena = shm, arena
+	st.cl.bell, st.cl.gone, st.cl.done = bell, pr.exited, pr.done
 	st.cl.drainFailed = p.drainFailed
 	go p.watchdog()
 	return p, nil

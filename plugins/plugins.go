@@ -44,8 +44,11 @@ import (
 // external-data weights passed by reference (CompileRequest.model_dir): a
 // backend of version 2 would fail to decode such a partition. It also
 // added the Ping RPC and SharedRun.seq, with which the host fences off a
-// Run it abandoned before it reuses the region.
-const ProtocolVersion = 3
+// Run it abandoned before it reuses the region. Version 4 added the
+// session's tensor arena (arena.go: ShmRef.arena, RunRequest.bound and
+// arena_size), which a backend of version 3 would read as offsets into its
+// region.
+const ProtocolVersion = 4
 
 // Handshake values shared by host and backends. The cookie is not a security
 // measure: it keeps a backend executable from being run by hand by mistake.

@@ -49,8 +49,14 @@ type RunProfile struct {
 	Pid int
 	// OutputsInPlace names, sorted, the outputs the backend computed
 	// straight into the memory OutputInto gave: the shared region's (sent
-	// without a copy) or, in process, the caller's bound tensors.
+	// without a copy), the caller's bound tensors in the session's arena,
+	// or, in process, the caller's bound tensors.
 	OutputsInPlace []string
+	// Host side again: InputsShared names the inputs passed from the
+	// session's tensor arena without a copy (sorted), OutputsShared the
+	// outputs the backend left in their bound tensors in the arena (in the
+	// order the backend answered), which the host did not copy.
+	InputsShared, OutputsShared []string
 }
 
 type profileKey struct{}

@@ -25,7 +25,8 @@ var Handshake = plugin.HandshakeConfig{
 // prints a notice and exits with status 1.
 //
 // When the host passed a tensor region (SharedFDEnv), Run requests may carry
-// tensors in it (see shm.go); the Server sees ordinary tensors either way.
+// tensors in it (see shm.go), and in the session's tensor arena
+// (ArenaFDEnv, see arena.go); the Server sees ordinary tensors either way.
 //
 // When the host passed a parent pipe (ParentFDEnv), the backend exits as soon
 // as the host process is gone, so that a crashed host leaves no backends
@@ -45,9 +46,14 @@ func Serve(impl Server) {
 		fmt.Fprintf(os.Stderr, "attnrun backend: %v\n", err)
 		os.Exit(1)
 	}
+	arena, err := backendMapFromEnv(ArenaFDEnv, "tensor arena")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "attnrun backend: %v\n", err)
+		os.Exit(1)
+	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
-		Plugins:         plugin.PluginSet{PluginName: &grpcPlugin{impl: impl, shm: shm, bell: bell}},
+		Plugins:         plugin.PluginSet{PluginName: &grpcPlugin{impl: impl, shm: shm, bell: bell, arena: arena}},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			opts = append(opts, grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))
 			return grpc.NewServer(opts...)

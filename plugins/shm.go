@@ -44,7 +44,9 @@ import (
 // Outputs are copied out of the region by the host into fresh tensors (or
 // the caller's bound ones) before Run returns, so results stay valid
 // whatever later Runs write: safer than handing out views, for one memcpy
-// per output. Large copies may use several threads (copyBytes).
+// per output. Large copies may use several threads (copyBytes). Inputs and
+// bound outputs the caller allocated in the session's tensor arena skip
+// the region and both copies (arena.go).
 //
 // Growth: when a Run's inputs plus its expected outputs exceed the region,
 // the host grows the memfd with ftruncate (doubling its size until they fit,
@@ -475,11 +477,13 @@ func overlaps(b, mem []byte) bool {
 	return b0 < m0+uintptr(len(mem)) && m0 < b0+uintptr(len(b))
 }
 
-// backendShm is a backend's mapping of the host's tensor region.
+// backendShm is a backend's mapping of the host's tensor region (or of the
+// session's tensor arena, arena.go: the same mapping on this side).
 type backendShm struct {
-	mu  sync.Mutex // held while a Run uses mem
-	fd  int
-	mem []byte
+	mu   sync.Mutex // held while a Run uses mem
+	what string     // "tensor region" or "tensor arena", for messages
+	fd   int
+	mem  []byte
 	// fence is the highest Run seq the host abandoned (Ping); such Runs
 	// must not touch the region.
 	fence uint64
@@ -500,16 +504,23 @@ func (b *backendShm) lockBefore(ctx context.Context) error {
 // backendShmFromEnv opens the region the host passed (SharedFDEnv); nil
 // without error when none was passed.
 func backendShmFromEnv() (*backendShm, error) {
-	fd, err := fdFromEnv(SharedFDEnv)
+	return backendMapFromEnv(SharedFDEnv, "tensor region")
+}
+
+// backendMapFromEnv maps the memfd whose descriptor the environment
+// variable env names (what names it in messages); nil without error when
+// none was passed.
+func backendMapFromEnv(env, what string) (*backendShm, error) {
+	fd, err := fdFromEnv(env)
 	if fd < 0 || err != nil {
 		return nil, err
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("tensor region (fd %d): %w", fd, err)
+		return nil, fmt.Errorf("%s (fd %d): %w", what, fd, err)
 	}
 	unix.CloseOnExec(fd)
-	b := &backendShm{fd: fd}
+	b := &backendShm{fd: fd, what: what}
 	if err := b.ensure(uint64(st.Size)); err != nil {
 		return nil, err
 	}
@@ -524,14 +535,14 @@ func (b *backendShm) ensure(size uint64) error {
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(b.fd, &st); err != nil {
-		return fmt.Errorf("tensor region: %w", err)
+		return fmt.Errorf("%s: %w", b.what, err)
 	}
 	if st.Size < 0 || size > uint64(st.Size) || size > uint64(^uint(0)>>1) {
-		return fmt.Errorf("tensor region: the host announced %d bytes, the memfd has %d", size, st.Size)
+		return fmt.Errorf("%s: the host announced %d bytes, the memfd has %d", b.what, size, st.Size)
 	}
 	mem, err := unix.Mmap(b.fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return fmt.Errorf("tensor region: mmap %d bytes: %w", size, err)
+		return fmt.Errorf("%s: mmap %d bytes: %w", b.what, size, err)
 	}
 	if b.mem != nil {
 		_ = unix.Munmap(b.mem)

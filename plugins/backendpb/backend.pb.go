@@ -112,9 +112,13 @@ func (x *Tensor) GetShm() *ShmRef {
 
 // ShmRef locates a tensor's bytes in the shared tensor region.
 type ShmRef struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Offset        uint64                 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
-	Length        uint64                 `protobuf:"varint,2,opt,name=length,proto3" json:"length,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Offset uint64                 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	Length uint64                 `protobuf:"varint,2,opt,name=length,proto3" json:"length,omitempty"`
+	// arena: the bytes lie in the session's tensor arena (ArenaFDEnv: memory
+	// the caller allocated through the session, shared by all its backend
+	// processes; see plugins/arena.go), not in this Run's region.
+	Arena         bool `protobuf:"varint,3,opt,name=arena,proto3" json:"arena,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +165,13 @@ func (x *ShmRef) GetLength() uint64 {
 		return x.Length
 	}
 	return 0
+}
+
+func (x *ShmRef) GetArena() bool {
+	if x != nil {
+		return x.Arena
+	}
+	return false
 }
 
 // SharedRun describes the shared tensor region for one Run: its current
@@ -942,7 +953,15 @@ type RunRequest struct {
 	// shm is set when the host uses the shared tensor region for this Run.
 	Shm *SharedRun `protobuf:"bytes,3,opt,name=shm,proto3" json:"shm,omitempty"`
 	// profile asks the backend to time this Run: RunResponse.profile.
-	Profile       bool `protobuf:"varint,4,opt,name=profile,proto3" json:"profile,omitempty"`
+	Profile bool `protobuf:"varint,4,opt,name=profile,proto3" json:"profile,omitempty"`
+	// bound lists the outputs the caller bound to tensors in the arena, each
+	// with its tensor's dtype, dims and arena ShmRef: the backend computes the
+	// output there (or copies it there when its dtype and dims match) and
+	// answers with that same ref.
+	Bound []*NamedTensor `protobuf:"bytes,5,rep,name=bound,proto3" json:"bound,omitempty"`
+	// arena_size is the arena's size when the Run was sent: every arena ref
+	// of the Run lies below it.
+	ArenaSize     uint64 `protobuf:"varint,6,opt,name=arena_size,json=arenaSize,proto3" json:"arena_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1003,6 +1022,20 @@ func (x *RunRequest) GetProfile() bool {
 		return x.Profile
 	}
 	return false
+}
+
+func (x *RunRequest) GetBound() []*NamedTensor {
+	if x != nil {
+		return x.Bound
+	}
+	return nil
+}
+
+func (x *RunRequest) GetArenaSize() uint64 {
+	if x != nil {
+		return x.ArenaSize
+	}
+	return 0
 }
 
 // Span is a stretch of a backend's wall-clock time: start in nanoseconds
@@ -1142,7 +1175,8 @@ type RunProfile struct {
 	// pid is the backend process that ran the partition.
 	Pid int64 `protobuf:"varint,5,opt,name=pid,proto3" json:"pid,omitempty"`
 	// outputs_in_place names, sorted, the outputs the backend computed
-	// straight into the shared region's output area (no copy into it).
+	// straight into the shared region's output area or into their bound
+	// tensors in the arena (no copy into either).
 	OutputsInPlace []string `protobuf:"bytes,6,rep,name=outputs_in_place,json=outputsInPlace,proto3" json:"outputs_in_place,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -1564,10 +1598,11 @@ const file_backend_proto_rawDesc = "" +
 	"\x04dims\x18\x02 \x03(\x03R\x04dims\x12\x10\n" +
 	"\x03raw\x18\x03 \x01(\fR\x03raw\x12\x18\n" +
 	"\astrings\x18\x04 \x03(\fR\astrings\x12,\n" +
-	"\x03shm\x18\x05 \x01(\v2\x1a.attnrun.backend.v1.ShmRefR\x03shm\"8\n" +
+	"\x03shm\x18\x05 \x01(\v2\x1a.attnrun.backend.v1.ShmRefR\x03shm\"N\n" +
 	"\x06ShmRef\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x16\n" +
-	"\x06length\x18\x02 \x01(\x04R\x06length\"o\n" +
+	"\x06length\x18\x02 \x01(\x04R\x06length\x12\x14\n" +
+	"\x05arena\x18\x03 \x01(\bR\x05arena\"o\n" +
 	"\tSharedRun\x12\x12\n" +
 	"\x04size\x18\x01 \x01(\x04R\x04size\x12\x1d\n" +
 	"\n" +
@@ -1623,13 +1658,16 @@ const file_backend_proto_rawDesc = "" +
 	"\x06domain\x18\x03 \x01(\tR\x06domain\"g\n" +
 	"\x0fCompileResponse\x12!\n" +
 	"\fpartition_id\x18\x01 \x01(\x04R\vpartitionId\x121\n" +
-	"\x05nodes\x18\x02 \x03(\v2\x1b.attnrun.backend.v1.NodeRefR\x05nodes\"\xb3\x01\n" +
+	"\x05nodes\x18\x02 \x03(\v2\x1b.attnrun.backend.v1.NodeRefR\x05nodes\"\x89\x02\n" +
 	"\n" +
 	"RunRequest\x12!\n" +
 	"\fpartition_id\x18\x01 \x01(\x04R\vpartitionId\x127\n" +
 	"\x06inputs\x18\x02 \x03(\v2\x1f.attnrun.backend.v1.NamedTensorR\x06inputs\x12/\n" +
 	"\x03shm\x18\x03 \x01(\v2\x1d.attnrun.backend.v1.SharedRunR\x03shm\x12\x18\n" +
-	"\aprofile\x18\x04 \x01(\bR\aprofile\"K\n" +
+	"\aprofile\x18\x04 \x01(\bR\aprofile\x125\n" +
+	"\x05bound\x18\x05 \x03(\v2\x1f.attnrun.backend.v1.NamedTensorR\x05bound\x12\x1d\n" +
+	"\n" +
+	"arena_size\x18\x06 \x01(\x04R\tarenaSize\"K\n" +
 	"\x04Span\x12\"\n" +
 	"\rstart_unix_ns\x18\x01 \x01(\x03R\vstartUnixNs\x12\x1f\n" +
 	"\vduration_ns\x18\x02 \x01(\x03R\n" +
@@ -1727,32 +1765,33 @@ var file_backend_proto_depIdxs = []int32{
 	12, // 6: attnrun.backend.v1.CompileResponse.nodes:type_name -> attnrun.backend.v1.NodeRef
 	3,  // 7: attnrun.backend.v1.RunRequest.inputs:type_name -> attnrun.backend.v1.NamedTensor
 	2,  // 8: attnrun.backend.v1.RunRequest.shm:type_name -> attnrun.backend.v1.SharedRun
-	15, // 9: attnrun.backend.v1.StepTiming.span:type_name -> attnrun.backend.v1.Span
-	15, // 10: attnrun.backend.v1.RunProfile.decode:type_name -> attnrun.backend.v1.Span
-	15, // 11: attnrun.backend.v1.RunProfile.run:type_name -> attnrun.backend.v1.Span
-	15, // 12: attnrun.backend.v1.RunProfile.encode:type_name -> attnrun.backend.v1.Span
-	16, // 13: attnrun.backend.v1.RunProfile.steps:type_name -> attnrun.backend.v1.StepTiming
-	3,  // 14: attnrun.backend.v1.RunResponse.outputs:type_name -> attnrun.backend.v1.NamedTensor
-	17, // 15: attnrun.backend.v1.RunResponse.profile:type_name -> attnrun.backend.v1.RunProfile
-	4,  // 16: attnrun.backend.v1.Backend.Info:input_type -> attnrun.backend.v1.InfoRequest
-	8,  // 17: attnrun.backend.v1.Backend.Capability:input_type -> attnrun.backend.v1.CapabilityRequest
-	11, // 18: attnrun.backend.v1.Backend.Compile:input_type -> attnrun.backend.v1.CompileRequest
-	14, // 19: attnrun.backend.v1.Backend.Run:input_type -> attnrun.backend.v1.RunRequest
-	19, // 20: attnrun.backend.v1.Backend.Release:input_type -> attnrun.backend.v1.ReleaseRequest
-	21, // 21: attnrun.backend.v1.Backend.Stats:input_type -> attnrun.backend.v1.StatsRequest
-	23, // 22: attnrun.backend.v1.Backend.Ping:input_type -> attnrun.backend.v1.PingRequest
-	6,  // 23: attnrun.backend.v1.Backend.Info:output_type -> attnrun.backend.v1.InfoResponse
-	10, // 24: attnrun.backend.v1.Backend.Capability:output_type -> attnrun.backend.v1.CapabilityResponse
-	13, // 25: attnrun.backend.v1.Backend.Compile:output_type -> attnrun.backend.v1.CompileResponse
-	18, // 26: attnrun.backend.v1.Backend.Run:output_type -> attnrun.backend.v1.RunResponse
-	20, // 27: attnrun.backend.v1.Backend.Release:output_type -> attnrun.backend.v1.ReleaseResponse
-	22, // 28: attnrun.backend.v1.Backend.Stats:output_type -> attnrun.backend.v1.StatsResponse
-	24, // 29: attnrun.backend.v1.Backend.Ping:output_type -> attnrun.backend.v1.PingResponse
-	23, // [23:30] is the sub-list for method output_type
-	16, // [16:23] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	3,  // 9: attnrun.backend.v1.RunRequest.bound:type_name -> attnrun.backend.v1.NamedTensor
+	15, // 10: attnrun.backend.v1.StepTiming.span:type_name -> attnrun.backend.v1.Span
+	15, // 11: attnrun.backend.v1.RunProfile.decode:type_name -> attnrun.backend.v1.Span
+	15, // 12: attnrun.backend.v1.RunProfile.run:type_name -> attnrun.backend.v1.Span
+	15, // 13: attnrun.backend.v1.RunProfile.encode:type_name -> attnrun.backend.v1.Span
+	16, // 14: attnrun.backend.v1.RunProfile.steps:type_name -> attnrun.backend.v1.StepTiming
+	3,  // 15: attnrun.backend.v1.RunResponse.outputs:type_name -> attnrun.backend.v1.NamedTensor
+	17, // 16: attnrun.backend.v1.RunResponse.profile:type_name -> attnrun.backend.v1.RunProfile
+	4,  // 17: attnrun.backend.v1.Backend.Info:input_type -> attnrun.backend.v1.InfoRequest
+	8,  // 18: attnrun.backend.v1.Backend.Capability:input_type -> attnrun.backend.v1.CapabilityRequest
+	11, // 19: attnrun.backend.v1.Backend.Compile:input_type -> attnrun.backend.v1.CompileRequest
+	14, // 20: attnrun.backend.v1.Backend.Run:input_type -> attnrun.backend.v1.RunRequest
+	19, // 21: attnrun.backend.v1.Backend.Release:input_type -> attnrun.backend.v1.ReleaseRequest
+	21, // 22: attnrun.backend.v1.Backend.Stats:input_type -> attnrun.backend.v1.StatsRequest
+	23, // 23: attnrun.backend.v1.Backend.Ping:input_type -> attnrun.backend.v1.PingRequest
+	6,  // 24: attnrun.backend.v1.Backend.Info:output_type -> attnrun.backend.v1.InfoResponse
+	10, // 25: attnrun.backend.v1.Backend.Capability:output_type -> attnrun.backend.v1.CapabilityResponse
+	13, // 26: attnrun.backend.v1.Backend.Compile:output_type -> attnrun.backend.v1.CompileResponse
+	18, // 27: attnrun.backend.v1.Backend.Run:output_type -> attnrun.backend.v1.RunResponse
+	20, // 28: attnrun.backend.v1.Backend.Release:output_type -> attnrun.backend.v1.ReleaseResponse
+	22, // 29: attnrun.backend.v1.Backend.Stats:output_type -> attnrun.backend.v1.StatsResponse
+	24, // 30: attnrun.backend.v1.Backend.Ping:output_type -> attnrun.backend.v1.PingResponse
+	24, // [24:31] is the sub-list for method output_type
+	17, // [17:24] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_backend_proto_init() }

@@ -137,7 +137,7 @@ func start(ctx context.Context, name string, opts *Options, found func(path stri
 // launchSpec says how to start the named backend, and the plugin's path
 // ("" for cpu).
 func launchSpec(name string, opts *Options) (plugins.LaunchSpec, string, error) {
-	spec := plugins.LaunchSpec{Name: name, Logger: plugins.NewLogger(logWriter{opts.Logf}), Budget: opts.budget}
+	spec := plugins.LaunchSpec{Name: name, Logger: plugins.NewLogger(logWriter{opts.Logf}), Budget: opts.budget, Arena: opts.arena}
 	if opts.NoSharedMemory {
 		spec.SharedBytes = -1
 	}

@@ -143,6 +143,9 @@ type Options struct {
 
 	// budget is the host's side of MaxMemoryBytes (set by defaults).
 	budget *budget.Budget
+	// arena is the session's tensor arena (NewTensor), passed to every
+	// backend process; nil in process or without shared memory.
+	arena *plugins.Arena
 }
 
 func (o *Options) defaults() error {

@@ -17,12 +17,14 @@
 // The files: options.go (Options), backend.go (backend processes: launch,
 // watch, restart, close), pool.go (each backend's instances),
 // partition.go (assigning nodes to backends and cutting partitions), run.go
-// (Run), list.go (ListBackends).
+// (Run), tensors.go (NewTensor: tensors the backends share), list.go
+// (ListBackends).
 package session
 
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -152,6 +154,12 @@ func openModel(ctx context.Context, m *ir.Model, opts Options, weights *onnx.Wei
 	}
 	if s.runModel, err = withExtraOutputs(runBase, s.prog, extra); err != nil {
 		return nil, err
+	}
+	if !opts.InProcess && !opts.NoSharedMemory && os.Getenv(plugins.NoSharedMemoryEnv) != "1" {
+		// One arena for every backend process of the session (NewTensor).
+		if s.opts.arena, err = plugins.NewArena(0, opts.budget); err != nil {
+			return nil, err
+		}
 	}
 	s.bg, s.cancelBG = context.WithCancel(context.Background())
 	for _, vi := range m.Graph.Inputs {
@@ -349,6 +357,7 @@ func (s *Session) Close() error {
 		if s.weights != nil {
 			s.weights.Close()
 		}
+		s.opts.arena.Close() // unmapped once the caller frees its last tensor there
 	})
 	return nil
 }

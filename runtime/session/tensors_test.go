@@ -1,0 +1,150 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/runtime/budget"
+	"gorgonia.org/tensor"
+)
+
+// sharedCopy returns a copy of d made by s.NewTensor.
+func sharedCopy(t *testing.T, s *Session, d *tensor.Dense) *tensor.Dense {
+	t.Helper()
+	c, err := s.NewTensor(d.Dtype(), d.Shape()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(c.Data().([]float32), d.Data().([]float32))
+	return c
+}
+
+// TestNewTensorRuns runs the tiny model with its inputs and its bound
+// output made by NewTensor, in sessions of each kind, and checks the output
+// and the path the tensors took: by reference (the profile's InputsShared
+// and OutputsShared) where the session has backend processes with shared
+// memory, the ordinary way otherwise. With the picky plugin the model runs
+// as three partitions on two backend processes, both mapping the arena.
+func TestNewTensorRuns(t *testing.T) {
+	cases := []struct {
+		name string
+		opts func(t *testing.T) Options
+		// wantIn is the first partition's InputsShared, wantOut the last
+		// one's OutputsShared.
+		wantIn, wantOut []string
+		shared          bool // NewTensor's memory is the arena's
+	}{
+		{name: "backend process", opts: func(*testing.T) Options { return Options{} }, wantIn: []string{"r", "x"}, wantOut: []string{"y"}, shared: true},
+		{name: "two instances", opts: func(*testing.T) Options { return Options{Instances: 2} }, wantIn: []string{"r", "x"}, wantOut: []string{"y"}, shared: true},
+		{name: "two backends", opts: func(t *testing.T) Options { return Options{Backend: "picky", PluginDir: pluginDir(t)} }, wantIn: []string{"x"}, wantOut: []string{"y"}, shared: true},
+		{name: "in process", opts: func(*testing.T) Options { return Options{InProcess: true} }},
+		{name: "no shared memory", opts: func(*testing.T) Options { return Options{NoSharedMemory: true} }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, _ := openTiny(t, c.opts(t))
+			in, want := tinyInputs()
+			for name, d := range in {
+				in[name] = sharedCopy(t, s, d)
+			}
+			y, err := s.NewTensor(tensor.Float32, 2, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.opts.arena.Contains(ir.BytesOf(y.Data())); got != c.shared {
+				t.Errorf("NewTensor's memory in the arena: %v, want %v", got, c.shared)
+			}
+			for run := range 3 {
+				prof := &Profile{}
+				out, err := s.RunWith(context.Background(), in, RunOptions{Into: map[string]*tensor.Dense{"y": y}, Profile: prof})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if out["y"] != y {
+					t.Fatalf("run %d: y is not the bound tensor", run)
+				}
+				checkClose(t, "y", y, []int{2, 3}, want, 1e-6)
+				parts := prof.Runs[0].Partitions
+				first, last := parts[0], parts[len(parts)-1]
+				if !slices.Equal(first.InputsShared, c.wantIn) || !slices.Equal(last.OutputsShared, c.wantOut) {
+					t.Errorf("run %d: inputs shared %q, outputs shared %q; want %q, %q", run, first.InputsShared, last.OutputsShared, c.wantIn, c.wantOut)
+				}
+				clear(y.Data().([]float32))
+			}
+			for _, d := range []*tensor.Dense{in["x"], in["r"], y} {
+				if err := s.FreeTensor(d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.shared {
+				if err := s.FreeTensor(y); err == nil {
+					t.Error("freeing a tensor twice: no error")
+				}
+				if err := s.FreeTensor(dense([]int{2}, []float32{1, 2})); err == nil {
+					t.Error("freeing a tensor NewTensor did not make: no error")
+				}
+				if n := s.opts.arena.Size(); n != 0 {
+					t.Errorf("every tensor freed, yet the arena holds %d bytes", n)
+				}
+			}
+		})
+	}
+}
+
+// TestNewTensorErrors: element types that cannot be shared, negative or
+// oversized shapes, the memory budget and a closed session are errors that
+// say so; a tensor made before Close stays usable until it is freed.
+func TestNewTensorErrors(t *testing.T) {
+	s, _ := openTiny(t, Options{MaxTensorBytes: 1 << 20, MaxMemoryBytes: 64 << 20})
+	for _, c := range []struct {
+		dt    tensor.Dtype
+		shape []int
+		want  string
+	}{
+		{tensor.String, []int{2}, "cannot be shared"},
+		{tensor.Complex64, []int{2}, "cannot be shared"},
+		{tensor.Float32, []int{2, -1}, "negative dimension"},
+		{tensor.Float32, []int{1024, 1024}, "larger than the 1048576-byte limit"},
+	} {
+		if _, err := s.NewTensor(c.dt, c.shape...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("NewTensor(%v, %v): %v, want an error containing %q", c.dt, c.shape, err, c.want)
+		}
+	}
+	// The budget: the region, weights and plans hold some of the 64 MiB.
+	var held []*tensor.Dense
+	var err error
+	for range 100 {
+		var d *tensor.Dense
+		if d, err = s.NewTensor(tensor.Float32, 256, 1024); err != nil {
+			break
+		}
+		held = append(held, d)
+	}
+	if !errors.Is(err, budget.ErrExceeded) {
+		t.Errorf("NewTensor past the memory budget: %v, want %v", err, budget.ErrExceeded)
+	}
+	for _, d := range held {
+		if err := s.FreeTensor(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept, err := s.NewTensor(tensor.Int64, 3, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept.Data().([]int64)[14] = 42
+	s.Close()
+	if _, err := s.NewTensor(tensor.Float32, 4); err == nil {
+		t.Error("NewTensor after Close: no error")
+	}
+	if v := kept.Data().([]int64)[14]; v != 42 {
+		t.Errorf("a tensor kept past Close reads %d, want 42", v)
+	}
+	if err := s.FreeTensor(kept); err != nil {
+		t.Errorf("FreeTensor after Close: %v", err)
+	}
+}
