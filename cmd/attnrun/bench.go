@@ -44,16 +44,21 @@ type benchResult struct {
 	// Outputs is "bound" (written into tensors bound once, like ONNX
 	// Runtime's IOBinding) or "fresh" (new tensors every run,
 	// --fresh-outputs).
-	Outputs string            `json:"outputs"`
-	Inputs  map[string]string `json:"inputs"`
-	Iters   int               `json:"iters"`
-	Warmup  int               `json:"warmup"`
-	P50ms   float64           `json:"p50_ms"`
-	P90ms   float64           `json:"p90_ms"`
-	P99ms   float64           `json:"p99_ms"`
-	Minms   float64           `json:"min_ms"`
-	Maxms   float64           `json:"max_ms"`
-	Meanms  float64           `json:"mean_ms"`
+	Outputs string `json:"outputs"`
+	// SharedTensors is set when the inputs and bound outputs were
+	// tensors in the session's arena (session.Session.NewTensor), passed to
+	// the backend process by reference; false with --heap-tensors (every
+	// run copies them through the region), --no-shm and --in-process.
+	SharedTensors bool              `json:"shared_tensors"`
+	Inputs        map[string]string `json:"inputs"`
+	Iters         int               `json:"iters"`
+	Warmup        int               `json:"warmup"`
+	P50ms         float64           `json:"p50_ms"`
+	P90ms         float64           `json:"p90_ms"`
+	P99ms         float64           `json:"p99_ms"`
+	Minms         float64           `json:"min_ms"`
+	Maxms         float64           `json:"max_ms"`
+	Meanms        float64           `json:"mean_ms"`
 	// Stddevms is the sample standard deviation (n-1) of the timed runs'
 	// latencies (0 for one run).
 	Stddevms float64 `json:"stddev_ms"`
@@ -75,7 +80,7 @@ type benchResult struct {
 func newBenchCmd(g *globalFlags) *cobra.Command {
 	var in inputFlags
 	var iters, warmup, instances, callers int
-	var asJSON, noShm, freshOutputs, quiet, inProcess bool
+	var asJSON, noShm, freshOutputs, quiet, inProcess, heapTensors bool
 	var profilePath string
 	cmd := &cobra.Command{
 		Use:   "bench MODEL.onnx --input NAME=SOURCE ... [--iters N] [--warmup N]",
@@ -91,6 +96,10 @@ is a terminal, and never with --json or --quiet.
 The outputs of the first run are bound (session.RunOptions.Into, like ONNX
 Runtime's IOBinding) and every later run writes into them, as a serving
 loop would; --fresh-outputs gives every run new output tensors instead.
+The inputs and the bound outputs are tensors in the memory the backend
+processes share (session.Session.NewTensor, like IOBinding's device
+tensors): runs pass them by reference. --heap-tensors keeps them in Go
+memory instead, which every run copies into and out of the backend's region.
 
 --instances N runs N instances of each backend (session.Options.Instances:
 N backend processes, each with the model compiled, --threads threads each)
@@ -142,8 +151,16 @@ op type and node on stderr, and a Chrome trace-event JSON in FILE.`,
 			}
 			inputs := make(map[string]*tensor.Dense, len(loaded))
 			shapes := make(map[string]string, len(loaded))
+			var shared *sharedTensors
+			if !heapTensors && !noShm && !inProcess {
+				shared = &sharedTensors{s: s}
+				defer shared.free()
+			}
 			for name, t := range loaded {
 				d, err := ir.ToDense(t)
+				if err == nil {
+					d, err = shared.copyOf(d)
+				}
 				if err != nil {
 					return fmt.Errorf("input %q: %w", name, err)
 				}
@@ -159,7 +176,7 @@ op type and node on stderr, and a Chrome trace-event JSON in FILE.`,
 				prof = &session.Profile{}
 			}
 			bellBefore := doorbellRuns(s)
-			times, wall, err := benchLoop(ctx, s, inputs, warmup, iters, callers, !freshOutputs, bar, prof)
+			times, wall, err := benchLoop(ctx, s, inputs, warmup, iters, callers, !freshOutputs, shared, bar, prof)
 			bar.finish()
 			if err != nil {
 				return err
@@ -169,6 +186,7 @@ op type and node on stderr, and a Chrome trace-event JSON in FILE.`,
 			res.Model, res.Inputs, res.Iters, res.Warmup = args[0], shapes, iters, warmup
 			res.Instances, res.Callers, res.InProcess = instances, callers, inProcess
 			res.Backend, res.Transport, res.Outputs = g.backend, "shm", "bound"
+			res.SharedTensors = shared != nil
 			res.Precision, _ = ops.ParsePrecision(g.precision)
 			if freshOutputs {
 				res.Outputs = "fresh"
@@ -228,6 +246,7 @@ op type and node on stderr, and a Chrome trace-event JSON in FILE.`,
 	cmd.Flags().IntVar(&instances, "instances", 1, "instances of each backend (each a process with the model compiled, --threads threads each)")
 	cmd.Flags().IntVar(&callers, "callers", 0, "goroutines calling Run at the same time (default: --instances)")
 	cmd.Flags().BoolVar(&inProcess, "in-process", false, "run the CPU backend inside attnrun (no process, no crash isolation)")
+	cmd.Flags().BoolVar(&heapTensors, "heap-tensors", false, "keep the inputs and bound outputs in Go memory (every run copies them through the backend's region) instead of in the memory the backends share")
 	cmd.Flags().StringVar(&profilePath, "profile", "", "profile the timed runs (of every caller): print time per op type and node (stderr) and write a Chrome trace-event JSON to this file")
 	return cmd
 }
@@ -235,9 +254,10 @@ op type and node on stderr, and a Chrome trace-event JSON in FILE.`,
 // benchLoop runs warmup untimed runs and then iters timed ones, from
 // callers goroutines at once, returning each timed run's duration and the
 // wall time of the timed runs. With bind, each caller binds its first run's
-// outputs and writes its later runs into them. With prof, the timed runs
-// (every caller's) are profiled into it, in the order they started.
-func benchLoop(ctx context.Context, s *session.Session, inputs map[string]*tensor.Dense, warmup, iters, callers int, bind bool, bar *progress, prof *session.Profile) ([]time.Duration, time.Duration, error) {
+// outputs and writes its later runs into them: copies made by shared when
+// it is set. With prof, the timed runs (every caller's) are profiled into
+// it, in the order they started.
+func benchLoop(ctx context.Context, s *session.Session, inputs map[string]*tensor.Dense, warmup, iters, callers int, bind bool, shared *sharedTensors, bar *progress, prof *session.Profile) ([]time.Duration, time.Duration, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	ros := make([]session.RunOptions, callers) // each caller's bound outputs and profile
@@ -260,7 +280,10 @@ func benchLoop(ctx context.Context, s *session.Session, inputs map[string]*tenso
 						return
 					}
 					if bind && ros[c].Into == nil {
-						ros[c].Into = bindable(out)
+						if ros[c].Into, err = shared.copies(bindable(out)); err != nil {
+							cancel(fmt.Errorf("binding the outputs of run %d: %w", first+i, err))
+							return
+						}
 					}
 					mu.Lock()
 					if timed {
@@ -305,6 +328,60 @@ func bindable(out map[string]*tensor.Dense) map[string]*tensor.Dense {
 		}
 	}
 	return into
+}
+
+// sharedTensors makes bench's inputs and bound outputs in the session's
+// arena (Session.NewTensor) and frees them at the end. A nil
+// *sharedTensors leaves tensors where they are.
+type sharedTensors struct {
+	s    *session.Session
+	mu   sync.Mutex
+	made []*tensor.Dense
+}
+
+// copyOf returns a copy of d in the arena (d itself when sh is nil).
+func (sh *sharedTensors) copyOf(d *tensor.Dense) (*tensor.Dense, error) {
+	if sh == nil {
+		return d, nil
+	}
+	c, err := sh.s.NewTensor(d.Dtype(), d.Shape()...)
+	if err != nil {
+		return nil, err
+	}
+	sh.mu.Lock()
+	sh.made = append(sh.made, c)
+	sh.mu.Unlock()
+	if src, dst := ir.BytesOf(d.Data()), ir.BytesOf(c.Data()); len(src) == len(dst) {
+		copy(dst, src)
+		return c, nil
+	}
+	return nil, fmt.Errorf("copying a %v tensor of shape %v into shared memory", d.Dtype(), d.Shape())
+}
+
+// copies returns copyOf of every tensor of m.
+func (sh *sharedTensors) copies(m map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
+	if sh == nil {
+		return m, nil
+	}
+	out := make(map[string]*tensor.Dense, len(m))
+	for name, d := range m {
+		c, err := sh.copyOf(d)
+		if err != nil {
+			return nil, fmt.Errorf("output %q: %w", name, err)
+		}
+		out[name] = c
+	}
+	return out, nil
+}
+
+// free gives back every tensor made.
+func (sh *sharedTensors) free() {
+	if sh == nil {
+		return
+	}
+	for _, d := range sh.made {
+		_ = sh.s.FreeTensor(d)
+	}
 }
 
 // summarize computes the latency statistics of times (not empty).
@@ -356,7 +433,11 @@ func printBench(w io.Writer, r *benchResult) {
 	}
 	fmt.Fprintf(w, "model:      %s\n", r.Model)
 	fmt.Fprintf(w, "inputs:     %s\n", strings.Join(ins, ", "))
-	fmt.Fprintf(w, "backend:    %s (blas %s, %d threads, %s products, tensors via %s, runs via %s, %s outputs)\n", r.Backend, r.BLAS, r.Threads, r.Precision, r.Transport, r.RunsVia, r.Outputs)
+	transport := r.Transport
+	if r.SharedTensors {
+		transport += ", inputs and bound outputs shared"
+	}
+	fmt.Fprintf(w, "backend:    %s (blas %s, %d threads, %s products, tensors via %s, runs via %s, %s outputs)\n", r.Backend, r.BLAS, r.Threads, r.Precision, transport, r.RunsVia, r.Outputs)
 	fmt.Fprintf(w, "runs:       %d timed after %d warmup\n", r.Iters, r.Warmup)
 	if r.Instances > 1 || r.Callers > 1 || r.InProcess {
 		where := "backend processes"

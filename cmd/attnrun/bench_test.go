@@ -60,11 +60,12 @@ func TestSummarize(t *testing.T) {
 }
 
 // TestBenchJSON runs `attnrun bench --iters 5 --json` on a model and parses
-// the last line of stdout.
+// the last line of stdout: by default the inputs and bound outputs are
+// shared tensors (Session.NewTensor), not with --no-shm or --heap-tensors.
 func TestBenchJSON(t *testing.T) {
 	bin := binPath
 	model := filepath.Join("..", "..", "models", "s003_self_attention", "model.onnx")
-	for _, extra := range [][]string{nil, {"--no-shm", "--threads", "1", "--fresh-outputs"}} {
+	for _, extra := range [][]string{nil, {"--no-shm", "--threads", "1", "--fresh-outputs"}, {"--heap-tensors"}} {
 		args := append([]string{"bench", model, "--input", "x=random:3x32", "--iters", "5", "--warmup", "2", "--json"}, extra...)
 		var r struct {
 			P50ms     float64  `json:"p50_ms"`
@@ -83,6 +84,7 @@ func TestBenchJSON(t *testing.T) {
 			Transport string   `json:"transport"`
 			RunsVia   string   `json:"runs_via"`
 			Outputs   string   `json:"outputs"`
+			Shared    bool     `json:"shared_tensors"`
 		}
 		stderr := benchJSON(t, bin, args, &r)
 		if r.P99ms < r.P90ms || r.Maxms < r.P99ms || r.Stddevms == nil || *r.Stddevms < 0 || *r.Stddevms > r.Maxms-r.Minms {
@@ -92,14 +94,14 @@ func TestBenchJSON(t *testing.T) {
 			t.Errorf("fields not positive or out of order: %+v", r)
 		}
 		wantTransport, wantRunsVia, wantOutputs := "shm", "doorbell", "bound"
-		if extra != nil {
+		if len(extra) > 1 {
 			wantTransport, wantRunsVia, wantOutputs = "inline", "grpc", "fresh"
 			if r.Threads != 1 {
 				t.Errorf("threads %d, want 1", r.Threads)
 			}
 		}
-		if r.Iters != 5 || r.Backend != "cpu" || r.BLAS == "" || r.Transport != wantTransport || r.RunsVia != wantRunsVia || r.Outputs != wantOutputs {
-			t.Errorf("iters %d, backend %q, blas %q, transport %q, runs via %q, outputs %q", r.Iters, r.Backend, r.BLAS, r.Transport, r.RunsVia, r.Outputs)
+		if r.Iters != 5 || r.Backend != "cpu" || r.BLAS == "" || r.Transport != wantTransport || r.RunsVia != wantRunsVia || r.Outputs != wantOutputs || r.Shared != (extra == nil) {
+			t.Errorf("iters %d, backend %q, blas %q, transport %q, runs via %q, outputs %q, shared tensors %v", r.Iters, r.Backend, r.BLAS, r.Transport, r.RunsVia, r.Outputs, r.Shared)
 		}
 		if stderr != "" {
 			t.Errorf("stderr is not a terminal, yet it got %q", stderr)

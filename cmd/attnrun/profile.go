@@ -54,12 +54,21 @@ one for the host.`,
 			if err != nil {
 				return err
 			}
+			// As bench does: inputs and bound outputs in the memory the
+			// backends share (ordinary tensors in process).
+			shared := &sharedTensors{s: s}
+			defer shared.free()
+			for name, d := range inputs {
+				if inputs[name], err = shared.copyOf(d); err != nil {
+					return fmt.Errorf("input %q: %w", name, err)
+				}
+			}
 			prof := &session.Profile{}
 			var bar *progress
 			if w := cmd.ErrOrStderr(); isTerminal(w) {
 				bar = newProgress(w, "profile", warmup+iters)
 			}
-			_, _, err = benchLoop(ctx, s, inputs, warmup, iters, 1, true, bar, prof)
+			_, _, err = benchLoop(ctx, s, inputs, warmup, iters, 1, true, shared, bar, prof)
 			bar.finish()
 			if err != nil {
 				return err
