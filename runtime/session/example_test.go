@@ -55,6 +55,42 @@ func ExampleOpen() {
 	// y[0, 0, :3] = [-0.1128 0.0330 -0.2186]
 }
 
+// Tensors the backends share: an input and a bound output made by
+// NewTensor live in memory the backend process maps too, so the Run
+// passes them by reference instead of copying them into and out of the
+// backend's region. The profile says which tensors took that path.
+func ExampleSession_NewTensor() {
+	ctx := context.Background()
+	s, err := session.Open(ctx, model, session.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+
+	x, err := s.NewTensor(tensor.Float32, 1, 4, 32)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.FreeTensor(x)
+	y, err := s.NewTensor(tensor.Float32, 1, 4, 32)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.FreeTensor(y)
+	copy(x.Data().([]float32), input(4, 0).Data().([]float32))
+
+	prof := &session.Profile{}
+	if _, err := s.RunWith(ctx, map[string]*tensor.Dense{"x": x}, session.RunOptions{Into: map[string]*tensor.Dense{"y": y}, Profile: prof}); err != nil {
+		log.Fatal(err)
+	}
+	p := prof.Runs[0].Partitions[0]
+	fmt.Println("passed by reference:", p.InputsShared, p.OutputsShared)
+	fmt.Printf("y[0, 0, :3] = %.4f\n", y.Data().([]float32)[:3])
+	// Output:
+	// passed by reference: [x] [y]
+	// y[0, 0, :3] = [-0.1128 0.0330 -0.2186]
+}
+
 // Bound outputs: RunWith writes the outputs named in RunOptions.Into into
 // tensors the caller allocated once (like ONNX Runtime's IOBinding), so a
 // loop of runs allocates no output memory.
