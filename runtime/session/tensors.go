@@ -85,6 +85,17 @@ func (s *Session) FreeTensor(t *tensor.Dense) error {
 	return nil
 }
 
+// SharedTensorBytes is what the session's tensor arena holds, in bytes
+// (its file's size, counted against Options.MaxMemoryBytes): 0 when no
+// tensor NewTensor made is live, nor held by a Run abandoned by its
+// context whose backend has not yet let go of it; 0 without an arena.
+func (s *Session) SharedTensorBytes() int64 {
+	if s.opts.arena == nil {
+		return 0
+	}
+	return s.opts.arena.Size()
+}
+
 // maxTensorBytes is Options.MaxTensorBytes or its default.
 func (s *Session) maxTensorBytes() int64 {
 	if s.opts.MaxTensorBytes > 0 {

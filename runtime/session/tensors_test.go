@@ -58,6 +58,9 @@ func TestNewTensorRuns(t *testing.T) {
 			if got := s.opts.arena.Contains(ir.BytesOf(y.Data())); got != c.shared {
 				t.Errorf("NewTensor's memory in the arena: %v, want %v", got, c.shared)
 			}
+			if held := s.SharedTensorBytes(); (held > 0) != c.shared {
+				t.Errorf("the arena holds %d bytes with three tensors made (shared memory: %v)", held, c.shared)
+			}
 			for run := range 3 {
 				prof := &Profile{}
 				out, err := s.RunWith(context.Background(), in, RunOptions{Into: map[string]*tensor.Dense{"y": y}, Profile: prof})
@@ -87,7 +90,7 @@ func TestNewTensorRuns(t *testing.T) {
 				if err := s.FreeTensor(dense([]int{2}, []float32{1, 2})); err == nil {
 					t.Error("freeing a tensor NewTensor did not make: no error")
 				}
-				if n := s.opts.arena.Size(); n != 0 {
+				if n := s.SharedTensorBytes(); n != 0 {
 					t.Errorf("every tensor freed, yet the arena holds %d bytes", n)
 				}
 			}

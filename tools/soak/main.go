@@ -3,7 +3,10 @@
 // shapes of them from many goroutines, and meanwhile a chaos loop SIGKILLs
 // backends, SIGSTOPs them (and SIGCONTs them after a random while, some
 // after the health check has given up on them) and the callers cancel
-// contexts and set short deadlines. Every answer is compared bit for bit
+// contexts and set short deadlines. Half the calls pass their inputs and
+// bind their outputs as tensors made by Session.NewTensor (shared with the
+// backends) and free them at once, whatever the call's fate; at the end
+// every session's arena must be empty again. Every answer is compared bit for bit
 // with a reference computed before the chaos starts on a separate, healthy
 // session; every call has a watchdog. At the end it compares the host's file
 // descriptors, backend processes, go-plugin temporary directories and
@@ -230,7 +233,13 @@ func call(tc *testCase, r *rand.Rand, chaos bool, inFlight *atomic.Int64, c *cou
 	defer cancel()
 	start := time.Now()
 	inFlight.Store(start.UnixNano())
-	out, err := tc.s.Run(ctx, tc.in)
+	var out map[string]*tensor.Dense
+	var err error
+	if r.IntN(2) == 0 {
+		out, err = tc.s.Run(ctx, tc.in)
+	} else {
+		out, err = runShared(ctx, tc)
+	}
 	took := time.Since(start)
 	inFlight.Store(0)
 	switch {
@@ -261,6 +270,55 @@ func call(tc *testCase, r *rand.Rand, chaos bool, inFlight *atomic.Int64, c *cou
 		c.other.Add(1)
 		c.note(&c.otherErrs, fmt.Sprintf("%s %s: %v", tc.model, tc.shape, err))
 	}
+}
+
+// runShared runs tc with its inputs and outputs in tensors made by
+// NewTensor, freed before it returns (an abandoned run's stay held by the
+// arena until its backend lets go): the outputs it returns are copies.
+func runShared(ctx context.Context, tc *testCase) (map[string]*tensor.Dense, error) {
+	var made []*tensor.Dense
+	defer func() {
+		for _, d := range made {
+			if err := tc.s.FreeTensor(d); err != nil {
+				panic(fmt.Sprintf("soak: FreeTensor: %v", err))
+			}
+		}
+	}()
+	share := func(d *tensor.Dense) (*tensor.Dense, error) {
+		c, err := tc.s.NewTensor(d.Dtype(), d.Shape()...)
+		if err != nil {
+			return nil, err
+		}
+		made = append(made, c)
+		copy(ir.BytesOf(c.Data()), ir.BytesOf(d.Data()))
+		return c, nil
+	}
+	in := make(map[string]*tensor.Dense, len(tc.in))
+	for name, d := range tc.in {
+		c, err := share(d)
+		if err != nil {
+			return nil, err
+		}
+		in[name] = c
+	}
+	into := make(map[string]*tensor.Dense, len(tc.want))
+	for name, w := range tc.want {
+		c, err := tc.s.NewTensor(w.Dtype(), w.Shape()...)
+		if err != nil {
+			return nil, err
+		}
+		made = append(made, c)
+		into[name] = c
+	}
+	out, err := tc.s.RunWith(ctx, in, session.RunOptions{Into: into})
+	if err != nil {
+		return nil, err
+	}
+	copies := make(map[string]*tensor.Dense, len(out))
+	for name, d := range out {
+		copies[name] = d.Clone().(*tensor.Dense)
+	}
+	return copies, nil
 }
 
 // chaosError reports whether err is what a backend killed or stopped by
@@ -443,12 +501,21 @@ func settle(cases []*testCase) {
 		}
 	}
 	time.Sleep(500 * time.Millisecond) // drains and reaping finish
+	// An abandoned run's shared tensors go back once its drain ends: at
+	// most PingTimeout, and the kill of a backend that did not answer.
+	deadline := time.Now().Add(plugins.PingTimeout + 5*time.Second)
+	for _, tc := range cases {
+		for tc.s.SharedTensorBytes() != 0 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }
 
 // usage is a snapshot of the resources the soak watches.
 type usage struct {
 	fds, procs, tmpDirs  int
 	hostRSS, backendsRSS int64
+	sharedBytes          int64 // what the sessions' tensor arenas hold
 }
 
 func measure(cases []*testCase, tmp string) usage {
@@ -465,6 +532,13 @@ func measure(cases []*testCase, tmp string) usage {
 	}
 	if m, err := filepath.Glob(filepath.Join(tmp, "*")); err == nil {
 		u.tmpDirs = len(m)
+	}
+	seen := map[*session.Session]bool{}
+	for _, tc := range cases {
+		if !seen[tc.s] {
+			seen[tc.s] = true
+			u.sharedBytes += tc.s.SharedTensorBytes()
+		}
 	}
 	return u
 }
@@ -525,6 +599,7 @@ func report(cfg config, c *counters, warmCalls int64, base, end usage, lifecycle
 	fmt.Printf("  temp dirs      %12d  %16d\n", base.tmpDirs, end.tmpDirs)
 	fmt.Printf("  host RSS       %12s  %16s     %+.1f%%\n", mib(base.hostRSS), mib(end.hostRSS), growth(base.hostRSS, end.hostRSS))
 	fmt.Printf("  backends RSS   %12s  %16s     %+.1f%%\n", mib(base.backendsRSS), mib(end.backendsRSS), growth(base.backendsRSS, end.backendsRSS))
+	fmt.Printf("  arenas held    %12d  %16d     (bytes of shared tensors, all freed: must be 0)\n", base.sharedBytes, end.sharedBytes)
 	var problems []string
 	if c.wrong.Load() > 0 {
 		problems = append(problems, fmt.Sprintf("%d wrong answers: %s", c.wrong.Load(), strings.Join(c.wrongs, "; ")))
@@ -537,6 +612,9 @@ func report(cfg config, c *counters, warmCalls int64, base, end usage, lifecycle
 	}
 	if c.ok.Load() == 0 {
 		problems = append(problems, "no call succeeded")
+	}
+	if end.sharedBytes != 0 {
+		problems = append(problems, fmt.Sprintf("the sessions' tensor arenas still hold %d bytes with every shared tensor freed", end.sharedBytes))
 	}
 	for _, g := range []struct {
 		what string
