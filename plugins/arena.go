@@ -35,7 +35,8 @@ import (
 // One arena per session: a memfd that Launch passes to every backend
 // process of the session (ArenaFDEnv), its instances and restarts
 // included, beside each process's own region. The host maps it once over
-// its whole reserved size, so that the caller's tensors never move; the
+// its whole limit (the memory budget's: addresses only), so that the
+// caller's tensors never move; the
 // file grows (ftruncate) as tensors are allocated, and nothing touches the
 // mapping beyond the file's size. A backend maps what each Run announces
 // (RunRequest.arena_size), under its region's lock, remapping when the
@@ -94,14 +95,14 @@ type arenaBlock struct {
 }
 
 // NewArena creates an arena that may grow to limit bytes, its bytes
-// reserved from b (nil: no budget). limit 0 is DefaultSharedMaxBytes, or
-// less: the budget's limit, or an eighth of the process's address-space
-// limit (ulimit -v), as the host maps the whole of it at its first Alloc.
+// reserved from b (nil: no budget). limit 0 is the budget's limit (without
+// one, the machine's memory: budget.Machine), at most an eighth of the
+// process's address-space limit (ulimit -v), as the host reserves
+// addresses for the whole of it at its first Alloc.
 func NewArena(limit int64, b *budget.Budget) (*Arena, error) {
 	if limit <= 0 {
-		limit = DefaultSharedMaxBytes
-		if l := b.Limit(); l > 0 && l < limit {
-			limit = l
+		if limit = b.Limit(); limit <= 0 {
+			limit, _ = budget.Machine()
 		}
 		var rl unix.Rlimit
 		if unix.Getrlimit(unix.RLIMIT_AS, &rl) == nil && rl.Cur != unix.RLIM_INFINITY && int64(rl.Cur/8) < limit {
