@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/runtime/budget"
@@ -149,5 +150,88 @@ func TestNewTensorErrors(t *testing.T) {
 	}
 	if err := s.FreeTensor(kept); err != nil {
 		t.Errorf("FreeTensor after Close: %v", err)
+	}
+}
+
+// addOneModel is y = x + 1 over float32[n].
+func addOneModel() *ir.Model {
+	vi := func(name string) *ir.ValueInfo {
+		return &ir.ValueInfo{Name: name, Type: ir.TypeInfo{DType: ir.Float, Shape: ir.Shape{{Param: "n"}}, RankKnown: true}}
+	}
+	return &ir.Model{
+		IRVersion: 8,
+		Opsets:    map[string]int64{"": 17},
+		Graph: &ir.Graph{
+			Name:             "add_one",
+			Nodes:            []*ir.Node{{Name: "/Add", OpType: "Add", Inputs: []string{"x", "one"}, Outputs: []string{"y"}}},
+			Inputs:           []*ir.ValueInfo{vi("x")},
+			Outputs:          []*ir.ValueInfo{vi("y")},
+			Initializers:     map[string]*ir.Tensor{"one": ir.Scalar(float32(1))},
+			InitializerOrder: []string{"one"},
+		},
+	}
+}
+
+// BenchmarkSharedTensors times Session.RunWith of y = x + 1 on a 1.5 MiB
+// float32 input (an S=512, C=768 activation) with the output bound, the
+// tensors in Go memory (copied into and out of the backend's region) or
+// made by NewTensor (passed by reference), and reports the median as
+// p50-ms. "cold" sweeps 64 MiB between runs (untimed), as a model's run
+// would between a caller's writes and reads: the copies then go at memory
+// speed.
+func BenchmarkSharedTensors(b *testing.B) {
+	path := saveModelB(b, addOneModel())
+	const n = 512 * 768
+	for _, shared := range []bool{false, true} {
+		for _, cold := range []bool{false, true} {
+			name := map[bool]string{false: "heap", true: "shared"}[shared] + map[bool]string{false: "/warm", true: "/cold"}[cold]
+			b.Run(name, func(b *testing.B) {
+				s, err := Open(context.Background(), path, Options{Logf: b.Logf})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				make1 := func() *tensor.Dense {
+					if !shared {
+						return dense([]int{n}, make([]float32, n))
+					}
+					d, err := s.NewTensor(tensor.Float32, n)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return d
+				}
+				x, y := make1(), make1()
+				xs := x.Data().([]float32)
+				for i := range xs {
+					xs[i] = float32(i)
+				}
+				in, ro := map[string]*tensor.Dense{"x": x}, RunOptions{Into: map[string]*tensor.Dense{"y": y}}
+				sweep := make([]byte, 64<<20)
+				times := make([]time.Duration, 0, b.N)
+				b.SetBytes(2 * 4 * n)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if cold {
+						b.StopTimer()
+						for j := 0; j < len(sweep); j += 64 {
+							sweep[j]++
+						}
+						b.StartTimer()
+					}
+					start := time.Now()
+					if _, err := s.RunWith(context.Background(), in, ro); err != nil {
+						b.Fatal(err)
+					}
+					times = append(times, time.Since(start))
+				}
+				b.StopTimer()
+				if ys := y.Data().([]float32); ys[n-1] != float32(n) {
+					b.Fatalf("y[-1] = %v, want %v", ys[n-1], n)
+				}
+				slices.Sort(times)
+				b.ReportMetric(float64(times[len(times)/2].Nanoseconds())/1e6, "p50-ms")
+			})
+		}
 	}
 }
