@@ -235,3 +235,85 @@ func BenchmarkSharedTensors(b *testing.B) {
 		}
 	}
 }
+
+// cacheModel is a KV cache's step: present = Concat(past, new) on axis 2,
+// float32[1, 2, t, 4] from [1, 2, t-1, 4] and [1, 2, 1, 4].
+func cacheModel() *ir.Model {
+	vi := func(name, t string) *ir.ValueInfo {
+		return &ir.ValueInfo{Name: name, Type: ir.TypeInfo{DType: ir.Float, Shape: ir.Shape{{Value: 1}, {Value: 2}, {Param: t}, {Value: 4}}, RankKnown: true}}
+	}
+	return &ir.Model{
+		IRVersion: 8,
+		Opsets:    map[string]int64{"": 17},
+		Graph: &ir.Graph{
+			Name: "cache",
+			Nodes: []*ir.Node{{Name: "/Concat", OpType: "Concat", Inputs: []string{"past", "new"}, Outputs: []string{"present"},
+				Attrs: []*ir.Attribute{{Name: "axis", Type: ir.AttrInt, Int: 2}}}},
+			Inputs:  []*ir.ValueInfo{vi("past", "past_len"), vi("new", "one")},
+			Outputs: []*ir.ValueInfo{vi("present", "total")},
+		},
+	}
+}
+
+// TestSharedCacheLoop runs a generation loop's cache the way the README
+// suggests: two shared buffers of the longest cache, each step's present
+// bound to a view of one's front and passed back as the next step's past
+// from it, so no step allocates or copies the cache across the process
+// boundary. Every step's cache is right, and the profile says the past
+// went in and the present came back by reference.
+func TestSharedCacheLoop(t *testing.T) {
+	path := saveModel(t, cacheModel())
+	s, err := Open(context.Background(), path, Options{Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const steps, row = 6, 2 * 4 // row: the elements one token adds (2 heads × 4)
+	var bufs [2][]float32
+	for i := range bufs {
+		d, err := s.NewTensor(tensor.Float32, 1, 2, steps+1, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.FreeTensor(d)
+		bufs[i] = d.Data().([]float32)
+	}
+	view := func(buf []float32, n int) *tensor.Dense {
+		return tensor.New(tensor.WithShape(1, 2, n, 4), tensor.WithBacking(buf[:n*row]))
+	}
+	// want is the cache after each step, per head: token k's values k*10 + h.
+	want := func(n int) []float32 {
+		w := make([]float32, 0, n*row)
+		for h := 0; h < 2; h++ {
+			for k := 0; k < n; k++ {
+				for j := 0; j < 4; j++ {
+					w = append(w, float32(k*10+h))
+				}
+			}
+		}
+		return w
+	}
+	copy(bufs[0], want(1))
+	for step := 1; step <= steps; step++ {
+		past, present := view(bufs[(step+1)%2], step), view(bufs[step%2], step+1)
+		nw := make([]float32, row)
+		for h := 0; h < 2; h++ {
+			for j := 0; j < 4; j++ {
+				nw[h*4+j] = float32(step*10 + h)
+			}
+		}
+		prof := &Profile{}
+		out, err := s.RunWith(context.Background(), map[string]*tensor.Dense{"past": past, "new": dense([]int{1, 2, 1, 4}, nw)},
+			RunOptions{Into: map[string]*tensor.Dense{"present": present}, Profile: prof})
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		if out["present"] != present || !slices.Equal(present.Data().([]float32), want(step+1)) {
+			t.Fatalf("step %d: present %v, want %v", step, present.Data(), want(step+1))
+		}
+		p := prof.Runs[0].Partitions[0]
+		if !slices.Equal(p.InputsShared, []string{"past"}) || !slices.Equal(p.OutputsShared, []string{"present"}) {
+			t.Errorf("step %d: inputs shared %q, outputs shared %q; want [past], [present]", step, p.InputsShared, p.OutputsShared)
+		}
+	}
+}
