@@ -30,6 +30,11 @@ type ProfileSummary struct {
 	Ops   []OpTime
 	// Untimed lists the backends that reported no steps.
 	Untimed []string
+	// SharedInputs and SharedOutputs count, by name, the runs in which an
+	// input was passed, or an output left in its bound tensor, by
+	// reference: tensors made by Session.NewTensor, never copied across
+	// the process boundary (plugins.RunProfile.InputsShared, OutputsShared).
+	SharedInputs, SharedOutputs map[string]int
 }
 
 // NodeTime is one node's (or fused region's) time over all runs.
@@ -55,6 +60,12 @@ func Summarize(runs []session.RunProfile) ProfileSummary {
 	for _, r := range runs {
 		s.Host += r.Duration
 		for _, p := range r.Partitions {
+			for _, name := range p.InputsShared {
+				s.SharedInputs = countName(s.SharedInputs, name)
+			}
+			for _, name := range p.OutputsShared {
+				s.SharedOutputs = countName(s.SharedOutputs, name)
+			}
 			s.Backend += p.Run.Duration
 			s.Transfers += p.WriteInputs.Duration + p.ReadOutputs.Duration + p.Decode.Duration + p.Encode.Duration
 			if len(p.Steps) == 0 {
@@ -96,6 +107,31 @@ func Summarize(runs []session.RunProfile) ProfileSummary {
 	return s
 }
 
+// countName adds one to m[name], making m when it is nil.
+func countName(m map[string]int, name string) map[string]int {
+	if m == nil {
+		m = map[string]int{}
+	}
+	m[name]++
+	return m
+}
+
+// sharedLine says which tensors went by reference in how many of runs
+// ("x, y (12 of 100 runs)"); "" when none did.
+func sharedLine(counts map[string]int, runs int) string {
+	names := make([]string, 0, len(counts))
+	for name := range counts {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for i, name := range names {
+		if counts[name] < runs {
+			names[i] = fmt.Sprintf("%s (%d of %d runs)", name, counts[name], runs)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
 // sortByTotal sorts by time, largest first, then by name.
 func sortByTotal[T any](xs []T, key func(T) (time.Duration, string)) {
 	slices.SortFunc(xs, func(a, b T) int {
@@ -134,6 +170,10 @@ func (s *ProfileSummary) WriteTable(w io.Writer) {
 		s.Runs, ms(s.Host)/n, ms(s.Backend)/n, ms(s.Steps)/n, cover, ms(s.Transfers)/n)
 	if len(s.Untimed) > 0 {
 		fmt.Fprintf(w, "backend(s) %s reported no per-step times: their partitions count only as a whole\n", strings.Join(s.Untimed, ", "))
+	}
+	if len(s.SharedInputs)+len(s.SharedOutputs) > 0 {
+		fmt.Fprintf(w, "by reference (shared tensors, no copy across the process boundary): inputs %s; outputs %s\n",
+			cmp.Or(sharedLine(s.SharedInputs, s.Runs), "none"), cmp.Or(sharedLine(s.SharedOutputs, s.Runs), "none"))
 	}
 	fmt.Fprintf(w, "\nby op type:\n  %-30s %7s %11s %11s %7s\n", "op", "steps", "ms/run", "µs/step", "%")
 	for _, o := range s.Ops {
