@@ -81,17 +81,30 @@ func TestConcurrentSessionRuns(t *testing.T) {
 
 // identityModel is y = Identity(x), float32 x of any length.
 func identityModel() *ir.Model {
+	return vectorModel("identity", &ir.Node{Name: "/Identity", OpType: "Identity", Inputs: []string{"x"}, Outputs: []string{"y"}}, nil)
+}
+
+// vectorModel is a one-node model from x: float32[n] to y: float32[n],
+// with the initializers inits.
+func vectorModel(name string, node *ir.Node, inits map[string]*ir.Tensor) *ir.Model {
 	vi := func(name string) *ir.ValueInfo {
 		return &ir.ValueInfo{Name: name, Type: ir.TypeInfo{DType: ir.Float, Shape: ir.Shape{{Param: "n"}}, RankKnown: true}}
 	}
+	var order []string
+	for k := range inits {
+		order = append(order, k)
+	}
+	slices.Sort(order)
 	return &ir.Model{
 		IRVersion: 8,
 		Opsets:    map[string]int64{"": 17},
 		Graph: &ir.Graph{
-			Name:    "identity",
-			Nodes:   []*ir.Node{{Name: "/Identity", OpType: "Identity", Inputs: []string{"x"}, Outputs: []string{"y"}}},
-			Inputs:  []*ir.ValueInfo{vi("x")},
-			Outputs: []*ir.ValueInfo{vi("y")},
+			Name:             name,
+			Nodes:            []*ir.Node{node},
+			Inputs:           []*ir.ValueInfo{vi("x")},
+			Outputs:          []*ir.ValueInfo{vi("y")},
+			Initializers:     inits,
+			InitializerOrder: order,
 		},
 	}
 }

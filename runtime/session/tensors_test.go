@@ -155,21 +155,8 @@ func TestNewTensorErrors(t *testing.T) {
 
 // addOneModel is y = x + 1 over float32[n].
 func addOneModel() *ir.Model {
-	vi := func(name string) *ir.ValueInfo {
-		return &ir.ValueInfo{Name: name, Type: ir.TypeInfo{DType: ir.Float, Shape: ir.Shape{{Param: "n"}}, RankKnown: true}}
-	}
-	return &ir.Model{
-		IRVersion: 8,
-		Opsets:    map[string]int64{"": 17},
-		Graph: &ir.Graph{
-			Name:             "add_one",
-			Nodes:            []*ir.Node{{Name: "/Add", OpType: "Add", Inputs: []string{"x", "one"}, Outputs: []string{"y"}}},
-			Inputs:           []*ir.ValueInfo{vi("x")},
-			Outputs:          []*ir.ValueInfo{vi("y")},
-			Initializers:     map[string]*ir.Tensor{"one": ir.Scalar(float32(1))},
-			InitializerOrder: []string{"one"},
-		},
-	}
+	return vectorModel("add_one", &ir.Node{Name: "/Add", OpType: "Add", Inputs: []string{"x", "one"}, Outputs: []string{"y"}},
+		map[string]*ir.Tensor{"one": ir.Scalar(float32(1))})
 }
 
 // BenchmarkSharedTensors times Session.RunWith of y = x + 1 on a 1.5 MiB
