@@ -3,8 +3,10 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -302,5 +304,57 @@ func TestSharedCacheLoop(t *testing.T) {
 		if !slices.Equal(p.InputsShared, []string{"past"}) || !slices.Equal(p.OutputsShared, []string{"present"}) {
 			t.Errorf("step %d: inputs shared %q, outputs shared %q; want [past], [present]", step, p.InputsShared, p.OutputsShared)
 		}
+	}
+}
+
+// TestSharedTensorsConcurrent runs the tiny model from four goroutines on
+// two instances, each goroutine making, using and freeing its own shared
+// tensors run after run: every output is right and the arena ends empty
+// (run with -race too).
+func TestSharedTensorsConcurrent(t *testing.T) {
+	s, _ := openTiny(t, Options{Instances: 2, Threads: 1})
+	in, want := tinyInputs()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for run := 0; run < 25; run++ {
+				x, err1 := s.NewTensor(tensor.Float32, 2, 4)
+				r, err2 := s.NewTensor(tensor.Float32, 2, 3)
+				y, err3 := s.NewTensor(tensor.Float32, 2, 3)
+				if err := errors.Join(err1, err2, err3); err != nil {
+					errs <- err
+					return
+				}
+				copy(x.Data().([]float32), in["x"].Data().([]float32))
+				copy(r.Data().([]float32), in["r"].Data().([]float32))
+				if _, err := s.RunWith(context.Background(), map[string]*tensor.Dense{"x": x, "r": r}, RunOptions{Into: map[string]*tensor.Dense{"y": y}}); err != nil {
+					errs <- err
+					return
+				}
+				for i, v := range y.Data().([]float32) {
+					if d := v - want[i]; d > 1e-6 || d < -1e-6 {
+						errs <- fmt.Errorf("run %d: y[%d] = %v, want %v", run, i, v, want[i])
+						return
+					}
+				}
+				for _, d := range []*tensor.Dense{x, r, y} {
+					if err := s.FreeTensor(d); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := s.SharedTensorBytes(); n != 0 {
+		t.Errorf("every tensor freed, yet the arena holds %d bytes", n)
 	}
 }
