@@ -45,10 +45,11 @@ type benchResult struct {
 	// Runtime's IOBinding) or "fresh" (new tensors every run,
 	// --fresh-outputs).
 	Outputs string `json:"outputs"`
-	// SharedTensors is set when the inputs and bound outputs were
-	// tensors in the session's arena (session.Session.NewTensor), passed to
-	// the backend process by reference; false with --heap-tensors (every
-	// run copies them through the region), --no-shm and --in-process.
+	// SharedTensors is set when the inputs and bound outputs (with
+	// --fresh-outputs, the inputs) were tensors in the session's arena
+	// (session.Session.NewTensor), passed to the backend process by
+	// reference; false with --heap-tensors (every run copies them through
+	// the region), --no-shm and --in-process.
 	SharedTensors bool              `json:"shared_tensors"`
 	Inputs        map[string]string `json:"inputs"`
 	Iters         int               `json:"iters"`
@@ -434,7 +435,10 @@ func printBench(w io.Writer, r *benchResult) {
 	fmt.Fprintf(w, "model:      %s\n", r.Model)
 	fmt.Fprintf(w, "inputs:     %s\n", strings.Join(ins, ", "))
 	transport := r.Transport
-	if r.SharedTensors {
+	switch {
+	case r.SharedTensors && r.Outputs == "fresh":
+		transport += ", inputs shared"
+	case r.SharedTensors:
 		transport += ", inputs and bound outputs shared"
 	}
 	fmt.Fprintf(w, "backend:    %s (blas %s, %d threads, %s products, tensors via %s, runs via %s, %s outputs)\n", r.Backend, r.BLAS, r.Threads, r.Precision, transport, r.RunsVia, r.Outputs)
