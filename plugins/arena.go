@@ -358,13 +358,13 @@ type arenaPins struct {
 
 // ref locates b for a Run: its offset, with its block added to the pins
 // (pinned by pin). False when b is not in a live block, or overlaps one of
-// avoid.
-func (p *arenaPins) ref(b []byte, avoid [][]byte) (int64, bool) {
+// the bound outputs' bytes into but the one named self.
+func (p *arenaPins) ref(b []byte, into map[string][]byte, self string) (int64, bool) {
 	if p.a == nil || len(b) == 0 {
 		return 0, false
 	}
-	for _, o := range avoid {
-		if overlaps(o, b) {
+	for name, o := range into {
+		if name != self && overlaps(o, b) {
 			return 0, false
 		}
 	}
@@ -374,19 +374,10 @@ func (p *arenaPins) ref(b []byte, avoid [][]byte) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	if !containsBlock(p.blocks, blk) {
+	if !slices.Contains(p.blocks, blk) {
 		p.blocks = append(p.blocks, blk)
 	}
 	return off, true
-}
-
-func containsBlock(bs []*arenaBlock, b *arenaBlock) bool {
-	for _, x := range bs {
-		if x == b {
-			return true
-		}
-	}
-	return false
 }
 
 // pin marks the Run's blocks in use, first waiting (until ctx ends) while
@@ -471,12 +462,12 @@ func arenaRef(t *ir.Tensor, off int64) *backendpb.Tensor {
 }
 
 // boundInArena lists the outputs of into that the caller bound to tensors in
-// the arena (RunRequest.bound), adding their blocks to pins.
-func boundInArena(pins *arenaPins, meta *partMeta, into map[string]*tensor.Dense) []*backendpb.NamedTensor {
+// the arena (RunRequest.bound), adding their blocks to pins; intoBytes holds
+// the bound tensors' bytes (denseBytesOf).
+func boundInArena(pins *arenaPins, meta *partMeta, into map[string]*tensor.Dense, intoBytes map[string][]byte) []*backendpb.NamedTensor {
 	if pins.a == nil || len(into) == 0 {
 		return nil
 	}
-	all := denseBytesOf(into)
 	var bound []*backendpb.NamedTensor
 	for name, dst := range into {
 		dt, ok := meta.outputs[name]
@@ -489,12 +480,7 @@ func boundInArena(pins *arenaPins, meta *partMeta, into map[string]*tensor.Dense
 		}
 		// Not when another bound output overlaps it (each is then
 		// written by the host, as before).
-		raw := bytesOf(target.Data)
-		others := slices.DeleteFunc(slices.Clone(all), func(o []byte) bool { return len(o) > 0 && &o[0] == &raw[0] && len(o) == len(raw) })
-		if len(others) != len(all)-1 {
-			continue // bound twice: Run refuses that anyway
-		}
-		if off, ok := pins.ref(raw, others); ok {
+		if off, ok := pins.ref(bytesOf(target.Data), intoBytes, name); ok {
 			bound = append(bound, &backendpb.NamedTensor{Name: name, Tensor: arenaRef(target, off)})
 		}
 	}
@@ -502,40 +488,32 @@ func boundInArena(pins *arenaPins, meta *partMeta, into map[string]*tensor.Dense
 	return bound
 }
 
-// denseBytesOf views the backing memory of each tensor of m as bytes.
-func denseBytesOf(m map[string]*tensor.Dense) [][]byte {
-	var out [][]byte
-	for _, d := range m {
+// denseBytesOf views the backing memory of each tensor of m as bytes, by
+// name.
+func denseBytesOf(m map[string]*tensor.Dense) map[string][]byte {
+	out := make(map[string][]byte, len(m))
+	for name, d := range m {
 		if d != nil {
 			if b := bytesOf(d.Data()); len(b) > 0 {
-				out = append(out, b)
+				out[name] = b
 			}
 		}
 	}
 	return out
 }
 
-// arenaOutput checks an output the backend answered as lying in the arena
-// (w): same when it lies exactly in the caller's bound tensor dst (nothing
-// to copy); otherwise (a view of an arena input) it is read from there.
-func (c *client) arenaOutput(dst *tensor.Dense, w *backendpb.Tensor, size uint64) (same bool, err error) {
-	if c.arena == nil || size == 0 {
-		return false, errors.New("the backend answered with a tensor in the arena, but this Run passed none")
+// sharedMem is the memory the shared-memory output ref lies in: the Run's
+// region, or the arena up to the size this Run announced.
+func (c *client) sharedMem(ref *backendpb.ShmRef, region []byte, arenaSize uint64) ([]byte, error) {
+	switch {
+	case ref.Arena && (c.arena == nil || arenaSize == 0):
+		return nil, errors.New("the backend answered with a tensor in the arena, but this Run passed none")
+	case ref.Arena:
+		return c.arena.mem[:arenaSize], nil
+	case region == nil:
+		return nil, errors.New("the backend answered with a shared-memory tensor, but this Run has no region")
 	}
-	raw, err := shmBytes(w, c.arena.mem[:size])
-	if err != nil || dst == nil {
-		return false, err
-	}
-	dims := make([]int, len(w.Dims))
-	for i, d := range w.Dims {
-		dims[i] = int(d)
-	}
-	target, err := bindTarget(dst, ir.DType(w.Dtype), dims)
-	if err != nil {
-		return false, nil // read from the arena, then bound: BindOutput says what is wrong
-	}
-	b := bytesOf(target.Data)
-	return len(b) == len(raw) && len(b) > 0 && &b[0] == &raw[0], nil
+	return region, nil
 }
 
 // ---- backend side ----
@@ -580,10 +558,7 @@ func (s *grpcServer) arenaOfRun(req *backendpb.RunRequest, region []byte) ([]byt
 		if err != nil {
 			return nil, nil, status.Errorf(codes.InvalidArgument, "bound output %q: %v", nt.Name, err)
 		}
-		dims := make([]int, len(w.Dims))
-		for i, d := range w.Dims {
-			dims[i] = int(d)
-		}
+		dims := wireDims(w)
 		if dt := ir.DType(w.Dtype); ir.NumElements(dims)*int64(dt.Size()) != int64(len(raw)) {
 			return nil, nil, status.Errorf(codes.InvalidArgument, "bound output %q: %d bytes for a %v tensor of shape %v", nt.Name, len(raw), dt, dims)
 		}

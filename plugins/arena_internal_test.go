@@ -162,10 +162,10 @@ func TestArenaPins(t *testing.T) {
 	x, _ := a.Alloc(4096)
 	y, _ := a.Alloc(4096)
 	run := arenaPins{a: a}
-	if _, ok := run.ref(x, nil); !ok {
+	if _, ok := run.ref(x, nil, ""); !ok {
 		t.Fatal("x not found in the arena")
 	}
-	if _, ok := run.ref(y, [][]byte{y[10:20]}); ok {
+	if _, ok := run.ref(y, map[string][]byte{"out": y[10:20]}, ""); ok {
 		t.Error("y overlaps a bound output, yet it was passed by reference")
 	}
 	if _, err := run.pin(context.Background()); err != nil {
@@ -187,13 +187,13 @@ func TestArenaPins(t *testing.T) {
 
 	// An abandoned Run holding y.
 	old := arenaPins{a: a}
-	old.ref(y, nil)
+	old.ref(y, nil, "")
 	if _, err := old.pin(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	letGo := old.abandon()
 	next := arenaPins{a: a}
-	next.ref(y, nil)
+	next.ref(y, nil, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if _, err := next.pin(ctx); !errors.Is(err, context.DeadlineExceeded) {

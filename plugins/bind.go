@@ -55,25 +55,26 @@ func plainBytes(dt ir.DType) bool {
 	return dt.Known() && dt != ir.String && dt != ir.Bool
 }
 
-// copyShmInto copies the shared-memory tensor w from the region mem into
-// the caller's tensor dst, with up to threads threads (see copyBytes).
-func copyShmInto(dst *tensor.Dense, w *backendpb.Tensor, mem []byte, threads int) error {
+// copyShmInto copies the shared-memory tensor w from mem (the region, or
+// the arena) into the caller's tensor dst, with up to threads threads (see
+// copyBytes). copied is false when w already lies in dst's own memory (an
+// output computed into its bound tensor in the arena): nothing to copy.
+func copyShmInto(dst *tensor.Dense, w *backendpb.Tensor, mem []byte, threads int) (copied bool, err error) {
 	raw, err := shmBytes(w, mem)
 	if err != nil {
-		return err
+		return false, err
 	}
-	dims := make([]int, len(w.Dims))
-	for i, d := range w.Dims {
-		dims[i] = int(d)
-	}
-	target, err := bindTarget(dst, ir.DType(w.Dtype), dims)
+	target, err := bindTarget(dst, ir.DType(w.Dtype), wireDims(w))
 	if err != nil {
-		return err
+		return false, err
 	}
 	b := bytesOf(target.Data)
-	if len(b) != len(raw) {
-		return fmt.Errorf("%d bytes in the region for a %d-byte tensor", len(raw), len(b))
+	switch {
+	case len(b) != len(raw):
+		return false, fmt.Errorf("%d bytes in shared memory for a %d-byte tensor", len(raw), len(b))
+	case len(b) > 0 && &b[0] == &raw[0]:
+		return false, nil
 	}
 	copyBytes(b, raw, threads)
-	return nil
+	return true, nil
 }

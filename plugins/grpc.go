@@ -537,7 +537,7 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 	// but an input that a bound output overlaps goes through the region,
 	// so that writing the output cannot change it (or a view of it).
 	pins := arenaPins{a: c.arena}
-	var intoBytes [][]byte
+	var intoBytes map[string][]byte
 	if c.arena != nil {
 		intoBytes = denseBytesOf(into)
 	}
@@ -550,7 +550,7 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 	var off int64
 	for i, t := range ts {
 		if region != nil && shmEligible(t) {
-			if at, ok := pins.ref(bytesOf(t.Data), intoBytes); ok {
+			if at, ok := pins.ref(bytesOf(t.Data), intoBytes, ""); ok {
 				req.Inputs = append(req.Inputs, &backendpb.NamedTensor{Name: names[i], Tensor: arenaRef(t, at)})
 				if prof != nil {
 					prof.InputsShared = append(prof.InputsShared, names[i])
@@ -574,7 +574,7 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 	if region != nil {
 		size := uint64(len(region))
 		req.Shm = &backendpb.SharedRun{Size: size, OutOffset: uint64(off), OutLength: size - uint64(off), Seq: seq}
-		req.Bound = boundInArena(&pins, meta, into)
+		req.Bound = boundInArena(&pins, meta, into, intoBytes)
 	}
 	if len(pins.blocks) > 0 {
 		size, err := pins.pin(ctx)
@@ -623,34 +623,28 @@ func (c *client) RunInto(ctx context.Context, id PartitionID, inputs, into map[s
 		dst := into[nt.Name]
 		var t *ir.Tensor
 		var err error
+		var mem []byte // the memory a shared-memory output lies in
+		if nt.Tensor != nil && nt.Tensor.Shm != nil {
+			mem, err = c.sharedMem(nt.Tensor.Shm, region, req.ArenaSize)
+		}
 		switch {
-		case nt.Tensor != nil && nt.Tensor.Shm != nil && nt.Tensor.Shm.Arena:
-			// In the arena: in the caller's bound tensor itself (no
-			// copy), or, as a view of an input there, copied out.
-			var same bool
-			if same, err = c.arenaOutput(dst, nt.Tensor, req.ArenaSize); err == nil && same {
+		case err != nil:
+		case mem != nil && dst != nil && plainBytes(ir.DType(nt.Tensor.Dtype)):
+			// Straight into the caller's tensor, or already there (a
+			// bound output in the arena).
+			var copied bool
+			if copied, err = copyShmInto(dst, nt.Tensor, mem, meta.threads); err == nil {
 				out[nt.Name] = dst
-				if prof != nil {
+				if !copied && prof != nil {
 					prof.OutputsShared = append(prof.OutputsShared, nt.Name)
 				}
 				continue
 			}
-			if err == nil {
-				t, err = shmTensor(nt.Tensor, c.arena.mem[:req.ArenaSize], true, meta.threads)
-			}
-		case nt.Tensor != nil && nt.Tensor.Shm != nil && region == nil:
-			err = errors.New("the backend answered with a shared-memory tensor, but this Run has no region")
-		case nt.Tensor != nil && nt.Tensor.Shm != nil && dst != nil && plainBytes(ir.DType(nt.Tensor.Dtype)):
-			// Straight from the region into the caller's tensor.
-			err = copyShmInto(dst, nt.Tensor, region, meta.threads)
-			if err == nil {
-				out[nt.Name] = dst
-				continue
-			}
-		case nt.Tensor != nil && nt.Tensor.Shm != nil:
-			// Copied out: the result must outlive the region's next Run.
+		case mem != nil:
+			// Copied out: the result must outlive the region's next Run
+			// (or, from the arena, the caller's next write).
 			if err = c.shm.copyOutFits(nt.Tensor); err == nil {
-				t, err = shmTensor(nt.Tensor, region, true, meta.threads)
+				t, err = shmTensor(nt.Tensor, mem, true, meta.threads)
 			}
 		default:
 			t, err = fromWire(nt.Tensor, 0)

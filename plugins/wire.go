@@ -104,6 +104,16 @@ func fromWire(w *backendpb.Tensor, maxBytes int64) (*ir.Tensor, error) {
 	return &ir.Tensor{DType: dt, Shape: shape, Data: data}, nil
 }
 
+// wireDims is w's dims as ints, unchecked: its callers compare the
+// element count with the bytes the tensor occupies.
+func wireDims(w *backendpb.Tensor) []int {
+	dims := make([]int, len(w.Dims))
+	for i, d := range w.Dims {
+		dims[i] = int(d)
+	}
+	return dims
+}
+
 // sliceOf returns raw as a typed backing slice of n elements, aliasing raw
 // when it is aligned and copying otherwise. Bool bytes other than 0 and 1
 // are normalized (a Go bool must be 0 or 1).

@@ -345,18 +345,14 @@ func (sh *sharedTensors) copyOf(d *tensor.Dense) (*tensor.Dense, error) {
 	if sh == nil {
 		return d, nil
 	}
-	c, err := sh.s.NewTensor(d.Dtype(), d.Shape()...)
+	c, err := sh.s.NewTensorFrom(d)
 	if err != nil {
 		return nil, err
 	}
 	sh.mu.Lock()
 	sh.made = append(sh.made, c)
 	sh.mu.Unlock()
-	if src, dst := ir.BytesOf(d.Data()), ir.BytesOf(c.Data()); len(src) == len(dst) {
-		copy(dst, src)
-		return c, nil
-	}
-	return nil, fmt.Errorf("copying a %v tensor of shape %v into shared memory", d.Dtype(), d.Shape())
+	return c, nil
 }
 
 // copies returns copyOf of every tensor of m.

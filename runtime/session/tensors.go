@@ -65,6 +65,26 @@ func (s *Session) NewTensor(dt tensor.Dtype, shape ...int) (*tensor.Dense, error
 	return tensor.New(tensor.WithShape(append([]int{}, shape...)...), tensor.WithBacking(data)), nil
 }
 
+// NewTensorFrom is NewTensor with d's element type and shape, holding a
+// copy of d's elements; d must be a plain row-major tensor, not a view. A
+// scalar or empty d gives an ordinary copy, as NewTensor would.
+func (s *Session) NewTensorFrom(d *tensor.Dense) (*tensor.Dense, error) {
+	if len(d.Shape()) == 0 || d.Size() == 0 {
+		return d.Clone().(*tensor.Dense), nil
+	}
+	c, err := s.NewTensor(d.Dtype(), d.Shape()...)
+	if err != nil {
+		return nil, err
+	}
+	src, dst := ir.BytesOf(d.Data()), ir.BytesOf(c.Data())
+	if d.RequiresIterator() || len(src) != len(dst) {
+		_ = s.FreeTensor(c)
+		return nil, fmt.Errorf("new tensor: a %v tensor of shape %v that is a view cannot be copied (copy it into a plain tensor first)", d.Dtype(), d.Shape())
+	}
+	copy(dst, src)
+	return c, nil
+}
+
 // FreeTensor gives back a tensor NewTensor returned: its memory is reused
 // once no Run in flight (or abandoned by its context and not yet let go
 // by its backend) uses it. Using the tensor after FreeTensor is an error

@@ -18,11 +18,10 @@ import (
 // sharedCopy returns a copy of d made by s.NewTensor.
 func sharedCopy(t *testing.T, s *Session, d *tensor.Dense) *tensor.Dense {
 	t.Helper()
-	c, err := s.NewTensor(d.Dtype(), d.Shape()...)
+	c, err := s.NewTensorFrom(d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	copy(c.Data().([]float32), d.Data().([]float32))
 	return c
 }
 
@@ -356,5 +355,33 @@ func TestSharedTensorsConcurrent(t *testing.T) {
 	}
 	if n := s.SharedTensorBytes(); n != 0 {
 		t.Errorf("every tensor freed, yet the arena holds %d bytes", n)
+	}
+}
+
+// TestNewTensorFrom: a copy in shared memory holds d's elements, a scalar
+// is copied as an ordinary tensor, and a view is refused.
+func TestNewTensorFrom(t *testing.T) {
+	s, _ := openTiny(t, Options{})
+	d := dense([]int{2, 3}, []int64{1, 2, 3, 4, 5, 6})
+	c, err := s.NewTensorFrom(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Data().([]int64), d.Data().([]int64)) || !s.opts.arena.Contains(ir.BytesOf(c.Data())) {
+		t.Errorf("copy %v (in the arena: %v), want %v in the arena", c.Data(), s.opts.arena.Contains(ir.BytesOf(c.Data())), d.Data())
+	}
+	if err := s.FreeTensor(c); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := s.NewTensorFrom(tensor.New(tensor.FromScalar(float32(2.5))))
+	if err != nil || sc.ScalarValue() != float32(2.5) {
+		t.Errorf("scalar copy %v, %v; want 2.5", sc, err)
+	}
+	view, err := dense([]int{4, 4}, make([]float32, 16)).Slice(nil, tensor.S(1, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.NewTensorFrom(view.(*tensor.Dense)); err == nil || !strings.Contains(err.Error(), "is a view") {
+		t.Errorf("copying a view: %v, want an error saying it is a view", err)
 	}
 }

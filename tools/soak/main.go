@@ -285,12 +285,11 @@ func runShared(ctx context.Context, tc *testCase) (map[string]*tensor.Dense, err
 		}
 	}()
 	share := func(d *tensor.Dense) (*tensor.Dense, error) {
-		c, err := tc.s.NewTensor(d.Dtype(), d.Shape()...)
+		c, err := tc.s.NewTensorFrom(d)
 		if err != nil {
 			return nil, err
 		}
 		made = append(made, c)
-		copy(ir.BytesOf(c.Data()), ir.BytesOf(d.Data()))
 		return c, nil
 	}
 	in := make(map[string]*tensor.Dense, len(tc.in))
