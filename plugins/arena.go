@@ -27,7 +27,7 @@ import (
 // speed: about 0.15 ms for each 1.5 MB activation of an S=512, C=768 model
 // on the project's 2-core machine, 2% of its run (runtime/session's
 // BenchmarkSharedTensors, y = x + 1 on 1.5 MB with 64 MiB swept between
-// runs: 0.78-0.80 ms a run with Go tensors, 0.47 with shared ones).
+// runs: 0.73-0.80 ms a run with Go tensors, 0.47-0.63 with shared ones).
 // The arena removes both: a caller that allocates its inputs and bound
 // outputs there (session.Session.NewTensor) hands the backends their bytes
 // as they lie, and a bound output in the arena is computed straight into
