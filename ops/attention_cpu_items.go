@@ -159,9 +159,9 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	per := p.workFloats(dvPad, qPerItem)
 	scratch := ctx.ScratchFloats(workers * per)
 	hg := headGroups{heads: p.heads, groups: workers, qBlocks: qBlocks, batches: p.batches}
-	runGroups(workers, hg.items, func(wi int) func(g, i int) {
+	parallel.RunGroups(workers, workers, hg.items, func(wi int) func(g, i, next int) {
 		w := p.newWork(dvPad, qPerItem, scratch[wi*per:(wi+1)*per])
-		return func(g, i int) {
+		return func(g, i, _ int) {
 			it := hg.item(g, i)
 			b := it / qBlocks
 			i0 := (it % qBlocks) * attnQBlock
@@ -180,35 +180,9 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	})
 }
 
-// runGroups runs groups groups of work on as many workers: group g has
-// count(g) tasks, and start(w) returns worker w's function, which it
-// calls with (g, i) for each task it takes. Worker w takes group w's tasks
-// first, then helps with the other groups' (one counter per group), so
-// that related runs (the bf16 packing and the items after it) keep each
-// group's data on one core while no worker idles while another has work.
-func runGroups(groups int, count func(g int) int, start func(w int) func(g, i int)) {
-	if groups == 1 {
-		do := start(0)
-		for i := range count(0) {
-			do(0, i)
-		}
-		return
-	}
-	next := make([]atomic.Int64, groups)
-	parallel.Run(groups, func(w int) {
-		do := start(w)
-		for k := range groups {
-			g := (w + k) % groups
-			for i := int(next[g].Add(1) - 1); i < count(g); i = int(next[g].Add(1) - 1) {
-				do(g, i)
-			}
-		}
-	})
-}
-
 // packBF16 packs K, Vᵀ and scaled Qᵀ (qScaleBF16) of every distinct
 // matrix in bf16 pairs, distinct matrix i at i·kLen words of kw (i·vLen of
-// vw, i·qLen of qw), a matrix a task, on workers workers (runGroups): a
+// vw, i·qLen of qw), a matrix a task, on workers workers (parallel.RunGroups): a
 // matrix goes to the head group (headGroups) of the first batch matrix
 // that reads it, whose worker then runs that head's items and, after a
 // striped projection (blas.SgemmPackedStriped), wrote its rows.
@@ -227,8 +201,8 @@ func (p *attnPlan) packBF16(workers int, kw, vw, qw []uint32, kLen, vLen, qLen i
 			}
 		}
 	}
-	runGroups(workers, func(g int) int { return len(tasks[g]) }, func(int) func(g, i int) {
-		return func(g, i int) {
+	parallel.RunGroups(workers, workers, func(g int) int { return len(tasks[g]) }, func(int) func(g, i, next int) {
+		return func(g, i, _ int) {
 			switch t := tasks[g][i]; t.op {
 			case 0:
 				packAttnKBF16(kw[t.i*kLen:(t.i+1)*kLen], p.k.data, p.kUniq[t.i], p.k.rs, p.k.cs, p.sk, p.d, 0, p.sk)
