@@ -54,8 +54,13 @@ func TestRunGroups(t *testing.T) {
 					if prev := cs[k-1].i; forward && cl.i <= prev || !forward && cl.i >= prev {
 						t.Fatalf("worker %d: group %d task %d after task %d (from the front: %v)", w, cl.g, cl.i, prev, forward)
 					}
-					if c.workers == 1 && cs[k-1].next != cl.i {
-						t.Fatalf("one worker: group %d task %d named next %d, then ran %d", cl.g, cs[k-1].i, cs[k-1].next, cl.i)
+					// Only a group's owner takes from its front, so where
+					// each group has one owner, next is the owner's next task.
+					if (c.workers == 1 || forward && c.workers <= c.groups) && cs[k-1].next != cl.i {
+						t.Fatalf("worker %d: group %d task %d named next %d, then ran %d", w, cl.g, cs[k-1].i, cs[k-1].next, cl.i)
+					}
+					if next := cs[k-1].next; next >= 0 && (forward && next <= cs[k-1].i || !forward && next >= cs[k-1].i) {
+						t.Fatalf("worker %d: group %d task %d named next %d, against its direction", w, cl.g, cs[k-1].i, next)
 					}
 				}
 			}
