@@ -59,6 +59,89 @@ func TestConcatRun(t *testing.T) {
 	}
 }
 
+// TestConcatParallel: a Concat large enough to be split between threads
+// (concatParallelMin elements a thread) writes what one thread writes,
+// every element of a dirty output, whether the threads split the outer
+// blocks (a KV cache's 16 heads) or, with fewer blocks than threads, each
+// block's elements; Run and RunInto alike.
+func TestConcatParallel(t *testing.T) {
+	cases := []struct {
+		name   string
+		axis   int64
+		shapes [][]int
+	}{
+		{"kv cache: 16 heads, past then one token", 2, [][]int{{1, 16, 2047, 64}, {1, 16, 1, 64}}},
+		{"one outer block", 0, [][]int{{400000}, {5}, {200000}}},
+		{"three outer blocks, uneven", 1, [][]int{{3, 100000, 2}, {3, 7, 2}, {3, 1, 2}}},
+		{"empty input among them", 1, [][]int{{2, 0, 4}, {2, 300000, 4}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var in []*ir.Tensor
+			base := float32(0)
+			for _, sh := range c.shapes {
+				x := ir.NewTensor(ir.Float, sh)
+				d := x.Float32s()
+				for i := range d {
+					d[i] = base + float32(i%4093)
+				}
+				base += 10000
+				in = append(in, x)
+			}
+			n := mvNode("Concat", len(in), 1, mvInt("axis", c.axis))
+			s, err := Lookup(DomainONNX, "Concat", 13)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := s.Run(&Context{Opset: 13, Threads: 1}, n, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if shapeProd(want[0].Shape) < 2*concatParallelMin {
+				t.Fatalf("%v elements: too few to split", shapeProd(want[0].Shape))
+			}
+			for _, threads := range []int{2, 3, 4} {
+				got, err := s.Run(&Context{Opset: 13, Threads: threads}, n, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				into := ir.NewTensor(ir.Float, want[0].Shape)
+				for i, d := 0, into.Float32s(); i < len(d); i++ {
+					d[i] = -1 // not the result anywhere
+				}
+				if err := s.RunInto(&Context{Opset: 13, Threads: threads}, n, in, []*ir.Tensor{into}); err != nil {
+					t.Fatal(err)
+				}
+				for _, out := range []*ir.Tensor{got[0], into} {
+					w, g := want[0].Float32s(), out.Float32s()
+					for i := range w {
+						if g[i] != w[i] {
+							t.Fatalf("%d threads: element %d is %g, one thread writes %g", threads, i, g[i], w[i])
+						}
+					}
+				}
+			}
+			// The single-thread result itself against the inputs, block by block.
+			axis := int(c.axis)
+			outer, inner := shapeProd(want[0].Shape[:axis]), shapeProd(want[0].Shape[axis+1:])
+			w := want[0].Float32s()
+			at := 0
+			for o := 0; o < outer; o++ {
+				for _, x := range in {
+					l := x.Shape[axis] * inner
+					src := x.Float32s()[o*l : (o+1)*l]
+					for i, v := range src {
+						if w[at+i] != v {
+							t.Fatalf("block %d: element %d is %g, want %g", o, at+i, w[at+i], v)
+						}
+					}
+					at += l
+				}
+			}
+		})
+	}
+}
+
 func TestConcatErrors(t *testing.T) {
 	a := mvF32([]int{2, 2}, 1, 2, 3, 4)
 	mvErr(t, 13, mvNode("Concat", 2, 1, mvInt("axis", 0)), "does not match", a, mvF32([]int{1, 3}, 1, 2, 3))
