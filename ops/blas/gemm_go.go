@@ -260,11 +260,12 @@ func gemmGo(ops tileOps, transA, transB bool, m, n, k int, alpha float32, a []fl
 		if stripedGroups(stripe, n, nJG) {
 			stripePanels = stripe / nr
 		}
+		runs := groupRuns(nJG, nPanels, stripePanels) // the same for every k block
 		for p0 := 0; p0 < k; p0 += kc {
 			kb := min(kc, k-p0)
-			it := blockItems{ops: ops, nJG: nJG, nPanels: nPanels, stripePanels: stripePanels, mc: mc, m: m, nb: nb, kb: kb, p0: p0, j0: j0,
+			it := blockItems{ops: ops, nJG: nJG, nPanels: nPanels, mc: mc, m: m, nb: nb, kb: kb, p0: p0, j0: j0,
 				transA: transA, alpha: alpha, a: a, lda: lda, c: c, ldc: ldc, add: beta != 0 || p0 > 0, bias: bias,
-				groupRuns: make([][][2]int, nJG)}
+				groupRuns: runs}
 			if p0+kb == k {
 				it.epi = epi // the last k block: the items' C blocks are final
 			}
@@ -288,9 +289,6 @@ func gemmGo(ops tileOps, transA, transB bool, m, n, k int, alpha float32, a []fl
 			// V: SgemmPackedStriped) mostly finds them in its own cache,
 			// and a worker that ends early (the two vCPUs of a shared VM
 			// do not run at one speed) takes over the other's last units.
-			for jg := range nJG {
-				it.groupRuns[jg] = it.runs(jg)
-			}
 			abufs := make([]*[]float32, workers)
 			for w := range abufs {
 				abufs[w] = getBuf(ops.aLen(transA, alpha, mc, kb) + maxTile)
@@ -332,20 +330,17 @@ func rowBlock(m, nthreads int) int {
 type blockItems struct {
 	ops                                 tileOps
 	nJG, nPanels, mc, m, nb, kb, p0, j0 int
-	// stripePanels, when not 0, makes each column group a share of every
-	// run of stripePanels panels instead of one range (run).
-	stripePanels int
-	transA       bool
-	alpha        float32
-	a            []float32
-	lda          int
-	bp           []float32 // the packed B block
-	c            []float32
-	ldc          int
-	add          bool       // add to C (a later k block, or beta ≠ 0)
-	bias         []float32  // added by the first k block
-	epi          Epilogue   // run on each item's C block (the last k block only)
-	groupRuns    [][][2]int // each column group's panel runs (runs)
+	transA                              bool
+	alpha                               float32
+	a                                   []float32
+	lda                                 int
+	bp                                  []float32 // the packed B block
+	c                                   []float32
+	ldc                                 int
+	add                                 bool       // add to C (a later k block, or beta ≠ 0)
+	bias                                []float32  // added by the first k block
+	epi                                 Epilogue   // run on each item's C block (the last k block only)
+	groupRuns                           [][][2]int // each column group's panel runs (groupRuns)
 }
 
 // unitPanels is how many column panels a work unit takes where B's
@@ -362,28 +357,31 @@ type blockItems struct {
 // 0.1–2% lower, for 197 and 512 rows against 768 and 2304 columns.
 const unitPanels = 1
 
-// runs returns the panel runs of column group jg, in the order its owner
-// computes them: one range of about nPanels/nJG panels, or with
-// stripePanels the same share of every stripe. Where B's columns are
-// split into groups each run is at most unitPanels long; with one group
-// it is the whole range, and a unit a whole row block.
-func (b *blockItems) runs(jg int) [][2]int {
-	lo, hi, step := jg*b.nPanels/b.nJG, (jg+1)*b.nPanels/b.nJG, b.nPanels
-	if b.stripePanels > 0 {
-		share := b.stripePanels / b.nJG
-		lo, hi, step = jg*share, (jg+1)*share, b.stripePanels
-	}
-	per := hi - lo
-	if b.nJG > 1 {
-		per = unitPanels
-	}
-	var runs [][2]int
-	for s := 0; lo+s < b.nPanels; s += step {
-		for p := lo + s; p < hi+s; p += per {
-			runs = append(runs, [2]int{p, min(p+per, hi+s)})
+// groupRuns returns the panel runs of each of nJG column groups of
+// nPanels panels, in the order the group's owner computes them: one range
+// of about nPanels/nJG panels, or with stripePanels the same share of
+// every stripe. Where B's columns are split into groups each run is at
+// most unitPanels long; with one group it is the whole range, and a unit
+// a whole row block.
+func groupRuns(nJG, nPanels, stripePanels int) [][][2]int {
+	groups := make([][][2]int, nJG)
+	for jg := range groups {
+		lo, hi, step := jg*nPanels/nJG, (jg+1)*nPanels/nJG, nPanels
+		if stripePanels > 0 {
+			share := stripePanels / nJG
+			lo, hi, step = jg*share, (jg+1)*share, stripePanels
+		}
+		per := hi - lo
+		if nJG > 1 {
+			per = unitPanels
+		}
+		for s := 0; lo+s < nPanels; s += step {
+			for p := lo + s; p < hi+s; p += per {
+				groups[jg] = append(groups[jg], [2]int{p, min(p+per, hi+s)})
+			}
 		}
 	}
-	return runs
+	return groups
 }
 
 // units returns how many units column group jg has: unit u is row block
