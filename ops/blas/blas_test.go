@@ -566,6 +566,41 @@ func TestSgemmEpilogue(t *testing.T) {
 	}
 }
 
+// TestSgemmPackedEpilogueChunks: a packed product on two threads, whose
+// work units are one panel each, still finishes C in chunks of up to
+// epiPanels panels of a column group's range (finishPanel), each chunk
+// once per row block, not a panel at a time.
+func TestSgemmPackedEpilogueChunks(t *testing.T) {
+	if nr != 32 {
+		t.Skip("the column ranges below are for 32-column panels (AVX-512)")
+	}
+	r := rand.New(rand.NewSource(14))
+	// 677 columns: 22 panels, 11 a thread; 300 rows: two row blocks.
+	const m, n, k = 300, 677, 40
+	a, bias := randSlice(r, m*k), randSlice(r, n)
+	pb := PackB(false, k, n, randSlice(r, k*n), n)
+	for round := 0; round < 20; round++ {
+		var mu sync.Mutex
+		calls := map[[4]int]int{}
+		SgemmPacked(2, false, m, a, k, pb, bias, make([]float32, m*n), n, func(i0, rows, j0, cols int) {
+			mu.Lock()
+			calls[[4]int{i0, rows, j0, cols}]++
+			mu.Unlock()
+		})
+		want := map[[4]int]int{}
+		for _, rb := range [][2]int{{0, 256}, {256, 44}} {
+			// Thread 0's panels 0–10 and thread 1's 11–21, each in
+			// chunks of 8 panels from its range's start.
+			for _, cols := range [][2]int{{0, 256}, {256, 96}, {352, 256}, {608, 69}} {
+				want[[4]int{rb[0], rb[1], cols[0], cols[1]}] = 1
+			}
+		}
+		if !maps.Equal(calls, want) {
+			t.Fatalf("round %d: epilogue calls (i0, rows, j0, cols: count) %v, want %v", round, calls, want)
+		}
+	}
+}
+
 // TestSgemmAInPlace covers the ways the AVX-512 kernel gets A: rows read
 // in place (with a partial last sliver packed), also where they lie a
 // multiple of 4 KiB apart (lda 1024), and packed because alpha ≠ 1 or A is
