@@ -538,7 +538,8 @@ func newEpiLeft(nMB int, chunks [][2]int) []atomic.Int32 {
 // columns still in the caches. An epilogue a unit ran on 32 columns of
 // 256 rows 3 KiB apart, and waited on memory for a residual's every row:
 // kernel.AddVV took 1.7% of the 12-layer encoder at S=512 in process,
-// 0.6% with chunks (`perf record`, 2-core Zen 4 VM, 2026-11-29).
+// 0.7% with chunks (0.6% before units were one panel; `perf record`,
+// 2-core Zen 4 VM, 2026-11-29).
 func (b *blockItems) finishPanel(i0, mb, jp int) {
 	c := b.chunkOf[jp]
 	if b.epiLeft[i0/b.mc*len(b.chunks)+c].Add(-1) != 0 {
