@@ -117,8 +117,13 @@ func soak(cfg config) int {
 	var cases []*testCase
 	var names []string
 	for _, p := range paths {
+		names = append(names, filepath.Base(filepath.Dir(p)))
+	}
+	// The seed first, so that a run that fails while it makes its cases
+	// can be replayed (-seed).
+	fmt.Printf("soak: seed %d, %d goroutines, %d models × %d shapes: %s\n", cfg.seed, cfg.goroutines, len(paths), cfg.shapes, strings.Join(names, ", "))
+	for _, p := range paths {
 		name := filepath.Base(filepath.Dir(p))
-		names = append(names, name)
 		ref, err := session.Open(context.Background(), p, session.Options{Logf: quiet})
 		if err != nil {
 			return fail(fmt.Errorf("%s: %w", name, err))
@@ -129,16 +134,18 @@ func soak(cfg config) int {
 		}
 		defer s.Close()
 		for k := 0; k < cfg.shapes; k++ {
-			in, shape := randomInputs(rng, s.Inputs())
-			want, err := ref.Run(context.Background(), in)
+			tc, refused, err := drawCase(rng, ref, s.Inputs())
 			if err != nil {
-				return fail(fmt.Errorf("%s %s: reference run: %w", name, shape, err))
+				return fail(fmt.Errorf("%s: %w", name, err))
 			}
-			cases = append(cases, &testCase{model: name, s: s, in: in, want: want, shape: shape})
+			if refused > 0 {
+				fmt.Printf("soak: %s: %d drawn shapes refused by the model before %s\n", name, refused, tc.shape)
+			}
+			tc.model, tc.s = name, s
+			cases = append(cases, tc)
 		}
 		ref.Close()
 	}
-	fmt.Printf("soak: seed %d, %d goroutines, %d models × %d shapes: %s\n", cfg.seed, cfg.goroutines, len(paths), cfg.shapes, strings.Join(names, ", "))
 
 	var c counters
 	var phase atomic.Int32 // 0 warm-up, 1 chaos, 2 settle
@@ -364,6 +371,29 @@ func compare(out, want map[string]*tensor.Dense) string {
 		}
 	}
 	return ""
+}
+
+// maxDraws bounds the random shapes drawCase tries for one case.
+const maxDraws = 200
+
+// drawCase draws random inputs (randomInputs) until the model's healthy
+// reference session runs them, and returns the case with its reference
+// outputs and how many draws the model refused first. Dims are drawn
+// independently, and some models tie them together (Swin's window
+// attention: x's first dim a multiple of the mask's windows), so a draw
+// may be no valid input at all; a model that refuses maxDraws in a row is
+// an error, with the last refusal.
+func drawCase(r *rand.Rand, ref *session.Session, vis []*ir.ValueInfo) (*testCase, int, error) {
+	var err error
+	for refused := 0; refused < maxDraws; refused++ {
+		in, shape := randomInputs(r, vis)
+		var want map[string]*tensor.Dense
+		if want, err = ref.Run(context.Background(), in); err == nil {
+			return &testCase{in: in, want: want, shape: shape}, refused, nil
+		}
+		err = fmt.Errorf("%s: reference run: %w", shape, err)
+	}
+	return nil, maxDraws, fmt.Errorf("%d drawn shapes refused, the last: %w", maxDraws, err)
 }
 
 // randomInputs draws a shape for every symbolic dim (batch 1–3, other dims
