@@ -293,23 +293,6 @@ func (p *attnPlan) readKFrom(kc []float32) {
 	p.k.data, p.k.rs, p.k.cs = kc, p.d, 1
 }
 
-// parallelFor runs f(0..count-1) on up to threads goroutines.
-func parallelFor(threads, count int, f func(i int)) {
-	workers := max(1, min(threads, count))
-	if workers == 1 {
-		for i := 0; i < count; i++ {
-			f(i)
-		}
-		return
-	}
-	var next atomic.Int64
-	parallel.Run(workers, func(int) {
-		for i := int(next.Add(1) - 1); i < count; i = int(next.Add(1) - 1) {
-			f(i)
-		}
-	})
-}
-
 // packAttnK packs keys [k0, k1) (k0 a multiple of MR) of the sk×d matrix
 // at data[off] (element (key, j) at off + key·rs + j·cs) as A-slivers of
 // MR keys, zero-padding the last sliver.

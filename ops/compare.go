@@ -71,7 +71,7 @@ func runCompare(op cmpOp, allowed []ir.DType) RunFunc {
 		if err != nil {
 			return nil, n.Errorf("%w", err)
 		}
-		if err := compare(threadsOf(ctx), op, out, in[0], in[1]); err != nil {
+		if err := compare(computeThreads(ctx), op, out, in[0], in[1]); err != nil {
 			return nil, n.Errorf("%w", err)
 		}
 		return []*ir.Tensor{out}, nil

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/attnrun/attnrun/ir"
@@ -42,6 +43,24 @@ func computeParallel(threads, count, minChunk int, f func(lo, hi int)) {
 	}
 	parallel.Run(chunks, func(c int) {
 		f(c*count/chunks, (c+1)*count/chunks)
+	})
+}
+
+// parallelFor runs f(0..count-1) on up to threads goroutines, each
+// taking the next index as it finishes one (tasks of uneven cost).
+func parallelFor(threads, count int, f func(i int)) {
+	workers := max(1, min(threads, count))
+	if workers == 1 {
+		for i := 0; i < count; i++ {
+			f(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	parallel.Run(workers, func(int) {
+		for i := int(next.Add(1) - 1); i < count; i = int(next.Add(1) - 1) {
+			f(i)
+		}
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops/internal/parallel"
 )
 
 func init() {
@@ -137,7 +138,7 @@ func runConcat(ctx *Context, n *ir.Node, in []*ir.Tensor, since int) ([]*ir.Tens
 		return nil, err
 	}
 	out := newLike(ctx, in[0], shape)
-	if err := concatInto(threadsOf(ctx), n, out, in, axis); err != nil {
+	if err := concatInto(computeThreads(ctx), n, out, in, axis); err != nil {
 		return nil, err
 	}
 	return []*ir.Tensor{out}, nil
@@ -156,7 +157,7 @@ func runConcatInto(ctx *Context, n *ir.Node, in []*ir.Tensor, out []*ir.Tensor, 
 	if !SameShape(out[0].Shape, shape) || out[0].DType != in[0].DType {
 		return n.Errorf("internal error: output buffer %v%v, the inputs join to %v%v", out[0].DType, out[0].Shape, in[0].DType, shape)
 	}
-	return concatInto(threadsOf(ctx), n, out[0], in, axis)
+	return concatInto(computeThreads(ctx), n, out[0], in, axis)
 }
 
 // concatShape validates Concat's inputs and returns the normalized axis
@@ -214,7 +215,7 @@ func concatInto(threads int, n *ir.Node, out *ir.Tensor, in []*ir.Tensor, axis i
 	outer, inner := shapeProd(shape[:axis]), shapeProd(shape[axis+1:])
 	dStride := shape[axis] * inner
 	tasks := max(1, min(threads, total/concatParallelMin))
-	parallelFor(tasks, tasks, func(task int) {
+	parallel.Run(tasks, func(task int) {
 		off := 0
 		for _, t := range in {
 			l := t.Shape[axis] * inner

@@ -189,7 +189,7 @@ func legacyBroadcastRun(name string, types []ir.DType) RunFunc {
 		if ir.NumElements(dims) != int64(b.Len()) { // one element: B's rank may exceed A's
 			dims = []int{}
 		}
-		return modern(&Context{Opset: 7, Threads: threadsOf(ctx), Alloc: allocOf(ctx)}, n,
+		return modern(&Context{Opset: 7, Threads: computeThreads(ctx), Alloc: allocOf(ctx)}, n,
 			[]*ir.Tensor{a, {DType: b.DType, Shape: dims, Data: b.Data}})
 	}
 }
@@ -239,7 +239,7 @@ func runLegacyGemm(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, err
 	if _, err := inferLegacyGemm(n, 6, constValues(in)); err != nil {
 		return nil, err
 	}
-	return runGemm(&Context{Opset: 7, Threads: threadsOf(ctx), Alloc: allocOf(ctx)}, n, in)
+	return runGemm(&Context{Opset: 7, Threads: computeThreads(ctx), Alloc: allocOf(ctx)}, n, in)
 }
 
 func runLegacyDropout(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, error) {
@@ -252,7 +252,7 @@ func runLegacyDropout(ctx *Context, n *ir.Node, in []*ir.Tensor) ([]*ir.Tensor, 
 		return nil, n.Errorf("%w", err)
 	}
 	if test != 0 || ratio == 0 {
-		return runDropout(&Context{Opset: 6, Threads: threadsOf(ctx), Alloc: allocOf(ctx)}, n, in)
+		return runDropout(&Context{Opset: 6, Threads: computeThreads(ctx), Alloc: allocOf(ctx)}, n, in)
 	}
 	if err := checkComputeInputs(n, in, 1); err != nil {
 		return nil, err

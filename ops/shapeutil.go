@@ -384,14 +384,6 @@ func (p symProd) div(q symProd) ir.Dim {
 	return r.dim()
 }
 
-// threadsOf returns the kernel thread budget.
-func threadsOf(ctx *Context) int {
-	if ctx == nil || ctx.Threads < 1 {
-		return 1
-	}
-	return ctx.Threads
-}
-
 // moveKernels holds the type-generic data-movement primitives instantiated for one
 // element type; dst and src are backing slices of that type.
 type moveKernels struct {
@@ -627,7 +619,7 @@ func stridedView(ctx *Context, src *ir.Tensor, off int, shape, strides []int) (*
 	}
 	out := newLike(ctx, src, shape)
 	if shapeProd(shape) > 0 {
-		k.strided(out.Data, src.Data, off, shape, strides, threadsOf(ctx))
+		k.strided(out.Data, src.Data, off, shape, strides, computeThreads(ctx))
 	}
 	return out, nil
 }

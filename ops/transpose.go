@@ -132,7 +132,7 @@ func TransposeInto(ctx *Context, dst, t *ir.Tensor, perm []int) error {
 	for i, p := range perm {
 		strides[i] = src[p]
 	}
-	k.strided(dst.Data, t.Data, 0, shape, strides, threadsOf(ctx))
+	k.strided(dst.Data, t.Data, 0, shape, strides, computeThreads(ctx))
 	return nil
 }
 

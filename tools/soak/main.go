@@ -122,8 +122,8 @@ func soak(cfg config) int {
 	// The seed first, so that a run that fails while it makes its cases
 	// can be replayed (-seed).
 	fmt.Printf("soak: seed %d, %d goroutines, %d models × %d shapes: %s\n", cfg.seed, cfg.goroutines, len(paths), cfg.shapes, strings.Join(names, ", "))
-	for _, p := range paths {
-		name := filepath.Base(filepath.Dir(p))
+	for i, p := range paths {
+		name := names[i]
 		ref, err := session.Open(context.Background(), p, session.Options{Logf: quiet})
 		if err != nil {
 			return fail(fmt.Errorf("%s: %w", name, err))
