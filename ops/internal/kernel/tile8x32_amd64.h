@@ -110,34 +110,37 @@
 	VMOVUPS Z18, (DX); \
 	VMOVUPS Z19, 64(DX)
 
-// One k step: C += A[:, p]·B[p, :], then step SI, R11 and DI.
+// One k step: C += A[:, p]·B[p, :], then step SI, R11 and DI. A's 8
+// values are broadcast by the multiply-adds' memory operands (.BCST, twice
+// each: 16 loads a step, within the load ports' 3 a cycle) rather than by
+// 8 VBROADCASTSS: on Zen 4 a VBROADCASTSS from memory also takes a slot on
+// the FP pipes, so the FADD-pipe work that runs beside the products (the
+// scores kernels' exponentials) was not free. On the project's 2-core
+// EPYC (2026-11-29) the scores kernel with its exponentials (go test
+// ./ops/internal/kernel -bench RooflineAttentionKernels/scores+exp2) went
+// from 88% to 94% of peak with the broadcasts folded, and the bare product
+// (scores) stayed at 98%. (In a throwaway loop of this step, 16 VADDPS per
+// 8 steps cost 4% and 64 cost 11% beside VBROADCASTSS, and nothing beside
+// .BCST.)
 #define SGEMM8x32_ROWS_KSTEP \
 	VMOVUPS (DI), Z0; \
 	VMOVUPS 64(DI), Z1; \
-	VBROADCASTSS (SI), Z2; \
-	VFMADD231PS Z0, Z2, Z4; \
-	VFMADD231PS Z1, Z2, Z5; \
-	VBROADCASTSS (SI)(R8*1), Z3; \
-	VFMADD231PS Z0, Z3, Z6; \
-	VFMADD231PS Z1, Z3, Z7; \
-	VBROADCASTSS (SI)(R8*2), Z2; \
-	VFMADD231PS Z0, Z2, Z8; \
-	VFMADD231PS Z1, Z2, Z9; \
-	VBROADCASTSS (SI)(R10*1), Z3; \
-	VFMADD231PS Z0, Z3, Z10; \
-	VFMADD231PS Z1, Z3, Z11; \
-	VBROADCASTSS (R11), Z2; \
-	VFMADD231PS Z0, Z2, Z12; \
-	VFMADD231PS Z1, Z2, Z13; \
-	VBROADCASTSS (R11)(R8*1), Z3; \
-	VFMADD231PS Z0, Z3, Z14; \
-	VFMADD231PS Z1, Z3, Z15; \
-	VBROADCASTSS (R11)(R8*2), Z2; \
-	VFMADD231PS Z0, Z2, Z16; \
-	VFMADD231PS Z1, Z2, Z17; \
-	VBROADCASTSS (R11)(R10*1), Z3; \
-	VFMADD231PS Z0, Z3, Z18; \
-	VFMADD231PS Z1, Z3, Z19; \
+	VFMADD231PS.BCST (SI), Z0, Z4; \
+	VFMADD231PS.BCST (SI), Z1, Z5; \
+	VFMADD231PS.BCST (SI)(R8*1), Z0, Z6; \
+	VFMADD231PS.BCST (SI)(R8*1), Z1, Z7; \
+	VFMADD231PS.BCST (SI)(R8*2), Z0, Z8; \
+	VFMADD231PS.BCST (SI)(R8*2), Z1, Z9; \
+	VFMADD231PS.BCST (SI)(R10*1), Z0, Z10; \
+	VFMADD231PS.BCST (SI)(R10*1), Z1, Z11; \
+	VFMADD231PS.BCST (R11), Z0, Z12; \
+	VFMADD231PS.BCST (R11), Z1, Z13; \
+	VFMADD231PS.BCST (R11)(R8*1), Z0, Z14; \
+	VFMADD231PS.BCST (R11)(R8*1), Z1, Z15; \
+	VFMADD231PS.BCST (R11)(R8*2), Z0, Z16; \
+	VFMADD231PS.BCST (R11)(R8*2), Z1, Z17; \
+	VFMADD231PS.BCST (R11)(R10*1), Z0, Z18; \
+	VFMADD231PS.BCST (R11)(R10*1), Z1, Z19; \
 	ADDQ $4, SI; \
 	ADDQ $4, R11; \
 	ADDQ $128, DI
