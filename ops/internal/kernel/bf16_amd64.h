@@ -24,6 +24,26 @@
 // + s1.bf16[2i+1]·s2.bf16[2i+1].
 #define VDPBF16PS_Z(s2, s1, d) EVEX_0F38_Z(2, s2, s1, d); BYTE $0x52; MODRM_RR(d, s2)
 
+// EVEX prefix as EVEX_0F38_Z for an instruction whose rm operand is in
+// memory, a 32-bit element broadcast to every lane (EVEX.b): base and
+// index are the address's registers (RAX..R15 → 0..15; index 0 where there
+// is none, as its fourth bit is what the prefix holds).
+#define EVEX_0F38_Z_BCST(pp, base, index, s1, d) \
+	BYTE $0x62; \
+	BYTE $((((d>>3)&1)^1)<<7 | (((index>>3)&1)^1)<<6 | (((base>>3)&1)^1)<<5 | (((d>>4)&1)^1)<<4 | 2); \
+	BYTE $(((s1&15)^15)<<3 | 4 | pp); \
+	BYTE $(2<<5 | 1<<4 | (((s1>>4)&1)^1)<<3)
+
+// VDPBF16PS_BCST_Z(base, s1, d): VDPBF16PS zmm_d, zmm_s1, dword
+// [base]{1to16}: VDPBF16PS_Z with the pair word at base broadcast, the
+// load-op form whose broadcast takes no slot on the FP pipes (see
+// SGEMM8x32_ROWS_KSTEP). base is not RSP, RBP, R12 or R13 (mod 00).
+#define VDPBF16PS_BCST_Z(base, s1, d) EVEX_0F38_Z_BCST(2, base, 0, s1, d); BYTE $0x52; BYTE $((d&7)<<3 | (base&7))
+
+// VDPBF16PS_BCST_SIB_Z(base, index, ss, s1, d): the same at base +
+// index·2^ss (base not RBP or R13, index not RSP).
+#define VDPBF16PS_BCST_SIB_Z(base, index, ss, s1, d) EVEX_0F38_Z_BCST(2, base, index, s1, d); BYTE $0x52; BYTE $((d&7)<<3 | 4); BYTE $(ss<<6 | (index&7)<<3 | (base&7))
+
 // VCVTNE2PS2BF16_Z(s2, s1, d): VCVTNE2PS2BF16 zmm_d, zmm_s1, zmm_s2
 // (EVEX.512.F2.0F38.W0 72 /r): d's 16 low bf16 are s2's floats, its 16
 // high ones s1's, rounded to nearest even.

@@ -25,12 +25,26 @@ func TestBF16Encodings(t *testing.T) {
 		{"vcvtne2ps2bf16 zmm21, zmm9, zmm28", []byte{0x62, 0x82, 0x37, 0x48, 0x72, 0xec}},
 		{"vcvtneps2bf16 ymm3, zmm1", []byte{0x62, 0xf2, 0x7e, 0x48, 0x72, 0xd9}},
 		{"vcvtneps2bf16 ymm18, zmm25", []byte{0x62, 0x82, 0x7e, 0x48, 0x72, 0xd1}},
+		// The broadcast memory forms (GNU as 2.40, objdump -d).
+		{"vdpbf16ps zmm4, zmm0, dword ptr [rsi]{1to16}", []byte{0x62, 0xf2, 0x7e, 0x58, 0x52, 0x26}},
+		{"vdpbf16ps zmm12, zmm0, dword ptr [r11]{1to16}", []byte{0x62, 0x52, 0x7e, 0x58, 0x52, 0x23}},
+		{"vdpbf16ps zmm6, zmm0, dword ptr [rsi+r8*1]{1to16}", []byte{0x62, 0xb2, 0x7e, 0x58, 0x52, 0x34, 0x06}},
+		{"vdpbf16ps zmm8, zmm0, dword ptr [rsi+r8*2]{1to16}", []byte{0x62, 0x32, 0x7e, 0x58, 0x52, 0x04, 0x46}},
+		{"vdpbf16ps zmm10, zmm0, dword ptr [rsi+r10*1]{1to16}", []byte{0x62, 0x32, 0x7e, 0x58, 0x52, 0x14, 0x16}},
+		{"vdpbf16ps zmm14, zmm0, dword ptr [r11+r8*1]{1to16}", []byte{0x62, 0x12, 0x7e, 0x58, 0x52, 0x34, 0x03}},
+		{"vdpbf16ps zmm16, zmm0, dword ptr [r11+r8*2]{1to16}", []byte{0x62, 0x82, 0x7e, 0x58, 0x52, 0x04, 0x43}},
+		{"vdpbf16ps zmm19, zmm1, dword ptr [r11+r10*1]{1to16}", []byte{0x62, 0x82, 0x76, 0x58, 0x52, 0x1c, 0x13}},
 	}
-	code := unsafe.Slice(bf16SamplesAddr(), 6*len(want))
-	for i, w := range want {
-		if got := code[6*i : 6*i+6]; !bytes.Equal(got, w.enc) {
+	n := 0
+	for _, w := range want {
+		n += len(w.enc)
+	}
+	code := unsafe.Slice(bf16SamplesAddr(), n)
+	for _, w := range want {
+		if got := code[:len(w.enc)]; !bytes.Equal(got, w.enc) {
 			t.Errorf("%s: macro gives % x, want % x", w.asm, got, w.enc)
 		}
+		code = code[len(w.enc):]
 	}
 }
 
