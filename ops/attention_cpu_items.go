@@ -161,10 +161,13 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	hg := headGroups{heads: p.heads, groups: workers, qBlocks: qBlocks, batches: p.batches}
 	parallel.RunGroups(workers, workers, hg.items, func(wi int) func(g, i, next int) {
 		w := p.newWork(dvPad, qPerItem, scratch[wi*per:(wi+1)*per])
-		return func(g, i, _ int) {
+		return func(g, i, next int) {
 			it := hg.item(g, i)
 			b := it / qBlocks
 			i0 := (it % qBlocks) * attnQBlock
+			if qPerItem && tileLoop && p.q.cs == 1 && next >= 0 {
+				p.prefetchQ(hg.item(g, next), qBlocks)
+			}
 			var qb []float32
 			if qPerItem {
 				p.packQ(w.qp, w.tail, p.qUniq[p.qIdx[b]], i0, min(p.sq, i0+attnQBlock))
@@ -178,6 +181,25 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 			p.item(b, i0, w, qb, kp[p.kIdx[b]*kLen:(p.kIdx[b]+1)*kLen], vp[p.vIdx[b]*vLen:(p.vIdx[b]+1)*vLen], dvPad, p.exactCut)
 		}
 	})
+}
+
+// prefetchQ asks for item it's query rows (Q read in place) into L2, for
+// packQ to find them there when the worker takes the item.
+func (p *attnPlan) prefetchQ(it, qBlocks int) {
+	b := it / qBlocks
+	i0 := (it % qBlocks) * attnQBlock
+	rows := min(attnQBlock, p.sq-i0)
+	if rows <= 0 || p.d == 0 {
+		return
+	}
+	at := p.qUniq[p.qIdx[b]] + i0*p.q.rs
+	_ = p.q.data[at+(rows-1)*p.q.rs+p.d-1]
+	kernel.PrefetchRowsL2(&p.q.data[at], rows, p.q.rs, (p.d+15)/16)
+	if o := p.o; o.cs == 1 && p.dv > 0 && len(o.data) > 0 {
+		at := o.off[b] + i0*o.rs
+		_ = o.data[at+(rows-1)*o.rs+p.dv-1]
+		kernel.PrefetchRowsL2(&o.data[at], rows, o.rs, (p.dv+15)/16)
+	}
 }
 
 // packBF16 packs K, Vᵀ and scaled Qᵀ (qScaleBF16) of every distinct

@@ -847,3 +847,30 @@ pvnext:
 pvdone:
 	VZEROUPPER
 	RET
+
+// func PrefetchRowsL2(p *float32, rows, stride, lines int)
+// PREFETCHT1 of lines 64-byte lines from p, p + stride, ... (rows rows,
+// stride in floats).
+TEXT ·PrefetchRowsL2(SB), NOSPLIT, $0-32
+	MOVQ p+0(FP), SI
+	MOVQ rows+8(FP), CX
+	MOVQ stride+16(FP), R8
+	MOVQ lines+24(FP), DX
+	SHLQ $2, R8
+	TESTQ CX, CX
+	JE pfrdone
+	TESTQ DX, DX
+	JE pfrdone
+pfrrow:
+	MOVQ SI, AX
+	MOVQ DX, BX
+pfrline:
+	PREFETCHT1 (AX)
+	ADDQ $64, AX
+	DECQ BX
+	JNZ pfrline
+	ADDQ R8, SI
+	DECQ CX
+	JNZ pfrrow
+pfrdone:
+	RET

@@ -266,3 +266,8 @@ func DotRows16(dst, q, k *float32, ldk, n, d int) {
 func AxpyRows16(o, p, v *float32, ldv, n, dv int) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
+
+// PrefetchRowsL2 is never called where AVX512 is false.
+func PrefetchRowsL2(p *float32, rows, stride, lines int) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
