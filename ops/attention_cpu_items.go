@@ -162,11 +162,9 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	parallel.RunGroups(workers, workers, hg.items, func(wi int) func(g, i, next int) {
 		w := p.newWork(dvPad, qPerItem, scratch[wi*per:(wi+1)*per])
 		return func(g, i, next int) {
-			it := hg.item(g, i)
-			b := it / qBlocks
-			i0 := (it % qBlocks) * attnQBlock
+			b, i0 := itemAt(hg.item(g, i), qBlocks)
 			if qPerItem && tileLoop && p.q.cs == 1 && next >= 0 {
-				p.prefetchQ(hg.item(g, next), qBlocks)
+				p.prefetchItemRows(itemAt(hg.item(g, next), qBlocks))
 			}
 			var qb []float32
 			if qPerItem {
@@ -183,11 +181,17 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	})
 }
 
-// prefetchQ asks for item it's query rows (Q read in place) into L2, for
-// packQ to find them there when the worker takes the item.
-func (p *attnPlan) prefetchQ(it, qBlocks int) {
-	b := it / qBlocks
-	i0 := (it % qBlocks) * attnQBlock
+// itemAt returns item it's batch matrix and first query row, for
+// qBlocks query blocks a matrix.
+func itemAt(it, qBlocks int) (b, i0 int) {
+	return it / qBlocks, (it % qBlocks) * attnQBlock
+}
+
+// prefetchItemRows asks for the query rows (Q read in place) and output
+// rows of the item at batch matrix b, query row i0, into L2, for packQ to
+// find them there and the item's last writes to hit, when the worker takes
+// the item.
+func (p *attnPlan) prefetchItemRows(b, i0 int) {
 	rows := min(attnQBlock, p.sq-i0)
 	if rows <= 0 || p.d == 0 {
 		return

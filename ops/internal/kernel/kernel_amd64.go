@@ -437,7 +437,8 @@ func SubVS(dst, a *float32, b float32, n int)
 
 // PrefetchRowsL2 asks for lines 64-byte lines at each of rows rows into L2
 // (PREFETCHT1): row r's at p + r·stride floats. The fused attention asks
-// for its next item's query rows with it while the current item runs.
+// for its next item's query and output rows with it while the current item
+// runs.
 //
 //go:noescape
 func PrefetchRowsL2(p *float32, rows, stride, lines int)
