@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/attnrun/attnrun/internal/hugepages"
 	"github.com/attnrun/attnrun/ops/internal/kernel"
 	"github.com/attnrun/attnrun/ops/internal/parallel"
 )
@@ -108,7 +109,7 @@ func getBuf(n int) *[]float32 {
 		p = new([]float32)
 	}
 	if cap(*p) < n {
-		*p = make([]float32, n)
+		*p = hugepages.Floats(n)
 	}
 	*p = (*p)[:n]
 	return p
@@ -817,7 +818,7 @@ func packWhole(name string, ops tileOps, transB bool, k, n int, b []float32, ldb
 		nPanels := (nb + nr - 1) / nr
 		for p0 := 0; p0 < k; p0 += kc {
 			kb := min(kc, k-p0)
-			blk := make([]float32, ops.bLen(nPanels, kb))
+			blk := hugepages.Floats(ops.bLen(nPanels, kb))
 			ops.packB(transB, b, ldb, p0, kb, j0, nb, blk, 0, nPanels)
 			pb.blocks = append(pb.blocks, blk)
 		}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/attnrun/attnrun/internal/hugepages"
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/ops"
 	"github.com/attnrun/attnrun/runtime/budget"
@@ -272,7 +273,7 @@ func (a *arena) buffer(b, size, n int) ([]float32, error) {
 		}
 		a.bufs[b] = nil
 		a.drop(4 * int64(have))
-		a.bufs[b] = make([]float32, size)
+		a.bufs[b] = hugepages.Floats(size)
 	}
 	return a.bufs[b][:n], nil
 }
@@ -351,12 +352,12 @@ func (a *arena) scratchFloats(n int) []float32 {
 		a.mustReserve(4*int64(size-old), fmt.Sprintf("%d float32s of working memory", n))
 		a.chunks[re] = nil
 		a.drop(4 * int64(old))
-		a.chunks[re], a.chunkRun[re] = make([]float32, size), a.run
+		a.chunks[re], a.chunkRun[re] = hugepages.Floats(size), a.run
 		a.ci, a.off = re, n
 		return a.chunks[re][:n:n]
 	}
 	a.mustReserve(4*int64(size), fmt.Sprintf("%d float32s of working memory", n))
-	a.chunks, a.chunkRun = append(a.chunks, make([]float32, size)), append(a.chunkRun, a.run)
+	a.chunks, a.chunkRun = append(a.chunks, hugepages.Floats(size)), append(a.chunkRun, a.run)
 	a.ci, a.off = len(a.chunks)-1, n
 	return a.chunks[a.ci][:n:n]
 }

@@ -1,0 +1,10 @@
+//go:build !linux
+
+package hugepages
+
+// advise does nothing where the kernel has no transparent huge pages that
+// a process can ask for.
+func advise([]byte) {}
+
+// release does nothing where advise does nothing.
+func release([]byte) {}
