@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/attnrun/attnrun/internal/hugepages"
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/runtime/graph"
 	"gorgonia.org/tensor"
@@ -22,7 +23,8 @@ import (
 // Give it back with FreeTensor; until then it stays valid, even after
 // Close. Its memory counts against Options.MaxMemoryBytes. Where the
 // session has no arena (Options.InProcess, where nothing is copied anyway,
-// and Options.NoSharedMemory) it is an ordinary tensor, and FreeTensor
+// and Options.NoSharedMemory) it is an ordinary tensor (a float32 one of 2
+// MiB or more in huge pages, as a backend's own buffers), and FreeTensor
 // accepts it all the same. Element types: the fixed-size numeric ones and
 // bool (float16 and bfloat16 as uint16, as everywhere in the API).
 func (s *Session) NewTensor(dt tensor.Dtype, shape ...int) (*tensor.Dense, error) {
@@ -46,7 +48,13 @@ func (s *Session) NewTensor(dt tensor.Dtype, shape ...int) (*tensor.Dense, error
 	a := s.opts.arena
 	if a == nil || n == 0 || len(shape) == 0 {
 		// Scalars, empty tensors and sessions without an arena: nothing
-		// worth sharing, or nowhere to share it.
+		// worth sharing, or nowhere to share it. A float32 tensor of 2
+		// MiB or more lies in huge pages where the kernel gives them, as
+		// the backend's own buffers do (internal/hugepages): an
+		// in-process run reads and writes it as one of its own.
+		if idt == ir.Float && n*4 >= hugepages.MinBytes && len(shape) > 0 {
+			return tensor.New(tensor.WithShape(append([]int{}, shape...)...), tensor.WithBacking(hugepages.Floats(int(n)))), nil
+		}
 		return tensor.NewDense(dt, tensor.Shape(append([]int{}, shape...))), nil
 	}
 	raw, err := a.Alloc(n * int64(idt.Size()))

@@ -9,7 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
+	"github.com/attnrun/attnrun/internal/hugepages"
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/runtime/budget"
 	"gorgonia.org/tensor"
@@ -97,6 +99,46 @@ func TestNewTensorRuns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNewTensorLargeWithoutArena: where the session has no arena, a
+// float32 tensor of 2 MiB or more is a zeroed tensor of its shape that
+// starts at a huge page boundary (internal/hugepages; not with
+// ATTNRUN_HUGE_PAGES=off), and FreeTensor takes it back; a smaller one and
+// other element types are plain tensors.
+func TestNewTensorLargeWithoutArena(t *testing.T) {
+	for _, opts := range []Options{{InProcess: true}, {NoSharedMemory: true}} {
+		s, _ := openTiny(t, opts)
+		for _, c := range []struct {
+			dt      tensor.Dtype
+			shape   []int
+			aligned bool
+		}{
+			{tensor.Float32, []int{2, 512, 768}, true},
+			{tensor.Float32, []int{1, 512, 768}, false}, // 1.5 MiB
+			{tensor.Float64, []int{2, 512, 768}, false},
+		} {
+			d, err := s.NewTensor(c.dt, c.shape...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(d.Shape(), tensor.Shape(c.shape)) || d.Dtype() != c.dt {
+				t.Fatalf("%+v: NewTensor(%v, %v) made a %v tensor of shape %v", opts, c.dt, c.shape, d.Dtype(), d.Shape())
+			}
+			raw := ir.BytesOf(d.Data())
+			for i, b := range raw {
+				if b != 0 {
+					t.Fatalf("%+v: byte %d of a new %v%v is %d", opts, i, c.dt, c.shape, b)
+				}
+			}
+			if at := uintptr(unsafe.Pointer(&raw[0])) % hugepages.Size; c.aligned && hugepages.Enabled() && at != 0 {
+				t.Errorf("%+v: a new float32%v starts %d bytes past a huge page boundary", opts, c.shape, at)
+			}
+			if err := s.FreeTensor(d); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
 
