@@ -2,6 +2,9 @@ package hugepages
 
 import "golang.org/x/sys/unix"
 
+// supported: Linux has transparent huge pages that a process can ask for.
+const supported = true
+
 // advise asks the kernel to back b (whole, aligned huge pages) with huge
 // pages: MADV_HUGEPAGE for pages not touched yet, MADV_COLLAPSE for those
 // already there. Both fail harmlessly where the kernel does not allow or

@@ -6,9 +6,11 @@
 // With 4 KiB pages a GEMM that reads a 7 MiB packed weight, streams a
 // 1.5 MiB activation whose rows lie 3 KiB apart, and stores tiles whose
 // eight rows lie in eight pages misses the TLB often enough to show: seed
-// 000's QKV projection (512×768 · 768×2304, 2 threads) took 2.5–3% less
-// time with its three operands in huge pages, 1% for each one alone
-// (2-core Zen 4 VM, 2026-11-29; docs/performance-notes.md, session 30).
+// 000's QKV projection (512×768 · 768×2304, 2 threads, called on two
+// copies of its operands in turn) took 2.5–3.1% less time with its three
+// operands in huge pages, 0.6–2.7% with one; in the model the step took 4%
+// less (2-core Zen 4 VM, 2026-11-29; docs/performance-notes.md, session
+// 30).
 //
 // Most Linux systems set /sys/kernel/mm/transparent_hugepage/enabled to
 // "madvise": only ranges advised with MADV_HUGEPAGE get huge pages, and Go
@@ -20,9 +22,10 @@
 // before is collapsed into them at once (MADV_COLLAPSE, Linux 6.1 and
 // later; an older kernel's khugepaged does it in the background). The
 // slice's last partial 2 MiB stays in small pages, so no page holds more
-// than the slice uses; the allocation's unused head is never touched by
-// the slice. Where the kernel refuses ("never", another OS) the buffers
-// are plain memory and nothing else changes.
+// than the slice uses, and the allocation's pages outside the slice are
+// handed back (MADV_DONTNEED), so that RSS does not grow. Where the kernel
+// refuses ("never") the buffers are plain memory and nothing else changes;
+// on other systems Floats is make.
 //
 // ATTNRUN_HUGE_PAGES=off in the environment (read once, at start; backend
 // processes inherit it) turns it off, to measure the difference.
@@ -45,10 +48,12 @@ const MinBytes = Size
 // (ATTNRUN_HUGE_PAGES=off).
 const Env = "ATTNRUN_HUGE_PAGES"
 
-// enabled is fixed at start from Env; nothing changes it afterwards.
-var enabled = os.Getenv(Env) != "off"
+// enabled is fixed at start from Env and the OS; nothing changes it
+// afterwards.
+var enabled = supported && os.Getenv(Env) != "off"
 
-// Enabled reports whether Floats asks for huge pages (Env is not "off").
+// Enabled reports whether Floats asks for huge pages: on Linux, unless
+// Env is "off".
 func Enabled() bool { return enabled }
 
 // Floats returns a zeroed []float32 of length and capacity n, like

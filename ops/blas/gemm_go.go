@@ -74,7 +74,9 @@ func tileFor(avx512 bool) (int, int, func(k int, a, b, c *float32, ldc int, add 
 // state: a buffer it hands out is overwritten before use. Unlike a
 // sync.Pool it survives garbage collections, so that a run does not fault
 // in fresh packing memory after every GC (a page fault costs ~10 µs on
-// some VMs, and a packed B block is 2 MiB).
+// some VMs, and a packed B block is 2 MiB). Its buffers, and packed
+// weights' blocks (packWhole), of 2 MiB or more lie in huge pages
+// (hugepages.Floats).
 var bufCache struct {
 	mu   sync.Mutex
 	free []*[]float32

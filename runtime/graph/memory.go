@@ -43,6 +43,10 @@ import (
 // indices), allocate through ops.Context.Alloc, which the arena backs with
 // one tensor per step and call, reused (zeroed) run after run: a causal
 // model's mask chain no longer faults in megabytes of fresh memory per run.
+//
+// Buffers and scratch chunks of 2 MiB or more lie in transparent huge pages
+// where the kernel gives them (hugepages.Floats): the products that read
+// and write them miss the TLB less.
 
 // memPlan is the arena layout of a plan.
 type memPlan struct {
