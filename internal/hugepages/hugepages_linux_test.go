@@ -22,7 +22,7 @@ func TestFloatsGetsHugePages(t *testing.T) {
 	if !Enabled() {
 		t.Skipf("%s=off", Env)
 	}
-	fallbacks := vmstat(t, "thp_fault_fallback") + vmstat(t, "thp_collapse_alloc_failed")
+	fallbacks := thpFallbacks(t)
 	const pages = 4
 	s := Floats(pages*Size/4 + 1000)
 	before := anonHugeAt(t, uintptr(unsafe.Pointer(&s[0])))
@@ -36,7 +36,7 @@ func TestFloatsGetsHugePages(t *testing.T) {
 		}
 	}
 	if got := after - before; got < pages*Size {
-		if vmstat(t, "thp_fault_fallback")+vmstat(t, "thp_collapse_alloc_failed") > fallbacks {
+		if thpFallbacks(t) > fallbacks {
 			t.Skipf("the kernel had no free huge page (AnonHugePages of the mapping %d → %d bytes)", before, after)
 		}
 		t.Fatalf("AnonHugePages of the buffer's mapping grew by %d bytes, want at least %d", got, pages*Size)
@@ -80,18 +80,21 @@ func anonHugeAt(t *testing.T, addr uintptr) int64 {
 	return 0
 }
 
-// vmstat returns the /proc/vmstat counter name (0 when absent).
-func vmstat(t *testing.T, name string) int64 {
+// thpFallbacks returns how often the kernel found no free huge page for
+// a fault or a collapse: the sum of /proc/vmstat's thp_fault_fallback and
+// thp_collapse_alloc_failed (0 where it cannot be read).
+func thpFallbacks(t *testing.T) int64 {
 	t.Helper()
 	b, err := os.ReadFile("/proc/vmstat")
 	if err != nil {
 		return 0
 	}
+	var n int64
 	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, " "); ok && k == name {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
+		if k, v, ok := strings.Cut(line, " "); ok && (k == "thp_fault_fallback" || k == "thp_collapse_alloc_failed") {
+			c, _ := strconv.ParseInt(v, 10, 64)
+			n += c
 		}
 	}
-	return 0
+	return n
 }

@@ -52,7 +52,7 @@ func (s *Session) NewTensor(dt tensor.Dtype, shape ...int) (*tensor.Dense, error
 		// MiB or more lies in huge pages where the kernel gives them, as
 		// the backend's own buffers do (internal/hugepages): an
 		// in-process run reads and writes it as one of its own.
-		if idt == ir.Float && n*4 >= hugepages.MinBytes && len(shape) > 0 {
+		if idt == ir.Float && n*4 >= hugepages.MinBytes {
 			return tensor.New(tensor.WithShape(append([]int{}, shape...)...), tensor.WithBacking(hugepages.Floats(int(n)))), nil
 		}
 		return tensor.NewDense(dt, tensor.Shape(append([]int{}, shape...))), nil
