@@ -422,7 +422,7 @@ pkdone:
 // rows (EXP_PENDING_PAIR: EXP, the pair words over the rows already read)
 // are done one per 8 k pairs of the next tile's products, the rest
 // before its epilogue and before returning. Z31 the pair indexes.
-#define SCORES_EXP_BF16(EXP) \
+#define SCORES_EXP_BF16(KSTEP, EXP) \
 	MOVQ a+8(FP), R13 \
 	MOVQ lda+16(FP), R8 \
 	MOVQ b+24(FP), R14 \
@@ -438,7 +438,7 @@ pkdone:
 	XORQ AX, AX \
 	TESTQ R12, R12 \
 	JE expdone \
-	PIPELINED_TILE(BF16_8x32_ROWS_KSTEP, EXP_PENDING_PAIR(EXP)) \
+	PIPELINED_TILE(KSTEP, EXP_PENDING_PAIR(EXP)) \
 	MOVQ bias+88(FP), AX \
 	TESTQ AX, AX \
 	JE benobias \
@@ -494,7 +494,7 @@ belast: \
 // FMA pipes instead of the products waiting for the exponentials. The
 // rows still pending after tile t + 1's products (k < 64), and the last
 // tile's, are done before the next tile's epilogue and before returning.
-#define SCORES_EXP_8x32(EXP, CLAMP, TAB) \
+#define SCORES_EXP_8x32(KSTEP, EXP, CLAMP, TAB) \
 	MOVQ a+8(FP), R13 \
 	MOVQ lda+16(FP), R8 \
 	MOVQ b+24(FP), R14 \
@@ -513,7 +513,7 @@ belast: \
 	XORQ AX, AX \
 	TESTQ R12, R12 \
 	JE expdone \
-	PIPELINED_TILE(SGEMM8x32_ROWS_KSTEP, EXP_PENDING_ROW(EXP)) \
+	PIPELINED_TILE(KSTEP, EXP_PENDING_ROW(EXP)) \
 	MOVQ bias+104(FP), AX \
 	TESTQ AX, AX \
 	JE senobias \
@@ -544,25 +544,45 @@ selast: \
 	JMP expdone \
 	TILE8x32_EXP_END(mx+96(FP), sum+88(FP), n+48(FP), ret+128(FP))
 
-// func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
-// exp(tile - shift) in natural units (EXP_TAB16).
-TEXT ·ScoresExp8x32(SB), NOSPLIT, $0-136
-	SCORES_EXP_8x32(EXP_TAB16, 8, exptab<>(SB))
+// func scoresExp8x32Broadcast(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
+// exp(tile - shift) in natural units (EXP_TAB16), VBROADCASTSS.
+TEXT ·scoresExp8x32Broadcast(SB), NOSPLIT, $0-136
+	SCORES_EXP_8x32(SGEMM8x32_ROWS_KSTEP, EXP_TAB16, 8, exptab<>(SB))
 
-// func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
-// 2^(tile - shift), scores, shifts, limits and biases in base 2 (EXP2_TAB32).
-TEXT ·ScoresExp8x32Base2(SB), NOSPLIT, $0-136
-	SCORES_EXP_8x32(EXP2_TAB32, 48, exptab32<>(SB))
+// func scoresExp8x32Embedded(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
+// exp(tile - shift) in natural units (EXP_TAB16), broadcasts in the products' memory operands.
+TEXT ·scoresExp8x32Embedded(SB), NOSPLIT, $0-136
+	SCORES_EXP_8x32(SGEMM8x32_ROWS_KSTEP_EMBEDDED, EXP_TAB16, 8, exptab<>(SB))
 
-// func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
-// exp in natural units (EXP_BF16_MEM).
-TEXT ·ScoresExpBF16x32(SB), NOSPLIT, $0-120
-	SCORES_EXP_BF16(EXP_BF16_MEM)
+// func scoresExp8x32Base2Broadcast(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
+// 2^(tile - shift), scores, shifts, limits and biases in base 2 (EXP2_TAB32), VBROADCASTSS.
+TEXT ·scoresExp8x32Base2Broadcast(SB), NOSPLIT, $0-136
+	SCORES_EXP_8x32(SGEMM8x32_ROWS_KSTEP, EXP2_TAB32, 48, exptab32<>(SB))
 
-// func ScoresExpBF16x32Base2(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
-// 2^x in base 2 (EXP2_BF16_MEM).
-TEXT ·ScoresExpBF16x32Base2(SB), NOSPLIT, $0-120
-	SCORES_EXP_BF16(EXP2_BF16_MEM)
+// func scoresExp8x32Base2Embedded(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
+// 2^(tile - shift), scores, shifts, limits and biases in base 2 (EXP2_TAB32), broadcasts in the products' memory operands.
+TEXT ·scoresExp8x32Base2Embedded(SB), NOSPLIT, $0-136
+	SCORES_EXP_8x32(SGEMM8x32_ROWS_KSTEP_EMBEDDED, EXP2_TAB32, 48, exptab32<>(SB))
+
+// func scoresExpBF16x32Broadcast(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
+// exp in natural units (EXP_BF16_MEM), VPBROADCASTD.
+TEXT ·scoresExpBF16x32Broadcast(SB), NOSPLIT, $0-120
+	SCORES_EXP_BF16(BF16_8x32_ROWS_KSTEP, EXP_BF16_MEM)
+
+// func scoresExpBF16x32Embedded(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
+// exp in natural units (EXP_BF16_MEM), broadcasts in the products' memory operands.
+TEXT ·scoresExpBF16x32Embedded(SB), NOSPLIT, $0-120
+	SCORES_EXP_BF16(BF16_8x32_ROWS_KSTEP_EMBEDDED, EXP_BF16_MEM)
+
+// func scoresExpBF16x32Base2Broadcast(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
+// 2^x in base 2 (EXP2_BF16_MEM), VPBROADCASTD.
+TEXT ·scoresExpBF16x32Base2Broadcast(SB), NOSPLIT, $0-120
+	SCORES_EXP_BF16(BF16_8x32_ROWS_KSTEP, EXP2_BF16_MEM)
+
+// func scoresExpBF16x32Base2Embedded(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
+// 2^x in base 2 (EXP2_BF16_MEM), broadcasts in the products' memory operands.
+TEXT ·scoresExpBF16x32Base2Embedded(SB), NOSPLIT, $0-120
+	SCORES_EXP_BF16(BF16_8x32_ROWS_KSTEP_EMBEDDED, EXP2_BF16_MEM)
 
 // TRANSPOSE16 loads 16 rows of 16 floats from SI, R9 bytes apart (SI
 // advances to the last row), and leaves column i of the block in Zi;

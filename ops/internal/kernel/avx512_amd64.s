@@ -467,19 +467,37 @@ ldone8:
 	VZEROUPPER
 	RET
 
-// func Sgemm8x32Rows(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool, pf *float32, pfLines int)
-// See tile8x32_amd64.h.
-TEXT ·Sgemm8x32Rows(SB), NOSPLIT, $0-80
+// func sgemm8x32RowsBroadcast(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool, pf *float32, pfLines int)
+// Sgemm8x32Rows with VBROADCASTSS (see tile8x32_amd64.h).
+TEXT ·sgemm8x32RowsBroadcast(SB), NOSPLIT, $0-80
 	TILE8x32_ROWS_START
 	TILE8x32_ROWS_PREFETCHING(SGEMM8x32_ROWS_KSTEP)
 	TILE8x32_ROWS_END
 
-// func Sgemm8x32RowsLoop(k int, a *float32, lda int, b, c *float32, ldc, n, as, bs, cs int, add bool)
-// n Sgemm8x32Rows tiles without bias (see tile8x32_amd64.h).
-TEXT ·Sgemm8x32RowsLoop(SB), NOSPLIT, $0-81
+// func sgemm8x32RowsEmbedded(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool, pf *float32, pfLines int)
+// Sgemm8x32Rows with the broadcasts in the multiply-adds.
+TEXT ·sgemm8x32RowsEmbedded(SB), NOSPLIT, $0-80
+	TILE8x32_ROWS_START
+	TILE8x32_ROWS_PREFETCHING(SGEMM8x32_ROWS_KSTEP_EMBEDDED)
+	TILE8x32_ROWS_END
+
+// func sgemm8x32RowsLoopBroadcast(k int, a *float32, lda int, b, c *float32, ldc, n, as, bs, cs int, add bool)
+// n Sgemm8x32Rows tiles without bias (see tile8x32_amd64.h), VBROADCASTSS.
+TEXT ·sgemm8x32RowsLoopBroadcast(SB), NOSPLIT, $0-81
 	TILE8x32_LOOP_START
 loop:
 	SGEMM8x32_ROWS_KSTEP
+	DECQ CX
+	JNZ loop
+store:
+	TILE8x32_LOOP_END
+
+// func sgemm8x32RowsLoopEmbedded(k int, a *float32, lda int, b, c *float32, ldc, n, as, bs, cs int, add bool)
+// The same with the broadcasts in the multiply-adds.
+TEXT ·sgemm8x32RowsLoopEmbedded(SB), NOSPLIT, $0-81
+	TILE8x32_LOOP_START
+loop:
+	SGEMM8x32_ROWS_KSTEP_EMBEDDED
 	DECQ CX
 	JNZ loop
 store:

@@ -2,11 +2,18 @@
 #include "bf16_amd64.h"
 #include "tile8x32_amd64.h"
 
-// func BF16Gemm8x32(k int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool, pf *float32, pfLines int)
-// k counts pairs (see tile8x32_amd64.h).
-TEXT ·BF16Gemm8x32(SB), NOSPLIT, $0-80
+// func bf16Gemm8x32Broadcast(k int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool, pf *float32, pfLines int)
+// BF16Gemm8x32 with VPBROADCASTD; k counts pairs (see tile8x32_amd64.h).
+TEXT ·bf16Gemm8x32Broadcast(SB), NOSPLIT, $0-80
 	TILE8x32_ROWS_START
 	TILE8x32_ROWS_PREFETCHING(BF16_8x32_ROWS_KSTEP)
+	TILE8x32_ROWS_END
+
+// func bf16Gemm8x32Embedded(k int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool, pf *float32, pfLines int)
+// BF16Gemm8x32 with the broadcasts in VDPBF16PS's memory operands.
+TEXT ·bf16Gemm8x32Embedded(SB), NOSPLIT, $0-80
+	TILE8x32_ROWS_START
+	TILE8x32_ROWS_PREFETCHING(BF16_8x32_ROWS_KSTEP_EMBEDDED)
 	TILE8x32_ROWS_END
 
 // func CvtBF16(dst *uint32, src *float32, n int)
@@ -30,12 +37,23 @@ cdone:
 	VZEROUPPER
 	RET
 
-// func BF16Gemm8x32Loop(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n, as, bs, cs int, add bool)
-// n BF16Gemm8x32 tiles without bias (see tile8x32_amd64.h).
-TEXT ·BF16Gemm8x32Loop(SB), NOSPLIT, $0-81
+// func bf16Gemm8x32LoopBroadcast(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n, as, bs, cs int, add bool)
+// n BF16Gemm8x32 tiles without bias (see tile8x32_amd64.h), VPBROADCASTD.
+TEXT ·bf16Gemm8x32LoopBroadcast(SB), NOSPLIT, $0-81
 	TILE8x32_LOOP_START
 loop:
 	BF16_8x32_ROWS_KSTEP
+	DECQ CX
+	JNZ loop
+store:
+	TILE8x32_LOOP_END
+
+// func bf16Gemm8x32LoopEmbedded(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n, as, bs, cs int, add bool)
+// The same with the broadcasts in VDPBF16PS's memory operands.
+TEXT ·bf16Gemm8x32LoopEmbedded(SB), NOSPLIT, $0-81
+	TILE8x32_LOOP_START
+loop:
+	BF16_8x32_ROWS_KSTEP_EMBEDDED
 	DECQ CX
 	JNZ loop
 store:

@@ -121,8 +121,14 @@ func DotBF16Peak512(n int)
 // Sgemm8x32Rows does (k counts pairs here: one line every 8 pairs). It
 // needs BF16.
 //
-//go:noescape
-func BF16Gemm8x32(k int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool, pf *float32, pfLines int)
+// It runs the form EmbeddedBroadcast picks.
+func BF16Gemm8x32(k int, a *uint32, lda int, b *uint32, c *float32, ldc int, bias *float32, add bool, pf *float32, pfLines int) {
+	if EmbeddedBroadcast {
+		bf16Gemm8x32Embedded(k, a, lda, b, c, ldc, bias, add, pf, pfLines)
+		return
+	}
+	bf16Gemm8x32Broadcast(k, a, lda, b, c, ldc, bias, add, pf, pfLines)
+}
 
 // CvtBF16 rounds n floats at src (n a multiple of 32) to bf16, nearest
 // even (VCVTNE2PS2BF16: NaN stays NaN, quieted; subnormals become zero),
@@ -151,16 +157,28 @@ func CvtBF16(dst *uint32, src *float32, n int)
 // with the prefetch; 128×768·768×3072 with cold C 475–477 → 523–542
 // GFLOP/s, at 512 rows 471–485 → 521–527).
 //
-//go:noescape
-func Sgemm8x32Rows(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool, pf *float32, pfLines int)
+// It runs the form EmbeddedBroadcast picks.
+func Sgemm8x32Rows(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, add bool, pf *float32, pfLines int) {
+	if EmbeddedBroadcast {
+		sgemm8x32RowsEmbedded(k, a, lda, b, c, ldc, bias, add, pf, pfLines)
+		return
+	}
+	sgemm8x32RowsBroadcast(k, a, lda, b, c, ldc, bias, add, pf, pfLines)
+}
 
 // BF16Gemm8x32Loop runs n BF16Gemm8x32 tiles (without bias) in one call:
 // tile t reads A's rows at a + t·as and B at b + t·bs (in words) and
 // stores into (or, with add, adds to) the tile of C at c + t·cs (floats).
 // It saves the per-tile call for fused kernels sweeping many short tiles.
 //
-//go:noescape
-func BF16Gemm8x32Loop(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n, as, bs, cs int, add bool)
+// It runs the form EmbeddedBroadcast picks.
+func BF16Gemm8x32Loop(k int, a *uint32, lda int, b *uint32, c *float32, ldc, n, as, bs, cs int, add bool) {
+	if EmbeddedBroadcast {
+		bf16Gemm8x32LoopEmbedded(k, a, lda, b, c, ldc, n, as, bs, cs, add)
+		return
+	}
+	bf16Gemm8x32LoopBroadcast(k, a, lda, b, c, ldc, n, as, bs, cs, add)
+}
 
 // PairRowsBF16x32 rounds rows of 32 floats at src to bf16 (nearest even)
 // and pairs consecutive rows: dst[p·32 + j] holds src row 2p's column j
@@ -176,8 +194,14 @@ func PairRowsBF16x32(dst *uint32, src *float32, rows int)
 // into (or, with add, adds to) the tile of C at c + t·cs (all strides in
 // floats). Fused kernels use it to read operands in place.
 //
-//go:noescape
-func Sgemm8x32RowsLoop(k int, a *float32, lda int, b, c *float32, ldc, n, as, bs, cs int, add bool)
+// It runs the form EmbeddedBroadcast picks.
+func Sgemm8x32RowsLoop(k int, a *float32, lda int, b, c *float32, ldc, n, as, bs, cs int, add bool) {
+	if EmbeddedBroadcast {
+		sgemm8x32RowsLoopEmbedded(k, a, lda, b, c, ldc, n, as, bs, cs, add)
+		return
+	}
+	sgemm8x32RowsLoopBroadcast(k, a, lda, b, c, ldc, n, as, bs, cs, add)
+}
 
 // GatherScale32 transposes and scales a 32-row block: dst[j·32 + c] =
 // scale·src[c·lds + j] for rows c < 32 and columns j < n (lds in floats;
@@ -256,8 +280,13 @@ func Erf8(dst, src *float32, n int, gelu bool)
 // the bias: a term of each (key, query) pair, such as a bias by its
 // diagonals (rbs -1: row r+1's terms start a float before row r's).
 //
-//go:noescape
-func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
+// It runs the form EmbeddedBroadcast picks.
+func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int {
+	if EmbeddedBroadcast {
+		return scoresExp8x32Embedded(k, a, lda, b, c, ldc, n, as, cs, shift, limit, sum, mx, bias, rb, rbs)
+	}
+	return scoresExp8x32Broadcast(k, a, lda, b, c, ldc, n, as, cs, shift, limit, sum, mx, bias, rb, rbs)
+}
 
 // ScoresExp8x32Base2 is ScoresExp8x32 in base 2: the caller scales the
 // panel b by log2 e (scores x·log2 e) and gives shifts, limits and both
@@ -272,8 +301,13 @@ func ScoresExp8x32(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int
 // additive mask's -1e4, or float32's minimum, which overflows) to base 2
 // rounds it apart from its natural-unit counterpart. It needs AVX512.
 //
-//go:noescape
-func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
+// It runs the form EmbeddedBroadcast picks.
+func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int {
+	if EmbeddedBroadcast {
+		return scoresExp8x32Base2Embedded(k, a, lda, b, c, ldc, n, as, cs, shift, limit, sum, mx, bias, rb, rbs)
+	}
+	return scoresExp8x32Base2Broadcast(k, a, lda, b, c, ldc, n, as, cs, shift, limit, sum, mx, bias, rb, rbs)
+}
 
 // ScoresExpBF16x32 is ScoresExp8x32 on bf16 operands, in natural units
 // (scores, shifts, limits and bias), with its probabilities stored as the
@@ -293,8 +327,13 @@ func ScoresExp8x32Base2(k int, a *float32, lda int, b, c *float32, ldc, n, as, c
 // (or past the tile it stops at), which it leaves undefined. It needs
 // BF16.
 //
-//go:noescape
-func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
+// It runs the form EmbeddedBroadcast picks.
+func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias, rb *float32, rbs int) int {
+	if EmbeddedBroadcast {
+		return scoresExpBF16x32Embedded(k, a, lda, b, c, n, as, shift, limit, sum, mx, bias, rb, rbs)
+	}
+	return scoresExpBF16x32Broadcast(k, a, lda, b, c, n, as, shift, limit, sum, mx, bias, rb, rbs)
+}
 
 // ScoresExpBF16x32Base2 is ScoresExpBF16x32 in base 2, as
 // ScoresExp8x32Base2 is ScoresExp8x32: the panel b holds scale·log2 e·Qᵀ,
@@ -305,8 +344,13 @@ func ScoresExpBF16x32(k int, a *uint32, lda int, b, c *uint32, n, as int, shift,
 // three FMA-pipe operations where ScoresExpBF16x32's takes five. It needs
 // BF16.
 //
-//go:noescape
-func ScoresExpBF16x32Base2(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
+// It runs the form EmbeddedBroadcast picks.
+func ScoresExpBF16x32Base2(k int, a *uint32, lda int, b, c *uint32, n, as int, shift, limit, sum, mx, bias, rb *float32, rbs int) int {
+	if EmbeddedBroadcast {
+		return scoresExpBF16x32Base2Embedded(k, a, lda, b, c, n, as, shift, limit, sum, mx, bias, rb, rbs)
+	}
+	return scoresExpBF16x32Base2Broadcast(k, a, lda, b, c, n, as, shift, limit, sum, mx, bias, rb, rbs)
+}
 
 // TransposeScale16 writes the transpose of a 16×16 block, each row scaled:
 // dst[i·ldd + j] = scale[i]·src[j·lds + i] for i, j < 16 (strides in

@@ -111,18 +111,56 @@
 	VMOVUPS Z19, 64(DX)
 
 // One k step: C += A[:, p]·B[p, :], then step SI, R11 and DI. A's 8
-// values are broadcast by the multiply-adds' memory operands (.BCST, twice
-// each: 16 loads a step, within the load ports' 3 a cycle) rather than by
-// 8 VBROADCASTSS: on Zen 4 a VBROADCASTSS from memory also takes a slot on
-// the FP pipes, so the FADD-pipe work that runs beside the products (the
-// scores kernels' exponentials) was not free. On the project's 2-core
-// EPYC (2026-11-29) the scores kernel with its exponentials (go test
+// values are broadcast by 8 VBROADCASTSS into Z2 and Z3 in turn. Every CPU
+// but Zen 4 runs this form (EmbeddedBroadcast false): on the project's
+// 2-core Zen 5 VM (2026-11-29, ops/blas -bench Roofline/gemm, one and two
+// threads, builds alternating) the projections ran at 93-97% of peak with it
+// and at 82-86% with SGEMM8x32_ROWS_KSTEP_EMBEDDED's sixteen load-op
+// multiply-adds, and the bare scores product at 98-100% against 85-86%.
+#define SGEMM8x32_ROWS_KSTEP \
+	VMOVUPS (DI), Z0; \
+	VMOVUPS 64(DI), Z1; \
+	VBROADCASTSS (SI), Z2; \
+	VFMADD231PS Z0, Z2, Z4; \
+	VFMADD231PS Z1, Z2, Z5; \
+	VBROADCASTSS (SI)(R8*1), Z3; \
+	VFMADD231PS Z0, Z3, Z6; \
+	VFMADD231PS Z1, Z3, Z7; \
+	VBROADCASTSS (SI)(R8*2), Z2; \
+	VFMADD231PS Z0, Z2, Z8; \
+	VFMADD231PS Z1, Z2, Z9; \
+	VBROADCASTSS (SI)(R10*1), Z3; \
+	VFMADD231PS Z0, Z3, Z10; \
+	VFMADD231PS Z1, Z3, Z11; \
+	VBROADCASTSS (R11), Z2; \
+	VFMADD231PS Z0, Z2, Z12; \
+	VFMADD231PS Z1, Z2, Z13; \
+	VBROADCASTSS (R11)(R8*1), Z3; \
+	VFMADD231PS Z0, Z3, Z14; \
+	VFMADD231PS Z1, Z3, Z15; \
+	VBROADCASTSS (R11)(R8*2), Z2; \
+	VFMADD231PS Z0, Z2, Z16; \
+	VFMADD231PS Z1, Z2, Z17; \
+	VBROADCASTSS (R11)(R10*1), Z3; \
+	VFMADD231PS Z0, Z3, Z18; \
+	VFMADD231PS Z1, Z3, Z19; \
+	ADDQ $4, SI; \
+	ADDQ $4, R11; \
+	ADDQ $128, DI
+
+// SGEMM8x32_ROWS_KSTEP with A's 8 values broadcast by the multiply-adds'
+// memory operands (.BCST, twice each: 16 loads a step, within the load
+// ports' 3 a cycle), the form Zen 4 runs (EmbeddedBroadcast): there a
+// VBROADCASTSS from memory also takes a slot on the FP pipes, so the
+// FADD-pipe work that runs beside the products (the scores kernels'
+// exponentials) was not free. On the project's 2-core Zen 4 VM
+// (2026-11-29) the scores kernel with its exponentials (go test
 // ./ops/internal/kernel -bench RooflineAttentionKernels/scores+exp2) went
 // from 88% to 94% of peak with the broadcasts folded, and the bare product
 // (scores) stayed at 98%. (In a throwaway loop of this step, 16 VADDPS per
 // 8 steps cost 4% and 64 cost 11% beside VBROADCASTSS, and nothing beside
-// .BCST.)
-#define SGEMM8x32_ROWS_KSTEP \
+// .BCST.) The results are the same bit for bit.
+#define SGEMM8x32_ROWS_KSTEP_EMBEDDED \
 	VMOVUPS (DI), Z0; \
 	VMOVUPS 64(DI), Z1; \
 	VFMADD231PS.BCST (SI), Z0, Z4; \
@@ -146,9 +184,43 @@
 	ADDQ $128, DI
 
 // One k pair with VDPBF16PS (bf16_amd64.h), then step SI, R11 and DI:
-// A's pair words broadcast by the products' memory operands (SI = 6, R8
-// = 8, R10 = 10, R11 = 11), as SGEMM8x32_ROWS_KSTEP's.
+// A's pair words broadcast by VPBROADCASTD into Z2 and Z3 in turn, as
+// SGEMM8x32_ROWS_KSTEP's.
 #define BF16_8x32_ROWS_KSTEP \
+	VMOVDQU32 (DI), Z0; \
+	VMOVDQU32 64(DI), Z1; \
+	VPBROADCASTD (SI), Z2; \
+	VDPBF16PS_Z(0, 2, 4); \
+	VDPBF16PS_Z(1, 2, 5); \
+	VPBROADCASTD (SI)(R8*1), Z3; \
+	VDPBF16PS_Z(0, 3, 6); \
+	VDPBF16PS_Z(1, 3, 7); \
+	VPBROADCASTD (SI)(R8*2), Z2; \
+	VDPBF16PS_Z(0, 2, 8); \
+	VDPBF16PS_Z(1, 2, 9); \
+	VPBROADCASTD (SI)(R10*1), Z3; \
+	VDPBF16PS_Z(0, 3, 10); \
+	VDPBF16PS_Z(1, 3, 11); \
+	VPBROADCASTD (R11), Z2; \
+	VDPBF16PS_Z(0, 2, 12); \
+	VDPBF16PS_Z(1, 2, 13); \
+	VPBROADCASTD (R11)(R8*1), Z3; \
+	VDPBF16PS_Z(0, 3, 14); \
+	VDPBF16PS_Z(1, 3, 15); \
+	VPBROADCASTD (R11)(R8*2), Z2; \
+	VDPBF16PS_Z(0, 2, 16); \
+	VDPBF16PS_Z(1, 2, 17); \
+	VPBROADCASTD (R11)(R10*1), Z3; \
+	VDPBF16PS_Z(0, 3, 18); \
+	VDPBF16PS_Z(1, 3, 19); \
+	ADDQ $4, SI; \
+	ADDQ $4, R11; \
+	ADDQ $128, DI
+
+// BF16_8x32_ROWS_KSTEP with A's pair words broadcast by the products'
+// memory operands (SI = 6, R8 = 8, R10 = 10, R11 = 11), as
+// SGEMM8x32_ROWS_KSTEP_EMBEDDED's: the form Zen 4 runs.
+#define BF16_8x32_ROWS_KSTEP_EMBEDDED \
 	VMOVDQU32 (DI), Z0; \
 	VMOVDQU32 64(DI), Z1; \
 	VDPBF16PS_BCST_Z(6, 0, 4); \
