@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/attnrun/attnrun/ir"
+	"github.com/attnrun/attnrun/ops/internal/kernel"
 	"github.com/attnrun/attnrun/ops/internal/parallel"
 )
 
@@ -24,6 +25,29 @@ func computeThreads(ctx *Context) int {
 // work before parking (set with the ATTNRUN_SPIN environment variable; see
 // package ops/internal/parallel).
 func SpinTime() time.Duration { return parallel.SpinTime() }
+
+// KernelSet names the CPU kernels the ops run on this machine, fixed when
+// the process starts: "avx512" (with "+embedded-broadcast" where the 8×32
+// row kernels broadcast A's values in their multiply-adds' memory operands:
+// Zen 4, or ATTNRUN_EMBEDDED_BROADCAST=on), "avx2+fma", or "go" (portable
+// loops only).
+func KernelSet() string {
+	return kernelSetName(kernel.AVX512, kernel.Available, kernel.EmbeddedBroadcast)
+}
+
+// kernelSetName is KernelSet's name for the CPU's AVX-512, AVX2+FMA and
+// broadcast form.
+func kernelSetName(avx512, avx2, embedded bool) string {
+	switch {
+	case avx512 && embedded:
+		return "avx512+embedded-broadcast"
+	case avx512:
+		return "avx512"
+	case avx2:
+		return "avx2+fma"
+	}
+	return "go"
+}
 
 // SpinEnv names the environment variable that sets SpinTime when a process
 // starts (a Go duration such as 500us; 0 parks at once).

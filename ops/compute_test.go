@@ -150,3 +150,19 @@ func cF64s(v []float32) []float64 {
 	}
 	return out
 }
+
+func TestKernelSetName(t *testing.T) {
+	for _, tc := range []struct {
+		avx512, avx2, embedded bool
+		want                   string
+	}{
+		{true, true, true, "avx512+embedded-broadcast"},
+		{true, true, false, "avx512"},
+		{false, true, false, "avx2+fma"},
+		{false, false, false, "go"},
+	} {
+		if got := kernelSetName(tc.avx512, tc.avx2, tc.embedded); got != tc.want {
+			t.Errorf("kernelSetName(%v, %v, %v) = %q, want %q", tc.avx512, tc.avx2, tc.embedded, got, tc.want)
+		}
+	}
+}

@@ -253,6 +253,7 @@ func (s *Server) Info(context.Context) (*plugins.Info, error) {
 			"spin":          ops.SpinTime().String(),
 			"max_rss_bytes": strconv.FormatInt(plugins.ProcessMaxRSS(), 10),
 			"bf16":          strconv.FormatBool(s.bf16),
+			"kernels":       ops.KernelSet(),
 		},
 		ProtocolVersion: plugins.ProtocolVersion,
 	}

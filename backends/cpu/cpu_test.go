@@ -11,6 +11,7 @@ import (
 
 	"github.com/attnrun/attnrun/ir"
 	"github.com/attnrun/attnrun/onnx"
+	"github.com/attnrun/attnrun/ops"
 	"github.com/attnrun/attnrun/ops/blas"
 	"github.com/attnrun/attnrun/plugins"
 	"github.com/attnrun/attnrun/runtime/budget"
@@ -106,6 +107,9 @@ func TestInfo(t *testing.T) {
 	}
 	if b := info.Details["blas"]; b != "go" && b != "openblas" {
 		t.Errorf("blas %q", b)
+	}
+	if k := info.Details["kernels"]; k != ops.KernelSet() || k == "" {
+		t.Errorf("kernels %q, want %q", k, ops.KernelSet())
 	}
 	found := false
 	for _, op := range info.Ops {

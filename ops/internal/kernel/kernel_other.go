@@ -28,6 +28,9 @@ func ExpShiftSumCols16(p *float32, n int, shift, sum *float32) {
 // AVX512 is false: only amd64 has the AVX-512 kernels.
 const AVX512 = false
 
+// EmbeddedBroadcast is false: there are no 8×32 row kernels here.
+const EmbeddedBroadcast = false
+
 // Sgemm8x32 is never called where AVX512 is false.
 func Sgemm8x32(k int, a, b, c *float32, ldc int, add bool) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
