@@ -17,10 +17,11 @@ import "os"
 //     2026-11-29 03:11-03:35 UTC, the projections unchanged).
 //   - Zen 5 runs the sixteen load-op multiply-adds slower than eight
 //     broadcasts and sixteen register multiply-adds: embedded, the
-//     projections' GEMM ran at 82-86% of peak against 93-97%, and the
+//     projections' GEMM ran at 81-86% of peak against 93-98%, and the
 //     scores kernel with its exponentials at 76-78% against 93% (2-core
-//     Zen 5 VM, 2026-11-29 08:05-08:15 UTC, go test -bench
-//     Roofline/gemm and RooflineAttentionKernels, builds alternating).
+//     Zen 5 VM, 2026-11-29 07:50-07:56 UTC, go test -bench
+//     Roofline/gemm and RooflineAttentionKernels, builds and then the
+//     form alternating).
 //
 // So the embedded form runs on Zen 4 (AMD family 19h with AVX-512) and
 // the separate broadcasts everywhere else.

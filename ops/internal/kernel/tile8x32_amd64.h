@@ -114,9 +114,9 @@
 // values are broadcast by 8 VBROADCASTSS into Z2 and Z3 in turn. Every CPU
 // but Zen 4 runs this form (EmbeddedBroadcast false): on the project's
 // 2-core Zen 5 VM (2026-11-29, ops/blas -bench Roofline/gemm, one and two
-// threads, builds alternating) the projections ran at 93-97% of peak with it
-// and at 82-86% with SGEMM8x32_ROWS_KSTEP_EMBEDDED's sixteen load-op
-// multiply-adds, and the bare scores product at 98-100% against 85-86%.
+// threads, builds alternating) the projections ran at 93-98% of peak with it
+// and at 81-86% with SGEMM8x32_ROWS_KSTEP_EMBEDDED's sixteen load-op
+// multiply-adds, and the bare scores product at 98-100% against 85-87%.
 #define SGEMM8x32_ROWS_KSTEP \
 	VMOVUPS (DI), Z0; \
 	VMOVUPS 64(DI), Z1; \
