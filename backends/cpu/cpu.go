@@ -60,6 +60,8 @@ const ServeEnv = "ATTNRUN_SERVE_BACKEND"
 //	                       Capability or Compile (a backend that handshakes,
 //	                       then never answers)
 //	refuse:<OpType>[,...]  answer Capability with "refused" for those op types
+//	leak:<bytes>           keep that many bytes, written, for every Run (a
+//	                       leak, which tools/soak's memory checks must catch)
 //
 // Nothing else in attnrun sets or reads it.
 const FaultEnv = "ATTNRUN_CPU_FAULT"
@@ -68,6 +70,7 @@ const FaultEnv = "ATTNRUN_CPU_FAULT"
 type faults struct {
 	exitBefore, killBefore, stopBefore, stopIn string
 	refuse                                     map[string]bool
+	leak                                       int // bytes kept a Run
 }
 
 func parseFaults(v string) (faults, error) {
@@ -93,8 +96,14 @@ func parseFaults(v string) (faults, error) {
 			for _, op := range strings.Split(arg, ",") {
 				f.refuse[op] = true
 			}
+		case "leak":
+			n, err := strconv.Atoi(arg)
+			if err != nil || n <= 0 {
+				return f, fmt.Errorf("%s: leak:%s is not a positive byte count", FaultEnv, arg)
+			}
+			f.leak = n
 		default:
-			return f, fmt.Errorf("%s: unknown hook %q (want exit-before, kill-before, stop-before, stop-in or refuse)", FaultEnv, kind)
+			return f, fmt.Errorf("%s: unknown hook %q (want exit-before, kill-before, stop-before, stop-in, refuse or leak)", FaultEnv, kind)
 		}
 	}
 	return f, nil
@@ -154,6 +163,8 @@ type Server struct {
 	idle *time.Timer
 	// gcPercent is the collector's percentage tuneGC last set (0: none).
 	gcPercent atomic.Int64
+	// leaked holds what the leak fault hook keeps (under mu).
+	leaked [][]byte
 }
 
 // partition is one compiled partition.
@@ -387,6 +398,15 @@ func (s *Server) Run(ctx context.Context, id plugins.PartitionID, inputs map[str
 		return nil, fmt.Errorf("cpu backend: no partition %d", id)
 	}
 	s.runs.Add(1)
+	if n := s.faults.leak; n > 0 {
+		b := make([]byte, n)
+		for i := 0; i < n; i += 4096 {
+			b[i] = 1 // resident
+		}
+		s.mu.Lock()
+		s.leaked = append(s.leaked, b)
+		s.mu.Unlock()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ro := graph.RunOptions{OnNode: func(i int, n *ir.Node, fused string) {

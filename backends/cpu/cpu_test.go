@@ -68,7 +68,9 @@ func TestFaults(t *testing.T) {
 		{"kill-before:MatMul; refuse:Add,Mul", faults{killBefore: "MatMul", refuse: map[string]bool{"Add": true, "Mul": true}}, ""},
 		{"stop-before:Softmax;stop-in:Info", faults{stopBefore: "Softmax", stopIn: "Info", refuse: map[string]bool{}}, ""},
 		{"refuse", faults{}, `ATTNRUN_CPU_FAULT: "refuse" is not kind:argument`},
-		{"explode:Add", faults{}, `ATTNRUN_CPU_FAULT: unknown hook "explode" (want exit-before, kill-before, stop-before, stop-in or refuse)`},
+		{"leak:65536", faults{leak: 65536, refuse: map[string]bool{}}, ""},
+		{"leak:-3", faults{}, `ATTNRUN_CPU_FAULT: leak:-3 is not a positive byte count`},
+		{"explode:Add", faults{}, `ATTNRUN_CPU_FAULT: unknown hook "explode" (want exit-before, kill-before, stop-before, stop-in, refuse or leak)`},
 	}
 	for _, c := range cases {
 		got, err := parseFaults(c.in)
