@@ -24,7 +24,7 @@ test: test-deps
 # soak: the chaos soak test (not part of make test; a few minutes): random seed models and shapes
 # from many goroutines while backends are SIGKILLed and SIGSTOPped and contexts cancelled; fails on
 # any wrong answer, hung call, unexpected error, or growth of fds, processes, temp dirs or RSS > 10%.
-# SOAK_FLAGS passes more flags to tools/soak (-goroutines, -models, -seed, -warmup; see its doc).
+# SOAK_FLAGS passes more flags to tools/soak (-goroutines, -models, -seed, -warmup, -calm; see its doc).
 .PHONY: soak
 SOAK_DURATION ?= 2m
 SOAK_FLAGS ?=

@@ -8,11 +8,15 @@
 // backends) and free them at once, whatever the call's fate; at the end
 // every session's arena must be empty again. Every answer is compared bit for bit
 // with a reference computed before the chaos starts on a separate, healthy
-// session; every call has a watchdog. At the end it compares the host's file
-// descriptors, backend processes, go-plugin temporary directories and
-// resident memory with their values after the warm-up, prints a summary and
-// exits 1 unless there were no wrong answers, no hung calls, no unexpected
-// errors and no growth beyond 10%.
+// session; every call has a watchdog. After the chaos a calm phase (-calm)
+// runs the same callers without it: every call must answer right, and the
+// resident memory of the backend processes that live through its second
+// half must not grow (a backend restarted in the chaos starts small again,
+// which would hide a leak from a comparison with the warm-up). At the end it
+// compares the host's file descriptors, backend processes, go-plugin
+// temporary directories and resident memory with their values after the
+// warm-up, prints a summary and exits 1 unless there were no wrong answers,
+// no hung calls, no unexpected errors and no growth beyond 10%.
 //
 //	go run ./tools/soak -duration 2m -goroutines 8 -models 6 -seed 1
 package main
@@ -53,12 +57,14 @@ func main() {
 	flag.StringVar(&cfg.dir, "dir", "models", "directory of model directories (model.onnx each)")
 	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "random seed")
 	flag.DurationVar(&cfg.hang, "hang", 30*time.Second, "a call taking longer than this is a hung call")
+	flag.DurationVar(&cfg.calm, "calm", 10*time.Second, "calls without chaos after it, every one to answer right; the backends' RSS over its second half must not grow")
 	flag.Parse()
 	os.Exit(soak(cfg))
 }
 
 type config struct {
 	duration, warmup, hang time.Duration
+	calm                   time.Duration
 	goroutines, models     int
 	shapes                 int
 	dir                    string
@@ -148,15 +154,56 @@ func soak(cfg config) int {
 	}
 
 	var c counters
-	var phase atomic.Int32 // 0 warm-up, 1 chaos, 2 settle
+	var chaosOn atomic.Bool
 	stop := make(chan struct{})
-	inFlight := make([]atomic.Int64, cfg.goroutines) // start of each worker's call (unix ns), 0 when idle
 	var wg sync.WaitGroup
+	startCallers(cfg, cases, chaosOn.Load, 1, stop, &wg, &c)
+
+	time.Sleep(cfg.warmup)
+	settle(cases)
+	base := measure(cases, tmp)
+	warmCalls := c.ok.Load() + c.wrong.Load()
+	fmt.Printf("soak: warm-up done (%d calls); chaos for %v\n", warmCalls, cfg.duration)
+
+	chaosOn.Store(true)
+	chaosDone := make(chan struct{})
+	go chaos(cases, rng, stop, &c, chaosDone)
+	time.Sleep(cfg.duration)
+	chaosOn.Store(false)
+	close(stop)
+	wg.Wait()
+	<-chaosDone
+	settle(cases)
+	chaosCalls := c.ok.Load() + c.wrong.Load()
+
+	// The calm phase: the same callers, no chaos, every backend up.
+	stop = make(chan struct{})
+	startCallers(cfg, cases, func() bool { return false }, uint64(cfg.goroutines)+1, stop, &wg, &c)
+	time.Sleep(cfg.calm / 2)
+	mid := backendRSS()
+	time.Sleep(cfg.calm - cfg.calm/2)
+	last := backendRSS()
+	close(stop)
+	wg.Wait()
+	settle(cases)
+	end := measure(cases, tmp)
+
+	calm := calmResult{calls: c.ok.Load() + c.wrong.Load() - chaosCalls}
+	calm.mid, calm.end, calm.same = sameProcesses(mid, last)
+	return report(cfg, &c, warmCalls, base, end, calm, lifecycle)
+}
+
+// startCallers starts cfg.goroutines callers of random cases (caller w
+// draws from random stream first+w of the seed), with the chaos's context
+// policy while chaosOn reports true, and a watchdog that counts calls
+// running longer than cfg.hang, until stop closes (wg counts them).
+func startCallers(cfg config, cases []*testCase, chaosOn func() bool, first uint64, stop chan struct{}, wg *sync.WaitGroup, c *counters) {
+	inFlight := make([]atomic.Int64, cfg.goroutines) // start of each worker's call (unix ns), 0 when idle
 	for w := 0; w < cfg.goroutines; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			r := rand.New(rand.NewPCG(cfg.seed, uint64(w)+1))
+			r := rand.New(rand.NewPCG(cfg.seed, first+uint64(w)))
 			for {
 				select {
 				case <-stop:
@@ -164,11 +211,10 @@ func soak(cfg config) int {
 				default:
 				}
 				tc := cases[r.IntN(len(cases))]
-				call(tc, r, phase.Load() == 1, &inFlight[w], &c)
+				call(tc, r, chaosOn(), &inFlight[w], c)
 			}
 		}(w)
 	}
-	// The call watchdog.
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -193,25 +239,49 @@ func soak(cfg config) int {
 			}
 		}
 	}()
+}
 
-	time.Sleep(cfg.warmup)
-	settle(cases)
-	base := measure(cases, tmp)
-	warmCalls := c.ok.Load() + c.wrong.Load()
-	fmt.Printf("soak: warm-up done (%d calls); chaos for %v\n", warmCalls, cfg.duration)
+// calmResult is what the calm phase after the chaos saw: its calls, and
+// the RSS of the backend processes alive through its second half (the
+// first lets backends restarted late in the chaos warm up), summed at its
+// middle and at its end.
+type calmResult struct {
+	calls    int64
+	mid, end int64
+	same     int // backend processes alive at both samples
+}
 
-	phase.Store(1)
-	chaosDone := make(chan struct{})
-	go chaos(cases, rng, stop, &c, chaosDone)
-	time.Sleep(cfg.duration)
-	phase.Store(2)
-	close(stop)
-	wg.Wait()
-	<-chaosDone
-	settle(cases)
-	end := measure(cases, tmp)
+// problem says what is wrong with the calm phase ("" when nothing): no
+// backend process lived through its second half, or theirs grew by more
+// than 10%.
+func (r calmResult) problem() string {
+	switch {
+	case r.same == 0:
+		return "no backend process lived through the calm phase"
+	case r.end > r.mid && float64(r.end-r.mid) > 0.1*float64(r.mid):
+		return fmt.Sprintf("backends RSS grew %.1f%% in the calm phase", 100*float64(r.end-r.mid)/float64(r.mid))
+	}
+	return ""
+}
 
-	return report(cfg, &c, warmCalls, base, end, lifecycle)
+// backendRSS returns the RSS of every process below this one, by pid.
+func backendRSS() map[int]int64 {
+	out := map[int]int64{}
+	for _, pid := range descendants(os.Getpid()) {
+		out[pid] = procfs.RSS(pid)
+	}
+	return out
+}
+
+// sameProcesses sums the RSS of the processes in both a and b, in each,
+// and counts them.
+func sameProcesses(a, b map[int]int64) (sumA, sumB int64, n int) {
+	for pid, ra := range a {
+		if rb, ok := b[pid]; ok {
+			sumA, sumB, n = sumA+ra, sumB+rb, n+1
+		}
+	}
+	return sumA, sumB, n
 }
 
 // call runs one case, with a random context policy during the chaos, and
@@ -590,7 +660,7 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return s[min(len(s)-1, int(math.Ceil(p/100*float64(len(s))))-1)]
 }
 
-func report(cfg config, c *counters, warmCalls int64, base, end usage, lifecycle []string) int {
+func report(cfg config, c *counters, warmCalls int64, base, end usage, calm calmResult, lifecycle []string) int {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
 	mib := func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 	growth := func(a, b int64) float64 {
@@ -612,8 +682,8 @@ func report(cfg config, c *counters, warmCalls int64, base, end usage, lifecycle
 		}
 	}
 	fmt.Printf("soak: %v of chaos after a %v warm-up, seed %d\n", cfg.duration, cfg.warmup, cfg.seed)
-	fmt.Printf("calls:     %d answered (%d in the warm-up, %d during the chaos), each compared bit for bit with its reference: %d wrong\n",
-		c.ok.Load()+c.wrong.Load(), warmCalls, c.ok.Load()+c.wrong.Load()-warmCalls, c.wrong.Load())
+	fmt.Printf("calls:     %d answered (%d in the warm-up, %d during the chaos, %d in %v of calm after it), each compared bit for bit with its reference: %d wrong\n",
+		c.ok.Load()+c.wrong.Load(), warmCalls, c.ok.Load()+c.wrong.Load()-warmCalls-calm.calls, calm.calls, cfg.calm, c.wrong.Load())
 	fmt.Printf("           %d hung (no return within %v)\n", c.hung.Load(), cfg.hang)
 	fmt.Printf("           %d interrupted by their context (%d cancellations, %d deadlines of 50 µs–3 ms set)\n", c.interrupted.Load(), c.cancels.Load(), c.deadlines.Load())
 	fmt.Printf("           %d failed with their backend killed or stopped; %d other errors\n", c.died.Load(), c.other.Load())
@@ -629,6 +699,8 @@ func report(cfg config, c *counters, warmCalls int64, base, end usage, lifecycle
 	fmt.Printf("  host RSS       %12s  %16s     %+.1f%%\n", mib(base.hostRSS), mib(end.hostRSS), growth(base.hostRSS, end.hostRSS))
 	fmt.Printf("  backends RSS   %12s  %16s     %+.1f%%\n", mib(base.backendsRSS), mib(end.backendsRSS), growth(base.backendsRSS, end.backendsRSS))
 	fmt.Printf("  arenas held    %12d  %16d     (bytes of shared tensors, all freed: must be 0)\n", base.sharedBytes, end.sharedBytes)
+	fmt.Printf("calm:      backends RSS %s → %s (%+.1f%%) over the calm phase's second half, the same %d processes\n",
+		mib(calm.mid), mib(calm.end), growth(calm.mid, calm.end), calm.same)
 	var problems []string
 	if c.wrong.Load() > 0 {
 		problems = append(problems, fmt.Sprintf("%d wrong answers: %s", c.wrong.Load(), strings.Join(c.wrongs, "; ")))
@@ -653,6 +725,9 @@ func report(cfg config, c *counters, warmCalls int64, base, end usage, lifecycle
 		if g.b > g.a && growth(g.a, g.b) > 10 {
 			problems = append(problems, fmt.Sprintf("%s grew %.1f%%", g.what, growth(g.a, g.b)))
 		}
+	}
+	if p := calm.problem(); p != "" {
+		problems = append(problems, p)
 	}
 	if len(problems) > 0 {
 		fmt.Printf("result:    FAIL: %s\n", strings.Join(problems, "; "))
