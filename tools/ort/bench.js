@@ -161,6 +161,30 @@ function measurePeaks(threads) {
   return peaks;
 }
 
+// cpuFamily returns " (family F, model M)" from /proc/cpuinfo (Linux), or
+// "": a VM's model name ("AMD EPYC") does not say which core it is, and the
+// kernels' speed depends on it (a Zen 4 and a Zen 5 differ twofold).
+function cpuFamily() {
+  let info;
+  try {
+    info = fs.readFileSync('/proc/cpuinfo', 'utf8');
+  } catch {
+    return '';
+  }
+  const family = info.match(/^cpu family\s*:\s*(\d+)/m);
+  const model = info.match(/^model\s*:\s*(\d+)/m);
+  return family && model ? ` (family ${family[1]}, model ${model[1]})` : '';
+}
+
+// attnrunKernels returns the CPU kernels attnrun's cpu backend runs here
+// (the "kernels" line of attnrun backends: avx512, avx512+embedded-broadcast
+// on Zen 4, ...), or "" when it does not say.
+function attnrunKernels(bin) {
+  const r = spawnSync(bin, ['backends'], { encoding: 'utf8', timeout: 60 * 1000 });
+  const m = (r.stdout || '').match(/^\s*kernels:\s*(\S+)/m);
+  return m ? m[1] : '';
+}
+
 // measureFloor runs the Go roofline's BenchmarkFloor (ops/blas) for one
 // workload: gflop GFLOP of multiply-adds in precision ('fp32' or 'bf16') on
 // `threads` cores, and returns the median time (ms) of jobs that do nothing
@@ -374,9 +398,11 @@ function main() {
   }
   const ortVersion = results.map((r) => r.ort && r.ort.stats && r.ort.stats.ort_version).find(Boolean);
   const cpus = os.cpus();
+  const kernels = o.ours ? attnrunKernels(o.attnrun) : '';
   const out = [];
   out.push(`attnrun vs ONNX Runtime${ortVersion ? ' ' + ortVersion : ''} (CPU EP, graph optimization all, sequential, inter-op 1), ` +
-    `${o.threads} intra-op threads, batch 1; ${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : 'cpu'}; ` +
+    `${o.threads} intra-op threads, batch 1; ${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : 'cpu'}${cpuFamily()}` +
+    `${kernels ? `, attnrun kernels ${kernels}` : ''}; ` +
     (o.rounds > 1
       ? `${o.rounds} rounds per workload, each an attnrun and an ORT process back to back (alternating which goes first): ` +
         'p50 is the median of the rounds\' medians, the latency ratio the median of the rounds\' ratios.'
