@@ -258,8 +258,8 @@ func (r calmResult) problem() string {
 	switch {
 	case r.same == 0:
 		return "no backend process lived through the calm phase"
-	case r.end > r.mid && float64(r.end-r.mid) > 0.1*float64(r.mid):
-		return fmt.Sprintf("backends RSS grew %.1f%% in the calm phase", 100*float64(r.end-r.mid)/float64(r.mid))
+	case growth(r.mid, r.end) > 10:
+		return fmt.Sprintf("backends RSS grew %.1f%% in the calm phase", growth(r.mid, r.end))
 	}
 	return ""
 }
@@ -625,9 +625,9 @@ func measure(cases []*testCase, tmp string) usage {
 		u.fds = len(fds)
 	}
 	u.hostRSS = procfs.RSS(os.Getpid())
-	for _, pid := range descendants(os.Getpid()) {
+	for _, rss := range backendRSS() {
 		u.procs++
-		u.backendsRSS += procfs.RSS(pid)
+		u.backendsRSS += rss
 	}
 	if m, err := filepath.Glob(filepath.Join(tmp, "*")); err == nil {
 		u.tmpDirs = len(m)
@@ -651,6 +651,17 @@ func descendants(pid int) []int {
 	return out
 }
 
+// growth is b's growth over a in per cent (+Inf from 0 to more).
+func growth(a, b int64) float64 {
+	if a == 0 {
+		if b == 0 {
+			return 0
+		}
+		return math.Inf(1)
+	}
+	return 100 * float64(b-a) / float64(a)
+}
+
 func percentile(d []time.Duration, p float64) time.Duration {
 	if len(d) == 0 {
 		return 0
@@ -663,15 +674,6 @@ func percentile(d []time.Duration, p float64) time.Duration {
 func report(cfg config, c *counters, warmCalls int64, base, end usage, calm calmResult, lifecycle []string) int {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
 	mib := func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
-	growth := func(a, b int64) float64 {
-		if a == 0 {
-			if b == 0 {
-				return 0
-			}
-			return math.Inf(1)
-		}
-		return 100 * float64(b-a) / float64(a)
-	}
 	restarts, killed := 0, 0
 	for _, l := range lifecycle {
 		if strings.Contains(l, " restarted (pid ") {

@@ -25,6 +25,9 @@ func randScoreTiles(seed int64, k, lda, n, as, ldc, cs int) (a, b, raw []float32
 	return a, b, raw
 }
 
+// scoresFunc is the fp32 scores kernels' signature (ScoresExp8x32's).
+type scoresFunc = func(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
+
 // scoresKernel is one of the fp32 scores kernels with what its tests
 // expect of it: exp (float64) of its arguments, the slack its tests put
 // the limits at above the shifts (8 in natural units, as the fused
@@ -32,7 +35,7 @@ func randScoreTiles(seed int64, k, lda, n, as, ldc, cs int) (a, b, raw []float32
 // plus rel·|x| relative.
 type scoresKernel struct {
 	name  string
-	run   func(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
+	run   scoresFunc
 	exp   func(float64) float64
 	slack float32
 	clamp float64 // arguments below it give 0

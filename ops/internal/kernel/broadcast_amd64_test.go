@@ -76,7 +76,6 @@ func TestBroadcastFormsSameBits(t *testing.T) {
 	if !AVX512 {
 		t.Skip("no AVX-512 on this CPU")
 	}
-	type scoresFunc = func(k int, a *float32, lda int, b, c *float32, ldc, n, as, cs int, shift, limit, sum, mx, bias, rb *float32, rbs int) int
 	for _, kern := range []struct {
 		name                string
 		broadcast, embedded scoresFunc
