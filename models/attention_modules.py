@@ -1546,6 +1546,33 @@ class Gemma2SoftcapAttention(nn.Module):
         return self.o_proj(torch.matmul(w, v).transpose(1, 2).reshape(B, S, C))
 
 
+class TemperatureAttention(nn.Module):
+    """Multi-head self-attention whose scores are divided by a learned
+    temperature per head, clamped away from zero, as the from-scratch
+    Transformers' ScaledDotProductAttention(temperature) does when the
+    temperature is a parameter per head: (q @ kᵀ) / temperature.clamp(min=1e-2)
+    with temperature [H, 1, 1], then masked_fill of the padded keys with -inf,
+    softmax and · v. Packed qkv as timm's (reshape, permute, index)."""
+
+    def __init__(self, hidden_size: int, num_heads: int):
+        super().__init__()
+        self.nh, self.hs = num_heads, hidden_size // num_heads
+        self.qkv = nn.Linear(hidden_size, 3 * hidden_size)
+        self.temperature = nn.Parameter(torch.full((num_heads, 1, 1), self.hs ** 0.5))
+        with torch.no_grad():  # trained values rather than the init's: one a head
+            self.temperature.mul_(torch.linspace(0.5, 2.0, num_heads).view(num_heads, 1, 1))
+        self.proj = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, x: Tensor, mask: Tensor):
+        B, S, C = x.shape
+        qkv = self.qkv(x).reshape(B, S, 3, self.nh, self.hs).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        attn = (q @ k.transpose(-2, -1)) / self.temperature.clamp(min=1e-2)
+        attn = attn.masked_fill(mask[:, None, None, :] == 0, float("-inf"))
+        attn = attn.softmax(dim=-1)
+        return self.proj((attn @ v).transpose(1, 2).reshape(B, S, C))
+
+
 class TalkingHeadsAttention(nn.Module):
     """x-transformers' Attention with talking heads before the softmax
     (Shazeer et al., "Talking-Heads Attention"), as its early versions

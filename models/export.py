@@ -632,6 +632,15 @@ SPECS = [
          bf16=dict(rtol=0.1, atol=0.1,
                    why="cosine attention: scores of normalized Q and K (|cos| <= 1) times a logit scale of up to "
                        "100, so bf16's 2^-9 on Q and K is up to ~0.2 on the logits")),
+    Spec("temperature_attention", "ext",
+         "self-attention with a learned temperature per head dividing the scores (padding masked_fill -inf)",
+         lambda: am.TemperatureAttention(C, H),
+         [("x", ("batch", "seq", C), randn), ("mask", ("batch", "seq"), keep_mask_int_2d)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "q @ kᵀ divided by temperature.clamp(min=1e-2), temperature an [H, 1, 1] parameter (Clip, folded: "
+         "one divisor a head, which the fusion applies to Q), then (mask == 0) masked_fill'ed with -inf "
+         "(Equal, Where); mask: int64, 1 = keep"),
     Spec("bloom_attention", "ext", "BLOOM's attention (transformers' BloomAttention: ALiBi by baddbmm, heads in the batch)",
          lambda: am.BloomAttention(C, H),
          [("x", ("batch", "seq", C), randn), ("attention_mask", ("batch", "seq"), keep_mask_int_2d)],

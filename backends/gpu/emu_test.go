@@ -657,6 +657,8 @@ var gpuMissingOps = map[string][]string{
 	// cpu backend fuses into com.attnrun:NormalizeL2 (no GPU kernel
 	// either); the logit scale's clamp is a Clip too.
 	"swinv2_window_attention": {"ReduceL2", "Clip"},
+	// The clamp of its per-head temperature.
+	"temperature_attention": {"Clip"},
 }
 
 // TestModelsOnEmulator lowers every reference model in models/ (fused and

@@ -76,6 +76,7 @@ func TestAttentionCores(t *testing.T) {
 		// position bias are added to scores of other shapes (no mask).
 		{"swin_window_attention", 1, ""},
 		{"swinv2_window_attention", 1, ""},
+		{"temperature_attention", 1, ops.MaskBoolTrueMasks},
 		{"bloom_attention", 1, ops.MaskBoolTrueMasks},
 		{"bert_layer", 1, ops.MaskAdditive},
 		{"distilbert_attention", 1, ops.MaskBoolTrueMasks},

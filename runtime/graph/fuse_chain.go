@@ -107,7 +107,9 @@ type attnMatch struct {
 	// headScale is a constant multiplying the product of Q and K by batch
 	// matrix ([H, 1, 1]: Swin V2's per-head logit scale) before any mask or
 	// regrouping: the fused node reads Q times it (fuse_head_scale.go).
-	headScale string
+	// headScaleOp is the node that applies it, Mul or Div (a divisor per
+	// head: a learned temperature).
+	headScale, headScaleOp string
 	// softcap is c of a soft cap c·tanh(s / c) of the scores (Gemma 2,
 	// Grok): after every scale and before every mask (FusedAttention's
 	// softcap). 0: none.
@@ -287,7 +289,7 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 		next, c, ok := f.scaling(n)
 		if !ok {
 			if next, c, ok := f.headScaling(n); ok && m.headScale == "" {
-				m.headScale = c
+				m.headScale, m.headScaleOp = c, n.OpType
 				return f.walk(next, m, post, chain)
 			}
 			return m, f.fail(len(chain), "node %q (%s) scales the scores by something other than one finite constant or one constant a head", n.Label(), n.OpType)

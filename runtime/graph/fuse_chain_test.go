@@ -154,6 +154,17 @@ func TestFuseExportForms(t *testing.T) {
 		}
 		return synth{inputs: with(vi("m", ir.Float, 1, h, s, s)), inits: map[string]*ir.Tensor{"c": c}, nodes: scores(mid...)}
 	}
+	// headDivided divides the scores by constant c (a learned temperature
+	// per head) and adds a bias m; with constantOver c is divided by the
+	// scores instead.
+	headDivided := func(constantOver bool) synth {
+		in := []string{"s0", "c"}
+		if constantOver {
+			in = []string{"c", "s0"}
+		}
+		mid := []*ir.Node{node("Div", in, []string{"s1"}), node("Add", []string{"s1", "m"}, []string{"s2"})}
+		return synth{inputs: with(vi("m", ir.Float, 1, h, s, s)), inits: map[string]*ir.Tensor{"c": headScale}, nodes: scores(mid...)}
+	}
 	// mqaGather reads q as a Slice and k, v as Gathers of a one-element
 	// index list, which keep the axis (Falcon's fused[:, [-2]]), from a
 	// [b, h+2, s, d] tensor: k and v have one head, broadcast.
@@ -410,6 +421,9 @@ func TestFuseExportForms(t *testing.T) {
 		{name: "a scale per head (Swin V2's logit scale [H, 1, 1])", syn: headScaled(headScale, false),
 			ops: "Transpose MatMul Mul Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
 		{name: "a scale per head after a mask: not fused", syn: headScaled(headScale, true), none: true},
+		{name: "a divisor per head (a learned temperature [H, 1, 1])", syn: headDivided(false),
+			ops: "Transpose MatMul Div Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
+		{name: "a constant per head over the scores: not fused", syn: headDivided(true), none: true, why: "something other than one finite constant or one constant a head"},
 		{name: "a scale per key ([1, 1, S]): not fused", syn: headScaled(ir.NewTensor(ir.Float, []int{1, 1, s}), false), none: true},
 		{name: "unbatched (2-D) with a 1-D additive mask", syn: synth{inputs: []*ir.ValueInfo{vi("q", ir.Float, s, d), vi("k", ir.Float, s+1, d), vi("v", ir.Float, s+1, d), vi("m", ir.Float, s+1)},
 			nodes: []*ir.Node{node("Transpose", []string{"k"}, []string{"kt"}), qk, node("Add", []string{"s0", "m"}, []string{"s1"}), softmax("s1", "p"), pv("p")}},

@@ -26,18 +26,28 @@ import (
 // be scaled per head too), and one per chain. The rounding changes by an
 // ulp or so (s·q summed, for s times the sum), as scalar scales folded
 // into the fused node's scale do.
+//
+// A learned temperature per head divides the scores instead,
+// (q @ k.transpose(-2, -1)) / self.temperature with temperature [H, 1, 1]:
+// the same holds for Div(x, c), (Q/c)·Kᵀ = (Q·Kᵀ)/c, and the fusion then
+// adds a Div of Q by c. Div(c, x) divides a constant by the scores and is
+// no scale.
 
-// headScaleMulOpset is the opset of the Mul a per-head scale adds.
-const headScaleMulOpset = 14
+// headScaleOpset is the opset of the Mul or Div a per-head scale adds.
+const headScaleOpset = 14
 
-// headScaling reads n = Mul(x, c) or Mul(c, x), c a float32 constant of
-// more than one element that is 1 along its last two dims (a scale per
-// batch matrix) and does not widen x: it returns x and c's name.
+// headScaling reads n = Mul(x, c), Mul(c, x) or Div(x, c), c a float32
+// constant of more than one element that is 1 along its last two dims (a
+// scale or divisor per batch matrix) and does not widen x: it returns x and
+// c's name.
 func (f *fuser) headScaling(n *ir.Node) (x, c string, ok bool) {
-	if n.OpType != "Mul" || len(n.Inputs) != 2 || !isDefaultDomain(n) {
+	if (n.OpType != "Mul" && n.OpType != "Div") || len(n.Inputs) != 2 || !isDefaultDomain(n) {
 		return "", "", false
 	}
 	for k := range 2 {
+		if n.OpType == "Div" && k == 0 {
+			continue // Div(c, x): c over the scores
+		}
 		c, x = n.Inputs[k], n.Inputs[1-k]
 		v := f.types[c]
 		shape, known := v.Type.Shape.Concrete()
@@ -51,23 +61,27 @@ func (f *fuser) headScaling(n *ir.Node) (x, c string, ok bool) {
 	return "", "", false
 }
 
-// headScaledQ returns m reading Q times its per-head scale, with the Mul
-// computing it added to added (none when m has no per-head scale); ok is
+// headScaledQ returns m reading Q times its per-head scale (or over its
+// per-head divisor), with the Mul or Div computing it added to added (none
+// when m has no per-head scale); ok is
 // false when the product does not keep Q's shape, or Q is read through a
 // permutation or a head repeat.
 func (f *fuser) headScaledQ(m attnMatch, added *addedNodes) (attnMatch, bool) {
 	if m.headScale == "" {
 		return m, true
 	}
-	schema, err := ops.Lookup(ops.DomainONNX, "Mul", headScaleMulOpset)
+	schema, err := ops.Lookup(ops.DomainONNX, m.headScaleOp, headScaleOpset)
 	if err != nil || m.q.perm != nil || m.q.grouped {
 		return m, false
 	}
 	q := m.q.name
 	name := ops.AttentionTempPrefix + q + "/head_scaled"
-	n := &ir.Node{Name: name, OpType: "Mul", Inputs: []string{q, m.headScale}, Outputs: []string{name},
-		Doc: "Q times the per-head scale " + m.headScale + " (multiplying the scores by it)"}
-	res, err := schema.Infer(n, headScaleMulOpset, []ops.Value{f.types[q], f.types[m.headScale]})
+	doc := "Q times the per-head scale " + m.headScale + " (multiplying the scores by it)"
+	if m.headScaleOp == "Div" {
+		doc = "Q over the per-head divisor " + m.headScale + " (dividing the scores by it)"
+	}
+	n := &ir.Node{Name: name, OpType: m.headScaleOp, Inputs: []string{q, m.headScale}, Outputs: []string{name}, Doc: doc}
+	res, err := schema.Infer(n, headScaleOpset, []ops.Value{f.types[q], f.types[m.headScale]})
 	if err != nil || len(res) != 1 {
 		return m, false
 	}
@@ -77,7 +91,7 @@ func (f *fuser) headScaledQ(m attnMatch, added *addedNodes) (attnMatch, bool) {
 		return m, false
 	}
 	f.types[name] = ops.Value{Type: res[0].Type}
-	added.add(false, n, schema, headScaleMulOpset)
+	added.add(false, n, schema, headScaleOpset)
 	m.q = attnOperand{name: name}
 	return m, true
 }

@@ -181,6 +181,9 @@ func TestModelFusions(t *testing.T) {
 		// ([H, 1, 1], folded): the fused node reads Q times it
 		// (fuse_head_scale.go); then Swin's bias and window mask.
 		{"swinv2_window_attention", 1, "Transpose MatMul Mul Add Reshape Add Reshape Softmax MatMul", 1, false, ops.MaskAdditive, 0, false},
+		// A learned temperature per head ([H, 1, 1], clamped: folded)
+		// divides the scores: Q is divided by it before the fused node.
+		{"temperature_attention", 1, "Transpose MatMul Div Where Softmax MatMul", 1, false, ops.MaskBoolTrueMasks, inf, false},
 		// BLOOM: heads in the batch, the scores viewed as (B, H, S, S) for
 		// the masked_fill and P back as (B·H, S, S); zero inputs here, so
 		// the (folded) ALiBi term is zeros (no bias) and the folded mask
