@@ -1601,6 +1601,30 @@ class TalkingHeadsAttention(nn.Module):
         return self.to_out(out.transpose(1, 2).reshape(B, S, C))
 
 
+class HeadMaskAttention(nn.Module):
+    """transformers' BertSelfAttention exported with its head_mask input:
+    attention_probs * head_mask after the softmax, head_mask (H,) viewed
+    as (1, H, 1, 1) as BertModel.get_head_mask does (1.0 keeps a head, 0.0
+    prunes it). The fused attention multiplies the softmax's weights by V
+    as they are: the model runs node by node, and `attnrun inspect` names
+    the Mul."""
+
+    def __init__(self, hidden_size: int, num_heads: int):
+        super().__init__()
+        self.nh, self.hs = num_heads, hidden_size // num_heads
+        self.query = nn.Linear(hidden_size, hidden_size)
+        self.key = nn.Linear(hidden_size, hidden_size)
+        self.value = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, x: Tensor, head_mask: Tensor):
+        B, S, C = x.shape
+        q, k, v = (p(x).view(B, S, self.nh, self.hs).permute(0, 2, 1, 3) for p in (self.query, self.key, self.value))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.hs)
+        probs = nn.functional.softmax(scores, dim=-1)
+        probs = probs * head_mask.view(1, -1, 1, 1)
+        return torch.matmul(probs, v).permute(0, 2, 1, 3).reshape(B, S, C)
+
+
 class Float64SoftmaxAttention(nn.Module):
     """Multi-head self-attention whose softmax runs in float64
     (softmax(scores.double()).float()): the Casts to and from float64 keep

@@ -171,6 +171,13 @@ def swin_shift_mask(rng, shape):
     return np.where(diff != 0, np.float32(-100.0), np.float32(0.0)).astype(np.float32)
 
 
+def head_mask_keep(rng, shape):
+    """(H,) float 1.0 / 0.0 (BERT's head_mask: 0 prunes a head), one head pruned."""
+    m = np.ones(shape, dtype=np.float32)
+    m[rng.integers(0, shape[0])] = 0.0
+    return m
+
+
 def random_mask_bool(rng, shape):
     """(Tq, Tk) bool, True = masked, about 30% masked, column 0 never masked."""
     m = rng.random(shape) < 0.3
@@ -1149,6 +1156,12 @@ UNFUSED_SPECS = [
          [("y", ("batch", "seq", C))],
          [dict(batch=2, seq=5), dict(batch=1, seq=9)],
          "einsum(\"b h i j, h k -> b k i j\") across the heads in the scores: not fused"),
+    Spec("head_mask_attention", "ext", "transformers' BertSelfAttention with its head_mask: the weights times it after the softmax",
+         lambda: am.HeadMaskAttention(C, H),
+         [("x", ("batch", "seq", C), randn), ("head_mask", (H,), head_mask_keep)],
+         [("y", ("batch", "seq", C))],
+         [dict(batch=2, seq=5), dict(batch=1, seq=9)],
+         "attention_probs * head_mask.view(1, H, 1, 1) between the Softmax and the product with V (Mul): not fused"),
     Spec("float64_softmax_attention", "ext", "self-attention with its softmax in float64",
          lambda: am.Float64SoftmaxAttention(C, H),
          [("x", ("batch", "seq", C), randn)],

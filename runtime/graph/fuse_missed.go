@@ -24,9 +24,10 @@ import (
 // fused op computes.
 
 // MissedAttention is one attention core of the graph (a Softmax whose
-// output, through no-op nodes, Reshapes or a Where, is the first operand of
-// a MatMul or an operand of an Einsum: the product with V, see
-// probabilitiesProduct; over any axis) that a plan runs node by node.
+// output, through no-op nodes, Reshapes or a Where, or through one other
+// node, is the first operand of a MatMul or an operand of an Einsum: the
+// product with V, see probabilitiesProduct and productThroughOne; over any
+// axis) that a plan runs node by node.
 type MissedAttention struct {
 	// Softmax is the core's Softmax node; Product the MatMul or Einsum
 	// that multiplies its weights by V.
@@ -132,6 +133,9 @@ func (p *Program) missedIn(pl *plan) []MissedAttention {
 		}
 		pv, _ := p.probabilitiesProduct(readers, sm.Outputs[0])
 		if pv == nil {
+			pv = p.productThroughOne(readers, sm.Outputs[0], pl)
+		}
+		if pv == nil {
 			continue
 		}
 		c := MissedAttention{Softmax: sm, Product: pv}
@@ -146,6 +150,29 @@ func (p *Program) missedIn(pl *plan) []MissedAttention {
 		out = append(out, c)
 	}
 	return out
+}
+
+// productThroughOne finds a product with V that reads the softmax output w
+// through one node the fused op does not take (transformers' BERT
+// attention_probs * head_mask, a scale or a transpose of the weights), so
+// that the core is listed with the reason the matcher gave for that
+// product: the MatMul reading the node's output as its first operand, or
+// an Einsum reading it, that plan pl tried and did not fuse. nil when none.
+func (p *Program) productThroughOne(readers map[string][]*ir.Node, w string, pl *plan) *ir.Node {
+	for _, r := range readers[w] {
+		if !isDefaultDomain(r) || len(r.Outputs) != 1 {
+			continue
+		}
+		for _, pv := range readers[r.Outputs[0]] {
+			if !isDefaultDomain(pv) || len(pv.Inputs) != 2 || pl.attnMisses[pv] == "" && !p.opts.NoFuse {
+				continue
+			}
+			if pv.OpType == "MatMul" && pv.Inputs[0] == r.Outputs[0] || pv.OpType == "Einsum" {
+				return pv
+			}
+		}
+	}
+	return nil
 }
 
 // noteMiss records why the attention fusion did not take product n.
