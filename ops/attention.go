@@ -34,6 +34,14 @@ import (
 //	       buffer, then + the padding mask; a position bias, then + a
 //	       mask) take the first change as the mask and the second as the
 //	       bias.
+//	6 sinks (optional) float32 of rank ≥ 2 whose last two dims are 1: one
+//	       more logit in every row's softmax (gpt-oss's learned sink a
+//	       head), its leading dims broadcasting as the mask's do. It takes
+//	       its share of each row's normalization and adds nothing to the
+//	       output: with the row's scores x (after every mask and bias) and
+//	       sink logit s, the weights are exp(x_j − M) / (Σ_k exp(x_k − M) +
+//	       exp(s − M)), M = max(s, max_k x_k). A row that sees no key puts
+//	       all its weight on the sink: its output is 0. Not with output 1.
 //
 // Every input has rank ≥ 2 except the mask (which is left-padded with 1s).
 // The leading (batch, head) dims of Q, K, V and the mask broadcast together,
@@ -221,9 +229,9 @@ var attnKBlock = 64 * attnMR
 func init() {
 	Register(&Schema{
 		Domain: DomainAttnrun, OpType: FusedAttentionOp, Since: 1, Until: 1,
-		MinInputs: 3, MaxInputs: 6, TypeInput: 0, DTypes: []ir.DType{ir.Float},
+		MinInputs: 3, MaxInputs: 7, TypeInput: 0, DTypes: []ir.DType{ir.Float},
 		Infer: inferFusedAttention, Run: runFusedAttention, RunInto: runFusedAttentionInto,
-		Doc: "softmax(softcap(scale·Q·Kᵀ) masked, plus a bias, dense or by its diagonals) · V with grouped KV heads, causal offset and key lengths, blocked with a streaming softmax (no Sq×Sk scores unless output 1 asks for them)",
+		Doc: "softmax(softcap(scale·Q·Kᵀ) masked, plus a bias, dense or by its diagonals, with optional sink logits) · V with grouped KV heads, causal offset and key lengths, blocked with a streaming softmax (no Sq×Sk scores unless output 1 asks for them)",
 	})
 }
 
@@ -550,11 +558,18 @@ func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 			return nil, n.Errorf("kv_lengths must be a 1-D int64 tensor, got %v", t)
 		}
 	}
+	hasSinks := len(in) > 6 && in[6].Present()
+	var sB ir.Shape
+	if hasSinks {
+		if sB, err = sinksBatch(n, in[6].Type, a.scoresMode); err != nil {
+			return nil, err
+		}
+	}
 	nOut := 1
 	if a.scoresMode != "" {
 		nOut = 2
 	}
-	for i := 0; i < len(in) && i < 6; i++ {
+	for i := 0; i < len(in) && i < 7; i++ {
 		if i != 4 && in[i].Present() && !in[i].Type.RankKnown {
 			return []Value{UnknownRank(ir.Float), UnknownRank(ir.Float)}[:nOut], nil
 		}
@@ -617,9 +632,9 @@ func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 			return nil, n.Errorf("bias %s does not broadcast to the scores [%v, %v]", shapeText(in[5].Type.Shape), s.sq, s.sk)
 		}
 	}
-	batch, err := BroadcastDims(s.qB, s.kB, s.vB, s.mB, bB)
+	batch, err := BroadcastDims(s.qB, s.kB, s.vB, s.mB, bB, sB)
 	if err != nil {
-		return nil, n.Errorf("batch dims of Q %s, K %s, V %s, mask and bias do not broadcast", shapeText(in[0].Type.Shape), shapeText(in[1].Type.Shape), shapeText(in[2].Type.Shape))
+		return nil, n.Errorf("batch dims of Q %s, K %s, V %s, mask, bias and sinks do not broadcast", shapeText(in[0].Type.Shape), shapeText(in[1].Type.Shape), shapeText(in[2].Type.Shape))
 	}
 	if hasLens {
 		if len(batch) == 0 {
@@ -649,4 +664,25 @@ func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 		res = append(res, Typed(ir.Float, append(append(ir.Shape{}, batch...), s.sq, s.sk)))
 	}
 	return res, nil
+}
+
+// sinksBatch checks FusedAttention's sinks input (6) of type t: float32,
+// rank ≥ 2 with its last two dims 1 (one logit a batch matrix), and no
+// scores output beside it; it returns the leading (batch) dims.
+func sinksBatch(n *ir.Node, t ir.TypeInfo, scoresMode string) (ir.Shape, error) {
+	if t.DType != ir.Float {
+		return nil, n.Errorf("sinks have element type %v, FusedAttention takes float32", t.DType)
+	}
+	if scoresMode != "" {
+		return nil, n.Errorf("sinks with output 1 (scores_mode %q): the weights would leave out the sink's share", scoresMode)
+	}
+	if !t.RankKnown {
+		return nil, nil
+	}
+	r := len(t.Shape)
+	one := func(d ir.Dim) bool { return !d.Known() || d.Value == 1 }
+	if r < 2 || !one(t.Shape[r-2]) || !one(t.Shape[r-1]) {
+		return nil, n.Errorf("sinks %s must have rank ≥ 2 and last two dims 1 (one logit a batch matrix)", shapeText(t.Shape))
+	}
+	return t.Shape[:r-2], nil
 }

@@ -82,12 +82,16 @@ type attnPlan struct {
 	qIdx, kIdx, vIdx    []int
 	qUniq, kUniq, vUniq []int
 	mOff                []int // element offset of each batch's mask matrix
-	mRowStep            int   // mask element steps along Sq and Sk (0 when broadcast)
-	mColStep            int
-	maskKeys            int // keys the mask covers (Sk unless mask_pad_keys)
-	maskBools           []bool
-	maskFloats          []float32
-	maskedVal           bool // the bool value that masks a score
+	// sinkFloats holds input 6's logits (nil without sinks); sinkOff[b]
+	// locates batch b's in it.
+	sinkFloats []float32
+	sinkOff    []int
+	mRowStep   int // mask element steps along Sq and Sk (0 when broadcast)
+	mColStep   int
+	maskKeys   int // keys the mask covers (Sk unless mask_pad_keys)
+	maskBools  []bool
+	maskFloats []float32
+	maskedVal  bool // the bool value that masks a score
 	// maskSpans holds the keys each row of a bool mask shows, where its
 	// rows lie one after another (boolMaskSpans; set by run).
 	maskSpans []keySpan
@@ -380,6 +384,14 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 			return nil, n.Errorf("%s view %v does not fit the input of shape %v", what, views[i].Ints(), in[i].Shape)
 		}
 	}
+	var sB []int // the sinks' batch dims
+	hasSinks := len(in) > 6 && in[6] != nil
+	if hasSinks {
+		if _, err := sinksBatch(n, ir.TypeInfo{DType: in[6].DType, Shape: ir.ShapeOf(in[6].Shape), RankKnown: true}, a.scoresMode); err != nil {
+			return nil, err
+		}
+		sB = in[6].Shape[:len(in[6].Shape)-2]
+	}
 	var mshape []int
 	if hasMask {
 		if in[3].DType != attnMaskDType(a.maskKind) {
@@ -439,9 +451,9 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 	if a.biasDiag && bDiag != diagonals(s.sq, s.sk) {
 		return nil, n.Errorf("bias %v gives %d diagonals (bias_diagonals), the scores [%d %d] have %d", in[5].Shape, bDiag, s.sq, s.sk, diagonals(s.sq, s.sk))
 	}
-	batch, err := BroadcastShapes(s.qB, s.kB, s.vB, s.mB, bB)
+	batch, err := BroadcastShapes(s.qB, s.kB, s.vB, s.mB, bB, sB)
 	if err != nil {
-		return nil, n.Errorf("batch dims of Q %v, K %v, V %v, mask %v and bias do not broadcast", views[0].Shape, views[1].Shape, views[2].Shape, mshape)
+		return nil, n.Errorf("batch dims of Q %v, K %v, V %v, mask %v, bias and sinks do not broadcast", views[0].Shape, views[1].Shape, views[2].Shape, mshape)
 	}
 	p := &attnPlan{attnAttrs: a, sq: s.sq, d: s.d, sk: s.sk, dv: s.dv}
 	logical := append(append([]int{}, batch...), s.sq, s.dv)
@@ -480,6 +492,7 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 	if a.biasDiag {
 		bview = Contiguous(append(append([]int{}, bB...), bDiag))
 	}
+	sview := Contiguous(append(append([]int{}, sB...), 1, 1))
 	// Grouped-query attention: the heads axis of the batch splits into
 	// (Hkv, g); K and V broadcast along g. The batch index order stays
 	// that of the logical batch.
@@ -500,6 +513,9 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 		}
 		if ok && len(bB) > 0 {
 			bview, ok = splitHeadAxis(bview, len(bB)-1, a.kvGroup)
+		}
+		if ok && len(sB) > 0 {
+			sview, ok = splitHeadAxis(sview, len(sB)-1, a.kvGroup)
 		}
 		if !ok || batch[ha]%a.kvGroup != 0 {
 			return nil, n.Errorf("kv_group %d: cannot split the heads of Q %v, K %v, V %v", a.kvGroup, views[0].Shape, views[1].Shape, views[2].Shape)
@@ -563,6 +579,11 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 			}
 			p.limitKeys(s.msk)
 		}
+	}
+	if hasSinks {
+		r := len(sview.Shape)
+		p.sinkOff = batchElemOffsets(iter, sview.Shape[:r-2], sview.Strides[:r-2], 0)
+		p.sinkFloats = in[6].Float32s()
 	}
 	p.foldGroupedQueries()
 	return p, nil

@@ -13,7 +13,8 @@ import "math"
 //
 // foldGroupedQueries regroups a plan so, where that is exact: one query,
 // kv_group g > 1, no scores output (its layout is per head), no bias by
-// its diagonals (indexed by the query), and within each group of g heads
+// its diagonals (indexed by the query), no sinks (one a query head), and
+// within each group of g heads
 // one K, one V, one mask and bias matrix and one key limit (a per-key
 // mask, the same for every head), and Q's and the output's rows of the
 // heads evenly spaced. A causal cut with one query hides the keys past
@@ -21,7 +22,7 @@ import "math"
 // -inf causal fill; a finite one, checked per row, stays unfolded).
 func (p *attnPlan) foldGroupedQueries() {
 	g := p.kvGroup
-	if p.sq != 1 || g <= 1 || p.scoresShape != nil || p.biasDiag || p.batches%g != 0 || p.heads%g != 0 ||
+	if p.sq != 1 || g <= 1 || p.scoresShape != nil || p.biasDiag || p.sinkFloats != nil || p.batches%g != 0 || p.heads%g != 0 ||
 		p.causal && !math.IsInf(float64(p.causalFill), -1) || p.mRowStep != 0 || p.bRowStep != 0 {
 		return
 	}

@@ -624,15 +624,23 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 	if p.scoresMode == ScoresWeights {
 		p.normalizeWeights(b, i0, rows, w)
 	}
-	// out[r][c] = acc[c][r] / l[r]; a row whose scores are all -inf is
-	// NaN, as Softmax gives (-inf - -inf), or with uniformRows the mean
-	// of V's rows (put in its accumulator column, scaled by 1), or with
-	// zeroRows 0 (its column cleared: it may hold NaN).
+	// out[r][c] = acc[c][r] / l[r] (with sinks, the share the sink leaves:
+	// sinkScale); a row whose scores are all -inf is NaN, as Softmax gives
+	// (-inf - -inf), or with a sink above -inf or zeroRows 0 (its column
+	// cleared: it may hold NaN; sinkOnlyScale), or with uniformRows the
+	// mean of V's rows (put in its accumulator column, scaled by 1).
 	inv := w.m[:rows] // the running max is no longer needed: reuse it
 	for r := range inv {
 		switch {
+		case inv[r] != negInf && p.sinkFloats != nil:
+			inv[r] = sinkScale(inv[r], w.l[r], p.sinkAt(b))
 		case inv[r] != negInf:
 			inv[r] = float32(1 / w.l[r])
+		case p.sinkFloats != nil && !math.IsInf(float64(p.sinkAt(b)), -1):
+			for c := 0; c < p.dv; c++ {
+				acc[c*qb+r] = 0
+			}
+			inv[r] = sinkOnlyScale(p.sinkAt(b))
 		case p.uniformRows:
 			for c, x := range p.meanV(b) {
 				acc[c*qb+r] = x

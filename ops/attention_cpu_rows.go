@@ -84,6 +84,11 @@ func (p *attnPlan) row(b, i int, s, q, acc []float32) {
 	}
 	if mx == negInf { // the row sees no key
 		switch {
+		case p.sinkFloats != nil && !math.IsInf(float64(p.sinkAt(b)), -1): // all its weight on the sink
+			clear(acc)
+			for c := range acc {
+				acc[c] *= sinkOnlyScale(p.sinkAt(b))
+			}
 		case p.uniformRows:
 			copy(acc, p.meanV(b))
 		case p.zeroRows:
@@ -108,6 +113,9 @@ func (p *attnPlan) row(b, i int, s, q, acc []float32) {
 	clear(acc)
 	kernel.AxpyRows16(&acc[0], &s[0], &p.v.data[p.v.off[b]], p.v.rs, keys, p.dv)
 	inv := 1 / sum
+	if p.sinkFloats != nil {
+		inv = sinkScale(mx, float64(sum), p.sinkAt(b))
+	}
 	for c := range acc {
 		acc[c] *= inv
 	}

@@ -44,11 +44,14 @@ type attnExtCase struct {
 	// prep, when set, changes the random mask and bias (nil when the case
 	// has none) before the run.
 	prep func(mask, bias *ir.Tensor)
+	// sinks is the 4-D shape of input 6 (nil: none), its last two dims 1:
+	// random logits spread over [-4, 4], one of them -inf.
+	sinks []int
 }
 
 // refAttentionExt computes the case in float64 with the scores matrix
 // materialized: Y [B, Hq, Sq, Dv] and the scores at c.scoresMode.
-func refAttentionExt(c attnExtCase, q, k, v, mask, bias *ir.Tensor) (y, scores []float64) {
+func refAttentionExt(c attnExtCase, q, k, v, mask, bias, sinks *ir.Tensor) (y, scores []float64) {
 	qd, kd, vd := q.Float32s(), k.Float32s(), v.Float32s()
 	y = make([]float64, c.b*c.hq*c.sq*c.dv)
 	scores = make([]float64, c.b*c.hq*c.sq*c.sk)
@@ -141,7 +144,19 @@ func refAttentionExt(c attnExtCase, q, k, v, mask, bias *ir.Tensor) (y, scores [
 				for _, s := range row {
 					mx = math.Max(mx, s)
 				}
-				var sum float64
+				sink := negInf // the sink's logit: one more term of the softmax
+				if sinks != nil {
+					ss := c.sinks
+					si := func(dim, idx int) int {
+						if ss[dim] == 1 {
+							return 0
+						}
+						return idx
+					}
+					sink = float64(sinks.Float32s()[si(0, b)*ss[1]+si(1, h)])
+					mx = math.Max(mx, sink)
+				}
+				sum := math.Exp(sink - mx)
 				for j, s := range row {
 					row[j] = math.Exp(s - mx)
 					sum += row[j]
@@ -408,6 +423,20 @@ func TestFusedAttentionExtensions(t *testing.T) {
 		// At most attnRowsMax query rows (a decode step) take the row
 		// path (attention_cpu_rows.go), the query heads of a KV group
 		// folded into rows (foldGroupedQueries).
+		// gpt-oss's sinks: a logit a head in every row's softmax; rows
+		// that see no key output 0 (all their weight on the sink).
+		{name: "sinks, gqa 4/2, causal", b: 2, hq: 4, hk: 2, sq: 40, sk: kb + 19, d: 16, dv: 8, scale: 0.25, causal: true, causalOff: kb - 21, sinks: []int{1, 4, 1, 1}},
+		// (The last matrix's sink is -inf: its rows without keys are NaN.)
+		{name: "sinks per batch and head, causal Sq > Sk, rows without keys", b: 2, hq: 2, hk: 2, sq: 6, sk: 4, d: 8, dv: 8, scale: 0.3, causal: true, causalOff: -2,
+			sinks: []int{2, 2, 1, 1}, fullyMaskedRows: true},
+		{name: "sinks, bool mask with hidden rows, two key blocks", b: 2, hq: 2, hk: 2, sq: 9, sk: kb + 5, d: 8, dv: 8, scale: 0.3,
+			mask: []int{2, 1, 9, kb + 5}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.5, sinks: []int{1, 2, 1, 1}, fullyMaskedRows: true,
+			prep: func(mask, _ *ir.Tensor) {
+				for j := range kb + 5 {
+					mask.Bools()[2*(kb+5)+j] = true // batch 0, query 2 sees no key
+				}
+			}},
+		{name: "sinks, rows: gqa 8/2 decode", b: 2, hq: 8, hk: 2, sq: 1, sk: 90, d: 16, dv: 32, scale: 0.3, causal: true, causalOff: 89, sinks: []int{1, 8, 1, 1}},
 		{name: "rows: one query after a cache", b: 2, hq: 3, hk: 3, sq: 1, sk: kb + 37, d: 64, dv: 64, scale: 0.125, causal: true, causalOff: kb + 36},
 		{name: "rows: gqa 8/2 decode, key padding", b: 2, hq: 8, hk: 2, sq: 1, sk: 90, d: 16, dv: 32, scale: 0.3, causal: true, causalOff: 89,
 			mask: []int{2, 1, 1, 90}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.3},
@@ -527,13 +556,25 @@ func checkExtCase(t *testing.T, r *rand.Rand, c attnExtCase) {
 	if c.prep != nil {
 		c.prep(mask, bias)
 	}
+	var sinks *ir.Tensor
+	if c.sinks != nil {
+		sinks = randTensor(r, c.sinks...)
+		for i := range sinks.Float32s() {
+			sinks.Float32s()[i] *= 4
+		}
+		sinks.Float32s()[len(sinks.Float32s())-1] = float32(math.Inf(-1))
+		for len(in) < 6 {
+			in = append(in, nil)
+		}
+		in = append(in, sinks)
+	}
 	n := attnNode(attrs...)
 	n.Outputs = []string{"y"}
 	if c.scoresMode != "" {
 		n.Outputs = append(n.Outputs, "scores")
 		n.Attrs = append(n.Attrs, sAttr("scores_mode", c.scoresMode))
 	}
-	wantY, wantS := refAttentionExt(c, q, k, v, mask, bias)
+	wantY, wantS := refAttentionExt(c, q, k, v, mask, bias, sinks)
 	vals := make([]Value, len(in))
 	for i, x := range in {
 		if x != nil {
@@ -613,7 +654,7 @@ func TestFusedAttentionCausalRescale(t *testing.T) {
 		k.Float32s()[j] = float32(j) / 3 // rising scores: many shifts
 		v.Float32s()[2*j], v.Float32s()[2*j+1] = float32(j%3), float32(j%7)
 	}
-	want, _ := refAttentionExt(c, q, k, v, nil, nil)
+	want, _ := refAttentionExt(c, q, k, v, nil, nil, nil)
 	for _, threads := range []int{1, 2} {
 		out, err := runFusedAttention(&Context{Threads: threads}, attnNode(fAttr("scale", 1), iAttr("causal", 1)), []*ir.Tensor{q, k, v})
 		if err != nil {
@@ -659,6 +700,11 @@ func TestFusedAttentionExtensionErrors(t *testing.T) {
 		{"causal_fill without causal", []*ir.Attribute{fAttr("causal_fill", -1e4)}, []*ir.Tensor{x, x, x}, nil, "causal_fill -10000 is given without causal = 1"},
 		{"NaN causal_fill", []*ir.Attribute{iAttr("causal", 1), fAttr("causal_fill", float32(math.NaN()))}, []*ir.Tensor{x, x, x}, nil, "causal_fill must be finite or -inf, got NaN"},
 		{"+inf causal_fill", []*ir.Attribute{iAttr("causal", 1), fAttr("causal_fill", float32(math.Inf(1)))}, []*ir.Tensor{x, x, x}, nil, "causal_fill must be finite or -inf, got +Inf"},
+		{"sinks per key", nil, []*ir.Tensor{x, x, x, nil, nil, nil, randTensor(rand.New(rand.NewSource(9)), 1, 4, 1, 3)}, nil, "sinks [1 4 1 3] must have rank ≥ 2 and last two dims 1"},
+		{"sinks of rank 1", nil, []*ir.Tensor{x, x, x, nil, nil, nil, randTensor(rand.New(rand.NewSource(9)), 4)}, nil, "must have rank ≥ 2"},
+		{"int sinks", nil, []*ir.Tensor{x, x, x, nil, nil, nil, ir.FromSlice([]int{4, 1, 1}, []int64{1, 2, 3, 4})}, nil, "sinks have element type int64"},
+		{"sinks batch does not broadcast", nil, []*ir.Tensor{x, x, x, nil, nil, nil, randTensor(rand.New(rand.NewSource(9)), 3, 1, 1)}, nil, "do not broadcast"},
+		{"sinks with the weights output", []*ir.Attribute{sAttr("scores_mode", ScoresWeights)}, []*ir.Tensor{x, x, x, nil, nil, nil, randTensor(rand.New(rand.NewSource(9)), 4, 1, 1)}, []string{"y", "s"}, "sinks with output 1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -216,7 +216,7 @@ func TestAttentionVsReference(t *testing.T) {
 					t.Fatalf("output %s: %v, inference said %v", name, out[i], inferred[i].Type)
 				}
 			}
-			wantY, wantS := refAttentionExt(ec, q4, k4, v4, refMask, nil)
+			wantY, wantS := refAttentionExt(ec, q4, k4, v4, refMask, nil, nil)
 			got := func(x *ir.Tensor) *ir.Tensor {
 				if c.f16 {
 					return fromF16(x)

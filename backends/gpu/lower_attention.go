@@ -180,6 +180,9 @@ func attnGeometry(n *ir.Node, types map[string]ops.Value) (attnShapes, error) {
 		// term (FusedAttention's bias) runs its original nodes instead.
 		return g, n.Errorf("a bias input (5) beside the mask: the attention kernel takes one mask")
 	}
+	if n.Input(6) != "" {
+		return g, n.Errorf("sinks (input 6, a logit a head in every softmax row) are not in the GPU attention kernel")
+	}
 	if g.batch, err = ops.BroadcastShapes(g.qB, kBB, vBB, g.mB); err != nil {
 		return g, n.Errorf("%w", err)
 	}

@@ -349,6 +349,9 @@ func describeFusedAttention(n *ir.Node) string {
 	if lo, _ := n.AttrFloat("scores_min", float32(math.Inf(-1))); !math.IsInf(float64(lo), -1) {
 		parts = append(parts, fmt.Sprintf("scores floored at %g after the masks", lo))
 	}
+	if len(n.Inputs) > 6 && n.Inputs[6] != "" {
+		parts = append(parts, "sink logits "+n.Inputs[6]+" in every row's softmax")
+	}
 	var views []string
 	for i, a := range []string{"q_view", "k_view", "v_view"} {
 		if n.Attr(a) != nil {
