@@ -1196,6 +1196,46 @@ class MistralSlidingWindowAttention(LlamaPaddedAttention):
         return self._attend(q, kr, vr, mask[None, None, :, :].expand(B, 1, S, S))
 
 
+class GptOssAttention(LlamaPaddedAttention):
+    """gpt-oss's attention with its sinks, as transformers' GptOssAttention
+    (eager_attention_forward, 4.55) runs a prompt without padding: Q, K and
+    V Linears with biases, the rotary embedding (plain, positions
+    arange(S); gpt-oss scales its frequencies with YaRN, which only changes
+    the cos and sin tables), grouped-query attention (repeat_kv), the
+    scores times head_dim^-0.5 plus the causal finfo.min mask, then one
+    learned logit a head (sinks, [H]) joined to every row of the scores
+    (reshape(1, -1, 1, 1).expand(B, -1, Sq, -1), cat on the last axis),
+    the row maximum taken off, the softmax over the Sk + 1 logits and the
+    sink's column dropped (probs[..., :-1]): the sink takes part of each
+    row's weight and gives nothing back. Then · V, heads merged, o_proj."""
+
+    def __init__(self, hidden: int = 64, heads: int = 4, kv_heads: int = 2):
+        super().__init__(hidden, heads, kv_heads)
+        self.q_proj = nn.Linear(hidden, heads * self.d, bias=True)
+        self.k_proj = nn.Linear(hidden, kv_heads * self.d, bias=True)
+        self.v_proj = nn.Linear(hidden, kv_heads * self.d, bias=True)
+        self.o_proj = nn.Linear(heads * self.d, hidden, bias=True)
+        # trained values rather than zeros: a head whose sink takes most of
+        # the weight, one that takes little
+        self.sinks = nn.Parameter(torch.linspace(-2.0, 3.0, heads))
+
+    def forward(self, x: Tensor):
+        B, S, _ = x.shape
+        freqs = torch.arange(S, dtype=torch.float32)[:, None] * self.inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        q, kr, vr = self._project(x, emb.cos()[None, None], emb.sin()[None, None])
+        causal = torch.full((S, S), torch.finfo(x.dtype).min).triu(1)
+        attn_weights = torch.matmul(q, kr.transpose(2, 3)) * self.d ** -0.5
+        attn_weights = attn_weights + causal[None, None, :, :]
+        sinks = self.sinks.reshape(1, -1, 1, 1).expand(q.shape[0], -1, q.shape[-2], -1)
+        combined_logits = torch.cat([attn_weights, sinks], dim=-1)
+        combined_logits = combined_logits - combined_logits.max(dim=-1, keepdim=True).values
+        probs = F.softmax(combined_logits, dim=-1, dtype=combined_logits.dtype)
+        scores = probs[..., :-1]
+        y = torch.matmul(scores, vr).transpose(1, 2).reshape(B, S, self.h * self.d)
+        return self.o_proj(y)
+
+
 class GPT2Conv1D(nn.Module):
     """transformers' Conv1D: a Linear with a (in, out) weight, applied as
     addmm on the 2-D view (exports as Gemm)."""

@@ -608,6 +608,16 @@ SPECS = [
          "as transformers' MistralAttention (eager, 4.36) without padding: the causal finfo.min mask with "
          "finfo.min also below the window (1 - triu(ones, 1 - W), Trilu), built from the length at run time "
          "and added to the scores; rotary embedding, repeat_kv, softmax in float32 then `.to(q.dtype)`"),
+    Spec("gpt_oss_attention", "ext",
+         "gpt-oss-style attention with sinks (a learned logit a head in every softmax row; GQA 4/2 heads, causal)",
+         lambda: am.GptOssAttention(),
+         [("x", ("batch", "seq", 64), randn)],
+         [("y", ("batch", "seq", 64))],
+         _std_sets(),
+         "as transformers' GptOssAttention (eager, 4.55) without padding: the scores times d^-0.5 plus the causal "
+         "finfo.min mask, then sinks [H] reshaped, expanded to (B, H, Sq, 1) and concatenated as a last column "
+         "(Concat), the row maximum subtracted (ReduceMax, Sub), softmax over Sk + 1 and the sink column sliced "
+         "off (Slice) before · V; plain rotary, repeat_kv, biases on the projections"),
     Spec("swin_window_attention", "ext",
          "Swin Transformer's WindowAttention (window 4×4, shifted-window mask)",
          lambda: am.SwinWindowAttention(C, (4, 4), H),

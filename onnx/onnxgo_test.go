@@ -68,6 +68,7 @@ var onnxGoDupEdges = map[string]bool{
 	"llama_padded_attention_add":       true, // the same
 	"mistral_sliding_window_attention": true, // Concat(freqs, freqs) of the rotary embedding
 	"llama_update_causal_mask":         true, // the same
+	"gpt_oss_attention":                true, // the same
 }
 
 type ogNode struct {

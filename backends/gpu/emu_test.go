@@ -659,6 +659,10 @@ var gpuMissingOps = map[string][]string{
 	"swinv2_window_attention": {"ReduceL2", "Clip"},
 	// The clamp of its per-head temperature.
 	"temperature_attention": {"Clip"},
+	// Its rotary table from arange(S), and the row maximum taken off the
+	// scores with the sinks joined: the GPU attention kernel takes no sinks
+	// (the chain runs node by node there).
+	"gpt_oss_attention": {"Cos", "Range", "ReduceMax", "Sin"},
 }
 
 // TestModelsOnEmulator lowers every reference model in models/ (fused and

@@ -176,6 +176,12 @@ func (p *Program) AttentionCores() []AttentionCore {
 			case "MatMul", "Einsum":
 				chain = append(chain, n)
 				break walk
+			case "Concat": // the sink logits joined to the scores (gpt-oss)
+				if len(n.Inputs) != 2 {
+					break walk
+				}
+				chain = append(chain, n)
+				x = n.Inputs[0]
 			case "Div", "Mul", "Max": // Max: a floor (OPT's torch.max(scores, finfo.min))
 				chain = append(chain, n)
 				x = p.scoresOperand(producer, n, n.Inputs)
@@ -208,6 +214,11 @@ func (p *Program) AttentionCores() []AttentionCore {
 				if len(n.Inputs) != 2 {
 					break walk
 				}
+				if r := producer[n.Inputs[1]]; n.OpType == "Sub" && r != nil && r.OpType == "ReduceMax" && len(r.Inputs) > 0 && r.Inputs[0] == n.Inputs[0] {
+					chain = append(chain, n, r) // the row maximum taken off: no mask
+					x = n.Inputs[0]
+					continue
+				}
 				chain = append(chain, n)
 				x = p.scoresOperand(producer, n, n.Inputs)
 				if c.Mask == "" && inFrame(x) {
@@ -230,7 +241,8 @@ func (p *Program) AttentionCores() []AttentionCore {
 
 // probabilitiesProduct follows the softmax output w through no-op Casts,
 // Identities, Reshapes that keep its matrices (BLOOM's view back to
-// (B·H, S, S)) and a Where that zeroes masked weights (ESPnet) to the
+// (B·H, S, S)), a Where that zeroes masked weights (ESPnet) and a Slice
+// that drops a sink's column (gpt-oss) to the
 // MatMul reading it as its first operand or the Einsum reading it as
 // either (P·V); it returns that node (nil when none) and the nodes passed,
 // last first.
@@ -249,6 +261,8 @@ func (p *Program) probabilitiesProduct(readers map[string][]*ir.Node, w string) 
 				next = r
 			case r.OpType == "Where" && len(r.Inputs) == 3 && (r.Inputs[1] == w || r.Inputs[2] == w) && len(r.Outputs) == 1 && next == nil:
 				next = r // masked weights zeroed (ESPnet's masked_fill(mask, 0))
+			case r.Inputs[0] == w && next == nil && isSinkSlice(r, p.Types, p.constTensor):
+				next = r // the sink's column dropped (gpt-oss: fuse_sinks.go)
 			}
 		}
 		if next == nil {
@@ -352,4 +366,13 @@ func reachesScores(producer map[string]*ir.Node, name string, depth int) bool {
 		}
 	}
 	return false
+}
+
+// constTensor returns constant name's tensor while it holds its data (nil
+// for none, or for a weight released after compilation).
+func (p *Program) constTensor(name string) *ir.Tensor {
+	if c := p.Types[name].Const; c != nil && !c.Released() {
+		return c
+	}
+	return nil
 }

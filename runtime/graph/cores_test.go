@@ -70,6 +70,7 @@ func TestAttentionCores(t *testing.T) {
 		{"espnet_relpos_attention", 1, ops.MaskBoolTrueMasks}, // P·V reads the weights through the zeroing Where
 		{"falcon_mqa_attention", 1, ops.MaskBoolTrueMasks},
 		{"mistral_sliding_window_attention", 1, ops.MaskAdditive},
+		{"gpt_oss_attention", 1, ops.MaskAdditive}, // the row maximum's Sub is no mask
 		{"llama_update_causal_mask", 1, ops.MaskAdditive},
 		// Reshapes regrouping the batch in the chain: BLOOM's masked_fill
 		// on the weights' shape between its views; Swin's window mask and

@@ -119,6 +119,12 @@ type attnMatch struct {
 	// scores_min).
 	clamp     bool
 	scoresMin float64
+	// dropsSink: the weights lose their last column between the softmax
+	// and the product (sinkSlice); sinks is the logit column the chain
+	// joins to the scores before the softmax (sinksOperand: FusedAttention's
+	// input 6), "" until the walk meets it.
+	dropsSink bool
+	sinks     string
 }
 
 // match tries to read an attention chain ending in the product with V at
@@ -156,6 +162,9 @@ func (f *fuser) match(i int) (attnMatch, bool) {
 		if !ok || f.removed[k] || !isDefaultDomain(f.pl.steps[k].node) {
 			return m, f.fail(len(chain), "%s", f.notInternal(x))
 		}
+		if f.uses[x] > 1 && m.dropsSink {
+			return m, f.fail(len(chain), "%q, the weights with the sink's column, is read outside the chain: the fused op writes the weights without it", x)
+		}
 		if f.uses[x] > 1 {
 			if m.weights != "" {
 				return m, f.fail(len(chain), "both %q and %q, between the softmax and the product with V, are read outside the chain: the fused op writes one weights output", m.weights, x)
@@ -175,6 +184,8 @@ func (f *fuser) match(i int) (attnMatch, bool) {
 			}
 		case f.regroupsBatch(n):
 			m.regroups, x = append(m.regroups, k), n.Inputs[0]
+		case !m.dropsSink && len(m.regroups) == 0 && f.sinkSlice(n):
+			m.dropsSink, x = true, n.Inputs[0]
 		case n.OpType == "Cast" && len(n.Inputs) == 1:
 			return m, f.fail(len(chain), "the softmax computes in %v: node %q (Cast) turns its weights into %v before the product with V, and the fused op computes in float32", f.types[n.Inputs[0]].Type.DType, n.Label(), f.types[x].Type.DType)
 		default:
@@ -194,6 +205,9 @@ func (f *fuser) match(i int) (attnMatch, bool) {
 		return m, f.fail(len(chain), "softmax node %q normalizes over axis %d of %d, not over the keys (the last axis)", sm.Label(), axis, len(pt.Shape))
 	}
 	r, ok := f.walk(sm.Inputs[0], m, 1, chain)
+	if ok && r.dropsSink && r.sinks == "" {
+		ok = f.fail(len(r.steps), "the weights lose their last column before the product with V, and no sink logit was joined to the scores there")
+	}
 	if ok && r.zeroCond != "" {
 		if ok = f.acceptZeroRows(&r); !ok {
 			f.fail(len(r.steps), "the Where zeroing the weights does not match the chain's mask (the same condition, hiding keys with -inf or finfo.min)")
@@ -258,6 +272,20 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 		return m, f.fail(len(chain), "the scores: %s", f.notInternal(x))
 	}
 	chain = append(chain[:len(chain):len(chain)], k)
+	if m.dropsSink && m.sinks == "" && n.OpType != "Sub" {
+		// The first step on the scores' side (after the row maximum's
+		// shift) joins the sink column: before it, nothing may scale,
+		// mask or cap the scores, as that would change the sink too.
+		if post != 1 || len(m.masks) > 0 {
+			return m, f.fail(len(chain), "the scores are scaled or masked after the sink logit is joined to them (node %q)", n.Label())
+		}
+		scores, sinks, why := f.sinksOperand(n)
+		if why != "" {
+			return m, f.fail(len(chain), "%s", why)
+		}
+		m.sinks = sinks
+		return f.walk(scores, m, post, chain)
+	}
 	switch n.OpType {
 	case "MatMul", "Einsum":
 		return f.scoresProduct(n, m, post, chain)
@@ -1313,6 +1341,12 @@ func (m attnMatch) node(steps []step) (*ir.Node, bool) {
 	if bias != nil {
 		n.Inputs = append(n.Inputs, "", bias.name)
 		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "bias_scale", Type: ir.AttrFloat, Float: float32(bias.post)})
+	}
+	if m.sinks != "" {
+		for len(n.Inputs) < 6 {
+			n.Inputs = append(n.Inputs, "")
+		}
+		n.Inputs = append(n.Inputs, m.sinks)
 	}
 	if m.weights != "" {
 		n.Outputs = append(n.Outputs, m.weights)

@@ -154,6 +154,37 @@ func TestFuseExportForms(t *testing.T) {
 		}
 		return synth{inputs: with(vi("m", ir.Float, 1, h, s, s)), inits: map[string]*ir.Tensor{"c": c}, nodes: scores(mid...)}
 	}
+	// sinked joins a sink column sk [b, h, s, 1] (an input, or the
+	// constant [1, h, 1, 1] expanded) to the scores after the scale c and
+	// an additive mask m, takes the row maximum off, and slices the column
+	// off the softmax's output with ends end (-1 drops it); mid runs
+	// between the Concat and the row maximum.
+	sinkLogits := ir.NewTensor(ir.Float, []int{1, h, 1, 1})
+	for i := range sinkLogits.Float32s() {
+		sinkLogits.Float32s()[i] = float32(i) - 1.5
+	}
+	sinked := func(expanded bool, start, end int64, mid ...*ir.Node) synth {
+		syn := synth{inputs: with(vi("m", ir.Float, 1, 1, s, s)),
+			inits: map[string]*ir.Tensor{"c": sc(0.5), "st": int64s(start), "en": int64s(end), "ax": int64s(-1)}}
+		sk := []*ir.Node{}
+		if expanded {
+			syn.inits["sinks"], syn.inits["skshape"] = sinkLogits, int64s(b, h, s, 1)
+			sk = append(sk, node("Expand", []string{"sinks", "skshape"}, []string{"sk"}))
+		} else {
+			syn.inputs = append(syn.inputs, vi("sk", ir.Float, b, h, s, 1))
+		}
+		last := "cat"
+		if len(mid) > 0 {
+			last = mid[len(mid)-1].Outputs[0]
+		}
+		nodes := append([]*ir.Node{kt, qk, node("Mul", []string{"s0", "c"}, []string{"s1"}), node("Add", []string{"s1", "m"}, []string{"s2"})}, sk...)
+		nodes = append(nodes, node("Concat", []string{"s2", "sk"}, []string{"cat"}, axis))
+		nodes = append(nodes, mid...)
+		nodes = append(nodes, node("ReduceMax", []string{last}, []string{"mx"}, &ir.Attribute{Name: "axes", Type: ir.AttrInts, Ints: []int64{-1}}), node("Sub", []string{last, "mx"}, []string{"sh"}),
+			softmax("sh", "pw"), node("Slice", []string{"pw", "st", "en", "ax"}, []string{"p"}), pv("p"))
+		syn.nodes = nodes
+		return syn
+	}
 	// headDivided divides the scores by constant c (a learned temperature
 	// per head) and adds a bias m; with constantOver c is divided by the
 	// scores instead.
@@ -424,6 +455,19 @@ func TestFuseExportForms(t *testing.T) {
 		{name: "a divisor per head (a learned temperature [H, 1, 1])", syn: headDivided(false),
 			ops: "Transpose MatMul Div Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
 		{name: "a constant per head over the scores: not fused", syn: headDivided(true), none: true, why: "something other than one finite constant or one constant a head"},
+		// gpt-oss's sinks: a logit column joined to the scores, the row
+		// maximum taken off, the column sliced off the weights.
+		{name: "sinks joined by Concat and sliced off (gpt-oss)", syn: sinked(true, 0, -1),
+			ops: "Transpose MatMul Mul Add Concat ReduceMax Sub Softmax Slice MatMul", attrs: "scale=0.5 mask_kind=additive mask_scale=1"},
+		{name: "sinks varying by query: not fused", syn: sinked(false, 0, -1), none: true, why: "are not one a batch matrix"},
+		{name: "the weights' first column sliced off: not fused", syn: sinked(true, 1, 7), none: true, why: `node "/p" (Slice) between the softmax and the product with V`},
+		{name: "sinks joined, then a mask subtracted: not fused", syn: func() synth {
+			syn := sinked(true, 0, -1, node("Sub", []string{"cat", "m2"}, []string{"cat2"}))
+			syn.inputs = append(syn.inputs, vi("m2", ir.Float, 1, 1, s, s+1))
+			return syn
+		}(), none: true, why: "the scores are scaled or masked after the sink logit is joined to them"},
+		{name: "sinks joined, then the scores scaled: not fused", syn: sinked(true, 0, -1, node("Mul", []string{"cat", "c"}, []string{"cat2"})), none: true,
+			why: `node "/cat2" (Mul) before the softmax of weights whose last column is dropped: not a join of the scores and one sink column`},
 		{name: "a scale per key ([1, 1, S]): not fused", syn: headScaled(ir.NewTensor(ir.Float, []int{1, 1, s}), false), none: true},
 		{name: "unbatched (2-D) with a 1-D additive mask", syn: synth{inputs: []*ir.ValueInfo{vi("q", ir.Float, s, d), vi("k", ir.Float, s+1, d), vi("v", ir.Float, s+1, d), vi("m", ir.Float, s+1)},
 			nodes: []*ir.Node{node("Transpose", []string{"k"}, []string{"kt"}), qk, node("Add", []string{"s0", "m"}, []string{"s1"}), softmax("s1", "p"), pv("p")}},

@@ -153,7 +153,7 @@ func (p *Program) missedIn(pl *plan) []MissedAttention {
 }
 
 // productThroughOne finds a product with V that reads the softmax output w
-// through one node the fused op does not take (transformers' BERT
+// (after no-op Casts) through one node the fused op does not take (transformers' BERT
 // attention_probs * head_mask, a scale or a transpose of the weights), so
 // that the core is listed with the reason the matcher gave for that
 // product: the MatMul reading the node's output as its first operand, or
@@ -162,6 +162,11 @@ func (p *Program) productThroughOne(readers map[string][]*ir.Node, w string, pl 
 	for _, r := range readers[w] {
 		if !isDefaultDomain(r) || len(r.Outputs) != 1 {
 			continue
+		}
+		if r.OpType == "Cast" || r.OpType == "Identity" { // no-op Casts first (a softmax's dtype=)
+			if pv := p.productThroughOne(readers, r.Outputs[0], pl); pv != nil {
+				return pv
+			}
 		}
 		for _, pv := range readers[r.Outputs[0]] {
 			if !isDefaultDomain(pv) || len(pv.Inputs) != 2 || pl.attnMisses[pv] == "" && !p.opts.NoFuse {

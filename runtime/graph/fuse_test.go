@@ -173,6 +173,11 @@ func TestModelFusions(t *testing.T) {
 		// (fuse_chain.go, keptRowsBoolMask), whose hidden blocks the
 		// kernel skips.
 		{"mistral_sliding_window_attention", 1, "Expand Reshape Expand Reshape Transpose MatMul Div Add Softmax Cast Cast MatMul", 0.25, false, ops.MaskBoolTrueMasks, inf, false},
+		// gpt-oss: the causal finfo.min constant added (the cut), then the
+		// sink logits joined as a last column (Concat: input 6, one a
+		// head once the folded Expand is read back), the row maximum
+		// taken off and the sink's column sliced off after the Softmax.
+		{"gpt_oss_attention", 1, "Expand Reshape Expand Reshape Transpose MatMul Mul Add Concat ReduceMax Sub Softmax Cast Slice MatMul", 0.25, false, "", 0, true},
 		// Swin: the position bias added, the scores viewed as (B_/nW, nW,
 		// H, N, N) for the window mask and viewed back (fuse_regroup.go):
 		// the mask and the bias, in the batch shape [B_/nW, nW, H].
@@ -239,6 +244,7 @@ func TestModelFusions(t *testing.T) {
 		"espnet_relpos_attention":          "masked_rows_zero=1",
 		"falcon_mqa_attention":             "causal=1",
 		"mistral_sliding_window_attention": "kv_group=2 causal=1",
+		"gpt_oss_attention":                "kv_group=2 causal=1",
 		"swin_window_attention":            "bias_scale=1",
 		"swinv2_window_attention":          "bias_scale=1",
 		"clip_text_attention":              "causal=1 causal_fill=-3.4028235e+38",
@@ -275,6 +281,9 @@ func TestModelFusions(t *testing.T) {
 			}
 			if s, _ := n.AttrFloat("scale", 0); math.Abs(float64(s)-c.scale) > 1e-6 {
 				t.Errorf("scale %g, want %g", s, c.scale)
+			}
+			if sinks := n.Input(6) != ""; sinks != (c.model == "gpt_oss_attention") {
+				t.Errorf("sinks input %v", sinks)
 			}
 			if kt, _ := n.AttrInt("k_transposed", 0); (kt == 1) != c.kT {
 				t.Errorf("k_transposed %d, want %v", kt, c.kT)

@@ -125,20 +125,9 @@ func (f *fuser) sliceView(n *ir.Node, v ops.View, shape []int) (ops.View, bool) 
 	if len(n.Inputs) < 3 || len(shape) != len(v.Shape) {
 		return ops.View{}, false
 	}
-	constInts := func(i int) ([]int64, bool) {
-		if i >= len(n.Inputs) || n.Inputs[i] == "" {
-			return nil, true
-		}
-		c := f.constValue(n.Inputs[i])
-		if c == nil {
-			return nil, false
-		}
-		vals, err := c.AsInt64s()
-		return vals, err == nil
-	}
-	starts, ok1 := constInts(1)
-	axes, ok3 := constInts(3)
-	steps, ok4 := constInts(4)
+	starts, ok1 := constInputInts(n, 1, f.constValue)
+	axes, ok3 := constInputInts(n, 3, f.constValue)
+	steps, ok4 := constInputInts(n, 4, f.constValue)
 	if !ok1 || !ok3 || !ok4 || starts == nil {
 		return ops.View{}, false
 	}
@@ -423,4 +412,19 @@ func deadSteps(pl *plan, graphOutputs map[string]bool) []*ir.Node {
 	}
 	pl.steps = kept
 	return dropped
+}
+
+// constInputInts returns the integers of node n's input i, a constant
+// (value gives its tensor, nil for none): nil and true for an absent
+// optional input, false for one that is not constant integers.
+func constInputInts(n *ir.Node, i int, value func(string) *ir.Tensor) ([]int64, bool) {
+	if i >= len(n.Inputs) || n.Inputs[i] == "" {
+		return nil, true
+	}
+	c := value(n.Inputs[i])
+	if c == nil {
+		return nil, false
+	}
+	vals, err := c.AsInt64s()
+	return vals, err == nil
 }
