@@ -1493,8 +1493,8 @@ def export_bench_patterns(outdir):
     and T5-base's encoder self-attention (C=768, 12 heads of 64, its
     learned position bias), and a LLaMA-style decoder block's prefill at
     C=1024 (grouped-query attention, rotary embedding, SwiGLU) and its decode
-    step after a KV cache (and a multi-head one's), and OPT-125m's attention (its masks floored at
-    finfo.min). Each is checked
+    step after a KV cache (and a multi-head one's), OPT-125m's attention (its masks floored at
+    finfo.min) and gpt-oss-style attention with sinks at C=1024. Each is checked
     against PyTorch at its export inputs with the numpy interpreter."""
     torch.manual_seed(0)
     rng = np.random.default_rng(11)
@@ -1575,6 +1575,15 @@ def export_bench_patterns(outdir):
                    ("position_ids", np.full((1, 1), past, np.int64), {0: "batch", 1: "seq"}),
                    ("past_key", randn(rng, (1, 16, past, 64)), {0: "batch", 2: "past"}),
                    ("past_value", randn(rng, (1, 16, past, 64)), {0: "batch", 2: "past"})]))
+    # gpt-oss-style attention at C=1024 (16 query heads on 4 KV heads of 64,
+    # biases, causal, a learned sink logit a head), weights of a trained
+    # model's spread, drawn after the ones above.
+    gpt_oss = am.GptOssAttention(1024, 16, 4)
+    for p in gpt_oss.parameters():
+        torch.nn.init.normal_(p, std=0.02)
+    with torch.no_grad():
+        gpt_oss.sinks.copy_(torch.linspace(-2.0, 3.0, 16))
+    items.append(("gpt_oss_attention_c1024", gpt_oss, [("x", randn(rng, (1, s, 1024)), {0: "batch", 1: "seq"})]))
     present = {0: "batch", 2: "total"}
     for name, m, ins in items:
         m.eval()
