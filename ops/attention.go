@@ -41,7 +41,9 @@ import (
 //	       output: with the row's scores x (after every mask and bias) and
 //	       sink logit s, the weights are exp(x_j − M) / (Σ_k exp(x_k − M) +
 //	       exp(s − M)), M = max(s, max_k x_k). A row that sees no key puts
-//	       all its weight on the sink: its output is 0. Not with output 1.
+//	       all its weight on the sink: its output is 0. Output 1's weights
+//	       are the keys' (the sink's column left out: they sum to 1 less
+//	       the sink's share).
 //
 // Every input has rank ≥ 2 except the mask (which is left-padded with 1s).
 // The leading (batch, head) dims of Q, K, V and the mask broadcast together,
@@ -561,7 +563,7 @@ func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 	hasSinks := len(in) > 6 && in[6].Present()
 	var sB ir.Shape
 	if hasSinks {
-		if sB, err = sinksBatch(n, in[6].Type, a.scoresMode); err != nil {
+		if sB, err = sinksBatch(n, in[6].Type); err != nil {
 			return nil, err
 		}
 	}
@@ -667,14 +669,11 @@ func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 }
 
 // sinksBatch checks FusedAttention's sinks input (6) of type t: float32,
-// rank ≥ 2 with its last two dims 1 (one logit a batch matrix), and no
-// scores output beside it; it returns the leading (batch) dims.
-func sinksBatch(n *ir.Node, t ir.TypeInfo, scoresMode string) (ir.Shape, error) {
+// rank ≥ 2 with its last two dims 1 (one logit a batch matrix); it returns
+// the leading (batch) dims.
+func sinksBatch(n *ir.Node, t ir.TypeInfo) (ir.Shape, error) {
 	if t.DType != ir.Float {
 		return nil, n.Errorf("sinks have element type %v, FusedAttention takes float32", t.DType)
-	}
-	if scoresMode != "" {
-		return nil, n.Errorf("sinks with output 1 (scores_mode %q): the weights would leave out the sink's share", scoresMode)
 	}
 	if !t.RankKnown {
 		return nil, nil

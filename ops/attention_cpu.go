@@ -387,7 +387,7 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 	var sB []int // the sinks' batch dims
 	hasSinks := len(in) > 6 && in[6] != nil
 	if hasSinks {
-		if _, err := sinksBatch(n, ir.TypeInfo{DType: in[6].DType, Shape: ir.ShapeOf(in[6].Shape), RankKnown: true}, a.scoresMode); err != nil {
+		if _, err := sinksBatch(n, ir.TypeInfo{DType: in[6].DType, Shape: ir.ShapeOf(in[6].Shape), RankKnown: true}); err != nil {
 			return nil, err
 		}
 		sB = in[6].Shape[:len(in[6].Shape)-2]

@@ -474,8 +474,10 @@ func (p *attnPlan) writeScores(st []float32, b, q0, j0, cols, lanes int) {
 
 // normalizeWeights turns the scores output's rows [i0, i0+rows) of batch b,
 // written as the softmax's input, into its output: exp(s - shift) / sum
-// with the row's final shift and sum (NaN for a row of -inf scores, 1/Sk
-// with uniformRows, as masked_rows_weights says with zeroRows).
+// with the row's final shift and sum (with sinks, times sinkScale instead
+// of over the sum: the keys' weights, without the sink's; NaN for a row of
+// -inf scores, 0 with a sink above -inf, 1/Sk with uniformRows, as
+// masked_rows_weights says with zeroRows).
 func (p *attnPlan) normalizeWeights(b, i0, rows int, w *attnWork) {
 	negInf := float32(math.Inf(-1))
 	for r := 0; r < rows; r++ {
@@ -484,6 +486,8 @@ func (p *attnPlan) normalizeWeights(b, i0, rows int, w *attnWork) {
 		if m == negInf {
 			fill := float32(math.NaN())
 			switch {
+			case p.sinkFloats != nil && !math.IsInf(float64(p.sinkAt(b)), -1):
+				fill = 0 * sinkOnlyScale(p.sinkAt(b)) // every weight on the sink (NaN for a NaN or +inf one)
 			case p.uniformRows:
 				fill = 1 / float32(p.sk)
 			case p.zeroRows && p.zeroRowsWeights == MaskedRowsWeightsZero:
@@ -497,6 +501,9 @@ func (p *attnPlan) normalizeWeights(b, i0, rows int, w *attnWork) {
 			continue
 		}
 		inv := float32(1 / w.l[r])
+		if p.sinkFloats != nil {
+			inv = sinkScale(m, w.l[r], p.sinkAt(b))
+		}
 		expShiftSum32(row, row, m) // vectorized; the row's weights sum to l
 		for j := range row {
 			row[j] *= inv

@@ -436,6 +436,13 @@ func TestFusedAttentionExtensions(t *testing.T) {
 					mask.Bools()[2*(kb+5)+j] = true // batch 0, query 2 sees no key
 				}
 			}},
+		{name: "sinks with the weights output, hidden rows", b: 2, hq: 2, hk: 2, sq: 9, sk: kb + 5, d: 8, dv: 8, scale: 0.3,
+			mask: []int{2, 1, 9, kb + 5}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.5, sinks: []int{1, 2, 1, 1}, fullyMaskedRows: true, scoresMode: ScoresWeights,
+			prep: func(mask, _ *ir.Tensor) {
+				for j := range kb + 5 {
+					mask.Bools()[2*(kb+5)+j] = true // batch 0, query 2 sees no key
+				}
+			}},
 		{name: "sinks, rows: gqa 8/2 decode", b: 2, hq: 8, hk: 2, sq: 1, sk: 90, d: 16, dv: 32, scale: 0.3, causal: true, causalOff: 89, sinks: []int{1, 8, 1, 1}},
 		{name: "rows: one query after a cache", b: 2, hq: 3, hk: 3, sq: 1, sk: kb + 37, d: 64, dv: 64, scale: 0.125, causal: true, causalOff: kb + 36},
 		{name: "rows: gqa 8/2 decode, key padding", b: 2, hq: 8, hk: 2, sq: 1, sk: 90, d: 16, dv: 32, scale: 0.3, causal: true, causalOff: 89,
@@ -704,7 +711,6 @@ func TestFusedAttentionExtensionErrors(t *testing.T) {
 		{"sinks of rank 1", nil, []*ir.Tensor{x, x, x, nil, nil, nil, randTensor(rand.New(rand.NewSource(9)), 4)}, nil, "must have rank ≥ 2"},
 		{"int sinks", nil, []*ir.Tensor{x, x, x, nil, nil, nil, ir.FromSlice([]int{4, 1, 1}, []int64{1, 2, 3, 4})}, nil, "sinks have element type int64"},
 		{"sinks batch does not broadcast", nil, []*ir.Tensor{x, x, x, nil, nil, nil, randTensor(rand.New(rand.NewSource(9)), 3, 1, 1)}, nil, "do not broadcast"},
-		{"sinks with the weights output", []*ir.Attribute{sAttr("scores_mode", ScoresWeights)}, []*ir.Tensor{x, x, x, nil, nil, nil, randTensor(rand.New(rand.NewSource(9)), 4, 1, 1)}, []string{"y", "s"}, "sinks with output 1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

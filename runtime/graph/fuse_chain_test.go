@@ -459,6 +459,10 @@ func TestFuseExportForms(t *testing.T) {
 		// maximum taken off, the column sliced off the weights.
 		{name: "sinks joined by Concat and sliced off (gpt-oss)", syn: sinked(true, 0, -1),
 			ops: "Transpose MatMul Mul Add Concat ReduceMax Sub Softmax Slice MatMul", attrs: "scale=0.5 mask_kind=additive mask_scale=1"},
+		{name: "sinks, the weights without the sink's column also an output", syn: withOutputs(sinked(true, 0, -1), "p"),
+			ops: "Transpose MatMul Mul Add Concat ReduceMax Sub Softmax Slice MatMul", attrs: "scale=0.5 mask_kind=additive mask_scale=1 scores_mode=weights"},
+		{name: "sinks, the weights with the sink's column also an output: not fused", syn: withOutputs(sinked(true, 0, -1), "pw"), none: true,
+			why: "the weights with the sink's column, is read outside the chain"},
 		{name: "sinks varying by query: not fused", syn: sinked(false, 0, -1), none: true, why: "are not one a batch matrix"},
 		{name: "the weights' first column sliced off: not fused", syn: sinked(true, 1, 7), none: true, why: `node "/p" (Slice) between the softmax and the product with V`},
 		{name: "sinks joined, then a mask subtracted: not fused", syn: func() synth {
