@@ -1645,9 +1645,8 @@ class HeadMaskAttention(nn.Module):
     """transformers' BertSelfAttention exported with its head_mask input:
     attention_probs * head_mask after the softmax, head_mask (H,) viewed
     as (1, H, 1, 1) as BertModel.get_head_mask does (1.0 keeps a head, 0.0
-    prunes it). The fused attention multiplies the softmax's weights by V
-    as they are: the model runs node by node, and `attnrun inspect` names
-    the Mul."""
+    prunes it). A factor a head on the weights is one on V: the fusion
+    reads V times it."""
 
     def __init__(self, hidden_size: int, num_heads: int):
         super().__init__()
@@ -1663,6 +1662,28 @@ class HeadMaskAttention(nn.Module):
         probs = nn.functional.softmax(scores, dim=-1)
         probs = probs * head_mask.view(1, -1, 1, 1)
         return torch.matmul(probs, v).permute(0, 2, 1, 3).reshape(B, S, C)
+
+
+class PostSoftmaxKeyMaskAttention(nn.Module):
+    """Multi-head self-attention that masks the padded keys after the
+    softmax instead of before it: softmax(q·kᵀ/√d) * keep[:, None, None, :]
+    (float, 1 = keep), not renormalized, then · v, as some code bases write
+    their padding mask. The fused attention multiplies the softmax's
+    weights by V as they are: the model runs node by node, and `attnrun
+    inspect` names the Mul."""
+
+    def __init__(self, hidden_size: int, num_heads: int):
+        super().__init__()
+        self.nh, self.hs = num_heads, hidden_size // num_heads
+        self.qkv = nn.Linear(hidden_size, 3 * hidden_size)
+        self.out = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, x: Tensor, keep: Tensor):
+        B, S, C = x.shape
+        q, k, v = self.qkv(x).reshape(B, S, 3, self.nh, self.hs).permute(2, 0, 3, 1, 4)
+        probs = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.hs), dim=-1)
+        probs = probs * keep[:, None, None, :]
+        return self.out((probs @ v).transpose(1, 2).reshape(B, S, C))
 
 
 class Float64SoftmaxAttention(nn.Module):

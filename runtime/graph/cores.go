@@ -241,8 +241,9 @@ func (p *Program) AttentionCores() []AttentionCore {
 
 // probabilitiesProduct follows the softmax output w through no-op Casts,
 // Identities, Reshapes that keep its matrices (BLOOM's view back to
-// (B·H, S, S)), a Where that zeroes masked weights (ESPnet) and a Slice
-// that drops a sink's column (gpt-oss) to the
+// (B·H, S, S)), a Where that zeroes masked weights (ESPnet), a Slice
+// that drops a sink's column (gpt-oss) and a Mul by a factor a batch
+// matrix (BERT's head_mask) to the
 // MatMul reading it as its first operand or the Einsum reading it as
 // either (P·V); it returns that node (nil when none) and the nodes passed,
 // last first.
@@ -263,6 +264,8 @@ func (p *Program) probabilitiesProduct(readers map[string][]*ir.Node, w string) 
 				next = r // masked weights zeroed (ESPnet's masked_fill(mask, 0))
 			case r.Inputs[0] == w && next == nil && isSinkSlice(r, p.Types, p.constTensor):
 				next = r // the sink's column dropped (gpt-oss: fuse_sinks.go)
+			case r.OpType == "Mul" && len(r.Inputs) == 2 && len(r.Outputs) == 1 && next == nil && r.Inputs[0] != r.Inputs[1] && matrixOnes(p.Types[otherInput(r, w)].Type):
+				next = r // times a factor a batch matrix (BERT's head_mask: fuse_head_scale.go)
 			}
 		}
 		if next == nil {
@@ -375,4 +378,12 @@ func (p *Program) constTensor(name string) *ir.Tensor {
 		return c
 	}
 	return nil
+}
+
+// otherInput returns the input of two-input node n that is not w.
+func otherInput(n *ir.Node, w string) string {
+	if n.Inputs[0] == w {
+		return n.Inputs[1]
+	}
+	return n.Inputs[0]
 }

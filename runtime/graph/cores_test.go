@@ -78,6 +78,7 @@ func TestAttentionCores(t *testing.T) {
 		{"swin_window_attention", 1, ""},
 		{"swinv2_window_attention", 1, ""},
 		{"temperature_attention", 1, ops.MaskBoolTrueMasks},
+		{"head_mask_attention", 1, ""},
 		{"bloom_attention", 1, ops.MaskBoolTrueMasks},
 		{"bert_layer", 1, ops.MaskAdditive},
 		{"distilbert_attention", 1, ops.MaskBoolTrueMasks},

@@ -286,6 +286,9 @@ func (f *fuser) build(schema *ops.Schema, m attnMatch) (fused *ir.Node, added ad
 	if m, ok = f.headScaledQ(m, &added); !ok {
 		return no("the per-head scale of the scores cannot be moved onto Q")
 	}
+	if m, ok = f.weightsScaledV(m, &added); !ok {
+		return no("the factor on the softmax's weights (node %q) cannot be moved onto V: V is read through a permutation or a head repeat, or the factor widens it", m.weightsScaleNode)
+	}
 	rg, m, ok := f.regroup(m, &added)
 	if !ok {
 		return no("the Reshapes regrouping the scores' batch dims do not map onto Q, K and V")

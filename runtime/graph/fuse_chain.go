@@ -125,6 +125,12 @@ type attnMatch struct {
 	// input 6), "" until the walk meets it.
 	dropsSink bool
 	sinks     string
+	// weightsScale is a factor a batch matrix (last two dims 1) that the
+	// softmax's weights are multiplied by before the product with V
+	// (transformers' attention_probs * head_mask), by node
+	// weightsScaleNode: the fused node reads V times it
+	// (fuse_head_scale.go).
+	weightsScale, weightsScaleNode string
 }
 
 // match tries to read an attention chain ending in the product with V at
@@ -186,6 +192,13 @@ func (f *fuser) match(i int) (attnMatch, bool) {
 			m.regroups, x = append(m.regroups, k), n.Inputs[0]
 		case !m.dropsSink && len(m.regroups) == 0 && f.sinkSlice(n):
 			m.dropsSink, x = true, n.Inputs[0]
+		case m.weightsScale == "" && len(m.regroups) == 0 && m.weights == "" && f.weightsFactor(n, x) != "":
+			// The weights times a factor a batch matrix: V takes it.
+			m.weightsScale, m.weightsScaleNode = f.weightsFactor(n, x), n.Label()
+			x = n.Inputs[0]
+			if x == m.weightsScale {
+				x = n.Inputs[1]
+			}
 		case n.OpType == "Cast" && len(n.Inputs) == 1:
 			return m, f.fail(len(chain), "the softmax computes in %v: node %q (Cast) turns its weights into %v before the product with V, and the fused op computes in float32", f.types[n.Inputs[0]].Type.DType, n.Label(), f.types[x].Type.DType)
 		default:

@@ -154,6 +154,9 @@ func TestFuseExportForms(t *testing.T) {
 		}
 		return synth{inputs: with(vi("m", ir.Float, 1, h, s, s)), inits: map[string]*ir.Tensor{"c": c}, nodes: scores(mid...)}
 	}
+	// headMasked multiplies the softmax's weights by hm [1, h, 1, 1].
+	headMasked := synth{inputs: with(vi("hm", ir.Float, 1, h, 1, 1)),
+		nodes: []*ir.Node{kt, qk, softmax("s0", "p0"), node("Mul", []string{"p0", "hm"}, []string{"p"}), pv("p")}}
 	// sinked joins a sink column sk [b, h, s, 1] (an input, or the
 	// constant [1, h, 1, 1] expanded) to the scores after the scale c and
 	// an additive mask m, takes the row maximum off, and slices the column
@@ -455,6 +458,12 @@ func TestFuseExportForms(t *testing.T) {
 		{name: "a divisor per head (a learned temperature [H, 1, 1])", syn: headDivided(false),
 			ops: "Transpose MatMul Div Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
 		{name: "a constant per head over the scores: not fused", syn: headDivided(true), none: true, why: "something other than one finite constant or one constant a head"},
+		// BERT's head_mask: the weights times a factor a head after the
+		// softmax, which V takes (not when the scaled weights are read too).
+		{name: "the weights times a factor a head (BERT's head_mask)", syn: headMasked,
+			ops: "Transpose MatMul Softmax Mul MatMul", attrs: "scale=1"},
+		{name: "the weights times a factor a head, the scaled weights also an output: not fused", syn: withOutputs(headMasked, "p"), none: true,
+			why: `node "/p" (Mul) between the softmax and the product with V`},
 		// gpt-oss's sinks: a logit column joined to the scores, the row
 		// maximum taken off, the column sliced off the weights.
 		{name: "sinks joined by Concat and sliced off (gpt-oss)", syn: sinked(true, 0, -1),

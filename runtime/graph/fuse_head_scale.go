@@ -63,35 +63,103 @@ func (f *fuser) headScaling(n *ir.Node) (x, c string, ok bool) {
 
 // headScaledQ returns m reading Q times its per-head scale (or over its
 // per-head divisor), with the Mul or Div computing it added to added (none
-// when m has no per-head scale); ok is
-// false when the product does not keep Q's shape, or Q is read through a
-// permutation or a head repeat.
+// when m has no per-head scale); ok is false when the product does not
+// keep Q's shape, or Q is read through a permutation or a head repeat.
 func (f *fuser) headScaledQ(m attnMatch, added *addedNodes) (attnMatch, bool) {
 	if m.headScale == "" {
 		return m, true
 	}
-	schema, err := ops.Lookup(ops.DomainONNX, m.headScaleOp, headScaleOpset)
-	if err != nil || m.q.perm != nil || m.q.grouped {
-		return m, false
-	}
-	q := m.q.name
-	name := ops.AttentionTempPrefix + q + "/head_scaled"
 	doc := "Q times the per-head scale " + m.headScale + " (multiplying the scores by it)"
 	if m.headScaleOp == "Div" {
 		doc = "Q over the per-head divisor " + m.headScale + " (dividing the scores by it)"
 	}
-	n := &ir.Node{Name: name, OpType: m.headScaleOp, Inputs: []string{q, m.headScale}, Outputs: []string{name}, Doc: doc}
-	res, err := schema.Infer(n, headScaleOpset, []ops.Value{f.types[q], f.types[m.headScale]})
-	if err != nil || len(res) != 1 {
-		return m, false
+	q, ok := f.scaledOperand(m.q, m.headScaleOp, m.headScale, "/head_scaled", doc, added)
+	m.q = q
+	return m, ok
+}
+
+// weightsScaledV returns m reading V times the factor its weights are
+// multiplied by after the softmax (transformers' attention_probs *
+// head_mask: (P·c)·V = P·(c·V) for a factor c a batch matrix), with the
+// Mul computing it added to added (none when m has no such factor); ok is
+// false as headScaledQ's is, for V.
+func (f *fuser) weightsScaledV(m attnMatch, added *addedNodes) (attnMatch, bool) {
+	if m.weightsScale == "" {
+		return m, true
 	}
-	want, ok1 := f.concreteShape(q)
+	doc := "V times " + m.weightsScale + " (the factor on the softmax's weights)"
+	v, ok := f.scaledOperand(m.v, "Mul", m.weightsScale, "/weights_scaled", doc, added)
+	m.v = v
+	return m, ok
+}
+
+// scaledOperand returns op read through a node of type opType (Mul or
+// Div) by c, named op's name + suffix and added to added; ok is false when
+// the node does not keep op's shape, or op is read through a permutation
+// or a head repeat.
+func (f *fuser) scaledOperand(op attnOperand, opType, c, suffix, doc string, added *addedNodes) (attnOperand, bool) {
+	schema, err := ops.Lookup(ops.DomainONNX, opType, headScaleOpset)
+	if err != nil || op.perm != nil || op.grouped {
+		return op, false
+	}
+	x := op.name
+	name := ops.AttentionTempPrefix + x + suffix
+	n := &ir.Node{Name: name, OpType: opType, Inputs: []string{x, c}, Outputs: []string{name}, Doc: doc}
+	res, err := schema.Infer(n, headScaleOpset, []ops.Value{f.types[x], f.types[c]})
+	if err != nil || len(res) != 1 {
+		return op, false
+	}
+	want, ok1 := f.concreteShape(x)
 	got, ok2 := res[0].Type.Shape.Concrete()
 	if !ok1 || !ok2 || !slices.Equal(got, want) {
-		return m, false
+		return op, false
 	}
 	f.types[name] = ops.Value{Type: res[0].Type}
 	added.add(false, n, schema, headScaleOpset)
-	m.q = attnOperand{name: name}
-	return m, true
+	return attnOperand{name: name}, true
+}
+
+// weightsFactor reads n = Mul(p, c) or Mul(c, p), p the weights (whose
+// output is out), c a float32 tensor of rank ≥ 2 whose last two dims are 1
+// (a factor a batch matrix: transformers' head_mask viewed as [1, H, 1, 1])
+// that does not widen p: it returns c's name, "" otherwise.
+func (f *fuser) weightsFactor(n *ir.Node, out string) string {
+	if n.OpType != "Mul" || len(n.Inputs) != 2 || len(n.Outputs) != 1 || n.Outputs[0] != out || !isDefaultDomain(n) || n.Inputs[0] == n.Inputs[1] {
+		return ""
+	}
+	var found []string
+	for k := range 2 {
+		c, p := n.Inputs[k], n.Inputs[1-k]
+		if _, produced := f.producer[p]; produced && f.isFloat32(c) && f.isFloat32(p) && matrixOnes(f.types[c].Type) && f.notWider(n, p) {
+			found = append(found, c)
+		}
+	}
+	if len(found) == 2 { // 1×1 matrices (one query, one key): the weights are the Softmax's
+		found = slices.DeleteFunc(found, func(c string) bool { return f.fromSoftmax(c) })
+	}
+	if len(found) != 1 {
+		return ""
+	}
+	return found[0]
+}
+
+// fromSoftmax reports whether tensor x is a Softmax's output, or one read
+// through Casts, Identities, Slices or Reshapes (a few steps).
+func (f *fuser) fromSoftmax(x string) bool {
+	for range 6 {
+		k, ok := f.producer[x]
+		if !ok {
+			return false
+		}
+		n := f.pl.steps[k].node
+		switch n.OpType {
+		case "Softmax":
+			return true
+		case "Cast", "Identity", "Slice", "Reshape":
+			x = n.Inputs[0]
+		default:
+			return false
+		}
+	}
+	return false
 }

@@ -189,6 +189,9 @@ func TestModelFusions(t *testing.T) {
 		// A learned temperature per head ([H, 1, 1], clamped: folded)
 		// divides the scores: Q is divided by it before the fused node.
 		{"temperature_attention", 1, "Transpose MatMul Div Where Softmax MatMul", 1, false, ops.MaskBoolTrueMasks, inf, false},
+		// BERT's head_mask: the weights times a factor a head after the
+		// softmax, which V takes.
+		{"head_mask_attention", 1, "MatMul Div Softmax Mul MatMul", scale8, true, "", 0, true},
 		// BLOOM: heads in the batch, the scores viewed as (B, H, S, S) for
 		// the masked_fill and P back as (B·H, S, S); zero inputs here, so
 		// the (folded) ALiBi term is zeros (no bias) and the folded mask
