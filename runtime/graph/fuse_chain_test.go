@@ -462,6 +462,9 @@ func TestFuseExportForms(t *testing.T) {
 		// softmax, which V takes (not when the scaled weights are read too).
 		{name: "the weights times a factor a head (BERT's head_mask)", syn: headMasked,
 			ops: "Transpose MatMul Softmax Mul MatMul", attrs: "scale=1"},
+		{name: "the weights times a constant", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"half": sc(0.5)},
+			nodes: []*ir.Node{kt, qk, softmax("s0", "p0"), node("Mul", []string{"half", "p0"}, []string{"p"}), pv("p")}},
+			ops: "Transpose MatMul Softmax Mul MatMul", attrs: "scale=1"},
 		{name: "the weights times a factor a head, the scaled weights also an output: not fused", syn: withOutputs(headMasked, "p"), none: true,
 			why: `node "/p" (Mul) between the softmax and the product with V`},
 		// gpt-oss's sinks: a logit column joined to the scores, the row

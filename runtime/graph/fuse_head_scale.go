@@ -122,7 +122,8 @@ func (f *fuser) scaledOperand(op attnOperand, opType, c, suffix, doc string, add
 // weightsFactor reads n = Mul(p, c) or Mul(c, p), p the weights (whose
 // output is out), c a float32 tensor of rank ≥ 2 whose last two dims are 1
 // (a factor a batch matrix: transformers' head_mask viewed as [1, H, 1, 1])
-// that does not widen p: it returns c's name, "" otherwise.
+// or of one element (a scale of the weights), that does not widen p: it
+// returns c's name, "" otherwise.
 func (f *fuser) weightsFactor(n *ir.Node, out string) string {
 	if n.OpType != "Mul" || len(n.Inputs) != 2 || len(n.Outputs) != 1 || n.Outputs[0] != out || !isDefaultDomain(n) || n.Inputs[0] == n.Inputs[1] {
 		return ""
@@ -130,7 +131,7 @@ func (f *fuser) weightsFactor(n *ir.Node, out string) string {
 	var found []string
 	for k := range 2 {
 		c, p := n.Inputs[k], n.Inputs[1-k]
-		if _, produced := f.producer[p]; produced && f.isFloat32(c) && f.isFloat32(p) && matrixOnes(f.types[c].Type) && f.notWider(n, p) {
+		if _, produced := f.producer[p]; produced && f.isFloat32(c) && f.isFloat32(p) && factorShape(f.types[c].Type) && f.notWider(n, p) {
 			found = append(found, c)
 		}
 	}
@@ -162,4 +163,12 @@ func (f *fuser) fromSoftmax(x string) bool {
 		}
 	}
 	return false
+}
+
+// factorShape reports whether a tensor of type t can scale the weights of
+// each batch matrix as a whole: rank ≥ 2 with its last two dims 1, or one
+// element.
+func factorShape(t ir.TypeInfo) bool {
+	dims, known := t.Shape.Concrete()
+	return matrixOnes(t) || t.RankKnown && known && ir.NumElements(dims) == 1
 }
