@@ -1668,13 +1668,15 @@ class PostSoftmaxKeyMaskAttention(nn.Module):
     """Multi-head self-attention that masks the padded keys after the
     softmax instead of before it: softmax(q·kᵀ/√d) * keep[:, None, None, :]
     (float, 1 = keep), not renormalized, then · v, as some code bases write
-    their padding mask. The fused attention multiplies the softmax's
-    weights by V as they are: the model runs node by node, and `attnrun
+    their padding mask. A factor a key on the weights is one on V's rows:
+    the fusion reads V times it. With query=True the mask multiplies the
+    query rows instead (keep[:, None, :, None]: a factor a query, which
+    scales output rows, not V): that model runs node by node, and `attnrun
     inspect` names the Mul."""
 
-    def __init__(self, hidden_size: int, num_heads: int):
+    def __init__(self, hidden_size: int, num_heads: int, query: bool = False):
         super().__init__()
-        self.nh, self.hs = num_heads, hidden_size // num_heads
+        self.nh, self.hs, self.query = num_heads, hidden_size // num_heads, query
         self.qkv = nn.Linear(hidden_size, 3 * hidden_size)
         self.out = nn.Linear(hidden_size, hidden_size)
 
@@ -1682,7 +1684,10 @@ class PostSoftmaxKeyMaskAttention(nn.Module):
         B, S, C = x.shape
         q, k, v = self.qkv(x).reshape(B, S, 3, self.nh, self.hs).permute(2, 0, 3, 1, 4)
         probs = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.hs), dim=-1)
-        probs = probs * keep[:, None, None, :]
+        if self.query:
+            probs = probs * keep[:, None, :, None]
+        else:
+            probs = probs * keep[:, None, None, :]
         return self.out((probs @ v).transpose(1, 2).reshape(B, S, C))
 
 

@@ -264,8 +264,8 @@ func (p *Program) probabilitiesProduct(readers map[string][]*ir.Node, w string) 
 				next = r // masked weights zeroed (ESPnet's masked_fill(mask, 0))
 			case r.Inputs[0] == w && next == nil && isSinkSlice(r, p.Types, p.constTensor):
 				next = r // the sink's column dropped (gpt-oss: fuse_sinks.go)
-			case r.OpType == "Mul" && len(r.Inputs) == 2 && len(r.Outputs) == 1 && next == nil && r.Inputs[0] != r.Inputs[1] && factorShape(p.Types[otherInput(r, w)].Type):
-				next = r // times a factor a batch matrix (BERT's head_mask: fuse_head_scale.go)
+			case r.OpType == "Mul" && len(r.Inputs) == 2 && len(r.Outputs) == 1 && next == nil && r.Inputs[0] != r.Inputs[1] && factorOf(p.Types[otherInput(r, w)].Type, p.Types[w].Type) != noFactor:
+				next = r // times a factor a batch matrix or a key (BERT's head_mask: fuse_head_scale.go)
 			}
 		}
 		if next == nil {

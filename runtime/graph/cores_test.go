@@ -79,6 +79,7 @@ func TestAttentionCores(t *testing.T) {
 		{"swinv2_window_attention", 1, ""},
 		{"temperature_attention", 1, ops.MaskBoolTrueMasks},
 		{"head_mask_attention", 1, ""},
+		{"post_softmax_key_mask_attention", 1, ""},
 		{"bloom_attention", 1, ops.MaskBoolTrueMasks},
 		{"bert_layer", 1, ops.MaskAdditive},
 		{"distilbert_attention", 1, ops.MaskBoolTrueMasks},

@@ -131,6 +131,9 @@ type attnMatch struct {
 	// weightsScaleNode: the fused node reads V times it
 	// (fuse_head_scale.go).
 	weightsScale, weightsScaleNode string
+	// weightsPerKey: weightsScale is one value a key ([..., 1, Sk]), which
+	// scales V's rows.
+	weightsPerKey bool
 }
 
 // match tries to read an attention chain ending in the product with V at
@@ -192,9 +195,10 @@ func (f *fuser) match(i int) (attnMatch, bool) {
 			m.regroups, x = append(m.regroups, k), n.Inputs[0]
 		case !m.dropsSink && len(m.regroups) == 0 && f.sinkSlice(n):
 			m.dropsSink, x = true, n.Inputs[0]
-		case m.weightsScale == "" && len(m.regroups) == 0 && m.weights == "" && f.weightsFactor(n, x) != "":
-			// The weights times a factor a batch matrix: V takes it.
-			m.weightsScale, m.weightsScaleNode = f.weightsFactor(n, x), n.Label()
+		case m.weightsScale == "" && len(m.regroups) == 0 && m.weights == "" && firstOf(f.weightsFactor(n, x)) != "":
+			// The weights times a factor a batch matrix or a key: V takes it.
+			m.weightsScale, m.weightsPerKey = f.weightsFactor(n, x)
+			m.weightsScaleNode = n.Label()
 			x = n.Inputs[0]
 			if x == m.weightsScale {
 				x = n.Inputs[1]
@@ -1376,3 +1380,6 @@ func (m attnMatch) labels(steps []step) []string {
 	}
 	return out
 }
+
+// firstOf returns the first of a string and a flag.
+func firstOf(s string, _ bool) string { return s }

@@ -462,6 +462,12 @@ func TestFuseExportForms(t *testing.T) {
 		// softmax, which V takes (not when the scaled weights are read too).
 		{name: "the weights times a factor a head (BERT's head_mask)", syn: headMasked,
 			ops: "Transpose MatMul Softmax Mul MatMul", attrs: "scale=1"},
+		{name: "the weights times a factor a key (a padding mask after the softmax)", syn: synth{inputs: with(vi("kf", ir.Float, b, 1, 1, s)),
+			nodes: []*ir.Node{kt, qk, softmax("s0", "p0"), node("Mul", []string{"p0", "kf"}, []string{"p"}), pv("p")}},
+			ops: "Transpose MatMul Softmax Mul MatMul", attrs: "scale=1"},
+		{name: "the weights times a factor a query: not fused", syn: synth{inputs: with(vi("qf", ir.Float, b, 1, s, 1)),
+			nodes: []*ir.Node{kt, qk, softmax("s0", "p0"), node("Mul", []string{"qf", "p0"}, []string{"p"}), pv("p")}}, none: true,
+			why: `node "/p" (Mul) between the softmax and the product with V`},
 		{name: "the weights times a constant", syn: synth{inputs: qkv, inits: map[string]*ir.Tensor{"half": sc(0.5)},
 			nodes: []*ir.Node{kt, qk, softmax("s0", "p0"), node("Mul", []string{"half", "p0"}, []string{"p"}), pv("p")}},
 			ops: "Transpose MatMul Softmax Mul MatMul", attrs: "scale=1"},

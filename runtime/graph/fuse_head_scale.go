@@ -79,16 +79,31 @@ func (f *fuser) headScaledQ(m attnMatch, added *addedNodes) (attnMatch, bool) {
 }
 
 // weightsScaledV returns m reading V times the factor its weights are
-// multiplied by after the softmax (transformers' attention_probs *
-// head_mask: (P·c)·V = P·(c·V) for a factor c a batch matrix), with the
-// Mul computing it added to added (none when m has no such factor); ok is
-// false as headScaledQ's is, for V.
+// multiplied by after the softmax, with the Mul computing it added to
+// added (none when m has no such factor); ok is false as headScaledQ's is,
+// for V. A factor a batch matrix c scales V as it is (transformers'
+// attention_probs * head_mask: (P·c)·V = P·(c·V)); a factor a key c_j
+// ([..., 1, Sk]: a mask applied after the softmax) scales V's row j
+// ((P·diag(c))·V = P·(diag(c)·V)), so V is multiplied by c seen as
+// [..., Sk, 1], a Reshape of it (its dim before the keys is 1).
 func (f *fuser) weightsScaledV(m attnMatch, added *addedNodes) (attnMatch, bool) {
 	if m.weightsScale == "" {
 		return m, true
 	}
-	doc := "V times " + m.weightsScale + " (the factor on the softmax's weights)"
-	v, ok := f.scaledOperand(m.v, "Mul", m.weightsScale, "/weights_scaled", doc, added)
+	c := m.weightsScale
+	doc := "V times " + c + " (the factor on the softmax's weights)"
+	if m.weightsPerKey {
+		reshape, err := ops.Lookup(ops.DomainONNX, "Reshape", regroupReshapeOpset)
+		dims, ok := f.concreteShape(c)
+		if err != nil || !ok || len(dims) == 0 {
+			return m, false
+		}
+		rows := append(slices.Clone(dims[:max(0, len(dims)-2)]), dims[len(dims)-1], 1)
+		name := ops.AttentionTempPrefix + c + "/per_key_rows"
+		added.add(false, f.reshapeNode(c, name, rows, "the factor a key on the weights as one a row of V"), reshape, regroupReshapeOpset)
+		c, doc = name, "V's rows times "+m.weightsScale+" (the factor a key on the softmax's weights)"
+	}
+	v, ok := f.scaledOperand(m.v, "Mul", c, "/weights_scaled", doc, added)
 	m.v = v
 	return m, ok
 }
@@ -120,28 +135,33 @@ func (f *fuser) scaledOperand(op attnOperand, opType, c, suffix, doc string, add
 }
 
 // weightsFactor reads n = Mul(p, c) or Mul(c, p), p the weights (whose
-// output is out), c a float32 tensor of rank ≥ 2 whose last two dims are 1
-// (a factor a batch matrix: transformers' head_mask viewed as [1, H, 1, 1])
-// or of one element (a scale of the weights), that does not widen p: it
-// returns c's name, "" otherwise.
-func (f *fuser) weightsFactor(n *ir.Node, out string) string {
+// output is out) and c a float32 factor of them (factorOf) that does not
+// widen p: it returns c's name and whether it is one a key, "" otherwise.
+func (f *fuser) weightsFactor(n *ir.Node, out string) (string, bool) {
 	if n.OpType != "Mul" || len(n.Inputs) != 2 || len(n.Outputs) != 1 || n.Outputs[0] != out || !isDefaultDomain(n) || n.Inputs[0] == n.Inputs[1] {
-		return ""
+		return "", false
 	}
 	var found []string
+	var kinds []factorKind
 	for k := range 2 {
 		c, p := n.Inputs[k], n.Inputs[1-k]
-		if _, produced := f.producer[p]; produced && f.isFloat32(c) && f.isFloat32(p) && factorShape(f.types[c].Type) && f.notWider(n, p) {
-			found = append(found, c)
+		if _, produced := f.producer[p]; produced && f.isFloat32(c) && f.isFloat32(p) && f.notWider(n, p) {
+			if kind := factorOf(f.types[c].Type, f.types[p].Type); kind != noFactor {
+				found, kinds = append(found, c), append(kinds, kind)
+			}
 		}
 	}
 	if len(found) == 2 { // 1×1 matrices (one query, one key): the weights are the Softmax's
-		found = slices.DeleteFunc(found, func(c string) bool { return f.fromSoftmax(c) })
+		for i := 1; i >= 0; i-- {
+			if f.fromSoftmax(found[i]) {
+				found, kinds = slices.Delete(found, i, i+1), slices.Delete(kinds, i, i+1)
+			}
+		}
 	}
 	if len(found) != 1 {
-		return ""
+		return "", false
 	}
-	return found[0]
+	return found[0], kinds[0] == factorPerKey
 }
 
 // fromSoftmax reports whether tensor x is a Softmax's output, or one read
@@ -165,10 +185,32 @@ func (f *fuser) fromSoftmax(x string) bool {
 	return false
 }
 
-// factorShape reports whether a tensor of type t can scale the weights of
-// each batch matrix as a whole: rank ≥ 2 with its last two dims 1, or one
-// element.
-func factorShape(t ir.TypeInfo) bool {
+// factorKind is how a factor of the softmax's weights varies (factorOf).
+type factorKind int
+
+const (
+	noFactor        factorKind = iota
+	factorPerMatrix            // one value a batch matrix, or one in all
+	factorPerKey               // one value a key: [..., 1, Sk] or [Sk]
+)
+
+// factorOf says how tensor c, of type t, can multiply weights p (of type
+// pt, [..., Sq, Sk]) so that V can take it: as one value a batch matrix
+// (rank ≥ 2 with its last two dims 1, or one element), as one a key
+// (its last dim Sk, the same size or symbol, and with rank ≥ 2 the one
+// before it 1), or not.
+func factorOf(t, pt ir.TypeInfo) factorKind {
 	dims, known := t.Shape.Concrete()
-	return matrixOnes(t) || t.RankKnown && known && ir.NumElements(dims) == 1
+	switch {
+	case matrixOnes(t) || t.RankKnown && known && ir.NumElements(dims) == 1:
+		return factorPerMatrix
+	case !t.RankKnown || len(t.Shape) == 0 || !pt.RankKnown || len(pt.Shape) < 2:
+		return noFactor
+	}
+	r := len(t.Shape)
+	last, sk := t.Shape[r-1], pt.Shape[len(pt.Shape)-1]
+	if last != sk || !last.Known() && last.Param == "" || r >= 2 && !(t.Shape[r-2].Known() && t.Shape[r-2].Value == 1) {
+		return noFactor
+	}
+	return factorPerKey
 }

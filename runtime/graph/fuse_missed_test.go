@@ -41,7 +41,7 @@ func TestMissedAttentionReasons(t *testing.T) {
 		{"float64_softmax_attention", []string{"the softmax computes in float64", `"/Cast_1" (Cast)`}},
 		{"talking_heads_attention", []string{`einsum node "/Einsum_1" ("b h i j, h k -> b k i j") is not a product of Q and K`}},
 		// Found through the Mul after the Softmax (productThroughOne).
-		{"post_softmax_key_mask_attention", []string{`node "/Mul" (Mul) between the softmax and the product with V`}},
+		{"post_softmax_query_mask_attention", []string{`node "/Mul" (Mul) between the softmax and the product with V`}},
 	}
 	dirs, err := filepath.Glob("testdata/unfused/*/model.onnx")
 	if err != nil || len(dirs) != len(cases) {

@@ -192,6 +192,9 @@ func TestModelFusions(t *testing.T) {
 		// BERT's head_mask: the weights times a factor a head after the
 		// softmax, which V takes.
 		{"head_mask_attention", 1, "MatMul Div Softmax Mul MatMul", scale8, true, "", 0, true},
+		// A padding mask applied after the softmax: a factor a key,
+		// which V's rows take.
+		{"post_softmax_key_mask_attention", 1, "Transpose MatMul Div Softmax Mul MatMul", scale8, false, "", 0, true},
 		// BLOOM: heads in the batch, the scores viewed as (B, H, S, S) for
 		// the masked_fill and P back as (B·H, S, S); zero inputs here, so
 		// the (folded) ALiBi term is zeros (no bias) and the folded mask

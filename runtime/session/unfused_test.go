@@ -10,7 +10,7 @@ import (
 )
 
 // TestUnfusedAttentionWarning runs PyTorch exports whose attention the
-// fusion does not take (talking heads, and a key mask applied after the
+// fusion does not take (talking heads, and a query mask applied after the
 // softmax: runtime/graph/testdata/unfused) on their two data sets, at two
 // shapes, in a backend process and in process: every run matches PyTorch,
 // and Logf gets one warning in all that names the Softmax, the product and
@@ -25,7 +25,7 @@ func TestUnfusedAttentionWarning(t *testing.T) {
 		warns []string
 	}{
 		{"../graph/testdata/unfused/talking_heads_attention", 2, []string{want}},
-		{"../graph/testdata/unfused/post_softmax_key_mask_attention", 2, []string{`warning: attention at node "/Softmax" (Softmax) → "/MatMul_1" (MatMul) runs unfused, node by node: node "/Mul" (Mul) between the softmax and the product with V: the fused op multiplies the softmax's weights by V as they are`}},
+		{"../graph/testdata/unfused/post_softmax_query_mask_attention", 2, []string{`warning: attention at node "/Softmax" (Softmax) → "/MatMul_1" (MatMul) runs unfused, node by node: node "/Mul" (Mul) between the softmax and the product with V: the fused op multiplies the softmax's weights by V as they are`}},
 		{"../../models/s000_multi_head", 3, nil},
 		{"../../models/gemma2_softcap_attention", 3, nil},
 	} {
