@@ -626,21 +626,26 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 	}
 	// out[r][c] = acc[c][r] / l[r] (with sinks, the share the sink leaves:
 	// sinkScale); a row whose scores are all -inf is NaN, as Softmax gives
-	// (-inf - -inf), or with a sink above -inf or zeroRows 0 (its column
-	// cleared: it may hold NaN; sinkOnlyScale), or with uniformRows the
-	// mean of V's rows (put in its accumulator column, scaled by 1).
+	// (-inf - -inf), or with a sink above -inf sinkOnlyValue, or with
+	// zeroRows 0 (its column set, scaled by 1: it may hold NaN), or with
+	// uniformRows the mean of V's rows (put in its accumulator column).
+	hasSink, sink := p.sinkFloats != nil, float32(0)
+	if hasSink {
+		sink = p.sinkAt(b)
+	}
 	inv := w.m[:rows] // the running max is no longer needed: reuse it
 	for r := range inv {
 		switch {
-		case inv[r] != negInf && p.sinkFloats != nil:
-			inv[r] = sinkScale(inv[r], w.l[r], p.sinkAt(b))
+		case inv[r] != negInf && hasSink:
+			inv[r] = sinkScale(inv[r], w.l[r], sink)
 		case inv[r] != negInf:
 			inv[r] = float32(1 / w.l[r])
-		case p.sinkFloats != nil && !math.IsInf(float64(p.sinkAt(b)), -1):
+		case hasSink && !math.IsInf(float64(sink), -1):
+			v := sinkOnlyValue(sink)
 			for c := 0; c < p.dv; c++ {
-				acc[c*qb+r] = 0
+				acc[c*qb+r] = v
 			}
-			inv[r] = sinkOnlyScale(p.sinkAt(b))
+			inv[r] = 1
 		case p.uniformRows:
 			for c, x := range p.meanV(b) {
 				acc[c*qb+r] = x

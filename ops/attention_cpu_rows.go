@@ -85,9 +85,9 @@ func (p *attnPlan) row(b, i int, s, q, acc []float32) {
 	if mx == negInf { // the row sees no key
 		switch {
 		case p.sinkFloats != nil && !math.IsInf(float64(p.sinkAt(b)), -1): // all its weight on the sink
-			clear(acc)
+			v := sinkOnlyValue(p.sinkAt(b))
 			for c := range acc {
-				acc[c] *= sinkOnlyScale(p.sinkAt(b))
+				acc[c] = v
 			}
 		case p.uniformRows:
 			copy(acc, p.meanV(b))

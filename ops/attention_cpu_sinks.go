@@ -35,12 +35,13 @@ func sinkScale(m float32, l float64, s float32) float32 {
 	return float32(f / (l*f + math.Exp(ss-top)))
 }
 
-// sinkOnlyScale is the factor on the cleared output of a row that sees no
-// key, with sink logit s above -inf: 1 (the row is 0) for a finite sink,
-// NaN for a NaN or +inf one (the export's softmax subtracts +inf from it).
-func sinkOnlyScale(s float32) float32 {
+// sinkOnlyValue is every output and weight of a row that sees no key, with
+// sink logit s above -inf: 0 for a finite sink (all the weight is the
+// sink's), NaN for a NaN or +inf one (the export's softmax subtracts +inf
+// from it).
+func sinkOnlyValue(s float32) float32 {
 	if math.IsNaN(float64(s)) || math.IsInf(float64(s), 1) {
 		return float32(math.NaN())
 	}
-	return 1
+	return 0
 }

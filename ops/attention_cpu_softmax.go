@@ -487,7 +487,7 @@ func (p *attnPlan) normalizeWeights(b, i0, rows int, w *attnWork) {
 			fill := float32(math.NaN())
 			switch {
 			case p.sinkFloats != nil && !math.IsInf(float64(p.sinkAt(b)), -1):
-				fill = 0 * sinkOnlyScale(p.sinkAt(b)) // every weight on the sink (NaN for a NaN or +inf one)
+				fill = sinkOnlyValue(p.sinkAt(b)) // every weight on the sink
 			case p.uniformRows:
 				fill = 1 / float32(p.sk)
 			case p.zeroRows && p.zeroRowsWeights == MaskedRowsWeightsZero:

@@ -182,6 +182,11 @@ func (f *fuser) match(i int) (attnMatch, bool) {
 		}
 		n := f.pl.steps[k].node
 		chain = append(chain, k)
+		var factor string // the weights times a factor a batch matrix or a key: V takes it
+		var perKey bool
+		if m.weightsScale == "" && len(m.regroups) == 0 && m.weights == "" {
+			factor, perKey = f.weightsFactor(n, x)
+		}
 		switch {
 		case n.OpType == "Softmax":
 			sm = n
@@ -195,12 +200,10 @@ func (f *fuser) match(i int) (attnMatch, bool) {
 			m.regroups, x = append(m.regroups, k), n.Inputs[0]
 		case !m.dropsSink && len(m.regroups) == 0 && f.sinkSlice(n):
 			m.dropsSink, x = true, n.Inputs[0]
-		case m.weightsScale == "" && len(m.regroups) == 0 && m.weights == "" && firstOf(f.weightsFactor(n, x)) != "":
-			// The weights times a factor a batch matrix or a key: V takes it.
-			m.weightsScale, m.weightsPerKey = f.weightsFactor(n, x)
-			m.weightsScaleNode = n.Label()
+		case factor != "":
+			m.weightsScale, m.weightsPerKey, m.weightsScaleNode = factor, perKey, n.Label()
 			x = n.Inputs[0]
-			if x == m.weightsScale {
+			if x == factor {
 				x = n.Inputs[1]
 			}
 		case n.OpType == "Cast" && len(n.Inputs) == 1:
@@ -1380,6 +1383,3 @@ func (m attnMatch) labels(steps []step) []string {
 	}
 	return out
 }
-
-// firstOf returns the first of a string and a flag.
-func firstOf(s string, _ bool) string { return s }

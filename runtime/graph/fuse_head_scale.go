@@ -141,27 +141,26 @@ func (f *fuser) weightsFactor(n *ir.Node, out string) (string, bool) {
 	if n.OpType != "Mul" || len(n.Inputs) != 2 || len(n.Outputs) != 1 || n.Outputs[0] != out || !isDefaultDomain(n) || n.Inputs[0] == n.Inputs[1] {
 		return "", false
 	}
-	var found []string
-	var kinds []factorKind
+	type candidate struct {
+		c    string
+		kind factorKind
+	}
+	var found []candidate
 	for k := range 2 {
 		c, p := n.Inputs[k], n.Inputs[1-k]
 		if _, produced := f.producer[p]; produced && f.isFloat32(c) && f.isFloat32(p) && f.notWider(n, p) {
 			if kind := factorOf(f.types[c].Type, f.types[p].Type); kind != noFactor {
-				found, kinds = append(found, c), append(kinds, kind)
+				found = append(found, candidate{c, kind})
 			}
 		}
 	}
 	if len(found) == 2 { // 1×1 matrices (one query, one key): the weights are the Softmax's
-		for i := 1; i >= 0; i-- {
-			if f.fromSoftmax(found[i]) {
-				found, kinds = slices.Delete(found, i, i+1), slices.Delete(kinds, i, i+1)
-			}
-		}
+		found = slices.DeleteFunc(found, func(x candidate) bool { return f.fromSoftmax(x.c) })
 	}
 	if len(found) != 1 {
 		return "", false
 	}
-	return found[0], kinds[0] == factorPerKey
+	return found[0].c, found[0].kind == factorPerKey
 }
 
 // fromSoftmax reports whether tensor x is a Softmax's output, or one read
