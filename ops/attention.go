@@ -92,6 +92,16 @@ import (
 //	             its leading dims broadcast as a bias's batch dims do, and
 //	             the bias of query i and key j is bias[..., i − j + Sk − 1].
 //	             Sq + Sk − 1 values a head instead of Sq·Sk.
+//	bias_grid    int, default 0 (none): kw > 0 gives the bias by the rows
+//	             and columns of a key grid, for a term that is the sum of
+//	             one by the key's grid row and one by its grid column (the
+//	             decomposed relative positions of SAM's and ViTDet's image
+//	             encoders): the keys are a kh × kw grid (Sk = kh·kw, key j
+//	             at row j / kw and column j mod kw), input 5 has shape
+//	             [..., Sq, kh + kw] (its Sq dim may be 1), and the bias of
+//	             query i and key j is bias[..., i, j / kw] + bias[..., i,
+//	             kh + j mod kw]. kh + kw values a query instead of Sk. Not
+//	             with bias_diagonals.
 //	causal       int, default 0: 1 masks (-inf) key j for query i when
 //	             j > i + causal_offset.
 //	causal_offset int, default 0: the causal diagonal's offset (the length
@@ -233,7 +243,7 @@ func init() {
 		Domain: DomainAttnrun, OpType: FusedAttentionOp, Since: 1, Until: 1,
 		MinInputs: 3, MaxInputs: 7, TypeInput: 0, DTypes: []ir.DType{ir.Float},
 		Infer: inferFusedAttention, Run: runFusedAttention, RunInto: runFusedAttentionInto,
-		Doc: "softmax(softcap(scale·Q·Kᵀ) masked, plus a bias, dense or by its diagonals, with optional sink logits) · V with grouped KV heads, causal offset and key lengths, blocked with a streaming softmax (no Sq×Sk scores unless output 1 asks for them)",
+		Doc: "softmax(softcap(scale·Q·Kᵀ) masked, plus a bias, dense, by its diagonals or by a key grid's rows and columns, with optional sink logits) · V with grouped KV heads, causal offset and key lengths, blocked with a streaming softmax (no Sq×Sk scores unless output 1 asks for them)",
 	})
 }
 
@@ -251,6 +261,9 @@ type attnAttrs struct {
 	biasFirst bool
 	// biasDiag: the bias is given by its diagonals (bias_diagonals).
 	biasDiag bool
+	// biasGrid is bias_grid: kw > 0 when the bias is given by the rows
+	// and columns of a key grid kw keys wide (0: none).
+	biasGrid int
 	kvGroup  int
 	softcap  float32 // 0: none
 	// scoresMin is scores_min: scores after the mask and bias are raised
@@ -315,6 +328,18 @@ func parseAttnAttrs(n *ir.Node, hasMask, hasBias bool) (attnAttrs, error) {
 	if a.biasDiag && !hasBias {
 		return a, n.Errorf("bias_diagonals is set but no bias (input 5) is given")
 	}
+	grid, err := n.AttrInt("bias_grid", 0)
+	switch {
+	case err != nil:
+		return a, n.Errorf("%w", err)
+	case grid < 0 || grid > math.MaxInt32:
+		return a, n.Errorf("bias_grid must be ≥ 0 (0: none), got %d", grid)
+	case grid > 0 && !hasBias:
+		return a, n.Errorf("bias_grid is set but no bias (input 5) is given")
+	case grid > 0 && a.biasDiag:
+		return a, n.Errorf("bias_grid and bias_diagonals exclude each other")
+	}
+	a.biasGrid = int(grid)
 	if a.uniformRows, err = flag("masked_rows_uniform"); err != nil {
 		return a, err
 	}
@@ -514,6 +539,19 @@ func splitBiasDiagonals[D any](b []D, one D) (batch []D, diagonals D) {
 	return b[:len(b)-1], b[len(b)-1]
 }
 
+// gridRows returns kh, the rows of a key grid kw keys wide holding sk
+// keys, for a bias by its grid rows and columns (bias_grid) with terms
+// values a query, which must be kh + kw.
+func gridRows(sk, kw, terms int) (int, error) {
+	if sk%kw != 0 {
+		return 0, fmt.Errorf("bias_grid %d does not divide the %d keys into grid rows", kw, sk)
+	}
+	if kh := sk / kw; terms != kh+kw {
+		return 0, fmt.Errorf("bias_grid %d: %d keys make %d grid rows, so the bias needs %d terms a query (rows, then columns), not %d", kw, sk, kh, kh+kw, terms)
+	}
+	return sk / kw, nil
+}
+
 // groupHeads returns K's (or V's) shape as the query heads see it when
 // kv_group g > 1: its dim -3 (Hkv) replaced by Q's (Hq = g·Hkv). ok is
 // false, with the reason, when the shapes do not fit a group of g.
@@ -625,6 +663,17 @@ func inferFusedAttention(n *ir.Node, _ int, in []Value) ([]Value, error) {
 		bB, diag = splitBiasDiagonals(in[5].Type.Shape, ir.Dim{Value: 1})
 		if want := diagonals(int(s.sq.Value), int(s.sk.Value)); diag.Known() && s.sq.Known() && s.sk.Known() && diag.Value != int64(want) {
 			return nil, n.Errorf("bias %s gives %v diagonals (bias_diagonals), the scores [%v, %v] have %d", shapeText(in[5].Type.Shape), diag, s.sq, s.sk, want)
+		}
+	case hasBias && a.biasGrid > 0:
+		var bsq, terms ir.Dim
+		bB, bsq, terms = splitBias(in[5].Type.Shape, ir.Dim{Value: 1})
+		if bsq.Known() && bsq.Value != 1 && differ(bsq, s.sq) {
+			return nil, n.Errorf("bias %s does not broadcast to the scores' %v queries", shapeText(in[5].Type.Shape), s.sq)
+		}
+		if s.sk.Known() && terms.Known() {
+			if _, err := gridRows(int(s.sk.Value), a.biasGrid, int(terms.Value)); err != nil {
+				return nil, n.Errorf("bias %s: %w", shapeText(in[5].Type.Shape), err)
+			}
 		}
 	case hasBias:
 		var bsq, bsk ir.Dim

@@ -100,6 +100,9 @@ type attnPlan struct {
 	bOff               []int
 	bRowStep, bColStep int
 	biasFloats         []float32
+	// gridKH is the key grid's rows with bias_grid (biasGrid its columns):
+	// query i's terms are kh by row, then kw by column (gridTerms).
+	gridKH int
 	// biasInf says whether adding the bias to -inf gives -inf (no +inf or
 	// NaN in it), so that key blocks a -inf mask hides stay hidden after
 	// it: worked out on the first block that asks (biasKeepsInf), as a
@@ -108,7 +111,7 @@ type attnPlan struct {
 		once  sync.Once
 		keeps bool
 	}
-	// diagBound caches diagonalsBounded.
+	// diagBound caches compactBiasBounded.
 	diagBound struct {
 		once sync.Once
 		ok   bool
@@ -243,19 +246,24 @@ func (p *attnPlan) biasKeepsInf() bool {
 	return p.biasInf.keeps
 }
 
-// diagonalsBounded reports whether every term of a bias by its diagonals,
-// times bias_scale, is finite and at most 2^100 in magnitude: whether it
-// can go to base 2 (scoresBase2) without overflowing, and whether it
+// compactBiasBounded reports whether every term of a bias by its
+// diagonals or by a key grid, times bias_scale, is finite and at most
+// 2^100 in magnitude (2^99 for a grid's, whose terms add in pairs): whether
+// it can go to base 2 (scoresBase2) without overflowing, and whether it
 // leaves a finfo.min key mask's hidden scores far below every kept one
 // (hidePerKeyFills).
-func (p *attnPlan) diagonalsBounded() bool {
-	if !p.biasDiag {
+func (p *attnPlan) compactBiasBounded() bool {
+	if !p.biasDiag && p.biasGrid == 0 {
 		return false
+	}
+	limit := 0x1p100
+	if p.biasGrid > 0 {
+		limit = 0x1p99
 	}
 	p.diagBound.once.Do(func() {
 		p.diagBound.ok = true
 		for _, x := range p.biasFloats {
-			if t := math.Abs(float64(x * p.biasScale)); !(t <= 0x1p100) {
+			if t := math.Abs(float64(x * p.biasScale)); !(t <= limit) {
 				p.diagBound.ok = false
 				return
 			}
@@ -400,7 +408,7 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 		mshape = in[3].Shape
 	}
 	var bB []int
-	bsq, bsk, bDiag := 1, 1, 0
+	bsq, bsk, bDiag, gridKH := 1, 1, 0, 0
 	if hasBias {
 		if in[5].DType != ir.Float {
 			return nil, n.Errorf("bias has element type %v, FusedAttention takes float32", in[5].DType)
@@ -409,6 +417,9 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 			bB, bDiag = splitBiasDiagonals(in[5].Shape, 1)
 		} else {
 			bB, bsq, bsk = splitBias(in[5].Shape, 1)
+		}
+		if a.biasGrid > 0 {
+			bsk = 1 // checked below against the keys: kh + kw terms
 		}
 	}
 	// Shapes as the query heads see them: with kv_group, K's and V's heads
@@ -447,6 +458,13 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 	}
 	if hasBias && ((bsq != 1 && bsq != s.sq) || (bsk != 1 && bsk != s.sk)) {
 		return nil, n.Errorf("bias %v does not broadcast to the scores [%d %d]", in[5].Shape, s.sq, s.sk)
+	}
+	if a.biasGrid > 0 {
+		kh, err := gridRows(s.sk, a.biasGrid, in[5].Shape[len(in[5].Shape)-1])
+		if err != nil {
+			return nil, n.Errorf("bias %v: %w", in[5].Shape, err)
+		}
+		gridKH = kh
 	}
 	if a.biasDiag && bDiag != diagonals(s.sq, s.sk) {
 		return nil, n.Errorf("bias %v gives %d diagonals (bias_diagonals), the scores [%d %d] have %d", in[5].Shape, bDiag, s.sq, s.sk, diagonals(s.sq, s.sk))
@@ -489,6 +507,9 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 	}
 	mview := Contiguous(append(append([]int{}, s.mB...), s.msq, s.msk))
 	bview := Contiguous(append(append([]int{}, bB...), bsq, bsk))
+	if a.biasGrid > 0 {
+		bview = Contiguous(append(append([]int{}, bB...), bsq, gridKH+a.biasGrid))
+	}
 	if a.biasDiag {
 		bview = Contiguous(append(append([]int{}, bB...), bDiag))
 	}
@@ -544,6 +565,16 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 		r := len(bview.Shape)
 		p.bOff = batchElemOffsets(iter, bview.Shape[:r-1], bview.Strides[:r-1], s.sk-1)
 		p.bRowStep, p.bColStep = 1, -1
+		p.biasFloats = in[5].Float32s()
+	case a.biasGrid > 0:
+		// Query i's terms at bOff[b] + i·bRowStep: kh by grid row, then
+		// kw by grid column (gridTerms).
+		r := len(bview.Shape)
+		p.bOff = batchElemOffsets(iter, bview.Shape[:r-2], bview.Strides[:r-2], 0)
+		if bsq != 1 {
+			p.bRowStep = gridKH + a.biasGrid
+		}
+		p.bColStep, p.gridKH = 1, gridKH
 		p.biasFloats = in[5].Float32s()
 	case hasBias:
 		r := len(bview.Shape)

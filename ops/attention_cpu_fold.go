@@ -22,7 +22,7 @@ import "math"
 // -inf causal fill; a finite one, checked per row, stays unfolded).
 func (p *attnPlan) foldGroupedQueries() {
 	g := p.kvGroup
-	if p.sq != 1 || g <= 1 || p.scoresShape != nil || p.biasDiag || p.sinkFloats != nil || p.batches%g != 0 || p.heads%g != 0 ||
+	if p.sq != 1 || g <= 1 || p.scoresShape != nil || p.biasDiag || p.biasGrid > 0 || p.sinkFloats != nil || p.batches%g != 0 || p.heads%g != 0 ||
 		p.causal && !math.IsInf(float64(p.causalFill), -1) || p.mRowStep != 0 || p.bRowStep != 0 {
 		return
 	}

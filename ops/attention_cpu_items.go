@@ -63,14 +63,17 @@ func (p *attnPlan) run(ctx *Context, out, scores []float32, zeroed bool) {
 	// positions) joins a per-key mask in keyBias; with a -inf mask its
 	// order against the bias does not matter where the bias has no +inf
 	// or NaN.
-	perKeyBias := p.biasFloats != nil && p.bRowStep == 0 && (p.maskKind == "" || perKey) && p.biasKeepsInf()
+	perKeyBias := p.biasFloats != nil && p.bRowStep == 0 && p.biasGrid == 0 && (p.maskKind == "" || perKey) && p.biasKeepsInf()
 	// A bias by its diagonals (T5's position bias) takes the fast path
 	// too: the kernel adds each key's row of terms (rowBias), after
 	// the per-key mask, as the export adds them unless it adds the bias
 	// first to an additive mask.
-	diagBias := p.biasDiag && (p.kInPlace || p.bf16) && (p.maskKind == "" || perKey) && p.biasKeepsInf() && !(p.biasFirst && p.maskFloats != nil)
-	p.scoresExp = (p.kInPlace || p.bf16) && p.softcap == 0 && !p.clamps() && p.scoresMode == "" && (p.biasFloats == nil || perKeyBias || diagBias) && (p.maskFloats == nil || perKey)
-	p.scoresBase2 = p.scoresExp && p.maskFloats == nil && (p.biasFloats == nil || diagBias && p.diagonalsBounded())
+	// So does a bias by a key grid's rows and columns (SAM's relative
+	// positions): each block's terms are made from the item's (gridTerms).
+	compactBias := (p.biasDiag || p.biasGrid > 0) && (p.kInPlace || p.bf16) && (p.maskKind == "" || perKey) && p.biasKeepsInf() && !(p.biasFirst && p.maskFloats != nil)
+	diagBias := compactBias && p.biasDiag
+	p.scoresExp = (p.kInPlace || p.bf16) && p.softcap == 0 && !p.clamps() && p.scoresMode == "" && (p.biasFloats == nil || perKeyBias || compactBias) && (p.maskFloats == nil || perKey)
+	p.scoresBase2 = p.scoresExp && p.maskFloats == nil && (p.biasFloats == nil || diagBias && p.compactBiasBounded())
 	p.rowBias, p.rowBias2, p.rowBiasAt = nil, nil, nil
 	if p.scoresExp && diagBias {
 		p.fillRowBias()
@@ -430,11 +433,14 @@ type attnWork struct {
 	// segs holds, per panel, the current key block's moves of the running
 	// shifts on the fast path (moveShifts), which P·V applies (contextKeys).
 	segs [][]attnSegment
+	// gridRC and gridPanel: with a bias by a key grid, the item's terms
+	// and a key block's panel of them (attention_cpu_grid.go).
+	gridRC, gridPanel []float32
 }
 
 // workFloats is the float32 scratch one worker needs.
 func (p *attnPlan) workFloats(dvPad int, qPerItem bool) int {
-	return attnQBlock*attnKBlock + dvPad*attnQBlock + attnQBlock + p.pairWords() + p.itemQFloats(qPerItem)*p.itemQCopies() + 16*p.tailWidth()
+	return attnQBlock*attnKBlock + dvPad*attnQBlock + attnQBlock + p.pairWords() + p.itemQFloats(qPerItem)*p.itemQCopies() + 16*p.tailWidth() + p.gridFloats()
 }
 
 // tailWidth is the row length of attnWork.tail: D and Dv where the 16×16
@@ -507,6 +513,10 @@ func (p *attnPlan) newWork(dvPad int, qPerItem bool, buf []float32) *attnWork {
 		w.qp2 = take(p.itemQFloats(qPerItem))
 	}
 	w.tail = take(16 * p.tailWidth())
+	if p.biasGrid > 0 {
+		w.gridRC = take(attnQBlock * (p.gridKH + p.biasGrid))
+		w.gridPanel = take(attnKBlock * attnNR)
+	}
 	w.pw = wordsOf(w.pwf)
 	return w
 }
@@ -527,6 +537,9 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 	}
 	acc := w.acc[:dvPad*qb]
 	clear(acc)
+	if p.biasGrid > 0 {
+		p.gridItem(w, b, i0, rows)
+	}
 	negInf := float32(math.Inf(-1))
 	for r := range w.m {
 		w.m[r], w.l[r] = negInf, 0
@@ -581,7 +594,7 @@ func (p *attnPlan) item(b, i0 int, w *attnWork, qp, kp, vp []float32, dvPad int,
 		}
 		if plain := p.masksPlain(w.cls[:rows]); p.scoresExp && !exact && (plain || p.keyBias != nil) {
 			var bias []float32 // the per-key mask and bias, where they hide or change a score of the block
-			if p.keyBias != nil && (!plain || p.biasFloats != nil && !p.biasDiag) {
+			if p.keyBias != nil && (!plain || p.biasFloats != nil && !p.biasDiag && p.biasGrid == 0) {
 				bias = p.keyBias[p.keyBiasIdx[b]*sk+j0 : (p.keyBiasIdx[b]+1)*sk]
 			}
 			for pn := 0; pn < panels; pn++ {

@@ -86,10 +86,10 @@ const hiddenAddLimit = -0x1p127
 // (the export's row is then uniform over them) or whose first query sees
 // none under the causal cut keeps the additive mask, and so do runs where
 // the mask's exact terms matter (a bias, unless by its diagonals and
-// bounded: diagonalsBounded; a scores output, a softcap, a checked causal
+// bounded: compactBiasBounded; a scores output, a softcap, a checked causal
 // fill, key limits, zeroed rows).
 func (p *attnPlan) hidePerKeyFills() {
-	if p.maskFloats == nil || p.mRowStep != 0 || p.mColStep != 1 || p.maskKeys != p.sk || p.biasFloats != nil && !p.diagonalsBounded() ||
+	if p.maskFloats == nil || p.mRowStep != 0 || p.mColStep != 1 || p.maskKeys != p.sk || p.biasFloats != nil && !p.compactBiasBounded() ||
 		p.scores != nil || p.softcap != 0 || p.clamps() || p.zeroRows || p.keyLim != nil || !math.IsInf(float64(p.causalFill), -1) {
 		return
 	}
@@ -190,7 +190,10 @@ func (p *attnPlan) cutBounds() []float64 {
 		case p.maskKind != "" && !math.IsInf(float64(p.fill), -1):
 			u = max(u, float64(p.fill))
 		}
-		if k.b >= 0 {
+		switch {
+		case k.b >= 0 && p.biasGrid > 0:
+			u += p.largestGridTerm(k.b)
+		case k.b >= 0:
 			u += p.largestTerm(p.biasFloats, k.b, p.bRowStep, p.bColStep, p.sk, p.biasScale)
 		}
 		seen[k], out[b] = u, u
@@ -483,9 +486,20 @@ func (p *attnPlan) maskPanel(st []float32, cls []uint8, b, i0, j0, cols int) {
 	}
 }
 
-// biasPanel adds bias_scale·bias to one transposed scores panel: lane c
-// is query i0+c, row key is key j0+key.
-func (p *attnPlan) biasPanel(st []float32, b, i0, j0, cols, lanes int) {
+// biasPanel adds bias_scale·bias to one transposed scores panel (panel pn
+// of worker w's item): lane c is query i0+c, row key is key j0+key.
+func (p *attnPlan) biasPanel(st []float32, w *attnWork, pn, b, i0, j0, cols, lanes int) {
+	if p.biasGrid > 0 {
+		terms := p.gridTerms(w, pn, j0, cols) // lanes past the item's rows hold 0
+		if tileLoop {
+			kernel.AddVV(&st[0], &st[0], &terms[0], cols*attnNR)
+			return
+		}
+		for i, x := range terms {
+			st[i] += x
+		}
+		return
+	}
 	addPanel(st, p.biasFloats, p.bOff[b]+i0*p.bRowStep+j0*p.bColStep, p.bRowStep, p.bColStep, cols, lanes, p.biasScale)
 }
 

@@ -33,7 +33,7 @@ const attnRowsMax = 4
 // make), and the AVX-512 kernels.
 func (p *attnPlan) rowsPath() bool {
 	return kernel.AVX512 && kernel.Available && p.sq <= attnRowsMax && p.scores == nil && p.scoresMode == "" &&
-		p.k.cs == 1 && p.v.cs == 1 && p.d%16 == 0 && p.dv%16 == 0 && p.softcap == 0 && !p.biasDiag &&
+		p.k.cs == 1 && p.v.cs == 1 && p.d%16 == 0 && p.dv%16 == 0 && p.softcap == 0 && !p.biasDiag && p.biasGrid == 0 &&
 		(!p.causal || math.IsInf(float64(p.causalFill), -1))
 }
 

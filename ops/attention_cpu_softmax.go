@@ -63,6 +63,10 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn, b, q0, lanes, j0, cols int, b
 	var suma, mxa, shift2a, lima [maxLanes]float32
 	sum, mx, shift2, lim := suma[:attnNR], mxa[:attnNR], shift2a[:attnNR], lima[:attnNR]
 	full := max(plain, 0) / attnMR
+	var grid []float32 // a bias by a key grid: the block's terms
+	if p.biasGrid > 0 {
+		grid = p.gridTerms(w, pn, j0, cols)
+	}
 	var k []float32
 	dw := (p.d + 1) / 2 // bf16: K's and Q's pair words per key and query
 	if !p.bf16 {
@@ -78,13 +82,17 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn, b, q0, lanes, j0, cols int, b
 		if bias != nil {
 			bp = &bias[done*attnMR]
 		}
-		if p.rowBias != nil {
+		rbs := -1 // the row bias's step a key: -1 by diagonals, attnNR by grid
+		switch {
+		case p.rowBias != nil:
 			// Key j0 + done·MR's row of terms, queries from q0.
 			at := p.rowBiasIndex(b, q0, j0+done*attnMR)
 			rb = &p.rowBias[at]
 			if p.scoresBase2 {
 				rb = &p.rowBias2[at]
 			}
+		case grid != nil:
+			rb, rbs = &grid[done*attnMR*attnNR], attnNR
 		}
 		if p.scoresBase2 {
 			for c, v := range shift2 {
@@ -99,10 +107,10 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn, b, q0, lanes, j0, cols int, b
 		case p.scoresBase2:
 			if p.bf16 {
 				done += kernel.ScoresExpBF16x32Base2(dw, &wordsOf(kp)[(j0+done*attnMR)*dw], dw, &wordsOf(qpan)[0], &wordsOf(st)[done*attnMR/2*attnNR], full-done, attnMR*dw,
-					&shift2[0], &lim[0], &sum[0], &mx[0], bp, rb, -1)
+					&shift2[0], &lim[0], &sum[0], &mx[0], bp, rb, rbs)
 			} else {
 				done += kernel.ScoresExp8x32Base2(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &w.qp2[pn*attnNR*p.d], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
-					&shift2[0], &lim[0], &sum[0], &mx[0], bp, rb, -1)
+					&shift2[0], &lim[0], &sum[0], &mx[0], bp, rb, rbs)
 			}
 			if done < full {
 				p.raiseShiftBase2(w, pn, mx, shift2, lim, done*attnMR, sum)
@@ -110,10 +118,10 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn, b, q0, lanes, j0, cols int, b
 			continue
 		case p.bf16:
 			done += kernel.ScoresExpBF16x32(dw, &wordsOf(kp)[(j0+done*attnMR)*dw], dw, &wordsOf(qpan)[0], &wordsOf(st)[done*attnMR/2*attnNR], full-done, attnMR*dw,
-				&m[0], &lim[0], &sum[0], &mx[0], bp, rb, -1)
+				&m[0], &lim[0], &sum[0], &mx[0], bp, rb, rbs)
 		default:
 			done += kernel.ScoresExp8x32(p.d, &k[done*attnMR*p.k.rs], p.k.rs, &qpan[0], &st[done*attnMR*attnNR], attnNR, full-done, attnMR*p.k.rs, attnMR*attnNR,
-				&m[0], &lim[0], &sum[0], &mx[0], bp, rb, -1)
+				&m[0], &lim[0], &sum[0], &mx[0], bp, rb, rbs)
 		}
 		if done < full {
 			p.raiseShift(w, pn, mx, done*attnMR, sum)
@@ -150,6 +158,9 @@ func (p *attnPlan) scoresExpPanel(w *attnWork, pn, b, q0, lanes, j0, cols int, b
 			for key := 0; key < rest; key++ {
 				kernel.AddVV(&raw[key*attnNR], &raw[key*attnNR], &p.rowBias[at-key], attnNR)
 			}
+		}
+		if grid != nil {
+			kernel.AddVV(&raw[0], &raw[0], &grid[full*attnMR*attnNR], rest*attnNR)
 		}
 		if p.causal {
 			fillCausal(raw[:rest*attnNR], rest, j0+full*attnMR-q0-p.causalOff, float32(math.Inf(-1)))
@@ -431,7 +442,7 @@ func (p *attnPlan) scoresSoftmax(w *attnWork, acc []float32, dvPad, b, i0, j0, r
 			p.writeScores(st, b, q0, j0, cols, lanes)
 		}
 		if p.biasFloats != nil && p.biasFirst {
-			p.biasPanel(st, b, q0, j0, cols, lanes)
+			p.biasPanel(st, w, pn, b, q0, j0, cols, lanes)
 		}
 		if exact && p.causal && j0+cols-1 > q0+p.causalOff {
 			fillCausal(st, cols, j0-q0-p.causalOff, p.causalFill)
@@ -442,7 +453,7 @@ func (p *attnPlan) scoresSoftmax(w *attnWork, acc []float32, dvPad, b, i0, j0, r
 			}
 		}
 		if p.biasFloats != nil && !p.biasFirst {
-			p.biasPanel(st, b, q0, j0, cols, lanes)
+			p.biasPanel(st, w, pn, b, q0, j0, cols, lanes)
 		}
 		if p.clamps() {
 			clampScores(st, p.scoresMin)

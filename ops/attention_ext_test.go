@@ -41,6 +41,10 @@ type attnExtCase struct {
 	// biasDiag gives the bias (of shape bias, its last two dims Sq and
 	// Sk) by its diagonals (bias_diagonals): a random term of j − i.
 	biasDiag bool
+	// biasGrid, when not 0, gives the bias (of shape bias, its last dim
+	// Sk) by the rows and columns of a key grid biasGrid keys wide
+	// (bias_grid): a random term by grid row plus one by grid column.
+	biasGrid int
 	// prep, when set, changes the random mask and bias (nil when the case
 	// has none) before the run.
 	prep func(mask, bias *ir.Tensor)
@@ -364,6 +368,40 @@ func TestFusedAttentionExtensions(t *testing.T) {
 			mask: []int{1, 1, 35, 50}, kind: MaskAdditive, bias: []int{1, 2, 35, 50}, biasScale: 1, biasFirst: true, biasDiag: true},
 		{name: "diagonal bias + causal fill -1e4, rescaling", b: 1, hq: 2, hk: 2, sq: 2*kb + 7, sk: 2*kb + 7, d: 16, dv: 8, scale: 0.5, causal: true, causalFill: -1e4,
 			bias: []int{1, 2, 2*kb + 7, 2*kb + 7}, biasScale: 4, biasDiag: true},
+		// A bias by a key grid's rows and columns (SAM's decomposed
+		// relative positions), alone over several key blocks with partial
+		// slivers, over small windows, one row for every query, with a
+		// per-key mask (bool and finfo.min), the causal cut and a checked
+		// fill, grouped heads and cross attention, a softcap and the
+		// weights output (the masked path), and one query (decode).
+		{name: "grid bias alone, long (SAM's global attention)", b: 1, hq: 3, hk: 3, sq: 20 * 31, sk: 20 * 31, d: 16, dv: 8, scale: 0.3,
+			bias: []int{1, 3, 20 * 31, 20 * 31}, biasScale: 1, biasGrid: 31},
+		{name: "grid bias, 7×7 windows (SAM's windowed attention)", b: 6, hq: 2, hk: 2, sq: 49, sk: 49, d: 16, dv: 16, scale: 0.3,
+			bias: []int{6, 2, 49, 49}, biasScale: 1, biasGrid: 7},
+		{name: "grid bias, one row for every query, scaled", b: 2, hq: 2, hk: 2, sq: 40, sk: 6 * 9, d: 8, dv: 8, scale: 0.3,
+			bias: []int{2, 1, 1, 6 * 9}, biasScale: 0.5, biasGrid: 9},
+		{name: "grid bias + bool key padding + causal", b: 2, hq: 2, hk: 2, sq: kb + 20, sk: 4 * 133, d: 16, dv: 8, scale: 0.3, causal: true,
+			mask: []int{2, 1, 1, 4 * 133}, kind: MaskBoolTrueMasks, fill: negInf, maskP: 0.3, bias: []int{2, 2, kb + 20, 4 * 133}, biasScale: 1, biasGrid: 133},
+		{name: "grid bias + finfo.min key padding", b: 2, hq: 2, hk: 2, sq: 70, sk: 10 * 10, d: 16, dv: 8, scale: 0.3,
+			mask: []int{2, 1, 1, 100}, kind: MaskAdditive, bias: []int{2, 2, 70, 100}, biasScale: 1, biasGrid: 10,
+			prep: func(mask, _ *ir.Tensor) {
+				for at := range mask.Float32s() {
+					mask.Float32s()[at] = 0
+					if at%100 >= 80+at/100*7 {
+						mask.Float32s()[at] = -math.MaxFloat32
+					}
+				}
+			}},
+		{name: "grid bias + causal fill -1e4, rescaling", b: 1, hq: 2, hk: 2, sq: kb + 7, sk: 25 * 21, d: 16, dv: 8, scale: 0.5, causal: true, causalFill: -1e4,
+			bias: []int{1, 2, kb + 7, 25 * 21}, biasScale: 4, biasGrid: 21},
+		{name: "grid bias + gqa, Sk > Sq", b: 2, hq: 4, hk: 2, sq: 37, sk: 6 * 9, d: 8, dv: 8, scale: 0.3,
+			bias: []int{2, 4, 37, 6 * 9}, biasScale: 1, biasGrid: 6},
+		{name: "grid bias + softcap + weights", b: 1, hq: 2, hk: 2, sq: 35, sk: 8 * 8, d: 8, dv: 8, scale: 0.3, softcap: 5, scoresMode: ScoresWeights,
+			bias: []int{1, 2, 35, 64}, biasScale: 1, biasGrid: 8},
+		{name: "grid bias first + dense additive mask", b: 1, hq: 2, hk: 2, sq: 33, sk: 5 * 7, d: 8, dv: 8, scale: 0.3,
+			mask: []int{1, 1, 33, 35}, kind: MaskAdditive, bias: []int{1, 2, 33, 35}, biasScale: 1, biasFirst: true, biasGrid: 7},
+		{name: "grid bias, one query", b: 2, hq: 4, hk: 2, sq: 1, sk: 16 * 16, d: 16, dv: 16, scale: 0.3,
+			bias: []int{2, 4, 1, 256}, biasScale: 1, biasGrid: 16},
 		// Additive masks and biases of full [Sq, Sk] matrices: a float
 		// attn_mask, Swin's relative position bias (the mask) and
 		// shifted-window mask (the bias) over many small windows, beside a
@@ -506,6 +544,28 @@ func diagonalBias(r *rand.Rand, shape []int) (diag, full *ir.Tensor) {
 	return diag, full
 }
 
+// gridBias returns a random bias by the rows and columns of a key grid kw
+// keys wide (bias_grid), of shape shape's batch and Sq dims and kh + kw
+// terms, and the [..., Sq, Sk] bias it stands for (its terms summed in
+// float32, as the kernel sums them).
+func gridBias(r *rand.Rand, shape []int, kw int) (grid, full *ir.Tensor) {
+	n := len(shape)
+	sq, sk := shape[n-2], shape[n-1]
+	kh := sk / kw
+	grid = randTensor(r, append(append([]int{}, shape[:n-1]...), kh+kw)...)
+	for i := range grid.Float32s() {
+		grid.Float32s()[i] *= 3
+	}
+	full = ir.NewTensor(ir.Float, shape)
+	g := grid.Float32s()
+	for at := range full.Float32s() {
+		m, i, j := at/(sq*sk), at/sk%sq, at%sk
+		row := (m*sq + i) * (kh + kw)
+		full.Float32s()[at] = g[row+j/kw] + g[row+kh+j%kw]
+	}
+	return grid, full
+}
+
 // checkExtCase runs case c (random operands from r) on 1 and 3 threads in
 // fp32, and in bf16 where the CPU has it, against refAttentionExt.
 func checkExtCase(t *testing.T, r *rand.Rand, c attnExtCase) {
@@ -558,6 +618,10 @@ func checkExtCase(t *testing.T, r *rand.Rand, c attnExtCase) {
 		if c.biasDiag {
 			in[5], bias = diagonalBias(r, c.bias)
 			attrs = append(attrs, iAttr("bias_diagonals", 1))
+		}
+		if c.biasGrid > 0 {
+			in[5], bias = gridBias(r, c.bias, c.biasGrid)
+			attrs = append(attrs, iAttr("bias_grid", int64(c.biasGrid)))
 		}
 	}
 	if c.prep != nil {
@@ -703,6 +767,12 @@ func TestFusedAttentionExtensionErrors(t *testing.T) {
 		{"bias_diagonals without a bias", []*ir.Attribute{iAttr("bias_diagonals", 1)}, []*ir.Tensor{x, x, x}, nil, "bias_diagonals is set but no bias"},
 		{"bias of the wrong number of diagonals", []*ir.Attribute{iAttr("bias_diagonals", 1)}, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(7)), 4, 6)}, nil, "bias [4 6] gives 6 diagonals (bias_diagonals), the scores [3 3] have 5"},
 		{"diagonals of a batch that does not broadcast", []*ir.Attribute{iAttr("bias_diagonals", 1)}, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(8)), 3, 5)}, nil, "do not broadcast"},
+		{"bias_grid without a bias", []*ir.Attribute{iAttr("bias_grid", 3)}, []*ir.Tensor{x, x, x}, nil, "bias_grid is set but no bias"},
+		{"negative bias_grid", []*ir.Attribute{iAttr("bias_grid", -1)}, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(7)), 3, 4)}, nil, "bias_grid must be ≥ 0"},
+		{"bias_grid with bias_diagonals", []*ir.Attribute{iAttr("bias_grid", 3), iAttr("bias_diagonals", 1)}, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(7)), 3, 4)}, nil, "bias_grid and bias_diagonals exclude each other"},
+		{"bias_grid not dividing the keys", []*ir.Attribute{iAttr("bias_grid", 2)}, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(7)), 3, 4)}, nil, "bias_grid 2 does not divide the 3 keys into grid rows"},
+		{"grid bias of the wrong length", []*ir.Attribute{iAttr("bias_grid", 3)}, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(7)), 3, 3)}, nil, "bias_grid 3: 3 keys make 1 grid rows, so the bias needs 4 terms a query (rows, then columns), not 3"},
+		{"grid bias of another query count", []*ir.Attribute{iAttr("bias_grid", 3)}, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(7)), 2, 4)}, nil, "does not broadcast"},
 		{"bad bias_first", []*ir.Attribute{iAttr("bias_first", 3)}, []*ir.Tensor{x, x, x}, nil, "bias_first must be 0 or 1"},
 		{"causal_fill without causal", []*ir.Attribute{fAttr("causal_fill", -1e4)}, []*ir.Tensor{x, x, x}, nil, "causal_fill -10000 is given without causal = 1"},
 		{"NaN causal_fill", []*ir.Attribute{iAttr("causal", 1), fAttr("causal_fill", float32(math.NaN()))}, []*ir.Tensor{x, x, x}, nil, "causal_fill must be finite or -inf, got NaN"},

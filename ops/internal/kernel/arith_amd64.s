@@ -125,3 +125,31 @@ ARITH_FUNC(·DivVS, VDIVPS, VS_ARGS, VS_STEP, VS_TAIL, V_ADV)
 // func SubSV(dst *float32, a float32, b *float32, n int) and DivSV.
 ARITH_FUNC(·SubSV, VSUBPS, SV_ARGS, SV_STEP, SV_TAIL, V_ADV)
 ARITH_FUNC(·DivSV, VDIVPS, SV_ARGS, SV_STEP, SV_TAIL, V_ADV)
+
+// func AddRow32(dst, src, row *float32, rows int): dst's rows of 32 floats
+// are src's plus row's 32 (VADDPS: src the first source).
+TEXT ·AddRow32(SB), NOSPLIT, $0-32
+	MOVQ    dst+0(FP), DI
+	MOVQ    src+8(FP), SI
+	MOVQ    row+16(FP), DX
+	MOVQ    rows+24(FP), CX
+	TESTQ   CX, CX
+	JLE     addrow_done
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+
+addrow_loop:
+	VMOVUPS (SI), Z2
+	VMOVUPS 64(SI), Z3
+	VADDPS  Z0, Z2, Z2
+	VADDPS  Z1, Z3, Z3
+	VMOVUPS Z2, (DI)
+	VMOVUPS Z3, 64(DI)
+	ADDQ    $128, SI
+	ADDQ    $128, DI
+	DECQ    CX
+	JNZ     addrow_loop
+	VZEROUPPER
+
+addrow_done:
+	RET

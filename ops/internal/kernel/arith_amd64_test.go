@@ -151,3 +151,40 @@ func canaryRun(n int, c float32) []float32 {
 	}
 	return r
 }
+
+// TestAddRow32 checks AddRow32 against Go's scalar addition, bit for bit,
+// for 0 to 9 rows, out of place and in place, and that it writes nothing
+// past its rows.
+func TestAddRow32(t *testing.T) {
+	if !AVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	rng := rand.New(rand.NewSource(2))
+	canary := math.Float32frombits(0x7fc0beef)
+	for rows := 0; rows <= 9; rows++ {
+		for _, inPlace := range []bool{false, true} {
+			src := arithValues(rng, 32*rows+1)
+			row := arithValues(rng, 32)
+			dst := make([]float32, 32*rows+1)
+			for i := range dst {
+				dst[i] = canary
+			}
+			if inPlace {
+				copy(dst, src[:32*rows])
+			}
+			from := &dst[0]
+			if !inPlace {
+				from = &src[0]
+			}
+			AddRow32(&dst[0], from, &row[0], rows)
+			for i := 0; i < 32*rows; i++ {
+				if want := src[i] + row[i%32]; !sameArith(dst[i], want, src[i], row[i%32]) {
+					t.Fatalf("rows %d in place %v: dst[%d] = %v (%#x), want %v + %v = %v", rows, inPlace, i, dst[i], math.Float32bits(dst[i]), src[i], row[i%32], want)
+				}
+			}
+			if math.Float32bits(dst[32*rows]) != math.Float32bits(canary) {
+				t.Fatalf("rows %d: wrote past the last row", rows)
+			}
+		}
+	}
+}

@@ -450,6 +450,14 @@ func Tanh16(dst, src *float32, n int)
 //go:noescape
 func AddVV(dst, a, b *float32, n int)
 
+// AddRow32 writes dst[32r + c] = src[32r + c] + row[c] for rows rows of
+// 32 floats (c < 32), bit for bit as Go's scalar float32 addition, with
+// AVX-512 (AVX512): a row added to every row of a matrix 32 wide. dst may
+// be src.
+//
+//go:noescape
+func AddRow32(dst, src, row *float32, rows int)
+
 // SubVV is AddVV's subtraction.
 //
 //go:noescape

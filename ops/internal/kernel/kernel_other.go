@@ -213,6 +213,11 @@ func Tanh16(dst, src *float32, n int) {
 	panic("ops/internal/kernel: no AVX-512 on this architecture")
 }
 
+// AddRow32 is never called where AVX512 is false.
+func AddRow32(dst, src, row *float32, rows int) {
+	panic("ops/internal/kernel: no AVX-512 on this architecture")
+}
+
 // AddVV is never called where AVX512 is false.
 func AddVV(dst, a, b *float32, n int) { panic("ops/internal/kernel: no AVX-512 on this architecture") }
 
