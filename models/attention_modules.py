@@ -1613,6 +1613,50 @@ class TemperatureAttention(nn.Module):
         return self.proj((attn @ v).transpose(1, 2).reshape(B, S, C))
 
 
+class SamRelPosAttention(nn.Module):
+    """segment_anything's image-encoder Attention with use_rel_pos (the
+    same as transformers' SamVisionAttention and, with its own names,
+    VitDetAttention): x is (B, h, w, C) patches; q, k, v split from one
+    qkv Linear as (B·heads, h·w, d); the scores (q · scale) @ kᵀ get a
+    relative-position term by the key's grid row plus one by its column,
+    add_decomposed_rel_pos: rel_h = einsum("bhwc,hkc->bhwk", q, Rh) and
+    rel_w = einsum("bhwc,wkc->bhwk", q, Rw), Rh and Rw gathered from the
+    learned tables by q - k + size - 1, added to the scores viewed as
+    (B·heads, h, w, h, w) and viewed back; softmax, · v, heads merged.
+    The tables are random (trained values rather than the init's zeros)."""
+
+    def __init__(self, hidden_size: int, num_heads: int, input_size: tuple):
+        super().__init__()
+        self.nh, self.hs = num_heads, hidden_size // num_heads
+        self.scale = self.hs ** -0.5
+        self.qkv = nn.Linear(hidden_size, 3 * hidden_size)
+        self.proj = nn.Linear(hidden_size, hidden_size)
+        self.rel_pos_h = nn.Parameter(0.3 * torch.randn(2 * input_size[0] - 1, self.hs))
+        self.rel_pos_w = nn.Parameter(0.3 * torch.randn(2 * input_size[1] - 1, self.hs))
+
+    @staticmethod
+    def get_rel_pos(q_size: int, k_size: int, rel_pos: Tensor) -> Tensor:
+        q_coords = torch.arange(q_size)[:, None] * max(k_size / q_size, 1.0)
+        k_coords = torch.arange(k_size)[None, :] * max(q_size / k_size, 1.0)
+        relative_coords = (q_coords - k_coords) + (k_size - 1) * max(q_size / k_size, 1.0)
+        return rel_pos[relative_coords.long()]
+
+    def forward(self, x: Tensor):
+        B, h, w, _ = x.shape
+        qkv = self.qkv(x).reshape(B, h * w, 3, self.nh, -1).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.reshape(3, B * self.nh, h * w, -1).unbind(0)
+        attn = (q * self.scale) @ k.transpose(-2, -1)
+        Rh = self.get_rel_pos(h, h, self.rel_pos_h)
+        Rw = self.get_rel_pos(w, w, self.rel_pos_w)
+        r_q = q.reshape(B * self.nh, h, w, self.hs)
+        rel_h = torch.einsum("bhwc,hkc->bhwk", r_q, Rh)
+        rel_w = torch.einsum("bhwc,wkc->bhwk", r_q, Rw)
+        attn = (attn.view(B * self.nh, h, w, h, w) + rel_h[:, :, :, :, None] + rel_w[:, :, :, None, :]).view(B * self.nh, h * w, h * w)
+        attn = attn.softmax(dim=-1)
+        x = (attn @ v).view(B, self.nh, h, w, -1).permute(0, 2, 3, 1, 4).reshape(B, h, w, -1)
+        return self.proj(x)
+
+
 class TalkingHeadsAttention(nn.Module):
     """x-transformers' Attention with talking heads before the softmax
     (Shazeer et al., "Talking-Heads Attention"), as its early versions

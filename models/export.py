@@ -663,6 +663,16 @@ SPECS = [
          _std_sets(),
          "softmax(...) * keep[:, None, None, :] between the Softmax and the product with V (Mul by a factor a key; "
          "keep: float32, 1 = keep): the fusion moves the factor onto V's rows"),
+    Spec("sam_relpos_attention", "ext",
+         "segment_anything's image-encoder Attention with decomposed relative positions (SAM, ViTDet)",
+         lambda: am.SamRelPosAttention(C, H, (5, 7)),
+         [("x", ("batch", 5, 7, C), randn)],
+         [("y", ("batch", 5, 7, C))],
+         [dict(batch=1), dict(batch=2), dict(batch=3)],
+         "x: (B, h, w, C) patches of a 5×7 grid; q, k, v as (B·H, h·w, d); (q · scale) @ kᵀ viewed as "
+         "(B·H, h, w, h, w) (Reshape) plus rel_h[..., None] and rel_w[..., None, :] (Unsqueeze, Add), each an "
+         "einsum of q with a table gathered by relative row or column, viewed back (Reshape): a bias by the key "
+         "grid's rows and columns, which the fused node takes as kh + kw terms a query (bias_grid)"),
     Spec("temperature_attention", "ext",
          "self-attention with a learned temperature per head dividing the scores (padding masked_fill -inf)",
          lambda: am.TemperatureAttention(C, H),

@@ -657,6 +657,9 @@ var gpuMissingOps = map[string][]string{
 	// cpu backend fuses into com.attnrun:NormalizeL2 (no GPU kernel
 	// either); the logit scale's clamp is a Clip too.
 	"swinv2_window_attention": {"ReduceL2", "Clip"},
+	// Its relative positions: the tables gathered by Range-made indices
+	// (folded on the host at run time) and two einsums of Q with them.
+	"sam_relpos_attention": {"Einsum", "Range"},
 	// The clamp of its per-head temperature.
 	"temperature_attention": {"Clip"},
 	// Its rotary table from arange(S), and the row maximum taken off the

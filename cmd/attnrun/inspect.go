@@ -344,7 +344,14 @@ func describeFusedAttention(n *ir.Node) string {
 		if d, _ := n.AttrInt("bias_diagonals", 0); d == 1 {
 			how = " (by its diagonals: a term of j − i)"
 		}
-		parts = append(parts, fmt.Sprintf("bias %s%s added %s the mask", n.Inputs[5], how, when))
+		if kw, _ := n.AttrInt("bias_grid", 0); kw > 0 {
+			how = fmt.Sprintf(" (by a key grid %d keys wide: a term by the key's grid row plus one by its column)", kw)
+		}
+		if n.Attr("mask_kind") == nil || len(n.Inputs) < 4 || n.Inputs[3] == "" {
+			parts = append(parts, fmt.Sprintf("bias %s%s", n.Inputs[5], how))
+		} else {
+			parts = append(parts, fmt.Sprintf("bias %s%s added %s the mask", n.Inputs[5], how, when))
+		}
 	}
 	if lo, _ := n.AttrFloat("scores_min", float32(math.Inf(-1))); !math.IsInf(float64(lo), -1) {
 		parts = append(parts, fmt.Sprintf("scores floored at %g after the masks", lo))

@@ -192,7 +192,7 @@ func (p *Program) AttentionCores() []AttentionCore {
 				chain = append(chain, n)
 				x = n.Inputs[0]
 			case "Reshape", "Squeeze", "Unsqueeze", "Flatten":
-				if !p.keepsMatrices(n) {
+				if !p.keepsMatrices(n) && !p.viewsKeyGrid(n) {
 					break walk
 				}
 				chain = append(chain, n)
@@ -295,6 +295,34 @@ func (p *Program) keepsMatrices(n *ir.Node) bool {
 		}
 	}
 	return true
+}
+
+// viewsKeyGrid reports whether n is a Reshape between scores [..., Sq, Sk]
+// and their view as a grid of keys [..., A..., kh, kw] (kh·kw = Sk), either
+// way, the leading dims the same: SAM's decomposed relative positions
+// (fuse_grid.go).
+func (p *Program) viewsKeyGrid(n *ir.Node) bool {
+	if n.OpType != "Reshape" || len(n.Inputs) != 2 || len(n.Outputs) != 1 {
+		return false
+	}
+	a, b := p.Types[n.Inputs[0]].Type, p.Types[n.Outputs[0]].Type
+	if !a.RankKnown || !b.RankKnown {
+		return false
+	}
+	if len(a.Shape) < len(b.Shape) {
+		a, b = b, a // a: the grid view, b: the scores
+	}
+	r, g := len(b.Shape), len(a.Shape)
+	if r < 2 || g < r+1 {
+		return false
+	}
+	for i := 0; i < r-2; i++ {
+		if a.Shape[i] != b.Shape[i] {
+			return false
+		}
+	}
+	kh, kw, sk := a.Shape[g-2], a.Shape[g-1], b.Shape[r-1]
+	return kh.Known() && kw.Known() && sk.Known() && kh.Value*kw.Value == sk.Value
 }
 
 // sameDims reports whether tensors a and b have the same shape, every dim

@@ -78,6 +78,7 @@ func TestAttentionCores(t *testing.T) {
 		{"swin_window_attention", 1, ""},
 		{"swinv2_window_attention", 1, ""},
 		{"temperature_attention", 1, ops.MaskBoolTrueMasks},
+		{"sam_relpos_attention", 1, ""}, // its terms are added to the scores' grid view (no mask)
 		{"head_mask_attention", 1, ""},
 		{"post_softmax_key_mask_attention", 1, ""},
 		{"bloom_attention", 1, ops.MaskBoolTrueMasks},

@@ -38,6 +38,10 @@ import (
 //	    Reshape(S) (Squeeze, Unsqueeze, Flatten) keeping the last two
 //	                                       dims, regrouping the batch dims
 //	                                       (fuse_regroup.go; also on P)
+//	    Reshape(Reshape(S) to [.., A.., kh, kw] + a term by the key's
+//	    grid row + one by its column)      SAM's decomposed relative
+//	                                       positions: the fused node's
+//	                                       bias by a key grid (fuse_grid.go)
 //	    Sub(S, ReduceMax(S, last axis, keepdims)): the row maximum taken
 //	                                       off (a "stable softmax"), dropped
 //	                                       (rowMaxShift)
@@ -281,6 +285,9 @@ func (f *fuser) build(schema *ops.Schema, m attnMatch) (fused *ir.Node, added ad
 	no := func(format string, args ...any) (*ir.Node, addedNodes, []int, []int, bool) {
 		f.miss = attnMiss{depth: len(m.steps), reason: fmt.Sprintf(format, args...)}
 		return nil, added, nil, nil, false
+	}
+	if !f.gridBiasNodes(m, &added) {
+		return no("the key grid's bias has no Reshape or Concat to join its terms")
 	}
 	m, reads = f.narrowMasks(m, &added) // reads: the full-size mask steps, dropped once nothing reads them
 	if m, ok = f.headScaledQ(m, &added); !ok {

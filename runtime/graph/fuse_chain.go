@@ -68,6 +68,10 @@ type maskStage struct {
 	// those the mask broadcasts to (they change at a regrouping Reshape,
 	// fuse_regroup.go).
 	at string
+	// grid: the stage is an additive bias by a key grid's rows and
+	// columns, name the tensor the fusion joins its terms into
+	// (fuse_grid.go); it is the fused node's bias (bias_grid).
+	grid *gridBias
 }
 
 // attnMatch is one matched attention chain.
@@ -315,6 +319,15 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 		}
 		return f.walk(n.Inputs[0], m, post, chain)
 	case "Reshape", "Squeeze", "Unsqueeze", "Flatten":
+		if st, steps, next, ok := f.gridBiasOf(n, post); ok {
+			if len(m.masks) == maxWalkStages || m.headScale != "" || m.softcap != 0 || slices.ContainsFunc(m.masks, func(s maskStage) bool { return s.grid != nil }) {
+				return m, f.fail(len(chain), "node %q (Reshape) ends a bias by a key grid's rows and columns where the fused op takes no further bias (after a per-head scale, a soft cap, another such bias, or three masks)", n.Label())
+			}
+			return f.walk(next, m.withMask(st), post, append(chain[:len(chain):len(chain)], steps...))
+		}
+		if _, _, ok := f.gridView(n); ok {
+			return m, f.fail(len(chain), "node %q (Reshape) views the scores back from a grid of keys, and the terms added on the grid are not one by the key's grid row and one by its column, each with every query's own (a bias by a key grid)", n.Label())
+		}
 		if m.headScale != "" {
 			return m, f.fail(len(chain), "node %q (%s) regroups the scores before a per-head scale", n.Label(), n.OpType)
 		}
@@ -1319,9 +1332,17 @@ func (m attnMatch) node(steps []step) (*ir.Node, bool) {
 	switch len(m.masks) {
 	case 1:
 		mask = &m.masks[0]
+		if mask.grid != nil { // a bias by a key grid is the fused node's bias
+			mask, bias = nil, mask
+		}
 	case 2:
 		first, second := &m.masks[0], &m.masks[1]
 		switch {
+		case first.grid != nil && second.grid != nil:
+			return nil, false
+		case first.grid != nil:
+			mask, bias = second, first
+			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "bias_first", Type: ir.AttrInt, Int: 1})
 		case second.kind == ops.MaskAdditive:
 			mask, bias = first, second
 		case first.kind == ops.MaskAdditive:
@@ -1359,8 +1380,14 @@ func (m attnMatch) node(steps []step) (*ir.Node, bool) {
 		}
 	}
 	if bias != nil {
-		n.Inputs = append(n.Inputs, "", bias.name)
+		for len(n.Inputs) < 5 {
+			n.Inputs = append(n.Inputs, "")
+		}
+		n.Inputs = append(n.Inputs, bias.name)
 		n.Attrs = append(n.Attrs, &ir.Attribute{Name: "bias_scale", Type: ir.AttrFloat, Float: float32(bias.post)})
+		if bias.grid != nil {
+			n.Attrs = append(n.Attrs, &ir.Attribute{Name: "bias_grid", Type: ir.AttrInt, Int: int64(bias.grid.kw)})
+		}
 	}
 	if m.sinks != "" {
 		for len(n.Inputs) < 6 {

@@ -199,6 +199,29 @@ func TestFuseExportForms(t *testing.T) {
 		mid := []*ir.Node{node("Div", in, []string{"s1"}), node("Add", []string{"s1", "m"}, []string{"s2"})}
 		return synth{inputs: with(vi("m", ir.Float, 1, h, s, s)), inits: map[string]*ir.Tensor{"c": headScale}, nodes: scores(mid...)}
 	}
+	// gridded views the scores of s = 2·3 queries and keys as a 2×3 grid
+	// of each ([b, h, 2, 3, 2, 3]), adds terms (inputs named by shape:
+	// "rows" [b, h, 2, 3, 2, 1], "cols" [b, h, 2, 3, 1, 3], "dense" the
+	// whole grid) in the order given, the term first where termFirst, and
+	// views them back; then runs after.
+	gridded := func(termFirst bool, terms []string, after ...*ir.Node) synth {
+		shapes := map[string][]int{"rows": {b, h, 2, 3, 2, 1}, "cols": {b, h, 2, 3, 1, 3}, "dense": {b, h, 2, 3, 2, 3}}
+		syn := synth{inputs: with(), inits: map[string]*ir.Tensor{"grid": int64s(b, h, 2, 3, 2, 3), "back": int64s(b, h, s, s)}}
+		mid := []*ir.Node{node("Reshape", []string{"s0", "grid"}, []string{"g0"})}
+		x := "g0"
+		for i, t := range terms {
+			syn.inputs = append(syn.inputs, vi(t, ir.Float, shapes[t]...))
+			in := []string{x, t}
+			if termFirst {
+				in = []string{t, x}
+			}
+			x = fmt.Sprintf("g%d", i+1)
+			mid = append(mid, node("Add", in, []string{x}))
+		}
+		mid = append(mid, node("Reshape", []string{x, "back"}, []string{"sg"}))
+		syn.nodes = scores(append(mid, after...)...)
+		return syn
+	}
 	// mqaGather reads q as a Slice and k, v as Gathers of a one-element
 	// index list, which keep the axis (Falcon's fused[:, [-2]]), from a
 	// [b, h+2, s, d] tensor: k and v have one head, broadcast.
@@ -458,6 +481,24 @@ func TestFuseExportForms(t *testing.T) {
 		{name: "a divisor per head (a learned temperature [H, 1, 1])", syn: headDivided(false),
 			ops: "Transpose MatMul Div Add Softmax MatMul", attrs: "scale=1 mask_kind=additive mask_scale=1"},
 		{name: "a constant per head over the scores: not fused", syn: headDivided(true), none: true, why: "something other than one finite constant or one constant a head"},
+		// SAM's decomposed relative positions: a term by the key's grid row
+		// and one by its column, added to the scores viewed as a grid
+		// (fuse_grid.go); not a term of the whole grid, nor one alone.
+		{name: "a bias by a key grid's rows and columns (SAM)", syn: gridded(false, []string{"rows", "cols"}),
+			ops: "Transpose MatMul Reshape Add Add Reshape Softmax MatMul", attrs: "scale=1 bias_scale=1 bias_grid=3"},
+		{name: "a bias by a key grid, columns first, terms first", syn: gridded(true, []string{"cols", "rows"}),
+			ops: "Transpose MatMul Reshape Add Add Reshape Softmax MatMul", attrs: "scale=1 bias_scale=1 bias_grid=3"},
+		{name: "a bias by a key grid, then a scale and a key mask", syn: func() synth {
+			syn := gridded(false, []string{"rows", "cols"}, node("Mul", []string{"sg", "c"}, []string{"s5"}), node("Where", []string{"m", "fill", "s5"}, []string{"s6"}))
+			syn.inputs = append(syn.inputs, vi("m", ir.Bool, b, 1, 1, s))
+			syn.inits["c"], syn.inits["fill"] = sc(0.5), sc(negInf)
+			return syn
+		}(), feeds: map[string]*ir.Tensor{"m": boolMask(b, 1, 1, s)},
+			ops: "Transpose MatMul Reshape Add Add Reshape Mul Where Softmax MatMul", attrs: "scale=0.5 bias_first=1 mask_kind=bool_true_masks mask_fill=-Inf bias_scale=0.5 bias_grid=3"},
+		{name: "a term by a key's grid row alone: not fused", syn: gridded(false, []string{"rows"}), none: true,
+			why: "are not one by the key's grid row and one by its column"},
+		{name: "a term of the whole key grid: not fused", syn: gridded(false, []string{"rows", "dense", "cols"}), none: true,
+			why: "are not one by the key's grid row and one by its column"},
 		// BERT's head_mask: the weights times a factor a head after the
 		// softmax, which V takes (not when the scaled weights are read too).
 		{name: "the weights times a factor a head (BERT's head_mask)", syn: headMasked,

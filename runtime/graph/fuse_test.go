@@ -186,6 +186,10 @@ func TestModelFusions(t *testing.T) {
 		// ([H, 1, 1], folded): the fused node reads Q times it
 		// (fuse_head_scale.go); then Swin's bias and window mask.
 		{"swinv2_window_attention", 1, "Transpose MatMul Mul Add Reshape Add Reshape Softmax MatMul", 1, false, ops.MaskAdditive, 0, false},
+		// SAM's decomposed relative positions: the scores viewed as a grid
+		// of keys, a term by grid row and one by grid column added,
+		// viewed back: the fused node's bias by a key grid (fuse_grid.go).
+		{"sam_relpos_attention", 1, "Mul Transpose MatMul Reshape Add Add Reshape Softmax MatMul", scale8, false, "", 0, true},
 		// A learned temperature per head ([H, 1, 1], clamped: folded)
 		// divides the scores: Q is divided by it before the fused node.
 		{"temperature_attention", 1, "Transpose MatMul Div Where Softmax MatMul", 1, false, ops.MaskBoolTrueMasks, inf, false},
@@ -257,6 +261,7 @@ func TestModelFusions(t *testing.T) {
 		"t5_attention":                     "bias_scale=1 bias_diagonals=1",
 		"t5_attention_opset13":             "bias_scale=1 bias_diagonals=1",
 		"t5_encoder":                       "bias_scale=1 bias_diagonals=1",
+		"sam_relpos_attention":             "bias_scale=1 bias_grid=7",
 	}
 	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {
@@ -301,7 +306,7 @@ func TestModelFusions(t *testing.T) {
 			got = nil
 			for _, a := range n.Attrs {
 				switch a.Name {
-				case "kv_group", "bias_first", "bias_diagonals", "causal", "causal_offset", "masked_rows_uniform", "masked_rows_zero":
+				case "kv_group", "bias_first", "bias_diagonals", "bias_grid", "causal", "causal_offset", "masked_rows_uniform", "masked_rows_zero":
 					got = append(got, fmt.Sprintf("%s=%d", a.Name, a.Int))
 				case "bias_scale", "causal_fill", "softcap", "scores_min":
 					got = append(got, fmt.Sprintf("%s=%g", a.Name, a.Float))
