@@ -1657,6 +1657,28 @@ class SamRelPosAttention(nn.Module):
         return self.proj(x)
 
 
+class SamVisionAttention(SamRelPosAttention):
+    """transformers' SamVisionAttention, SAM's image-encoder attention as
+    transformers writes it: get_decomposed_rel_pos returns the sum
+    rel_h[:, :, :, :, None] + rel_w[:, :, :, None, :] (the whole
+    (B·heads, h, w, h, w) grid), reshape_as the scores, added to them; the
+    softmax in float32, .to(query.dtype). The same weights and tables as
+    SamRelPosAttention."""
+
+    def forward(self, x: Tensor):
+        B, h, w, _ = x.shape
+        qkv = self.qkv(x).reshape(B, h * w, 3, self.nh, -1).permute(2, 0, 3, 1, 4)
+        query, key, value = qkv.reshape(3, B * self.nh, h * w, -1).unbind(0)
+        attn_weights = (query * self.scale) @ key.transpose(-2, -1)
+        rel_h = torch.einsum("bhwc,hkc->bhwk", query.reshape(B * self.nh, h, w, self.hs), self.get_rel_pos(h, h, self.rel_pos_h))
+        rel_w = torch.einsum("bhwc,wkc->bhwk", query.reshape(B * self.nh, h, w, self.hs), self.get_rel_pos(w, w, self.rel_pos_w))
+        decomposed_rel_pos = rel_h[:, :, :, :, None] + rel_w[:, :, :, None, :]
+        attn_weights = attn_weights + decomposed_rel_pos.reshape_as(attn_weights)
+        attn_weights = nn.functional.softmax(attn_weights, dtype=torch.float32, dim=-1).to(query.dtype)
+        out = (attn_weights @ value).reshape(B, self.nh, h, w, -1).permute(0, 2, 3, 1, 4).reshape(B, h, w, -1)
+        return self.proj(out)
+
+
 class TalkingHeadsAttention(nn.Module):
     """x-transformers' Attention with talking heads before the softmax
     (Shazeer et al., "Talking-Heads Attention"), as its early versions

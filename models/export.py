@@ -673,6 +673,16 @@ SPECS = [
          "(B·H, h, w, h, w) (Reshape) plus rel_h[..., None] and rel_w[..., None, :] (Unsqueeze, Add), each an "
          "einsum of q with a table gathered by relative row or column, viewed back (Reshape): a bias by the key "
          "grid's rows and columns, which the fused node takes as kh + kw terms a query (bias_grid)"),
+    Spec("sam_vision_attention", "ext",
+         "transformers' SamVisionAttention (SAM's image encoder: the decomposed relative positions summed first)",
+         lambda: am.SamVisionAttention(C, H, (6, 4)),
+         [("x", ("batch", 6, 4, C), randn)],
+         [("y", ("batch", 6, 4, C))],
+         [dict(batch=1), dict(batch=2), dict(batch=3)],
+         "as sam_relpos_attention on a 6×4 grid, but rel_h[..., None] + rel_w[..., None, :] is added first "
+         "(the whole (B·H, h, w, h, w) grid, Add), reshape_as the scores (Reshape) and added to them, and the "
+         "softmax runs in float32 (Cast): the fused node takes the two terms as its bias by a key grid, and the "
+         "sum is never made"),
     Spec("temperature_attention", "ext",
          "self-attention with a learned temperature per head dividing the scores (padding masked_fill -inf)",
          lambda: am.TemperatureAttention(C, H),
@@ -1518,7 +1528,8 @@ def export_bench_patterns(outdir):
     learned position bias), and a LLaMA-style decoder block's prefill at
     C=1024 (grouped-query attention, rotary embedding, SwiGLU) and its decode
     step after a KV cache (and a multi-head one's), OPT-125m's attention (its masks floored at
-    finfo.min) and gpt-oss-style attention with sinks at C=1024. Each is checked
+    finfo.min), gpt-oss-style attention with sinks at C=1024 and SAM ViT-B's
+    global attention on its 64×64 grid (decomposed relative positions). Each is checked
     against PyTorch at its export inputs with the numpy interpreter."""
     torch.manual_seed(0)
     rng = np.random.default_rng(11)
@@ -1608,6 +1619,16 @@ def export_bench_patterns(outdir):
     with torch.no_grad():
         gpt_oss.sinks.copy_(torch.linspace(-2.0, 3.0, 16))
     items.append(("gpt_oss_attention_c1024", gpt_oss, [("x", randn(rng, (1, s, 1024)), {0: "batch", 1: "seq"})]))
+    # SAM ViT-B's global attention (C=768, 12 heads of 64) on its 64×64
+    # grid of patches (a 1024-pixel image): its relative-position tables
+    # fix the grid, so the export is at that size.
+    sam = am.SamRelPosAttention(768, 12, (64, 64))
+    for p in sam.parameters():
+        torch.nn.init.normal_(p, std=0.02)
+    with torch.no_grad():
+        sam.rel_pos_h.mul_(10)
+        sam.rel_pos_w.mul_(10)
+    items.append(("sam_global_attention_c768", sam, [("x", randn(rng, (1, 64, 64, 768)), {0: "batch"})]))
     present = {0: "batch", 2: "total"}
     for name, m, ins in items:
         m.eval()

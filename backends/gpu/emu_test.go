@@ -660,6 +660,7 @@ var gpuMissingOps = map[string][]string{
 	// Its relative positions: the tables gathered by Range-made indices
 	// (folded on the host at run time) and two einsums of Q with them.
 	"sam_relpos_attention": {"Einsum", "Range"},
+	"sam_vision_attention": {"Einsum", "Range"},
 	// The clamp of its per-head temperature.
 	"temperature_attention": {"Clip"},
 	// Its rotary table from arange(S), and the row maximum taken off the

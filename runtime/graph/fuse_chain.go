@@ -414,6 +414,13 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 				}
 				continue
 			}
+			if st, steps, ok := f.gridSumOf(o[1], o[0], sign*post); ok && !slices.ContainsFunc(m.masks, func(s maskStage) bool { return s.grid != nil }) {
+				// SamVisionAttention: a term by grid row plus one by grid
+				// column, viewed as the scores (fuse_grid.go).
+				if r, ok := f.walk(o[0], m.withMask(st), post, append(chain[:len(chain):len(chain)], steps...)); ok {
+					return r, true
+				}
+			}
 			if bias, keys, k, ok := f.biasPlusKeyMask(o[1], o[0]); ok && len(m.masks) == 0 {
 				// T5: the position bias plus the padding mask, added to the
 				// scores as one [B, H, S, S] term: the fused node takes

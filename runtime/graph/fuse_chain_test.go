@@ -495,6 +495,12 @@ func TestFuseExportForms(t *testing.T) {
 			return syn
 		}(), feeds: map[string]*ir.Tensor{"m": boolMask(b, 1, 1, s)},
 			ops: "Transpose MatMul Reshape Add Add Reshape Mul Where Softmax MatMul", attrs: "scale=0.5 bias_first=1 mask_kind=bool_true_masks mask_fill=-Inf bias_scale=0.5 bias_grid=3"},
+		{name: "a key grid's terms summed, viewed as the scores and added (SamVisionAttention)", syn: synth{
+			inputs: with(vi("rows", ir.Float, b, h, 2, 3, 2, 1), vi("cols", ir.Float, b, h, 2, 3, 1, 3)),
+			inits:  map[string]*ir.Tensor{"back": int64s(b, h, s, s)},
+			nodes: scores(node("Add", []string{"rows", "cols"}, []string{"rc"}), node("Reshape", []string{"rc", "back"}, []string{"rcs"}),
+				node("Add", []string{"s0", "rcs"}, []string{"sg"}))},
+			ops: "Transpose MatMul Add Reshape Add Softmax MatMul", attrs: "scale=1 bias_scale=1 bias_grid=3"},
 		{name: "a term by a key's grid row alone: not fused", syn: gridded(false, []string{"rows"}), none: true,
 			why: "are not one by the key's grid row and one by its column"},
 		{name: "a term of the whole key grid: not fused", syn: gridded(false, []string{"rows", "dense", "cols"}), none: true,

@@ -25,7 +25,9 @@ import (
 // it, so that the Sq×Sk sum is never made. gridBiasOf reads the Reshapes
 // and the Adds between them; the added terms may come in either order and
 // either operand of each Add, and must be one by grid row and one by grid
-// column, each with every query's own terms.
+// column, each with every query's own terms. transformers' SamVisionAttention
+// adds the two first and the sum, viewed as the scores, to them
+// (gridSumOf): the same bias.
 
 // gridBias is a bias by a key grid the walk met: rows ([batch..., A...,
 // kh, 1]) and cols ([batch..., A..., 1, kw]) are the terms, A the query
@@ -53,12 +55,7 @@ func (f *fuser) gridBiasOf(n *ir.Node, post float64) (maskStage, []int, string, 
 	if !ok {
 		return maskStage{}, nil, "", false
 	}
-	r, g := len(out), len(grid)
-	kh, kw := grid[g-2], grid[g-1]
-	rowsShape := append(slices.Clone(grid[:g-1]), 1)
-	colsShape := slices.Clone(grid)
-	colsShape[g-2] = 1
-	gb := gridBias{sq: out[r-2], kh: kh, kw: kw}
+	gb := gridBias{sq: out[len(out)-2], kh: grid[len(grid)-2], kw: grid[len(grid)-1]}
 	var steps []int
 	x := n.Inputs[0]
 	for {
@@ -72,40 +69,84 @@ func (f *fuser) gridBiasOf(n *ir.Node, post float64) (maskStage, []int, string, 
 			if in, ok := f.concreteShape(a.Inputs[0]); !ok || !slices.Equal(in, out) {
 				return maskStage{}, nil, "", false
 			}
-			name := gridBiasName(gb.rows)
-			batch := append(slices.Clone(gb.batch), gb.sq, gb.kh+gb.kw)
-			f.types[name] = ops.Value{Type: ops.Known(ir.Float, batch)}
-			return maskStage{name: name, kind: ops.MaskAdditive, post: post, at: a.Inputs[0], grid: &gb}, steps, a.Inputs[0], true
+			return f.gridStage(&gb, post, a.Inputs[0]), steps, a.Inputs[0], true
 		}
 		if a.OpType != "Add" || len(a.Inputs) != 2 || !isDefaultDomain(a) {
 			return maskStage{}, nil, "", false
 		}
 		matched := false
 		for o := range 2 {
-			term, rest := a.Inputs[o], a.Inputs[1-o]
-			shape, ok := f.concreteShape(term)
-			if !ok || !f.isFloat32(term) || !f.notWider(a, rest) || len(shape) != g {
-				continue
+			if f.notWider(a, a.Inputs[1-o]) && f.gridTerm(a.Inputs[o], grid, len(out), &gb) {
+				x, matched = a.Inputs[1-o], true
+				break
 			}
-			batch, dims := shape[:r-2], shape[r-2:]
-			if gb.batch != nil && !slices.Equal(batch, gb.batch) || !broadcastsTo(batch, grid[:r-2]) {
-				continue
-			}
-			switch {
-			case gb.rows == "" && slices.Equal(dims, rowsShape[r-2:]):
-				gb.rows = term
-			case gb.cols == "" && slices.Equal(dims, colsShape[r-2:]):
-				gb.cols = term
-			default:
-				continue
-			}
-			gb.batch, x, matched = batch, rest, true
-			break
 		}
 		if !matched {
 			return maskStage{}, nil, "", false
 		}
 	}
+}
+
+// gridSumOf reads t, a term added to the scores (tensor scores), as the
+// sum of a term by the key's grid row and one by its column viewed as the
+// scores: Reshape(Add(rows, cols)) from [batch..., A..., kh, kw]
+// (transformers' SamVisionAttention: rel_h[..., None] + rel_w[..., None,
+// :], reshape_as the scores). It returns the mask stage and the Reshape's
+// and the Add's steps, which it replaces: the sum is never made.
+func (f *fuser) gridSumOf(t, scores string, post float64) (maskStage, []int, bool) {
+	rk, rn, ok := f.internal(t)
+	if !ok {
+		return maskStage{}, nil, false
+	}
+	out, grid, ok := f.gridView(rn)
+	if s, _ := f.concreteShape(scores); !ok || !slices.Equal(s, out) {
+		return maskStage{}, nil, false
+	}
+	ak, an, ok := f.internal(rn.Inputs[0])
+	if !ok || an.OpType != "Add" || len(an.Inputs) != 2 || an.Inputs[0] == an.Inputs[1] {
+		return maskStage{}, nil, false
+	}
+	gb := gridBias{sq: out[len(out)-2], kh: grid[len(grid)-2], kw: grid[len(grid)-1]}
+	if !f.gridTerm(an.Inputs[0], grid, len(out), &gb) || !f.gridTerm(an.Inputs[1], grid, len(out), &gb) {
+		return maskStage{}, nil, false
+	}
+	return f.gridStage(&gb, post, scores), []int{rk, ak}, true
+}
+
+// gridTerm reads tensor term as one of gb's two terms on the grid view
+// grid of scores of rank r: [batch..., A..., kh, 1] (by grid row) or
+// [batch..., A..., 1, kw] (by grid column), A as grid has it and batch
+// broadcasting to grid's (and the same as the other term's). It records
+// the term in gb.
+func (f *fuser) gridTerm(term string, grid []int, r int, gb *gridBias) bool {
+	shape, ok := f.concreteShape(term)
+	g := len(grid)
+	if !ok || !f.isFloat32(term) || len(shape) != g || !slices.Equal(shape[r-2:g-2], grid[r-2:g-2]) {
+		return false
+	}
+	batch := shape[:r-2]
+	if gb.batch != nil && !slices.Equal(batch, gb.batch) || !broadcastsTo(batch, grid[:r-2]) {
+		return false
+	}
+	switch kh, kw := shape[g-2], shape[g-1]; {
+	case gb.rows == "" && kh == gb.kh && kw == 1:
+		gb.rows = term
+	case gb.cols == "" && kh == 1 && kw == gb.kw:
+		gb.cols = term
+	default:
+		return false
+	}
+	gb.batch = batch
+	return true
+}
+
+// gridStage returns the additive mask stage of the bias by a key grid gb,
+// both its terms found, applied to the scores at: the tensor its terms
+// are joined into (gridBiasNodes), typed here.
+func (f *fuser) gridStage(gb *gridBias, post float64, at string) maskStage {
+	name := gridBiasName(gb.rows)
+	f.types[name] = ops.Value{Type: ops.Known(ir.Float, append(slices.Clone(gb.batch), gb.sq, gb.kh+gb.kw))}
+	return maskStage{name: name, kind: ops.MaskAdditive, post: post, at: at, grid: gb}
 }
 
 // gridView returns the output and input shapes of n when it is a Reshape

@@ -190,6 +190,9 @@ func TestModelFusions(t *testing.T) {
 		// of keys, a term by grid row and one by grid column added,
 		// viewed back: the fused node's bias by a key grid (fuse_grid.go).
 		{"sam_relpos_attention", 1, "Mul Transpose MatMul Reshape Add Add Reshape Softmax MatMul", scale8, false, "", 0, true},
+		// transformers' SamVisionAttention: the two terms summed first, the
+		// sum viewed as the scores and added (never made once fused).
+		{"sam_vision_attention", 1, "Mul Transpose MatMul Add Reshape Add Softmax Cast Cast MatMul", scale8, false, "", 0, true},
 		// A learned temperature per head ([H, 1, 1], clamped: folded)
 		// divides the scores: Q is divided by it before the fused node.
 		{"temperature_attention", 1, "Transpose MatMul Div Where Softmax MatMul", 1, false, ops.MaskBoolTrueMasks, inf, false},
@@ -262,6 +265,7 @@ func TestModelFusions(t *testing.T) {
 		"t5_attention_opset13":             "bias_scale=1 bias_diagonals=1",
 		"t5_encoder":                       "bias_scale=1 bias_diagonals=1",
 		"sam_relpos_attention":             "bias_scale=1 bias_grid=7",
+		"sam_vision_attention":             "bias_scale=1 bias_grid=4",
 	}
 	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {
