@@ -1679,6 +1679,44 @@ class SamVisionAttention(SamRelPosAttention):
         return self.proj(out)
 
 
+class LayoutLMv3SelfAttention(nn.Module):
+    """transformers' LayoutLMv3SelfAttention (document AI: LayoutLMv3): q / sqrt(d)
+    times kᵀ, plus (rel_pos + rel_2d_pos) / sqrt(d) (the 1-D and 2-D relative
+    position biases the encoder computes once and passes to every layer),
+    plus the extended attention mask (1 - mask) · finfo.min, then CogView's
+    PB-relax softmax: the scores / 32, minus their row maximum
+    (amax(dim=-1).unsqueeze(-1)), times 32, softmax; · v, heads merged."""
+
+    def __init__(self, hidden_size: int, num_heads: int):
+        super().__init__()
+        self.nh, self.hs = num_heads, hidden_size // num_heads
+        self.query = nn.Linear(hidden_size, hidden_size)
+        self.key = nn.Linear(hidden_size, hidden_size)
+        self.value = nn.Linear(hidden_size, hidden_size)
+
+    def transpose_for_scores(self, x: Tensor) -> Tensor:
+        return x.view(x.size()[:-1] + (self.nh, self.hs)).permute(0, 2, 1, 3)
+
+    @staticmethod
+    def cogview_attention(attention_scores: Tensor, alpha: int = 32) -> Tensor:
+        scaled_attention_scores = attention_scores / alpha
+        max_value = scaled_attention_scores.amax(dim=(-1)).unsqueeze(-1)
+        new_attention_scores = (scaled_attention_scores - max_value) * alpha
+        return nn.Softmax(dim=-1)(new_attention_scores)
+
+    def forward(self, x: Tensor, attention_mask: Tensor, rel_pos: Tensor, rel_2d_pos: Tensor):
+        query_layer = self.transpose_for_scores(self.query(x))
+        key_layer = self.transpose_for_scores(self.key(x))
+        value_layer = self.transpose_for_scores(self.value(x))
+        attention_scores = torch.matmul(query_layer / math.sqrt(self.hs), key_layer.transpose(-1, -2))
+        attention_scores += (rel_pos + rel_2d_pos) / math.sqrt(self.hs)
+        extended = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
+        attention_scores = attention_scores + extended
+        attention_probs = self.cogview_attention(attention_scores)
+        context_layer = torch.matmul(attention_probs, value_layer).permute(0, 2, 1, 3).contiguous()
+        return context_layer.view(context_layer.size()[:-2] + (self.nh * self.hs,))
+
+
 class TalkingHeadsAttention(nn.Module):
     """x-transformers' Attention with talking heads before the softmax
     (Shazeer et al., "Talking-Heads Attention"), as its early versions

@@ -683,6 +683,17 @@ SPECS = [
          "(the whole (B·H, h, w, h, w) grid, Add), reshape_as the scores (Reshape) and added to them, and the "
          "softmax runs in float32 (Cast): the fused node takes the two terms as its bias by a key grid, and the "
          "sum is never made"),
+    Spec("layoutlmv3_attention", "ext",
+         "transformers' LayoutLMv3SelfAttention (relative position biases, CogView's PB-relax softmax)",
+         lambda: am.LayoutLMv3SelfAttention(C, H),
+         [("x", ("batch", "seq", C), randn), ("attention_mask", ("batch", "seq"), keep_mask_int_2d),
+          ("rel_pos", ("batch", H, "seq", "seq"), randn), ("rel_2d_pos", ("batch", H, "seq", "seq"), randn)],
+         [("y", ("batch", "seq", C))],
+         _std_sets(),
+         "q / sqrt(d) · kᵀ plus (rel_pos + rel_2d_pos) / sqrt(d) (Add, Div, Add: a dense bias computed on every "
+         "call) plus (1 - mask) · finfo.min; then the scores / 32 minus their row maximum (ReduceMax without "
+         "keepdims, Unsqueeze, Sub), times 32, softmax: the row maximum drops out of the fused node; "
+         "attention_mask: int64, 1 = keep"),
     Spec("temperature_attention", "ext",
          "self-attention with a learned temperature per head dividing the scores (padding masked_fill -inf)",
          lambda: am.TemperatureAttention(C, H),

@@ -661,6 +661,9 @@ var gpuMissingOps = map[string][]string{
 	// (folded on the host at run time) and two einsums of Q with them.
 	"sam_relpos_attention": {"Einsum", "Range"},
 	"sam_vision_attention": {"Einsum", "Range"},
+	// Its row maximum taken off (CogView's PB-relax): the GPU kernel takes
+	// no bias beside the mask, so the chain runs node by node there.
+	"layoutlmv3_attention": {"ReduceMax"},
 	// The clamp of its per-head temperature.
 	"temperature_attention": {"Clip"},
 	// Its rotary table from arange(S), and the row maximum taken off the

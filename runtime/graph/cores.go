@@ -214,8 +214,17 @@ func (p *Program) AttentionCores() []AttentionCore {
 				if len(n.Inputs) != 2 {
 					break walk
 				}
-				if r := producer[n.Inputs[1]]; n.OpType == "Sub" && r != nil && r.OpType == "ReduceMax" && len(r.Inputs) > 0 && r.Inputs[0] == n.Inputs[0] {
-					chain = append(chain, n, r) // the row maximum taken off: no mask
+				r := producer[n.Inputs[1]]
+				var put *ir.Node // an Unsqueeze putting the maximum's axis back (LayoutLMv3)
+				if r != nil && r.OpType == "Unsqueeze" && len(r.Inputs) > 0 {
+					put, r = r, producer[r.Inputs[0]]
+				}
+				if n.OpType == "Sub" && r != nil && r.OpType == "ReduceMax" && len(r.Inputs) > 0 && r.Inputs[0] == n.Inputs[0] {
+					chain = append(chain, n) // the row maximum taken off: no mask
+					if put != nil {
+						chain = append(chain, put)
+					}
+					chain = append(chain, r)
 					x = n.Inputs[0]
 					continue
 				}

@@ -80,6 +80,7 @@ func TestAttentionCores(t *testing.T) {
 		{"temperature_attention", 1, ops.MaskBoolTrueMasks},
 		{"sam_relpos_attention", 1, ""}, // its terms are added to the scores' grid view (no mask)
 		{"sam_vision_attention", 1, ops.MaskAdditive},
+		{"layoutlmv3_attention", 1, ops.MaskAdditive},
 		{"head_mask_attention", 1, ""},
 		{"post_softmax_key_mask_attention", 1, ""},
 		{"bloom_attention", 1, ops.MaskBoolTrueMasks},

@@ -42,9 +42,10 @@ import (
 //	    grid row + one by its column)      SAM's decomposed relative
 //	                                       positions: the fused node's
 //	                                       bias by a key grid (fuse_grid.go)
-//	    Sub(S, ReduceMax(S, last axis, keepdims)): the row maximum taken
-//	                                       off (a "stable softmax"), dropped
-//	                                       (rowMaxShift)
+//	    Sub(S, ReduceMax(S, last axis, keepdims)), or Sub(S, Unsqueeze(
+//	    ReduceMax(S, last axis), last axis)): the row maximum taken off (a
+//	                                       "stable softmax"; LayoutLMv3's
+//	                                       PB-relax), dropped (rowMaxShift)
 //	    with at most two masks (Where or Add/Sub) among them, at most one
 //	    of them a Where, or two Wheres of one fill, a causal constant and
 //	    a per-key mask (twoWheresCausal)

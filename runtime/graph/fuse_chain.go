@@ -389,7 +389,7 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 			// The ReduceMax reads t too: it is in the chain, so t counts
 			// as read once while the walk goes on from it.
 			f.uses[t]--
-			r, ok := f.walk(t, m, post, append(chain[:len(chain):len(chain)], rk))
+			r, ok := f.walk(t, m, post, append(chain[:len(chain):len(chain)], rk...))
 			f.uses[t]++
 			return r, ok
 		}
@@ -475,45 +475,74 @@ func (f *fuser) whyNoMask(n *ir.Node, m attnMatch) string {
 // rowMaxShift reads n as Sub(t, ReduceMax(t)) over t's last axis with
 // keepdims: the row maximum taken off the scores before the softmax, as
 // the "stable softmax" of DALLE-pytorch and many attention code bases
-// writes it (sim - sim.amax(dim=-1, keepdim=True).detach()). The softmax
-// does not see a shift of its row, and the fused kernel takes off its own
-// running maximum, so the Sub and the ReduceMax drop out: the scores
-// change by the rounding of the subtraction, an ulp of the row maximum.
-// Nothing but the two may read t, nothing but the Sub the maximum. It
-// returns t and the ReduceMax's step.
-func (f *fuser) rowMaxShift(n *ir.Node) (string, int, bool) {
+// writes it (sim - sim.amax(dim=-1, keepdim=True).detach()), or with the
+// maximum's axis put back by an Unsqueeze (LayoutLMv3's PB-relax:
+// scores.amax(dim=-1).unsqueeze(-1)). The softmax does not see a shift of
+// its row, and the fused kernel takes off its own running maximum, so the
+// Sub and the ReduceMax drop out: the scores change by the rounding of the
+// subtraction, an ulp of the row maximum. Nothing but the two may read t,
+// nothing but the Sub the maximum. It returns t and the steps making the
+// maximum.
+func (f *fuser) rowMaxShift(n *ir.Node) (string, []int, bool) {
 	if n.OpType != "Sub" || len(n.Inputs) != 2 || !f.isFloat32(n.Inputs[0]) {
-		return "", 0, false
+		return "", nil, false
 	}
 	t := n.Inputs[0]
-	k, r, ok := f.internal(n.Inputs[1])
-	if !ok || r.OpType != "ReduceMax" || len(r.Inputs) == 0 || r.Inputs[0] != t || f.uses[t] != 2 {
-		return "", 0, false // (a graph output's count is far above 2; walk checks t's producer)
-	}
 	tt := f.types[t].Type
-	if keep, err := r.AttrInt("keepdims", 1); err != nil || keep != 1 || !tt.RankKnown || len(tt.Shape) < 2 {
-		return "", 0, false
+	if !tt.RankKnown || len(tt.Shape) < 2 || f.uses[t] != 2 {
+		return "", nil, false // (a graph output's count is far above 2; walk checks t's producer)
 	}
-	axes, ok, err := r.AttrInts("axes")
+	last := len(tt.Shape) - 1
+	k, r, ok := f.internal(n.Inputs[1])
+	if !ok {
+		return "", nil, false
+	}
+	steps, keep := []int{k}, int64(1)
+	if r.OpType == "Unsqueeze" {
+		// The maximum without keepdims, its axis put back last.
+		if axes, ok := f.axesOf(r, 1); !ok || len(axes) != 1 || (axes[0] != -1 && axes[0] != int64(last)) {
+			return "", nil, false
+		}
+		if k, r, ok = f.internal(r.Inputs[0]); !ok {
+			return "", nil, false
+		}
+		steps, keep = append(steps, k), 0
+	}
+	if r.OpType != "ReduceMax" || len(r.Inputs) == 0 || r.Inputs[0] != t {
+		return "", nil, false
+	}
+	if kd, err := r.AttrInt("keepdims", 1); err != nil || kd != keep {
+		return "", nil, false
+	}
+	axes, ok := f.axesOf(r, 1)
+	if !ok || len(axes) != 1 {
+		return "", nil, false
+	}
+	if a, err := ops.NormAxis(axes[0], len(tt.Shape)); err != nil || a != last {
+		return "", nil, false
+	}
+	return t, steps, true
+}
+
+// axesOf returns the axes of a reduction or an Unsqueeze: its attribute,
+// or (newer opsets) its input in, a constant.
+func (f *fuser) axesOf(n *ir.Node, in int) ([]int64, bool) {
+	axes, ok, err := n.AttrInts("axes")
 	if err != nil {
-		return "", 0, false
+		return nil, false
 	}
-	if !ok && len(r.Inputs) > 1 && r.Inputs[1] != "" { // opset 18: axes an input
-		c := f.constValue(r.Inputs[1])
-		if c == nil {
-			return "", 0, false
-		}
-		if axes, err = c.AsInt64s(); err != nil {
-			return "", 0, false
-		}
+	if ok {
+		return axes, true
 	}
-	if len(axes) != 1 {
-		return "", 0, false
+	if len(n.Inputs) <= in || n.Inputs[in] == "" {
+		return nil, false
 	}
-	if a, err := ops.NormAxis(axes[0], len(tt.Shape)); err != nil || a != len(tt.Shape)-1 {
-		return "", 0, false
+	c := f.constValue(n.Inputs[in])
+	if c == nil {
+		return nil, false
 	}
-	return t, k, true
+	axes, err = c.AsInt64s()
+	return axes, err == nil
 }
 
 // scoresFloor reads n as Max(s, c) or Max(c, s), c a one-element float32

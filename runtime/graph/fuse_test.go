@@ -193,6 +193,10 @@ func TestModelFusions(t *testing.T) {
 		// transformers' SamVisionAttention: the two terms summed first, the
 		// sum viewed as the scores and added (never made once fused).
 		{"sam_vision_attention", 1, "Mul Transpose MatMul Add Reshape Add Softmax Cast Cast MatMul", scale8, false, "", 0, true},
+		// LayoutLMv3: a dense bias computed on every call, the padding mask,
+		// and CogView's row maximum taken off (ReduceMax without keepdims,
+		// Unsqueeze) between a scale and its inverse.
+		{"layoutlmv3_attention", 1, "Div MatMul Add Add Div ReduceMax Unsqueeze Sub Mul Softmax MatMul", scale8, true, ops.MaskAdditive, 0, false},
 		// A learned temperature per head ([H, 1, 1], clamped: folded)
 		// divides the scores: Q is divided by it before the fused node.
 		{"temperature_attention", 1, "Transpose MatMul Div Where Softmax MatMul", 1, false, ops.MaskBoolTrueMasks, inf, false},
@@ -266,6 +270,7 @@ func TestModelFusions(t *testing.T) {
 		"t5_encoder":                       "bias_scale=1 bias_diagonals=1",
 		"sam_relpos_attention":             "bias_scale=1 bias_grid=7",
 		"sam_vision_attention":             "bias_scale=1 bias_grid=4",
+		"layoutlmv3_attention":             "bias_scale=1",
 	}
 	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {
