@@ -1717,6 +1717,52 @@ class LayoutLMv3SelfAttention(nn.Module):
         return context_layer.view(context_layer.size()[:-2] + (self.nh * self.hs,))
 
 
+class MViTv2Attention(nn.Module):
+    """timm's MultiScaleAttention (MViTv2) at a stage whose keys and values
+    are not pooled, with rel_pos_type "spatial" and no class token: q, k, v
+    split from one qkv Linear, scores (q · scale) @ kᵀ, then
+    cal_rel_pos_type: einsums of q with tables gathered by relative row and
+    column (the distances scaled when the query and key grids differ), added
+    by a slice assignment, attn[:, :, 0:, 0:] = (attn[:, :, 0:, 0:].view(B,
+    heads, h, w, h, w) + rel_h.unsqueeze(-1) + rel_w.unsqueeze(-2)).view(...)
+    (Expand, ScatterND); softmax, · v, heads merged, proj."""
+
+    def __init__(self, hidden_size: int, num_heads: int, grid: tuple):
+        super().__init__()
+        self.nh, self.hs, self.grid = num_heads, hidden_size // num_heads, grid
+        self.scale = self.hs ** -0.5
+        self.qkv = nn.Linear(hidden_size, 3 * hidden_size)
+        self.proj = nn.Linear(hidden_size, hidden_size)
+        size = max(grid)
+        self.rel_pos_h = nn.Parameter(0.3 * torch.randn(2 * size - 1, self.hs))
+        self.rel_pos_w = nn.Parameter(0.3 * torch.randn(2 * size - 1, self.hs))
+
+    @staticmethod
+    def get_rel_pos(q_size: int, k_size: int, rel_pos: Tensor) -> Tensor:
+        q_ratio = max(k_size / q_size, 1.0)
+        k_ratio = max(q_size / k_size, 1.0)
+        dist = torch.arange(q_size)[:, None] * q_ratio - torch.arange(k_size)[None, :] * k_ratio
+        dist += (k_size - 1) * k_ratio
+        return rel_pos[dist.long()]
+
+    def forward(self, x: Tensor):
+        B, N, _ = x.shape
+        q, k, v = self.qkv(x).reshape(B, N, 3, self.nh, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        attn = (q * self.scale) @ k.transpose(-2, -1)
+        q_h, q_w = self.grid
+        k_h, k_w = self.grid
+        Rh = self.get_rel_pos(q_h, k_h, self.rel_pos_h)
+        Rw = self.get_rel_pos(q_w, k_w, self.rel_pos_w)
+        r_q = q.reshape(B, self.nh, q_h, q_w, self.hs)
+        rel_h = torch.einsum("byhwc,hkc->byhwk", r_q, Rh)
+        rel_w = torch.einsum("byhwc,wkc->byhwk", r_q, Rw)
+        attn[:, :, 0:, 0:] = (
+            attn[:, :, 0:, 0:].view(B, -1, q_h, q_w, k_h, k_w) + rel_h.unsqueeze(-1) + rel_w.unsqueeze(-2)
+        ).view(B, -1, q_h * q_w, k_h * k_w)
+        attn = attn.softmax(dim=-1)
+        return self.proj((attn @ v).transpose(1, 2).reshape(B, N, -1))
+
+
 class TalkingHeadsAttention(nn.Module):
     """x-transformers' Attention with talking heads before the softmax
     (Shazeer et al., "Talking-Heads Attention"), as its early versions

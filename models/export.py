@@ -694,6 +694,16 @@ SPECS = [
          "call) plus (1 - mask) · finfo.min; then the scores / 32 minus their row maximum (ReduceMax without "
          "keepdims, Unsqueeze, Sub), times 32, softmax: the row maximum drops out of the fused node; "
          "attention_mask: int64, 1 = keep"),
+    Spec("mvitv2_attention", "ext",
+         "timm's MViTv2 MultiScaleAttention (decomposed relative positions added by a slice assignment)",
+         lambda: am.MViTv2Attention(C, H, (4, 6)),
+         [("x", ("batch", 24, C), randn)],
+         [("y", ("batch", 24, C))],
+         [dict(batch=1), dict(batch=2), dict(batch=3)],
+         "a 4×6 grid of tokens, keys and values not pooled, no class token: the scores plus a term by the key's "
+         "grid row and one by its column, as sam_relpos_attention, but assigned back into the scores by "
+         "attn[:, :, 0:, 0:] = ... (an Expand of the value to the slice, a ScatterND that overwrites every "
+         "element): the ScatterND is its value, the Expand a no-op, and the fused node takes the bias by a key grid"),
     Spec("temperature_attention", "ext",
          "self-attention with a learned temperature per head dividing the scores (padding masked_fill -inf)",
          lambda: am.TemperatureAttention(C, H),

@@ -661,6 +661,7 @@ var gpuMissingOps = map[string][]string{
 	// (folded on the host at run time) and two einsums of Q with them.
 	"sam_relpos_attention": {"Einsum", "Range"},
 	"sam_vision_attention": {"Einsum", "Range"},
+	"mvitv2_attention":     {"Einsum", "Range", "ScatterND"}, // its slice assignment, unfused
 	// Its row maximum taken off (CogView's PB-relax): the GPU kernel takes
 	// no bias beside the mask, so the chain runs node by node there.
 	"layoutlmv3_attention": {"ReduceMax"},

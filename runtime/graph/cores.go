@@ -191,6 +191,22 @@ func (p *Program) AttentionCores() []AttentionCore {
 				}
 				chain = append(chain, n)
 				x = n.Inputs[0]
+			case "Expand", "ScatterND":
+				// A slice assignment of the whole scores (MViTv2's relative
+				// positions): the value, expanded to the slice, written over
+				// every element.
+				from := n.Inputs[0]
+				if n.OpType == "ScatterND" {
+					if len(n.Inputs) != 3 {
+						break walk
+					}
+					from = n.Inputs[2]
+				}
+				if !p.sameDims(from, n.Outputs[0]) {
+					break walk
+				}
+				chain = append(chain, n)
+				x = from
 			case "Reshape", "Squeeze", "Unsqueeze", "Flatten":
 				if !p.keepsMatrices(n) && !p.viewsKeyGrid(n) {
 					break walk

@@ -81,6 +81,7 @@ func TestAttentionCores(t *testing.T) {
 		{"sam_relpos_attention", 1, ""}, // its terms are added to the scores' grid view (no mask)
 		{"sam_vision_attention", 1, ops.MaskAdditive},
 		{"layoutlmv3_attention", 1, ops.MaskAdditive},
+		{"mvitv2_attention", 1, ""},
 		{"head_mask_attention", 1, ""},
 		{"post_softmax_key_mask_attention", 1, ""},
 		{"bloom_attention", 1, ops.MaskBoolTrueMasks},

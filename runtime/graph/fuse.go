@@ -31,7 +31,10 @@ import (
 //	    scores' own mask hides (ESPnet: masked_rows_zero, fuse_zero_rows.go)
 //	S = the scores changed by any number of
 //	    Div(S, c) | Mul(S, c) | Mul(c, S)  c a float32 constant, one element
-//	    Cast(S) float→float | Identity(S)
+//	    Cast(S) float→float | Identity(S) | Expand(S) or Slice(S) to S's
+//	                                       own shape (a slice assignment's
+//	                                       value; its full ScatterND runs as
+//	                                       an Identity: scatter_full.go)
 //	    Add(S, m) | Add(m, S) | Sub(S, m)  m float32: a mask or a bias
 //	    Where(cond, fill, S) | Where(cond, S, fill)   cond bool, fill a
 //	                                       one-element constant

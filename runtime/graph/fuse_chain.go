@@ -318,6 +318,14 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 			return m, f.fail(len(chain), "node %q (%s) in the scores%s: the fused op computes them in float32", n.Label(), n.OpType, f.castNote(n))
 		}
 		return f.walk(n.Inputs[0], m, post, chain)
+	case "Expand", "Slice":
+		// To the shape the scores have: PyTorch's slice assignment
+		// attn[:, :, 0:, 0:] = ... (MViTv2's relative positions) expands
+		// the value to the slice, and a full ScatterND is its value.
+		if !f.noOp(n) {
+			return m, f.fail(len(chain), "node %q (%s) changes the scores' shape or order", n.Label(), n.OpType)
+		}
+		return f.walk(n.Inputs[0], m, post, chain)
 	case "Reshape", "Squeeze", "Unsqueeze", "Flatten":
 		if st, steps, next, ok := f.gridBiasOf(n, post); ok {
 			if len(m.masks) == maxWalkStages || m.headScale != "" || m.softcap != 0 || slices.ContainsFunc(m.masks, func(s maskStage) bool { return s.grid != nil }) {

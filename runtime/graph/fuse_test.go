@@ -193,6 +193,10 @@ func TestModelFusions(t *testing.T) {
 		// transformers' SamVisionAttention: the two terms summed first, the
 		// sum viewed as the scores and added (never made once fused).
 		{"sam_vision_attention", 1, "Mul Transpose MatMul Add Reshape Add Softmax Cast Cast MatMul", scale8, false, "", 0, true},
+		// MViTv2: the key grid's bias assigned back into the scores by a
+		// slice assignment (an Expand to their own shape, a full ScatterND,
+		// which the plan runs as an Identity of its value: scatter_full.go).
+		{"mvitv2_attention", 1, "Mul Transpose MatMul Reshape Add Add Reshape Expand Reshape Identity Softmax MatMul", scale8, false, "", 0, true},
 		// LayoutLMv3: a dense bias computed on every call, the padding mask,
 		// and CogView's row maximum taken off (ReduceMax without keepdims,
 		// Unsqueeze) between a scale and its inverse.
@@ -271,6 +275,7 @@ func TestModelFusions(t *testing.T) {
 		"sam_relpos_attention":             "bias_scale=1 bias_grid=7",
 		"sam_vision_attention":             "bias_scale=1 bias_grid=4",
 		"layoutlmv3_attention":             "bias_scale=1",
+		"mvitv2_attention":                 "bias_scale=1 bias_grid=6",
 	}
 	all, _ := filepath.Glob("../../models/*/model.onnx")
 	if len(all) != len(cases) {
