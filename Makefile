@@ -100,7 +100,8 @@ bench-models:
 	    [ -f $(BENCH_MODELS)/llama_mha_decode_c1024/model.onnx ] && \
 	    [ -f $(BENCH_MODELS)/opt_attention_c768/model.onnx ] && \
 	    [ -f $(BENCH_MODELS)/gpt_oss_attention_c1024/model.onnx ] && \
-	    [ -f $(BENCH_MODELS)/sam_global_attention_c768/model.onnx ]; then \
+	    [ -f $(BENCH_MODELS)/sam_global_attention_c768/model.onnx ] && \
+	    [ -f $(BENCH_MODELS)/sam_window_attention_c768/model.onnx ]; then \
 		echo "bench models present in $(BENCH_MODELS)"; \
 	else \
 		/usr/bin/python3 models/export.py --bench $(BENCH_MODELS); \

@@ -1550,7 +1550,8 @@ def export_bench_patterns(outdir):
     C=1024 (grouped-query attention, rotary embedding, SwiGLU) and its decode
     step after a KV cache (and a multi-head one's), OPT-125m's attention (its masks floored at
     finfo.min), gpt-oss-style attention with sinks at C=1024 and SAM ViT-B's
-    global attention on its 64×64 grid (decomposed relative positions). Each is checked
+    global attention on its 64×64 grid and windowed attention on 14×14 windows
+    (decomposed relative positions). Each is checked
     against PyTorch at its export inputs with the numpy interpreter."""
     torch.manual_seed(0)
     rng = np.random.default_rng(11)
@@ -1650,6 +1651,15 @@ def export_bench_patterns(outdir):
         sam.rel_pos_h.mul_(10)
         sam.rel_pos_w.mul_(10)
     items.append(("sam_global_attention_c768", sam, [("x", randn(rng, (1, 64, 64, 768)), {0: "batch"})]))
+    # Its windowed attention (most of the encoder's blocks): 14×14 windows,
+    # the windows in the batch (25 for the padded 64×64 grid).
+    sam_win = am.SamRelPosAttention(768, 12, (14, 14))
+    for p in sam_win.parameters():
+        torch.nn.init.normal_(p, std=0.02)
+    with torch.no_grad():
+        sam_win.rel_pos_h.mul_(10)
+        sam_win.rel_pos_w.mul_(10)
+    items.append(("sam_window_attention_c768", sam_win, [("x", randn(rng, (4, 14, 14, 768)), {0: "windows"})]))
     present = {0: "batch", 2: "total"}
     for name, m, ins in items:
         m.eval()
