@@ -408,7 +408,7 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 		mshape = in[3].Shape
 	}
 	var bB []int
-	bsq, bsk, bDiag, gridKH := 1, 1, 0, 0
+	bsq, bsk, bDiag, gridKH, gridTerms := 1, 1, 0, 0, 0
 	if hasBias {
 		if in[5].DType != ir.Float {
 			return nil, n.Errorf("bias has element type %v, FusedAttention takes float32", in[5].DType)
@@ -419,7 +419,7 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 			bB, bsq, bsk = splitBias(in[5].Shape, 1)
 		}
 		if a.biasGrid > 0 {
-			bsk = 1 // checked below against the keys: kh + kw terms
+			gridTerms, bsk = bsk, 1 // checked below against the keys: kh + kw terms
 		}
 	}
 	// Shapes as the query heads see them: with kv_group, K's and V's heads
@@ -460,7 +460,7 @@ func planFusedAttention(n *ir.Node, in []*ir.Tensor) (*attnPlan, error) {
 		return nil, n.Errorf("bias %v does not broadcast to the scores [%d %d]", in[5].Shape, s.sq, s.sk)
 	}
 	if a.biasGrid > 0 {
-		kh, err := gridRows(s.sk, a.biasGrid, in[5].Shape[len(in[5].Shape)-1])
+		kh, err := gridRows(s.sk, a.biasGrid, gridTerms)
 		if err != nil {
 			return nil, n.Errorf("bias %v: %w", in[5].Shape, err)
 		}

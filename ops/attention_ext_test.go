@@ -772,6 +772,7 @@ func TestFusedAttentionExtensionErrors(t *testing.T) {
 		{"bias_grid with bias_diagonals", []*ir.Attribute{iAttr("bias_grid", 3), iAttr("bias_diagonals", 1)}, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(7)), 3, 4)}, nil, "bias_grid and bias_diagonals exclude each other"},
 		{"bias_grid not dividing the keys", []*ir.Attribute{iAttr("bias_grid", 2)}, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(7)), 3, 4)}, nil, "bias_grid 2 does not divide the 3 keys into grid rows"},
 		{"grid bias of the wrong length", []*ir.Attribute{iAttr("bias_grid", 3)}, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(7)), 3, 3)}, nil, "bias_grid 3: 3 keys make 1 grid rows, so the bias needs 4 terms a query (rows, then columns), not 3"},
+		{"grid bias of rank 0", []*ir.Attribute{iAttr("bias_grid", 3)}, []*ir.Tensor{x, x, x, nil, nil, ir.FromSlice([]int{}, []float32{1})}, nil, "so the bias needs 4 terms a query (rows, then columns), not 1"},
 		{"grid bias of another query count", []*ir.Attribute{iAttr("bias_grid", 3)}, []*ir.Tensor{x, x, x, nil, nil, randTensor(rand.New(rand.NewSource(7)), 2, 4)}, nil, "does not broadcast"},
 		{"bad bias_first", []*ir.Attribute{iAttr("bias_first", 3)}, []*ir.Tensor{x, x, x}, nil, "bias_first must be 0 or 1"},
 		{"causal_fill without causal", []*ir.Attribute{fAttr("causal_fill", -1e4)}, []*ir.Tensor{x, x, x}, nil, "causal_fill -10000 is given without causal = 1"},
