@@ -1679,13 +1679,10 @@ class SamVisionAttention(SamRelPosAttention):
         return self.proj(out)
 
 
-class LayoutLMv3SelfAttention(nn.Module):
-    """transformers' LayoutLMv3SelfAttention (document AI: LayoutLMv3): q / sqrt(d)
-    times kᵀ, plus (rel_pos + rel_2d_pos) / sqrt(d) (the 1-D and 2-D relative
-    position biases the encoder computes once and passes to every layer),
-    plus the extended attention mask (1 - mask) · finfo.min, then CogView's
-    PB-relax softmax: the scores / 32, minus their row maximum
-    (amax(dim=-1).unsqueeze(-1)), times 32, softmax; · v, heads merged."""
+class BertStyleProjections(nn.Module):
+    """The query, key and value Linears of transformers' BERT-style
+    self-attention (BertSelfAttention and the models that copy it), each
+    hidden_size wide, with num_heads heads: the subclasses' forward."""
 
     def __init__(self, hidden_size: int, num_heads: int):
         super().__init__()
@@ -1693,6 +1690,15 @@ class LayoutLMv3SelfAttention(nn.Module):
         self.query = nn.Linear(hidden_size, hidden_size)
         self.key = nn.Linear(hidden_size, hidden_size)
         self.value = nn.Linear(hidden_size, hidden_size)
+
+
+class LayoutLMv3SelfAttention(BertStyleProjections):
+    """transformers' LayoutLMv3SelfAttention (document AI: LayoutLMv3): q / sqrt(d)
+    times kᵀ, plus (rel_pos + rel_2d_pos) / sqrt(d) (the 1-D and 2-D relative
+    position biases the encoder computes once and passes to every layer),
+    plus the extended attention mask (1 - mask) · finfo.min, then CogView's
+    PB-relax softmax: the scores / 32, minus their row maximum
+    (amax(dim=-1).unsqueeze(-1)), times 32, softmax; · v, heads merged."""
 
     def transpose_for_scores(self, x: Tensor) -> Tensor:
         return x.view(x.size()[:-1] + (self.nh, self.hs)).permute(0, 2, 1, 3)
@@ -1737,13 +1743,8 @@ class MViTv2Attention(nn.Module):
         self.rel_pos_h = nn.Parameter(0.3 * torch.randn(2 * size - 1, self.hs))
         self.rel_pos_w = nn.Parameter(0.3 * torch.randn(2 * size - 1, self.hs))
 
-    @staticmethod
-    def get_rel_pos(q_size: int, k_size: int, rel_pos: Tensor) -> Tensor:
-        q_ratio = max(k_size / q_size, 1.0)
-        k_ratio = max(q_size / k_size, 1.0)
-        dist = torch.arange(q_size)[:, None] * q_ratio - torch.arange(k_size)[None, :] * k_ratio
-        dist += (k_size - 1) * k_ratio
-        return rel_pos[dist.long()]
+    # timm's get_rel_pos: the same distances as segment_anything's.
+    get_rel_pos = staticmethod(SamRelPosAttention.get_rel_pos)
 
     def forward(self, x: Tensor):
         B, N, _ = x.shape
@@ -1791,19 +1792,12 @@ class TalkingHeadsAttention(nn.Module):
         return self.to_out(out.transpose(1, 2).reshape(B, S, C))
 
 
-class HeadMaskAttention(nn.Module):
+class HeadMaskAttention(BertStyleProjections):
     """transformers' BertSelfAttention exported with its head_mask input:
     attention_probs * head_mask after the softmax, head_mask (H,) viewed
     as (1, H, 1, 1) as BertModel.get_head_mask does (1.0 keeps a head, 0.0
     prunes it). A factor a head on the weights is one on V: the fusion
     reads V times it."""
-
-    def __init__(self, hidden_size: int, num_heads: int):
-        super().__init__()
-        self.nh, self.hs = num_heads, hidden_size // num_heads
-        self.query = nn.Linear(hidden_size, hidden_size)
-        self.key = nn.Linear(hidden_size, hidden_size)
-        self.value = nn.Linear(hidden_size, hidden_size)
 
     def forward(self, x: Tensor, head_mask: Tensor):
         B, S, C = x.shape

@@ -328,7 +328,7 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 		return f.walk(n.Inputs[0], m, post, chain)
 	case "Reshape", "Squeeze", "Unsqueeze", "Flatten":
 		if st, steps, next, ok := f.gridBiasOf(n, post); ok {
-			if len(m.masks) == maxWalkStages || m.headScale != "" || m.softcap != 0 || slices.ContainsFunc(m.masks, func(s maskStage) bool { return s.grid != nil }) {
+			if len(m.masks) == maxWalkStages || m.headScale != "" || m.softcap != 0 || m.hasGrid() {
 				return m, f.fail(len(chain), "node %q (Reshape) ends a bias by a key grid's rows and columns where the fused op takes no further bias (after a per-head scale, a soft cap, another such bias, or three masks)", n.Label())
 			}
 			return f.walk(next, m.withMask(st), post, append(chain[:len(chain):len(chain)], steps...))
@@ -422,7 +422,7 @@ func (f *fuser) walk(x string, m attnMatch, post float64, chain []int) (attnMatc
 				}
 				continue
 			}
-			if st, steps, ok := f.gridSumOf(o[1], o[0], sign*post); ok && !slices.ContainsFunc(m.masks, func(s maskStage) bool { return s.grid != nil }) {
+			if st, steps, ok := f.gridSumOf(o[1], o[0], sign*post); ok && !m.hasGrid() {
 				// SamVisionAttention: a term by grid row plus one by grid
 				// column, viewed as the scores (fuse_grid.go).
 				if r, ok := f.walk(o[0], m.withMask(st), post, append(chain[:len(chain):len(chain)], steps...)); ok {
@@ -533,24 +533,15 @@ func (f *fuser) rowMaxShift(n *ir.Node) (string, []int, bool) {
 }
 
 // axesOf returns the axes of a reduction or an Unsqueeze: its attribute,
-// or (newer opsets) its input in, a constant.
+// or (newer opsets) its input in, a constant (constInputInts). ok is false
+// when neither gives them.
 func (f *fuser) axesOf(n *ir.Node, in int) ([]int64, bool) {
 	axes, ok, err := n.AttrInts("axes")
-	if err != nil {
-		return nil, false
+	if err != nil || ok {
+		return axes, err == nil
 	}
-	if ok {
-		return axes, true
-	}
-	if len(n.Inputs) <= in || n.Inputs[in] == "" {
-		return nil, false
-	}
-	c := f.constValue(n.Inputs[in])
-	if c == nil {
-		return nil, false
-	}
-	axes, err = c.AsInt64s()
-	return axes, err == nil
+	axes, ok = constInputInts(n, in, f.constValue)
+	return axes, ok && axes != nil
 }
 
 // scoresFloor reads n as Max(s, c) or Max(c, s), c a one-element float32
@@ -597,6 +588,12 @@ func (f *fuser) softcapOf(n *ir.Node) (string, float64, []int, bool) {
 		return s, c, []int{tk, dk}, true
 	}
 	return "", 0, nil, false
+}
+
+// hasGrid reports whether m has a bias by a key grid among its masks (the
+// fused node takes one).
+func (m attnMatch) hasGrid() bool {
+	return slices.ContainsFunc(m.masks, func(s maskStage) bool { return s.grid != nil })
 }
 
 // withMask returns m with stage applied before the masks matched so far

@@ -185,10 +185,7 @@ func broadcastsTo(dims, to []int) bool {
 func (f *fuser) gridBiasNodes(m attnMatch, added *addedNodes) bool {
 	for _, st := range m.masks {
 		gb := st.grid
-		if gb == nil || slices.ContainsFunc(added.pre, func(p *ir.Node) bool { return p.Outputs[0] == st.name }) {
-			continue
-		}
-		if _, made := f.made[st.name]; made {
+		if gb == nil || f.madeOrAdded(st.name, added) {
 			continue
 		}
 		reshape, err1 := ops.Lookup(ops.DomainONNX, "Reshape", regroupReshapeOpset)

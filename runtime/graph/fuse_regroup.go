@@ -153,6 +153,15 @@ func (a *addedNodes) add(post bool, n *ir.Node, s *ops.Schema, opset int) {
 	a.schemas[n], a.opsets[n] = s, opset
 }
 
+// madeOrAdded reports whether tensor name is computed already: by a node
+// an earlier fusion added, or by one of added's before the fused node.
+func (f *fuser) madeOrAdded(name string, added *addedNodes) bool {
+	if _, made := f.made[name]; made {
+		return true
+	}
+	return slices.ContainsFunc(added.pre, func(p *ir.Node) bool { return p.Outputs[0] == name })
+}
+
 // regroup works out how match m, with regrouping Reshapes, is fused (nil
 // when it has none): its batch shapes, and m with each mask and bias that
 // broadcasting alone does not fit to the fine batch shape replaced by its
@@ -209,7 +218,7 @@ func (f *fuser) regroup(m attnMatch, added *addedNodes) (*regrouping, attnMatch,
 			continue // broadcasting reads it as it is
 		}
 		name := regroupedName(st.name, want)
-		if _, made := f.made[name]; !made && !slices.ContainsFunc(added.pre, func(p *ir.Node) bool { return p.Outputs[0] == name }) {
+		if !f.madeOrAdded(name, added) {
 			added.add(false, f.reshapeNode(st.name, name, want, "mask "+st.name+" seen in the fused attention's batch shape"), reshape, regroupReshapeOpset)
 		}
 		st.name = name
